@@ -1,0 +1,99 @@
+"""Immutable cluster metadata: what ZooKeeper holds and what the controller pushes.
+
+``ClusterMetadata`` is the body of ``POST /internal/v1/metadata`` (controller -> broker):
+a full snapshot, fenced by ``controller_epoch``. Brokers keep the newest snapshot whose
+epoch is not older than the last one they accepted, and serve Kafka Metadata from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker, as registered in ``/brokers/ids/<id>`` (ephemeral)."""
+
+    id: int
+    host: str
+    port: int
+    internal_url: str  # http://host:port of the broker's /internal/v1 API
+    rack: str | None = None
+    epoch: int = -1  # the registration znode's czxid
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "host": self.host, "port": self.port,
+                "internal_url": self.internal_url, "rack": self.rack, "epoch": self.epoch}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "BrokerInfo":
+        return cls(int(d["id"]), d["host"], int(d["port"]), d["internal_url"],
+                   d.get("rack"), int(d.get("epoch", -1)))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """``/brokers/topics/<t>/partitions/<p>/state`` plus the assignment."""
+
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int  # -1 when offline
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+
+    def to_json(self) -> dict:
+        return {"partition": self.partition, "replicas": list(self.replicas), "leader": self.leader,
+                "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                "controller_epoch": self.controller_epoch}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "PartitionState":
+        return cls(int(d["partition"]), tuple(d["replicas"]), int(d["leader"]),
+                   int(d["leader_epoch"]), tuple(d["isr"]), int(d.get("controller_epoch", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: str  # UUID, canonical string form
+    partitions: tuple[PartitionState, ...]
+    configs: Mapping[str, str] = field(default_factory=dict)  # overrides only
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "topic_id": self.topic_id, "configs": dict(self.configs),
+                "partitions": [p.to_json() for p in self.partitions]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "TopicMetadata":
+        parts = tuple(sorted((PartitionState.from_json(p) for p in d["partitions"]),
+                             key=lambda p: p.partition))
+        return cls(d["name"], d["topic_id"], parts, dict(d.get("configs", {})))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    cluster_id: str
+    controller_id: str
+    controller_epoch: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: tuple[TopicMetadata, ...]
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        for t in self.topics:
+            if t.name == name:
+                return t
+        return None
+
+    def to_json(self) -> dict:
+        return {"cluster_id": self.cluster_id, "controller_id": self.controller_id,
+                "controller_epoch": self.controller_epoch,
+                "brokers": [b.to_json() for b in self.brokers],
+                "topics": [t.to_json() for t in self.topics]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "ClusterMetadata":
+        return cls(d["cluster_id"], str(d["controller_id"]), int(d["controller_epoch"]),
+                   tuple(BrokerInfo.from_json(b) for b in d["brokers"]),
+                   tuple(TopicMetadata.from_json(t) for t in d["topics"]))
