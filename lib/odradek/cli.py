@@ -1,2 +1,35 @@
-def main():
-    pass
+"""The ``odradek`` command: one entry point for every part (the container's entrypoint)."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: odradek <command> [options]
+
+commands:
+  broker       run a broker                     (odradek broker --help)
+  controller   run a controller instance        (odradek controller --help)
+  dev          a local cluster of processes     (odradek dev up|down|status --help)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "broker":
+        from odradek.broker.cli import main as run
+    elif command == "controller":
+        from odradek.controller.cli import main as run
+    elif command == "dev":
+        from odradek.dev.cluster import main as run
+    else:
+        print(f"odradek: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    return run(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

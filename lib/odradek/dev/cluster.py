@@ -1,0 +1,226 @@
+"""``odradek dev up|down|status``: a whole local cluster as processes.
+
+ZooKeeper, the controller(s) and the brokers run as child processes, with data and logs
+under one directory (``--data-dir``); ``cluster.json`` there records every PID (with its
+start time) and address, so ``down`` and ``status`` work from any shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from odradek.dev import processes, zookeeper
+from odradek.dev.processes import ProcessRecord
+
+STATE_FILE = "cluster.json"
+DEFAULT_DIR = Path("var/dev")
+
+
+def free_port(preferred: int = 0) -> int:
+    for port in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
+
+
+def _python() -> list[str]:
+    return [sys.executable, "-m"]
+
+
+def up(args: argparse.Namespace) -> int:
+    root: Path = args.data_dir.resolve()
+    state_path = root / STATE_FILE
+    if state_path.exists() and any(processes.alive(r) for r in _records(_load(state_path))):
+        print(f"a cluster is already running from {root}; `odradek dev down --data-dir {args.data_dir}` first",
+              file=sys.stderr)
+        return 1
+    root.mkdir(parents=True, exist_ok=True)
+    state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
+    try:
+        zk_rec, zk_port = zookeeper.launch(root / "zookeeper", log_path=root / "logs" / "zookeeper.log")
+        state["processes"]["zookeeper"] = zk_rec.to_json()
+        state["zookeeper"] = f"127.0.0.1:{zk_port}"
+        _save(state_path, state)
+        state["controllers"] = []
+        for i in range(args.controllers):
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            _, rec = processes.spawn(f"controller-{i}", _python() + [
+                "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
+                "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}",
+                "--default-partitions", str(args.partitions),
+                "--default-replication-factor", str(args.replication_factor)],
+                root / "logs" / f"controller-{i}.log")
+            state["processes"][rec.name] = rec.to_json()
+            state["controllers"].append(url)
+            _save(state_path, state)
+        state["brokers"] = {}
+        for broker_id in range(1, args.brokers + 1):
+            port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
+            _, rec = processes.spawn(f"broker-{broker_id}", _python() + [
+                "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / f"broker-{broker_id}"),
+                "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
+                "--listen", f"127.0.0.1:{port}", *sum((["--config", c] for c in args.config), [])],
+                root / "logs" / f"broker-{broker_id}.log")
+            state["processes"][rec.name] = rec.to_json()
+            state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
+            _save(state_path, state)
+        _wait_ready(state, args.brokers, timeout=args.timeout)
+    except Exception as e:
+        print(f"odradek dev up failed: {e}; logs in {root / 'logs'}", file=sys.stderr)
+        _stop_all(state)
+        return 1
+    print(_summary(state))
+    if args.detach:
+        return 0
+    print("\nCtrl-C stops the cluster.")
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping...")
+        _stop_all(state)
+    return 0
+
+
+def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "no controller answered"
+    while time.monotonic() < deadline:
+        for name, rec in state["processes"].items():
+            if not processes.alive(ProcessRecord.from_json(rec)):
+                raise RuntimeError(f"{name} exited during start-up")
+        cluster = active_cluster(state)
+        if cluster is not None:
+            live = len(cluster.get("brokers", []))
+            if live >= brokers:
+                return
+            last = f"{live}/{brokers} brokers registered"
+        time.sleep(0.2)
+    raise TimeoutError(f"cluster not ready after {timeout:.0f}s: {last}")
+
+
+def active_cluster(state: dict) -> dict | None:
+    """The active controller's view (``GET /internal/v1/cluster``), or None."""
+    for url in state.get("controllers", []):
+        try:
+            with urllib.request.urlopen(url + "/internal/v1/cluster", timeout=2) as resp:
+                body = json.load(resp)
+                body["controller_url"] = url
+                return body
+        except (urllib.error.URLError, OSError, ValueError):
+            continue
+    return None
+
+
+def _records(state: dict) -> list[ProcessRecord]:
+    return [ProcessRecord.from_json(r) for r in state.get("processes", {}).values()]
+
+
+def _stop_all(state: dict) -> None:
+    # Brokers first (they deregister), then controllers, ZooKeeper last.
+    order = sorted(_records(state), key=lambda r: (r.name == "zookeeper", r.name.startswith("controller")))
+    for rec in order:
+        processes.stop(rec)
+
+
+def _addresses(state: dict) -> dict:
+    cluster = active_cluster(state) or {}
+    return {"bootstrap_servers": ",".join(state.get("brokers", {}).values()),
+            "controller_url": cluster.get("controller_url"),
+            "controllers": state.get("controllers", []),
+            "zookeeper": state.get("zookeeper"), "cluster": state.get("cluster"),
+            "data_dir": state.get("data_dir"),
+            "brokers": {k: v for k, v in state.get("brokers", {}).items()},
+            "pids": {r.name: r.pid for r in _records(state) if processes.alive(r)}}
+
+
+def _summary(state: dict) -> str:
+    a = _addresses(state)
+    return (f"Odradek cluster {a['cluster']!r} is up\n"
+            f"  bootstrap servers: {a['bootstrap_servers']}\n"
+            f"  controller:        {a['controller_url']}\n"
+            f"  zookeeper:         {a['zookeeper']}\n"
+            f"  data and logs:     {a['data_dir']}")
+
+
+def status(args: argparse.Namespace) -> int:
+    path = args.data_dir.resolve() / STATE_FILE
+    if not path.exists():
+        print(f"no cluster state in {path.parent}", file=sys.stderr)
+        return 1
+    state = _load(path)
+    if args.json:
+        print(json.dumps(_addresses(state), indent=2))
+        return 0
+    for rec in _records(state):
+        print(f"{rec.name:14} pid {rec.pid:<8} {'running' if processes.alive(rec) else 'stopped'}")
+    cluster = active_cluster(state)
+    if cluster is None:
+        print("no active controller")
+        return 1
+    print(f"\nactive controller {cluster.get('controller_id')} (epoch {cluster.get('controller_epoch')}) "
+          f"at {cluster['controller_url']}")
+    for b in cluster.get("brokers", []):
+        print(f"broker {b['id']}: {b['host']}:{b['port']}")
+    for t in cluster.get("topics", []):
+        for p in t["partitions"]:
+            print(f"{t['name']}-{p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
+                  f"replicas {p['replicas']} isr {p['isr']}")
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    path = args.data_dir.resolve() / STATE_FILE
+    if not path.exists():
+        print(f"no cluster state in {path.parent}", file=sys.stderr)
+        return 1
+    _stop_all(_load(path))
+    print("stopped")
+    return 0
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _save(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="odradek dev", description="A local Odradek cluster of processes.")
+    sub = p.add_subparsers(dest="command", required=True)
+    u = sub.add_parser("up", help="start ZooKeeper, controller(s) and brokers")
+    u.add_argument("--brokers", type=int, default=3)
+    u.add_argument("--controllers", type=int, default=1)
+    u.add_argument("--kafka-port", type=int, default=9092,
+                   help="first broker's port (next ones follow; 0 = free ports)")
+    u.add_argument("--partitions", type=int, default=1, help="num.partitions for new topics")
+    u.add_argument("--replication-factor", type=int, default=1, help="default.replication.factor")
+    u.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker topic defaults")
+    u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
+    u.add_argument("--timeout", type=float, default=60.0)
+    s = sub.add_parser("status", help="show brokers, the active controller and partitions")
+    s.add_argument("--json", action="store_true", help="print addresses as JSON")
+    d = sub.add_parser("down", help="stop every process of the cluster")
+    for sp in (u, s, d):
+        sp.add_argument("--data-dir", type=Path, default=DEFAULT_DIR)
+        sp.add_argument("--cluster", default="odradek")
+    args = p.parse_args(argv)
+    return {"up": up, "status": status, "down": down}[args.command](args)

@@ -1,0 +1,110 @@
+"""Request decoding and response encoding over kio's generated schemas.
+
+kio holds every request/response schema of Apache Kafka; its readers are a native
+extension. Looking a schema up costs more than parsing a small request, so readers,
+writers and schema modules are cached per (api key, version).
+
+Handlers are written once for all versions of an API: ``Schemas(api_key, version)`` hands
+out the response classes of that version, and ``make`` drops the keyword arguments a version
+does not have (e.g. ``rack`` before Metadata v1), the way Kafka's generated code ignores
+fields outside a version's range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+_HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class FrameError(Exception):
+    """The frame cannot be parsed: the connection must be closed (as Kafka does)."""
+
+
+def peek_header(frame: memoryview) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id: readable even for versions we don't know."""
+    if len(frame) < _HEADER_PREFIX.size:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
+    return _HEADER_PREFIX.unpack_from(frame, 0)
+
+
+@lru_cache(maxsize=None)
+def _request_readers(api_key: int, version: int):
+    schema = load_request_schema(api_key, version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
+
+
+@lru_cache(maxsize=None)
+def _response_writers(api_key: int, version: int):
+    schema = load_response_schema(api_key, version)
+    return entity_writer(schema.__header_schema__), entity_writer(schema), schema.__header_schema__
+
+
+def decode_request(frame: memoryview) -> tuple[RequestHeader, Any]:
+    """Parse header and body of a request whose (api key, version) is supported."""
+    api_key, version, _ = peek_header(frame)
+    read_header, read_body = _request_readers(api_key, version)
+    try:
+        header, size = read_header(frame, 0)
+        body, _ = read_body(frame, size)
+    except Exception as e:  # kio raises several kinds on malformed input
+        raise FrameError(f"malformed {api_key} v{version} request: {e}") from e
+    return RequestHeader(api_key, version, header.correlation_id, header.client_id), body
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytearray:
+    """Size prefix + response header + body, ready for the socket."""
+    write_header, write_body, header_schema = _response_writers(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, header_schema(correlation_id=correlation_id))
+    write_body(buf, body)
+    out = bytearray(buf.getbuffer())
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def make(cls: type, **kwargs: Any) -> Any:
+    """Build a kio entity, ignoring fields this version of the schema does not have."""
+    names = _fields(cls)
+    return cls(**{k: v for k, v in kwargs.items() if k in names})
+
+
+class Schemas:
+    """The response (or request) classes of one API version, by name."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, api_key: int, version: int, kind: EntityType = EntityType.response) -> None:
+        self.module: ModuleType = _module(api_key, version, kind)
+
+    def __getattr__(self, name: str) -> type:
+        return getattr(self.module, name)
+
+
+@lru_cache(maxsize=None)
+def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
+    return load_payload_module(api_key, version, kind)

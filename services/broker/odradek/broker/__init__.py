@@ -1,0 +1,1 @@
+"""The Odradek broker: Kafka listener, request handlers, partition logs, control-plane API."""

@@ -1,0 +1,61 @@
+"""``odradek broker``: run one broker."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from odradek.broker.config import BrokerConfig, topic_defaults
+
+
+def _hostport(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def parse_args(argv: list[str] | None) -> BrokerConfig:
+    p = argparse.ArgumentParser(prog="odradek broker", description="Run an Odradek broker.")
+    p.add_argument("--id", type=int, required=True, help="broker id (broker.id)")
+    p.add_argument("--data-dir", type=Path, required=True, help="log directory (log.dirs)")
+    p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string host:port[,host:port]")
+    p.add_argument("--cluster", default="odradek", help="cluster name: chroot /odradek/<cluster>")
+    p.add_argument("--listen", default="127.0.0.1:9092", help="Kafka listener host:port (port 0 = free port)")
+    p.add_argument("--advertised", help="host:port clients are told to use (default: the listener)")
+    p.add_argument("--internal-listen", default="127.0.0.1:0", help="control-plane API host:port")
+    p.add_argument("--rack", help="broker.rack")
+    p.add_argument("--no-auto-create-topics", action="store_true", help="auto.create.topics.enable=false")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576")
+    p.add_argument("--log-level", default="INFO")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    host, port = _hostport(a.listen)
+    ihost, iport = _hostport(a.internal_listen)
+    adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
+    settings = dict(kv.split("=", 1) for kv in a.config)
+    return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
+                        host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
+                        internal_host=ihost, internal_port=iport, rack=a.rack,
+                        auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings))
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    from odradek.broker.server import Broker
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await Broker(config).run(stop)
+
+    try:
+        import uvloop
+        uvloop.run(run())
+    except ImportError:
+        asyncio.run(run())
+    return 0

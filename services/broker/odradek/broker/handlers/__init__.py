@@ -1,0 +1,30 @@
+"""Kafka request handlers, one module per area; ``table(broker)`` is what the broker serves.
+
+Each handler takes ``(broker, header, request)`` and returns a kio response entity of the
+request's version (or encoded pieces, for Fetch; or None when no response is due).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from odradek.broker.handlers import admin, configs, fetch, metadata, offsets, produce
+
+# api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
+_TABLE = {
+    0: (3, 9, produce.produce),
+    1: (4, 12, fetch.fetch),
+    2: (1, 7, offsets.list_offsets),
+    3: (1, 12, metadata.metadata),
+    10: (0, 4, metadata.find_coordinator),
+    19: (2, 7, admin.create_topics),
+    20: (1, 6, admin.delete_topics),
+    32: (1, 4, configs.describe_configs),
+    37: (0, 3, admin.create_partitions),
+    44: (0, 1, configs.incremental_alter_configs),
+    60: (0, 1, metadata.describe_cluster),
+}
+
+
+def table(broker) -> dict:
+    return {key: (lo, hi, partial(fn, broker)) for key, (lo, hi, fn) in _TABLE.items()}

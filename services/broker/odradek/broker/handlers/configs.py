@@ -1,0 +1,138 @@
+"""DescribeConfigs and IncrementalAlterConfigs for topics (and a read-only view of the broker).
+
+Topic overrides live in ZooKeeper (``/config/topics/<t>``) and change only through the
+controller; this broker forwards the change and answers with the controller's verdict.
+Dynamic broker configs are not supported: altering a BROKER resource is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.dispatch import ZERO
+from odradek.config import TOPIC_CONFIGS
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.codec import Schemas, make
+
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LIST_KEYS = {"cleanup.policy"}
+
+
+def _config_type(name: str, default: str) -> int:
+    if name in _LIST_KEYS:
+        return 7
+    if default in ("true", "false"):
+        return 1
+    try:
+        int(default)
+        return 5
+    except ValueError:
+        pass
+    try:
+        float(default)
+        return 6
+    except ValueError:
+        return 2
+
+
+async def describe_configs(broker, header, req):
+    s = Schemas(32, header.api_version)
+    results = []
+    for res in req.resources:
+        try:
+            entries = _entries(broker, res)
+            wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
+            configs = tuple(_describe(s, n, v, src, broker, req) for n, v, src in entries
+                            if wanted is None or n in wanted)
+            error, message = ErrorCode.none, None
+        except KafkaError as e:
+            configs, error, message = (), e.code, e.message
+        results.append(make(s.DescribeConfigsResult, error_code=error, error_message=message,
+                            resource_type=res.resource_type, resource_name=res.resource_name,
+                            configs=configs))
+    return make(s.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
+
+
+def _entries(broker, res) -> list[tuple[str, str, int]]:
+    if res.resource_type == TOPIC:
+        meta = broker.replicas.topic(res.resource_name)
+        if meta is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
+        defaults = broker.config.topic_defaults
+        out = []
+        for name, key in sorted(TOPIC_CONFIGS.items()):
+            if name in meta.configs:
+                out.append((name, meta.configs[name], DYNAMIC_TOPIC_CONFIG))
+            elif name in defaults:
+                out.append((name, defaults[name], STATIC_BROKER_CONFIG))
+            else:
+                out.append((name, key.default, DEFAULT_CONFIG))
+        return out
+    if res.resource_type == BROKER:
+        _check_broker(broker, res.resource_name)
+        cfg = broker.config
+        static = {"broker.id": str(cfg.broker_id), "auto.create.topics.enable": str(cfg.auto_create_topics).lower(),
+                  "socket.request.max.bytes": str(cfg.socket_request_max_bytes)}
+        static.update({f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.topic_defaults.items()})
+        return [(n, v, STATIC_BROKER_CONFIG) for n, v in sorted(static.items())]
+    raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
+
+
+def _check_broker(broker, name: str) -> None:
+    if name not in ("", str(broker.config.broker_id)):
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {broker.config.broker_id} or empty string, but received {name}")
+
+
+def _describe(s, name, value, source, broker, req):
+    default = TOPIC_CONFIGS[name].default if name in TOPIC_CONFIGS else value
+    synonyms = ()
+    if getattr(req, "include_synonyms", False):
+        synonyms = (make(s.DescribeConfigsSynonym, name=name, value=value, source=source),)
+    return make(s.DescribeConfigsResourceResult, name=name, value=value, read_only=source != DYNAMIC_TOPIC_CONFIG
+                and source != DEFAULT_CONFIG, config_source=source, is_sensitive=False, synonyms=synonyms,
+                config_type=_config_type(name, default),
+                documentation=TOPIC_CONFIGS[name].doc if name in TOPIC_CONFIGS else None)
+
+
+async def incremental_alter_configs(broker, header, req):
+    s = Schemas(44, header.api_version)
+    responses = []
+    for res in req.resources:
+        try:
+            await _alter(broker, res, req.validate_only)
+            error, message = ErrorCode.none, None
+        except KafkaError as e:
+            error, message = e.code, e.message
+        responses.append(make(s.AlterConfigsResourceResponse, error_code=error, error_message=message,
+                              resource_type=res.resource_type, resource_name=res.resource_name))
+    return make(s.IncrementalAlterConfigsResponse, throttle_time=ZERO, responses=tuple(responses))
+
+
+async def _alter(broker, res, validate_only: bool) -> None:
+    if res.resource_type == BROKER:
+        _check_broker(broker, res.resource_name)
+        raise KafkaError(ErrorCode.invalid_request, "dynamic broker configs are not supported; "
+                                                    "set them in the broker's configuration")
+    if res.resource_type != TOPIC:
+        raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
+    meta = broker.replicas.topic(res.resource_name)
+    current = dict(meta.configs) if meta else {}
+    changes: dict[str, str] = {}
+    deletes: list[str] = []
+    for c in res.configs:
+        if c.config_operation == SET:
+            changes[c.name] = c.value
+        elif c.config_operation == DELETE:
+            deletes.append(c.name)
+        elif c.config_operation in (APPEND, SUBTRACT) and c.name in _LIST_KEYS:
+            items = [x for x in current.get(c.name, TOPIC_CONFIGS[c.name].default).split(",") if x]
+            value = [x for x in (c.value or "").split(",") if x]
+            items = items + [v for v in value if v not in items] if c.config_operation == APPEND \
+                else [x for x in items if x not in value]
+            changes[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.invalid_config,
+                             f"operation {c.config_operation} is not valid for config {c.name}")
+    await broker.controller.call("PATCH", f"/internal/v1/topics/{res.resource_name}/configs",
+                                 {"set": changes, "delete": deletes, "validate_only": validate_only})

@@ -1,0 +1,41 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+
+from __future__ import annotations
+
+from odradek.broker.dispatch import ZERO
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.codec import Schemas, make
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+async def list_offsets(broker, header, req):
+    s = Schemas(2, header.api_version)
+    topics = []
+    for t in req.topics:
+        parts = tuple(_lookup(broker, s, t.name, p) for p in t.partitions)
+        topics.append(make(s.ListOffsetsTopicResponse, name=t.name, partitions=parts))
+    return make(s.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _lookup(broker, s, topic: str, p):
+    try:
+        lp = broker.replicas.leader(topic, p.partition_index)
+        timestamp, offset = _find(lp.log, p.timestamp)
+        epoch = lp.state.leader_epoch if offset >= 0 else -1
+        return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                    error_code=ErrorCode.none, timestamp=timestamp, offset=offset, leader_epoch=epoch)
+    except KafkaError as e:
+        return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                    error_code=e.code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+
+def _find(log, timestamp: int) -> tuple[int, int]:
+    if timestamp == EARLIEST:
+        return -1, log.log_start_offset
+    if timestamp == LATEST:
+        return -1, log.high_watermark
+    found = log.latest_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    return found.timestamp, found.offset
