@@ -1,0 +1,166 @@
+"""The Kafka listener's framing and version negotiation, over a real loopback socket."""
+
+import asyncio
+import io
+import socket
+import struct
+
+import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.index import load_response_schema
+
+from odradek.broker.dispatch import Dispatcher
+from odradek.protocol.connection import FileRegion, KafkaConnection
+from odradek.protocol.regions import encode_with_regions, marker
+
+
+def _request(header_cls, header, body_cls, body) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header)
+    entity_writer(body_cls)(buf, body)
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    return _recv_exact(sock, size)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+@pytest.fixture
+def server():
+    """A listener with only ApiVersions, on its own loop thread."""
+    loop = asyncio.new_event_loop()
+    dispatcher = Dispatcher({})
+    srv = loop.run_until_complete(loop.create_server(
+        lambda: KafkaConnection(dispatcher, max_frame_bytes=1024 * 1024), "127.0.0.1", 0))
+    port = srv.sockets[0].getsockname()[1]
+    import threading
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    yield port
+
+    async def shutdown():
+        srv.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    asyncio.run_coroutine_threadsafe(shutdown(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(5)
+    loop.close()
+
+
+def _connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return s
+
+
+def _api_versions_v3(correlation_id=1):
+    return _request(HeaderV2, HeaderV2(request_api_key=18, request_api_version=3, correlation_id=correlation_id,
+                                       client_id="t"),
+                    ApiVersionsV3, ApiVersionsV3(client_software_name="t", client_software_version="1"))
+
+
+def test_api_versions_v3_lists_ranges(server):
+    with _connect(server) as s:
+        s.sendall(_api_versions_v3(7))
+        frame = memoryview(_read_frame(s)).toreadonly()
+    resp_cls = load_response_schema(18, 3)
+    header, n = entity_reader(resp_cls.__header_schema__)(frame, 0)
+    body, _ = entity_reader(resp_cls)(frame, n)
+    assert header.correlation_id == 7
+    assert body.error_code == ErrorCode.none
+    assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {(18, 0, 4)}
+
+
+def test_unknown_api_versions_version_gets_error_35_with_v0_body(server):
+    # librdkafka's fallback: error 35 + a v0 body with our ranges, then it retries at v0.
+    request = bytearray(_api_versions_v3(9))
+    struct.pack_into(">h", request, 6, 99)  # api_version = 99
+    with _connect(server) as s:
+        s.sendall(request)
+        frame = memoryview(_read_frame(s)).toreadonly()
+        v0 = load_response_schema(18, 0)
+        header, n = entity_reader(v0.__header_schema__)(frame, 0)
+        body, _ = entity_reader(v0)(frame, n)
+        assert header.correlation_id == 9
+        assert body.error_code == ErrorCode.unsupported_version
+        assert [(k.api_key, k.max_version) for k in body.api_keys] == [(18, 4)]
+        # the connection stays usable: a v0 retry works
+        s.sendall(_request(HeaderV1, HeaderV1(request_api_key=18, request_api_version=0, correlation_id=10,
+                                              client_id="t"), ApiVersionsV0, ApiVersionsV0()))
+        frame = memoryview(_read_frame(s)).toreadonly()
+        assert struct.unpack_from(">i", frame, 0)[0] == 10
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("frame", [
+    struct.pack(">i", 2**31 - 1) + b"xx",                  # 2 GiB frame: refused without allocating
+    struct.pack(">i", -5),                                  # negative size
+    struct.pack(">i", 6) + b"\x00\x03\x00\x63\x00\x00",     # Metadata v99: unsupported version
+    struct.pack(">i", 8) + b"\x03\xe7\x00\x00\x00\x00\x00\x01",  # unknown api key 999
+    struct.pack(">i", 3) + b"abc",                          # shorter than a header
+    struct.pack(">i", 10) + b"\x00\x12\x00\x03\x00\x00\x00\x01\xff\xff",  # garbage ApiVersions body
+])
+def test_bad_frames_close_only_that_connection(server, frame):
+    with _connect(server) as bad, _connect(server) as good:
+        bad.sendall(frame)
+        assert _closed(bad)
+        good.sendall(_api_versions_v3(3))
+        assert struct.unpack_from(">i", _read_frame(good), 0)[0] == 3
+
+
+def test_frames_split_across_reads_and_pipelined(server):
+    data = b"".join(_api_versions_v3(i) for i in range(50))
+    with _connect(server) as s:
+        for i in range(0, len(data), 7):
+            s.sendall(data[i:i + 7])
+        ids = [struct.unpack_from(">i", _read_frame(s), 0)[0] for _ in range(50)]
+    assert ids == list(range(50))
+
+
+def test_regions_splice_produces_the_same_bytes_as_inline_records(tmp_path):
+    from kio.static.constants import uuid_zero  # noqa: F401  (ensures kio is importable)
+    from odradek.protocol.codec import Schemas, encode_response, make
+    import datetime
+    payload = bytes(range(256)) * 40
+    path = tmp_path / "seg"
+    path.write_bytes(b"HEAD" + payload)
+    fd = __import__("os").open(path, __import__("os").O_RDONLY)
+    for version, flexible in ((11, False), (12, True)):
+        s = Schemas(1, version)
+
+        def body(records):
+            part = make(s.PartitionData, partition_index=0, error_code=ErrorCode.none, high_watermark=5,
+                        last_stable_offset=5, log_start_offset=0, aborted_transactions=None,
+                        preferred_read_replica=-1, records=records)
+            return make(s.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
+                        session_id=0, responses=(make(s.FetchableTopicResponse, topic="t", partitions=(part,)),))
+        expected = bytes(encode_response(1, version, 4, body(payload)))
+        pieces = encode_with_regions(1, version, 4, body(marker(0)), [FileRegion(fd, 4, len(payload))],
+                                     flexible=flexible)
+        got = b"".join(payload if isinstance(p, FileRegion) else bytes(p) for p in pieces)
+        assert got == expected
