@@ -49,9 +49,11 @@ def up(args: argparse.Namespace) -> int:
     root.mkdir(parents=True, exist_ok=True)
     state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
     try:
-        zk_rec, zk_port = zookeeper.launch(root / "zookeeper", log_path=root / "logs" / "zookeeper.log")
+        zk = zookeeper.start_detached(root / "zookeeper")
+        zk_rec = ProcessRecord("zookeeper", zk.pid, processes.start_time(zk.pid) or 0,
+                               str(zk.directory / zookeeper.LOG_NAME))
         state["processes"]["zookeeper"] = zk_rec.to_json()
-        state["zookeeper"] = f"127.0.0.1:{zk_port}"
+        state["zookeeper"] = zk.connect
         _save(state_path, state)
         state["controllers"] = []
         for i in range(args.controllers):
