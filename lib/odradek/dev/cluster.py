@@ -69,15 +69,16 @@ def up(args: argparse.Namespace) -> int:
             state["controllers"].append(url)
             _save(state_path, state)
         state["brokers"] = {}
+        state["commands"] = {}
         for broker_id in range(1, args.brokers + 1):
             port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
-            _, rec = processes.spawn(f"broker-{broker_id}", _python() + [
-                "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / f"broker-{broker_id}"),
+            name = f"broker-{broker_id}"
+            state["commands"][name] = _python() + [
+                "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / name),
                 "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                "--listen", f"127.0.0.1:{port}", *sum((["--config", c] for c in args.config), [])],
-                root / "logs" / f"broker-{broker_id}.log")
-            state["processes"][rec.name] = rec.to_json()
+                "--listen", f"127.0.0.1:{port}", *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
+            _start_broker(state, name)
             _save(state_path, state)
         _wait_ready(state, args.brokers, timeout=args.timeout)
     except Exception as e:
@@ -95,6 +96,36 @@ def up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("stopping...")
         _stop_all(state)
+    return 0
+
+
+def _start_broker(state: dict, name: str) -> None:
+    _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log")
+    state["processes"][name] = rec.to_json()
+
+
+def kill(args: argparse.Namespace) -> int:
+    """Stop one broker: SIGKILL (a crash) by default, SIGTERM with --graceful."""
+    path = args.data_dir.resolve() / STATE_FILE
+    state = _load(path)
+    name = f"broker-{args.broker}"
+    processes.stop(ProcessRecord.from_json(state["processes"][name]),
+                   signal.SIGTERM if args.graceful else signal.SIGKILL)
+    print(f"{name} stopped")
+    return 0
+
+
+def start(args: argparse.Namespace) -> int:
+    """Start one stopped broker again, with the same id, port and data."""
+    path = args.data_dir.resolve() / STATE_FILE
+    state = _load(path)
+    name = f"broker-{args.broker}"
+    if processes.alive(ProcessRecord.from_json(state["processes"][name])):
+        print(f"{name} is already running", file=sys.stderr)
+        return 1
+    _start_broker(state, name)
+    _save(path, state)
+    print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
 
 
@@ -221,8 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="show brokers, the active controller and partitions")
     s.add_argument("--json", action="store_true", help="print addresses as JSON")
     d = sub.add_parser("down", help="stop every process of the cluster")
-    for sp in (u, s, d):
+    k = sub.add_parser("kill", help="stop one broker (SIGKILL; --graceful for SIGTERM)")
+    k.add_argument("broker", type=int)
+    k.add_argument("--graceful", action="store_true")
+    st = sub.add_parser("start", help="start a stopped broker again")
+    st.add_argument("broker", type=int)
+    u.add_argument("--cluster", default="odradek", help="cluster name (ZooKeeper chroot /odradek/<name>)")
+    for sp in (u, s, d, k, st):
         sp.add_argument("--data-dir", type=Path, default=DEFAULT_DIR)
-        sp.add_argument("--cluster", default="odradek")
     args = p.parse_args(argv)
-    return {"up": up, "status": status, "down": down}[args.command](args)
+    return {"up": up, "status": status, "down": down, "kill": kill, "start": start}[args.command](args)

@@ -1,0 +1,88 @@
+"""A minimal Kafka client for tests that must send what real clients never send
+(corrupt batches, unsupported versions, garbage frames), built on kio's schemas."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.records import Record, RecordHeader
+from kio.records.schema import NewRecordBatch
+from kio.records.writers import write_new_batch
+from kio.serial import entity_reader, entity_writer
+
+
+def batch(values: list[bytes], *, key: bytes | None = b"k", timestamp_ms: int | None = None,
+          attributes: int = 0) -> bytes:
+    ts = datetime.datetime.fromtimestamp((timestamp_ms or 1_700_000_000_000) / 1000, datetime.timezone.utc)
+    records = tuple(Record(attributes=0, timestamp=ts, offset=i, key=key, value=v,
+                           headers=(RecordHeader(key=b"h", value=b"v"),)) for i, v in enumerate(values))
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        records=records, attributes=attributes))
+    return buf.getvalue()
+
+
+class WireClient:
+    def __init__(self, address: str, timeout: float = 10.0) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "WireClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def encode(self, api_key: int, version: int, body: Any) -> bytes:
+        schema = load_request_schema(api_key, version)
+        self._correlation += 1
+        buf = io.BytesIO()
+        header = schema.__header_schema__
+        fields = {"request_api_key": api_key, "request_api_version": version,
+                  "correlation_id": self._correlation, "client_id": "wire-test"}
+        entity_writer(header)(buf, header(**fields))
+        entity_writer(schema)(buf, body)
+        payload = buf.getvalue()
+        return struct.pack(">i", len(payload)) + payload
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._exact(4))[0]
+        return self._exact(size)
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send_raw(self.encode(api_key, version, body))
+        return self.decode(api_key, version, self.read_frame())
+
+    @staticmethod
+    def decode(api_key: int, version: int, frame: bytes) -> Any:
+        schema = load_response_schema(api_key, version)
+        view = memoryview(frame).toreadonly()
+        _, n = entity_reader(schema.__header_schema__)(view, 0)
+        return entity_reader(schema)(view, n)[0]
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            out += chunk
+        return bytes(out)
