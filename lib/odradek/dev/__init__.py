@@ -1,0 +1,1 @@
+"""Development helpers: real local servers (ZooKeeper) for ``odradek dev`` and the tests."""

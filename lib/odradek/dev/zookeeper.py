@@ -1,0 +1,259 @@
+"""A real standalone ZooKeeper server on loopback, for development and tests.
+
+Owns: writing ``zoo.cfg`` into a directory, launching Debian's ZooKeeper (3.8) with
+``java ... ZooKeeperServerMain zoo.cfg`` and a log file of its own, waiting until it
+serves (the ``srvr`` four-letter command reports ``Mode:``; ``ruok`` answers too early),
+and stopping it by PID (SIGTERM, then SIGKILL after a deadline).
+
+Two ways to use it:
+- ``ZooKeeperServer(directory)``: owns the process (``start()`` / ``stop()``, or ``with``).
+- ``start_detached(directory)`` -> ``DetachedZooKeeper(pid, port)`` for ``odradek dev up
+  --detach``; later ``is_running(pid)`` and ``stop_pid(pid)`` from any process.
+
+The jars come from Debian's ``zookeeper`` package (``libzookeeper-java`` and
+``libslf4j-java``); ``zookeeper.jar``'s manifest lists jute, netty and the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+LOG_NAME = "zookeeper.log"
+CONFIG_NAME = "zoo.cfg"
+PID_NAME = "zookeeper.pid"
+
+
+class ZooKeeperNotInstalled(RuntimeError):
+    """Java or Debian's ZooKeeper jars are missing on this machine."""
+
+
+class ZooKeeperFailed(RuntimeError):
+    """The server exited or did not serve before the deadline; the message has its log tail."""
+
+
+def check_installed() -> None:
+    missing = [j for j in JARS if not os.path.exists(j)]
+    if missing or not _which("java"):
+        what = ", ".join(missing) if missing else "java"
+        raise ZooKeeperNotInstalled(
+            f"ZooKeeper for development needs {what}: run scripts/bootstrap.sh "
+            "(it installs Debian's zookeeper package, which brings a JRE and slf4j)")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def write_config(directory: str | os.PathLike, port: int) -> Path:
+    """Write ``zoo.cfg`` (data in ``<directory>/data``); return its path."""
+    d = Path(directory)
+    (d / "data").mkdir(parents=True, exist_ok=True)
+    cfg = d / CONFIG_NAME
+    cfg.write_text(
+        "tickTime=500\n"            # short ticks: sessions may be as short as 1 s in tests
+        "minSessionTimeout=1000\n"
+        "maxSessionTimeout=60000\n"
+        "initLimit=10\nsyncLimit=5\n"
+        f"dataDir={(d / 'data').resolve()}\n"
+        f"clientPort={port}\n"
+        "clientPortAddress=127.0.0.1\n"
+        "admin.enableServer=false\n"
+        "4lw.commands.whitelist=srvr,ruok,stat,mntr\n"
+        "maxClientCnxns=0\n"
+    )
+    return cfg
+
+
+def four_letter(port: int, command: str = "srvr", timeout: float = 1.0) -> str:
+    """Send a four-letter command; return the answer ('' if the server closed at once)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(command.encode())
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def serving(port: int) -> bool:
+    try:
+        return any(line.startswith("Mode:") for line in four_letter(port).splitlines())
+    except OSError:
+        return False
+
+
+def _launch(directory: Path, port: int) -> subprocess.Popen:
+    check_installed()
+    cfg = write_config(directory, port)
+    log = open(directory / LOG_NAME, "ab")
+    try:
+        return subprocess.Popen(
+            ["java", "-Xmx256m", "-Dzookeeper.log.dir=" + str(directory),
+             "-cp", ":".join(JARS), MAIN_CLASS, str(cfg)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=directory, start_new_session=True)
+    finally:
+        log.close()
+
+
+def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ZooKeeperFailed(f"ZooKeeper exited with {proc.returncode}:\n{_log_tail(directory)}")
+        if serving(port):
+            return
+        time.sleep(0.05)
+    stop_pid(proc.pid)
+    proc.wait()
+    raise ZooKeeperFailed(f"ZooKeeper did not serve on port {port} within {timeout}s:\n"
+                          f"{_log_tail(directory)}")
+
+
+def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[subprocess.Popen, int]:
+    """Launch and wait; with port 0 pick free ports, retrying if one is taken meanwhile."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    attempts = 3 if port == 0 else 1
+    for attempt in range(attempts):
+        chosen = port or free_port()
+        proc = _launch(d, chosen)
+        try:
+            _wait_serving(proc, d, chosen, timeout)
+        except ZooKeeperFailed:
+            if attempt == attempts - 1:
+                raise
+            continue
+        (d / PID_NAME).write_text(f"{proc.pid}\n")
+        return proc, chosen
+    raise AssertionError("unreachable")
+
+
+class ZooKeeperServer:
+    """A ZooKeeper process owned by this object."""
+
+    def __init__(self, directory: str | os.PathLike, port: int = 0, timeout: float = 30.0) -> None:
+        self.directory = Path(directory)
+        self._port = port
+        self._timeout = timeout
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RuntimeError("ZooKeeper is not started")
+        return self._proc.pid
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / LOG_NAME
+
+    def start(self) -> "ZooKeeperServer":
+        self._proc, self._port = _start(self.directory, self._port, self._timeout)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._proc is None:
+            return
+        stop_pid(self._proc.pid, timeout)
+        self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class DetachedZooKeeper:
+    pid: int
+    port: int
+    directory: Path
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def start_detached(directory: str | os.PathLike, port: int = 0, timeout: float = 30.0) -> DetachedZooKeeper:
+    """Start a server that outlives this process (own session); stop it with ``stop_pid``."""
+    proc, chosen = _start(directory, port, timeout)
+    return DetachedZooKeeper(proc.pid, chosen, Path(directory))
+
+
+def is_running(pid: int) -> bool:
+    """True while ``pid`` is a live (not zombie) ZooKeeper server process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != b"Z" and MAIN_CLASS.encode() in cmdline
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM the ZooKeeper server ``pid``, SIGKILL it after ``timeout``; reap it if it is ours.
+
+    Does nothing if ``pid`` is gone or is no longer a ZooKeeper server (PID reuse)."""
+    if not is_running(pid):
+        _reap(pid)
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not is_running(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while is_running(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.05)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _which(name: str) -> bool:
+    return any(os.access(os.path.join(p, name), os.X_OK)
+               for p in os.environ.get("PATH", "").split(os.pathsep) if p)
+
+
+def _log_tail(directory: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join((directory / LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,167 @@
+"""Topic admin decisions: pure functions from a request and a store snapshot to what to write.
+
+Owns: Kafka's validation order and error codes for CreateTopics, CreatePartitions,
+IncrementalAlterConfigs and DeleteTopics (raised as ``KafkaError``), the defaults for
+``-1`` partitions / replication factor, and the switch that refuses replication for now.
+The service executes the plans against the store; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Mapping
+
+from odradek.cluster.model import PartitionState
+from odradek.config import TOPIC_CONFIGS, validate_topic_configs
+from odradek.errors import ErrorCode, KafkaError
+
+from . import placement
+from .store import StoreSnapshot, TopicRecord
+
+# The single switch the replication issue lifts: the largest replication factor accepted.
+# Replicas are never faked; until followers replicate, anything above 1 is refused.
+MAX_REPLICATION_FACTOR = 1
+REPLICATION_UNSUPPORTED = ("Replication factor above 1 is not supported yet: "
+                           "replication lands with the replication issue")
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    partitions: int = 1
+    replication_factor: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopic:
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, tuple[int, ...]] | None = None
+    configs: Mapping[str, str | None] | None = None
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    """A topic to create: its id, the first state of every partition, its config overrides."""
+
+    name: str
+    topic_id: str
+    states: Mapping[int, PartitionState]
+    configs: Mapping[str, str]
+
+
+def _check_replication_factor(rf: int) -> None:
+    if rf > MAX_REPLICATION_FACTOR:
+        raise KafkaError(ErrorCode.invalid_replication_factor, REPLICATION_UNSUPPORTED)
+
+
+def _existing(snapshot: StoreSnapshot, name: str) -> TopicRecord:
+    record = snapshot.topics.get(name)
+    if record is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                         f"This server does not host this topic-partition: topic {name} does not exist.")
+    return record
+
+
+def _not_being_deleted(snapshot: StoreSnapshot, name: str) -> None:
+    if name in snapshot.pending_deletions:
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"The topic {name} is queued for deletion.")
+
+
+def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
+                controller_epoch: int) -> TopicPlan:
+    placement.validate_topic_name(req.name)
+    if req.name in snapshot.topics:
+        suffix = " and is marked for deletion" if req.name in snapshot.pending_deletions else ""
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists{suffix}.")
+    other = placement.colliding_topic(req.name, snapshot.topics)
+    if other is not None:
+        raise KafkaError(ErrorCode.invalid_topic_exception,
+                         f"Topic '{req.name}' collides with existing topic: {other}")
+    live = snapshot.live_ids
+    if req.assignments:
+        assignment = _checked_assignment(req, live)
+    else:
+        partitions = defaults.partitions if req.partitions == -1 else req.partitions
+        rf = defaults.replication_factor if req.replication_factor == -1 else req.replication_factor
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if rf <= 0:
+            raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+        _check_replication_factor(rf)
+        assignment = placement.assign_replicas(partitions, rf, live,
+                                               placement.start_offset(req.name, len(live)))
+    configs = validate_topic_configs(req.configs or {})
+    states = {p: placement.initial_state(p, replicas, live, controller_epoch)
+              for p, replicas in assignment.items()}
+    return TopicPlan(req.name, str(uuid.uuid4()), states, configs)
+
+
+def _checked_assignment(req: CreateTopic, live: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+    if req.partitions != -1 or req.replication_factor != -1:
+        raise KafkaError(ErrorCode.invalid_request,
+                         "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                         "Both cannot be used at the same time.")
+    assignment = {int(p): tuple(r) for p, r in req.assignments.items()}
+    if sorted(assignment) != list(range(len(assignment))):
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "Partitions should be a consecutive 0-based integer sequence")
+    sizes = {len(r) for r in assignment.values()}
+    if 0 in sizes or len(sizes) != 1:
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "All partitions should have the same number of replicas, at least one")
+    _check_replication_factor(sizes.pop())
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"Duplicate brokers not allowed in replica assignment: {list(replicas)} "
+                             f"for partition id {p}.")
+        unknown = [r for r in replicas if r not in live]
+        if unknown:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"Unknown broker(s) {unknown} in replica assignment of partition {p}.")
+    return assignment
+
+
+def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
+                    controller_epoch: int) -> tuple[TopicRecord, dict[int, PartitionState]]:
+    """New partitions ``current .. count-1`` placed by the topic's own rotation."""
+    record = _existing(snapshot, name)
+    _not_being_deleted(snapshot, name)
+    current = len(record.assignment)
+    if count < current:
+        raise KafkaError(ErrorCode.invalid_partitions,
+                         f"Topic currently has {current} partitions, which is higher than the "
+                         f"requested {count}.")
+    if count == current:
+        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+    rf = len(record.assignment[0])
+    _check_replication_factor(rf)
+    live = snapshot.live_ids
+    new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live),
+                                    first_partition=current)
+    return record, {p: placement.initial_state(p, r, live, controller_epoch) for p, r in new.items()}
+
+
+def plan_configs(snapshot: StoreSnapshot, name: str, set_: Mapping[str, str | None],
+                 delete: list[str]) -> tuple[TopicRecord, dict[str, str]]:
+    """The topic's overrides after an incremental alter (SET and DELETE operations)."""
+    record = _existing(snapshot, name)
+    _not_being_deleted(snapshot, name)
+    both = set(set_) & set(delete)
+    if both:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Error due to duplicate config keys: {', '.join(sorted(both))}")
+    validated = validate_topic_configs(set_)
+    unknown = [k for k in delete if k not in TOPIC_CONFIGS]
+    if unknown:
+        raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
+    configs = {k: v for k, v in record.configs.items() if k not in delete}
+    configs.update(validated)
+    return record, configs
+
+
+def check_deletable(snapshot: StoreSnapshot, name: str) -> None:
+    _existing(snapshot, name)

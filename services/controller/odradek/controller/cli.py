@@ -1,0 +1,109 @@
+"""``odradek controller``: command-line entry point of the controller service.
+
+Owns: argument parsing, logging setup, binding the HTTP listener first (the URL written to
+``/controller`` is the one really bound, unless ``--advertised-url`` says otherwise), running
+the controller loop, and resigning cleanly on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+
+from aiohttp import web
+
+from .admin import Defaults
+from .api import make_app
+from .service import Controller, Settings
+from .zkstore import ZkStore
+
+log = logging.getLogger("odradek.controller")
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odradek controller",
+                                description="Odradek controller: election, placement, admin API.")
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="ZooKeeper connect string (without chroot)")
+    p.add_argument("--cluster", default="odradek", help="cluster name; chroot /odradek/<cluster>")
+    p.add_argument("--listen", default="127.0.0.1:0", type=_host_port, metavar="HOST:PORT",
+                   help="internal HTTP API address; port 0 picks a free port (default %(default)s)")
+    p.add_argument("--advertised-url", default=None,
+                   help="URL other services use to reach this instance (default: http://<bound address>)")
+    p.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}",
+                   help="instance id written to /controller (default hostname-pid)")
+    p.add_argument("--default-partitions", type=int, default=1,
+                   help="partitions of a topic created with -1 (default %(default)s)")
+    p.add_argument("--default-replication-factor", type=int, default=1,
+                   help="replication factor of a topic created with -1 (default %(default)s)")
+    p.add_argument("--zk-session-timeout", type=float, default=10.0,
+                   help="ZooKeeper session timeout in seconds: how long a dead controller keeps "
+                        "/controller (default %(default)s)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+async def serve(args: argparse.Namespace) -> int:
+    host, port = args.listen
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    store = ZkStore(args.zookeeper, args.cluster, session_timeout=args.zk_session_timeout)
+    settings = Settings(id=args.id, url="", defaults=Defaults(args.default_partitions,
+                                                              args.default_replication_factor))
+    controller = Controller(store, settings)
+    runner = web.AppRunner(make_app(controller), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0]
+    url = args.advertised_url or f"http://{_url_host(bound[0])}:{bound[1]}"
+    controller.settings = Settings(args.id, url, settings.defaults)
+    log.info("controller %s serving the internal API on %s", args.id, url)
+
+    loop_task = asyncio.create_task(controller.run(), name="controller-loop")
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({loop_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if loop_task in done and loop_task.exception() is not None:
+        log.error("controller loop failed", exc_info=loop_task.exception())
+        code = 1
+    log.info("shutting down")
+    await controller.shutdown()
+    stopper.cancel()
+    if not loop_task.done():
+        try:
+            await asyncio.wait_for(loop_task, 5.0)
+        except (asyncio.TimeoutError, Exception):
+            loop_task.cancel()
+    await runner.cleanup()
+    return code
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    try:
+        return asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        return 130

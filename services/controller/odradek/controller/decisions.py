@@ -1,0 +1,61 @@
+"""The controller loop's decisions: pure functions over a ``StoreSnapshot``, each with a reason.
+
+Owns: what the active controller must write after a change (partition leaders and ISRs
+over the live brokers), which topic deletions are pending, and the ``ClusterMetadata``
+snapshot that brokers receive (topics queued for deletion and incomplete ones left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.cluster.model import ClusterMetadata, PartitionState
+
+from . import placement
+from .store import ControllerRecord, StoreSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    topic: str
+    state: PartitionState
+    version: int  # the state znode's version the CAS expects
+    reason: str
+
+
+def partition_changes(snapshot: StoreSnapshot, controller_epoch: int) -> list[PartitionChange]:
+    """Leader elections and ISR shrinks the live broker set calls for."""
+    live = set(snapshot.live_ids)
+    changes = []
+    for name in sorted(snapshot.topics):
+        if name in snapshot.pending_deletions:
+            continue
+        record = snapshot.topics[name]
+        unclean = record.configs.get("unclean.leader.election.enable", "false").lower() == "true"
+        for p in sorted(record.states):
+            new, reason = placement.reconcile_partition(record.states[p], live, controller_epoch, unclean)
+            if new is not None:
+                changes.append(PartitionChange(name, new, record.state_versions[p], f"{name}-{p}: {reason}"))
+    return changes
+
+
+def still_controller(snapshot: StoreSnapshot, mine: ControllerRecord) -> tuple[bool, str]:
+    """Whether ``/controller`` still names us (it goes with our ZooKeeper session)."""
+    if snapshot.controller == mine:
+        return True, f"/controller still names {mine.id} at epoch {mine.epoch}"
+    if snapshot.controller is None:
+        return False, "/controller is gone (our ZooKeeper session ended)"
+    return False, (f"/controller names {snapshot.controller.id} at epoch {snapshot.controller.epoch}, "
+                   f"not us ({mine.id} at epoch {mine.epoch})")
+
+
+def should_contend(current: ControllerRecord | None, my_id: str) -> tuple[bool, str]:
+    if current is None:
+        return True, "no active controller"
+    return False, f"controller {current.id} is active at epoch {current.epoch}"
+
+
+def cluster_metadata(snapshot: StoreSnapshot, controller: ControllerRecord) -> ClusterMetadata:
+    topics = tuple(snapshot.topics[n].metadata() for n in sorted(snapshot.topics)
+                   if n not in snapshot.pending_deletions and snapshot.topics[n].complete())
+    return ClusterMetadata(snapshot.cluster_id, controller.id, controller.epoch, snapshot.brokers, topics)

@@ -1,0 +1,130 @@
+"""Pure placement and election rules (DESIGN.md "Placement and election"), no I/O.
+
+Owns:
+- topic-name validation as Kafka does it (INVALID_TOPIC_EXCEPTION);
+- replica placement: over the sorted live broker ids ``b``, replica ``j`` of partition ``i``
+  goes to ``b[(start + i + j) mod n]``. ``start`` is a plain offset into the sorted list:
+  the controller uses ``crc32(topic name) mod n`` for a new topic, so that topics' first
+  partitions spread over the brokers deterministically, and for a partition increase the
+  position of partition 0's preferred leader in the current list (Kafka's rule), so new
+  partitions continue the same rotation;
+- partition leader election and the per-partition decision over a set of live brokers,
+  each returning a one-line reason for the log. Every leader change bumps ``leader_epoch``.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Iterable, Mapping
+
+from odradek.cluster.model import PartitionState
+from odradek.errors import ErrorCode, KafkaError
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+NO_LEADER = -1
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION with Kafka's messages (``Topic.validate``)."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(ErrorCode.invalid_topic_exception,
+                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} "
+                         f"characters, topic name: {name}")
+    if not _LEGAL.match(name):
+        raise KafkaError(ErrorCode.invalid_topic_exception,
+                         f'Topic name "{name}" is illegal, it contains a character other than '
+                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
+    """An existing topic whose name differs only by '.' vs '_' (their metric names collide)."""
+    key = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == key:
+            return other
+    return None
+
+
+def start_offset(topic: str, n: int) -> int:
+    return zlib.crc32(topic.encode()) % n if n else 0
+
+
+def assign_replicas(partitions: int, replication_factor: int, broker_ids: Iterable[int],
+                    start: int = 0, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
+    """Partitions ``first_partition .. partitions-1``; replica j of i on ``b[(start+i+j) % n]``."""
+    brokers = sorted(set(broker_ids))
+    n = len(brokers)
+    if replication_factor > n:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    return {i: tuple(brokers[(start + i + j) % n] for j in range(replication_factor))
+            for i in range(first_partition, partitions)}
+
+
+def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterable[int]) -> int:
+    """The start offset that continues an existing topic's rotation over today's brokers."""
+    brokers = sorted(set(broker_ids))
+    first = assignment.get(0, ())
+    return brokers.index(first[0]) if first and first[0] in brokers else 0
+
+
+def initial_state(partition: int, replicas: tuple[int, ...], live: Iterable[int],
+                  controller_epoch: int) -> PartitionState:
+    """A new partition: leader = first live replica, ISR = the live replicas, epoch 0."""
+    alive = set(live)
+    isr = tuple(r for r in replicas if r in alive)
+    return PartitionState(partition, replicas, isr[0] if isr else NO_LEADER, 0, isr or replicas,
+                          controller_epoch)
+
+
+def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], live: Iterable[int],
+                 unclean: bool = False) -> tuple[int, str]:
+    """The first live replica of the assignment that is in the ISR; else -1 (or, if
+    ``unclean``, the first live replica). Returns (leader, reason)."""
+    alive = set(live)
+    for r in replicas:
+        if r in isr and r in alive:
+            return r, f"replica {r} is the first live replica in the ISR"
+    if unclean:
+        for r in replicas:
+            if r in alive:
+                return r, f"unclean election of replica {r}: no live replica is in the ISR"
+    return NO_LEADER, "offline: no live replica in the ISR"
+
+
+def reconcile_partition(state: PartitionState, live: Iterable[int], controller_epoch: int,
+                        unclean: bool = False) -> tuple[PartitionState | None, str]:
+    """What the controller should write for one partition given the live brokers.
+
+    Returns (new state or None if nothing changes, reason). A live leader keeps its place
+    (dead followers leave the ISR); a dead or absent leader is replaced by ``elect_leader``.
+    The ISR of an offline partition is kept (Kafka keeps the last ISR), so the replica that
+    was last in sync gets the leadership back when it returns."""
+    alive = set(live)
+    if state.leader != NO_LEADER and state.leader in alive:
+        isr = tuple(r for r in state.isr if r in alive)
+        if isr == state.isr:
+            return None, f"leader {state.leader} is live"
+        return (_with(state, state.leader, isr, controller_epoch),
+                f"followers {sorted(set(state.isr) - alive)} are offline: shrink the ISR")
+    leader, why = elect_leader(state.replicas, state.isr, alive, unclean)
+    if leader == NO_LEADER:
+        if state.leader == NO_LEADER:
+            return None, "still offline"
+        return _with(state, NO_LEADER, state.isr, controller_epoch), f"leader {state.leader} is offline; {why}"
+    isr = tuple(r for r in state.isr if r in alive) or (leader,)
+    if leader not in isr:
+        isr = (leader,)
+    was = "offline" if state.leader == NO_LEADER else f"leader {state.leader} is offline"
+    return _with(state, leader, isr, controller_epoch), f"{was}; {why}"
+
+
+def _with(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int) -> PartitionState:
+    return PartitionState(state.partition, state.replicas, leader, state.leader_epoch + 1, isr,
+                          controller_epoch)

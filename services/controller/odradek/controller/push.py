@@ -1,0 +1,128 @@
+"""Delivery of the full ``ClusterMetadata`` snapshot to every live broker.
+
+Owns: one asyncio task per live broker registration (id + broker epoch), which POSTs the
+newest snapshot to ``{internal_url}/internal/v1/metadata`` after a short debounce, retries a
+failed broker with exponential backoff, and starts over when the broker registers again (a
+new broker epoch gets the snapshot at once). A 409 ``STALE_CONTROLLER_EPOCH`` answer means
+the broker has seen a newer controller: it is reported, not retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+import aiohttp
+
+from odradek.cluster.model import BrokerInfo, ClusterMetadata
+
+log = logging.getLogger(__name__)
+
+METADATA_PATH = "/internal/v1/metadata"
+
+
+class Pusher:
+    def __init__(self, on_stale: Callable[[BrokerInfo], None] = lambda b: None,
+                 debounce: float = 0.05, max_backoff: float = 5.0, request_timeout: float = 5.0) -> None:
+        self._on_stale = on_stale
+        self._debounce = debounce
+        self._max_backoff = max_backoff
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._latest: ClusterMetadata | None = None
+        self._latest_json: dict | None = None
+        self._generation = 0
+        self._tasks: dict[tuple[int, int], asyncio.Task] = {}
+        self._wake: dict[tuple[int, int], asyncio.Event] = {}
+        self._acked: dict[tuple[int, int], int] = {}
+        self._progress = asyncio.Event()
+
+    def publish(self, metadata: ClusterMetadata) -> None:
+        """Make ``metadata`` the snapshot to deliver; (re)start tasks for its brokers."""
+        body = metadata.to_json()
+        if body != self._latest_json:
+            self._latest, self._latest_json = metadata, body
+            self._generation += 1
+        live = {(b.id, b.epoch): b for b in metadata.brokers}
+        for key in [k for k in self._tasks if k not in live]:
+            self._tasks.pop(key).cancel()
+            self._wake.pop(key, None)
+            self._acked.pop(key, None)
+        for key, broker in live.items():
+            if key not in self._tasks:
+                self._wake[key] = asyncio.Event()
+                self._acked[key] = 0
+                self._tasks[key] = asyncio.create_task(self._deliver(key, broker),
+                                                       name=f"push-broker-{broker.id}")
+            if self._acked[key] < self._generation:
+                self._wake[key].set()
+
+    async def wait_delivered(self, timeout: float) -> bool:
+        """Wait until every live broker accepted the newest snapshot (or the deadline)."""
+        deadline = time.monotonic() + timeout
+        while any(acked < self._generation for acked in self._acked.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), remaining)
+            except asyncio.TimeoutError:
+                return False
+        return True
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._wake.clear()
+        self._acked.clear()
+        self._latest = self._latest_json = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _deliver(self, key: tuple[int, int], broker: BrokerInfo) -> None:
+        backoff = 0.1
+        url = broker.internal_url.rstrip("/") + METADATA_PATH
+        while True:
+            await self._wake[key].wait()
+            await asyncio.sleep(self._debounce)
+            self._wake[key].clear()
+            generation, body = self._generation, self._latest_json
+            outcome = await self._post(url, body)
+            if outcome == "ok":
+                self._acked[key] = generation
+                self._progress.set()
+                backoff = 0.1
+                if generation < self._generation:
+                    self._wake[key].set()
+            elif outcome == "stale":
+                log.warning("broker %d refused controller epoch %d as stale", broker.id,
+                            body["controller_epoch"])
+                self._acked[key] = generation  # retrying cannot help; a newer controller exists
+                self._progress.set()
+                self._on_stale(broker)
+            else:
+                log.info("push to broker %d at %s failed (%s); retrying in %.1fs",
+                         broker.id, url, outcome, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+                self._wake[key].set()
+
+    async def _post(self, url: str, body: dict) -> str:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._session.post(url, json=body) as resp:
+                if resp.status == 200:
+                    return "ok"
+                if resp.status == 409:
+                    return "stale"
+                return f"HTTP {resp.status}: {(await resp.text())[:200]}"
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            return f"{type(e).__name__}: {e}"

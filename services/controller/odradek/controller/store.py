@@ -1,0 +1,163 @@
+"""The metadata-store interface the controller works against, and its snapshot types.
+
+Owns: the immutable ``StoreSnapshot`` (every piece carries the store version that a later
+compare-and-set passes back), the abstract ``MetadataStore``, and the project's own store
+exceptions. Two ways to fail are kept apart, as Patroni does:
+
+- a lost race (the znode exists already, its version moved) returns ``False``;
+- an unreachable store (connection or session lost) raises ``StoreUnavailable``;
+- a write fenced off because another controller was elected since raises ``ControllerMoved``.
+
+Implementations are synchronous (kazoo is threaded); the service calls them through
+``asyncio.to_thread`` and receives watch callbacks on the store's own threads.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+
+
+class StoreError(Exception):
+    """Base of the store's own exceptions."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (connection lost, session expired, timeout)."""
+
+
+class ControllerMoved(StoreError):
+    """A controller write was fenced: ``/controller_epoch`` moved past our election."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRecord:
+    """The ``/controller`` znode: ``{"id", "epoch", "url"}``."""
+
+    id: str
+    epoch: int
+    url: str
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "epoch": self.epoch, "url": self.url}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "ControllerRecord":
+        return cls(str(d["id"]), int(d["epoch"]), str(d["url"]))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One topic as stored: assignment, partition states and config overrides, with versions."""
+
+    name: str
+    topic_id: str
+    assignment: Mapping[int, tuple[int, ...]]  # partition -> replica broker ids
+    version: int  # of /brokers/topics/<t>
+    states: Mapping[int, PartitionState]
+    state_versions: Mapping[int, int]  # partition -> version of its state znode
+    configs: Mapping[str, str] = field(default_factory=dict)
+    config_version: int = -1  # -1: no /config/topics/<t> znode
+
+    def complete(self) -> bool:
+        """Every assigned partition has a state, partitions are 0..n-1 (what creation writes)."""
+        return (bool(self.assignment) and set(self.assignment) == set(range(len(self.assignment)))
+                and set(self.states) == set(self.assignment))
+
+    def metadata(self) -> TopicMetadata:
+        return TopicMetadata(self.name, self.topic_id,
+                             tuple(self.states[p] for p in sorted(self.states)), dict(self.configs))
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSnapshot:
+    cluster_id: str
+    controller: ControllerRecord | None
+    brokers: tuple[BrokerInfo, ...]  # live, sorted by id; epoch = registration czxid
+    topics: Mapping[str, TopicRecord]
+    pending_deletions: frozenset[str]
+
+    @property
+    def live_ids(self) -> tuple[int, ...]:
+        return tuple(b.id for b in self.brokers)
+
+
+Callback = Callable[[], None]
+
+
+class MetadataStore(abc.ABC):
+    """What the controller needs from ZooKeeper, in the controller's terms."""
+
+    # --- lifecycle and session -------------------------------------------------------
+    @abc.abstractmethod
+    def start(self, timeout: float) -> None:
+        """Connect; create the chroot and the persistent roots; raise StoreUnavailable."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def on_session(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback("connected" | "suspended" | "lost")`` on session changes."""
+
+    @abc.abstractmethod
+    def cluster_id(self) -> str:
+        """The cluster id, created once (random base64url UUID) and then read back."""
+
+    # --- reads and watches ---------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self) -> StoreSnapshot: ...
+
+    @abc.abstractmethod
+    def read_controller(self) -> ControllerRecord | None: ...
+
+    @abc.abstractmethod
+    def watch_brokers(self, callback: Callback) -> None:
+        """Call ``callback`` whenever the set of registered brokers changes (persistent)."""
+
+    @abc.abstractmethod
+    def watch_topics(self, callback: Callback) -> None:
+        """Call ``callback`` when topics or deletion markers appear or go (persistent)."""
+
+    @abc.abstractmethod
+    def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:
+        """Call ``callback`` with the ``/controller`` record at every change (persistent)."""
+
+    # --- election -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def elect(self, controller_id: str, url: str) -> ControllerRecord | None:
+        """Try to become controller: create ``/controller`` and increment ``/controller_epoch``
+        in one step. Return our record (with the new epoch), or None if another holds it."""
+
+    @abc.abstractmethod
+    def resign(self, record: ControllerRecord) -> None:
+        """Delete ``/controller`` if it is still ours."""
+
+    # --- controller writes (fenced by the epoch of our election) ---------------------------
+    @abc.abstractmethod
+    def create_topic(self, name: str, topic_id: str, states: Mapping[int, PartitionState],
+                     configs: Mapping[str, str]) -> bool:
+        """Create topic, partition states and config atomically; False if the topic exists."""
+
+    @abc.abstractmethod
+    def update_partition_state(self, topic: str, state: PartitionState, version: int) -> bool:
+        """CAS one partition state on its znode version; False if the version moved."""
+
+    @abc.abstractmethod
+    def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:
+        """Extend the assignment (CAS on the topic znode) and create the new states atomically."""
+
+    @abc.abstractmethod
+    def set_topic_configs(self, topic: TopicRecord, configs: Mapping[str, str]) -> bool:
+        """Replace the overrides (CAS on the config znode's version); False if it moved."""
+
+    @abc.abstractmethod
+    def mark_for_deletion(self, topic: str) -> None:
+        """Write ``/admin/delete_topics/<t>`` (idempotent)."""
+
+    @abc.abstractmethod
+    def delete_topic(self, topic: str) -> None:
+        """Remove the topic's znodes, its config and its deletion marker, atomically."""

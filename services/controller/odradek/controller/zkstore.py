@@ -1,0 +1,353 @@
+"""The ZooKeeper implementation of ``MetadataStore`` (the only controller module importing kazoo).
+
+Owns: the kazoo session (chroot ``/odradek/<cluster>``, created first if missing), the JSON
+shape of every znode (DESIGN.md's layout; see docs/control-plane.md), the election
+transaction, and the mapping of kazoo's exceptions to the store's own.
+
+Every write the controller makes is one kazoo transaction that starts with
+``check(/controller_epoch, version of our election)``: a deposed controller's writes fail
+with ``ControllerMoved`` instead of landing (Kafka's ZooKeeper-era fencing). Topic creation
+and deletion are single transactions, so a controller killed midway leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import logging
+import uuid
+from typing import Any, Callable, Mapping
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionDropped,
+                              ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
+                              RolledBackError, RuntimeInconsistency, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from odradek.cluster import paths
+from odradek.cluster.model import BrokerInfo, PartitionState
+
+from .store import (Callback, ControllerMoved, ControllerRecord, MetadataStore, StoreError,
+                    StoreSnapshot, StoreUnavailable, TopicRecord)
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID = "/cluster/id"
+_UNAVAILABLE = (ConnectionLoss, ConnectionDropped, ConnectionClosedError, SessionExpiredError,
+                OperationTimeoutError, KazooTimeoutError)
+_OP_TIMEOUT = 10.0
+
+
+def _unavailable_as_store_error(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _UNAVAILABLE as e:
+            raise StoreUnavailable(f"ZooKeeper unavailable: {type(e).__name__}") from e
+    return wrapper
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def new_cluster_id() -> str:
+    """A random UUID in URL-safe base64 without padding, as Kafka's cluster ids."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def topic_json(topic_id: str, assignment: Mapping[int, tuple[int, ...]]) -> dict:
+    return {"version": 1, "topic_id": topic_id,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+
+
+def state_json(s: PartitionState) -> dict:
+    return {"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
+            "controller_epoch": s.controller_epoch}
+
+
+class ZkStore(MetadataStore):
+    def __init__(self, connect: str, cluster: str, session_timeout: float = 10.0) -> None:
+        self._connect = connect
+        self._cluster = cluster
+        self._zk = KazooClient(hosts=connect + paths.chroot(cluster), timeout=session_timeout)
+        self._fence_version: int | None = None  # /controller_epoch's version after our election
+
+    # --- lifecycle --------------------------------------------------------------------------
+    @_unavailable_as_store_error
+    def start(self, timeout: float = 30.0) -> None:
+        root = KazooClient(hosts=self._connect, timeout=10.0)
+        root.start(timeout=timeout)
+        try:
+            root.ensure_path(paths.chroot(self._cluster))
+        finally:
+            root.stop()
+            root.close()
+        self._zk.start(timeout=timeout)
+        for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster"):
+            self._zk.ensure_path(p)
+        try:
+            self._zk.create(paths.CONTROLLER_EPOCH, _dump(0))
+        except NodeExistsError:
+            pass
+
+    def close(self) -> None:
+        self._zk.stop()
+        self._zk.close()
+
+    def on_session(self, callback: Callable[[str], None]) -> None:
+        names = {KazooState.CONNECTED: "connected", KazooState.SUSPENDED: "suspended",
+                 KazooState.LOST: "lost"}
+        self._zk.add_listener(lambda state: callback(names[state]))
+
+    @_unavailable_as_store_error
+    def cluster_id(self) -> str:
+        try:
+            return json.loads(self._zk.get(CLUSTER_ID)[0])["id"]
+        except NoNodeError:
+            pass
+        try:
+            self._zk.create(CLUSTER_ID, _dump({"version": "1", "id": new_cluster_id()}))
+        except NodeExistsError:
+            pass
+        return json.loads(self._zk.get(CLUSTER_ID)[0])["id"]
+
+    # --- reads --------------------------------------------------------------------------------
+    @_unavailable_as_store_error
+    def load(self) -> StoreSnapshot:
+        zk = self._zk
+        broker_ids = zk.get_children(paths.BROKER_IDS)
+        names = zk.get_children(paths.TOPICS)
+        deletions = frozenset(zk.get_children(paths.DELETE_TOPICS))
+        broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
+        topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
+                       for t in names}
+        brokers = []
+        for b, pending in broker_reads.items():
+            got = _result(pending)
+            if got is None:
+                continue
+            try:
+                info = BrokerInfo.from_json(json.loads(got[0]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring unreadable broker registration %s: %r", b, got[0])
+                continue
+            brokers.append(BrokerInfo(int(b), info.host, info.port, info.internal_url, info.rack,
+                                      got[1].czxid))
+        topics = {}
+        for name, (topic_read, config_read) in topic_reads.items():
+            record = self._topic_record(name, topic_read, config_read)
+            if record is not None:
+                topics[name] = record
+        return StoreSnapshot(self.cluster_id(), self.read_controller(),
+                             tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions)
+
+    def _topic_record(self, name: str, topic_read, config_read) -> TopicRecord | None:
+        got = _result(topic_read)
+        if got is None:
+            return None
+        body = json.loads(got[0])
+        assignment = {int(p): tuple(int(r) for r in rs) for p, rs in body["partitions"].items()}
+        state_reads = {p: self._zk.get_async(paths.partition_state(name, p)) for p in assignment}
+        states, versions = {}, {}
+        for p, pending in state_reads.items():
+            s = _result(pending)
+            if s is None:
+                continue
+            d = json.loads(s[0])
+            states[p] = PartitionState(p, assignment[p], int(d["leader"]), int(d["leader_epoch"]),
+                                       tuple(d["isr"]), int(d.get("controller_epoch", 0)))
+            versions[p] = s[1].version
+        config = _result(config_read)
+        configs = json.loads(config[0]).get("config", {}) if config else {}
+        return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
+                           configs, config[1].version if config else -1)
+
+    @_unavailable_as_store_error
+    def read_controller(self) -> ControllerRecord | None:
+        try:
+            data, _ = self._zk.get(paths.CONTROLLER)
+        except NoNodeError:
+            return None
+        return _controller_record(data)
+
+    # --- watches (kazoo re-arms them after reconnects) ---------------------------------------
+    def watch_brokers(self, callback: Callback) -> None:
+        self._zk.ChildrenWatch(paths.BROKER_IDS, lambda _children: callback())
+
+    def watch_topics(self, callback: Callback) -> None:
+        self._zk.ChildrenWatch(paths.TOPICS, lambda _children: callback())
+        self._zk.ChildrenWatch(paths.DELETE_TOPICS, lambda _children: callback())
+
+    def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:
+        self._zk.DataWatch(paths.CONTROLLER,
+                           lambda data, _stat: callback(_controller_record(data) if data else None))
+
+    # --- election ------------------------------------------------------------------------------
+    @_unavailable_as_store_error
+    def elect(self, controller_id: str, url: str) -> ControllerRecord | None:
+        while True:
+            data, stat = self._zk.get(paths.CONTROLLER_EPOCH)
+            record = ControllerRecord(controller_id, int(json.loads(data)) + 1, url)
+            t = self._zk.transaction()
+            t.create(paths.CONTROLLER, _dump(record.to_json()), ephemeral=True)
+            t.set_data(paths.CONTROLLER_EPOCH, _dump(record.epoch), version=stat.version)
+            failed = _failure(t.commit())
+            if failed is None:
+                self._fence_version = stat.version + 1
+                return record
+            index, error = failed
+            if index == 0 and isinstance(error, NodeExistsError):
+                return self._resume_own_election(controller_id)
+            if not isinstance(error, BadVersionError):
+                raise StoreError(f"election transaction failed: {error!r}")
+            # another candidate bumped the epoch between our read and our write: read again
+
+    def _resume_own_election(self, controller_id: str) -> ControllerRecord | None:
+        """``/controller`` exists: ours (same session, e.g. after a reconnect) or another's."""
+        try:
+            data, stat = self._zk.get(paths.CONTROLLER)
+            epoch_data, epoch_stat = self._zk.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None
+        record = _controller_record(data)
+        if (record is None or stat.ephemeralOwner != self._zk.client_id[0]
+                or record.id != controller_id or record.epoch != int(json.loads(epoch_data))):
+            return None
+        self._fence_version = epoch_stat.version
+        return record
+
+    @_unavailable_as_store_error
+    def resign(self, record: ControllerRecord) -> None:
+        self._fence_version = None
+        try:
+            data, stat = self._zk.get(paths.CONTROLLER)
+        except NoNodeError:
+            return
+        if _controller_record(data) == record:
+            try:
+                self._zk.delete(paths.CONTROLLER, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    # --- fenced writes ------------------------------------------------------------------------
+    def _fenced(self):
+        if self._fence_version is None:
+            raise ControllerMoved("not the elected controller")
+        t = self._zk.transaction()
+        t.check(paths.CONTROLLER_EPOCH, self._fence_version)
+        return t
+
+    def _commit(self, t) -> tuple[int, Exception] | None:
+        failed = _failure(t.commit())
+        if failed is not None and failed[0] == 0:
+            raise ControllerMoved("/controller_epoch moved: another controller was elected")
+        return failed
+
+    @_unavailable_as_store_error
+    def create_topic(self, name: str, topic_id: str, states: Mapping[int, PartitionState],
+                     configs: Mapping[str, str]) -> bool:
+        t = self._fenced()
+        t.create(paths.topic(name), _dump(topic_json(topic_id, {p: s.replicas for p, s in states.items()})))
+        t.create(paths.partitions(name), b"")
+        for p, s in sorted(states.items()):
+            t.create(f"{paths.partitions(name)}/{p}", b"")
+            t.create(paths.partition_state(name, p), _dump(state_json(s)))
+        t.create(paths.topic_config(name), _dump({"version": 1, "config": dict(configs)}))
+        failed = self._commit(t)
+        if failed is None:
+            return True
+        if failed[0] == 1 and isinstance(failed[1], NodeExistsError):
+            return False
+        raise StoreError(f"creating topic {name} failed at step {failed[0]}: {failed[1]!r}")
+
+    @_unavailable_as_store_error
+    def update_partition_state(self, topic: str, state: PartitionState, version: int) -> bool:
+        t = self._fenced()
+        t.set_data(paths.partition_state(topic, state.partition), _dump(state_json(state)), version=version)
+        return _lost_race(self._commit(t))
+
+    @_unavailable_as_store_error
+    def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:
+        assignment = dict(topic.assignment)
+        assignment.update({p: s.replicas for p, s in new_states.items()})
+        t = self._fenced()
+        t.set_data(paths.topic(topic.name), _dump(topic_json(topic.topic_id, assignment)),
+                   version=topic.version)
+        for p, s in sorted(new_states.items()):
+            t.create(f"{paths.partitions(topic.name)}/{p}", b"")
+            t.create(paths.partition_state(topic.name, p), _dump(state_json(s)))
+        return _lost_race(self._commit(t))
+
+    @_unavailable_as_store_error
+    def set_topic_configs(self, topic: TopicRecord, configs: Mapping[str, str]) -> bool:
+        t = self._fenced()
+        body = _dump({"version": 1, "config": dict(configs)})
+        if topic.config_version < 0:
+            t.create(paths.topic_config(topic.name), body)
+        else:
+            t.set_data(paths.topic_config(topic.name), body, version=topic.config_version)
+        return _lost_race(self._commit(t))
+
+    @_unavailable_as_store_error
+    def mark_for_deletion(self, topic: str) -> None:
+        t = self._fenced()
+        t.create(paths.delete_topic(topic), _dump({"version": 1}))
+        failed = self._commit(t)
+        if failed is not None and not isinstance(failed[1], NodeExistsError):
+            raise StoreError(f"marking {topic} for deletion failed: {failed[1]!r}")
+
+    @_unavailable_as_store_error
+    def delete_topic(self, topic: str) -> None:
+        for _ in range(5):
+            t = self._fenced()
+            try:
+                parts = self._zk.get_children(paths.partitions(topic))
+            except NoNodeError:
+                parts = []
+            for p in parts:
+                base = f"{paths.partitions(topic)}/{p}"
+                if self._zk.exists(base + "/state"):
+                    t.delete(base + "/state")
+                t.delete(base)
+            if self._zk.exists(paths.partitions(topic)):
+                t.delete(paths.partitions(topic))
+            for path in (paths.topic(topic), paths.topic_config(topic), paths.delete_topic(topic)):
+                if self._zk.exists(path):
+                    t.delete(path)
+            if self._commit(t) is None:
+                return
+        raise StoreError(f"deleting topic {topic}: its znodes kept changing")
+
+
+def _result(pending) -> tuple[bytes, Any] | None:
+    try:
+        return pending.get(timeout=_OP_TIMEOUT)
+    except NoNodeError:
+        return None
+
+
+def _failure(results: list) -> tuple[int, Exception] | None:
+    """The failing operation of a transaction (index, error), or None if it committed."""
+    for i, r in enumerate(results):
+        if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
+            return i, r
+    return None
+
+
+def _lost_race(failed: tuple[int, Exception] | None) -> bool:
+    if failed is None:
+        return True
+    if isinstance(failed[1], (BadVersionError, NoNodeError, NodeExistsError)):
+        return False
+    raise StoreError(f"transaction failed: {failed[1]!r}")
+
+
+def _controller_record(data: bytes | None) -> ControllerRecord | None:
+    try:
+        return ControllerRecord.from_json(json.loads(data)) if data else None
+    except (ValueError, KeyError, TypeError):
+        log.warning("unreadable /controller znode: %r", data)
+        return None
