@@ -1,0 +1,26 @@
+"""The broker's log storage, split the way Apache Kafka splits it.
+
+- ``index``: memory-mapped offset and time indexes (disposable, rebuilt from the log);
+- ``file_records``: a segment's ``.log`` file (appends, batch scans, sendfile regions);
+- ``segment``: one ``.log`` + ``.index`` + ``.timeindex``, named by the base offset;
+- ``validator``: checks and offset assignment of appended batches;
+- ``log``: one partition's sorted segments (append, read, roll, retention, truncation, flush);
+- ``loader``: opening a partition directory, recovering it after a crash;
+- ``checkpoint`` / ``epoch``: checkpoint files and the leader epoch cache;
+- ``manager``: every log of a data directory, and the maintenance task.
+
+All of it runs on the broker's single event-loop thread (see each module for the few
+places that use worker threads).
+"""
+
+from .config import LogConfig
+from .epoch import EpochEntry, LeaderEpochCache
+from .index import OffsetPosition, TimestampOffset
+from .log import AppendInfo, FlushPlan, Log
+from .manager import LogManager
+from .segment import FetchSlice, LogSegment
+
+__all__ = [
+    "AppendInfo", "EpochEntry", "FetchSlice", "FlushPlan", "LeaderEpochCache", "Log", "LogConfig",
+    "LogManager", "LogSegment", "OffsetPosition", "TimestampOffset",
+]

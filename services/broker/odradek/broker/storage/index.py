@@ -1,0 +1,223 @@
+"""Sparse, memory-mapped segment indexes (Kafka's AbstractIndex, OffsetIndex, TimeIndex).
+
+On disk an index is a flat array of fixed-size big-endian entries, no header, no checksum:
+indexes are disposable and the loader rebuilds them from the ``.log`` after a crash.
+- ``.index``     (OffsetIndex): relative offset u32, file position u32 (8 bytes); the offset
+  is the last offset of the batch that starts at that position.
+- ``.timeindex`` (TimeIndex): timestamp i64, relative offset u32 (12 bytes); the largest
+  timestamp seen so far in the segment and the last offset of the batch that carried it.
+Keys are strictly increasing, so lookups are binary searches. The file of the active
+segment is pre-allocated to ``segment.index.bytes`` (rounded down to whole entries) and
+mmap'd; when the segment stops being active the file is trimmed to its valid entries.
+
+Not thread-safe: one event-loop thread owns every index (the loader may use one thread
+per partition, never two threads for one index).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+__all__ = ["AbstractIndex", "CorruptIndex", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class CorruptIndex(Exception):
+    """The index file is not a valid index of its segment: the loader rebuilds it."""
+
+
+class AbstractIndex:
+    """A pre-allocated mmap'd array of entries with binary search and truncation."""
+
+    ENTRY: struct.Struct  # set by subclasses
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._map: mmap.mmap | None = None
+        length = os.fstat(self._fd).st_size
+        self.entry_size = self.ENTRY.size
+        self.entries = length // self.entry_size
+        self._length = 0
+        self.resize(max(max_index_size, self.entries * self.entry_size))
+
+    # -- file size --------------------------------------------------------------------
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def resize(self, new_size: int) -> None:
+        """Make the file hold ``new_size`` bytes (rounded down to whole entries) and remap it."""
+        rounded = max(new_size // self.entry_size, self.entries) * self.entry_size
+        if rounded == self._length and (self._map is not None or rounded == 0):
+            return
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        os.ftruncate(self._fd, rounded)
+        self._length = rounded
+        if rounded:
+            self._map = mmap.mmap(self._fd, rounded)
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.size_in_bytes)
+
+    # -- entries ----------------------------------------------------------------------
+    def entry(self, n: int) -> tuple[int, int]:
+        assert self._map is not None
+        return self.ENTRY.unpack_from(self._map, n * self.entry_size)
+
+    def _key(self, n: int) -> int:
+        return self.entry(n)[0]
+
+    def _offset_of(self, n: int) -> int:
+        raise NotImplementedError
+
+    def _search(self, target: int, key) -> int:
+        """The largest slot whose key(slot) <= target, or -1."""
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or key(0) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _append(self, *fields: int) -> None:
+        if self.is_full:
+            raise CorruptIndex(f"{self.path} is full ({self.entries} entries)")
+        assert self._map is not None
+        self.ENTRY.pack_into(self._map, self.entries * self.entry_size, *fields)
+        self.entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry that points at ``offset`` or beyond."""
+        slot = self._search(offset - 1, self._offset_of) if offset > self.base_offset else -1
+        self.entries = slot + 1
+
+    def reset(self) -> None:
+        self.entries = 0
+
+    def sanity_check(self) -> None:
+        if os.fstat(self._fd).st_size % self.entry_size:
+            raise CorruptIndex(f"{self.path} has a size that is not a multiple of {self.entry_size}")
+        if self.entries >= 2 and not self._increasing(self.entry(self.entries - 2), self.entry(self.entries - 1)):
+            raise CorruptIndex(f"{self.path}: its last entries are not increasing")
+
+    def _increasing(self, before: tuple[int, int], after: tuple[int, int]) -> bool:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        if self._map is not None:
+            self._map.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.trim_to_valid_size()
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        os.close(self._fd)
+        self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(AbstractIndex):
+    """Offset -> file position of the batch to start scanning from."""
+
+    ENTRY = struct.Struct(">II")
+
+    def _offset_of(self, n: int) -> int:
+        return self.base_offset + self.entry(n)[0]
+
+    def _increasing(self, before: tuple[int, int], after: tuple[int, int]) -> bool:
+        return after[0] > before[0] and after[1] > before[1]
+
+    @property
+    def last_offset(self) -> int:
+        return self._offset_of(self.entries - 1) if self.entries else self.base_offset
+
+    def lookup(self, offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``offset``, or (base offset, 0)."""
+        slot = self._search(offset - self.base_offset, self._key)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        relative, position = self.entry(slot)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise CorruptIndex(f"offset {offset} is not after the index's last offset {self.last_offset}")
+        self._append(offset - self.base_offset, position)
+
+
+class TimeIndex(AbstractIndex):
+    """Timestamp -> offset to start scanning from when looking up by time."""
+
+    ENTRY = struct.Struct(">qI")
+
+    def _offset_of(self, n: int) -> int:
+        return self.base_offset + self.entry(n)[1]
+
+    def _increasing(self, before: tuple[int, int], after: tuple[int, int]) -> bool:
+        return after[0] > before[0] and after[1] >= before[1]
+
+    @property
+    def is_full(self) -> bool:
+        # One slot stays free for the entry written when the segment becomes inactive.
+        return self.entries >= self.max_entries - 1
+
+    def last_entry(self) -> TimestampOffset:
+        if not self.entries:
+            return TimestampOffset(-1, self.base_offset)
+        timestamp, relative = self.entry(self.entries - 1)
+        return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def lookup(self, timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``timestamp``, or (-1, base offset)."""
+        slot = self._search(timestamp, self._key)
+        if slot < 0:
+            return TimestampOffset(-1, self.base_offset)
+        ts, relative = self.entry(slot)
+        return TimestampOffset(ts, self.base_offset + relative)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add an entry if ``timestamp`` is larger than the last one."""
+        if self.entries and timestamp <= self.last_entry().timestamp:
+            return
+        if self.entries >= self.max_entries or (self.is_full and not skip_full_check):
+            return
+        self._append(timestamp, offset - self.base_offset)

@@ -1,0 +1,381 @@
+"""Log: one partition's ordered segments (Kafka's UnifiedLog/LocalLog, without the catch-all).
+
+On disk a partition is the directory ``<topic>-<partition>`` holding its segments
+(``<20-digit base offset>.log/.index/.timeindex``, see segment) and its
+``leader-epoch-checkpoint`` (see epoch). The recovery point, high watermark and log start
+offset are kept here in memory and checkpointed by the LogManager for the whole data dir.
+
+The log is a sorted map base offset -> segment whose last segment is active. It appends
+(validate, assign offsets, roll when needed, one write), reads slices of whole batches for
+sendfile, looks up by timestamp, applies retention (whole segments, oldest first, never
+past the high watermark), truncates (replication), and flushes.
+
+Segments removed by retention or truncation are renamed ``.deleted`` at once but closed and
+unlinked only by ``purge_deleted`` once ``file.delete.delay.ms`` has passed (the manager calls
+it every tick, before retention), so a FetchSlice's fd stays valid at least until the
+next maintenance tick.
+
+Not thread-safe: every method runs on the broker's one event-loop thread. The only work
+done elsewhere is ``FlushPlan.run`` (fsync of log files) in a worker thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.errors import ErrorCode, KafkaError
+
+from .checkpoint import LEADER_EPOCH_CHECKPOINT
+from .config import LogConfig
+from .epoch import LeaderEpochCache
+from .index import TimestampOffset
+from .segment import FetchSlice, LogSegment
+from .validator import ValidatedAppend, validate_append
+
+__all__ = ["AppendInfo", "FlushPlan", "Log"]
+
+
+def _clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int   # -1 under CreateTime
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPlan:
+    """Log files to fsync (in a worker thread), after which the log is durable to ``up_to``."""
+
+    segments: tuple[LogSegment, ...]
+    up_to: int
+
+    def run(self) -> None:
+        for segment in self.segments:
+            if segment.log.fd >= 0:
+                segment.log.flush()
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, topic: str,
+                 partition: int, log_start_offset: int, recovery_point: int, high_watermark: int = 0) -> None:
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._segments = list(segments)
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self._high_watermark = self.log_start_offset
+        self.high_watermark = high_watermark
+        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self._unflushed_records = 0
+        self.last_flush_ms = _clock_ms()
+        self._doomed: list[tuple[LogSegment, int]] = []
+        self.closed = False
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int, recovery_point: int = 0,
+             log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = False) -> "Log":
+        """Open (creating if needed) and recover the partition directory ``directory``."""
+        from .loader import LogLoader
+        loaded = LogLoader(directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                           clean_shutdown=clean_shutdown).load()
+        return cls(directory, config, loaded.segments, topic=topic, partition=partition,
+                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
+                   high_watermark=high_watermark)
+
+    # -- state --------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        c = self.config
+        return LogSegment(self.dir, base_offset, index_bytes=c.segment_index_bytes,
+                          index_interval_bytes=c.index_interval_bytes, segment_jitter_ms=c.segment_jitter_ms,
+                          now_ms=_clock_ms())
+
+    def _floor(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (0 if it is below them all)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    # -- append -------------------------------------------------------------------------
+    def append(self, records: memoryview | bytes | bytearray, *, leader_epoch: int,
+               now_ms: int | None = None) -> AppendInfo:
+        """Append a producer's batches as leader: validate all, assign offsets, write once."""
+        self._check_open()
+        now = _clock_ms() if now_ms is None else now_ms
+        v = validate_append(records, self.config, next_offset=self.log_end_offset,
+                            leader_epoch=leader_epoch, now_ms=now)
+        self.leader_epochs.assign(leader_epoch, v.first_offset)
+        return self._write(v, now)
+
+    def append_as_follower(self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        self._check_open()
+        now = _clock_ms() if now_ms is None else now_ms
+        v = validate_append(records, self.config, next_offset=self.log_end_offset, leader_epoch=-1,
+                            now_ms=now, assign_offsets=False)
+        for batch in v.batches:
+            self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        return self._write(v, now)
+
+    def _write(self, v: ValidatedAppend, now: int) -> AppendInfo:
+        segment = self._maybe_roll(len(v.data), v.max_timestamp, v.last_offset, now)
+        segment.append(v.batches, v.data)
+        self._unflushed_records += v.records_count
+        if self._unflushed_records >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(v.first_offset, v.last_offset, v.max_timestamp, v.offset_of_max_timestamp,
+                          v.log_append_time_ms, self.log_start_offset, v.records_count, len(v.data))
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> LogSegment:
+        active = self.active_segment
+        if active.should_roll(size=size, max_timestamp=max_timestamp, last_offset=last_offset, now_ms=now,
+                              segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        segment = self._new_segment(self.log_end_offset)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        return segment
+
+    # -- read ---------------------------------------------------------------------------
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"offset {offset} is out of range for {self.name}: log start "
+                             f"{self.log_start_offset}, log end {self.log_end_offset}")
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches from the one holding ``offset``, within one segment, up to ``max_bytes``."""
+        self._check_open()
+        self._check_range(offset)
+        empty = FetchSlice(-1, 0, 0, offset, offset)
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return empty
+        for segment in self._segments[self._floor(offset):]:
+            found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            if found is not None:
+                return found
+        return empty
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record with a timestamp >= ``timestamp`` (ListOffsets), or None."""
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def latest_timestamp(self) -> TimestampOffset:
+        """The record with the largest timestamp (ListOffsets MAX_TIMESTAMP); (-1, -1) if none."""
+        best = max(self._segments, key=lambda s: s.max_timestamp_so_far)
+        return best.max_timestamp_record()
+
+    def end_offset_for_epoch(self, epoch: int):
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- retention and deletion -----------------------------------------------------------
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments by log start offset, retention.ms and retention.bytes; return how many."""
+        self._check_open()
+        deleted = self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now_ms)
+        if not self.config.delete_enabled:
+            return deleted
+        if self.config.retention_ms >= 0:
+            retention = self.config.retention_ms
+            deleted += self._delete_old_segments(lambda seg, nxt: now_ms - seg.largest_timestamp > retention, now_ms)
+        if self.config.retention_bytes >= 0:
+            excess = [self.size - self.config.retention_bytes]
+
+            def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                if excess[0] - seg.size >= 0:
+                    excess[0] -= seg.size
+                    return True
+                return False
+            deleted += self._delete_old_segments(over, now_ms)
+        return deleted
+
+    def _delete_old_segments(self, predicate, now: int) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if upper > self._high_watermark or (nxt is None and segment.size == 0):
+                break
+            if not predicate(segment, nxt):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self.roll()
+        self._remove_segments(deletable, now)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        return len(deletable)
+
+    def _remove_segments(self, segments: list[LogSegment], now: int) -> None:
+        gone = {id(s) for s in segments}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        for segment in segments:
+            segment.mark_deleted()
+            self._doomed.append((segment, now + self.config.file_delete_delay_ms))
+
+    def purge_deleted(self, now_ms: int, *, force: bool = False) -> int:
+        """Close and unlink the segments whose deletion delay has passed; return how many."""
+        due = [(s, t) for s, t in self._doomed if force or t <= now_ms]
+        self._doomed = [(s, t) for s, t in self._doomed if not (force or t <= now_ms)]
+        for segment, _ in due:
+            segment.delete()
+        return len(due)
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: move the log start up to ``offset`` (at most the high watermark)."""
+        if offset > self._high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"cannot move the log start of {self.name} to {offset} past the high watermark")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Drop every offset >= ``offset`` (a follower's divergent tail); True if anything went."""
+        self._check_open()
+        now = _clock_ms() if now_ms is None else now_ms
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return True
+        later = [s for s in self._segments if s.base_offset >= offset]
+        self._remove_segments(later, now)
+        self.active_segment.truncate_to(offset)
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+        self._after_truncation(offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete every segment and start empty at ``offset``."""
+        now = _clock_ms() if now_ms is None else now_ms
+        old = list(self._segments)
+        self._segments, self._bases = [], []
+        self._remove_segments(old, now)
+        segment = self._new_segment(offset)
+        self._segments, self._bases = [segment], [offset]
+        self.log_start_offset = offset
+        self.leader_epochs.clear()
+        self._after_truncation(offset)
+
+    def _after_truncation(self, offset: int) -> None:
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self._high_watermark, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+
+    # -- flush, config, close ---------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``up_to``) (default: all)."""
+        plan = self._plan(self.log_end_offset if up_to is None else up_to)
+        if plan is not None:
+            plan.run()
+            self.flushed(plan)
+
+    def _plan(self, up_to: int) -> FlushPlan | None:
+        if up_to <= self.recovery_point:
+            return None
+        first = self._floor(self.recovery_point)
+        segments = tuple(s for s in self._segments[first:] if s.base_offset < up_to)
+        return FlushPlan(segments, up_to)
+
+    def flush_plan(self, now_ms: int) -> FlushPlan | None:
+        """What the manager should fsync now: rolled segments not yet flushed, or all after flush.ms."""
+        if now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.last_flush_ms = now_ms
+            return self._plan(self.log_end_offset)
+        return self._plan(self.active_segment.base_offset)
+
+    def flushed(self, plan: FlushPlan) -> None:
+        """Record that ``plan`` ran: indexes flushed, recovery point moved."""
+        for segment in plan.segments:
+            if segment.log.fd >= 0:
+                segment.offset_index.flush()
+                segment.time_index.flush()
+        if plan.up_to >= self.log_end_offset:
+            self._unflushed_records = 0
+            self.last_flush_ms = _clock_ms()
+        self.recovery_point = max(self.recovery_point, min(plan.up_to, self.log_end_offset))
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply from the next append (and to the next segments' indexes)."""
+        self.config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaError(ErrorCode.not_leader_or_follower, f"the log of {self.name} is closed")
+
+    def close(self) -> None:
+        """Close every file (without fsync: call flush() first for a clean shutdown)."""
+        if self.closed:
+            return
+        self.purge_deleted(0, force=True)
+        for segment in self._segments:
+            segment.close()
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self._segments)})")

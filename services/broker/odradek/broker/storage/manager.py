@@ -1,0 +1,211 @@
+"""LogManager: every partition log of one data directory (Kafka's LogManager).
+
+On disk, the data directory holds one directory per partition, ``<topic>-<partition>``
+(see log); the checkpoints ``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint`` (high watermarks) and ``log-start-offset-checkpoint``
+(see checkpoint); ``.kafka_cleanshutdown`` while the broker is stopped after a clean
+shutdown (its presence at startup skips recovery; it is removed once the logs are open);
+and ``<topic>-<partition>.<id>-delete`` directories of deleted topics until they are removed.
+
+``open_all`` loads every partition (in worker threads: each loader owns one directory and
+nothing is shared until all are loaded). Then everything runs on the event-loop thread:
+``get_or_create`` / ``get`` / ``delete_topic`` / ``update_config`` from request handlers,
+and ``run``, the maintenance task, every ``tick_seconds``: purge deleted files whose delay
+has passed, retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
+worker thread), and the checkpoints every ``checkpoint_interval_seconds``. ``close``
+flushes every log, writes the checkpoints, then the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Mapping
+
+from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                         CorruptCheckpoint, OffsetCheckpointFile, fsync_dir)
+from .config import LogConfig
+from .log import Log
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
+
+TopicPartition = tuple[str, int]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, defaults: Mapping[str, str] | None = None, *, tick_seconds: float = 1.0,
+                 checkpoint_interval_seconds: float = 5.0, recovery_threads: int | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.defaults = dict(defaults or {})
+        self.tick_seconds = tick_seconds
+        self.checkpoint_interval_seconds = checkpoint_interval_seconds
+        self.recovery_threads = recovery_threads or min(4, os.cpu_count() or 1)
+        self._logs: dict[TopicPartition, Log] = {}
+        self._overrides: dict[str, dict[str, str]] = {}
+        self._doomed_dirs: list[tuple[Log, Path, int]] = []
+        self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self._high_watermarks = OffsetCheckpointFile(self.data_dir / REPLICATION_OFFSET_CHECKPOINT)
+        self._log_starts = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._last_checkpoint = 0.0
+        self.had_clean_shutdown = False
+
+    # -- startup ------------------------------------------------------------------------
+    def _read(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CorruptCheckpoint as e:
+            log.warning("ignoring %s: %s", checkpoint.path.name, e)
+            return {}
+
+    def open_all(self) -> None:
+        """Load every partition directory (recovering after a crash) and remove deleted ones."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        recovery_points = self._read(self._recovery_points)
+        high_watermarks = self._read(self._high_watermarks)
+        log_starts = self._read(self._log_starts)
+        found: dict[TopicPartition, Path] = {}
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing %s, a topic deleted before the last shutdown", path.name)
+                shutil.rmtree(path, ignore_errors=True)
+            elif (m := _PARTITION_DIR.match(path.name)) is not None:
+                found[(m["topic"], int(m["partition"]))] = path
+
+        def load(tp: TopicPartition) -> Log:
+            return Log.open(found[tp], self.config_for(tp[0]), topic=tp[0], partition=tp[1],
+                            recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp, 0),
+                            high_watermark=high_watermarks.get(tp, 0), clean_shutdown=self.had_clean_shutdown)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=self.recovery_threads, thread_name_prefix="log-loader") as pool:
+            loaded = dict(zip(found, pool.map(load, found)))
+        self._logs.update(loaded)
+        marker.unlink(missing_ok=True)
+        log.info("loaded %d logs from %s in %.2fs (%s shutdown)", len(loaded), self.data_dir,
+                 time.monotonic() - started, "clean" if self.had_clean_shutdown else "unclean")
+
+    # -- partitions ---------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_overrides(self._overrides.get(topic, {}), self.defaults)
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def get_or_create(self, topic: str, partition: int, overrides: Mapping[str, str] | None = None) -> Log:
+        """The partition's log, created empty if absent; new ``overrides`` are applied to the topic."""
+        if overrides is not None and dict(overrides) != self._overrides.get(topic, {}):
+            self.update_config(topic, overrides)
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not _PARTITION_DIR.match(f"{topic}-{partition}"):
+            raise ValueError(f"illegal topic name {topic!r}")
+        directory = self.data_dir / f"{topic}-{partition}"
+        created = Log.open(directory, self.config_for(topic), topic=topic, partition=partition,
+                           clean_shutdown=not directory.exists())
+        fsync_dir(self.data_dir)
+        self._logs[(topic, partition)] = created
+        log.info("created log %s", created.name)
+        return created
+
+    def update_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        self._overrides[topic] = dict(overrides)
+        config = self.config_for(topic)
+        for (t, _), partition_log in self._logs.items():
+            if t == topic:
+                partition_log.update_config(config)
+
+    def delete_topic(self, topic: str) -> None:
+        """Take the topic's logs away now; their renamed directories go after file.delete.delay.ms."""
+        now = _now_ms()
+        for key in [k for k in self._logs if k[0] == topic]:
+            doomed = self._logs.pop(key)
+            target = doomed.dir.with_name(f"{doomed.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.rename(doomed.dir, target)
+            self._doomed_dirs.append((doomed, target, now + doomed.config.file_delete_delay_ms))
+            log.info("deleted log %s (directory renamed to %s)", doomed.name, target.name)
+        self._overrides.pop(topic, None)
+        fsync_dir(self.data_dir)
+
+    def _purge_dirs(self, now: int, *, force: bool = False) -> None:
+        due = [d for d in self._doomed_dirs if force or d[2] <= now]
+        self._doomed_dirs = [d for d in self._doomed_dirs if not (force or d[2] <= now)]
+        for doomed, path, _ in due:
+            doomed.close()
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- maintenance --------------------------------------------------------------------
+    async def maintain(self, now_ms: int | None = None) -> None:
+        """One maintenance tick: purge, retention, due flushes, checkpoints when due."""
+        now = _now_ms() if now_ms is None else now_ms
+        self._purge_dirs(now)
+        for partition_log in self.logs():
+            try:
+                partition_log.purge_deleted(now)
+                partition_log.apply_retention(now)
+                plan = partition_log.flush_plan(now)
+                if plan is not None:
+                    await asyncio.to_thread(plan.run)
+                    if not partition_log.closed:
+                        partition_log.flushed(plan)
+            except OSError:
+                log.exception("maintenance of %s failed", partition_log.name)
+        if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
+            self.checkpoint()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Maintenance until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                await self.maintain()
+            except Exception:  # noqa: BLE001 - the task must outlive one bad tick; the error is logged
+                log.exception("log maintenance tick failed")
+            try:
+                await asyncio.wait_for(stop.wait(), self.tick_seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    def checkpoint(self) -> None:
+        """Write the recovery points, high watermarks and log start offsets of every log."""
+        logs = {(lg.topic, lg.partition): lg for lg in self._logs.values()}
+        self._recovery_points.write({k: lg.recovery_point for k, lg in logs.items()})
+        self._high_watermarks.write({k: lg.high_watermark for k, lg in logs.items()})
+        self._log_starts.write({k: lg.log_start_offset for k, lg in logs.items()})
+        self._last_checkpoint = time.monotonic()
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        for partition_log in self.logs():
+            partition_log.flush()
+            partition_log.close()
+        self.checkpoint()
+        self._purge_dirs(0, force=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        fsync_dir(self.data_dir)

@@ -1,0 +1,109 @@
+"""Validation and offset assignment of appended batches (Kafka's LogValidator, header-only).
+
+Owns no files. Every batch of an append is checked before any is touched, with the error
+code Apache Kafka answers a producer:
+- magic 0/1 (old message sets): UNSUPPORTED_FOR_MESSAGE_FORMAT (no up-conversion here);
+  magic > 2, bad CRC-32C, a truncated batch, a length shorter than a header, an unknown
+  codec: CORRUPT_MESSAGE;
+- no batch at all, recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control batch
+  from a client, a producer id without a base sequence: INVALID_RECORD;
+- a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
+  than ``segment.bytes``: RECORD_LIST_TOO_LARGE.
+Then, in place: baseOffset and partitionLeaderEpoch rewritten (no CRC recompute), and under
+``message.timestamp.type=LogAppendTime`` the timestamp type bit and maxTimestamp set (CRC
+recomputed). A topic ``compression.type`` other than ``producer`` recompresses batches that
+use another codec (their records block only; record bytes are not re-encoded).
+Not thread-safe; works on the caller's buffer (copied first when it is read-only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.errors import ErrorCode, KafkaError
+from odradek.records import Compression, RecordBatch, recompress, split_batches
+
+from .config import LogConfig
+
+__all__ = ["ValidatedAppend", "validate_append"]
+
+_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+           "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+
+@dataclass(slots=True)
+class ValidatedAppend:
+    batches: list[RecordBatch]
+    data: memoryview
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records_count: int
+    log_append_time_ms: int
+
+
+def _check_client_batch(batch: RecordBatch, config: LogConfig) -> None:
+    if batch.size > config.max_message_bytes:
+        raise KafkaError(ErrorCode.message_too_large,
+                         f"The record batch of {batch.size} bytes exceeds max.message.bytes "
+                         f"({config.max_message_bytes})")
+    if batch.is_control:
+        raise KafkaError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise KafkaError(ErrorCode.invalid_record,
+                         f"Invalid sequence number {batch.base_sequence} in record batch "
+                         f"with producerId {batch.producer_id}")
+
+
+def _recompressed(batches: list[RecordBatch], data: memoryview, codec: Compression
+                  ) -> tuple[list[RecordBatch], memoryview]:
+    if all(b.compression == codec for b in batches):
+        return batches, data
+    out = bytearray()
+    for batch in batches:
+        out += batch.view if batch.compression == codec else recompress(batch, codec)
+    view = memoryview(out)
+    return split_batches(view), view
+
+
+def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, *, next_offset: int,
+                    leader_epoch: int, now_ms: int, assign_offsets: bool = True) -> ValidatedAppend:
+    """Check every batch, then stamp offsets (when ``assign_offsets``) and times in place.
+
+    Followers append with ``assign_offsets=False``: offsets and epochs are the leader's and
+    must start at or after ``next_offset`` and increase.
+    """
+    data = memoryview(records)
+    if data.readonly:
+        data = memoryview(bytearray(data))
+    data = data.cast("B")
+    batches = split_batches(data)
+    if assign_offsets:
+        for batch in batches:
+            _check_client_batch(batch, config)
+        codec = _CODECS.get(config.compression_type)
+        if codec is not None:
+            batches, data = _recompressed(batches, data, codec)
+    if len(data) > config.segment_bytes:
+        raise KafkaError(ErrorCode.record_list_too_large,
+                         f"Message batch size is {len(data)} bytes which exceeds the maximum "
+                         f"configured segment size of {config.segment_bytes}")
+    append_time = now_ms if config.log_append_time and assign_offsets else -1
+    offset = next_offset
+    max_ts, offset_of_max, count = -1, next_offset, 0
+    for batch in batches:
+        if assign_offsets:
+            batch.set_base_offset(offset)
+            batch.set_partition_leader_epoch(leader_epoch)
+            if append_time >= 0:
+                batch.set_log_append_time(append_time)
+        elif batch.base_offset < offset:
+            raise KafkaError(ErrorCode.corrupt_message,
+                             f"batch base offset {batch.base_offset} is below the next offset {offset}")
+        if batch.max_timestamp > max_ts:
+            max_ts, offset_of_max = batch.max_timestamp, batch.last_offset
+        count += batch.records_count
+        offset = batch.next_offset
+    return ValidatedAppend(batches, data, batches[0].base_offset, offset - 1, max_ts, offset_of_max,
+                           count, append_time)
