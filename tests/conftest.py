@@ -6,6 +6,7 @@
   ``/odradek/<name>`` in the shared ZooKeeper.
 - ``controllers``: starts controller processes (``python -m odradek.controller``) on free
   ports; every one started is stopped by PID at teardown (SIGTERM, then SIGKILL).
+- ``http``: ``http(method, url, body)`` -> (status, JSON answer), errors included.
 - ``wait_for``: ``wait_for(condition, timeout, what)`` polls until ``condition()`` is truthy
   and returns it, failing with ``what`` at the deadline.
 """
@@ -80,11 +81,18 @@ def http_json(method: str, url: str, body: Any = None, timeout: float = 10.0) ->
         return e.code, json.loads(e.read() or b"null")
 
 
+@pytest.fixture
+def http() -> Callable[..., tuple[int, Any]]:
+    """``http(method, url, body=None, timeout=10)`` -> (status, decoded JSON)."""
+    return http_json
+
+
 class ControllerProcess:
     """One ``python -m odradek.controller`` process, its log file and its internal URL."""
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+    def __init__(self, args: list[str], log_path: Path, session_timeout: float) -> None:
         self.log_path = log_path
+        self.session_timeout = session_timeout  # how long /controller outlives a SIGKILL
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "odradek.controller", *args],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -144,7 +152,8 @@ def controllers(zookeeper, cluster_name, tmp_path) -> Callable[..., ControllerPr
         args = ["--zookeeper", zookeeper.connect, "--cluster", cluster_name, "--id", instance_id,
                 "--listen", "127.0.0.1:0", "--zk-session-timeout", str(CONTROLLER_SESSION_TIMEOUT_S),
                 "--log-level", "DEBUG", *extra]
-        proc = ControllerProcess(args, tmp_path / f"controller-{instance_id}.log")
+        proc = ControllerProcess(args, tmp_path / f"controller-{instance_id}.log",
+                                 CONTROLLER_SESSION_TIMEOUT_S)
         started.append(proc)
         return proc.wait_listening()
 

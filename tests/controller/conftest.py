@@ -63,7 +63,7 @@ class FakeBroker:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def _receive(self, path: str, body: dict) -> tuple[int, dict]:
@@ -94,7 +94,10 @@ class FakeBroker:
         return None
 
     def join(self) -> "FakeBroker":
-        """Register ``/brokers/ids/<id>`` (ephemeral) in a new ZooKeeper session."""
+        """Register ``/brokers/ids/<id>`` (ephemeral) in a new ZooKeeper session, as a freshly
+        started broker: the snapshots it received before are forgotten."""
+        with self._lock:
+            self.snapshots.clear()
         self._zk = KazooClient(hosts=self._zk_hosts)
         self._zk.start(timeout=30)
         self._zk.ensure_path(paths.BROKER_IDS)
