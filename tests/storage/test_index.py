@@ -1,0 +1,85 @@
+"""Offset and time indexes: binary search against brute force, truncation, full, reopen, sanity."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from odradek.broker.storage.index import CorruptIndex, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+
+
+def test_offset_index_lookup_matches_brute_force(tmp_path):
+    rng = random.Random(7)
+    index = OffsetIndex(tmp_path / "a.index", 1000, 8 * 100)
+    entries, offset, position = [], 1000, 0
+    for _ in range(60):
+        offset += rng.randint(1, 20)
+        position += rng.randint(1, 500)
+        index.append(offset, position)
+        entries.append((offset, position))
+    for target in range(990, offset + 30):
+        below = [e for e in entries if e[0] <= target]
+        assert index.lookup(target) == (OffsetPosition(*below[-1]) if below else OffsetPosition(1000, 0))
+
+
+def test_offset_index_full_truncate_and_reopen(tmp_path):
+    path = tmp_path / "b.index"
+    index = OffsetIndex(path, 50, 8 * 4 + 5)  # rounded down to 4 entries
+    assert index.max_entries == 4 and path.stat().st_size == 32
+    for i in range(4):
+        index.append(50 + 10 * (i + 1), 100 * (i + 1))
+    assert index.is_full
+    with pytest.raises(CorruptIndex):
+        index.append(200, 900)
+    index.truncate_to(80)  # drops the entries for offsets >= 80
+    assert index.entries == 2 and index.lookup(10_000) == OffsetPosition(70, 200)
+    index.truncate_to(71)
+    assert index.entries == 2
+    index.close()
+    assert path.stat().st_size == 16  # trimmed to valid entries on close
+    reopened = OffsetIndex(path, 50, 8 * 10)
+    assert reopened.entries == 2 and reopened.max_entries == 10 and reopened.lookup(75) == OffsetPosition(70, 200)
+    reopened.sanity_check()
+    with pytest.raises(CorruptIndex):
+        reopened.append(70, 300)  # offsets must increase
+
+
+def test_zero_padded_index_fails_the_sanity_check(tmp_path):
+    path = tmp_path / "d.index"
+    index = OffsetIndex(path, 0, 8 * 10)
+    index.append(5, 100)
+    index.append(9, 300)
+    index.flush()
+    # A crash leaves the pre-allocated file at full size: the zero tail reads as entries.
+    with pytest.raises(CorruptIndex):
+        OffsetIndex(path, 0, 8 * 10).sanity_check()
+    (tmp_path / "e.index").write_bytes(b"\x00" * 13)
+    with pytest.raises(CorruptIndex):
+        OffsetIndex(tmp_path / "e.index", 0, 80).sanity_check()
+
+
+def test_time_index(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 100, 12 * 5)
+    assert index.lookup(5) == TimestampOffset(-1, 100) and index.last_entry() == TimestampOffset(-1, 100)
+    index.maybe_append(1000, 105)
+    index.maybe_append(1000, 106)  # not larger: ignored
+    index.maybe_append(900, 107)   # smaller: ignored
+    index.maybe_append(2000, 110)
+    index.maybe_append(3000, 120)
+    assert index.entries == 3
+    assert index.lookup(999) == TimestampOffset(-1, 100)
+    assert index.lookup(1500) == TimestampOffset(1000, 105)
+    assert index.lookup(10**12) == TimestampOffset(3000, 120)
+    index.maybe_append(4000, 130)
+    assert index.is_full  # one slot stays for the entry written when the segment becomes inactive
+    index.maybe_append(5000, 140)
+    assert index.entries == 4
+    index.maybe_append(5000, 140, skip_full_check=True)
+    assert index.entries == 5 and index.last_entry() == TimestampOffset(5000, 140)
+    index.truncate_to(120)
+    assert index.entries == 2 and index.last_entry() == TimestampOffset(2000, 110)
+    index.close()
+    reopened = TimeIndex(tmp_path / "a.timeindex", 100, 12 * 5)
+    reopened.sanity_check()
+    assert reopened.entries == 2
