@@ -1,0 +1,122 @@
+"""LogManager: startup (clean and unclean), create/get, delete, config updates, maintenance, close."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from odradek.broker.storage import LogManager
+from odradek.broker.storage.checkpoint import OffsetCheckpointFile
+
+from storage_helpers import batch, read_records
+
+
+def fill(log, n: int) -> None:
+    for i in range(n):
+        log.append(batch(b"v%d" % i, ts=1000 + i), leader_epoch=0, now_ms=0)
+    log.high_watermark = log.log_end_offset
+
+
+def test_create_get_close_and_reopen_cleanly(tmp_path):
+    manager = LogManager(tmp_path, {"segment.bytes": "300"})
+    manager.open_all()
+    assert manager.get("t", 0) is None
+    log0 = manager.get_or_create("t", 0, {"retention.ms": "5000"})
+    log1 = manager.get_or_create("t", 1, {"retention.ms": "5000"})
+    assert manager.get_or_create("t", 0, {"retention.ms": "5000"}) is log0
+    assert log0.config.segment_bytes == 300 and log0.config.retention_ms == 5000
+    fill(log0, 10)
+    fill(log1, 2)
+    manager.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {("t", 0): 10, ("t", 1): 2}
+    assert OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").read() == {("t", 0): 10, ("t", 1): 2}
+
+    again = LogManager(tmp_path, {"segment.bytes": "300"})
+    again.open_all()
+    assert again.had_clean_shutdown and not (tmp_path / ".kafka_cleanshutdown").exists()
+    reopened = again.get("t", 0)
+    assert (reopened.log_end_offset, reopened.high_watermark, reopened.recovery_point) == (10, 10, 10)
+    assert [r.value for r in read_records(reopened)] == [b"v%d" % i for i in range(10)]
+    assert sorted((lg.topic, lg.partition) for lg in again.logs()) == [("t", 0), ("t", 1)]
+    again.close()
+
+
+def test_unclean_restart_recovers_a_torn_tail(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.open_all()
+    log = manager.get_or_create("t", 0, {})
+    fill(log, 5)
+    manager.checkpoint()
+    path, size = log.active_segment.log.path, log.active_segment.size
+    # crash: no close(), no marker; the last batch is torn
+    os.truncate(path, size - 3)
+    again = LogManager(tmp_path)
+    again.open_all()
+    assert not again.had_clean_shutdown
+    recovered = again.get("t", 0)
+    assert recovered.log_end_offset == 4 and recovered.high_watermark == 4
+    again.close()
+
+
+def test_delete_topic_renames_then_removes(tmp_path):
+    manager = LogManager(tmp_path, {"file.delete.delay.ms": "0"})
+    manager.open_all()
+    log = manager.get_or_create("gone", 0, {})
+    keep = manager.get_or_create("kept", 0, {})
+    fill(log, 3)
+    piece = log.read(0, 1000)
+    manager.delete_topic("gone")
+    assert manager.get("gone", 0) is None and manager.logs() == [keep]
+    doomed = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert len(doomed) == 1 and doomed[0].name.startswith("gone-0.")
+    assert os.pread(piece.fd, piece.size, piece.position) == piece.read()  # still readable until the tick
+    asyncio.run(manager.maintain())
+    assert not doomed[0].exists()
+    fresh = manager.get_or_create("gone", 0, {})  # the name is free again
+    assert fresh.log_end_offset == 0
+    manager.close()
+
+
+def test_leftover_delete_dirs_are_removed_at_startup(tmp_path):
+    (tmp_path / "x-0.abc-delete").mkdir()
+    (tmp_path / "x-0.abc-delete" / "00000000000000000000.log").write_bytes(b"z")
+    (tmp_path / "not a partition").mkdir()
+    manager = LogManager(tmp_path)
+    manager.open_all()
+    assert not (tmp_path / "x-0.abc-delete").exists() and manager.logs() == []
+
+
+def test_update_config_reaches_every_partition(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.open_all()
+    logs = [manager.get_or_create("t", p, {}) for p in range(3)]
+    manager.update_config("t", {"retention.bytes": "100", "index.interval.bytes": "10"})
+    assert all(lg.config.retention_bytes == 100 for lg in logs)
+    assert logs[0].active_segment.index_interval_bytes == 10
+    manager.get_or_create("t", 0, {"retention.bytes": "200"})  # new overrides arrive with a snapshot
+    assert all(lg.config.retention_bytes == 200 for lg in logs)
+    manager.close()
+
+
+def test_run_applies_retention_and_writes_checkpoints(tmp_path):
+    manager = LogManager(tmp_path, {"segment.bytes": "200", "retention.bytes": "300", "retention.ms": "-1",
+                                    "file.delete.delay.ms": "0"},
+                         tick_seconds=0.01, checkpoint_interval_seconds=0.0)
+    manager.open_all()
+    log = manager.get_or_create("t", 0, {})
+    fill(log, 20)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(manager.run(stop))
+        await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(scenario())
+    assert log.log_start_offset > 0 and log.size < 300 + 200
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
+    assert OffsetCheckpointFile(tmp_path / "log-start-offset-checkpoint").read() == {("t", 0): log.log_start_offset}
+    assert log.recovery_point >= log.active_segment.base_offset  # rolled segments were flushed
+    manager.close()
