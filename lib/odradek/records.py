@@ -243,7 +243,7 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
 
 def _lz4_compress(data: bytes | memoryview) -> bytes:
     compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
-    compressor.compress(data)
+    compressor.compress(bytes(data))
     return bytes(compressor.finish())
 
 

@@ -49,7 +49,7 @@ class AbstractIndex:
         self.base_offset = base_offset
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._map: mmap.mmap | None = None
-        length = os.fstat(self._fd).st_size
+        length = self._length_at_open = os.fstat(self._fd).st_size
         self.entry_size = self.ENTRY.size
         self.entries = length // self.entry_size
         self._length = 0
@@ -109,7 +109,7 @@ class AbstractIndex:
         return lo
 
     def _append(self, *fields: int) -> None:
-        if self.is_full:
+        if self.entries >= self.max_entries:
             raise CorruptIndex(f"{self.path} is full ({self.entries} entries)")
         assert self._map is not None
         self.ENTRY.pack_into(self._map, self.entries * self.entry_size, *fields)
@@ -124,7 +124,7 @@ class AbstractIndex:
         self.entries = 0
 
     def sanity_check(self) -> None:
-        if os.fstat(self._fd).st_size % self.entry_size:
+        if self._length_at_open % self.entry_size:
             raise CorruptIndex(f"{self.path} has a size that is not a multiple of {self.entry_size}")
         if self.entries >= 2 and not self._increasing(self.entry(self.entries - 2), self.entry(self.entries - 1)):
             raise CorruptIndex(f"{self.path}: its last entries are not increasing")

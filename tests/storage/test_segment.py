@@ -1,0 +1,76 @@
+"""LogSegment on its own: appends and sparse indexing, offset translation, truncation, recovery, rolls."""
+
+from __future__ import annotations
+
+from odradek.broker.storage import LogSegment
+from odradek.errors import KafkaError
+from odradek.records import RecordBatch, split_batches
+
+from storage_helpers import batch
+
+
+def append(segment: LogSegment, n: int, *, values: int = 2, ts: int = 1000) -> None:
+    for _ in range(n):
+        data = memoryview(batch(*[b"x" * 30] * values, ts=ts))
+        batches = split_batches(data)
+        for b in batches:
+            b.set_base_offset(segment.next_offset)
+        segment.append(batches, data)
+        ts += 10
+
+
+def test_append_index_translate(tmp_path):
+    segment = LogSegment(tmp_path, 100, index_bytes=1024, index_interval_bytes=200)
+    append(segment, 20)
+    assert segment.next_offset == 140 and tmp_path.joinpath(f"{100:020d}.log").stat().st_size == segment.size
+    assert 0 < segment.offset_index.entries < 20  # sparse
+    assert segment.max_timestamp_so_far == 1191 and segment.offset_of_max_timestamp == 139
+    for offset in range(100, 140):
+        location = segment.translate_offset(offset)
+        assert location.base_offset <= offset <= location.last_offset and location.last_offset - location.base_offset == 1
+    assert segment.translate_offset(140) is None
+    piece = segment.read(101, 10**6, None, True)
+    assert (piece.first_offset, piece.next_offset, piece.position) == (100, 140, 0)
+    assert segment.read(140, 10**6, None, True) is None
+
+
+def test_truncate_and_recover(tmp_path):
+    segment = LogSegment(tmp_path, 0, index_bytes=1024, index_interval_bytes=100)
+    append(segment, 10)
+    entries_before = segment.offset_index.entries
+    size_of_one = segment.size // 10
+    assert segment.truncate_to(7) == 7 * size_of_one  # batches 6..7 and later go
+    assert segment.next_offset == 6 and segment.size == 3 * size_of_one
+    assert segment.offset_index.entries < entries_before
+    assert segment.max_timestamp_so_far == 1021
+    append(segment, 1, ts=5000)
+    with open(segment.log.path, "ab") as f:
+        f.write(b"\x00" * 30)  # a torn tail
+    segment.log.size += 30
+    assert segment.recover(lambda b: b.check()) == 30
+    assert segment.next_offset == 8 and segment.max_timestamp_so_far == 5001
+
+
+def test_recover_stops_at_a_bad_batch(tmp_path):
+    segment = LogSegment(tmp_path, 0, index_bytes=1024, index_interval_bytes=100)
+    append(segment, 5)
+    seen: list[int] = []
+
+    def check(b: RecordBatch) -> None:
+        seen.append(b.base_offset)
+        if b.base_offset == 4:
+            raise KafkaError(0, "bad")
+
+    removed = segment.recover(check)
+    assert seen == [0, 2, 4] and segment.next_offset == 4 and removed == 3 * (segment.size // 2)
+
+
+def test_should_roll(tmp_path):
+    segment = LogSegment(tmp_path, 0, index_bytes=1024, index_interval_bytes=100, now_ms=0)
+    kwargs = dict(size=100, max_timestamp=1000, last_offset=1, now_ms=0, segment_bytes=10**6, segment_ms=10**6)
+    assert not segment.should_roll(**kwargs)  # an empty segment never rolls
+    append(segment, 1, ts=1000)
+    assert not segment.should_roll(**kwargs)
+    assert segment.should_roll(**dict(kwargs, size=10**6))
+    assert segment.should_roll(**dict(kwargs, max_timestamp=1001 + 10**6 + 1))
+    assert segment.should_roll(**dict(kwargs, last_offset=2**31))
