@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+import time
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -19,16 +19,18 @@ from odradek.cluster.model import BrokerInfo
 
 log = logging.getLogger(__name__)
 
+SESSION_TIMEOUT_S = 10.0
+_REGISTRATION_WAIT_S = 3 * SESSION_TIMEOUT_S
+
 
 class BrokerRegistration:
     def __init__(self, connect: str, cluster: str, info: BrokerInfo) -> None:
-        self._zk = KazooClient(hosts=connect + paths.chroot(cluster), timeout=10.0)
+        self._zk = KazooClient(hosts=connect + paths.chroot(cluster), timeout=SESSION_TIMEOUT_S)
         self._connect = connect
         self._cluster = cluster
         self._info = info
         self._controller_url: str | None = None
-        self._lock = threading.Lock()
-        self._registered = threading.Event()
+        self._session_lost = False
 
     @property
     def controller_url(self) -> str | None:
@@ -50,25 +52,37 @@ class BrokerRegistration:
         self._zk.close()
 
     def _register(self) -> None:
+        """Create our ephemeral znode. After a crash, the previous process's znode lives until
+        its session expires: wait for that (a bounded time) rather than fail, as a restarted
+        pod would otherwise crash-loop; a live broker with the same id keeps it forever."""
         body = json.dumps(self._info.to_json()).encode()
         path = paths.broker(self._info.id)
         self._zk.ensure_path(paths.BROKER_IDS)
-        try:
-            self._zk.create(path, body, ephemeral=True)
-        except NodeExistsError:
-            # Our own znode from a session that has not expired yet (fast restart), or another
-            # broker with the same id: refuse to run twice under one id, as Kafka does.
-            _, stat = self._zk.get(path)
-            if stat.ephemeralOwner != self._zk.client_id[0]:
-                raise RuntimeError(f"broker id {self._info.id} is already registered in ZooKeeper")
-        self._registered.set()
+        deadline = time.monotonic() + _REGISTRATION_WAIT_S
+        while True:
+            try:
+                self._zk.create(path, body, ephemeral=True)
+                break
+            except NodeExistsError:
+                try:
+                    _, stat = self._zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self._zk.client_id[0]:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"broker id {self._info.id} is registered in ZooKeeper by another "
+                                       f"live session (is a broker with this id running?)") from None
+                log.info("waiting for the previous session of broker %d to expire", self._info.id)
+                time.sleep(0.5)
         log.info("registered as broker %d", self._info.id)
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
-            self._registered.clear()
+            self._session_lost = True
             log.warning("ZooKeeper session lost; registering again when it comes back")
-        elif state == KazooState.CONNECTED and not self._registered.is_set():
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
             self._zk.handler.spawn(self._register_quietly)
 
     def _register_quietly(self) -> None:

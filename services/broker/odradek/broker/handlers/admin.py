@@ -104,8 +104,6 @@ async def create_partitions(broker, header, req):
 async def _grow_one(broker, s, topic, req):
     timeout = _seconds(req.timeout)
     body = {"count": topic.count, "validate_only": req.validate_only}
-    if topic.assignments:
-        body["assignments"] = [list(a.broker_ids) for a in topic.assignments]
     try:
         await broker.controller.call("POST", f"/internal/v1/topics/{topic.name}/partitions", body,
                                      timeout=max(timeout, 1.0))
