@@ -55,14 +55,15 @@ class Controller:
     # --- role -------------------------------------------------------------------------------
     @property
     def active(self) -> bool:
-        return self._record is not None and self._connected
+        """Elected, connected to ZooKeeper, and holding a snapshot loaded since the election."""
+        return self._record is not None and self._connected and self._snapshot is not None
 
     @property
     def epoch(self) -> int | None:
         return self._record.epoch if self._record else None
 
     def _require_active(self) -> tuple[ControllerRecord, StoreSnapshot]:
-        if not self.active or self._snapshot is None:
+        if not self.active:
             raise KafkaError(ErrorCode.not_controller, f"{self.settings.id} is not the active controller")
         return self._record, self._snapshot
 
@@ -205,6 +206,22 @@ class Controller:
         return decisions.cluster_metadata(snapshot, record)
 
     @contextlib.asynccontextmanager
+    async def _acting(self):
+        """Hold the controller lock as the active controller; give up with NOT_CONTROLLER as
+        soon as we stop being active while waiting (a loop stuck on a cut-off ZooKeeper)."""
+        self._require_active()
+        acquire = asyncio.ensure_future(self._lock.acquire())
+        while not acquire.done():
+            await asyncio.wait({acquire}, timeout=0.1)
+            if not acquire.done() and not self.active:
+                acquire.cancel()
+                self._require_active()
+        try:
+            yield self._require_active()
+        finally:
+            self._lock.release()
+
+    @contextlib.asynccontextmanager
     async def _store_trouble_as_not_controller(self):
         """Admin requests see a fenced or unreachable store as NOT_CONTROLLER (callers retry)."""
         try:
@@ -225,8 +242,7 @@ class Controller:
         return self._snapshot
 
     async def create_topic(self, req: admin.CreateTopic) -> TopicMetadata:
-        async with self._lock:
-            record, snapshot = self._require_active()
+        async with self._acting() as (record, snapshot):
             plan = admin.plan_create(req, snapshot, self.settings.defaults, record.epoch)
             metadata = TopicMetadata(plan.name, plan.topic_id,
                                      tuple(plan.states[p] for p in sorted(plan.states)), plan.configs)
@@ -241,8 +257,7 @@ class Controller:
             return metadata
 
     async def create_partitions(self, name: str, count: int, validate_only: bool) -> TopicMetadata:
-        async with self._lock:
-            record, snapshot = self._require_active()
+        async with self._acting() as (record, snapshot):
             topic, new_states = admin.plan_partitions(snapshot, name, count, record.epoch)
             if validate_only:
                 return TopicMetadata(name, topic.topic_id, tuple(topic.states[p] for p in sorted(topic.states))
@@ -255,8 +270,7 @@ class Controller:
             return (await self._reload_after_write()).topics[name].metadata()
 
     async def alter_configs(self, name: str, set_: dict, delete: list[str], validate_only: bool) -> dict:
-        async with self._lock:
-            _, snapshot = self._require_active()
+        async with self._acting() as (_, snapshot):
             topic, configs = admin.plan_configs(snapshot, name, set_, delete)
             if validate_only:
                 return configs
@@ -268,8 +282,7 @@ class Controller:
             return configs
 
     async def delete_topic(self, name: str) -> None:
-        async with self._lock:
-            _, snapshot = self._require_active()
+        async with self._acting() as (_, snapshot):
             admin.check_deletable(snapshot, name)
             await self._write(self._store.mark_for_deletion, name)
             self._snapshot = dataclasses.replace(
