@@ -3,28 +3,19 @@
 
 from __future__ import annotations
 
-import datetime
 import io
 import socket
 import struct
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
-from kio.records import Record, RecordHeader
-from kio.records.schema import NewRecordBatch
-from kio.records.writers import write_new_batch
 from kio.serial import entity_reader, entity_writer
 
+from odradek.records import Record, build_batch
 
-def batch(values: list[bytes], *, key: bytes | None = b"k", timestamp_ms: int | None = None,
-          attributes: int = 0) -> bytes:
-    ts = datetime.datetime.fromtimestamp((timestamp_ms or 1_700_000_000_000) / 1000, datetime.timezone.utc)
-    records = tuple(Record(attributes=0, timestamp=ts, offset=i, key=key, value=v,
-                           headers=(RecordHeader(key=b"h", value=b"v"),)) for i, v in enumerate(values))
-    buf = io.BytesIO()
-    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                        records=records, attributes=attributes))
-    return buf.getvalue()
+
+def batch(values: list[bytes], *, key: bytes | None = b"k", timestamp_ms: int = 1_700_000_000_000) -> bytes:
+    return bytes(build_batch([Record(v, key, (("h", b"v"),), timestamp_ms) for v in values]))
 
 
 class WireClient:

@@ -104,11 +104,25 @@ def _start_broker(state: dict, name: str) -> None:
     state["processes"][name] = rec.to_json()
 
 
+def _process_name(state: dict, which: str) -> str:
+    """``3`` -> ``broker-3``; ``controller`` -> the active controller; else a process name."""
+    if which.isdigit():
+        return f"broker-{which}"
+    if which == "controller":
+        url = (active_cluster(state) or {}).get("controller_url")
+        if url is None:
+            raise SystemExit("no active controller")
+        return f"controller-{state['controllers'].index(url)}"
+    if which not in state["processes"]:
+        raise SystemExit(f"no process {which!r}; known: {', '.join(state['processes'])}")
+    return which
+
+
 def kill(args: argparse.Namespace) -> int:
-    """Stop one broker: SIGKILL (a crash) by default, SIGTERM with --graceful."""
+    """Stop one process: SIGKILL (a crash) by default, SIGTERM with --graceful."""
     path = args.data_dir.resolve() / STATE_FILE
     state = _load(path)
-    name = f"broker-{args.broker}"
+    name = _process_name(state, args.process)
     processes.stop(ProcessRecord.from_json(state["processes"][name]),
                    signal.SIGTERM if args.graceful else signal.SIGKILL)
     print(f"{name} stopped")
@@ -252,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="show brokers, the active controller and partitions")
     s.add_argument("--json", action="store_true", help="print addresses as JSON")
     d = sub.add_parser("down", help="stop every process of the cluster")
-    k = sub.add_parser("kill", help="stop one broker (SIGKILL; --graceful for SIGTERM)")
-    k.add_argument("broker", type=int)
+    k = sub.add_parser("kill", help="stop one process (SIGKILL; --graceful for SIGTERM)")
+    k.add_argument("process", help="a broker id, 'controller' (the active one) or a process name")
     k.add_argument("--graceful", action="store_true")
     st = sub.add_parser("start", help="start a stopped broker again")
     st.add_argument("broker", type=int)

@@ -1,0 +1,70 @@
+"""Retention deletes whole segments: the log start offset moves, reads below it fail."""
+
+import datetime
+import time
+
+from confluent_kafka import Producer
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+from tests.kafka_wire import WireClient
+
+FETCH, LIST_OFFSETS = 1, 2
+
+
+def _earliest(client, topic):
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+        name=topic, partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                     timestamp=-2),)),))
+    return client.request(LIST_OFFSETS, 7, req).topics[0].partitions[0].offset
+
+
+def _fetch_error(client, topic, offset):
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=10), min_bytes=1,
+                       max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                           partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                       forgotten_topics_data=(), rack_id="")
+    return client.request(FETCH, 12, req).responses[0].partitions[0].error_code
+
+
+def _fill(cluster, topic, count, timestamp_ms=None):
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(count):
+        p.produce(topic, value=b"x" * 500, timestamp=timestamp_ms or 0)
+        p.flush(10)
+
+
+def _wait_for_start_above(client, topic, minimum, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        start = _earliest(client, topic)
+        if start > minimum:
+            return start
+        time.sleep(0.2)
+    raise AssertionError(f"log start offset of {topic} stayed at {start}")
+
+
+def test_retention_bytes_deletes_old_segments(cluster):
+    cluster.create_topic("ret-bytes", partitions=1,
+                         config={"segment.bytes": "4096", "retention.bytes": "12000"})
+    _fill(cluster, "ret-bytes", 100)
+    with WireClient(cluster.leader_address("ret-bytes", 0)) as c:
+        start = _wait_for_start_above(c, "ret-bytes", 0)
+        assert _fetch_error(c, "ret-bytes", 0) == ErrorCode.offset_out_of_range
+        assert _fetch_error(c, "ret-bytes", start) == ErrorCode.none
+    segments = list((cluster.data_dir / f"broker-{cluster.leader_id('ret-bytes', 0)}" / "ret-bytes-0").glob("*.log"))
+    assert 0 < len(segments) <= 5
+
+
+def test_retention_ms_deletes_segments_older_than_it(cluster):
+    cluster.create_topic("ret-ms", partitions=1, config={"segment.bytes": "4096", "retention.ms": "3600000"})
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    _fill(cluster, "ret-ms", 40, timestamp_ms=two_hours_ago)
+    _fill(cluster, "ret-ms", 1)  # a fresh record in the active segment, which is kept
+    with WireClient(cluster.leader_address("ret-ms", 0)) as c:
+        start = _wait_for_start_above(c, "ret-ms", 0)
+        assert _fetch_error(c, "ret-ms", 0) == ErrorCode.offset_out_of_range
+        assert start <= 40
