@@ -42,10 +42,15 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return out
 
 
-@pytest.fixture
-def server():
-    """A listener with only ApiVersions, on its own loop thread."""
-    loop = asyncio.new_event_loop()
+@pytest.fixture(params=["asyncio", "uvloop"])
+def server(request):
+    """A listener with only ApiVersions, on its own loop thread (both event loops: uvloop
+    keeps the receive buffer exported while calling buffer_updated)."""
+    if request.param == "uvloop":
+        import uvloop
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
     dispatcher = Dispatcher({})
     srv = loop.run_until_complete(loop.create_server(
         lambda: KafkaConnection(dispatcher, max_frame_bytes=1024 * 1024), "127.0.0.1", 0))
@@ -164,3 +169,13 @@ def test_regions_splice_produces_the_same_bytes_as_inline_records(tmp_path):
                                      flexible=flexible)
         got = b"".join(payload if isinstance(p, FileRegion) else bytes(p) for p in pieces)
         assert got == expected
+
+
+def test_frames_larger_than_the_buffer_grow_it(server):
+    big = _request(HeaderV2, HeaderV2(request_api_key=18, request_api_version=3, correlation_id=77, client_id="t"),
+                   ApiVersionsV3, ApiVersionsV3(client_software_name="x" * 300_000, client_software_version="1"))
+    with _connect(server) as s:
+        for _ in range(3):
+            s.sendall(_api_versions_v3(1) + big + _api_versions_v3(2))
+            ids = [struct.unpack_from(">i", _read_frame(s), 0)[0] for _ in range(3)]
+            assert ids == [1, 77, 2]

@@ -120,15 +120,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- buffer management -------------------------------------------------------------
     def _make_room(self, needed: int) -> None:
-        """Move the unparsed tail to the front and grow so ``needed`` bytes fit."""
+        """Make ``needed`` bytes fit from the start of the unparsed tail.
+
+        The event loop may still hold the memoryview ``get_buffer`` handed out (uvloop does,
+        during ``buffer_updated``), so the bytearray is never resized in place: the tail moves
+        within it, or into a new one.
+        """
         pending = self._end - self._start
-        if self._start:
+        size = len(self._buf)
+        if needed > size or pending == size:
+            grown = bytearray(max(needed, 2 * size))
+            grown[:pending] = self._buf[self._start:self._end]
+            self._buf = grown
+        elif size > 4 * _INITIAL_BUFFER and needed <= _INITIAL_BUFFER and pending <= _INITIAL_BUFFER:
+            small = bytearray(_INITIAL_BUFFER)  # give memory back after a large frame
+            small[:pending] = self._buf[self._start:self._end]
+            self._buf = small
+        elif self._start:
             self._buf[:pending] = self._buf[self._start:self._end]
-            self._start, self._end = 0, pending
-        if len(self._buf) < needed or self._end == len(self._buf):
-            self._buf.extend(bytes(max(needed, 2 * len(self._buf)) - len(self._buf)))
-        elif len(self._buf) > 4 * _INITIAL_BUFFER and needed <= _INITIAL_BUFFER and pending < _INITIAL_BUFFER:
-            self._buf = self._buf[:_INITIAL_BUFFER]  # give back memory after a large frame
+        self._start, self._end = 0, pending
 
     # -- request loop ------------------------------------------------------------------
     async def _serve(self) -> None:
