@@ -5,20 +5,24 @@ baseOffset / partitionLeaderEpoch (and, under LogAppendTime, maxTimestamp) the b
 rewrote. No header, no footer: a torn tail is found by walking batch lengths and CRCs.
 
 Appends are ``os.pwrite`` at the end (the page cache makes them cheap); reads for clients
-are ``(fd, position, size)`` regions sent with ``sendfile``; header scans go through a
-read-only mmap of the file that is remapped when the file has grown. Not thread-safe: one
-event-loop thread owns the file.
+are ``(fd, position, size)`` regions sent with ``sendfile``; header scans ``pread`` the
+file in chunks and copy out the 61-byte headers (no mmap: mapped pages of a large log would
+count as the broker's resident memory, and a read is all Kafka does too). Not thread-safe:
+one event-loop thread owns the file.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
+import struct
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from odradek.errors import KafkaError
-from odradek.records import RecordBatch, iter_batches
+from odradek.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
+
+_SCAN_CHUNK = 64 * 1024
+_LENGTH = struct.Struct(">i")
 
 
 class BatchLocation(NamedTuple):
@@ -35,7 +39,6 @@ class FileRecords:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self._map: mmap.mmap | None = None
 
     def append(self, data: memoryview | bytes) -> int:
         """Write ``data`` at the end of the file; return the position it starts at."""
@@ -46,20 +49,25 @@ class FileRecords:
         self.size += written
         return position
 
-    def _mapped(self) -> mmap.mmap | None:
-        if self.size == 0:
-            return None
-        if self._map is None or len(self._map) < self.size:
-            # The old map stays valid for whoever still holds it; it closes when dropped.
-            self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
-        return self._map
-
     def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
-        """Header views of the whole batches in [position, end) (checked lengths only)."""
-        m = self._mapped()
-        if m is None:
-            return iter(())
-        return iter_batches(m, position, self.size if end is None else min(end, self.size))
+        """Headers of the whole batches in [position, end) (checked lengths only).
+
+        Each yielded batch holds only its header (every field but the records); its
+        ``position`` is the position in the file.
+        """
+        end = self.size if end is None else min(end, self.size)
+        chunk, chunk_start = b"", position
+        while end - position >= HEADER_SIZE:
+            at = position - chunk_start
+            if len(chunk) - at < HEADER_SIZE:
+                chunk, chunk_start, at = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position), position, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            size = _LENGTH.unpack_from(chunk, at + 8)[0] + LOG_OVERHEAD
+            if size < HEADER_SIZE or size > end - position:
+                return
+            yield BatchHeader(chunk[at:at + HEADER_SIZE], position)
+            position += size
 
     def read_batch(self, position: int, size: int) -> RecordBatch:
         """A private copy of one batch, for the slow paths that decode records."""
@@ -69,23 +77,27 @@ class FileRecords:
         """Walk the file from the start, calling ``visit`` on each whole batch.
 
         ``visit`` raises (any KafkaError) at the first bad batch; returns the length of the
-        prefix made of good batches. The batch views are only valid during the call.
+        prefix made of good batches. Batches are read in chunks of at least 1 MiB.
         """
-        m = self._mapped()
-        if m is None:
-            return 0
         valid = 0
-        view = memoryview(m)
-        try:
-            for batch in iter_batches(view):
+        while valid < self.size:
+            want = min(max(1 << 20, self._batch_size_at(valid)), self.size - valid)
+            chunk = memoryview(os.pread(self.fd, want, valid))
+            consumed = 0
+            for batch in iter_batches(chunk):
                 try:
                     visit(batch)
                 except KafkaError:
-                    break
-                valid = batch.position + batch.size
-        finally:
-            view.release()
+                    return valid + consumed
+                consumed = batch.position + batch.size
+            if consumed == 0:
+                return valid  # torn or short tail
+            valid += consumed
         return valid
+
+    def _batch_size_at(self, position: int) -> int:
+        head = os.pread(self.fd, 12, position)
+        return _LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD if len(head) == 12 else 0
 
     def search_for_offset(self, target: int, start_position: int) -> BatchLocation | None:
         """The first batch from ``start_position`` whose last offset is >= ``target``."""
@@ -101,7 +113,6 @@ class FileRecords:
             raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {size}")
         removed = self.size - size
         if removed:
-            self._map = None
             os.ftruncate(self.fd, size)
             self.size = size
         return removed
@@ -111,10 +122,25 @@ class FileRecords:
 
     def close(self) -> None:
         if self.fd >= 0:
-            self._map = None
             os.close(self.fd)
             self.fd = -1
 
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)
         self.path = path
+
+
+class BatchHeader(RecordBatch):
+    """A batch's 61-byte header copied from the file; ``position`` is where it is in the file.
+    Header fields only: the records (``view``, ``compute_crc``) need ``read_batch``."""
+
+    __slots__ = ("header",)
+
+    def __init__(self, header: bytes, position: int) -> None:
+        super().__init__(memoryview(header), position)
+        self.header = header
+
+    def _get(self, fmt: struct.Struct, at: int) -> int:
+        return fmt.unpack_from(self.header, at)[0]
+
+    magic = property(lambda self: self.header[16])
