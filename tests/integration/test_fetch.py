@@ -1,0 +1,90 @@
+"""Fetch semantics at the wire: long polling, byte limits (KIP-74), whole batches."""
+
+import datetime
+import threading
+import time
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from odradek.records import RecordBatch, iter_batches
+from tests.kafka_wire import WireClient, batch
+
+FETCH, PRODUCE = 1, 0
+
+
+def _fetch(client, topic, offset, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20):
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+                       max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                           partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=partition_max),)),),
+                       forgotten_topics_data=(), rack_id="")
+    return client.request(FETCH, 12, req).responses[0].partitions[0]
+
+
+def _produce(client, topic, values):
+    req = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                         topic_data=(TopicProduceData(name=topic, partition_data=(
+                             PartitionProduceData(index=0, records=batch(values)),)),))
+    result = client.request(PRODUCE, 9, req).responses[0].partition_responses[0]
+    assert result.error_code == ErrorCode.none
+    return result.base_offset
+
+
+def _batches(records: bytes) -> list[RecordBatch]:
+    found = list(iter_batches(memoryview(records)))
+    assert sum(b.size for b in found) == len(records), "a response must hold whole batches only"
+    for b in found:
+        b.check()
+    return found
+
+
+def test_long_poll_waits_for_data_then_answers(cluster):
+    cluster.create_topic("long-poll", partitions=1)
+    leader = cluster.leader_address("long-poll", 0)
+    result = {}
+
+    def poll():
+        with WireClient(leader, timeout=30) as c:
+            started = time.monotonic()
+            result["partition"] = _fetch(c, "long-poll", 0, max_wait_ms=20_000)
+            result["elapsed"] = time.monotonic() - started
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.5)  # let the fetch park in the broker
+    assert t.is_alive(), "an empty fetch with max_wait must wait for data"
+    with WireClient(leader) as c:
+        _produce(c, "long-poll", [b"wake up"])
+    t.join(30)
+    part = result["partition"]
+    assert part.error_code == ErrorCode.none and part.high_watermark == 1
+    assert [b.base_offset for b in _batches(part.records)] == [0]
+    assert result["elapsed"] < 15, "the append must wake the parked fetch, not the timeout"
+
+
+def test_empty_fetch_returns_after_max_wait(cluster):
+    cluster.create_topic("idle", partitions=1)
+    with WireClient(cluster.leader_address("idle", 0)) as c:
+        started = time.monotonic()
+        part = _fetch(c, "idle", 0, max_wait_ms=300)
+        assert time.monotonic() - started >= 0.25
+        assert part.error_code == ErrorCode.none and not part.records
+
+
+def test_byte_limits_return_whole_batches_and_at_least_one(cluster):
+    cluster.create_topic("limits", partitions=1)
+    with WireClient(cluster.leader_address("limits", 0)) as c:
+        for i in range(10):
+            _produce(c, "limits", [bytes([i]) * 1000])
+        size = len(batch([b"x" * 1000]))
+        two = _batches(_fetch(c, "limits", 0, partition_max=2 * size + 10).records)
+        assert [b.base_offset for b in two] == [0, 1]
+        one = _batches(_fetch(c, "limits", 3, partition_max=10).records)  # KIP-74: first batch whole
+        assert [b.base_offset for b in one] == [3]
+        capped = _batches(_fetch(c, "limits", 0, max_bytes=3 * size + 10).records)
+        assert [b.base_offset for b in capped] == [0, 1, 2]
+        assert _fetch(c, "limits", 11).error_code == ErrorCode.offset_out_of_range
+        assert not _fetch(c, "limits", 10).records  # at the end: empty, no error
