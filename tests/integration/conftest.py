@@ -28,26 +28,10 @@ import pytest
 
 from odradek.dev import processes
 from odradek.dev.processes import ProcessRecord
+from tests.conftest import wait_until
 
 START_TIMEOUT_S = 120
 COMMAND_TIMEOUT_S = 120
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-            if result:
-                return result
-        except Exception as e:  # noqa: BLE001 - reported on timeout
-            last_error = e
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}"
-                               + (f" (last error: {last_error!r})" if last_error else ""))
-        time.sleep(interval)
 
 
 def _log_tails(data_dir: Path, lines: int = 30) -> str:

@@ -42,16 +42,18 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int = 0
+    partition_epoch: int = 0  # the state znode's version: bumped by every change (Kafka's partition epoch)
 
     def to_json(self) -> dict:
         return {"partition": self.partition, "replicas": list(self.replicas), "leader": self.leader,
                 "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                "controller_epoch": self.controller_epoch}
+                "controller_epoch": self.controller_epoch, "partition_epoch": self.partition_epoch}
 
     @classmethod
     def from_json(cls, d: Mapping) -> "PartitionState":
         return cls(int(d["partition"]), tuple(d["replicas"]), int(d["leader"]),
-                   int(d["leader_epoch"]), tuple(d["isr"]), int(d.get("controller_epoch", 0)))
+                   int(d["leader_epoch"]), tuple(d["isr"]), int(d.get("controller_epoch", 0)),
+                   int(d.get("partition_epoch", 0)))
 
 
 @dataclass(frozen=True, slots=True)
