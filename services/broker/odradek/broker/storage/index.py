@@ -17,6 +17,7 @@ per partition, never two threads for one index).
 from __future__ import annotations
 
 import mmap
+from abc import ABC, abstractmethod
 import os
 import struct
 from pathlib import Path
@@ -39,7 +40,7 @@ class CorruptIndex(Exception):
     """The index file is not a valid index of its segment: the loader rebuilds it."""
 
 
-class AbstractIndex:
+class AbstractIndex(ABC):
     """A pre-allocated mmap'd array of entries with binary search and truncation."""
 
     ENTRY: struct.Struct  # set by subclasses
@@ -92,8 +93,9 @@ class AbstractIndex:
     def _key(self, n: int) -> int:
         return self.entry(n)[0]
 
+    @abstractmethod
     def _offset_of(self, n: int) -> int:
-        raise NotImplementedError
+        """The absolute offset entry ``n`` points at."""
 
     def _search(self, target: int, key) -> int:
         """The largest slot whose key(slot) <= target, or -1."""
@@ -129,8 +131,9 @@ class AbstractIndex:
         if self.entries >= 2 and not self._increasing(self.entry(self.entries - 2), self.entry(self.entries - 1)):
             raise CorruptIndex(f"{self.path}: its last entries are not increasing")
 
+    @abstractmethod
     def _increasing(self, before: tuple[int, int], after: tuple[int, int]) -> bool:
-        raise NotImplementedError
+        """Whether ``after`` may follow ``before`` in this kind of index."""
 
     def flush(self) -> None:
         if self._map is not None:
