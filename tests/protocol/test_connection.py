@@ -83,13 +83,17 @@ def _api_versions_v3(correlation_id=1):
                     ApiVersionsV3, ApiVersionsV3(client_software_name="t", client_software_version="1"))
 
 
+def _decode_api_versions(frame: bytes, version: int):
+    view = memoryview(frame).toreadonly()
+    schema = load_response_schema(18, version)
+    header, n = entity_reader(schema.__header_schema__)(view, 0)
+    return header, entity_reader(schema)(view, n)[0]
+
+
 def test_api_versions_v3_lists_ranges(server):
     with _connect(server) as s:
         s.sendall(_api_versions_v3(7))
-        frame = memoryview(_read_frame(s)).toreadonly()
-    resp_cls = load_response_schema(18, 3)
-    header, n = entity_reader(resp_cls.__header_schema__)(frame, 0)
-    body, _ = entity_reader(resp_cls)(frame, n)
+        header, body = _decode_api_versions(_read_frame(s), 3)
     assert header.correlation_id == 7
     assert body.error_code == ErrorCode.none
     assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {(18, 0, 4)}
@@ -101,10 +105,7 @@ def test_unknown_api_versions_version_gets_error_35_with_v0_body(server):
     struct.pack_into(">h", request, 6, 99)  # api_version = 99
     with _connect(server) as s:
         s.sendall(request)
-        frame = memoryview(_read_frame(s)).toreadonly()
-        v0 = load_response_schema(18, 0)
-        header, n = entity_reader(v0.__header_schema__)(frame, 0)
-        body, _ = entity_reader(v0)(frame, n)
+        header, body = _decode_api_versions(_read_frame(s), 0)
         assert header.correlation_id == 9
         assert body.error_code == ErrorCode.unsupported_version
         assert [(k.api_key, k.max_version) for k in body.api_keys] == [(18, 4)]
