@@ -10,6 +10,7 @@ commands:
   broker       run a broker                     (odradek broker --help)
   controller   run a controller instance        (odradek controller --help)
   dev          a local cluster of processes     (odradek dev up|down|status --help)
+  verify       Jepsen-style safety check        (odradek verify --help)
 """
 
 
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.controller.cli import main as run
     elif command == "dev":
         from odradek.dev.cluster import main as run
+    elif command == "verify":
+        from odradek.verify.cli import main as run
     else:
         print(f"odradek: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2

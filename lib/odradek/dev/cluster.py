@@ -59,17 +59,16 @@ def up(args: argparse.Namespace) -> int:
         for i in range(args.controllers):
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            _, rec = processes.spawn(f"controller-{i}", _python() + [
+            state.setdefault("commands", {})[f"controller-{i}"] = _python() + [
                 "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
                 "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}",
                 "--default-partitions", str(args.partitions),
-                "--default-replication-factor", str(args.replication_factor)],
-                root / "logs" / f"controller-{i}.log")
-            state["processes"][rec.name] = rec.to_json()
+                "--default-replication-factor", str(args.replication_factor)]
+            _start_process(state, f"controller-{i}")
             state["controllers"].append(url)
             _save(state_path, state)
         state["brokers"] = {}
-        state["commands"] = {}
+        state.setdefault("commands", {})
         for broker_id in range(1, args.brokers + 1):
             port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
             name = f"broker-{broker_id}"
@@ -78,7 +77,7 @@ def up(args: argparse.Namespace) -> int:
                 "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
                 "--listen", f"127.0.0.1:{port}", *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
-            _start_broker(state, name)
+            _start_process(state, name)
             _save(state_path, state)
         _wait_ready(state, args.brokers, timeout=args.timeout)
     except Exception as e:
@@ -99,7 +98,7 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_broker(state: dict, name: str) -> None:
+def _start_process(state: dict, name: str) -> None:
     _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log")
     state["processes"][name] = rec.to_json()
 
@@ -130,14 +129,17 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def start(args: argparse.Namespace) -> int:
-    """Start one stopped broker again, with the same id, port and data."""
+    """Start one stopped broker (or a process by name, e.g. ``controller-0``) again, with the
+    same id, port and data."""
     path = args.data_dir.resolve() / STATE_FILE
     state = _load(path)
-    name = f"broker-{args.broker}"
+    name = f"broker-{args.broker}" if args.broker.isdigit() else args.broker
+    if name not in state.get("commands", {}):
+        raise SystemExit(f"cannot start {name!r}; known: {', '.join(state.get('commands', {}))}")
     if processes.alive(ProcessRecord.from_json(state["processes"][name])):
         print(f"{name} is already running", file=sys.stderr)
         return 1
-    _start_broker(state, name)
+    _start_process(state, name)
     _save(path, state)
     print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
@@ -269,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("kill", help="stop one process (SIGKILL; --graceful for SIGTERM)")
     k.add_argument("process", help="a broker id, 'controller' (the active one) or a process name")
     k.add_argument("--graceful", action="store_true")
-    st = sub.add_parser("start", help="start a stopped broker again")
-    st.add_argument("broker", type=int)
+    st = sub.add_parser("start", help="start a stopped broker (or controller-N) again")
+    st.add_argument("broker", help="a broker id or a process name such as controller-0")
     u.add_argument("--cluster", default="odradek", help="cluster name (ZooKeeper chroot /odradek/<name>)")
     for sp in (u, s, d, k, st):
         sp.add_argument("--data-dir", type=Path, default=DEFAULT_DIR)

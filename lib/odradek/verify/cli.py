@@ -1,0 +1,88 @@
+"""``odradek verify --data-dir DIR [options]``: one verify run against a running dev cluster.
+
+Exit status: 0 when nothing was lost, reordered, inconsistent or phantom (and, with
+``--fail-on-duplicates``, nothing duplicated); 1 when the checker found any of those; 2 when
+the run could not be carried out (no cluster, replication refused, a fault not recovered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .nemesis import FAULTS
+from .runner import Config, ReplicationUnavailable, RunError, run
+from .workload import CLIENTS
+
+
+def _names(allowed: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list among {', '.join(allowed)}")
+        return names
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odradek verify", description=(
+        "Produce unique values with acks=all while crashing leaders, the controller or brokers; "
+        "then read everything back and report lost, duplicated, reordered, phantom and "
+        "inconsistent records and the longest unavailability."))
+    p.add_argument("--data-dir", type=Path, default=Path("var/dev"), help="the dev cluster's data directory")
+    p.add_argument("--topic", help="topic to create (default verify-<random>)")
+    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--replication-factor", type=int, default=3)
+    p.add_argument("--min-insync", type=int, default=None, help="min.insync.replicas (default min(2, RF))")
+    p.add_argument("--producers", type=int, default=3)
+    p.add_argument("--clients", type=_names(CLIENTS), default=CLIENTS,
+                   help="producer clients, used in turn (default confluent,kafka-python)")
+    p.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
+    p.add_argument("--kills", type=int, default=20, help="how many faults")
+    p.add_argument("--faults", type=_names(FAULTS), default=FAULTS,
+                   help="kinds of fault, chosen at random (default leader,controller,broker)")
+    p.add_argument("--interval", type=float, default=2.5, help="mean seconds between faults")
+    p.add_argument("--downtime", type=float, default=2.0, help="a killed process stays down 0..N seconds")
+    p.add_argument("--no-wait-isr", dest="wait_isr", action="store_false",
+                   help="after a restart wait only for the broker to register, not for full ISRs")
+    p.add_argument("--recovery-timeout", type=float, default=60.0)
+    p.add_argument("--duration", type=float, default=0.0, help="run at least this many seconds")
+    p.add_argument("--settle", type=float, default=3.0, help="seconds of workload after healing")
+    p.add_argument("--snapshot-interval", type=float, default=5.0, help="mid-run reads every N seconds (0: none)")
+    p.add_argument("--delivery-timeout", type=float, default=60.0, help="producer delivery timeout, seconds")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", type=Path, help="where to write history.jsonl and report.json "
+                                            "(default DATA_DIR/verify/TOPIC)")
+    p.add_argument("--fail-on-duplicates", action="store_true",
+                   help="duplicates fail the run (default: reported only, until the idempotent producer)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(message)s")
+    if args.log_level != "DEBUG":  # the clients' own reconnection chatter
+        logging.getLogger("kafka").setLevel(logging.ERROR)
+    cfg = Config(data_dir=args.data_dir, topic=args.topic, partitions=args.partitions,
+                 replication_factor=args.replication_factor, min_insync=args.min_insync,
+                 producers=args.producers, clients=args.clients, rate=args.rate, kills=args.kills,
+                 interval=args.interval, downtime=args.downtime, faults=args.faults, wait_isr=args.wait_isr,
+                 recovery_timeout=args.recovery_timeout, duration=args.duration, settle=args.settle,
+                 snapshot_interval=args.snapshot_interval, delivery_timeout=args.delivery_timeout,
+                 seed=args.seed, out=args.out)
+    try:
+        report, _ = run(cfg)
+    except (ReplicationUnavailable, RunError) as e:
+        print(f"odradek verify: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**report.to_json(), "problems": report.problems(args.fail_on_duplicates)}, indent=2))
+    else:
+        print(report.summary(args.fail_on_duplicates))
+    return 1 if report.problems(args.fail_on_duplicates) else 0

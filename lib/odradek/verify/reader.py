@@ -1,0 +1,59 @@
+"""Reading every partition of the topic from offset 0 (assign + seek, confluent-kafka).
+
+``read_all`` asks each partition's leader for its high watermark, then reads from offset 0
+until it has reached it (consumers only ever see offsets below the high watermark). A
+partition whose watermark cannot be had (no leader) or that is not read to the end before the
+deadline is left out of ``complete``; what was read of it is kept (a partial read still
+constrains what each offset means).
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float = 30.0
+             ) -> tuple[dict[int, list[tuple[int, str]]], set[int], list[str]]:
+    """({partition: [(offset, value)]}, partitions read to their high watermark, errors)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    deadline = time.monotonic() + timeout
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-verify-reader",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "auto.offset.reset": "error", "fetch.wait.max.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    records: dict[int, list[tuple[int, str]]] = {p: [] for p in partitions}
+    complete: set[int] = set()
+    errors: list[str] = []
+    try:
+        ends: dict[int, int] = {}
+        for p in partitions:
+            while p not in ends and time.monotonic() < deadline:
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+                except KafkaException as e:
+                    errors.append(f"p{p} watermarks: {e}")
+                    time.sleep(0.2)
+                    continue
+                if low > 0:
+                    errors.append(f"p{p}: log start offset {low} > 0")
+                ends[p] = high
+        pending = {p for p, end in ends.items() if end > 0}
+        complete |= {p for p, end in ends.items() if end == 0}
+        if pending:
+            consumer.assign([TopicPartition(topic, p, 0) for p in sorted(pending)])
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=5000, timeout=0.2):
+                err = m.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        errors.append(f"p{m.partition()}: {err}")
+                    continue
+                p, o = m.partition(), m.offset()
+                records[p].append((o, (m.value() or b"").decode("utf-8", "replace")))
+                if p in pending and o >= ends[p] - 1:
+                    pending.discard(p)
+                    complete.add(p)
+    finally:
+        consumer.close()
+    return records, complete, errors[:50]

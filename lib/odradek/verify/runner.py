@@ -1,0 +1,198 @@
+"""One verify run against an existing dev cluster: topic, producers, nemesis, reads, check.
+
+1. create the topic (``replication_factor``, ``min.insync.replicas``) and wait for leaders;
+2. start the producers and a reader taking a snapshot of every partition now and then;
+3. after ``warmup`` seconds start the nemesis; run until it has done its ``kills`` and the
+   workload has lasted ``duration`` seconds;
+4. heal (start whatever is down, wait for every partition to have a leader), keep producing
+   ``settle`` seconds more, stop the producers (they flush: every send resolves or times out);
+5. read every partition from offset 0 to its high watermark (the ``final`` read) and check.
+
+The history (``history.jsonl``) and the report (``report.json``) are written to ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checker import Report, check
+from .history import History
+from .nemesis import FAULTS, DevCluster, Nemesis, partition_leaders
+from .reader import read_all
+from .workload import CLIENTS, make_producers
+
+log = logging.getLogger("odradek.verify")
+
+
+class ReplicationUnavailable(RuntimeError):
+    """The cluster refused a topic with the requested replication factor."""
+
+
+class RunError(RuntimeError):
+    """The run could not be carried out (not a verdict on the cluster's safety)."""
+
+
+@dataclass
+class Config:
+    data_dir: Path
+    topic: str | None = None
+    partitions: int = 6
+    replication_factor: int = 3
+    min_insync: int | None = None          # default: min(2, replication_factor)
+    producers: int = 3
+    clients: tuple[str, ...] = CLIENTS
+    rate: float = 100.0                    # values per second per producer
+    kills: int = 20
+    interval: float = 2.5                  # mean seconds between one recovery and the next fault
+    downtime: float = 2.0                  # a killed process stays down 0..downtime seconds
+    faults: tuple[str, ...] = FAULTS
+    wait_isr: bool = True
+    recovery_timeout: float = 60.0
+    duration: float = 0.0                  # at least this long, faults or not
+    warmup: float = 2.0
+    settle: float = 3.0
+    snapshot_interval: float = 5.0         # 0: no mid-run snapshots
+    delivery_timeout: float = 60.0
+    read_timeout: float = 120.0
+    seed: int | None = None
+    out: Path | None = None
+    topic_config: dict[str, str] = field(default_factory=dict)
+
+
+def create_topic(bootstrap: str, cfg: Config) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    conf = {"min.insync.replicas": str(cfg.min_insync), **cfg.topic_config}
+    fut = admin.create_topics([NewTopic(cfg.topic, num_partitions=cfg.partitions,
+                                        replication_factor=cfg.replication_factor, config=conf)],
+                              operation_timeout=30, request_timeout=60)[cfg.topic]
+    try:
+        fut.result(timeout=60)
+    except KafkaException as e:
+        err = e.args[0]
+        if err.code() == KafkaError.INVALID_REPLICATION_FACTOR and cfg.replication_factor > 1:
+            raise ReplicationUnavailable(
+                f"replication is not there: the cluster refused topic {cfg.topic!r} with replication "
+                f"factor {cfg.replication_factor} ({err.str()})") from e
+        raise RunError(f"cannot create topic {cfg.topic!r}: {err.str()}") from e
+
+
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> dict[int, int]:
+    deadline = time.monotonic() + timeout
+    leaders: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        try:
+            leaders = partition_leaders(bootstrap, topic)
+        except Exception as e:
+            log.debug("metadata: %r", e)
+        if len(leaders) == partitions and all(l >= 0 for l in leaders.values()):
+            return leaders
+        time.sleep(0.2)
+    raise RunError(f"not every partition of {topic!r} has a leader after {timeout:.0f}s: {leaders}")
+
+
+class Snapshots(threading.Thread):
+    """Reads every partition from 0 every ``interval`` seconds while the workload runs."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: list[int], history: History,
+                 stop: threading.Event, interval: float) -> None:
+        super().__init__(name="snapshots", daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.history, self.stop_event, self.interval = history, stop, interval
+        self.count = 0
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                records, complete, errors = read_all(self.bootstrap, self.topic, self.partitions,
+                                                     timeout=max(5.0, self.interval * 2))
+            except Exception as e:
+                log.warning("snapshot read failed: %r", e)
+                continue
+            self.count += 1
+            self.history.read(f"snapshot-{self.count}", records, complete, error="; ".join(errors[:5]) or None)
+
+
+def run(cfg: Config) -> tuple[Report, History]:
+    cluster = DevCluster(cfg.data_dir)
+    try:
+        status = cluster.status()
+    except Exception as e:
+        raise RunError(f"no dev cluster at {cfg.data_dir}: {e}") from e
+    bootstrap = status["bootstrap_servers"]
+    cfg.topic = cfg.topic or f"verify-{uuid.uuid4().hex[:8]}"
+    cfg.min_insync = cfg.min_insync or min(2, cfg.replication_factor)
+    if cfg.min_insync > cfg.replication_factor:
+        raise RunError(f"min.insync.replicas {cfg.min_insync} > replication factor {cfg.replication_factor}: "
+                       "acks=all could never succeed")
+    out = cfg.out or cfg.data_dir / "verify" / cfg.topic
+    partitions = list(range(cfg.partitions))
+    log.info("verify: topic %s, %d partitions, RF %d, min.insync.replicas %d, bootstrap %s",
+             cfg.topic, cfg.partitions, cfg.replication_factor, cfg.min_insync, bootstrap)
+    create_topic(bootstrap, cfg)
+    wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, 60)
+
+    history = History()
+    stop_producers, stop_faults, stop_snapshots = threading.Event(), threading.Event(), threading.Event()
+    producers = make_producers(cfg.producers, cfg.clients, bootstrap, cfg.topic, partitions, history,
+                               stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout)
+    nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
+                      interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
+                      recovery_timeout=cfg.recovery_timeout, seed=cfg.seed)
+    snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval)
+    history.invoke("runner", "workload", cfg.topic)
+    started = time.monotonic()
+    for p in producers:
+        p.start()
+    if cfg.snapshot_interval > 0:
+        snapshots.start()
+    try:
+        time.sleep(cfg.warmup)
+        if cfg.kills > 0:
+            nemesis.start()
+            budget = cfg.kills * (cfg.interval * 1.5 + cfg.downtime + cfg.recovery_timeout + 30) + 60
+            nemesis.join(budget)
+            if nemesis.is_alive():
+                stop_faults.set()
+                nemesis.join(cfg.recovery_timeout + 60)
+                raise RunError(f"the nemesis did not finish {cfg.kills} faults in {budget:.0f}s")
+            if nemesis.error is not None:
+                raise RunError(f"nemesis: {nemesis.error!r}") from nemesis.error
+        left = cfg.duration - (time.monotonic() - started)
+        if left > 0:
+            time.sleep(left)
+    finally:
+        stop_faults.set()
+        if nemesis.is_alive():
+            nemesis.join(cfg.recovery_timeout + 60)
+        nemesis.heal()
+        try:
+            wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, cfg.recovery_timeout)
+        finally:
+            time.sleep(cfg.settle)
+            stop_producers.set()
+            history.ok("runner", "workload", cfg.topic)
+            stop_snapshots.set()
+            for p in producers:
+                p.join(cfg.delivery_timeout + 60)
+            if snapshots.is_alive():
+                snapshots.join(cfg.read_timeout)
+    errors = [f"{p.name}: {p.error!r}" for p in producers if p.error is not None]
+    if errors:
+        raise RunError("producer failed: " + "; ".join(errors))
+    wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, cfg.recovery_timeout)
+    records, complete, read_errors = read_all(bootstrap, cfg.topic, partitions, timeout=cfg.read_timeout)
+    history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
+    report = check(history, topic=cfg.topic)
+    out.mkdir(parents=True, exist_ok=True)
+    history.dump(out / "history.jsonl")
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+    log.info("verify: history and report in %s", out)
+    return report, history

@@ -1,0 +1,326 @@
+"""The verify checker on synthetic histories: a clean history passes, each anomaly is found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.verify.checker import check
+from odradek.verify.history import History, parse_value
+
+
+class Run:
+    """Builds a history with explicit monotonic times: sends, acknowledgements, reads, faults."""
+
+    def __init__(self) -> None:
+        self.h = History()
+        self.t = 100.0
+        self.seq: dict[str, int] = {}
+        self.log: dict[int, list[tuple[int, str]]] = {}  # what the "broker" holds
+
+    def tick(self, dt: float = 0.01) -> float:
+        self.t += dt
+        return self.t
+
+    def start(self) -> "Run":
+        self.h.invoke("runner", "workload", "t", mono=self.tick())
+        return self
+
+    def end(self) -> "Run":
+        self.h.ok("runner", "workload", "t", mono=self.tick())
+        return self
+
+    def invoke(self, producer: str, partition: int) -> str:
+        n = self.seq.get(producer, 0)
+        self.seq[producer] = n + 1
+        value = f"{producer}-{n}"
+        self.h.invoke(producer, "send", value, partition=partition, mono=self.tick())
+        return value
+
+    def append(self, partition: int, value: str) -> int:
+        log = self.log.setdefault(partition, [])
+        offset = log[-1][0] + 1 if log else 0
+        log.append((offset, value))
+        return offset
+
+    def ack(self, producer: str, value: str, partition: int, offset: int, dt: float = 0.01) -> None:
+        self.h.ok(producer, "send", value, partition=partition, offset=offset, mono=self.tick(dt))
+
+    def send(self, producer: str, partition: int, dt: float = 0.01) -> str:
+        """A send the broker writes and acknowledges."""
+        value = self.invoke(producer, partition)
+        self.ack(producer, value, partition, self.append(partition, value), dt)
+        return value
+
+    def read(self, label: str, log: dict[int, list[tuple[int, str]]] | None = None,
+             complete: list[int] | None = None) -> None:
+        log = self.log if log is None else log
+        self.h.read(label, {p: list(r) for p, r in log.items()}, sorted(log) if complete is None else complete,
+                    mono=self.tick())
+
+    def kill(self, name: str, kind: str = "leader") -> None:
+        self.h.invoke("nemesis", "kill", name, data={"kind": kind, "why": "test"}, mono=self.tick())
+        self.h.ok("nemesis", "kill", name, mono=self.tick())
+
+
+def clean_run() -> Run:
+    r = Run().start()
+    for i in range(30):
+        for producer in ("confluent-0", "kafka-python-1"):
+            r.send(producer, i % 3)
+    r.read("snapshot-1")
+    for i in range(30):
+        r.send("confluent-0", i % 3)
+    r.end()
+    r.read("final")
+    return r
+
+
+def test_clean_history_passes():
+    r = clean_run()
+    report = check(r.h, topic="t")
+    assert report.problems() == []
+    assert (report.sent, report.acked, report.read, report.snapshots) == (90, 90, 90, 1)
+    assert not (report.lost or report.duplicated or report.reordered or report.phantom or report.inconsistent)
+    assert report.per_producer == {"confluent-0": {"sent": 60, "ok": 60}, "kafka-python-1": {"sent": 30, "ok": 30}}
+    assert "OK" in report.summary()
+
+
+def test_acknowledged_but_lost():
+    r = Run().start()
+    kept = r.send("confluent-0", 0)
+    lost = r.invoke("confluent-0", 0)
+    r.ack("confluent-0", lost, 0, 1)          # acknowledged at offset 1 but never in the log
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert [x["value"] for x in report.lost] == [lost]
+    assert report.lost[0]["offset"] == 1 and report.lost[0]["now_at_offset"] is None
+    assert kept not in [x["value"] for x in report.lost]
+    assert "1 lost" in report.problems()
+
+
+def test_overwritten_offset_is_lost_not_duplicate():
+    """A new leader that lacks an acknowledged record writes another one at its offset."""
+    r = Run().start()
+    a = r.send("confluent-0", 0)
+    r.log[0] = []                             # truncated away by an unclean election
+    b = r.send("kafka-python-1", 0)
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.lost == [{"value": a, "partition": 0, "offset": 0, "acked_at": report.lost[0]["acked_at"],
+                            "now_at_offset": b}]
+
+
+def test_unacknowledged_sends_are_not_lost_and_found_ones_are_counted():
+    r = Run().start()
+    r.send("confluent-0", 0)
+    written = r.invoke("confluent-0", 0)      # delivery report: error, but it was written
+    r.append(0, written)
+    r.h.info("confluent-0", "send", written, partition=0, error="timed out", mono=r.tick())
+    r.invoke("confluent-0", 0)                # no delivery report at all, not written
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.problems() == []
+    assert (report.acked, report.indeterminate, report.indeterminate_found) == (1, 2, 1)
+
+
+def test_duplicates_are_reported_and_fail_only_on_request():
+    r = Run().start()
+    v = r.send("confluent-0", 0)
+    r.append(0, v)                            # a retried batch written twice
+    r.send("confluent-0", 0)
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.duplicated == [{"value": v, "at": [(0, 0), (0, 1)]}]
+    assert report.problems() == []
+    assert report.problems(fail_on_duplicates=True) == ["1 duplicated"]
+    assert report.reordered == []             # the same value again is not a reordering
+
+
+def test_duplicate_across_partitions_is_a_duplicate():
+    r = Run().start()
+    v = r.send("confluent-0", 0)
+    r.append(1, v)
+    r.end()
+    r.read("final")
+    assert check(r.h).duplicated == [{"value": v, "at": [(0, 0), (1, 0)]}]
+
+
+def test_reordering_within_a_partition():
+    r = Run().start()
+    first = r.invoke("confluent-0", 0)
+    second = r.invoke("confluent-0", 0)
+    r.send("kafka-python-1", 0)
+    o2 = r.append(0, second)                  # the broker wrote them the other way round
+    o1 = r.append(0, first)
+    r.ack("confluent-0", second, 0, o2)
+    r.ack("confluent-0", first, 0, o1)
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.reordered == [{"partition": 0, "producer": "confluent-0", "value": first, "offset": o1,
+                                 "after": {"value": second, "offset": o2}}]
+    assert "1 reordered" in report.problems()
+
+
+def test_interleaving_producers_and_partitions_is_not_reordering():
+    r = Run().start()
+    for i in range(20):
+        r.send(f"p-{i % 3}", (i * 7) % 4)
+    r.end()
+    r.read("final")
+    assert check(r.h).reordered == []
+
+
+def test_phantom_values():
+    r = Run().start()
+    r.send("confluent-0", 0)
+    r.append(0, "confluent-0-99")             # never sent
+    r.append(0, "garbage")                    # not a workload value at all
+    refused = r.invoke("confluent-0", 1)      # refused by the client before sending ...
+    r.h.fail("confluent-0", "send", refused, partition=1, error="queue full", mono=r.tick())
+    r.append(1, refused)                      # ... yet there it is
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert sorted((x["value"], x["why"]) for x in report.phantom) == [
+        ("confluent-0-1", "its send failed"), ("confluent-0-99", "never sent"), ("garbage", "never sent")]
+    assert "3 phantom" in report.problems()
+
+
+def test_offset_changed_value_between_snapshot_and_final():
+    r = Run().start()
+    a = r.invoke("confluent-0", 0)
+    r.append(0, a)
+    r.read("snapshot-1")                      # a consumer saw `a` at offset 0 ...
+    r.log[0] = []
+    b = r.send("kafka-python-1", 0)           # ... which now holds `b`
+    r.h.info("confluent-0", "send", a, partition=0, error="timed out", mono=r.tick())
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.lost == []                  # `a` was never acknowledged
+    assert report.inconsistent == [{"kind": "offset-changed-value", "partition": 0, "offset": 0,
+                                    "first": {"read": "snapshot-1", "value": a},
+                                    "then": {"read": "final", "value": b}}]
+    assert "1 inconsistent" in report.problems()
+
+
+def test_offset_vanished_from_the_final_read():
+    r = Run().start()
+    r.send("confluent-0", 0)
+    v = r.invoke("confluent-0", 0)
+    r.append(0, v)
+    r.read("snapshot-1")                      # read at offset 1 (so below the high watermark) ...
+    r.log[0].pop()                            # ... then truncated away
+    r.h.info("confluent-0", "send", v, partition=0, error="timed out", mono=r.tick())
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert [(x["kind"], x["offset"], x["value"]) for x in report.inconsistent] == [("offset-vanished", 1, v)]
+
+
+def test_vanished_is_not_judged_when_the_final_read_is_incomplete():
+    r = Run().start()
+    r.send("confluent-0", 0)
+    r.read("snapshot-1")
+    r.end()
+    r.read("final", log={0: []}, complete=[])
+    report = check(r.h)
+    assert report.inconsistent == [] and report.lost == []
+    assert report.unverifiable == 1
+    assert report.problems() == ["final read incomplete for partitions [0]"]
+
+
+def test_acknowledged_offset_moved():
+    r = Run().start()
+    r.send("kafka-python-1", 0)
+    v = r.invoke("confluent-0", 0)
+    r.append(0, v)
+    r.ack("confluent-0", v, 0, 5)             # the broker acknowledged another offset
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.inconsistent == [{"kind": "acknowledged-offset-moved", "value": v, "acked": [0, 5],
+                                    "read_at": [(0, 1)]}]
+
+
+def test_offsets_not_increasing_within_a_read():
+    r = Run().start()
+    a, b = r.send("confluent-0", 0), r.send("confluent-0", 0)
+    r.end()
+    r.read("final", log={0: [(0, a), (1, b), (1, b)]})
+    kinds = [x["kind"] for x in check(r.h).inconsistent]
+    assert "offsets-not-increasing" in kinds
+
+
+def test_longest_unavailability_overall_and_per_partition():
+    r = Run().start()
+    for _ in range(10):
+        r.send("c-0", 0, dt=0.1)
+        r.send("c-0", 1, dt=0.1)
+    r.kill("broker-2")
+    r.send("c-0", 0, dt=0.1)
+    v = r.invoke("c-0", 1)                    # partition 1 is down for 7 s ...
+    for _ in range(5):
+        r.send("c-0", 0, dt=0.5)              # ... while partition 0 keeps going
+    r.ack("c-0", v, 1, r.append(1, v), dt=5.0)
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.problems() == []
+    g = report.longest_unavailability
+    assert g.seconds == pytest.approx(5.0, abs=0.05)
+    p1 = report.unavailability_per_partition[1]
+    assert p1.seconds == pytest.approx(7.65, abs=0.1)
+    assert p1.faults and p1.faults[0].startswith("broker-2@")
+    assert report.unavailability_per_partition[0].seconds < 5.1
+    assert report.faults == {"leader": 1}
+
+
+def test_unavailable_until_the_end_counts():
+    r = Run().start()
+    r.send("c-0", 0)
+    r.invoke("c-0", 0)
+    r.tick(3.0)
+    r.end()
+    r.read("final")
+    assert check(r.h).longest_unavailability.seconds == pytest.approx(3.0, abs=0.05)
+
+
+def test_nothing_acknowledged_fails():
+    r = Run().start()
+    r.invoke("c-0", 0)
+    r.end()
+    r.read("final", log={0: []})
+    assert check(r.h).problems() == ["no send was acknowledged"]
+
+
+def test_history_round_trips_through_jsonl(tmp_path: Path):
+    r = clean_run()
+    r.kill("broker-1")
+    r.h.dump(tmp_path / "h.jsonl")
+    loaded = History.load(tmp_path / "h.jsonl")
+    assert [op.to_json() for op in loaded] == [op.to_json() for op in r.h]
+    assert check(loaded).to_json() == check(r.h).to_json()
+
+
+def test_report_json_caps_examples():
+    r = Run().start()
+    values = [r.send("c-0", 0) for _ in range(30)]
+    for v in values:
+        r.append(0, v)
+    r.end()
+    r.read("final")
+    d = check(r.h).to_json(examples=5)
+    assert d["duplicated"]["count"] == 30 and len(d["duplicated"]["examples"]) == 5
+
+
+def test_parse_value():
+    assert parse_value("kafka-python-1-17") == ("kafka-python-1", 17)
+    assert parse_value("garbage") is None and parse_value("x-") is None
