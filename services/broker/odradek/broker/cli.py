@@ -27,8 +27,14 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--internal-listen", default="127.0.0.1:0", help="control-plane API host:port")
     p.add_argument("--rack", help="broker.rack")
     p.add_argument("--no-auto-create-topics", action="store_true", help="auto.create.topics.enable=false")
+    p.add_argument("--replica-lag-time-max-ms", type=int, default=None,
+                   help="replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR "
+                        "(default 30000; also accepted as --config replica.lag.time.max.ms=N)")
+    p.add_argument("--controlled-shutdown-max-retries", type=int, default=3,
+                   help="controlled.shutdown.max.retries (SIGTERM moves leaderships away first)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576")
+                   help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576, "
+                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries")
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -36,10 +42,15 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     ihost, iport = _hostport(a.internal_listen)
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
     settings = dict(kv.split("=", 1) for kv in a.config)
+    lag_ms = int(settings.pop("replica.lag.time.max.ms", 30_000))
+    if a.replica_lag_time_max_ms is not None:
+        lag_ms = a.replica_lag_time_max_ms
+    retries = int(settings.pop("controlled.shutdown.max.retries", a.controlled_shutdown_max_retries))
     return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
                         host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
                         internal_host=ihost, internal_port=iport, rack=a.rack,
-                        auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings))
+                        auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
+                        replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries)
 
 
 def main(argv: list[str] | None = None) -> int:

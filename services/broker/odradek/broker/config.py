@@ -57,4 +57,6 @@ class BrokerConfig:
     rack: str | None = None
     auto_create_topics: bool = True     # auto.create.topics.enable
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
     topic_defaults: dict[str, str] = field(default_factory=dict)

@@ -1,11 +1,17 @@
-"""The partitions this broker hosts, as the controller's newest snapshot assigns them.
+"""The partitions this broker hosts, as the controller's newest snapshot assigns them
+(Kafka's ReplicaManager).
 
-``ReplicaManager`` applies metadata snapshots (fenced by controller epoch), creates and
-deletes partition logs, answers "am I the leader of t-p?", appends as leader and wakes
-long-polling fetches. Used from the broker's single event-loop thread.
+``apply`` adopts a snapshot (fenced by controller epoch) and runs each hosted partition's
+state machine: named leader with a new epoch -> lead (stop fetching it); anything else ->
+follow (parked acks=all produces fail with NOT_LEADER_OR_FOLLOWER, the fetcher of the new
+leader truncates and fetches). Logs of partitions no longer assigned here are deleted
+(reassignment), and of topics gone from the snapshot (deletion).
 
-Until replication lands every partition has one replica, so the high watermark is the log
-end offset right after each append.
+Handlers come here for "am I the leader of t-p?" (``leader``), leader appends, follower
+fetch positions (``record_follower_fetch``, which moves the HW, completes parked produces,
+wakes parked consumer fetches and asks for ISR expansion) and the long-poll wake-up.
+The replication parts live in ``odradek.broker.replication`` (partition state, fetchers,
+ISR changes, purgatories). Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -13,12 +19,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
+from odradek.broker.replication.fetcher import ReplicaFetcherManager
+from odradek.broker.replication.isr import IsrManager, now_ms
+from odradek.broker.replication.partition import Partition
+from odradek.broker.replication.purgatory import FetchWakeup
 from odradek.broker.storage import AppendInfo, Log, LogManager
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
+from odradek.config import effective
 from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
+
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,17 +40,40 @@ class LeaderPartition:
     topic: TopicMetadata
     state: PartitionState
     log: Log
+    partition: Partition
+
+
+async def _no_controller(*_args, **_kwargs):
+    raise KafkaError(ErrorCode.not_controller, "no controller client configured")
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, logs: LogManager) -> None:
+    def __init__(self, broker_id: int, logs: LogManager, *,
+                 controller_call: Callable[..., Awaitable[object]] = _no_controller,
+                 broker_epoch: Callable[[], int] = lambda: -1,
+                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.metadata: ClusterMetadata | None = None
         self._topics: dict[str, TopicMetadata] = {}
         self._live: dict[int, BrokerInfo] = {}
-        self._data_arrived = asyncio.Event()  # replaced at every append: wakes all waiters
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
+        self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
+                              self._after_isr_change)
+        self._fetchers: ReplicaFetcherManager | None = None
+        self._closed = False
+
+    @property
+    def fetchers(self) -> ReplicaFetcherManager:
+        if self._fetchers is None:  # created lazily: its tasks need a running loop
+            self._fetchers = ReplicaFetcherManager(self.broker_id, self.logs.get, self._address)
+        return self._fetchers
+
+    def _address(self, broker_id: int) -> tuple[str, int] | None:
+        b = self._live.get(broker_id)
+        return (b.host, b.port) if b is not None else None
 
     # -- metadata ------------------------------------------------------------------------
     def apply(self, snapshot: ClusterMetadata) -> None:
@@ -46,21 +83,71 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.stale_controller_epoch,
                              f"controller epoch {snapshot.controller_epoch} is older than "
                              f"{current.controller_epoch}")
-        for topic in snapshot.topics:
-            for p in topic.partitions:
-                if self.broker_id in p.replicas:
-                    self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
-            if topic.name in self._topics and self._topics[topic.name].configs != topic.configs:
-                self.logs.update_config(topic.name, dict(topic.configs))
-        kept = {t.name for t in snapshot.topics}
-        for name in {lg.topic for lg in self.logs.logs()} - kept:
-            log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name)
-            self.logs.delete_topic(name)
         self.metadata = snapshot
         self._topics = {t.name: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}
+        assigned: set[tuple[str, int]] = set()
+        for topic in snapshot.topics:
+            min_isr = int(effective(topic.configs, self.logs.defaults)["min.insync.replicas"])
+            for p in topic.partitions:
+                if self.broker_id in p.replicas:
+                    assigned.add((topic.name, p.partition))
+                    partition_log = self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
+                    self._transition(topic.name, p, partition_log, min_isr)
+        for name in {lg.topic for lg in self.logs.logs()} - set(self._topics):
+            log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name)
+            for key in [k for k in self._partitions if k[0] == name]:
+                self._drop(key)
+            self.logs.delete_topic(name)
+        for lg in self.logs.logs():
+            key = (lg.topic, lg.partition)
+            if key not in assigned and lg.topic in self._topics:
+                self._drop(key)
+                self._delete_log(key)
+        if self._fetchers is not None:
+            self._fetchers.metadata_changed()
         self.metadata_changed.set()
         self.metadata_changed = asyncio.Event()
+
+    def _transition(self, topic: str, state: PartitionState, partition_log: Log, min_isr: int) -> None:
+        key = (topic, state.partition)
+        part = self._partitions.get(key)
+        if part is None or part.log is not partition_log:
+            part = self._partitions[key] = Partition(self.broker_id, topic, state.partition, partition_log)
+        part.min_isr = min_isr
+        if part.is_stale(state) or self._closed:
+            return
+        if state.leader == self.broker_id:
+            if part.become_leader(state, now_ms()):
+                log.info("%s-%d: leader at epoch %d from offset %d (ISR %s)", topic, state.partition,
+                         state.leader_epoch, part.epoch_start_offset, list(state.isr))
+                if self._fetchers is not None:
+                    self._fetchers.remove(key)
+            self._after_isr_change(part)
+        elif part.become_follower(state):
+            if state.leader >= 0:
+                log.info("%s-%d: following broker %d at epoch %d", topic, state.partition, state.leader,
+                         state.leader_epoch)
+                self.fetchers.add(key, state.leader, state.leader_epoch)
+            elif self._fetchers is not None:
+                self._fetchers.remove(key)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        part = self._partitions.pop(key, None)
+        if part is not None:
+            part.stop()
+        if self._fetchers is not None:
+            self._fetchers.remove(key)
+
+    def _delete_log(self, key: tuple[str, int]) -> None:
+        """A partition reassigned away from this broker: its log goes."""
+        delete = getattr(self.logs, "delete_partition", None)
+        if delete is None:
+            log.warning("%s-%d is no longer assigned here; its log is kept (storage cannot delete one "
+                        "partition yet)", *key)
+            return
+        log.info("deleting the log of %s-%d (reassigned away from this broker)", *key)
+        delete(*key)
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
@@ -74,33 +161,74 @@ class ReplicaManager:
     def is_live(self, broker_id: int) -> bool:
         return broker_id in self._live
 
-    def leader(self, topic: str, partition: int) -> LeaderPartition:
-        """The partition if this broker leads it, else the error Kafka gives."""
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition:
+        """The partition if this broker leads it (and the caller's epoch is ours), else Kafka's error."""
         meta = self._topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"This server does not host this topic-partition: {topic}-{partition}")
-        state = meta.partitions[partition]
-        partition_log = self.logs.get(topic, partition)
-        if state.leader != self.broker_id or partition_log is None:
+        part = self._partitions.get((topic, partition))
+        if part is None or not part.leading or part.log.closed:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {self.broker_id} is not the leader of {topic}-{partition}")
-        return LeaderPartition(meta, state, partition_log)
+        part.check_epoch(current_leader_epoch)
+        return LeaderPartition(meta, part.state, part.log, part)
 
     # -- data ----------------------------------------------------------------------------
-    def append(self, topic: str, partition: int, records: memoryview) -> AppendInfo:
+    def append(self, topic: str, partition: int, records: memoryview, *, acks: int = 1) -> AppendInfo:
+        """Append as leader. acks=all is refused with NOT_ENOUGH_REPLICAS when the ISR is below
+        min.insync.replicas; waiting for replication is ``replicated``'s job."""
         lp = self.leader(topic, partition)
-        info = lp.log.append(records, leader_epoch=lp.state.leader_epoch)
-        lp.log.high_watermark = lp.log.log_end_offset
-        arrived, self._data_arrived = self._data_arrived, asyncio.Event()
-        arrived.set()
+        part = lp.partition
+        if acks == -1 and len(part.isr) < part.min_isr:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"the ISR of {topic}-{partition} is {list(part.isr)}, below "
+                             f"min.insync.replicas={part.min_isr}")
+        info = lp.log.append(records, leader_epoch=part.leader_epoch)
+        if part.advance_high_watermark():
+            part.complete_produces()
+        self.wakeup.notify()
         return info
 
+    def replicated(self, topic: str, partition: int, last_offset: int) -> asyncio.Future:
+        """A future resolved with an ErrorCode once the HW passes ``last_offset`` (acks=all)."""
+        part = self.leader(topic, partition).partition
+        future = part.produces.park(last_offset + 1)
+        part.complete_produces()
+        return future
+
+    def record_follower_fetch(self, lp: LeaderPartition, replica_id: int, fetch_offset: int) -> None:
+        part = lp.partition
+        part.record_follower_fetch(replica_id, fetch_offset, now_ms())
+        if part.advance_high_watermark():
+            part.complete_produces()
+            self.wakeup.notify()
+        self.isr.expand(part, replica_id)
+
+    def _after_isr_change(self, part: Partition) -> None:
+        if part.advance_high_watermark():
+            self.wakeup.notify()
+        part.complete_produces()
+
     async def wait_for_data(self, timeout: float) -> None:
-        """Sleep until any partition here gets new data, or ``timeout`` seconds pass."""
-        if timeout <= 0:
-            return
-        try:
-            await asyncio.wait_for(self._data_arrived.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+        """Sleep until an append or a HW advance here, or ``timeout`` seconds pass."""
+        await self.wakeup.wait(timeout)
+
+    # -- lifetime ------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """The ISR shrink check, until ``stop``."""
+        await self.isr.run(self.partitions, stop)
+
+    async def close(self) -> None:
+        self._closed = True
+        for part in self._partitions.values():
+            part.stop()
+        await self.isr.close()
+        if self._fetchers is not None:
+            await self._fetchers.close()
+
+    def leaderships(self) -> list[tuple[str, int]]:
+        return sorted(p.key for p in self._partitions.values() if p.leading)

@@ -1,5 +1,12 @@
 """A broker process: Kafka listener, internal control-plane API, ZooKeeper registration,
-log maintenance. ``Broker.run`` owns their lifetimes in one asyncio loop (uvloop if present).
+log maintenance, replication. ``Broker.run`` owns their lifetimes in one asyncio loop
+(uvloop if present).
+
+Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
+to move its leaderships away (``POST /internal/v1/brokers/{id}/controlled-shutdown``),
+retrying up to ``controlled.shutdown.max.retries`` times while some remain, and keeps
+serving meanwhile (clients get NOT_LEADER_OR_FOLLOWER, refresh metadata and retry on the
+new leaders); then it stops fetching, deregisters, stops serving and closes its logs.
 """
 
 from __future__ import annotations
@@ -7,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 from aiohttp import web
 
@@ -23,14 +31,19 @@ from odradek.protocol.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
+CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.logs = LogManager(config.data_dir, config.topic_defaults)
-        self.replicas = ReplicaManager(config.broker_id, self.logs)
         self.registration: BrokerRegistration | None = None
         self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None)
+        self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
+                                       broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
+                                       replica_lag_time_max_ms=config.replica_lag_time_max_ms)
         self.dispatcher = Dispatcher(table(self))
         self.kafka_port = config.port
         self.internal_port = config.internal_port
@@ -59,16 +72,58 @@ class Broker:
         log.info("broker %d serving Kafka on %s:%d, internal API on %s", cfg.broker_id, cfg.host,
                  self.kafka_port, info.internal_url)
         maintenance = asyncio.create_task(self.logs.run(stop))
+        isr_checks = asyncio.create_task(self.replicas.run(stop))
+        clean = False
         try:
             await stop.wait()
+            clean = True
         finally:
             log.info("broker %d shutting down", cfg.broker_id)
+            if clean:
+                await self._controlled_shutdown()
+            await self.replicas.close()
             await asyncio.to_thread(self.registration.stop)
             server.close()
             await maintenance
+            await isr_checks
             await runner.cleanup()
             await self.controller.close()
             self.logs.close()
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away; retry while some remain."""
+        cfg = self.config
+        path = f"/internal/v1/brokers/{cfg.broker_id}/controlled-shutdown"
+        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            started = time.monotonic()
+            try:
+                answer = await self.controller.call("POST", path, {"broker_epoch": self.registration.broker_epoch},
+                                                    timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
+                remaining = answer.get("remaining_leaderships", []) if isinstance(answer, dict) else []
+            except KafkaError as e:
+                remaining = None
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e.message)
+            if remaining == []:
+                log.info("controlled shutdown done: no leaderships left here")
+                await self._wait_for_followership(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+                return
+            if remaining:
+                log.info("controlled shutdown attempt %d: %d leaderships remain", attempt, len(remaining))
+            await asyncio.sleep(max(0.0, CONTROLLED_SHUTDOWN_BACKOFF_S - (time.monotonic() - started)))
+        log.warning("controlled shutdown incomplete after %d attempts: stopping anyway",
+                    cfg.controlled_shutdown_max_retries)
+
+    async def _wait_for_followership(self, timeout: float) -> None:
+        """The controller's answer precedes its push: wait (briefly) until the snapshot that
+        makes us a follower everywhere has arrived, so parked produces are answered with
+        NOT_LEADER_OR_FOLLOWER rather than dropped with the connection."""
+        deadline = time.monotonic() + timeout
+        while self.replicas.leaderships() and time.monotonic() < deadline:
+            changed = self.replicas.metadata_changed
+            try:
+                await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
 
     # -- /internal/v1 ----------------------------------------------------------------------
     def _internal_app(self) -> web.Application:
@@ -90,9 +145,19 @@ class Broker:
         return web.json_response({"accepted": True})
 
     async def _on_status(self, request: web.Request) -> web.Response:
-        partitions = [{"topic": lg.topic, "partition": lg.partition, "log_start_offset": lg.log_start_offset,
-                       "log_end_offset": lg.log_end_offset, "high_watermark": lg.high_watermark}
-                      for lg in self.logs.logs()]
+        roles = {p.key: p for p in self.replicas.partitions()}
+        following = self.replicas.fetchers.following()
+        partitions = []
+        for lg in self.logs.logs():
+            part = roles.get((lg.topic, lg.partition))
+            partitions.append({
+                "topic": lg.topic, "partition": lg.partition, "log_start_offset": lg.log_start_offset,
+                "log_end_offset": lg.log_end_offset, "high_watermark": lg.high_watermark,
+                "role": "leader" if part is not None and part.leading else "follower" if part is not None else None,
+                "leader_epoch": part.leader_epoch if part is not None else None,
+                "isr": list(part.isr) if part is not None else None,
+                "fetching_from": following.get((lg.topic, lg.partition)),
+                "leader_epochs": [list(e) for e in lg.leader_epochs.entries]})
         meta = self.replicas.metadata
         return web.Response(text=json.dumps({
             "broker_id": self.config.broker_id, "kafka_port": self.kafka_port,

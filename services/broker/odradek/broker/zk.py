@@ -1,8 +1,8 @@
 """The broker's ZooKeeper session (the only broker module importing kazoo).
 
 The broker registers itself with the ephemeral ``/brokers/ids/<id>`` znode (created again
-after a session expiry), and watches ``/controller`` to know where the active controller's
-internal API is.
+after a session expiry; its czxid is the broker epoch the controller fences requests with),
+and watches ``/controller`` to know where the active controller's internal API is.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class BrokerRegistration:
         self._info = info
         self._controller_url: str | None = None
         self._session_lost = False
+        self.broker_epoch = -1  # czxid of our registration znode (-1 until registered)
 
     @property
     def controller_url(self) -> str | None:
@@ -75,7 +76,12 @@ class BrokerRegistration:
                                        f"live session (is a broker with this id running?)") from None
                 log.info("waiting for the previous session of broker %d to expire", self._info.id)
                 time.sleep(0.5)
-        log.info("registered as broker %d", self._info.id)
+        try:
+            _, stat = self._zk.get(path)
+            self.broker_epoch = stat.czxid
+        except NoNodeError:
+            self.broker_epoch = -1
+        log.info("registered as broker %d (broker epoch %d)", self._info.id, self.broker_epoch)
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:

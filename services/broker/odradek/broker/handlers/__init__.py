@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.handlers import admin, configs, fetch, metadata, offsets, produce
+from odradek.broker.handlers import admin, configs, fetch, metadata, offset_for_leader_epoch, offsets, produce
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -19,6 +19,7 @@ _TABLE = {
     10: (0, 4, metadata.find_coordinator),
     19: (2, 7, admin.create_topics),
     20: (1, 6, admin.delete_topics),
+    23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
     32: (1, 4, configs.describe_configs),
     37: (0, 3, admin.create_partitions),
     44: (0, 1, configs.incremental_alter_configs),

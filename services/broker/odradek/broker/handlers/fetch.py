@@ -1,4 +1,11 @@
-"""Fetch: whole record batches below the high watermark, sent from the segment files.
+"""Fetch: whole record batches, sent from the segment files.
+
+Consumers read below the high watermark; followers (``replica_id`` >= 0) read up to the log
+end, and their fetch offset is their log end offset: it is recorded once, when the request
+arrives (it may move the HW and the ISR, see ReplicaManager.record_follower_fetch).
+``current_leader_epoch`` is checked as Kafka does (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+A consumer that sends ``last_fetched_epoch`` (v12+) gets ``diverging_epoch`` when its log
+diverged from ours (KIP-320): the largest epoch <= its own and where that epoch ends.
 
 Long poll: when fewer than ``min_bytes`` are ready, the request waits (no busy loop) until
 an append wakes it or ``max_wait`` passes. Byte limits follow KIP-74: ``max_bytes`` for the
@@ -23,6 +30,8 @@ FETCH = 1
 
 async def fetch(broker, header, req):
     deadline = time.monotonic() + req.max_wait.total_seconds()
+    if req.replica_id >= 0:
+        _record_follower_positions(broker, req)
     while True:
         results, total, failed = _collect(broker, req)
         remaining = deadline - time.monotonic()
@@ -32,8 +41,32 @@ async def fetch(broker, header, req):
     return _encode(header, results)
 
 
+def _record_follower_positions(broker, req) -> None:
+    for topic in req.topics:
+        for p in topic.partitions:
+            try:
+                lp = broker.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+            except KafkaError:
+                continue  # answered with the error by _collect
+            broker.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset)
+
+
+def _diverging(log, p) -> tuple[int, int] | None:
+    """(epoch, end offset) if a consumer's last fetched epoch shows a divergent log (KIP-320)."""
+    last_epoch = getattr(p, "last_fetched_epoch", -1)
+    if last_epoch < 0:
+        return None
+    epoch, end_offset = log.end_offset_for_epoch(last_epoch)
+    if end_offset < 0:
+        return None
+    if epoch < last_epoch or end_offset < p.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
 def _collect(broker, req):
-    """Per topic: [(partition, error, hw, log_start, FileRegion | None)], bytes, any error."""
+    """Per topic: [(partition, error, hw, log_start, FileRegion | None, diverging)], bytes, any error."""
+    follower = req.replica_id >= 0
     budget = req.max_bytes
     total = 0
     failed = False
@@ -42,21 +75,28 @@ def _collect(broker, req):
         parts = []
         for p in topic.partitions:
             try:
-                lp = broker.replicas.leader(topic.topic, p.partition)
+                lp = broker.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
                 log = lp.log
                 region = None
+                diverging = None if follower else _diverging(log, p)
+                if diverging is not None:
+                    failed = True  # answered at once, as Kafka does
+                    parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, None,
+                                  diverging))
+                    continue
+                upper = log.log_end_offset if follower else log.high_watermark
                 limit = min(p.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
-                    chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=log.high_watermark,
+                    chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper,
                                      min_one_batch=total == 0)
                     if chunk.size:
                         region = FileRegion(chunk.fd, chunk.position, chunk.size)
                         total += chunk.size
-                parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region))
+                parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region, None))
             except KafkaError as e:
                 failed = True
                 hw, start = _offsets(broker, topic.topic, p.partition)
-                parts.append((p.partition, e.code, hw, start, None))
+                parts.append((p.partition, e.code, hw, start, None, None))
         results.append((topic.topic, parts))
     return results, total, failed
 
@@ -72,7 +112,7 @@ def _encode(header, results):
     topics = []
     for name, parts in results:
         datas = []
-        for partition, error, hw, start, region in parts:
+        for partition, error, hw, start, region, diverging in parts:
             records = b""
             if region is not None:
                 records = marker(len(regions))
@@ -80,7 +120,9 @@ def _encode(header, results):
             datas.append(make(s.PartitionData, partition_index=partition, error_code=error,
                               high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
                               aborted_transactions=None,
-                              preferred_read_replica=-1, records=records))
+                              preferred_read_replica=-1, records=records,
+                              **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
+                                                          end_offset=diverging[1])} if diverging else {})))
         topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))
     body = make(s.FetchResponse, throttle_time=ZERO, error_code=ErrorCode.none, session_id=0,
                 responses=tuple(topics))

@@ -1,4 +1,8 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+Leader only; ``current_leader_epoch`` (v4+) is fenced as Kafka does. Latest is the high
+watermark for clients and the log end offset for a replica (``replica_id`` >= 0).
+"""
 
 from __future__ import annotations
 
@@ -13,15 +17,15 @@ async def list_offsets(broker, header, req):
     s = Schemas(2, header.api_version)
     topics = []
     for t in req.topics:
-        parts = tuple(_lookup(broker, s, t.name, p) for p in t.partitions)
+        parts = tuple(_lookup(broker, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
         topics.append(make(s.ListOffsetsTopicResponse, name=t.name, partitions=parts))
     return make(s.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _lookup(broker, s, topic: str, p):
+def _lookup(broker, s, topic: str, p, replica: bool):
     try:
-        lp = broker.replicas.leader(topic, p.partition_index)
-        timestamp, offset = _find(lp.log, p.timestamp)
+        lp = broker.replicas.leader(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+        timestamp, offset = _find(lp.log, p.timestamp, replica)
         epoch = lp.state.leader_epoch if offset >= 0 else -1
         return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                     error_code=ErrorCode.none, timestamp=timestamp, offset=offset, leader_epoch=epoch)
@@ -30,11 +34,11 @@ def _lookup(broker, s, topic: str, p):
                     error_code=e.code, timestamp=-1, offset=-1, leader_epoch=-1)
 
 
-def _find(log, timestamp: int) -> tuple[int, int]:
+def _find(log, timestamp: int, replica: bool) -> tuple[int, int]:
     if timestamp == EARLIEST:
         return -1, log.log_start_offset
     if timestamp == LATEST:
-        return -1, log.high_watermark
+        return -1, log.log_end_offset if replica else log.high_watermark
     found = log.latest_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1

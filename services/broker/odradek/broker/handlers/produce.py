@@ -1,12 +1,17 @@
 """Produce: append each partition's record batch on the leader.
 
 acks=0 gets no response; if any partition failed, the connection is closed so the client
-notices, as Kafka does. acks=1 answers after the leader's write. (acks=all is the same as
-acks=1 while every partition has one replica.)
+notices, as Kafka does. acks=1 answers after the leader's write. acks=all (-1) is refused
+with NOT_ENOUGH_REPLICAS when the ISR is below min.insync.replicas; otherwise, after the
+write, the request is parked in the partition's purgatory until the high watermark passes
+its last offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved), or REQUEST_TIMED_OUT at the
+request's timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 
 from odradek.broker.dispatch import ZERO
@@ -19,32 +24,64 @@ _UTC = datetime.timezone.utc
 
 async def produce(broker, header, req):
     s = Schemas(0, header.api_version)
-    failed = False
-    topics = []
+    results: dict[tuple[str, int], object] = {}
+    waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
+    order = []
     for td in req.topic_data:
-        results = []
         for pd in td.partition_data:
-            result = _append(broker, s, td.name, pd)
-            failed |= result.error_code != ErrorCode.none
-            results.append(result)
-        topics.append(make(s.TopicProduceResponse, name=td.name, partition_responses=tuple(results)))
+            key = (td.name, pd.index)
+            order.append(key)
+            try:
+                info = _append(broker, td.name, pd, req.acks)
+                if req.acks == -1:
+                    waits[key] = (broker.replicas.replicated(td.name, pd.index, info.last_offset), info)
+                else:
+                    results[key] = _success(s, pd.index, info)
+            except KafkaError as e:
+                results[key] = _failure(s, pd.index, e.code, e.message)
+    if waits:
+        await _await_replication(s, waits, results, req.timeout)
+    failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
         if failed:
             raise ConnectionClosed("acks=0 produce failed; closing so the producer notices")
         return None
-    return make(s.ProduceResponse, responses=tuple(topics), throttle_time=ZERO)
+    topics: dict[str, list] = {}
+    for key in order:
+        topics.setdefault(key[0], []).append(results[key])
+    return make(s.ProduceResponse, throttle_time=ZERO, responses=tuple(
+        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()))
 
 
-def _append(broker, s, topic: str, pd):
-    try:
-        if not pd.records:
-            raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
-        info = broker.replicas.append(topic, pd.index, memoryview(bytearray(pd.records)))
-    except KafkaError as e:
-        return make(s.PartitionProduceResponse, index=pd.index, error_code=e.code, base_offset=-1,
-                    log_append_time=None, log_start_offset=-1, record_errors=(), error_message=e.message)
+def _append(broker, topic: str, pd, acks: int):
+    if not pd.records:
+        raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
+    return broker.replicas.append(topic, pd.index, memoryview(bytearray(pd.records)), acks=acks)
+
+
+async def _await_replication(s, waits, results, timeout) -> None:
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout / 1000
+    futures = [f for f, _ in waits.values()]
+    await asyncio.wait(futures, timeout=max(seconds, 0))
+    for key, (future, info) in waits.items():
+        if not future.done():
+            future.cancel()
+            results[key] = _failure(s, key[1], ErrorCode.request_timed_out,
+                                    "the high watermark did not reach the batch within the request timeout")
+        elif future.result() == ErrorCode.none:
+            results[key] = _success(s, key[1], info)
+        else:
+            results[key] = _failure(s, key[1], future.result(), None)
+
+
+def _success(s, index: int, info):
     append_time = (datetime.datetime.fromtimestamp(info.log_append_time_ms / 1000, _UTC)
                    if info.log_append_time_ms >= 0 else None)
-    return make(s.PartitionProduceResponse, index=pd.index, error_code=ErrorCode.none,
+    return make(s.PartitionProduceResponse, index=index, error_code=ErrorCode.none,
                 base_offset=info.first_offset, log_append_time=append_time,
                 log_start_offset=info.log_start_offset, record_errors=(), error_message=None)
+
+
+def _failure(s, index: int, code: ErrorCode, message: str | None):
+    return make(s.PartitionProduceResponse, index=index, error_code=code, base_offset=-1,
+                log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message)

@@ -1,0 +1,36 @@
+"""OffsetForLeaderEpoch (API 23, v2-v4): where a leader epoch ends in the leader's log (KIP-101).
+
+Followers ask it after becoming followers, to truncate exactly where their log diverged;
+clients (librdkafka, the Java client) ask it after a leader change to detect truncation
+(KIP-320). The answer for epoch E is (the largest epoch <= E that the leader knows, the start
+offset of the first epoch after it), or the log end offset when E is the latest epoch, from
+the leader-epoch cache. Only the leader answers (NOT_LEADER_OR_FOLLOWER otherwise);
+``current_leader_epoch`` is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.dispatch import ZERO
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.codec import Schemas, make
+
+OFFSET_FOR_LEADER_EPOCH = 23
+
+
+async def offset_for_leader_epoch(broker, header, req):
+    s = Schemas(OFFSET_FOR_LEADER_EPOCH, header.api_version)
+    topics = []
+    for t in req.topics:
+        parts = tuple(_end_offset(broker, s, t.topic, p) for p in t.partitions)
+        topics.append(make(s.OffsetForLeaderTopicResult, topic=t.topic, partitions=parts))
+    return make(s.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _end_offset(broker, s, topic: str, p):
+    try:
+        lp = broker.replicas.leader(topic, p.partition, p.current_leader_epoch)
+        epoch, end_offset = lp.log.end_offset_for_epoch(p.leader_epoch)
+        return make(s.EpochEndOffset, error_code=ErrorCode.none, partition=p.partition,
+                    leader_epoch=epoch, end_offset=end_offset)
+    except KafkaError as e:
+        return make(s.EpochEndOffset, error_code=e.code, partition=p.partition, leader_epoch=-1, end_offset=-1)

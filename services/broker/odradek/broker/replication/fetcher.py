@@ -1,0 +1,299 @@
+"""Followers: one fetcher task per source broker (Kafka's ReplicaFetcherThread).
+
+``ReplicaFetcherManager`` maps each followed partition to the fetcher of its leader.
+A partition starts **truncating**: the fetcher asks the leader (OffsetForLeaderEpoch v4)
+where our latest leader epoch ends and truncates to min(that end offset, our end offset for
+the epoch the leader answered, our LEO) (KIP-101/KIP-279); without any epoch, to our HW.
+Then it **fetches** from our LEO (Fetch v12 with ``replica_id`` = our id, 500 ms max wait,
+min 1 byte), appends with ``append_as_follower`` and sets HW = min(leader HW, our LEO).
+The leader's long poll is what keeps an idle cluster idle: no busy loop here.
+
+Errors per partition: NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and the rest back
+off ``FETCH_BACKOFF_S`` (the next snapshot replaces the partition's state and retries at
+once); OFFSET_OUT_OF_RANGE truncates fully to the leader's log start when that is past our
+LEO, else truncates to the leader's HW. A broken connection backs off every partition.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from odradek.broker.replication.client import KafkaClient
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.codec import Schemas, make
+from kio.static.constants import EntityType
+
+if TYPE_CHECKING:
+    from odradek.broker.storage import Log
+
+log = logging.getLogger(__name__)
+
+FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
+FETCH_VERSION, EPOCH_VERSION = 12, 4
+MAX_WAIT = datetime.timedelta(milliseconds=500)
+MAX_BYTES = 10 * 1024 * 1024            # replica.fetch.response.max.bytes
+PARTITION_MAX_BYTES = 1024 * 1024       # replica.fetch.max.bytes
+FETCH_BACKOFF_S = 1.0                   # replica.fetch.backoff.ms
+SOCKET_TIMEOUT_S = 30.0                 # replica.socket.timeout.ms
+
+TP = tuple[str, int]
+
+
+@dataclass(eq=False, slots=True)
+class FetchState:
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
+                 address_of: Callable[[int], tuple[str, int] | None]) -> None:
+        self.broker_id = broker_id
+        self.log_of = log_of
+        self.address_of = address_of
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._source: dict[TP, int] = {}
+
+    def add(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
+        """(Re)start following ``tp`` from ``leader_id``: truncation first."""
+        self.remove(tp)
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self._fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+        fetcher.add(FetchState(tp[0], tp[1], leader_id, leader_epoch))
+        self._source[tp] = leader_id
+
+    def remove(self, tp: TP) -> None:
+        source = self._source.pop(tp, None)
+        if source is not None:
+            self._fetchers[source].remove(tp)
+
+    def following(self) -> dict[TP, int]:
+        return dict(self._source)
+
+    def metadata_changed(self) -> None:
+        """Leaders' addresses may have changed: wake fetchers sleeping on a backoff."""
+        for fetcher in self._fetchers.values():
+            fetcher.retry_now()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(f.close() for f in self._fetchers.values()), return_exceptions=True)
+        self._fetchers.clear()
+        self._source.clear()
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, source: int) -> None:
+        self.manager = manager
+        self.source = source
+        self.states: dict[TP, FetchState] = {}
+        self._changed = asyncio.Event()
+        self._client: KafkaClient | None = None
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
+
+    def add(self, state: FetchState) -> None:
+        self.states[(state.topic, state.partition)] = state
+        self._changed.set()
+
+    def remove(self, tp: TP) -> None:
+        self.states.pop(tp, None)
+
+    def retry_now(self) -> None:
+        for state in self.states.values():
+            state.delayed_until = 0.0
+        self._changed.set()
+
+    def _current(self, state: FetchState) -> "Log | None":
+        """The log if ``state`` is still what we follow (else its answer is dropped)."""
+        if self.states.get((state.topic, state.partition)) is not state:
+            return None
+        lg = self.manager.log_of(state.topic, state.partition)
+        return lg if lg is not None and not lg.closed else None
+
+    async def _run(self) -> None:
+        while not self._closed:
+            now = time.monotonic()
+            ready = [s for s in self.states.values() if s.delayed_until <= now]
+            if not ready:
+                timeout = min((s.delayed_until for s in self.states.values()), default=now + 3600) - now
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), max(timeout, 0.01))
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            gone = [s for s in ready if self._current(s) is None]
+            if gone:  # no log to write to (yet): wait for the next snapshot rather than spin
+                self._delay(gone)
+                ready = [s for s in ready if s not in gone]
+                if not ready:
+                    continue
+            try:
+                client = await self._connect()
+                truncating = [s for s in ready if s.truncating]
+                if truncating:
+                    await self._truncate(client, truncating)
+                fetching = [s for s in ready if not s.truncating and s.delayed_until <= time.monotonic()]
+                if fetching:
+                    await self._fetch(client, fetching)
+            except ConnectionError as e:
+                log.info("fetcher from broker %d: %s; retrying in %.0f s", self.source, e, FETCH_BACKOFF_S)
+                self._delay(ready)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a bug must not stop replication for good; it is logged
+                log.exception("fetcher from broker %d failed; retrying", self.source)
+                self._delay(ready)
+
+    def _delay(self, states: list[FetchState]) -> None:
+        until = time.monotonic() + FETCH_BACKOFF_S
+        for s in states:
+            s.delayed_until = until
+
+    async def _connect(self) -> KafkaClient:
+        address = self.manager.address_of(self.source)
+        if address is None:
+            raise ConnectionError(f"broker {self.source} is not live")
+        if self._client is not None and (self._client.host, self._client.port) != address:
+            self._client.close()
+            self._client = None
+        if self._client is None:
+            self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}")
+        await self._client.connect()
+        return self._client
+
+    # -- truncation (OffsetForLeaderEpoch) ------------------------------------------------------
+    async def _truncate(self, client: KafkaClient, states: list[FetchState]) -> None:
+        s = Schemas(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, EntityType.request)
+        asked: dict[TP, tuple[FetchState, int]] = {}
+        for state in states:
+            lg = self._current(state)
+            if lg is None:
+                continue
+            epoch = lg.leader_epochs.latest_epoch
+            if epoch < 0:  # no epoch known (empty log, lost checkpoint): Kafka falls back to the HW
+                lg.truncate_to(lg.high_watermark)
+                state.truncating = False
+                continue
+            asked[(state.topic, state.partition)] = (state, epoch)
+        if not asked:
+            return
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (state, epoch) in asked.items():
+            by_topic.setdefault(topic, []).append(make(
+                s.OffsetForLeaderPartition, partition=partition, current_leader_epoch=state.leader_epoch,
+                leader_epoch=epoch))
+        request = make(s.OffsetForLeaderEpochRequest, replica_id=self.manager.broker_id,
+                       topics=tuple(make(s.OffsetForLeaderTopic, topic=t, partitions=tuple(ps))
+                                    for t, ps in by_topic.items()))
+        response = await client.request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request, timeout=SOCKET_TIMEOUT_S)
+        for topic in response.topics:
+            for p in topic.partitions:
+                state, epoch = asked.get((topic.topic, p.partition), (None, -1))
+                lg = self._current(state) if state is not None else None
+                if lg is None:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    log.info("%s-%d: OffsetForLeaderEpoch from broker %d: %s", topic.topic, p.partition,
+                             self.source, ErrorCode(p.error_code).name.upper())
+                    self._delay([state])
+                    continue
+                target = self._truncation_offset(lg, epoch, p.leader_epoch, p.end_offset)
+                if target < lg.log_end_offset:
+                    log.info("%s-%d: truncating from %d to %d (leader %d says epoch %d ends at %d)", topic.topic,
+                             p.partition, lg.log_end_offset, target, self.source, p.leader_epoch, p.end_offset)
+                    lg.truncate_to(target)
+                state.truncating = False
+
+    @staticmethod
+    def _truncation_offset(lg: "Log", asked_epoch: int, leader_epoch: int, end_offset: int) -> int:
+        leo = lg.log_end_offset
+        if end_offset < 0:  # the leader knows no epoch at or below ours: keep what the HW covers
+            return min(lg.high_watermark, leo)
+        if leader_epoch != asked_epoch:  # the leader's answer is about an older epoch: ours for it
+            _, ours = lg.end_offset_for_epoch(leader_epoch)
+            if ours >= 0:
+                return min(end_offset, ours, leo)
+        return min(end_offset, leo)
+
+    # -- fetching ---------------------------------------------------------------------------
+    async def _fetch(self, client: KafkaClient, states: list[FetchState]) -> None:
+        s = Schemas(FETCH, FETCH_VERSION, EntityType.request)
+        asked: dict[TP, tuple[FetchState, int]] = {}
+        by_topic: dict[str, list] = {}
+        for state in states:
+            lg = self._current(state)
+            if lg is None:
+                continue
+            asked[(state.topic, state.partition)] = (state, lg.log_end_offset)
+            by_topic.setdefault(state.topic, []).append(make(
+                s.FetchPartition, partition=state.partition, current_leader_epoch=state.leader_epoch,
+                fetch_offset=lg.log_end_offset, last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
+                partition_max_bytes=PARTITION_MAX_BYTES))
+        if not asked:
+            return
+        request = make(s.FetchRequest, cluster_id=None, replica_id=self.manager.broker_id, max_wait=MAX_WAIT,
+                       min_bytes=1, max_bytes=MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=tuple(make(s.FetchTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+                       forgotten_topics_data=(), rack_id="")
+        response = await client.request(FETCH, FETCH_VERSION, request,
+                                        timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
+        if response.error_code != ErrorCode.none:
+            raise ConnectionError(f"fetch refused: {ErrorCode(response.error_code).name.upper()}")
+        for topic in response.responses:
+            for p in topic.partitions:
+                state, offset = asked.get((topic.topic, p.partition_index), (None, -1))
+                lg = self._current(state) if state is not None else None
+                if lg is None or lg.log_end_offset != offset:
+                    continue
+                try:
+                    self._apply(lg, state, p)
+                except KafkaError as e:
+                    log.warning("%s-%d: cannot append what broker %d sent (%s); truncating again",
+                                topic.topic, p.partition_index, self.source, e.message)
+                    state.truncating = True
+                    self._delay([state])
+
+    def _apply(self, lg: "Log", state: FetchState, p) -> None:
+        error = ErrorCode(p.error_code)
+        if error == ErrorCode.none:
+            if p.records:
+                lg.append_as_follower(p.records)
+            lg.high_watermark = min(p.high_watermark, lg.log_end_offset)
+            start = min(p.log_start_offset, lg.high_watermark)
+            if start > lg.log_start_offset:
+                lg.increment_log_start_offset(start)
+        elif error == ErrorCode.offset_out_of_range:
+            if p.log_start_offset > lg.log_end_offset:
+                log.info("%s: the leader's log starts at %d, past our end %d: starting over there",
+                         lg.name, p.log_start_offset, lg.log_end_offset)
+                lg.truncate_fully_and_start_at(p.log_start_offset)
+            elif 0 <= p.high_watermark < lg.log_end_offset:
+                log.info("%s: our end %d is past the leader's log: truncating to its HW %d",
+                         lg.name, lg.log_end_offset, p.high_watermark)
+                lg.truncate_to(max(p.high_watermark, lg.log_start_offset))
+            else:
+                self._delay([state])
+        else:
+            log.info("%s: fetch from broker %d: %s; backing off", lg.name, self.source, error.name.upper())
+            self._delay([state])
+
+    async def close(self) -> None:
+        self._closed = True  # the loop also ends if wait_for swallows the cancellation (bpo-42130)
+        self._changed.set()
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        if self._client is not None:
+            self._client.close()

@@ -1,0 +1,117 @@
+"""ISR changes requested by leaders (Kafka's AlterPartition path, over our control plane).
+
+The leader never writes the ISR itself: it asks the active controller
+(``POST /internal/v1/alter-partition`` with its broker epoch, leader epoch and the partition
+epoch it based the change on), and the controller writes ZooKeeper by compare-and-set and
+answers the new ``PartitionState`` (then pushes it to everyone).
+
+- **Shrink**: ``run`` checks every ``replica.lag.time.max.ms / 2`` (as Kafka does) for ISR
+  followers not caught up within the lag time and asks to remove them.
+- **Expand**: ``expand`` is called on a follower fetch that reached the HW.
+- One request in flight per partition (``Partition.pending_isr``). An answer that fences us
+  (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA,
+  STALE_BROKER_EPOCH) blocks further requests until a snapshot brings a newer partition
+  epoch; an unreachable controller just lets the next check try again.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable, Iterable
+
+from odradek.broker.replication.partition import Partition
+from odradek.cluster.model import PartitionState
+from odradek.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION = "/internal/v1/alter-partition"
+ALTER_TIMEOUT_S = 5.0
+_WAIT_FOR_SNAPSHOT = {ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
+                      ErrorCode.not_leader_or_follower, ErrorCode.ineligible_replica,
+                      ErrorCode.stale_broker_epoch}
+
+Call = Callable[..., Awaitable[object]]
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class IsrManager:
+    def __init__(self, broker_id: int, call: Call, broker_epoch: Callable[[], int], lag_ms: int,
+                 on_change: Callable[[Partition], None]) -> None:
+        self.broker_id = broker_id
+        self._call = call
+        self._broker_epoch = broker_epoch
+        self.lag_ms = lag_ms
+        self._on_change = on_change
+        self._tasks: set[asyncio.Task] = set()
+
+    async def run(self, partitions: Callable[[], Iterable[Partition]], stop: asyncio.Event) -> None:
+        """The shrink check, every lag/2 until ``stop``."""
+        interval = max(self.lag_ms / 2000, 0.05)
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            now = now_ms()
+            for partition in list(partitions()):
+                if not partition.may_alter():
+                    continue
+                lagging = partition.lagging(now, self.lag_ms)
+                if lagging:
+                    log.info("%s-%d: followers %s are not caught up within %d ms: leaving the ISR",
+                             partition.topic, partition.index, list(lagging), self.lag_ms)
+                    self._submit(partition, tuple(r for r in partition.isr if r not in lagging))
+
+    def expand(self, partition: Partition, replica_id: int) -> None:
+        if partition.may_alter() and partition.may_join(replica_id):
+            log.info("%s-%d: follower %d caught up: joining the ISR", partition.topic, partition.index, replica_id)
+            self._submit(partition, partition.isr + (replica_id,))
+
+    def _submit(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        partition.pending_isr = isr
+        task = asyncio.get_running_loop().create_task(self._alter(partition, partition.state, isr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...]) -> None:
+        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(), "topic": partition.topic,
+                "partition": partition.index, "leader_epoch": based_on.leader_epoch,
+                "partition_epoch": based_on.partition_epoch, "isr": list(isr)}
+        try:
+            answer = await self._call("POST", ALTER_PARTITION, body, timeout=ALTER_TIMEOUT_S)
+            state = PartitionState.from_json(answer)
+        except KafkaError as e:
+            if partition.pending_isr == isr:
+                partition.pending_isr = None
+                if e.code in _WAIT_FOR_SNAPSHOT:
+                    partition.alter_blocked_at = based_on.partition_epoch
+            log.info("%s-%d: ISR change to %s refused (%s: %s)%s", partition.topic, partition.index, list(isr),
+                     e.code.name.upper(), e.message,
+                     "; waiting for the next snapshot" if e.code in _WAIT_FOR_SNAPSHOT else "")
+            self._on_change(partition)
+            return
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s-%d: unreadable alter-partition answer: %s", partition.topic, partition.index, e)
+            if partition.pending_isr == isr:
+                partition.pending_isr = None
+            return
+        if partition.pending_isr == isr:
+            partition.pending_isr = None
+        if partition.leading and not partition.is_stale(state) and state.leader == self.broker_id:
+            partition.state = state
+            log.info("%s-%d: ISR is now %s (partition epoch %d)", partition.topic, partition.index,
+                     list(state.isr), state.partition_epoch)
+        self._on_change(partition)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,160 @@
+"""Leader/follower state machine, follower fetching, HW, ISR changes and acks=all, in one
+process: real logs and real Kafka listeners, a fake controller (see harness)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from odradek.errors import ErrorCode, KafkaError
+from tests.replication.harness import TOPIC, FakeController, batch, eventually
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def values(log) -> list[bytes]:
+    from odradek.records import iter_batches, iter_records
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        piece = log.read(offset, 1 << 20)
+        data = memoryview(bytearray(piece.read()))
+        for b in iter_batches(data):
+            out.extend(r.value for r in iter_records(b))
+            offset = b.last_offset + 1
+    return out
+
+
+def test_acks_all_waits_for_the_followers_and_the_hw_follows(tmp_path):
+    async def scenario():
+        c = FakeController(replicas=(1, 2, 3), min_isr=2)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2, 3))
+            leader = c.nodes[1]
+            info = leader.replicas.append(TOPIC, 0, batch(b"a", b"b"), acks=-1)
+            assert leader.log.high_watermark == 0, "the HW moves only when the followers have the batch"
+            code = await asyncio.wait_for(leader.replicas.replicated(TOPIC, 0, info.last_offset), 10)
+            assert code == ErrorCode.none
+            assert leader.log.high_watermark == 2
+            for f in (2, 3):
+                await eventually(lambda: c.nodes[f].log.high_watermark == 2, 5, f"follower {f} HW")
+                assert values(c.nodes[f].log) == [b"a", b"b"]
+                assert c.nodes[f].log.leader_epochs.entries == [(1, 0)]
+            with pytest.raises(KafkaError) as e:
+                c.nodes[2].replicas.append(TOPIC, 0, batch(b"x"))
+            assert e.value.code == ErrorCode.not_leader_or_follower
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_leader_epoch_fencing(tmp_path):
+    async def scenario():
+        c = FakeController(replicas=(1, 2))
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=5, isr=(1, 2))
+            rm = c.nodes[1].replicas
+            assert rm.leader(TOPIC, 0, 5).state.leader_epoch == 5
+            for epoch, code in ((4, ErrorCode.fenced_leader_epoch), (6, ErrorCode.unknown_leader_epoch)):
+                with pytest.raises(KafkaError) as e:
+                    rm.leader(TOPIC, 0, epoch)
+                assert e.value.code == code
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_not_enough_replicas_and_recovery(tmp_path):
+    async def scenario():
+        c = FakeController(replicas=(1, 2, 3), min_isr=2)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1,))
+            rm = c.nodes[1].replicas
+            with pytest.raises(KafkaError) as e:
+                rm.append(TOPIC, 0, batch(b"a"), acks=-1)
+            assert e.value.code == ErrorCode.not_enough_replicas
+            rm.append(TOPIC, 0, batch(b"a"), acks=1)  # acks=1 still works
+            # the followers catch up and the leader asks the controller to add them
+            await eventually(lambda: len(c.state.isr) == 3, 10, "the followers to join the ISR")
+            info = rm.append(TOPIC, 0, batch(b"b"), acks=-1)
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_lagging_follower_leaves_the_isr_and_rejoins(tmp_path):
+    async def scenario():
+        c = FakeController(replicas=(1, 2, 3), min_isr=2)
+        await c.start(tmp_path, lag_ms=400)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2, 3))
+            rm = c.nodes[1].replicas
+            info = rm.append(TOPIC, 0, batch(b"a"), acks=-1)
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            c.nodes[3].replicas.fetchers.remove((TOPIC, 0))  # broker 3 stops fetching
+            rm.append(TOPIC, 0, batch(b"b"), acks=1)
+            await eventually(lambda: c.state.isr == (1, 2), 5, "broker 3 to leave the ISR")
+            info = rm.append(TOPIC, 0, batch(b"c"), acks=-1)  # 2 of 3 in sync: acks=all works
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            c.nodes[3].replicas.fetchers.add((TOPIC, 0), 1, 1)  # it comes back
+            await eventually(lambda: sorted(c.state.isr) == [1, 2, 3], 10, "broker 3 to rejoin the ISR")
+            assert values(c.nodes[3].log) == [b"a", b"b", b"c"]
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_divergent_follower_truncates_by_leader_epoch(tmp_path):
+    """Broker 1 led epoch 1 and wrote two records nobody else got; broker 2 took over at
+    epoch 2 and wrote others at the same offsets. Back as a follower, broker 1 asks where
+    epoch 1 ends (OffsetForLeaderEpoch), truncates there, not to its HW, and copies epoch 2."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2), min_isr=1)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2))
+            n1, n2 = c.nodes[1], c.nodes[2]
+            info = n1.replicas.append(TOPIC, 0, batch(b"a", b"b"), acks=-1)
+            assert await asyncio.wait_for(n1.replicas.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            await eventually(lambda: n2.log.high_watermark == 2, 5, "broker 2 HW")
+            c.reachable = {2}  # broker 1 is cut off from the controller
+            n2.replicas.fetchers.remove((TOPIC, 0))  # and from broker 2
+            n1.replicas.append(TOPIC, 0, batch(b"lost-1", b"lost-2"), acks=1)
+            c.set_state(leader=2, leader_epoch=2, isr=(2,))
+            n2.replicas.append(TOPIC, 0, batch(b"c", b"d", b"e"), acks=1)
+            assert n1.log.log_end_offset == 4 and n2.log.log_end_offset == 5
+            c.reachable = {1, 2}
+            c.push()
+            await eventually(lambda: values(n1.log) == [b"a", b"b", b"c", b"d", b"e"], 10,
+                             "broker 1 to truncate and copy epoch 2")
+            assert n1.log.leader_epochs.entries == [(1, 0), (2, 2)]
+            await eventually(lambda: c.state.isr == (2, 1), 10, "broker 1 to rejoin the ISR")
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_parked_produce_fails_when_leadership_moves(tmp_path):
+    async def scenario():
+        c = FakeController(replicas=(1, 2), min_isr=1)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2))
+            c.nodes[2].replicas.fetchers.remove((TOPIC, 0))
+            rm = c.nodes[1].replicas
+            info = rm.append(TOPIC, 0, batch(b"a"), acks=-1)
+            parked = rm.replicated(TOPIC, 0, info.last_offset)
+            await asyncio.sleep(0.2)
+            assert not parked.done()
+            c.set_state(leader=2, leader_epoch=2, isr=(2,))
+            assert await asyncio.wait_for(parked, 5) == ErrorCode.not_leader_or_follower
+        finally:
+            await c.stop()
+    run(scenario())
