@@ -1,0 +1,298 @@
+"""The group coordinator of one broker: which groups it serves, their offsets, persistence.
+
+A broker coordinates the groups of the ``__consumer_offsets`` partitions it leads. It learns
+leadership from every metadata snapshot (``on_metadata``, registered with the
+ReplicaManager): a partition newly led is loaded from its log (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile), a partition lost or whose leader epoch changed is unloaded (its waiters get
+NOT_COORDINATOR). Offset commits and group metadata are appended to the group's partition
+through ``append`` (the leader append; the answer waits for it) and applied in memory once
+written. A periodic task expires the offsets of Empty groups after
+``offsets.retention.minutes`` (KIP-211: counted from when the group became Empty; per commit
+for groups that never used group management) and writes their tombstones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
+from odradek.broker.group.loader import read_partition
+from odradek.broker.group.membership import Membership
+from odradek.broker.group.model import Group, GroupState
+from odradek.broker.group.records import (GroupValue, MemberValue, OffsetValue, group_key, group_value,
+                                          offset_key, offset_value)
+from odradek.errors import ErrorCode, KafkaError
+from odradek.records import Record, build_batch
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+S = GroupState
+Append = Callable[[int, bytearray], Awaitable[None]]  # (partition, batch) -> written
+
+# Kafka's mapping of append errors to what group clients understand
+_APPEND_ERRORS = {
+    E.unknown_topic_or_partition: E.coordinator_not_available,
+    E.not_enough_replicas: E.coordinator_not_available,
+    E.not_enough_replicas_after_append: E.coordinator_not_available,
+    E.request_timed_out: E.coordinator_not_available,
+    E.not_leader_or_follower: E.not_coordinator,
+    E.kafka_storage_error: E.not_coordinator,
+}
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class _Owned:
+    """A ``__consumer_offsets`` partition this broker leads."""
+
+    epoch: int
+    loaded: bool = False
+    task: asyncio.Task | None = None
+
+
+class GroupCoordinator:
+    def __init__(self, broker_id: int, config: GroupConfig, append: Append,
+                 now_ms: Callable[[], int] = _ms) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._append_batch = append
+        self._now = now_ms
+        self.partitions = config.offsets_partitions  # replaced by the topic's real count
+        self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
+        self.owned: dict[int, _Owned] = {}
+        self._retention: asyncio.TimerHandle | None = None
+
+    # -- leadership ----------------------------------------------------------------------------
+    def on_metadata(self, replicas) -> None:
+        """Load the offsets partitions this broker now leads, unload those it no longer does.
+        ``replicas`` is the ReplicaManager (``topic`` and ``leader`` are all we use)."""
+        topic = replicas.topic(OFFSETS_TOPIC)
+        led: dict[int, tuple[int, object]] = {}
+        if topic is not None:
+            self.partitions = len(topic.partitions)
+            for state in topic.partitions:
+                if state.leader != self.broker_id:
+                    continue
+                try:
+                    lp = replicas.leader(OFFSETS_TOPIC, state.partition)
+                except KafkaError:
+                    continue
+                led[state.partition] = (lp.state.leader_epoch, lp.log)
+        for p, owned in list(self.owned.items()):
+            if p not in led or led[p][0] != owned.epoch:
+                self._resign(p)
+        for p, (epoch, partition_log) in led.items():
+            if p not in self.owned:
+                self._elect(p, epoch, partition_log)
+
+    def _elect(self, partition: int, epoch: int, partition_log) -> None:
+        owned = self.owned[partition] = _Owned(epoch)
+        owned.task = asyncio.get_running_loop().create_task(self._load(partition, owned, partition_log))
+        if self._retention is None:
+            self._schedule_retention()
+
+    async def _load(self, partition: int, owned: _Owned, partition_log) -> None:
+        started = time.monotonic()
+        try:
+            contents = await read_partition(partition_log, lambda: self.owned.get(partition) is owned)
+        except (KafkaError, OSError, ValueError) as e:
+            log.error("loading %s-%d failed: %s; resigning its groups", OFFSETS_TOPIC, partition, e)
+            if self.owned.get(partition) is owned:
+                del self.owned[partition]
+            return
+        if contents is None or self.owned.get(partition) is not owned:
+            return
+        groups = contents.build(self._now())
+        for group in groups:
+            self.membership.install(group)
+        owned.loaded = True
+        log.info("loaded %s-%d (epoch %d): %d groups from %d records in %.3fs", OFFSETS_TOPIC, partition,
+                 owned.epoch, len(groups), contents.records, time.monotonic() - started)
+
+    def _resign(self, partition: int) -> None:
+        owned = self.owned.pop(partition)
+        if owned.task is not None and not owned.task.done():
+            owned.task.cancel()
+        gone = [g for g in self.membership.groups if self.partition_of(g) == partition]
+        for group_id in gone:
+            self.membership.unload(group_id, E.not_coordinator)
+        log.info("no longer the coordinator of %s-%d: unloaded %d groups", OFFSETS_TOPIC, partition, len(gone))
+
+    def close(self) -> None:
+        for p in list(self.owned):
+            self._resign(p)
+        if self._retention is not None:
+            self._retention.cancel()
+
+    # -- routing --------------------------------------------------------------------------------
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def check(self, group_id: str) -> int:
+        """The group's partition if this broker serves it now, else the error to answer."""
+        p = self.partition_of(group_id)
+        owned = self.owned.get(p)
+        if owned is None:
+            raise KafkaError(E.not_coordinator, f"broker {self.broker_id} is not the coordinator of {group_id}")
+        if not owned.loaded:
+            raise KafkaError(E.coordinator_load_in_progress, f"{OFFSETS_TOPIC}-{p} is loading")
+        return p
+
+    def serves(self, group_id: str) -> bool:
+        owned = self.owned.get(self.partition_of(group_id))
+        return owned is not None and owned.loaded
+
+    # -- persistence ----------------------------------------------------------------------------
+    async def _append(self, partition: int, records: list[Record]) -> None:
+        try:
+            await self._append_batch(partition, build_batch(records))
+        except KafkaError as e:
+            code = _APPEND_ERRORS.get(e.code, E.unknown_server_error)
+            raise KafkaError(code, f"writing to {OFFSETS_TOPIC}-{partition} failed: {e.message}") from e
+
+    async def _store_group(self, group: Group, assignments: dict[str, bytes]) -> None:
+        members = tuple(MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                    m.session_timeout_ms, m.metadata(group.protocol_name),
+                                    assignments.get(mid, b"")) for mid, m in group.members.items())
+        value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
+                           group.state_ms, members)
+        partition = self.check(group.group_id)
+        await self._append(partition, [Record(group_value(value), group_key(group.group_id))])
+
+    # -- offsets --------------------------------------------------------------------------------
+    def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's doCommitOffsets checks; a group is created for simple (generation -1) commits."""
+        groups = self.membership.groups
+        group = groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return E.illegal_generation
+            groups[group_id] = Group(group_id, state_ms=self._now())
+            return E.none
+        if generation < 0 and group.state == S.EMPTY:
+            return E.none
+        if group.state == S.COMPLETING_REBALANCE and not group.is_fenced(member_id, instance_id):
+            return E.rebalance_in_progress
+        error = self.membership.check_member(group, member_id, instance_id, generation)
+        if error == E.none:
+            self.membership.touch(group, member_id)
+        return error
+
+    async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                     offsets: dict[tuple[str, int], OffsetValue]) -> dict[tuple[str, int], ErrorCode]:
+        """Errors per partition; raises KafkaError for coordinator errors."""
+        partition = self.check(group_id)
+        error = self._commit_error(group_id, generation, member_id, instance_id)
+        if error != E.none:
+            return {tp: error for tp in offsets}
+        results: dict[tuple[str, int], ErrorCode] = {}
+        valid = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = E.offset_metadata_too_large
+            else:
+                valid[tp] = value
+        if valid:
+            records = [Record(offset_value(v), offset_key(group_id, t, p)) for (t, p), v in valid.items()]
+            try:
+                await self._append(partition, records)
+            except KafkaError as e:
+                return {**results, **{tp: e.code for tp in valid}}
+            group = self.membership.groups.get(group_id)
+            if group is not None and group.state != S.DEAD:
+                group.offsets.update(valid)
+            results.update({tp: E.none for tp in valid})
+        return results
+
+    def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetValue | None]:
+        """Committed offsets (None = no commit); every partition of the group if ``partitions`` is None."""
+        self.check(group_id)
+        group = self.membership.groups.get(group_id)
+        stored = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(stored)
+        return {tp: stored.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
+        """OffsetDelete: (group error, {tp: error}); subscribed topics of a live group are kept."""
+        partition = self.check(group_id)
+        group = self.membership.groups.get(group_id)
+        if group is None or group.state == S.DEAD:
+            return E.group_id_not_found, {}
+        subscribed: set[str] = set()
+        if group.state != S.EMPTY:
+            found = group.subscribed_topics()
+            if found is None:
+                return E.non_empty_group, {}
+            subscribed = found
+        errors = {tp: (E.group_subscribed_to_topic if tp[0] in subscribed else E.none) for tp in partitions}
+        gone = [tp for tp, err in errors.items() if err == E.none and tp in group.offsets]
+        if gone:
+            await self._append(partition, [Record(None, offset_key(group_id, t, p)) for t, p in gone])
+            for tp in gone:
+                group.offsets.pop(tp, None)
+        return E.none, errors
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        try:
+            partition = self.check(group_id)
+        except KafkaError as e:
+            return e.code
+        group = self.membership.groups.get(group_id)
+        if group is None or group.state == S.DEAD:
+            return E.group_id_not_found
+        if group.state != S.EMPTY:
+            return E.non_empty_group
+        await self._tombstone_group(partition, group)
+        return E.none
+
+    async def _tombstone_group(self, partition: int, group: Group) -> None:
+        records = [Record(None, offset_key(group.group_id, t, p)) for t, p in group.offsets]
+        records.append(Record(None, group_key(group.group_id)))
+        await self._append(partition, records)
+        if self.membership.groups.get(group.group_id) is group:
+            self.membership.unload(group.group_id, E.coordinator_not_available)
+        log.info("group %s deleted", group.group_id)
+
+    # -- retention ------------------------------------------------------------------------------
+    def _schedule_retention(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._retention = loop.call_later(self.config.retention_check_interval_ms / 1000, self._retention_tick)
+
+    def _retention_tick(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.expire_offsets())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
+                               or log.warning("offset expiry failed: %s", t.exception()))
+        self._schedule_retention()
+
+    async def expire_offsets(self) -> int:
+        """Delete the expired offsets of Empty groups (and the groups left with nothing)."""
+        now, retention, removed = self._now(), self.config.offsets_retention_ms, 0
+        for group in list(self.membership.groups.values()):
+            if group.state != S.EMPTY or not self.serves(group.group_id):
+                continue
+            partition = self.partition_of(group.group_id)
+
+            def expired(v: OffsetValue) -> bool:
+                if v.expire_ms >= 0:
+                    return now >= v.expire_ms
+                return now >= (group.state_ms if group.protocol_type else v.commit_ms) + retention
+            gone = [tp for tp, v in group.offsets.items() if expired(v)]
+            if gone and len(gone) == len(group.offsets) and not group.members:
+                await self._tombstone_group(partition, group)
+            elif gone:
+                await self._append(partition, [Record(None, offset_key(group.group_id, t, p)) for t, p in gone])
+                for tp in gone:
+                    group.offsets.pop(tp, None)
+            removed += len(gone)
+        if removed:
+            log.info("expired %d committed offsets", removed)
+        return removed

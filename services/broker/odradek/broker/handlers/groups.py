@@ -1,0 +1,334 @@
+"""Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
+
+Only translation between wire versions and ``odradek.broker.group``: the broker's
+``GroupCoordinator`` is created on first use (``coordinator(broker)``), follows leadership of
+``__consumer_offsets`` through the ReplicaManager's snapshot listeners, and writes with the
+leader append at acks=all, waiting for the high watermark. FindCoordinator asks the controller
+to create ``__consumer_offsets`` (compacted, ``offsets.topic.num.partitions``, RF =
+min(``offsets.topic.replication.factor``, live brokers), RF 1 if the controller refuses more)
+and answers COORDINATOR_NOT_AVAILABLE until the group's partition has a leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from odradek.broker.dispatch import ZERO
+from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.records import OffsetValue
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.codec import Schemas, make
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+_COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms
+_CREATE_RETRY_S = 1.0
+_NO_OPS = -2147483648
+
+
+def _ms(td) -> int:
+    return int(td.total_seconds() * 1000)
+
+
+# -- the broker's coordinator ------------------------------------------------------------------
+def coordinator(broker) -> GroupCoordinator:
+    coord = getattr(broker, "group_coordinator", None)
+    if coord is None:
+        settings = getattr(broker.config, "group_settings", {}) or {}
+        coord = GroupCoordinator(broker.config.broker_id, GroupConfig.from_settings(settings),
+                                 lambda p, batch: _append(broker, p, batch))
+        broker.group_coordinator = coord
+        refresh = lambda *_: coord.on_metadata(broker.replicas)  # noqa: E731
+        broker.replicas.listeners.append(refresh)
+        refresh()
+    return coord
+
+
+async def _append(broker, partition: int, batch: bytearray) -> None:
+    """Leader append with acks=all; returns once the high watermark passes the batch."""
+    replicas = broker.replicas
+    info = replicas.append(OFFSETS_TOPIC, partition, memoryview(batch), acks=-1)
+    done = replicas.replicated(OFFSETS_TOPIC, partition, info.last_offset)
+    try:
+        error = await asyncio.wait_for(asyncio.shield(done), _COMMIT_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise KafkaError(E.request_timed_out, "the offsets write was not replicated in time") from None
+    if error != E.none:
+        raise KafkaError(error)
+
+
+# -- FindCoordinator ---------------------------------------------------------------------------
+async def find_coordinator(broker, header, req):
+    s = Schemas(10, header.api_version)
+    keys = req.coordinator_keys if header.api_version >= 4 else (req.key,)
+    found = [_locate(broker, key, getattr(req, "key_type", 0)) for key in keys]
+    if header.api_version >= 4:
+        coordinators = tuple(make(s.Coordinator, key=k, node_id=n, host=h, port=p, error_code=e, error_message=m)
+                             for k, (e, m, n, h, p) in zip(keys, found))
+        return make(s.FindCoordinatorResponse, throttle_time=ZERO, coordinators=coordinators)
+    e, m, n, h, p = found[0]
+    return make(s.FindCoordinatorResponse, throttle_time=ZERO, error_code=e, error_message=m, node_id=n,
+                host=h, port=p)
+
+
+def _locate(broker, key: str, key_type: int) -> tuple:
+    if key_type != 0:
+        return (E.coordinator_not_available, "transactions are not supported by this Odradek version",
+                -1, "", -1)
+    replicas = broker.replicas
+    topic = replicas.topic(OFFSETS_TOPIC)
+    if topic is None:
+        _ensure_offsets_topic(broker)
+        return E.coordinator_not_available, f"{OFFSETS_TOPIC} is being created", -1, "", -1
+    coordinator(broker)
+    state = topic.partitions[partition_for(key, len(topic.partitions))]
+    leader = next((b for b in replicas.live_brokers() if b.id == state.leader), None)
+    if leader is None:
+        return E.coordinator_not_available, f"{OFFSETS_TOPIC}-{state.partition} has no leader", -1, "", -1
+    return E.none, None, leader.id, leader.host, leader.port
+
+
+def _ensure_offsets_topic(broker) -> None:
+    task = getattr(broker, "_offsets_topic_task", None)
+    if task is not None and (not task.done() or time.monotonic() - broker._offsets_topic_at < _CREATE_RETRY_S):
+        return
+    broker._offsets_topic_at = time.monotonic()
+    broker._offsets_topic_task = asyncio.get_running_loop().create_task(_create_offsets_topic(broker))
+
+
+async def _create_offsets_topic(broker) -> None:
+    config = coordinator(broker).config
+    rf = max(1, min(config.offsets_replication_factor, len(broker.replicas.live_brokers())))
+    body = {"name": OFFSETS_TOPIC, "partitions": config.offsets_partitions, "replication_factor": rf,
+            "configs": {"cleanup.policy": "compact"}}
+    while True:
+        try:
+            await broker.controller.call("POST", "/internal/v1/topics", body, timeout=10.0)
+            log.info("asked the controller to create %s (%d partitions, RF %d)", OFFSETS_TOPIC,
+                     body["partitions"], body["replication_factor"])
+            return
+        except KafkaError as e:
+            if e.code == E.invalid_replication_factor and body["replication_factor"] > 1:
+                log.warning("the controller refused %s with RF %d (%s); creating it with RF 1",
+                            OFFSETS_TOPIC, body["replication_factor"], e.message)
+                body["replication_factor"] = 1
+                continue
+            if e.code != E.topic_already_exists:
+                log.warning("creating %s failed: %s", OFFSETS_TOPIC, e.message)
+            return
+
+
+# -- membership --------------------------------------------------------------------------------
+async def join_group(broker, header, req):
+    s, v = Schemas(11, header.api_version), header.api_version
+    try:
+        coord = coordinator(broker)
+        coord.check(req.group_id)
+        session = _ms(req.session_timeout)
+        rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
+        r = await coord.membership.join(
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "", "",
+            session, rebalance, req.protocol_type, tuple((p.name, p.metadata) for p in req.protocols),
+            require_known_member_id=v >= 4)
+    except KafkaError as e:
+        return make(s.JoinGroupResponse, throttle_time=ZERO, error_code=e.code, generation_id=-1,
+                    protocol_type=None, protocol_name=None if v >= 7 else "", leader="",
+                    member_id=req.member_id, members=())
+    members = tuple(make(s.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=md)
+                    for m, i, md in r.members)
+    return make(s.JoinGroupResponse, throttle_time=ZERO, error_code=r.error, generation_id=r.generation,
+                protocol_type=r.protocol_type, protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""),
+                leader=r.leader, member_id=r.member_id, members=members)
+
+
+async def sync_group(broker, header, req):
+    s = Schemas(14, header.api_version)
+    try:
+        coord = coordinator(broker)
+        coord.check(req.group_id)
+        r = await coord.membership.sync(
+            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
+            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
+            {a.member_id: a.assignment for a in req.assignments})
+    except KafkaError as e:
+        return make(s.SyncGroupResponse, throttle_time=ZERO, error_code=e.code, protocol_type=None,
+                    protocol_name=None, assignment=b"")
+    return make(s.SyncGroupResponse, throttle_time=ZERO, error_code=r.error, protocol_type=r.protocol_type,
+                protocol_name=r.protocol_name, assignment=r.assignment)
+
+
+async def heartbeat(broker, header, req):
+    s = Schemas(12, header.api_version)
+    try:
+        coord = coordinator(broker)
+        coord.check(req.group_id)
+        error = coord.membership.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                           getattr(req, "group_instance_id", None))
+    except KafkaError as e:
+        error = e.code
+    return make(s.HeartbeatResponse, throttle_time=ZERO, error_code=error)
+
+
+async def leave_group(broker, header, req):
+    s, v = Schemas(13, header.api_version), header.api_version
+    leaving = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
+    try:
+        coord = coordinator(broker)
+        coord.check(req.group_id)
+        errors = coord.membership.leave(req.group_id, leaving)
+    except KafkaError as e:
+        return make(s.LeaveGroupResponse, throttle_time=ZERO, error_code=e.code, members=())
+    if v < 3:
+        return make(s.LeaveGroupResponse, throttle_time=ZERO, error_code=errors[0])
+    members = tuple(make(s.MemberResponse, member_id=m, group_instance_id=i, error_code=err)
+                    for (m, i), err in zip(leaving, errors))
+    return make(s.LeaveGroupResponse, throttle_time=ZERO, error_code=E.none, members=members)
+
+
+# -- offsets -----------------------------------------------------------------------------------
+async def offset_commit(broker, header, req):
+    s = Schemas(8, header.api_version)
+    now = int(time.time() * 1000)
+    results: dict[tuple[str, int], ErrorCode] = {}
+    wanted: dict[tuple[str, int], OffsetValue] = {}
+    for t in req.topics:
+        meta = broker.replicas.topic(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if meta is None or not 0 <= p.partition_index < len(meta.partitions):
+                results[tp] = E.unknown_topic_or_partition
+            else:
+                wanted[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                         p.committed_metadata or "", now)
+    try:
+        coord = coordinator(broker)
+        results.update(await coord.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                                          getattr(req, "group_instance_id", None), wanted))
+    except KafkaError as e:
+        results.update({tp: e.code for tp in wanted})
+    topics: dict[str, list] = {}
+    for t in req.topics:
+        topics.setdefault(t.name, []).extend(
+            make(s.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                 error_code=results[(t.name, p.partition_index)]) for p in t.partitions)
+    return make(s.OffsetCommitResponse, throttle_time=ZERO, topics=tuple(
+        make(s.OffsetCommitResponseTopic, name=n, partitions=tuple(ps)) for n, ps in topics.items()))
+
+
+def _fetch_group(broker, s, group_id: str, topics, version: int):
+    """(group error, response topics) for one group of an OffsetFetch."""
+    part_cls = getattr(s, "OffsetFetchResponsePartitions", None) or s.OffsetFetchResponsePartition
+    topic_cls = getattr(s, "OffsetFetchResponseTopics", None) or s.OffsetFetchResponseTopic
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        found = coordinator(broker).fetch(group_id, wanted)
+        error = E.none
+    except KafkaError as e:
+        error = e.code
+        found = {tp: None for tp in (wanted or [])}
+    by_topic: dict[str, list] = {}
+    for (topic, partition), value in sorted(found.items()):
+        part_error = error if version < 2 else E.none
+        by_topic.setdefault(topic, []).append(make(
+            part_cls, partition_index=partition, committed_offset=value.offset if value else -1,
+            committed_leader_epoch=value.leader_epoch if value else -1,
+            metadata=value.metadata if value else "", error_code=part_error))
+    return error, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
+
+
+async def offset_fetch(broker, header, req):
+    s, v = Schemas(9, header.api_version), header.api_version
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            error, topics = _fetch_group(broker, s, g.group_id, g.topics, v)
+            groups.append(make(s.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
+        return make(s.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
+    error, topics = _fetch_group(broker, s, req.group_id, req.topics, v)
+    return make(s.OffsetFetchResponse, throttle_time=ZERO, topics=topics, error_code=error)
+
+
+# -- admin -------------------------------------------------------------------------------------
+async def describe_groups(broker, header, req):
+    s = Schemas(15, header.api_version)
+    coord = coordinator(broker)
+    out = []
+    for group_id in req.groups:
+        try:
+            coord.check(group_id)
+        except KafkaError as e:
+            out.append(make(s.DescribedGroup, error_code=e.code, group_id=group_id, group_state="",
+                            protocol_type="", protocol_data="", members=(), authorized_operations=_NO_OPS))
+            continue
+        g = coord.membership.groups.get(group_id)
+        state = g.state.value if g is not None else "Dead"
+        stable = g is not None and state == "Stable"
+        members = () if g is None else tuple(make(
+            s.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+            client_host=m.client_host, member_metadata=m.metadata(g.protocol_name) if stable else b"",
+            member_assignment=m.assignment if stable else b"") for m in g.members.values())
+        out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=state,
+                        protocol_type=(g.protocol_type or "") if g else "",
+                        protocol_data=(g.protocol_name or "") if g else "", members=members,
+                        authorized_operations=_NO_OPS))
+    return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
+
+
+async def list_groups(broker, header, req):
+    s = Schemas(16, header.api_version)
+    coord = coordinator(broker)
+    wanted = {x.lower() for x in getattr(req, "states_filter", ())}
+    loading = any(not o.loaded for o in coord.owned.values())
+    groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
+                        group_state=g.state.value)
+                   for g in list(coord.membership.groups.values())
+                   if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted))
+    return make(s.ListGroupsResponse, throttle_time=ZERO,
+                error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
+
+
+async def delete_groups(broker, header, req):
+    s = Schemas(42, header.api_version)
+    coord = coordinator(broker)
+    results = []
+    for group_id in req.groups_names:
+        try:
+            error = await coord.delete_group(group_id)
+        except KafkaError as e:
+            error = e.code
+        results.append(make(s.DeletableGroupResult, group_id=group_id, error_code=error))
+    return make(s.DeleteGroupsResponse, throttle_time=ZERO, results=tuple(results))
+
+
+async def offset_delete(broker, header, req):
+    s = Schemas(47, header.api_version)
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        error, per = await coordinator(broker).delete_offsets(req.group_id, wanted)
+    except KafkaError as e:
+        error, per = e.code, {}
+    topics = tuple(make(s.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
+        make(s.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+             error_code=per.get((t.name, p.partition_index), E.none)) for p in t.partitions))
+        for t in req.topics) if error == E.none else ()
+    return make(s.OffsetDeleteResponse, error_code=error, throttle_time=ZERO, topics=topics)
+
+
+# api key: (min version, max version, handler), merged into the broker's table
+TABLE = {
+    8: (2, 8, offset_commit),
+    9: (1, 8, offset_fetch),
+    10: (0, 4, find_coordinator),
+    11: (0, 7, join_group),
+    12: (0, 4, heartbeat),
+    13: (0, 5, leave_group),
+    14: (0, 5, sync_group),
+    15: (0, 5, describe_groups),
+    16: (0, 4, list_groups),
+    42: (0, 2, delete_groups),
+    47: (0, 0, offset_delete),
+}

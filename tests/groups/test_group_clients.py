@@ -1,0 +1,194 @@
+"""Consumer groups with real clients on a 3-broker dev cluster (processes).
+
+For confluent-kafka, kafka-python and aiokafka: members subscribed with one group.id share the
+topic's partitions, the group rebalances when a member joins, leaves (SIGTERM: the client
+sends LeaveGroup) or dies (SIGKILL: its session times out); members commit after processing,
+so the union of processed records has no gap and, once all stop, the committed offsets equal
+the log end. Committed offsets survive consumer restarts and restarts of the coordinator's
+broker (``odradek dev kill N --graceful`` / ``dev start N``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.group.config import partition_for
+from tests.conftest import wait_until
+from tests.integration.conftest import start_cluster, stop_cluster
+
+pytestmark = pytest.mark.timeout(600)
+
+CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka"]
+PARTITIONS = 6
+REBALANCE_S = 60  # session timeout 6 s + initial delay + clients' retry back-offs, with slack
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3)
+    yield c
+    stop_cluster(c)
+
+
+class Member:
+    """A consumer process (``consumer_proc``) and what it printed."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, out: Path,
+                 instance: str | None = None) -> None:
+        self.out = out
+        self._file = open(out, "wb")
+        argv = [sys.executable, "-m", "tests.groups.consumer_proc", client, bootstrap, topic, group]
+        self.proc = subprocess.Popen(argv + ([instance] if instance else []), stdout=self._file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=Path(__file__).resolve().parents[2])
+
+    def _events(self) -> list[dict]:
+        out = []
+        for line in self.out.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line being written
+        return out
+
+    @property
+    def assigned(self) -> set[int]:
+        last = [e["assigned"] for e in self._events() if "assigned" in e]
+        return set(last[-1]) if last else set()
+
+    def processed(self) -> set[tuple[int, int]]:
+        return {(e["p"], e["o"]) for e in self._events() if "p" in e}
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            raise AssertionError(f"member {self.out.name} did not stop within {timeout}s:\n"
+                                 + self.out.read_text(errors="replace")[-3000:])
+        finally:
+            self._file.close()
+
+
+def _produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": False})
+    for i in range(start, start + count):
+        p.produce(topic, key=str(i).encode(), value=str(i).encode())
+    assert p.flush(60) == 0
+
+
+def _ends(cluster, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ends-reader"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+def _committed(cluster, topic: str, group: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        found = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        c.close()
+
+
+def _split(members: list[Member]) -> bool:
+    """Every member has partitions, none shared, all covered."""
+    sets = [m.assigned for m in members]
+    return all(sets) and sum(map(len, sets)) == PARTITIONS and set().union(*sets) == set(range(PARTITIONS))
+
+
+def _wait_split(members: list[Member], what: str) -> None:
+    wait_until(lambda: _split(members), REBALANCE_S, what, 0.2)
+
+
+def _assert_no_gaps(processed: set[tuple[int, int]], ends: dict[int, int]) -> None:
+    by_partition = defaultdict(set)
+    for p, o in processed:
+        by_partition[p].add(o)
+    for p, end in ends.items():
+        missing = set(range(end)) - by_partition[p]
+        assert not missing, f"partition {p}: {len(missing)} records never processed, first {min(missing)}"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_members_share_partitions_and_rebalance_on_join_leave_and_death(cluster, tmp_path, client):
+    topic, group = f"shared-{client}", f"group-{client}"
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    _produce(cluster.bootstrap, topic, 3000)
+    new = lambda i: Member(client, cluster.bootstrap, topic, group, tmp_path / f"m{i}.jsonl")  # noqa: E731
+    members = [new(0)]
+    try:
+        _wait_split(members, "the first member to get every partition")
+        members.append(new(1))
+        _wait_split(members, "two members to split the partitions")
+        members.append(new(2))
+        _wait_split(members, "three members to split the partitions")
+        members[2].stop(signal.SIGTERM)  # leaves the group
+        _wait_split(members[:2], "two members after one left")
+        members[1].stop(signal.SIGKILL)  # dies: the session times out
+        _wait_split(members[:1], "the survivor after a member died")
+        _produce(cluster.bootstrap, topic, 3000, start=3000)
+        ends = _ends(cluster, topic)
+        wait_until(lambda: len(set().union(*(m.processed() for m in members)) & {
+            (p, o) for p, e in ends.items() for o in range(e)}) == sum(ends.values()),
+            120, "every record to be processed by some member", 0.5)
+        members[0].stop(signal.SIGTERM)
+        _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
+        assert _committed(cluster, topic, group) == ends
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.stop(signal.SIGKILL)
+
+
+def _coordinator_broker(cluster, group: str) -> int:
+    leaders = cluster.wait_for_leaders("__consumer_offsets", 50)
+    return leaders[partition_for(group, 50)]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_committed_offsets_survive_consumer_and_coordinator_restarts(cluster, tmp_path, client):
+    topic, group = f"restarts-{client}", f"restarts-{client}"
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    _produce(cluster.bootstrap, topic, 2000)
+    first = Member(client, cluster.bootstrap, topic, group, tmp_path / "first.jsonl")
+    try:
+        wait_until(lambda: len(first.processed()) >= 2000, 120, "the first member to process 2000 records", 0.3)
+    finally:
+        first.stop()
+    before = _committed(cluster, topic, group)
+    assert before == _ends(cluster, topic)
+    coordinator = _coordinator_broker(cluster, group)
+    cluster.run("kill", str(coordinator), "--graceful")
+    _produce(cluster.bootstrap, topic, 1000, start=2000)
+    # the group's partition moves to another replica (RF 3) or waits for the broker (RF 1)
+    second = Member(client, cluster.bootstrap, topic, group, tmp_path / "second.jsonl")
+    try:
+        cluster.run("start", str(coordinator))
+        wait_until(lambda: len(second.processed()) >= 1000, 180, "the second member to process the new records", 0.3)
+    finally:
+        second.stop()
+    seen = second.processed()
+    for p, o in seen:
+        assert o >= before[p], f"partition {p}: re-read offset {o} below the committed {before[p]}"
+    ends = _ends(cluster, topic)
+    assert _committed(cluster, topic, group) == ends
+    _assert_no_gaps(first.processed() | seen, ends)
