@@ -21,4 +21,5 @@ test: bootstrap
 	$(VENV)/pytest
 
 bench: bootstrap
-	$(VENV)/python -m bench.produce_consume
+	scripts/kafka.sh resolve
+	$(VENV)/python -m bench.side_by_side

@@ -1,0 +1,334 @@
+"""Apache Kafka next to Odradek: resolve it from Maven Central, run KRaft clusters, run its tools.
+
+    .venv/bin/python -m bench.apache_kafka resolve             # idempotent; prints the classpath dir
+    .venv/bin/python -m bench.apache_kafka up --nodes 3 --dir DIR   # detached; DIR/cluster.json
+    .venv/bin/python -m bench.apache_kafka status --dir DIR
+    .venv/bin/python -m bench.apache_kafka down --dir DIR
+    .venv/bin/python -m bench.apache_kafka run org.apache.kafka.tools.TopicCommand --bootstrap-server ... --list
+
+(`scripts/kafka.sh` is the same with Maven installed first when it is missing.)
+
+Resolution: `bench/kafka/pom.xml` names `kafka_2.13` and `kafka-tools` (3.9.x) and the logging
+binding; Maven resolves their dependency closure (`dependency:copy-dependencies`) into
+`.cache/kafka/<version>/libs` with its own local repository in `.cache/kafka/m2`. A stamp file
+holding the pom's hash makes a second call free. `bench/kafka/*.java` (small clients the
+benchmark needs that Kafka's tools do not offer) are compiled against those jars into
+`.cache/kafka/<version>/classes`. Nothing of Kafka is committed.
+
+Clusters: every node is a combined KRaft broker+controller (`process.roles=broker,controller`)
+on free 127.0.0.1 ports, formatted with `kafka.tools.StorageTool format`, started with
+`kafka.Kafka` and the JVM options of Kafka's own start scripts (`-Xmx1G -Xms1G`, G1). PIDs and
+process start times go to `<dir>/cluster.json`; `down` signals exactly those PIDs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from odradek.dev import processes
+from odradek.dev.processes import ProcessRecord, start_time
+
+ROOT = Path(__file__).resolve().parent.parent
+POM = ROOT / "bench" / "kafka" / "pom.xml"
+JAVA_SOURCES = ROOT / "bench" / "kafka"
+CACHE = ROOT / ".cache" / "kafka"
+KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text()).group(1)
+HOME = CACHE / KAFKA_VERSION
+
+# kafka-run-class.sh / kafka-server-start.sh defaults
+BROKER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+              "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+              "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
+TOOL_JVM = ["-Xmx512M", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+
+
+class ResolutionError(RuntimeError):
+    """Maven could not resolve Kafka (typically: Maven Central unreachable, or no `mvn`)."""
+
+
+# -- resolution ----------------------------------------------------------------------------------
+
+def _stamp() -> str:
+    h = hashlib.sha256(POM.read_bytes())
+    for src in sorted(JAVA_SOURCES.glob("*.java")):
+        h.update(src.name.encode() + src.read_bytes())
+    return h.hexdigest()
+
+
+def resolve(quiet: bool = True) -> Path:
+    """Resolve (once) and return the home: ``libs/`` (jars), ``classes/`` (our Java clients)."""
+    stamp = HOME / "resolved.stamp"
+    if stamp.exists() and stamp.read_text() == _stamp():
+        return HOME
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ResolutionError("`mvn` is not installed (scripts/kafka.sh installs Maven from Debian's packages)")
+    libs, classes = HOME / "libs", HOME / "classes"
+    tmp = HOME / "libs.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM), f"-Dmaven.repo.local={CACHE / 'm2'}",
+           "dependency:copy-dependencies", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    if proc.returncode != 0:
+        raise ResolutionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    shutil.rmtree(libs, ignore_errors=True)
+    tmp.rename(libs)
+    shutil.rmtree(classes, ignore_errors=True)
+    classes.mkdir(parents=True)
+    sources = sorted(str(s) for s in JAVA_SOURCES.glob("*.java"))
+    if sources:
+        javac = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(libs / "*"), *sources],
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        if javac.returncode != 0:
+            raise ResolutionError(f"javac failed:\n{javac.stdout}\n{javac.stderr}")
+    stamp.write_text(_stamp())
+    return HOME
+
+
+def classpath() -> str:
+    home = resolve()
+    return f"{home / 'classes'}:{home / 'libs' / '*'}"
+
+
+def tool_argv(main_class: str, *args: str, jvm: list[str] | None = None) -> list[str]:
+    log4j = HOME / "tools-log4j.properties"
+    if not log4j.exists():
+        log4j.write_text("log4j.rootLogger=WARN, stderr\n"
+                         "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                         "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                         "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+                         "log4j.appender.stderr.Target=System.err\n")
+    return ["java", *(jvm or TOOL_JVM), f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath(),
+            main_class, *args]
+
+
+def run_tool(main_class: str, *args: str, timeout: float = 300, input: str | None = None,
+             check: bool = False) -> subprocess.CompletedProcess:
+    """Run one of Kafka's (or our) Java mains to completion; stdout/stderr captured as text."""
+    argv = tool_argv(main_class, *args)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input,
+                          stdin=None if input is not None else subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{main_class} {' '.join(args)} exited {proc.returncode}:\n"
+                           f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+# -- clusters ------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alive(pid: int, started: int | None) -> bool:
+    """The process we started is still running (a reused PID has another start time)."""
+    return processes.alive(ProcessRecord("kafka", pid, started or 0, ""))
+
+
+@dataclass
+class KafkaCluster:
+    """A KRaft cluster of ``nodes`` combined broker+controller processes under ``dir``."""
+    dir: Path
+    nodes: int = 1
+    ports: dict[int, int] = field(default_factory=dict)
+    controller_ports: dict[int, int] = field(default_factory=dict)
+    pids: dict[int, int] = field(default_factory=dict)
+    start_times: dict[int, int | None] = field(default_factory=dict)
+    _procs: dict[int, subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.ports))
+
+    def state_file(self) -> Path:
+        return self.dir / "cluster.json"
+
+    def save(self) -> None:
+        self.state_file().write_text(json.dumps({
+            "kafka_version": KAFKA_VERSION, "nodes": self.nodes, "bootstrap_servers": self.bootstrap,
+            "ports": self.ports, "controller_ports": self.controller_ports,
+            "pids": self.pids, "start_times": self.start_times}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, dir: Path) -> "KafkaCluster":
+        d = json.loads((dir / "cluster.json").read_text())
+        return cls(dir=dir, nodes=d["nodes"], ports={int(k): v for k, v in d["ports"].items()},
+                   controller_ports={int(k): v for k, v in d["controller_ports"].items()},
+                   pids={int(k): v for k, v in d["pids"].items()},
+                   start_times={int(k): v for k, v in d["start_times"].items()})
+
+    def _properties(self, node: int, voters: str, extra: dict[str, str]) -> str:
+        rf = min(self.nodes, 3)
+        props = {
+            "process.roles": "broker,controller", "node.id": str(node),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]},CONTROLLER://127.0.0.1:{self.controller_ports[node]}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]}",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.dir / f"node-{node}" / "data"),
+            "num.partitions": "1", "default.replication.factor": "1",
+            "offsets.topic.replication.factor": str(rf), "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": str(min(rf, 2)),
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+        }
+        props.update(extra)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def start(self, extra: dict[str, str] | None = None, timeout: float = 120) -> "KafkaCluster":
+        home = resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ids = list(range(1, self.nodes + 1))
+        self.ports = {n: free_port() for n in ids}
+        self.controller_ports = {n: free_port() for n in ids}
+        voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in ids)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        try:
+            for n in ids:
+                nd = self.dir / f"node-{n}"
+                nd.mkdir(parents=True, exist_ok=True)
+                (nd / "server.properties").write_text(self._properties(n, voters, extra or {}))
+                (nd / "log4j.properties").write_text(
+                    "log4j.rootLogger=INFO, file\n"
+                    "log4j.appender.file=org.apache.log4j.FileAppender\n"
+                    f"log4j.appender.file.File={nd / 'server.log'}\n"
+                    "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+                    "log4j.logger.kafka.request.logger=WARN\nlog4j.logger.state.change.logger=WARN\n")
+                run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                         str(nd / "server.properties"), "--ignore-formatted", check=True, timeout=120)
+            for n in ids:
+                nd = self.dir / f"node-{n}"
+                argv = ["java", *BROKER_JVM, f"-Dlog4j.configuration=file:{nd / 'log4j.properties'}",
+                        f"-Dkafka.logs.dir={nd}", "-cp", f"{home / 'libs' / '*'}", "kafka.Kafka",
+                        str(nd / "server.properties")]
+                with open(nd / "stdout.log", "wb") as out:
+                    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+                self._procs[n], self.pids[n] = p, p.pid
+                self.start_times[n] = start_time(p.pid)
+            self.save()
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        """Every node's log says it started and its Kafka port accepts connections."""
+        deadline = time.monotonic() + timeout
+        pending = set(self.ports)
+        while pending:
+            for n in list(pending):
+                if not alive(self.pids[n], self.start_times.get(n)):
+                    raise RuntimeError(f"Kafka node {n} exited:\n{self.log_tail(n)}")
+                log = self.dir / f"node-{n}" / "server.log"
+                started = log.exists() and "Kafka Server started" in log.read_text(errors="replace")
+                if started:
+                    try:
+                        socket.create_connection(("127.0.0.1", self.ports[n]), timeout=1).close()
+                        pending.discard(n)
+                    except OSError:
+                        pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Kafka nodes {sorted(pending)} not ready after {timeout}s:\n"
+                                   + "\n".join(self.log_tail(n) for n in sorted(pending)))
+            time.sleep(0.2)
+
+    def log_tail(self, node: int, lines: int = 40) -> str:
+        out = []
+        for name in ("server.log", "stdout.log"):
+            f = self.dir / f"node-{node}" / name
+            if f.exists():
+                out.append(f"--- {f}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(out)
+
+    def stop(self, timeout: float = 30) -> list[str]:
+        """SIGTERM each recorded PID (if it is still the process we started), SIGKILL after
+        ``timeout``; returns what had to be killed."""
+        killed = []
+        live = {n: pid for n, pid in self.pids.items() if alive(pid, self.start_times.get(n))}
+        for pid in live.values():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        for n, pid in live.items():
+            while alive(pid, self.start_times.get(n)) and time.monotonic() < deadline:
+                if n in self._procs:
+                    try:
+                        self._procs[n].wait(0.1)
+                    except subprocess.TimeoutExpired:
+                        pass
+                else:
+                    time.sleep(0.1)
+            if alive(pid, self.start_times.get(n)):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(f"kafka node {n} (pid {pid})")
+        for p in self._procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        return killed
+
+
+# -- command line --------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/kafka.sh", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("resolve", help="resolve Kafka into .cache/kafka (idempotent)")
+    up = sub.add_parser("up", help="start a KRaft cluster, detached")
+    up.add_argument("--nodes", type=int, default=1)
+    up.add_argument("--dir", type=Path, required=True)
+    up.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    for name in ("down", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", type=Path, required=True)
+    run = sub.add_parser("run", help="run a Java main class with Kafka's classpath")
+    run.add_argument("main_class")
+    run.add_argument("args", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "resolve":
+        print(resolve(quiet=False))
+    elif args.cmd == "up":
+        extra = dict(kv.split("=", 1) for kv in args.config)
+        c = KafkaCluster(args.dir.resolve(), nodes=args.nodes).start(extra)
+        print(json.dumps({"bootstrap_servers": c.bootstrap, "pids": c.pids}))
+    elif args.cmd == "status":
+        c = KafkaCluster.load(args.dir.resolve())
+        print(json.dumps({"bootstrap_servers": c.bootstrap,
+                          "alive": {n: alive(p, c.start_times.get(n)) for n, p in c.pids.items()}}))
+    elif args.cmd == "down":
+        c = KafkaCluster.load(args.dir.resolve())
+        killed = c.stop()
+        if killed:
+            print("killed after 30 s: " + ", ".join(killed), file=sys.stderr)
+    elif args.cmd == "run":
+        os.execvp("java", tool_argv(args.main_class, *args.args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,558 @@
+"""Odradek next to Apache Kafka on the same machine: same clients, same settings, A/B rounds.
+
+    make bench                                   # = scripts/kafka.sh resolve; python -m bench.side_by_side
+    .venv/bin/python -m bench.side_by_side [--rounds 3] [--scenarios 1,2,3,4,5] [--quick]
+
+Both systems run as local processes on 127.0.0.1 (Kafka: KRaft nodes from `bench.apache_kafka`;
+Odradek: `odradek dev up --kafka-port 0`), started once per cluster shape and kept up while
+the rounds alternate Kafka, Odradek, Kafka, Odradek, ... Every figure is the median over the
+rounds; the ratio is Odradek / Kafka (above 1 is better for throughput, worse for latency,
+CPU and memory).
+
+Scenarios (the issue's numbering):
+ 1. 1 broker, 1 and 6 partitions, RF=1, acks=1, 100 B and 1 KiB values: produce MB/s and
+    records/s with Kafka's `ProducerPerformance` (a fresh topic per run).
+ 2. 3 brokers, RF=3, acks=all, min.insync.replicas=2, 6 partitions, 1 KiB: produce MB/s and
+    ProducerPerformance's p50/p99/p99.9 send latency (at full speed: queueing included).
+ 3. consume a ~2 GB topic (1 partition, 1 KiB values) from the start: MB/s with Kafka's Java
+    consumer (`AssignedClients consume`: assign + seekToBeginning; Kafka's
+    `ConsumerPerformance` needs consumer groups, which Odradek serves only from issue 5).
+ 4. end-to-end latency (send -> consumer receives, one JVM clock) at a fixed rate of half of
+    Kafka's scenario-2 records/s, RF=3, acks=all (`AssignedClients e2e`).
+ 5. broker CPU seconds per GB (scenario 1's 1 KiB/1-partition produce runs, scenario 3's
+    consume runs) and every broker's peak RSS (VmHWM), per cluster shape.
+
+MB/s are 10^6 bytes of record values per second. Results: `bench/results/side-by-side-<date>.json`,
+`bench/results/side-by-side-<date>.png`, and the table between the markers in
+`docs/performance.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import apache_kafka
+from bench.apache_kafka import KafkaCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "performance.md"
+BEGIN, END = "<!-- side-by-side:begin -->", "<!-- side-by-side:end -->"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PRODUCER_PROPS = {"enable.idempotence": "false", "linger.ms": "5", "batch.size": "262144",
+                  "compression.type": "none"}
+PERF_LINE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+KAFKA, ODRADEK = "kafka", "odradek"
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(f[11]) + int(f[12])
+        except OSError:
+            pass
+    return total / CLK_TCK
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(rest.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+class System:
+    name: str
+    bootstrap: str
+
+    def broker_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def stop(self) -> list[str]:
+        raise NotImplementedError
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def create_topic(self, name: str, partitions: int, rf: int, config: dict[str, str] | None = None) -> None:
+        from confluent_kafka.admin import NewTopic
+        admin = self.admin()
+        fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf,
+                                            config=config or {})], operation_timeout=60, request_timeout=60)
+        fut[name].result(timeout=90)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            t = admin.list_topics(name, timeout=10).topics.get(name)
+            if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                    p.leader >= 0 and p.error is None for p in t.partitions.values()):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name}: no leader for every partition of {name}")
+
+    def delete_topic(self, name: str) -> None:
+        try:
+            admin = self.admin()  # keep the handle alive until the future resolves
+            admin.delete_topics([name], operation_timeout=60, request_timeout=60)[name].result(timeout=90)
+        except Exception as e:  # noqa: BLE001 - cleanup only; reported in the log
+            print(f"  ({self.name}: deleting {name} failed: {e})", file=sys.stderr)
+
+
+class KafkaSystem(System):
+    name = KAFKA
+
+    def __init__(self, root: Path, brokers: int) -> None:
+        self.cluster = KafkaCluster(root / f"kafka-{brokers}", nodes=brokers).start()
+        self.bootstrap = self.cluster.bootstrap
+
+    def broker_pids(self) -> list[int]:
+        return list(self.cluster.pids.values())
+
+    def stop(self) -> list[str]:
+        return self.cluster.stop()
+
+
+class OdradekSystem(System):
+    """``odradek dev up --kafka-port 0`` through the integration tests' ``start_cluster`` /
+    ``stop_cluster`` (PIDs with start times; whatever ``dev down`` leaves is killed by PID)."""
+    name = ODRADEK
+
+    def __init__(self, root: Path, brokers: int) -> None:
+        from tests.integration.conftest import start_cluster
+        self.cluster = start_cluster(root / f"odradek-{brokers}", brokers=brokers)
+        self.bootstrap = self.cluster.bootstrap
+        self.pids = {k: int(v) for k, v in self.cluster.pids.items()}
+
+    def broker_pids(self) -> list[int]:
+        return [pid for name, pid in self.pids.items() if name.startswith("broker-")]
+
+    def stop(self) -> list[str]:
+        from tests.integration.conftest import stop_cluster
+        try:
+            stop_cluster(self.cluster, strict=True)
+        except AssertionError as e:  # `dev down` failed or left processes (killed by PID)
+            return [f"odradek: {e}"]
+        return []
+
+
+# -- clients -------------------------------------------------------------------------------------
+
+def producer_performance(system: System, topic: str, records: int, size: int, acks: str) -> dict:
+    props = {"bootstrap.servers": system.bootstrap, "acks": acks, **PRODUCER_PROPS}
+    proc = apache_kafka.run_tool(
+        "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+        "--record-size", str(size), "--throughput", "-1",
+        "--producer-props", *(f"{k}={v}" for k, v in props.items()), timeout=600)
+    lines = [m for m in PERF_LINE.finditer(proc.stdout)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"ProducerPerformance exited {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-1500:]}")
+    m = lines[-1]
+    sent, rps = int(m.group(1)), float(m.group(2))
+    if sent != records:
+        raise RuntimeError(f"ProducerPerformance sent {sent}/{records}")
+    return {"records": sent, "records_s": round(rps), "mb_s": round(rps * size / 1e6, 1),
+            "avg_ms": float(m.group(4)), "max_ms": float(m.group(5)), "p50_ms": float(m.group(6)),
+            "p95_ms": float(m.group(7)), "p99_ms": float(m.group(8)), "p999_ms": float(m.group(9))}
+
+
+def assigned_client(mode: str, *args: str, timeout: float = 900) -> dict:
+    proc = apache_kafka.run_tool("AssignedClients", mode, *args, timeout=timeout)
+    line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith("{")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"AssignedClients {mode} exited {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-1500:]}")
+    return json.loads(line)
+
+
+def measured(system: System, fn, *args) -> dict:
+    """Run one client; add the brokers' CPU seconds over the run and the wall time."""
+    pids = system.broker_pids()
+    cpu0, t0 = cpu_seconds(pids), time.monotonic()
+    result = fn(*args)
+    result["broker_cpu_s"] = round(cpu_seconds(pids) - cpu0, 2)
+    result["wall_s"] = round(time.monotonic() - t0, 2)
+    return result
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, rounds: int, scale: float) -> None:
+        self.rounds, self.scale = rounds, scale
+        self.runs: list[dict] = []          # every run: scenario, case, system, round, figures | error
+        self.memory: dict[str, dict] = {}   # cluster shape -> system -> broker -> memory
+        self.notes: list[str] = []
+        self.seq = 0
+
+    def n(self, records: int) -> int:
+        return max(1000, int(records * self.scale))
+
+    def topic(self, stem: str) -> str:
+        self.seq += 1
+        return f"{stem}-{self.seq}"
+
+    def record(self, scenario: str, case: str, system: System, rnd: int, fn) -> dict | None:
+        entry = {"scenario": scenario, "case": case, "system": system.name, "round": rnd}
+        try:
+            entry.update(fn())
+        except Exception as e:  # noqa: BLE001 - a failed run is reported, not fatal
+            entry["error"] = str(e)[-2000:]
+        self.runs.append(entry)
+        figs = {k: v for k, v in entry.items() if k in ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s")}
+        print(f"  {scenario} {case:28} round {rnd} {system.name:8} "
+              + (f"ERROR {entry['error'][:300]}" if "error" in entry else json.dumps(figs)), flush=True)
+        return None if "error" in entry else entry
+
+    def alternate(self, systems: list[System], rnd: int) -> list[System]:
+        return systems if rnd % 2 == 0 else list(reversed(systems))
+
+    def scenario1(self, systems: list[System]) -> None:
+        cases = [(p, size, self.n(1_000_000 if size >= 1024 else 2_000_000)) for p in (1, 6) for size in (100, 1024)]
+        for rnd in range(self.rounds):
+            for partitions, size, records in cases:
+                for s in self.alternate(systems, rnd):
+                    def run(s=s, partitions=partitions, size=size, records=records):
+                        topic = self.topic(f"s1-p{partitions}-b{size}")
+                        s.create_topic(topic, partitions, 1)
+                        try:
+                            return measured(s, producer_performance, s, topic, records, size, "1")
+                        finally:
+                            s.delete_topic(topic)
+                    self.record("1", f"produce p={partitions} {size}B acks=1", s, rnd, run)
+
+    def scenario3(self, systems: list[System]) -> None:
+        records = self.n(2_000_000)  # 2 GB of 1 KiB values at scale 1
+        topics = {}
+        for s in systems:
+            topics[s.name] = self.topic("s3-consume")
+            try:
+                s.create_topic(topics[s.name], 1, 1)
+                self.record("3", "fill 1 partition 1KiB acks=1", s, 0,
+                            lambda s=s: measured(s, producer_performance, s, topics[s.name], records, 1024, "1"))
+            except Exception as e:  # noqa: BLE001
+                self.runs.append({"scenario": "3", "case": "fill", "system": s.name, "error": str(e)[-2000:]})
+        for rnd in range(self.rounds):
+            for s in self.alternate(systems, rnd):
+                self.record("3", "consume from the start", s, rnd, lambda s=s: measured(
+                    s, assigned_client, "consume", "--bootstrap", s.bootstrap, "--topic", topics[s.name],
+                    "--partitions", "1", "--records", str(records)))
+        for s in systems:
+            s.delete_topic(topics[s.name])
+
+    def scenario2(self, systems: list[System]) -> dict[str, str]:
+        """Returns {system: why not runnable} for systems whose RF=3 topic cannot be created."""
+        records = self.n(1_000_000)
+        config = {"min.insync.replicas": "2"}
+        blocked: dict[str, str] = {}
+        for s in systems:
+            probe = self.topic("s2-probe")
+            try:
+                s.create_topic(probe, 6, 3, config)
+                s.delete_topic(probe)
+            except Exception as e:  # noqa: BLE001
+                blocked[s.name] = f"creating a topic with RF=3 failed: {e}"
+        for rnd in range(self.rounds):
+            for s in self.alternate(systems, rnd):
+                if s.name in blocked:
+                    continue
+                def run(s=s):
+                    topic = self.topic("s2-rf3")
+                    s.create_topic(topic, 6, 3, config)
+                    try:
+                        return measured(s, producer_performance, s, topic, records, 1024, "all")
+                    finally:
+                        s.delete_topic(topic)
+                self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, run)
+        return blocked
+
+    def scenario4(self, systems: list[System], blocked: dict[str, str], seconds: float) -> None:
+        peak = [r["records_s"] for r in self.runs if r["scenario"] == "2" and r["system"] == KAFKA and "error" not in r]
+        if not peak:
+            self.notes.append("scenario 4 skipped: no Kafka figure from scenario 2 to set the rate")
+            return
+        rate = int(statistics.median(peak) / 2)
+        self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
+        for rnd in range(self.rounds):
+            for s in self.alternate(systems, rnd):
+                if s.name in blocked:
+                    continue
+                def run(s=s):
+                    topic = self.topic("s4-e2e")
+                    s.create_topic(topic, 6, 3, {"min.insync.replicas": "2"})
+                    try:
+                        return measured(s, assigned_client, "e2e", "--bootstrap", s.bootstrap, "--topic", topic,
+                                        "--partitions", "6", "--rate", str(rate), "--seconds", str(seconds),
+                                        "--warmup", "3", "--size", "1024", "--acks", "all")
+                    finally:
+                        s.delete_topic(topic)
+                self.record("4", f"e2e {rate} rec/s RF=3 acks=all", s, rnd, run)
+
+    def warm_up(self, systems: list[System], rf: int) -> None:
+        """Not recorded: a fresh JVM runs interpreted until the JIT has compiled the hot paths, so
+        each system first takes ~300 MB through a produce and a consume."""
+        records = self.n(300_000)
+        for s in systems:
+            topic = self.topic("warm-up")
+            try:
+                s.create_topic(topic, 1, rf)
+                producer_performance(s, topic, records, 1024, "1")
+                assigned_client("consume", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "1",
+                                "--records", str(records))
+                s.delete_topic(topic)
+            except Exception as e:  # noqa: BLE001 - the measured runs will report it
+                print(f"  warm-up of {s.name} failed: {str(e)[:300]}", flush=True)
+
+    def snapshot_memory(self, shape: str, systems: list[System]) -> None:
+        self.memory[shape] = {s.name: {str(pid): memory_mb(pid) for pid in s.broker_pids()} for s in systems}
+
+
+def start_systems(root: Path, brokers: int) -> list[System]:
+    systems: list[System] = []
+    try:
+        systems.append(KafkaSystem(root, brokers))
+        systems.append(OdradekSystem(root, brokers))
+    except BaseException:
+        for s in systems:
+            s.stop()
+        raise
+    return systems
+
+
+# -- summary -------------------------------------------------------------------------------------
+
+FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
+    "1": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
+    "2": [("mb_s", "MB/s", True), ("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+          ("p999_ms", "p99.9 ms", False)],
+    "3": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
+    "4": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False), ("p999_ms", "p99.9 ms", False)],
+}
+
+
+def summarize(runs: list[dict], memory: dict) -> list[dict]:
+    rows = []
+    cases = []
+    for r in runs:
+        key = (r["scenario"], r["case"])
+        if key not in cases and r["scenario"] in FIGURES and not r["case"].startswith("fill") and r["case"] != "fill":
+            cases.append(key)
+    for scenario, case in cases:
+        for fig, unit, higher in FIGURES[scenario]:
+            row = {"scenario": scenario, "case": case, "figure": unit, "higher_is_better": higher}
+            for system in (KAFKA, ODRADEK):
+                vals = [r[fig] for r in runs if (r["scenario"], r["case"], r["system"]) == (scenario, case, system)
+                        and "error" not in r and fig in r]
+                errs = [r["error"] for r in runs if (r["scenario"], r["case"], r["system"]) == (scenario, case, system)
+                        and "error" in r]
+                row[system] = statistics.median(vals) if vals else None
+                row[f"{system}_values"] = vals
+                row[f"{system}_errors"] = len(errs)
+            row["ratio"] = (round(row[ODRADEK] / row[KAFKA], 2) if row[KAFKA] and row[ODRADEK] is not None else None)
+            rows.append(row)
+    # scenario 5: CPU seconds per GB of values, from scenario 1 (1 KiB, 1 partition) and 3
+    for label, pred in (("produce (scenario 1, p=1, 1 KiB)", lambda r: r["scenario"] == "1" and "p=1 1024B" in r["case"]),
+                        ("consume (scenario 3)", lambda r: r["scenario"] == "3" and r["case"].startswith("consume")),
+                        ("produce RF=3 (scenario 2)", lambda r: r["scenario"] == "2")):
+        row = {"scenario": "5", "case": f"broker CPU s per GB, {label}", "figure": "CPU s/GB", "higher_is_better": False}
+        for system in (KAFKA, ODRADEK):
+            vals = [r["broker_cpu_s"] / (r["records"] * 1024 / 1e9) for r in runs
+                    if pred(r) and r["system"] == system and "error" not in r and r.get("records")]
+            row[system] = round(statistics.median(vals), 2) if vals else None
+            row[f"{system}_values"] = [round(v, 2) for v in vals]
+        if row[KAFKA] is None and row[ODRADEK] is None:
+            continue
+        row["ratio"] = round(row[ODRADEK] / row[KAFKA], 2) if row[KAFKA] and row[ODRADEK] is not None else None
+        rows.append(row)
+    for shape, systems in memory.items():
+        row = {"scenario": "5", "case": f"peak broker RSS, {shape}", "figure": "MB (max VmHWM)", "higher_is_better": False}
+        for system in (KAFKA, ODRADEK):
+            hwm = [m.get("VmHWM") for m in systems.get(system, {}).values() if m.get("VmHWM")]
+            row[system] = round(max(hwm)) if hwm else None
+            row[f"{system}_values"] = [round(v) for v in hwm]
+        row["ratio"] = round(row[ODRADEK] / row[KAFKA], 2) if row[KAFKA] and row[ODRADEK] is not None else None
+        rows.append(row)
+    return rows
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float) and v < 100:
+        return f"{v:,.2f}" if v < 10 else f"{v:,.1f}"
+    return f"{v:,.0f}"
+
+
+def markdown(report: dict) -> str:
+    lines = [f"Measured {report['date']} at commit `{(report['environment'].get('commit') or '?')[:7]}`, "
+             f"{report['environment']['cpus']} cores ({report['environment']['cpu']}), Kafka {report['kafka_version']}, "
+             f"{report['rounds']} alternating rounds, medians; ratio = Odradek / Kafka. "
+             f"Command: `{report['command']}`. Data: `{report['json']}`.", "",
+             "| scenario | case | figure | Kafka | Odradek | Odradek/Kafka |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for row in report["summary"]:
+        ratio = row.get("ratio")
+        lines.append(f"| {row['scenario']} | {row['case']} | {row['figure']} | {fmt(row.get(KAFKA))} | "
+                     f"{fmt(row.get(ODRADEK))} | {'—' if ratio is None else f'{ratio:.2f}'} |")
+    for scenario, why in report["not_runnable"].items():
+        lines.append(f"\nNot runnable: {why}")
+    for note in report["notes"]:
+        lines.append(f"\n{note}")
+    lines.append(f"\n![Odradek next to Kafka]({os.path.relpath(ROOT / report['chart'], DOC.parent)})")
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(text: str) -> None:
+    doc = DOC.read_text() if DOC.exists() else f"# Performance\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in doc:
+        doc += f"\n{BEGIN}\n{END}\n"
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def chart(report: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in report["summary"] if r.get(KAFKA) is not None or r.get(ODRADEK) is not None]
+    panels = [("Throughput (MB/s, higher is better)", [r for r in rows if r["figure"] == "MB/s"]),
+              ("Latency (ms, lower is better)", [r for r in rows if r["figure"].endswith(" ms")]),
+              ("Broker CPU s per GB (lower is better)", [r for r in rows if r["figure"] == "CPU s/GB"]),
+              ("Peak broker RSS MB (lower is better)", [r for r in rows if r["figure"].startswith("MB (")])]
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
+    for ax, (title, data) in zip(axes.flat, panels):
+        ax.set_title(title)
+        if not data:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+            continue
+        labels = [f"s{r['scenario']} {r['case'].replace('produce ', '').replace('broker CPU s per GB, ', '')}"
+                  + ("" if r["figure"] in ("MB/s", "CPU s/GB") or r["figure"].startswith("MB (") else f" {r['figure']}")
+                  for r in data]
+        y = range(len(data))
+        k = [r.get(KAFKA) or 0 for r in data]
+        o = [r.get(ODRADEK) or 0 for r in data]
+        ax.barh([i + 0.2 for i in y], k, height=0.4, label="Apache Kafka", color="#888888")
+        ax.barh([i - 0.2 for i in y], o, height=0.4, label="Odradek", color="#2a7ab9")
+        for i, r in enumerate(data):
+            if r.get("ratio") is not None:
+                ax.text(max(k[i], o[i]), i, f"  x{r['ratio']:.2f}", va="center", fontsize=8)
+        ax.set_yticks(list(y))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Odradek vs Apache Kafka {report['kafka_version']} — {report['date']} "
+                 f"({report['rounds']} rounds, medians; xN = Odradek/Kafka)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def environment() -> dict:
+    import confluent_kafka
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "lib", "services"], capture_output=True,
+                                text=True, cwd=ROOT).stdout.strip())
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), platform.processor())
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "java": java,
+            "librdkafka": confluent_kafka.libversion()[0], "commit": commit, "odradek_tree_dirty": dirty}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.side_by_side", description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scenarios", default="1,2,3,4,5")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every record count")
+    ap.add_argument("--quick", action="store_true", help="--rounds 1 --scale 0.05: a smoke run of the harness")
+    ap.add_argument("--e2e-seconds", type=float, default=20)
+    ap.add_argument("--no-doc", action="store_true", help="do not rewrite the table in docs/performance.md")
+    ap.add_argument("--output", type=Path, help="JSON path (default bench/results/side-by-side-<date>.json)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rounds, args.scale, args.e2e_seconds = 1, 0.05, 8
+    wanted = set(args.scenarios.split(","))
+
+    apache_kafka.resolve()
+    bench = Bench(args.rounds, args.scale)
+    not_runnable: dict[str, str] = {}
+    leftovers: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="odradek-vs-kafka-"))
+    try:
+        if wanted & {"1", "3", "5"}:
+            print("== 1 broker: Kafka (KRaft) and Odradek", flush=True)
+            systems = start_systems(root, 1)
+            try:
+                bench.warm_up(systems, 1)
+                if wanted & {"1", "5"}:
+                    bench.scenario1(systems)
+                if wanted & {"3", "5"}:
+                    bench.scenario3(systems)
+                bench.snapshot_memory("1 broker", systems)
+            finally:
+                for s in systems:
+                    leftovers += s.stop()
+        if wanted & {"2", "4"}:
+            print("== 3 brokers: Kafka (KRaft) and Odradek", flush=True)
+            systems = start_systems(root, 3)
+            try:
+                bench.warm_up(systems, 1)
+                blocked = bench.scenario2(systems)
+                if wanted & {"4"}:
+                    bench.scenario4(systems, blocked, args.e2e_seconds)
+                for name, why in blocked.items():
+                    not_runnable["2"] = not_runnable["4"] = f"scenarios 2 and 4 on {name}: {why}"
+                bench.snapshot_memory("3 brokers", systems)
+            finally:
+                for s in systems:
+                    leftovers += s.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    out = args.output or RESULTS / f"side-by-side-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = out.with_suffix(".png")
+    report = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "command": "python -m bench.side_by_side " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "kafka_version": apache_kafka.KAFKA_VERSION, "rounds": args.rounds, "scale": args.scale,
+        "producer_props": PRODUCER_PROPS, "environment": environment(),
+        "json": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out),
+        "chart": str(png.relative_to(ROOT)) if png.is_relative_to(ROOT) else str(png),
+        "summary": summarize(bench.runs, bench.memory), "not_runnable": not_runnable, "notes": bench.notes,
+        "memory_mb": bench.memory, "runs": bench.runs, "leftover_processes_killed": leftovers}
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    chart(report, png)
+    table = markdown(report)
+    print("\n" + table)
+    if not args.no_doc:
+        write_doc(table)
+    print(f"wrote {out}, {png}" + ("" if args.no_doc else f", {DOC}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
