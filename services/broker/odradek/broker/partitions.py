@@ -60,6 +60,7 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
+        self.listeners: list = []  # called with no argument after each applied snapshot (group coordinator)
         self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
                               self._after_isr_change)
         self._fetchers: ReplicaFetcherManager | None = None
@@ -108,6 +109,8 @@ class ReplicaManager:
             self._fetchers.metadata_changed()
         self.metadata_changed.set()
         self.metadata_changed = asyncio.Event()
+        for listener in self.listeners:
+            listener()
 
     def _transition(self, topic: str, state: PartitionState, partition_log: Log, min_isr: int) -> None:
         key = (topic, state.partition)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.handlers import admin, configs, fetch, metadata, offset_for_leader_epoch, offsets, produce
+from odradek.broker.handlers import admin, configs, fetch, groups, metadata, offset_for_leader_epoch, offsets, produce
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -16,7 +16,6 @@ _TABLE = {
     1: (4, 12, fetch.fetch),
     2: (1, 7, offsets.list_offsets),
     3: (1, 12, metadata.metadata),
-    10: (0, 4, metadata.find_coordinator),
     19: (2, 7, admin.create_topics),
     20: (1, 6, admin.delete_topics),
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
@@ -25,6 +24,7 @@ _TABLE = {
     44: (0, 1, configs.incremental_alter_configs),
     60: (0, 1, metadata.describe_cluster),
 }
+_TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
 
 
 def table(broker) -> dict:

@@ -1,4 +1,4 @@
-"""Metadata, DescribeCluster and FindCoordinator: what clients learn about the cluster.
+"""Metadata and DescribeCluster: what clients learn about the cluster.
 
 The controller is a service of its own, not a broker; clients send admin requests to the
 ``controller_id`` that Metadata names, so we name the lowest live broker id: every broker
@@ -93,16 +93,3 @@ async def describe_cluster(broker, header, req):
                 controller_id=controller_id(broker), brokers=brokers,
                 cluster_authorized_operations=_NO_AUTHORIZED_OPS)
 
-
-async def find_coordinator(broker, header, req):
-    """No group coordinator yet (consumer groups are their own issue): COORDINATOR_NOT_AVAILABLE,
-    which clients treat as retriable; assign()-based consumers work without one."""
-    s = Schemas(10, header.api_version)
-    message = "consumer groups are not supported by this Odradek version yet"
-    error = ErrorCode.coordinator_not_available
-    if header.api_version >= 4:
-        coordinators = tuple(make(s.Coordinator, key=k, node_id=-1, host="", port=-1, error_code=error,
-                                  error_message=message) for k in req.coordinator_keys)
-        return make(s.FindCoordinatorResponse, throttle_time=ZERO, coordinators=coordinators)
-    return make(s.FindCoordinatorResponse, throttle_time=ZERO, error_code=error, error_message=message,
-                node_id=-1, host="", port=-1)
