@@ -2,10 +2,13 @@
 
 - ``zk``: a kazoo client chrooted to this test's cluster (``/odradek/<cluster_name>``), to
   inspect and prepare ZooKeeper directly.
+- ``stores``: ``stores()`` -> a started ``ZkStore`` on this test's cluster (closed at teardown),
+  to drive the store as a controller would (election, fenced writes).
 - ``fake_brokers``: ``fake_brokers(id)`` -> ``FakeBroker``: a tiny HTTP server standing in for
   a broker's ``POST /internal/v1/metadata`` (records every snapshot, refuses stale controller
   epochs with 409 as a broker does), registered in ``/brokers/ids/<id>`` with its own
-  ZooKeeper session, so ``leave()`` / ``join()`` make the broker die and come back.
+  ZooKeeper session, so ``leave()`` / ``join()`` make the broker die and come back;
+  ``epoch`` is its registration's czxid (the broker epoch).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from odradek.cluster import paths
+from odradek.controller.zkstore import ZkStore
 
 
 @pytest.fixture
@@ -33,6 +37,20 @@ def zk(zookeeper, cluster_name) -> KazooClient:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def stores(zookeeper, cluster_name):
+    made = []
+
+    def make() -> ZkStore:
+        store = ZkStore(zookeeper.connect, cluster_name, session_timeout=5.0)
+        store.start(30)
+        made.append(store)
+        return store
+    yield make
+    for store in made:
+        store.close()
 
 
 class FakeBroker:
@@ -105,6 +123,11 @@ class FakeBroker:
                 "internal_url": self.url, "rack": None}
         self._zk.create(paths.broker(self.id), json.dumps(info).encode(), ephemeral=True)
         return self
+
+    @property
+    def epoch(self) -> int:
+        """The broker epoch: the czxid of the current registration."""
+        return self._zk.exists(paths.broker(self.id)).czxid
 
     def leave(self) -> None:
         """Close the ZooKeeper session: the registration disappears at once."""

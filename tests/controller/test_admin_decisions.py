@@ -46,18 +46,33 @@ def test_create_uses_defaults_for_minus_one():
     assert {s.leader for s in plan.states.values()} == {1, 2}
 
 
-def test_replication_above_one_is_refused_with_the_replication_message():
+def test_replication_factor_up_to_the_live_brokers():
+    plan = create(snapshot(brokers=(1, 2, 3)), name="t", partitions=3, replication_factor=3)
+    for s in plan.states.values():
+        assert len(s.replicas) == 3 and s.isr == s.replicas and s.leader == s.replicas[0]
+        assert s.leader_epoch == 0
+    assert {s.replicas for s in plan.states.values()} == {(1, 2, 3), (2, 3, 1), (3, 1, 2)}
     with pytest.raises(KafkaError) as e:
-        create(snapshot(brokers=(1, 2, 3)), name="t", partitions=1, replication_factor=3)
+        create(snapshot(brokers=(1, 2)), name="t", partitions=1, replication_factor=3)
     assert e.value.code == ErrorCode.invalid_replication_factor
-    assert e.value.message == ("Replication factor above 1 is not supported yet: "
-                               "replication lands with the replication issue")
+    assert e.value.message == "Replication factor: 3 larger than available brokers: 2."
     with pytest.raises(KafkaError) as e:
-        create(snapshot(brokers=(1, 2)), admin.Defaults(replication_factor=2), name="t")
-    assert e.value.message == admin.REPLICATION_UNSUPPORTED
-    with pytest.raises(KafkaError) as e:
-        create(snapshot(), name="t", assignments={0: (1, 2)})
-    assert e.value.message == admin.REPLICATION_UNSUPPORTED
+        create(snapshot(brokers=(1, 2)), admin.Defaults(replication_factor=3), name="t")
+    assert e.value.message == "Replication factor: 3 larger than available brokers: 2."
+    plan = create(snapshot(), name="t", assignments={0: (2, 1)})
+    assert plan.states[0] == PartitionState(0, (2, 1), 2, 0, (2, 1), ME.epoch)
+
+
+def test_partition_increase_keeps_the_replication_factor_and_the_rotation():
+    snap = snapshot(brokers=(1, 2, 3), topics=[])
+    first = create(snap, name="t", partitions=2, replication_factor=2)
+    record = TopicRecord("t", "id", {p: s.replicas for p, s in first.states.items()}, 0, first.states,
+                         {p: 0 for p in first.states})
+    _, new = admin.plan_partitions(snapshot(brokers=(1, 2, 3), topics=[record]), "t", 5, ME.epoch)
+    whole = {**{p: s.replicas for p, s in first.states.items()}, **{p: s.replicas for p, s in new.items()}}
+    start = [1, 2, 3].index(whole[0][0])
+    assert whole == {i: tuple([1, 2, 3][(start + i + j) % 3] for j in range(2)) for i in range(5)}
+    assert all(s.isr == s.replicas and s.leader == s.replicas[0] for s in new.values())
 
 
 @pytest.mark.parametrize("kw, code", [
@@ -113,8 +128,8 @@ def test_incremental_alter_configs():
 def test_partition_changes_elect_and_skip_deletions():
     snap = snapshot(brokers=(2,), topics=[topic("a", [1, 2]), topic("b", [1])], deleting=["b"])
     changes = decisions.partition_changes(snap, ME.epoch)
-    assert [(c.topic, c.state.partition, c.state.leader, c.state.leader_epoch) for c in changes] \
-        == [("a", 0, -1, 1)]
+    assert [(c.topic, c.state.partition, c.state.leader, c.state.leader_epoch, c.state.isr) for c in changes] \
+        == [("a", 0, -1, 1, (1,))]
     assert changes[0].reason.startswith("a-0: leader 1 is offline")
 
 

@@ -9,8 +9,6 @@ import pytest
 from odradek.cluster import paths
 
 T = "/internal/v1/topics"
-REPLICATION_MESSAGE = ("Replication factor above 1 is not supported yet: "
-                       "replication lands with the replication issue")
 
 
 @pytest.fixture
@@ -80,11 +78,19 @@ def test_create_errors(active, body, expected):
     assert error(active.call("POST", T, body)) == expected
 
 
-def test_replication_factor_above_one_is_refused_with_its_message(active):
-    status, body = active.call("POST", T, {"name": "r", "partitions": 1, "replication_factor": 2})
-    assert (status, body["error_code"], body["message"]) == (400, 38, REPLICATION_MESSAGE)
-    status, body = active.call("POST", T, {"name": "r", "assignments": {"0": [1, 2]}})
-    assert (status, body["error_code"], body["message"]) == (400, 38, REPLICATION_MESSAGE)
+def test_replication_factor_up_to_the_live_brokers(active, zk):
+    status, topic = active.call("POST", T, {"name": "r", "partitions": 2, "replication_factor": 2})
+    assert status == 201, topic
+    for p in topic["partitions"]:
+        assert sorted(p["replicas"]) == [1, 2] and p["isr"] == p["replicas"] and p["leader"] == p["replicas"][0]
+        assert (p["leader_epoch"], p["partition_epoch"]) == (0, 0)
+    state = json.loads(zk.get(paths.partition_state("r", 0))[0])
+    assert state["isr"] == topic["partitions"][0]["replicas"]
+    status, body = active.call("POST", T, {"name": "r3", "partitions": 1, "replication_factor": 3})
+    assert (status, body["error_code"], body["message"]) == (
+        400, 38, "Replication factor: 3 larger than available brokers: 2.")
+    status, body = active.call("POST", T, {"name": "ra", "assignments": {"0": [2, 1]}})
+    assert status == 201 and body["partitions"][0]["leader"] == 2 and body["partitions"][0]["isr"] == [2, 1]
 
 
 def test_malformed_bodies_are_invalid_request(active):
@@ -117,8 +123,17 @@ def test_no_live_broker_is_invalid_replication_factor(controllers):
 
 def test_standby_answers_not_controller(active, controllers):
     standby = controllers("c2")
-    assert standby.health() == {"id": "c2", "url": standby.url, "active": False, "epoch": None}
+    assert standby.health() == {"id": "c2", "url": standby.url, "active": False, "epoch": None,
+                                "under_replicated_partitions": None, "offline_partitions": None,
+                                "shutting_down_brokers": None}
     for method, path, body in (("GET", "/internal/v1/cluster", None), ("POST", T, {"name": "s"}),
+                               ("POST", "/internal/v1/alter-partition",
+                                {"broker_id": 1, "broker_epoch": -1, "topic": "s", "partition": 0,
+                                 "leader_epoch": 0, "partition_epoch": 0, "isr": [1]}),
+                               ("POST", "/internal/v1/brokers/1/controlled-shutdown", {}),
+                               ("POST", "/internal/v1/elect-leaders", {"election_type": 0}),
+                               ("POST", "/internal/v1/reassignments", {"reassignments": []}),
+                               ("GET", "/internal/v1/reassignments", None),
                                ("DELETE", f"{T}/s", None), ("POST", f"{T}/s/partitions", {"count": 2}),
                                ("PATCH", f"{T}/s/configs", {"set": {}})):
         assert error(standby.call(method, path, body)) == (503, 41, "NOT_CONTROLLER"), (method, path)

@@ -80,8 +80,35 @@ def test_dead_leader_replaced_from_isr_and_dead_followers_leave_isr():
     new, _ = placement.reconcile_partition(s, live={2, 3}, controller_epoch=1)
     assert (new.leader, new.leader_epoch, new.isr) == (2, 5, (2, 3))
     shrunk, why = placement.reconcile_partition(s, live={1, 2}, controller_epoch=1)
-    assert (shrunk.leader, shrunk.leader_epoch, shrunk.isr) == (1, 5, (1, 2))
+    assert (shrunk.leader, shrunk.leader_epoch, shrunk.isr) == (1, 4, (1, 2))  # ISR-only: epoch kept
     assert "shrink" in why
+
+
+def test_election_follows_assignment_order_not_isr_order():
+    s = state(1, 0, (3, 2, 1), replicas=(1, 2, 3))
+    new, _ = placement.reconcile_partition(s, live={2, 3}, controller_epoch=1)
+    assert (new.leader, new.isr) == (2, (3, 2))
+
+
+def test_offline_keeps_only_the_last_leader_in_the_isr():
+    s = state(1, 2, (1, 2, 3), replicas=(1, 2, 3))
+    offline, why = placement.reconcile_partition(s, live=set(), controller_epoch=1)
+    assert (offline.leader, offline.leader_epoch, offline.isr) == (-1, 3, (1,))
+    # broker 2 comes back first: it was not the last leader, the partition stays offline
+    assert placement.reconcile_partition(offline, live={2}, controller_epoch=1)[0] is None
+    back, _ = placement.reconcile_partition(offline, live={1, 2}, controller_epoch=1)
+    assert (back.leader, back.leader_epoch, back.isr) == (1, 4, (1,))
+
+
+def test_shutting_down_brokers_are_not_elected_nor_kept_in_the_new_isr():
+    s = state(1, 0, (1, 2, 3), replicas=(1, 2, 3))
+    new, _ = placement.reconcile_partition(s, live={2, 3}, controller_epoch=1, shutting_down={2})
+    assert (new.leader, new.leader_epoch, new.isr) == (3, 1, (3,))
+    offline, _ = placement.reconcile_partition(state(1, 0, (1, 2), replicas=(1, 2)), live={2},
+                                               controller_epoch=1, shutting_down={2})
+    assert (offline.leader, offline.isr) == (-1, (1,))
+    # a live leader that is shutting down keeps its place: controlled shutdown moves it
+    assert placement.reconcile_partition(s, live={1, 2, 3}, controller_epoch=1, shutting_down={1})[0] is None
 
 
 def test_unclean_election_takes_first_live_replica_and_resets_isr():
@@ -89,9 +116,9 @@ def test_unclean_election_takes_first_live_replica_and_resets_isr():
     assert placement.reconcile_partition(s, live={2}, controller_epoch=1)[0] is None
     new, why = placement.reconcile_partition(s, live={2}, controller_epoch=1, unclean=True)
     assert (new.leader, new.leader_epoch, new.isr) == (2, 4, (2,))
-    assert "unclean" in why
+    assert "UNCLEAN" in why
 
 
-def test_initial_state_leads_with_the_preferred_replica():
-    s = placement.initial_state(3, (2, 1), live={1, 2}, controller_epoch=7)
+def test_initial_state_leads_with_the_preferred_replica_and_all_replicas_in_sync():
+    s = placement.initial_state(3, (2, 1), controller_epoch=7)
     assert s == PartitionState(3, (2, 1), 2, 0, (2, 1), 7)

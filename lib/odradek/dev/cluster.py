@@ -63,7 +63,8 @@ def up(args: argparse.Namespace) -> int:
                 "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
                 "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}",
                 "--default-partitions", str(args.partitions),
-                "--default-replication-factor", str(args.replication_factor)]
+                "--default-replication-factor", str(args.replication_factor),
+                "--leader-imbalance-check-interval-seconds", "10"]
             _start_process(state, f"controller-{i}")
             state["controllers"].append(url)
             _save(state_path, state)

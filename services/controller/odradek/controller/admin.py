@@ -1,9 +1,10 @@
 """Topic admin decisions: pure functions from a request and a store snapshot to what to write.
 
 Owns: Kafka's validation order and error codes for CreateTopics, CreatePartitions,
-IncrementalAlterConfigs and DeleteTopics (raised as ``KafkaError``), the defaults for
-``-1`` partitions / replication factor, and the switch that refuses replication for now.
-The service executes the plans against the store; nothing here does I/O.
+IncrementalAlterConfigs and DeleteTopics (raised as ``KafkaError``) and the defaults for
+``-1`` partitions / replication factor. The replication factor ranges over 1..live brokers
+(``placement.assign_replicas`` says "larger than available brokers"). The service executes
+the plans against the store; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ from odradek.errors import ErrorCode, KafkaError
 
 from . import placement
 from .store import StoreSnapshot, TopicRecord
-
-# The single switch the replication issue lifts: the largest replication factor accepted.
-# Replicas are never faked; until followers replicate, anything above 1 is refused.
-MAX_REPLICATION_FACTOR = 1
-REPLICATION_UNSUPPORTED = ("Replication factor above 1 is not supported yet: "
-                           "replication lands with the replication issue")
-
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
@@ -50,11 +44,6 @@ class TopicPlan:
     topic_id: str
     states: Mapping[int, PartitionState]
     configs: Mapping[str, str]
-
-
-def _check_replication_factor(rf: int) -> None:
-    if rf > MAX_REPLICATION_FACTOR:
-        raise KafkaError(ErrorCode.invalid_replication_factor, REPLICATION_UNSUPPORTED)
 
 
 def _existing(snapshot: StoreSnapshot, name: str) -> TopicRecord:
@@ -90,11 +79,10 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
             raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         if rf <= 0:
             raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-        _check_replication_factor(rf)
         assignment = placement.assign_replicas(partitions, rf, live,
                                                placement.start_offset(req.name, len(live)))
     configs = validate_topic_configs(req.configs or {})
-    states = {p: placement.initial_state(p, replicas, live, controller_epoch)
+    states = {p: placement.initial_state(p, replicas, controller_epoch)
               for p, replicas in assignment.items()}
     return TopicPlan(req.name, str(uuid.uuid4()), states, configs)
 
@@ -112,7 +100,6 @@ def _checked_assignment(req: CreateTopic, live: tuple[int, ...]) -> dict[int, tu
     if 0 in sizes or len(sizes) != 1:
         raise KafkaError(ErrorCode.invalid_replica_assignment,
                          "All partitions should have the same number of replicas, at least one")
-    _check_replication_factor(sizes.pop())
     for p, replicas in assignment.items():
         if len(set(replicas)) != len(replicas):
             raise KafkaError(ErrorCode.invalid_replica_assignment,
@@ -137,12 +124,11 @@ def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
                          f"requested {count}.")
     if count == current:
         raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
-    rf = len(record.assignment[0])
-    _check_replication_factor(rf)
+    rf = len(record.target(0))  # a running reassignment counts by its target
     live = snapshot.live_ids
     new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live),
                                     first_partition=current)
-    return record, {p: placement.initial_state(p, r, live, controller_epoch) for p, r in new.items()}
+    return record, {p: placement.initial_state(p, r, controller_epoch) for p, r in new.items()}
 
 
 def plan_configs(snapshot: StoreSnapshot, name: str, set_: Mapping[str, str | None],

@@ -15,13 +15,18 @@ from aiohttp import web
 from odradek.errors import ErrorCode, KafkaError
 
 from .admin import CreateTopic
+from .replication import AlterPartition
 from .service import Controller
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/internal/v1"
-_STATUS = {ErrorCode.not_controller: 503, ErrorCode.topic_already_exists: 409,
-           ErrorCode.unknown_topic_or_partition: 404, ErrorCode.unknown_server_error: 500}
+_STATUS = {ErrorCode.not_controller: 503, ErrorCode.request_timed_out: 503,
+           ErrorCode.topic_already_exists: 409, ErrorCode.unknown_topic_or_partition: 404,
+           ErrorCode.broker_not_available: 404, ErrorCode.unknown_server_error: 500,
+           # the caller's view is stale: it must refresh (metadata, registration) and retry
+           ErrorCode.not_leader_or_follower: 409, ErrorCode.fenced_leader_epoch: 409,
+           ErrorCode.invalid_update_version: 409, ErrorCode.stale_broker_epoch: 409}
 
 
 def _bad(message: str) -> KafkaError:
@@ -76,6 +81,46 @@ def parse_create(body: Mapping) -> CreateTopic:
         validate_only=_field(body, "validate_only", bool, False))
 
 
+def parse_alter_partition(body: Mapping) -> AlterPartition:
+    isr = _field(body, "isr", list)
+    try:
+        isr_ids = tuple(_int(r) for r in isr)
+    except TypeError:
+        raise _bad("'isr' must be a list of broker ids") from None
+    return AlterPartition(_field(body, "broker_id", int), _field(body, "broker_epoch", int, -1),
+                          _field(body, "topic", str), _field(body, "partition", int),
+                          _field(body, "leader_epoch", int), _field(body, "partition_epoch", int), isr_ids)
+
+
+def _topic_partition(entry: Any, what: str) -> tuple[str, int]:
+    if not isinstance(entry, dict):
+        raise _bad(f"each of '{what}' must be an object with 'topic' and 'partition'")
+    return _field(entry, "topic", str), _field(entry, "partition", int)
+
+
+def parse_elect_leaders(body: Mapping) -> tuple[int, list[tuple[str, int]] | None]:
+    partitions = _field(body, "partitions", list, None, nullable=True)
+    return (_field(body, "election_type", int),
+            None if partitions is None else [_topic_partition(e, "partitions") for e in partitions])
+
+
+def parse_reassignments(body: Mapping) -> list[tuple[str, int, tuple[int, ...] | None]]:
+    entries = []
+    for e in _field(body, "reassignments", list):
+        topic, partition = _topic_partition(e, "reassignments")
+        if "replicas" not in e:
+            raise _bad("each reassignment needs 'replicas' (a list of broker ids, or null to cancel)")
+        replicas = e["replicas"]
+        try:
+            entries.append((topic, partition, None if replicas is None else tuple(_int(r) for r in replicas)))
+        except TypeError:
+            raise _bad("'replicas' must be a list of broker ids or null") from None
+    keys = [(t, p) for t, p, _ in entries]
+    if len(set(keys)) != len(keys):
+        raise _bad("a partition appears more than once in 'reassignments'")
+    return entries
+
+
 def _int(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(value)
@@ -104,11 +149,42 @@ def make_app(controller: Controller) -> web.Application:
     @routes.get(PREFIX + "/health")
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"id": controller.settings.id, "url": controller.settings.url,
-                                  "active": controller.active, "epoch": controller.epoch})
+                                  "active": controller.active, "epoch": controller.epoch,
+                                  **controller.health()})
 
     @routes.get(PREFIX + "/cluster")
     async def cluster(request: web.Request) -> web.Response:
-        return web.json_response(controller.metadata().to_json())
+        body = controller.metadata().to_json()
+        body["under_replicated_partitions"] = controller.health()["under_replicated_partitions"]
+        return web.json_response(body)
+
+    @routes.post(PREFIX + "/alter-partition")
+    async def alter_partition(request: web.Request) -> web.Response:
+        return web.json_response(await controller.alter_partition(parse_alter_partition(await _body(request))))
+
+    @routes.post(PREFIX + "/brokers/{id}/controlled-shutdown")
+    async def controlled_shutdown(request: web.Request) -> web.Response:
+        try:
+            broker_id = int(request.match_info["id"])
+        except ValueError:
+            raise _bad("the broker id in the path must be an integer") from None
+        remaining = await controller.controlled_shutdown(
+            broker_id, _field(await _body(request), "broker_epoch", int, -1))
+        return web.json_response({"remaining_leaderships": remaining})
+
+    @routes.post(PREFIX + "/elect-leaders")
+    async def elect_leaders(request: web.Request) -> web.Response:
+        election_type, partitions = parse_elect_leaders(await _body(request))
+        return web.json_response({"results": await controller.elect_leaders(election_type, partitions)})
+
+    @routes.post(PREFIX + "/reassignments")
+    async def reassign(request: web.Request) -> web.Response:
+        entries = parse_reassignments(await _body(request))
+        return web.json_response({"results": await controller.reassign(entries)})
+
+    @routes.get(PREFIX + "/reassignments")
+    async def reassignments(request: web.Request) -> web.Response:
+        return web.json_response({"reassignments": controller.reassignments()})
 
     @routes.post(PREFIX + "/topics")
     async def create_topic(request: web.Request) -> web.Response:

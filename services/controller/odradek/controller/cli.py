@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -32,6 +33,16 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _positive(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odradek controller",
                                 description="Odradek controller: election, placement, admin API.")
@@ -51,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zk-session-timeout", type=float, default=10.0,
                    help="ZooKeeper session timeout in seconds: how long a dead controller keeps "
                         "/controller (default %(default)s)")
+    p.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction, default=True,
+                   help="move leadership back to preferred replicas periodically "
+                        "(Kafka's auto.leader.rebalance.enable; default on)")
+    p.add_argument("--leader-imbalance-check-interval-seconds", type=_positive, default=300.0,
+                   help="how often the rebalance checks (default %(default)s)")
+    p.add_argument("--leader-imbalance-per-broker-percentage", type=float, default=10.0,
+                   help="rebalance a broker when more than this percentage of the partitions whose "
+                        "preferred replica it is are led by others (default %(default)s)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -64,7 +83,10 @@ async def serve(args: argparse.Namespace) -> int:
 
     store = ZkStore(args.zookeeper, args.cluster, session_timeout=args.zk_session_timeout)
     settings = Settings(id=args.id, url="", defaults=Defaults(args.default_partitions,
-                                                              args.default_replication_factor))
+                                                              args.default_replication_factor),
+                        auto_leader_rebalance=args.auto_leader_rebalance,
+                        leader_imbalance_check_interval=args.leader_imbalance_check_interval_seconds,
+                        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage)
     controller = Controller(store, settings)
     runner = web.AppRunner(make_app(controller), access_log=None)
     await runner.setup()
@@ -72,7 +94,7 @@ async def serve(args: argparse.Namespace) -> int:
     await site.start()
     bound = runner.addresses[0]
     url = args.advertised_url or f"http://{_url_host(bound[0])}:{bound[1]}"
-    controller.settings = Settings(args.id, url, settings.defaults)
+    controller.settings = dataclasses.replace(settings, url=url)
     log.info("controller %s serving the internal API on %s", args.id, url)
 
     loop_task = asyncio.create_task(controller.run(), name="controller-loop")

@@ -8,6 +8,7 @@ snapshot that brokers receive (topics queued for deletion and incomplete ones le
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from odradek.cluster.model import ClusterMetadata, PartitionState
 
@@ -23,8 +24,10 @@ class PartitionChange:
     reason: str
 
 
-def partition_changes(snapshot: StoreSnapshot, controller_epoch: int) -> list[PartitionChange]:
-    """Leader elections and ISR shrinks the live broker set calls for."""
+def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
+                      shutting_down: Iterable[int] = ()) -> list[PartitionChange]:
+    """Leader elections and ISR shrinks the registered broker set calls for (brokers shutting
+    down are registered but not elected)."""
     live = set(snapshot.live_ids)
     changes = []
     for name in sorted(snapshot.topics):
@@ -33,7 +36,8 @@ def partition_changes(snapshot: StoreSnapshot, controller_epoch: int) -> list[Pa
         record = snapshot.topics[name]
         unclean = record.configs.get("unclean.leader.election.enable", "false").lower() == "true"
         for p in sorted(record.states):
-            new, reason = placement.reconcile_partition(record.states[p], live, controller_epoch, unclean)
+            new, reason = placement.reconcile_partition(record.states[p], live, controller_epoch, unclean,
+                                                        shutting_down)
             if new is not None:
                 changes.append(PartitionChange(name, new, record.state_versions[p], f"{name}-{p}: {reason}"))
     return changes

@@ -9,7 +9,8 @@ Owns:
   position of partition 0's preferred leader in the current list (Kafka's rule), so new
   partitions continue the same rotation;
 - partition leader election and the per-partition decision over a set of live brokers,
-  each returning a one-line reason for the log. Every leader change bumps ``leader_epoch``.
+  each returning a one-line reason for the log. Every leader change bumps ``leader_epoch``;
+  an ISR-only change keeps it (the state znode's version, the partition epoch, moves).
 """
 
 from __future__ import annotations
@@ -74,57 +75,68 @@ def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterab
     return brokers.index(first[0]) if first and first[0] in brokers else 0
 
 
-def initial_state(partition: int, replicas: tuple[int, ...], live: Iterable[int],
-                  controller_epoch: int) -> PartitionState:
-    """A new partition: leader = first live replica, ISR = the live replicas, epoch 0."""
-    alive = set(live)
-    isr = tuple(r for r in replicas if r in alive)
-    return PartitionState(partition, replicas, isr[0] if isr else NO_LEADER, 0, isr or replicas,
-                          controller_epoch)
+def initial_state(partition: int, replicas: tuple[int, ...], controller_epoch: int) -> PartitionState:
+    """A new partition: ISR = all replicas, leader = the first (preferred) replica, epoch 0.
+
+    The replicas are live brokers (placement and the assignment check make sure of it); a
+    replica whose broker died meanwhile leaves the ISR at the next reconciliation."""
+    return PartitionState(partition, replicas, replicas[0], 0, replicas, controller_epoch)
 
 
-def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], live: Iterable[int],
+def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Iterable[int],
                  unclean: bool = False) -> tuple[int, str]:
-    """The first live replica of the assignment that is in the ISR; else -1 (or, if
-    ``unclean``, the first live replica). Returns (leader, reason)."""
-    alive = set(live)
+    """The first eligible replica of the assignment that is in the ISR; else -1 (or, if
+    ``unclean``, the first eligible replica). Eligible = registered and not shutting down.
+    Returns (leader, reason)."""
+    alive = set(eligible)
     for r in replicas:
         if r in isr and r in alive:
             return r, f"replica {r} is the first live replica in the ISR"
     if unclean:
         for r in replicas:
             if r in alive:
-                return r, f"unclean election of replica {r}: no live replica is in the ISR"
+                return r, f"UNCLEAN election of replica {r}: no live replica is in the ISR (data may be lost)"
     return NO_LEADER, "offline: no live replica in the ISR"
 
 
 def reconcile_partition(state: PartitionState, live: Iterable[int], controller_epoch: int,
-                        unclean: bool = False) -> tuple[PartitionState | None, str]:
-    """What the controller should write for one partition given the live brokers.
+                        unclean: bool = False, shutting_down: Iterable[int] = ()
+                        ) -> tuple[PartitionState | None, str]:
+    """What the controller should write for one partition given the registered brokers.
 
-    Returns (new state or None if nothing changes, reason). A live leader keeps its place
-    (dead followers leave the ISR); a dead or absent leader is replaced by ``elect_leader``.
-    The ISR of an offline partition is kept (Kafka keeps the last ISR), so the replica that
-    was last in sync gets the leadership back when it returns."""
+    Returns (new state or None if nothing changes, reason).
+
+    - A registered leader keeps its place; dead followers leave the ISR (leader epoch kept).
+    - A dead or absent leader is replaced by ``elect_leader`` over the registered brokers that
+      are not shutting down (leader epoch + 1); the new ISR is the old one without dead and
+      shutting-down brokers (``[leader]`` after an unclean election).
+    - With no eligible ISR member the partition goes offline (leader -1, epoch + 1) and, as
+      Kafka does, its ISR keeps only the last leader, so that replica is the one that gets the
+      leadership back when it returns."""
     alive = set(live)
+    eligible = alive - set(shutting_down)
     if state.leader != NO_LEADER and state.leader in alive:
         isr = tuple(r for r in state.isr if r in alive)
         if isr == state.isr:
             return None, f"leader {state.leader} is live"
-        return (_with(state, state.leader, isr, controller_epoch),
-                f"followers {sorted(set(state.isr) - alive)} are offline: shrink the ISR")
-    leader, why = elect_leader(state.replicas, state.isr, alive, unclean)
+        return (with_leader(state, state.leader, isr, controller_epoch),
+                f"followers {sorted(set(state.isr) - alive)} are offline: shrink the ISR to {list(isr)}")
+    leader, why = elect_leader(state.replicas, state.isr, eligible, unclean)
     if leader == NO_LEADER:
         if state.leader == NO_LEADER:
             return None, "still offline"
-        return _with(state, NO_LEADER, state.isr, controller_epoch), f"leader {state.leader} is offline; {why}"
-    isr = tuple(r for r in state.isr if r in alive) or (leader,)
-    if leader not in isr:
-        isr = (leader,)
+        last = (state.leader,) if state.leader in state.isr else state.isr
+        return (with_leader(state, NO_LEADER, last, controller_epoch),
+                f"leader {state.leader} is offline; {why}")
+    isr = tuple(r for r in state.isr if r in eligible) if leader in state.isr else (leader,)
     was = "offline" if state.leader == NO_LEADER else f"leader {state.leader} is offline"
-    return _with(state, leader, isr, controller_epoch), f"{was}; {why}"
+    return with_leader(state, leader, isr, controller_epoch), f"{was}; {why}"
 
 
-def _with(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int) -> PartitionState:
-    return PartitionState(state.partition, state.replicas, leader, state.leader_epoch + 1, isr,
-                          controller_epoch)
+def with_leader(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int,
+                replicas: tuple[int, ...] | None = None) -> PartitionState:
+    """``state`` with a new leader and ISR: the leader epoch moves only when the leader does
+    (Kafka's rule since KIP-841's partition epoch: ISR-only changes keep the leader epoch)."""
+    epoch = state.leader_epoch + (1 if leader != state.leader else 0)
+    return PartitionState(state.partition, replicas if replicas is not None else state.replicas,
+                          leader, epoch, isr, controller_epoch, state.partition_epoch)

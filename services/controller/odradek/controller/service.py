@@ -6,10 +6,16 @@ and the admin operations the HTTP API calls. Store calls run in threads
 (``asyncio.to_thread``); kazoo's watch and session callbacks are marshalled into the loop
 with ``call_soon_threadsafe`` and only set events.
 
+Replication duties (issue 3): leader elections when brokers come and go, the leader's ISR
+changes (AlterPartition), controlled shutdown, preferred / unclean elections on request and
+the automatic preferred-leader rebalance, partition reassignment. The set of brokers in
+controlled shutdown lives in memory only (as in Kafka): a broker that re-registers, or a new
+controller, starts without it, and a broker retries its shutdown request anyway.
+
 Role changes: a standby contends whenever ``/controller`` disappears; the winner reconciles
-(pending deletions, leader elections) and pushes. A suspended ZooKeeper connection makes the
-instance answer NOT_CONTROLLER at once; a lost session, a ``/controller`` that no longer
-names it, or a fenced write make it a standby again.
+(pending deletions, leader elections, reassignments) and pushes. A suspended ZooKeeper
+connection makes the instance answer NOT_CONTROLLER at once; a lost session, a
+``/controller`` that no longer names it, or a fenced write make it a standby again.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from dataclasses import dataclass
 from odradek.cluster.model import ClusterMetadata, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 
-from . import admin, decisions
+from . import admin, decisions, reassignment, replication
+from .decisions import PartitionChange
 from .push import Pusher
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable
 
@@ -37,6 +44,9 @@ class Settings:
     defaults: admin.Defaults = admin.Defaults()
     resync_interval: float = 10.0  # full reload even without watch events
     delete_push_timeout: float = 5.0  # how long deletion waits for brokers to drop a topic
+    auto_leader_rebalance: bool = True  # Kafka's auto.leader.rebalance.enable
+    leader_imbalance_check_interval: float = 300.0  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: float = 10.0  # leader.imbalance.per.broker.percentage
 
 
 class Controller:
@@ -51,6 +61,7 @@ class Controller:
         self._vacant = asyncio.Event()  # standby: /controller may be free
         self._stopping = asyncio.Event()
         self._pusher = Pusher(on_stale=lambda b: self._poke())
+        self._shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
 
     # --- role -------------------------------------------------------------------------------
     @property
@@ -72,6 +83,7 @@ class Controller:
             log.warning("stepping down as controller (epoch %d): %s", self._record.epoch, reason)
         self._record = None
         self._snapshot = None
+        self._shutting_down = {}
         self._vacant.set()
         await self._pusher.stop()
 
@@ -112,6 +124,14 @@ class Controller:
         self._store.watch_controller(threadsafe(self._on_controller))
         self._store.watch_brokers(threadsafe(self._poke))
         self._store.watch_topics(threadsafe(self._poke))
+        self._store.watch_reassignments(threadsafe(self._poke))
+        rebalancer = asyncio.create_task(self._rebalance_loop(), name="leader-rebalance")
+        try:
+            await self._loop()
+        finally:
+            rebalancer.cancel()
+
+    async def _loop(self) -> None:
         while not self._stopping.is_set():
             if self._record is None:
                 await self._contend()
@@ -164,9 +184,11 @@ class Controller:
                 await self._step_down(why)
                 return
             self._snapshot = snapshot
+            self._shutting_down = {i: e for i, e in self._shutting_down.items()
+                                   if (b := snapshot.broker(i)) is not None and b.epoch == e}
             for topic in sorted(snapshot.pending_deletions):
                 await self._finish_deletion(topic)
-            changes = decisions.partition_changes(self._snapshot, mine.epoch)
+            changes = decisions.partition_changes(self._snapshot, mine.epoch, self._shutting_down)
             for change in changes:
                 log.info("partition %s", change.reason)
                 if not await asyncio.to_thread(self._store.update_partition_state, change.topic,
@@ -176,12 +198,33 @@ class Controller:
                     self._dirty.set()
             if changes or snapshot.pending_deletions:
                 self._snapshot = await asyncio.to_thread(self._store.load)
+            if await self._advance_reassignments(mine):
+                self._snapshot = await asyncio.to_thread(self._store.load)
             self._publish()
         except ControllerMoved as e:
             await self._step_down(str(e))
         except StoreUnavailable as e:
             log.warning("reconcile postponed: %s", e)
             asyncio.get_running_loop().call_later(1.0, self._dirty.set)
+
+    async def _advance_reassignments(self, mine: ControllerRecord) -> bool:
+        """Start entries of ``/admin/reassign_partitions``, complete running reassignments whose
+        target replicas are all in the ISR. True if anything was written. Holds the lock."""
+        snapshot = self._snapshot
+        eligible = replication.eligible_ids(snapshot, self._shutting_down)
+        moves, requests, notes = reassignment.pending_work(snapshot, eligible, mine.epoch)
+        for note in notes:
+            log.warning("%s", note)
+        same = requests == dict(snapshot.reassign_requests)
+        if not moves and same:
+            return False
+        for move in moves:
+            log.info("partition %s", move.reason)
+        if not await asyncio.to_thread(self._store.write_reassignments, reassignment.writes(snapshot, moves),
+                                       None if same else requests, snapshot.reassign_version):
+            log.info("reassignment state moved meanwhile; reloading")
+            self._dirty.set()
+        return True
 
     def _publish(self) -> None:
         if self._record is not None and self._snapshot is not None:
@@ -279,6 +322,7 @@ class Controller:
                 raise KafkaError(ErrorCode.invalid_config, f"Configs of topic {name} changed meanwhile; retry.")
             log.info("topic %s configs now %s", name, configs)
             await self._reload_after_write()
+            self._poke()  # e.g. unclean.leader.election.enable=true elects offline partitions
             return configs
 
     async def delete_topic(self, name: str) -> None:
@@ -289,6 +333,154 @@ class Controller:
                 snapshot, pending_deletions=snapshot.pending_deletions | {name})
             async with self._store_trouble_as_not_controller():
                 await self._finish_deletion(name)
+
+    # --- replication operations (called by the HTTP API) -----------------------------------------
+    def health(self) -> dict:
+        """Counts for ``GET /internal/v1/health`` (None on a standby)."""
+        snapshot = self._snapshot if self.active else None
+        return {"under_replicated_partitions": replication.under_replicated(snapshot) if snapshot else None,
+                "offline_partitions": replication.offline(snapshot) if snapshot else None,
+                "shutting_down_brokers": sorted(self._shutting_down) if snapshot else None}
+
+    def _patched(self, change: PartitionChange) -> None:
+        """The cached snapshot after ``change`` was written (its znode version is now +1)."""
+        snapshot, p = self._snapshot, change.state.partition
+        record = snapshot.topics[change.topic]
+        state = dataclasses.replace(change.state, partition_epoch=change.version + 1)
+        record = dataclasses.replace(record, states={**record.states, p: state},
+                                     state_versions={**record.state_versions, p: change.version + 1})
+        self._snapshot = dataclasses.replace(snapshot, topics={**snapshot.topics, change.topic: record})
+
+    async def _apply(self, changes: list[PartitionChange]) -> list[PartitionChange]:
+        """Write each change by CAS and patch the cache; returns the changes that lost a race
+        (the cache is reloaded then). Holds the lock; the caller publishes."""
+        failed = []
+        for change in changes:
+            log.info("partition %s", change.reason)
+            if await self._write(self._store.update_partition_state, change.topic, change.state, change.version):
+                self._patched(change)
+            else:
+                failed.append(change)
+        if failed:
+            self._snapshot = await self._write(self._store.load)
+            self._dirty.set()
+        return failed
+
+    async def _fresh(self) -> tuple[ControllerRecord, StoreSnapshot]:
+        """Reconcile now (fresh registrations, pending elections), then the active view."""
+        await self._reconcile()
+        return self._require_active()
+
+    async def alter_partition(self, req: replication.AlterPartition) -> dict:
+        """AlterPartition from a partition's leader; answers the partition's state afterwards."""
+        async with self._acting() as (record, snapshot):
+            registered = snapshot.broker(req.broker_id)
+            if req.broker_epoch != -1 and (registered is None or registered.epoch != req.broker_epoch):
+                record, snapshot = await self._fresh()  # the cache may predate a re-registration
+            outcome = replication.alter_partition(snapshot, req, self._shutting_down, record.epoch)
+            if isinstance(outcome, PartitionChange):
+                if not await self._write(self._store.update_partition_state, outcome.topic,
+                                         outcome.state, outcome.version):
+                    await self._reload_after_write()
+                    raise KafkaError(ErrorCode.invalid_update_version,
+                                     f"The state of {req.topic}-{req.partition} changed meanwhile.")
+                log.info("partition %s", outcome.reason)
+                self._patched(outcome)
+                if self._snapshot.topics[req.topic].reassigning(req.partition):
+                    async with self._store_trouble_as_not_controller():
+                        if await self._advance_reassignments(record):
+                            self._snapshot = await asyncio.to_thread(self._store.load)
+                self._publish()
+            return self._snapshot.topics[req.topic].states[req.partition].to_json()
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[dict]:
+        """Mark the broker as shutting down, move its leaderships and ISR memberships away;
+        answers the leaderships it keeps (no other ISR member can take them)."""
+        async with self._acting():
+            record, snapshot = await self._fresh()
+            broker = snapshot.broker(broker_id)
+            if broker is None:
+                raise KafkaError(ErrorCode.broker_not_available, f"Broker {broker_id} is not registered.")
+            if broker_epoch != -1 and broker_epoch != broker.epoch:
+                raise KafkaError(ErrorCode.stale_broker_epoch,
+                                 f"Broker {broker_id} sent broker epoch {broker_epoch} but is registered "
+                                 f"with epoch {broker.epoch}.")
+            if broker_id not in self._shutting_down:
+                log.info("broker %d (epoch %d) is shutting down", broker_id, broker.epoch)
+            self._shutting_down[broker_id] = broker.epoch
+            await self._apply(replication.shutdown_changes(snapshot, broker_id, self._shutting_down,
+                                                           record.epoch))
+            self._publish()
+            remaining = replication.remaining_leaderships(self._snapshot, broker_id)
+            if remaining:
+                log.info("broker %d still leads %d partitions: %s", broker_id, len(remaining),
+                         ", ".join(f"{t}-{p}" for t, p in remaining[:10]))
+            return [{"topic": t, "partition": p} for t, p in remaining]
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None) -> list[dict]:
+        async with self._acting():
+            record, snapshot = await self._fresh()  # answers about the brokers registered now
+            results, changes = replication.elect_leaders(snapshot, election_type, partitions,
+                                                         self._shutting_down, record.epoch)
+            failed = {(c.topic, c.state.partition) for c in await self._apply(changes)}
+            if changes:
+                self._publish()
+            return [(r if (r.topic, r.partition) not in failed else replication.ElectionResult(
+                r.topic, r.partition, ErrorCode.unknown_server_error,
+                "the partition state changed meanwhile; retry")).to_json() for r in results]
+
+    async def _rebalance_loop(self) -> None:
+        """Kafka's auto leader rebalance: every interval, preferred elections for the brokers
+        whose share of partitions led by someone else exceeds the percentage."""
+        if not self.settings.auto_leader_rebalance:
+            return
+        while not self._stopping.is_set():
+            await self._wait(self._stopping, self.settings.leader_imbalance_check_interval)
+            if self._stopping.is_set() or not self.active:
+                continue
+            try:
+                async with self._acting() as (record, snapshot):
+                    candidates = replication.rebalance_candidates(
+                        snapshot, self._shutting_down, self.settings.leader_imbalance_per_broker_percentage)
+                    if not candidates:
+                        continue
+                    log.info("auto leader rebalance: preferred election for %s",
+                             ", ".join(f"{t}-{p}" for t, p in candidates))
+                    _, changes = replication.elect_leaders(snapshot, replication.PREFERRED, candidates,
+                                                           self._shutting_down, record.epoch)
+                    await self._apply(changes)
+                    self._publish()
+            except KafkaError as e:
+                log.info("auto leader rebalance skipped: %s", e.message)
+
+    def reassignments(self) -> list[dict]:
+        _, snapshot = self._require_active()
+        return reassignment.in_progress(snapshot)
+
+    async def reassign(self, entries: list[tuple[str, int, tuple[int, ...] | None]]) -> list[dict]:
+        """AlterPartitionReassignments: per entry ``{"topic", "partition", "error_code", ...}``."""
+        async with self._acting():
+            record, _ = await self._fresh()  # targets are checked against the brokers registered now
+            for _attempt in range(3):
+                snapshot = self._snapshot
+                eligible = replication.eligible_ids(snapshot, self._shutting_down)
+                results, moves, requests = reassignment.plan_request(snapshot, entries, eligible, record.epoch)
+                same = requests == dict(snapshot.reassign_requests)
+                if not moves and same:
+                    break
+                for move in moves:
+                    log.info("partition %s", move.reason)
+                if await self._write(self._store.write_reassignments, reassignment.writes(snapshot, moves),
+                                     None if same else requests, snapshot.reassign_version):
+                    await self._reload_after_write()
+                    break
+                self._snapshot = await self._write(self._store.load)  # lost a race: plan again
+            else:
+                raise KafkaError(ErrorCode.request_timed_out,
+                                 "/admin/reassign_partitions kept changing; retry.")
+            return [{"topic": t, "partition": p, "error_code": int(e.code) if e else 0,
+                     "error": e.to_json()["error"] if e else "NONE", "message": e.message if e else None}
+                    for t, p, e in results]
 
     # --- shutdown --------------------------------------------------------------------------------
     async def shutdown(self) -> None:

@@ -61,6 +61,21 @@ class TopicRecord:
     state_versions: Mapping[int, int]  # partition -> version of its state znode
     configs: Mapping[str, str] = field(default_factory=dict)
     config_version: int = -1  # -1: no /config/topics/<t> znode
+    # partitions being reassigned (Kafka's adding_replicas / removing_replicas): the
+    # assignment is then ORS + TRS; target = assignment - removing, origin = assignment - adding
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        gone = set(self.removing.get(partition, ()))
+        return tuple(r for r in self.assignment[partition] if r not in gone)
+
+    def origin(self, partition: int) -> tuple[int, ...]:
+        new = set(self.adding.get(partition, ()))
+        return tuple(r for r in self.assignment[partition] if r not in new)
 
     def complete(self) -> bool:
         """Every assigned partition has a state, partitions are 0..n-1 (what creation writes)."""
@@ -79,10 +94,30 @@ class StoreSnapshot:
     brokers: tuple[BrokerInfo, ...]  # live, sorted by id; epoch = registration czxid
     topics: Mapping[str, TopicRecord]
     pending_deletions: frozenset[str]
+    # /admin/reassign_partitions: (topic, partition) -> target replicas; its znode version
+    # (-1: no znode)
+    reassign_requests: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    reassign_version: int = -1
 
     @property
     def live_ids(self) -> tuple[int, ...]:
         return tuple(b.id for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.id == broker_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWrite:
+    """One topic's share of a reassignment transaction: the full new assignment and
+    adding/removing maps (CAS on the topic znode's version as read in ``topic``) and new
+    partition states, each CAS on its state znode's version."""
+
+    topic: TopicRecord
+    assignment: Mapping[int, tuple[int, ...]]
+    adding: Mapping[int, tuple[int, ...]]
+    removing: Mapping[int, tuple[int, ...]]
+    states: Mapping[int, tuple[PartitionState, int]]  # partition -> (new state, expected version)
 
 
 Callback = Callable[[], None]
@@ -123,6 +158,10 @@ class MetadataStore(abc.ABC):
         """Call ``callback`` when topics or deletion markers appear or go (persistent)."""
 
     @abc.abstractmethod
+    def watch_reassignments(self, callback: Callback) -> None:
+        """Call ``callback`` when ``/admin/reassign_partitions`` is written or deleted."""
+
+    @abc.abstractmethod
     def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:
         """Call ``callback`` with the ``/controller`` record at every change (persistent)."""
 
@@ -153,6 +192,14 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def set_topic_configs(self, topic: TopicRecord, configs: Mapping[str, str]) -> bool:
         """Replace the overrides (CAS on the config znode's version); False if it moved."""
+
+    @abc.abstractmethod
+    def write_reassignments(self, writes: list[TopicWrite],
+                            requests: Mapping[tuple[str, int], tuple[int, ...]] | None,
+                            requests_version: int) -> bool:
+        """Apply ``writes`` and, unless ``requests`` is None, replace ``/admin/reassign_partitions``
+        with ``requests`` (deleted when empty; CAS on ``requests_version``, -1 = absent), all in
+        one transaction; False if any version moved."""
 
     @abc.abstractmethod
     def mark_for_deletion(self, topic: str) -> None:

@@ -29,7 +29,7 @@ from odradek.cluster import paths
 from odradek.cluster.model import BrokerInfo, PartitionState
 
 from .store import (Callback, ControllerMoved, ControllerRecord, MetadataStore, StoreError,
-                    StoreSnapshot, StoreUnavailable, TopicRecord)
+                    StoreSnapshot, StoreUnavailable, TopicRecord, TopicWrite)
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,44 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def topic_json(topic_id: str, assignment: Mapping[int, tuple[int, ...]]) -> dict:
-    return {"version": 1, "topic_id": topic_id,
+def topic_json(topic_id: str, assignment: Mapping[int, tuple[int, ...]],
+               adding: Mapping[int, tuple[int, ...]] | None = None,
+               removing: Mapping[int, tuple[int, ...]] | None = None) -> dict:
+    """``/brokers/topics/<t>``; ``adding_replicas`` / ``removing_replicas`` (Kafka's names)
+    appear only while partitions are being reassigned."""
+    body = {"version": 1, "topic_id": topic_id,
             "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+    for key, value in (("adding_replicas", adding), ("removing_replicas", removing)):
+        kept = {str(p): list(r) for p, r in sorted((value or {}).items()) if r}
+        if kept:
+            body[key] = kept
+    return body
+
+
+def reassign_json(requests: Mapping[tuple[str, int], tuple[int, ...]]) -> dict:
+    """``/admin/reassign_partitions`` in Kafka's format."""
+    return {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                         for (t, p), r in sorted(requests.items())]}
+
+
+def parse_reassign(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Entries of ``/admin/reassign_partitions``; unreadable ones are skipped (logged).
+    ``replicas`` may be null or absent in an entry: a cancellation request (kept as ``()``)."""
+    try:
+        body = json.loads(data)
+        entries = body.get("partitions", []) if isinstance(body, dict) else []
+    except ValueError:
+        log.warning("unreadable /admin/reassign_partitions: %r", data[:200])
+        return {}
+    requests = {}
+    for e in entries:
+        try:
+            replicas = e.get("replicas")
+            requests[(str(e["topic"]), int(e["partition"]))] = \
+                tuple(int(r) for r in replicas) if replicas is not None else ()
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.warning("skipping unreadable reassignment entry %r", e)
+    return requests
 
 
 def state_json(s: PartitionState) -> dict:
@@ -86,7 +121,8 @@ class ZkStore(MetadataStore):
             root.stop()
             root.close()
         self._zk.start(timeout=timeout)
-        for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster"):
+        for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster",
+                  "/admin"):
             self._zk.ensure_path(p)
         try:
             self._zk.create(paths.CONTROLLER_EPOCH, _dump(0))
@@ -121,6 +157,7 @@ class ZkStore(MetadataStore):
         broker_ids = zk.get_children(paths.BROKER_IDS)
         names = zk.get_children(paths.TOPICS)
         deletions = frozenset(zk.get_children(paths.DELETE_TOPICS))
+        reassign_read = zk.get_async(paths.REASSIGN_PARTITIONS)
         broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
         topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
                        for t in names}
@@ -141,8 +178,11 @@ class ZkStore(MetadataStore):
             record = self._topic_record(name, topic_read, config_read)
             if record is not None:
                 topics[name] = record
+        reassign = _result(reassign_read)
+        requests = parse_reassign(reassign[0]) if reassign else {}
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
-                             tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions)
+                             tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
+                             requests, reassign[1].version if reassign else -1)
 
     def _topic_record(self, name: str, topic_read, config_read) -> TopicRecord | None:
         got = _result(topic_read)
@@ -158,12 +198,15 @@ class ZkStore(MetadataStore):
                 continue
             d = json.loads(s[0])
             states[p] = PartitionState(p, assignment[p], int(d["leader"]), int(d["leader_epoch"]),
-                                       tuple(d["isr"]), int(d.get("controller_epoch", 0)))
+                                       tuple(d["isr"]), int(d.get("controller_epoch", 0)),
+                                       s[1].version)
             versions[p] = s[1].version
         config = _result(config_read)
         configs = json.loads(config[0]).get("config", {}) if config else {}
+        adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
+                            for key in ("adding_replicas", "removing_replicas"))
         return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
-                           configs, config[1].version if config else -1)
+                           configs, config[1].version if config else -1, adding, removing)
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -180,6 +223,9 @@ class ZkStore(MetadataStore):
     def watch_topics(self, callback: Callback) -> None:
         self._zk.ChildrenWatch(paths.TOPICS, lambda _children: callback())
         self._zk.ChildrenWatch(paths.DELETE_TOPICS, lambda _children: callback())
+
+    def watch_reassignments(self, callback: Callback) -> None:
+        self._zk.DataWatch(paths.REASSIGN_PARTITIONS, lambda _data, _stat: callback())
 
     def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:
         self._zk.DataWatch(paths.CONTROLLER,
@@ -274,11 +320,34 @@ class ZkStore(MetadataStore):
         assignment = dict(topic.assignment)
         assignment.update({p: s.replicas for p, s in new_states.items()})
         t = self._fenced()
-        t.set_data(paths.topic(topic.name), _dump(topic_json(topic.topic_id, assignment)),
+        t.set_data(paths.topic(topic.name),
+                   _dump(topic_json(topic.topic_id, assignment, topic.adding, topic.removing)),
                    version=topic.version)
         for p, s in sorted(new_states.items()):
             t.create(f"{paths.partitions(topic.name)}/{p}", b"")
             t.create(paths.partition_state(topic.name, p), _dump(state_json(s)))
+        return _lost_race(self._commit(t))
+
+    @_unavailable_as_store_error
+    def write_reassignments(self, writes: list[TopicWrite],
+                            requests: Mapping[tuple[str, int], tuple[int, ...]] | None,
+                            requests_version: int) -> bool:
+        t = self._fenced()
+        for w in writes:
+            t.set_data(paths.topic(w.topic.name),
+                       _dump(topic_json(w.topic.topic_id, w.assignment, w.adding, w.removing)),
+                       version=w.topic.version)
+            for p, (state, version) in sorted(w.states.items()):
+                t.set_data(paths.partition_state(w.topic.name, p), _dump(state_json(state)), version=version)
+        if requests is not None:
+            body = _dump(reassign_json(requests))
+            if requests_version < 0:
+                if requests:
+                    t.create(paths.REASSIGN_PARTITIONS, body)
+            elif requests:
+                t.set_data(paths.REASSIGN_PARTITIONS, body, version=requests_version)
+            else:
+                t.delete(paths.REASSIGN_PARTITIONS, version=requests_version)
         return _lost_race(self._commit(t))
 
     @_unavailable_as_store_error

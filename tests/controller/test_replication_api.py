@@ -1,0 +1,294 @@
+"""The controller's replication duties on a real controller process, a real ZooKeeper and
+fake brokers: elections on broker death and return, unclean election, AlterPartition (every
+error code, CAS), controlled shutdown, preferred elections, reassignment end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.cluster import paths
+
+T = "/internal/v1/topics"
+ALTER = "/internal/v1/alter-partition"
+ELECT = "/internal/v1/elect-leaders"
+REASSIGN = "/internal/v1/reassignments"
+
+
+@pytest.fixture
+def brokers(fake_brokers):
+    return {i: fake_brokers(i) for i in (1, 2, 3)}
+
+
+@pytest.fixture
+def active(controllers, brokers):
+    c = controllers("c1", "--no-auto-leader-rebalance")
+    c.wait_active()
+    return c
+
+
+def zk_state(zk, topic: str, partition: int = 0) -> dict:
+    data, stat = zk.get(paths.partition_state(topic, partition))
+    return {**json.loads(data), "partition_epoch": stat.version}
+
+
+def create(c, name: str, replicas: list[int], **configs) -> dict:
+    status, body = c.call("POST", T, {"name": name, "assignments": {"0": replicas}, "configs": configs})
+    assert status == 201, body
+    return body["partitions"][0]
+
+
+def alter(c, broker, topic: str, isr: list[int], zk, **overrides) -> tuple[int, dict]:
+    """AlterPartition as the leader ``broker`` would send it, from the current state."""
+    current = zk_state(zk, topic)
+    body = {"broker_id": broker.id, "broker_epoch": broker.epoch, "topic": topic, "partition": 0,
+            "leader_epoch": current["leader_epoch"], "partition_epoch": current["partition_epoch"],
+            "isr": isr}
+    body.update(overrides)
+    return c.call("POST", ALTER, body)
+
+
+def pushed(broker, topic: str, wait_for, **expected) -> dict:
+    """Wait until ``broker``'s newest snapshot shows partition 0 of ``topic`` with ``expected``."""
+    return wait_for(lambda: (p := broker.partition(topic, 0)) and all(p[k] == v for k, v in expected.items())
+                    and p, 15, f"broker {broker.id} to see {topic}-0 with {expected}")
+
+
+def error(answer: tuple[int, dict]) -> tuple[int, int]:
+    return answer[0], answer[1]["error_code"]
+
+
+def test_broker_death_moves_leadership_to_the_first_live_isr_replica(active, brokers, zk, wait_for):
+    create(active, "t", [1, 2, 3])
+    pushed(brokers[3], "t", wait_for, leader=1, isr=[1, 2, 3], partition_epoch=0)
+    brokers[1].leave()
+    p = pushed(brokers[3], "t", wait_for, leader=2)
+    assert (p["leader_epoch"], p["isr"], p["partition_epoch"]) == (1, [2, 3], 1)
+    assert zk_state(zk, "t") == {"version": 1, "leader": 2, "leader_epoch": 1, "isr": [2, 3],
+                                 "controller_epoch": 1, "partition_epoch": 1}
+    # a follower's death only shrinks the ISR: the leader epoch stays
+    brokers[3].leave()
+    p = pushed(brokers[2], "t", wait_for, isr=[2])
+    assert (p["leader"], p["leader_epoch"], p["partition_epoch"]) == (2, 1, 2)
+    assert active.health()["under_replicated_partitions"] == 1
+    assert active.call("GET", "/internal/v1/cluster")[1]["under_replicated_partitions"] == 1
+
+
+def test_offline_when_no_isr_replica_lives_until_the_last_leader_returns(active, brokers, zk, wait_for):
+    create(active, "t", [1, 2])
+    assert alter(active, brokers[1], "t", [1], zk)[0] == 200  # 2 fell behind
+    brokers[1].leave()
+    p = pushed(brokers[2], "t", wait_for, leader=-1)
+    assert (p["leader_epoch"], p["isr"]) == (1, [1])
+    assert active.health()["offline_partitions"] == 1
+    assert "offline: no live replica in the ISR" in active.log()
+    brokers[1].join()
+    p = pushed(brokers[1], "t", wait_for, leader=1)
+    assert (p["leader_epoch"], p["isr"]) == (2, [1])
+
+
+def test_unclean_election_elects_an_out_of_sync_replica_and_says_so(active, brokers, zk, wait_for):
+    create(active, "u", [1, 2], **{"unclean.leader.election.enable": "true"})
+    assert alter(active, brokers[1], "u", [1], zk)[0] == 200
+    brokers[1].leave()
+    p = pushed(brokers[2], "u", wait_for, leader=2)
+    assert (p["leader_epoch"], p["isr"]) == (1, [2])
+    assert "UNCLEAN election of replica 2" in active.log()
+    # enabling the config on an offline partition elects at once
+    brokers[1].join()
+    wait_for(lambda: 1 in [b["id"] for b in active.call("GET", "/internal/v1/cluster")[1]["brokers"]], 15,
+             "broker 1 registered again")
+    create(active, "v", [1, 3])
+    assert alter(active, brokers[1], "v", [1], zk)[0] == 200
+    brokers[1].leave()
+    pushed(brokers[3], "v", wait_for, leader=-1)
+    assert active.call("PATCH", f"{T}/v/configs", {"set": {"unclean.leader.election.enable": True}})[0] == 200
+    p = pushed(brokers[3], "v", wait_for, leader=3)
+    assert p["isr"] == [3]
+
+
+def test_alter_partition_error_codes_and_success_by_cas(active, brokers, zk, wait_for):
+    create(active, "t", [1, 2, 3])
+    b1 = brokers[1]
+    status, state = alter(active, b1, "t", [1, 2], zk)
+    assert status == 200, state
+    assert state == {"partition": 0, "replicas": [1, 2, 3], "leader": 1, "leader_epoch": 0, "isr": [1, 2],
+                     "controller_epoch": 1, "partition_epoch": 1}
+    assert zk_state(zk, "t")["isr"] == [1, 2] and zk_state(zk, "t")["partition_epoch"] == 1
+    pushed(brokers[3], "t", wait_for, isr=[1, 2], partition_epoch=1)
+    # a retry whose answer was lost answers the current state
+    assert alter(active, b1, "t", [1, 2], zk, partition_epoch=0) == (200, state)
+
+    assert error(alter(active, b1, "t", [1], zk, partition_epoch=0)) == (409, 95)  # INVALID_UPDATE_VERSION
+    assert error(alter(active, b1, "t", [1], zk, leader_epoch=-1)) == (409, 74)  # FENCED_LEADER_EPOCH
+    assert error(alter(active, brokers[2], "t", [2], zk)) == (409, 6)  # NOT_LEADER_OR_FOLLOWER
+    assert error(active.call("POST", ALTER, {**_body(b1, zk), "topic": "nope"})) == (404, 3)
+    assert error(active.call("POST", ALTER, {**_body(b1, zk), "partition": 7})) == (404, 3)
+    assert error(alter(active, b1, "t", [2, 3], zk)) == (400, 107)  # INELIGIBLE_REPLICA: no leader
+    assert error(alter(active, b1, "t", [1, 2, 4], zk)) == (400, 107)  # not a replica
+    assert error(alter(active, b1, "t", [1], zk, broker_epoch=b1.epoch + 1000)) == (409, 77)  # STALE_BROKER_EPOCH
+    assert error(active.call("POST", ALTER, {"broker_id": 1})) == (400, 42)
+    brokers[3].leave()
+    wait_for(lambda: 3 not in [b["id"] for b in brokers[2].latest()["brokers"]], 15, "broker 3 gone")
+    assert error(alter(active, b1, "t", [1, 2, 3], zk)) == (400, 107)  # not live
+    brokers[3].join()
+    wait_for(lambda: brokers[3].latest(), 15, "broker 3 registered again")
+    status, state = alter(active, b1, "t", [1, 2, 3], zk)
+    assert status == 200 and state["isr"] == [1, 2, 3] and state["partition_epoch"] == 2
+
+    # the write is a CAS on the znode version: a change behind the controller's back fails it
+    data, stat = zk.get(paths.partition_state("t", 0))
+    zk.set(paths.partition_state("t", 0), data, version=stat.version)
+    assert error(alter(active, b1, "t", [1, 2], zk, partition_epoch=2)) == (409, 95)
+    status, state = alter(active, b1, "t", [1, 2], zk)  # with the version just read: accepted
+    assert status == 200 and state["partition_epoch"] == 4 and zk_state(zk, "t")["isr"] == [1, 2]
+
+
+def _body(broker, zk) -> dict:
+    current = zk_state(zk, "t")
+    return {"broker_id": broker.id, "broker_epoch": broker.epoch, "topic": "t", "partition": 0,
+            "leader_epoch": current["leader_epoch"], "partition_epoch": current["partition_epoch"],
+            "isr": current["isr"]}
+
+
+def test_controlled_shutdown_moves_leaderships_and_answers_the_remaining(active, brokers, zk, wait_for):
+    b1 = brokers[1]
+    create(active, "a", [1, 2])  # led by 1: moves to 2
+    create(active, "b", [2, 1])  # 1 follows: leaves the ISR
+    create(active, "c", [1, 3])
+    assert alter(active, b1, "c", [1], zk)[0] == 200  # nobody else in the ISR: 1 keeps it
+    create(active, "solo", [1])  # one replica: not counted
+    path = "/internal/v1/brokers/1/controlled-shutdown"
+    assert error(active.call("POST", path, {"broker_epoch": b1.epoch + 1000})) == (409, 77)
+    assert error(active.call("POST", "/internal/v1/brokers/9/controlled-shutdown", {})) == (404, 8)
+
+    assert active.call("POST", path, {"broker_epoch": b1.epoch}) == (
+        200, {"remaining_leaderships": [{"topic": "c", "partition": 0}]})
+    assert (zk_state(zk, "a")["leader"], zk_state(zk, "a")["leader_epoch"], zk_state(zk, "a")["isr"]) == (2, 1, [2])
+    assert (zk_state(zk, "b")["leader"], zk_state(zk, "b")["leader_epoch"], zk_state(zk, "b")["isr"]) == (2, 0, [2])
+    pushed(brokers[2], "a", wait_for, leader=2, leader_epoch=1)
+    assert active.health()["shutting_down_brokers"] == [1]
+    # a broker shutting down cannot rejoin an ISR...
+    assert error(alter(active, brokers[2], "a", [2, 1], zk)) == (400, 107)
+    # ...but, still leading c, it can take 3 back in, and the retry moves c away
+    assert alter(active, b1, "c", [1, 3], zk)[0] == 200
+    assert active.call("POST", path, {"broker_epoch": b1.epoch}) == (200, {"remaining_leaderships": []})
+    assert (zk_state(zk, "c")["leader"], zk_state(zk, "c")["isr"]) == (3, [3])
+    # a new registration (the broker restarted) is not shutting down any more
+    b1.leave()
+    b1.join()
+    wait_for(lambda: active.health()["shutting_down_brokers"] == [], 15, "the shutdown mark to go")
+    assert alter(active, brokers[2], "a", [2, 1], zk)[0] == 200
+
+
+def test_preferred_election_after_the_preferred_replica_returns(active, brokers, zk, wait_for):
+    create(active, "t", [1, 2])
+    brokers[1].leave()
+    pushed(brokers[2], "t", wait_for, leader=2, leader_epoch=1)
+    brokers[1].join()
+    req = {"election_type": 0, "partitions": [{"topic": "t", "partition": 0}, {"topic": "x", "partition": 0}]}
+    assert active.call("POST", ELECT, req)[1]["results"] == [
+        {"topic": "t", "partition": 0, "error_code": 80, "error": "PREFERRED_LEADER_NOT_AVAILABLE",
+         "message": "Failed to elect leader for partition t-0 under strategy "
+                    "PreferredReplicaPartitionLeaderElectionStrategy: preferred replica 1 is not in the ISR."},
+        {"topic": "x", "partition": 0, "error_code": 3, "error": "UNKNOWN_TOPIC_OR_PARTITION",
+         "message": "This server does not host this topic-partition: x-0"}]
+    assert alter(active, brokers[2], "t", [2, 1], zk)[0] == 200  # 1 caught up
+    status, body = active.call("POST", ELECT, req)
+    assert status == 200 and body["results"][0]["error_code"] == 0
+    assert (zk_state(zk, "t")["leader"], zk_state(zk, "t")["leader_epoch"], zk_state(zk, "t")["isr"]) == (1, 2, [2, 1])
+    pushed(brokers[2], "t", wait_for, leader=1, leader_epoch=2)
+    assert active.call("POST", ELECT, req)[1]["results"][0]["error_code"] == 84  # ELECTION_NOT_NEEDED
+    assert active.call("POST", ELECT, {"election_type": 0, "partitions": None}) == (200, {"results": []})
+    assert active.call("POST", ELECT, {"election_type": 1, "partitions": None}) == (200, {"results": []})
+    assert error(active.call("POST", ELECT, {"election_type": 5})) == (400, 42)
+
+
+def test_unclean_election_on_request(active, brokers, zk, wait_for):
+    create(active, "t", [1, 2])
+    assert alter(active, brokers[1], "t", [1], zk)[0] == 200
+    brokers[1].leave()
+    pushed(brokers[2], "t", wait_for, leader=-1)
+    assert active.call("POST", ELECT, {"election_type": 0, "partitions": None})[1]["results"][0]["error_code"] == 80
+    [result] = active.call("POST", ELECT, {"election_type": 1, "partitions": None})[1]["results"]
+    assert (result["topic"], result["error_code"]) == ("t", 0)
+    assert (zk_state(zk, "t")["leader"], zk_state(zk, "t")["isr"], zk_state(zk, "t")["leader_epoch"]) == (2, [2], 2)
+    brokers[2].leave()
+    pushed(brokers[3], "t", wait_for, leader=-1)
+    [result] = active.call("POST", ELECT, {"election_type": 1, "partitions": [{"topic": "t", "partition": 0}]}
+                           )[1]["results"]
+    assert result["error_code"] == 83  # ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+def test_automatic_preferred_leader_rebalance(controllers, brokers, zk, wait_for):
+    c = controllers("c1", "--leader-imbalance-check-interval-seconds", "0.5")
+    c.wait_active()
+    create(c, "t", [1, 2])
+    brokers[1].leave()
+    pushed(brokers[2], "t", wait_for, leader=2)
+    brokers[1].join()
+    assert alter(c, brokers[2], "t", [2, 1], zk)[0] == 200
+    pushed(brokers[1], "t", wait_for, leader=1, leader_epoch=2)
+    assert "auto leader rebalance: preferred election for t-0" in c.log()
+
+
+def test_reassignment_end_to_end(active, brokers, zk, wait_for):
+    create(active, "r", [1, 2])
+    status, body = active.call("POST", REASSIGN, {"reassignments": [
+        {"topic": "r", "partition": 0, "replicas": [2, 3]},
+        {"topic": "r", "partition": 1, "replicas": [1]},
+        {"topic": "nope", "partition": 0, "replicas": [1]}]})
+    assert status == 200
+    assert [(r["partition"], r["error_code"]) for r in body["results"]] == [(0, 0), (1, 3), (0, 3)]
+    assert json.loads(zk.get(paths.REASSIGN_PARTITIONS)[0]) == {
+        "version": 1, "partitions": [{"topic": "r", "partition": 0, "replicas": [2, 3]}]}
+    topic = json.loads(zk.get(paths.topic("r"))[0])
+    assert (topic["partitions"], topic["adding_replicas"], topic["removing_replicas"]) == (
+        {"0": [2, 3, 1]}, {"0": [3]}, {"0": [1]})
+    assert active.call("GET", REASSIGN) == (200, {"reassignments": [
+        {"topic": "r", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}]})
+    # the new replica learns it hosts the partition; the leader is unchanged
+    p = pushed(brokers[3], "r", wait_for, replicas=[2, 3, 1])
+    assert (p["leader"], p["leader_epoch"], p["isr"], p["partition_epoch"]) == (1, 0, [1, 2], 1)
+    # broker 3 caught up: the leader takes it into the ISR, and the reassignment completes
+    status, state = alter(active, brokers[1], "r", [1, 2, 3], zk)
+    assert status == 200, state
+    assert (state["replicas"], state["leader"], state["leader_epoch"], state["isr"]) == ([2, 3], 2, 1, [2, 3])
+    assert zk.exists(paths.REASSIGN_PARTITIONS) is None
+    assert json.loads(zk.get(paths.topic("r"))[0])["partitions"] == {"0": [2, 3]}
+    assert "adding_replicas" not in json.loads(zk.get(paths.topic("r"))[0])
+    assert active.call("GET", REASSIGN) == (200, {"reassignments": []})
+    pushed(brokers[1], "r", wait_for, replicas=[2, 3], leader=2)
+    # errors
+    for replicas, expected in (([2, 2], 39), ([2, 9], 39), ([], 39), (None, 85)):
+        status, body = active.call("POST", REASSIGN, {"reassignments": [
+            {"topic": "r", "partition": 0, "replicas": replicas}]})
+        assert (status, body["results"][0]["error_code"]) == (200, expected), replicas
+    assert error(active.call("POST", REASSIGN, {"reassignments": [{"topic": "r", "partition": 0}]})) == (400, 42)
+
+
+def test_reassignment_cancel_reverts(active, brokers, zk, wait_for):
+    create(active, "r", [1, 2])
+    active.call("POST", REASSIGN, {"reassignments": [{"topic": "r", "partition": 0, "replicas": [1, 3]}]})
+    pushed(brokers[3], "r", wait_for, replicas=[1, 3, 2])
+    status, body = active.call("POST", REASSIGN, {"reassignments": [{"topic": "r", "partition": 0, "replicas": None}]})
+    assert (status, body["results"][0]["error_code"]) == (200, 0)
+    assert json.loads(zk.get(paths.topic("r"))[0])["partitions"] == {"0": [1, 2]}
+    assert zk.exists(paths.REASSIGN_PARTITIONS) is None
+    p = pushed(brokers[3], "r", wait_for, replicas=[1, 2])
+    assert (p["leader"], p["isr"]) == (1, [1, 2])
+
+
+def test_a_reassignment_written_to_the_znode_by_another_tool_is_picked_up(active, brokers, zk, wait_for):
+    create(active, "r", [1, 2])
+    zk.create(paths.REASSIGN_PARTITIONS, json.dumps(
+        {"version": 1, "partitions": [{"topic": "r", "partition": 0, "replicas": [3, 2]},
+                                      {"topic": "gone", "partition": 0, "replicas": [1]}]}).encode())
+    wait_for(lambda: json.loads(zk.get(paths.topic("r"))[0]).get("adding_replicas") == {"0": [3]}, 15,
+             "the reassignment to start")
+    wait_for(lambda: json.loads(zk.get(paths.REASSIGN_PARTITIONS)[0])["partitions"] == [
+        {"topic": "r", "partition": 0, "replicas": [3, 2]}], 15, "the invalid entry to be dropped")
+    assert alter(active, brokers[1], "r", [1, 2, 3], zk)[0] == 200
+    assert json.loads(zk.get(paths.topic("r"))[0])["partitions"] == {"0": [3, 2]}
+    assert zk_state(zk, "r")["leader"] == 3 and zk.exists(paths.REASSIGN_PARTITIONS) is None
