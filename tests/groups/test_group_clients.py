@@ -28,12 +28,14 @@ pytestmark = pytest.mark.timeout(600)
 
 CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka"]
 PARTITIONS = 6
+INITIAL_DELAY_MS = 300  # group.initial.rebalance.delay.ms, a broker flag (Kafka's default: 3000)
 REBALANCE_S = 60  # session timeout 6 s + initial delay + clients' retry back-offs, with slack
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3)
+    c = start_cluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3,
+                      extra=("--config", f"group.initial.rebalance.delay.ms={INITIAL_DELAY_MS}"))
     yield c
     stop_cluster(c)
 
@@ -109,6 +111,11 @@ def _committed(cluster, topic: str, group: str) -> dict[int, int]:
         c.close()
 
 
+def _wait_brokers(cluster, count: int = 3) -> None:
+    wait_until(lambda: len(cluster.admin().list_topics(timeout=10).brokers) == count, 60,
+               f"{count} live brokers", 0.3)
+
+
 def _split(members: list[Member]) -> bool:
     """Every member has partitions, none shared, all covered."""
     sets = [m.assigned for m in members]
@@ -131,6 +138,7 @@ def _assert_no_gaps(processed: set[tuple[int, int]], ends: dict[int, int]) -> No
 @pytest.mark.parametrize("client", CLIENTS)
 def test_members_share_partitions_and_rebalance_on_join_leave_and_death(cluster, tmp_path, client):
     topic, group = f"shared-{client}", f"group-{client}"
+    _wait_brokers(cluster)
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
     _produce(cluster.bootstrap, topic, 3000)
     new = lambda i: Member(client, cluster.bootstrap, topic, group, tmp_path / f"m{i}.jsonl")  # noqa: E731
@@ -167,6 +175,7 @@ def _coordinator_broker(cluster, group: str) -> int:
 @pytest.mark.parametrize("client", CLIENTS)
 def test_committed_offsets_survive_consumer_and_coordinator_restarts(cluster, tmp_path, client):
     topic, group = f"restarts-{client}", f"restarts-{client}"
+    _wait_brokers(cluster)
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
     _produce(cluster.bootstrap, topic, 2000)
     first = Member(client, cluster.bootstrap, topic, group, tmp_path / "first.jsonl")
@@ -183,6 +192,7 @@ def test_committed_offsets_survive_consumer_and_coordinator_restarts(cluster, tm
     second = Member(client, cluster.bootstrap, topic, group, tmp_path / "second.jsonl")
     try:
         cluster.run("start", str(coordinator))
+        _wait_brokers(cluster)
         wait_until(lambda: len(second.processed()) >= 1000, 180, "the second member to process the new records", 0.3)
     finally:
         second.stop()

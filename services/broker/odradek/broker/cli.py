@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, topic_defaults
+from odradek.broker.group.config import GroupConfig, is_group_setting
 
 
 def _hostport(value: str) -> tuple[str, int]:
@@ -34,7 +35,9 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                    help="controlled.shutdown.max.retries (SIGTERM moves leaderships away first)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576, "
-                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries")
+                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries "
+                        "and the group coordinator's group.* / offsets.* keys "
+                        "(e.g. group.initial.rebalance.delay.ms=0, offsets.retention.minutes=10080)")
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -46,11 +49,17 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     if a.replica_lag_time_max_ms is not None:
         lag_ms = a.replica_lag_time_max_ms
     retries = int(settings.pop("controlled.shutdown.max.retries", a.controlled_shutdown_max_retries))
+    group_settings = {k: settings.pop(k) for k in list(settings) if is_group_setting(k)}
+    try:
+        GroupConfig.from_settings(group_settings)
+    except ValueError as e:
+        p.error(str(e))
     return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
                         host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
                         internal_host=ihost, internal_port=iport, rack=a.rack,
                         auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
-                        replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries)
+                        replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries,
+                        group_settings=group_settings)
 
 
 def main(argv: list[str] | None = None) -> int:

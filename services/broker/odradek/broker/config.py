@@ -60,3 +60,4 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
