@@ -1,5 +1,5 @@
 """Admin APIs through stock clients: topic configs, partitions, deletion, cluster description,
-auto-creation, LogAppendTime, and the refusal of replication until it lands."""
+auto-creation, LogAppendTime, and a replication factor above the broker count refused."""
 
 import time
 
@@ -26,7 +26,7 @@ def test_create_errors_are_kafkas(cluster):
     admin = cluster.admin()
     cluster.create_topic("dup", partitions=1)
     assert _error(admin.create_topics([NewTopic("dup", 1, 1)])["dup"]) == ErrorCode.topic_already_exists
-    assert _error(admin.create_topics([NewTopic("rf3", 1, 3)])["rf3"]) == ErrorCode.invalid_replication_factor
+    assert _error(admin.create_topics([NewTopic("rf4", 1, 4)])["rf4"]) == ErrorCode.invalid_replication_factor
     assert _error(admin.create_topics([NewTopic("bad/name", 1, 1)])["bad/name"]) == ErrorCode.invalid_topic_exception
     assert _error(admin.create_topics([NewTopic("zero", 0, 1)])["zero"]) == ErrorCode.invalid_partitions
     assert _error(admin.create_topics([NewTopic("cfg", 1, 1, config={"retention.ms": "soon"})])["cfg"]) \
@@ -41,7 +41,7 @@ def test_kafka_python_admin_sees_the_same_errors(cluster):
         with pytest.raises(TopicAlreadyExistsError):
             admin.create_topics([KNewTopic("kp-topic", 2, 1)])
         with pytest.raises(InvalidReplicationFactorError):
-            admin.create_topics([KNewTopic("kp-rf", 1, 2)])
+            admin.create_topics([KNewTopic("kp-rf", 1, 4)])
     finally:
         admin.close()
 

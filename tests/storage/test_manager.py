@@ -120,3 +120,15 @@ def test_run_applies_retention_and_writes_checkpoints(tmp_path):
     assert OffsetCheckpointFile(tmp_path / "log-start-offset-checkpoint").read() == {("t", 0): log.log_start_offset}
     assert log.recovery_point >= log.active_segment.base_offset  # rolled segments were flushed
     manager.close()
+
+
+def test_delete_partition_removes_only_that_partition(tmp_path):
+    from odradek.broker.storage import LogManager
+    manager = LogManager(tmp_path, {"file.delete.delay.ms": "0"})
+    manager.open_all()
+    manager.get_or_create("t", 0)
+    manager.get_or_create("t", 1)
+    manager.delete_partition("t", 0)
+    assert manager.get("t", 0) is None and manager.get("t", 1) is not None
+    assert not (tmp_path / "t-0").exists() and (tmp_path / "t-1").exists()
+    manager.close()

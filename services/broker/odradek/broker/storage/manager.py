@@ -141,15 +141,23 @@ class LogManager:
 
     def delete_topic(self, topic: str) -> None:
         """Take the topic's logs away now; their renamed directories go after file.delete.delay.ms."""
-        now = _now_ms()
         for key in [k for k in self._logs if k[0] == topic]:
-            doomed = self._logs.pop(key)
-            target = doomed.dir.with_name(f"{doomed.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-            os.rename(doomed.dir, target)
-            self._doomed_dirs.append((doomed, target, now + doomed.config.file_delete_delay_ms))
-            log.info("deleted log %s (directory renamed to %s)", doomed.name, target.name)
+            self._doom(key)
         self._overrides.pop(topic, None)
         fsync_dir(self.data_dir)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Take one partition's log away (reassigned to other brokers), like ``delete_topic``."""
+        if (topic, partition) in self._logs:
+            self._doom((topic, partition))
+            fsync_dir(self.data_dir)
+
+    def _doom(self, key: TopicPartition) -> None:
+        doomed = self._logs.pop(key)
+        target = doomed.dir.with_name(f"{doomed.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(doomed.dir, target)
+        self._doomed_dirs.append((doomed, target, _now_ms() + doomed.config.file_delete_delay_ms))
+        log.info("deleted log %s (directory renamed to %s)", doomed.name, target.name)
 
     def _purge_dirs(self, now: int, *, force: bool = False) -> None:
         due = [d for d in self._doomed_dirs if force or d[2] <= now]
