@@ -56,6 +56,7 @@ class FakeController:
     reachable: set[int] = field(default_factory=set)
     state: PartitionState | None = None
     alters: list[dict] = field(default_factory=list)
+    refusals: list[ErrorCode] = field(default_factory=list)  # answers to the next alter-partitions
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list = field(default_factory=list)
 
@@ -92,6 +93,8 @@ class FakeController:
         assert path == "/internal/v1/alter-partition", path
         await asyncio.sleep(0)
         self.alters.append(body)
+        if self.refusals:
+            raise KafkaError(self.refusals.pop(0), "refused by the test")
         s = self.state
         if body["leader_epoch"] != s.leader_epoch:
             raise KafkaError(ErrorCode.fenced_leader_epoch, "stale leader epoch")

@@ -158,3 +158,19 @@ def test_parked_produce_fails_when_leadership_moves(tmp_path):
         finally:
             await c.stop()
     run(scenario())
+
+
+def test_expansion_refused_as_ineligible_is_retried_without_a_new_snapshot(tmp_path):
+    """A returning broker can catch up before the controller sees it live again: the
+    controller answers INELIGIBLE_REPLICA, and the leader must try again by itself."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2), refusals=[ErrorCode.ineligible_replica])
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1,))
+            c.nodes[1].replicas.append(TOPIC, 0, batch(b"a"), acks=1)
+            await eventually(lambda: c.state.isr == (1, 2), 10, "broker 2 to join the ISR after a refusal")
+            assert len(c.alters) == 2
+        finally:
+            await c.stop()
+    run(scenario())

@@ -9,9 +9,10 @@ answers the new ``PartitionState`` (then pushes it to everyone).
   followers not caught up within the lag time and asks to remove them.
 - **Expand**: ``expand`` is called on a follower fetch that reached the HW.
 - One request in flight per partition (``Partition.pending_isr``). An answer that fences us
-  (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA,
-  STALE_BROKER_EPOCH) blocks further requests until a snapshot brings a newer partition
-  epoch; an unreachable controller just lets the next check try again.
+  (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH)
+  blocks further requests until the next snapshot; any other refusal (INELIGIBLE_REPLICA: a
+  returning broker the controller does not see live yet) or an unreachable controller
+  retries after ``RETRY_BACKOFF_MS``.
 
 Event-loop thread only.
 """
@@ -31,9 +32,9 @@ log = logging.getLogger(__name__)
 
 ALTER_PARTITION = "/internal/v1/alter-partition"
 ALTER_TIMEOUT_S = 5.0
+RETRY_BACKOFF_MS = 500
 _WAIT_FOR_SNAPSHOT = {ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
-                      ErrorCode.not_leader_or_follower, ErrorCode.ineligible_replica,
-                      ErrorCode.stale_broker_epoch}
+                      ErrorCode.not_leader_or_follower, ErrorCode.stale_broker_epoch}
 
 Call = Callable[..., Awaitable[object]]
 
@@ -62,7 +63,7 @@ class IsrManager:
                 pass
             now = now_ms()
             for partition in list(partitions()):
-                if not partition.may_alter():
+                if not partition.may_alter(now):
                     continue
                 lagging = partition.lagging(now, self.lag_ms)
                 if lagging:
@@ -71,7 +72,7 @@ class IsrManager:
                     self._submit(partition, tuple(r for r in partition.isr if r not in lagging))
 
     def expand(self, partition: Partition, replica_id: int) -> None:
-        if partition.may_alter() and partition.may_join(replica_id):
+        if partition.may_alter(now_ms()) and partition.may_join(replica_id):
             log.info("%s-%d: follower %d caught up: joining the ISR", partition.topic, partition.index, replica_id)
             self._submit(partition, partition.isr + (replica_id,))
 
@@ -92,16 +93,19 @@ class IsrManager:
             if partition.pending_isr == isr:
                 partition.pending_isr = None
                 if e.code in _WAIT_FOR_SNAPSHOT:
-                    partition.alter_blocked_at = based_on.partition_epoch
+                    partition.alter_fenced = partition.state is based_on
+                else:
+                    partition.alter_retry_ms = now_ms() + RETRY_BACKOFF_MS
             log.info("%s-%d: ISR change to %s refused (%s: %s)%s", partition.topic, partition.index, list(isr),
                      e.code.name.upper(), e.message,
-                     "; waiting for the next snapshot" if e.code in _WAIT_FOR_SNAPSHOT else "")
+                     "; waiting for the next snapshot" if e.code in _WAIT_FOR_SNAPSHOT else "; retrying")
             self._on_change(partition)
             return
         except (ValueError, KeyError, TypeError) as e:
             log.warning("%s-%d: unreadable alter-partition answer: %s", partition.topic, partition.index, e)
             if partition.pending_isr == isr:
                 partition.pending_isr = None
+                partition.alter_retry_ms = now_ms() + RETRY_BACKOFF_MS
             return
         if partition.pending_isr == isr:
             partition.pending_isr = None

@@ -54,7 +54,8 @@ class Partition:
         self.min_isr = 1
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: tuple[int, ...] | None = None  # an alter-partition in flight
-        self.alter_blocked_at: int | None = None         # refused at this partition epoch
+        self.alter_fenced = False   # the controller fenced our last request: wait for a snapshot
+        self.alter_retry_ms = 0     # after another refusal: not before this (monotonic ms)
         self.produces = ProducePurgatory()
 
     @property
@@ -88,7 +89,7 @@ class Partition:
             self.log.leader_epochs.assign(state.leader_epoch, self.epoch_start_offset)
             self.followers = {}
             self.pending_isr = None
-            self.alter_blocked_at = None
+        self.alter_fenced = False  # any snapshot is the controller's new word
         for replica in state.replicas:
             if replica != self.broker_id and replica not in self.followers:
                 self.followers[replica] = FollowerState(last_caught_up_ms=now_ms if replica in state.isr else 0)
@@ -107,7 +108,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.followers = {}
         self.pending_isr = None
-        self.alter_blocked_at = None
+        self.alter_fenced = False
         return changed
 
     def stop(self) -> None:
@@ -169,6 +170,6 @@ class Partition:
         return (follower is not None and replica_id not in self.maximal_isr()
                 and follower.leo >= self.log.high_watermark and follower.leo >= self.epoch_start_offset)
 
-    def may_alter(self) -> bool:
+    def may_alter(self, now_ms: int) -> bool:
         return (self.leading and self.state is not None and self.pending_isr is None
-                and (self.alter_blocked_at is None or self.state.partition_epoch > self.alter_blocked_at))
+                and not self.alter_fenced and now_ms >= self.alter_retry_ms)

@@ -1,0 +1,159 @@
+"""Replication on a real cluster of processes (ZooKeeper, controller, 3 brokers), through
+real clients: acks=all, ISR shrink and rejoin, min.insync.replicas, controlled shutdown.
+
+The brokers run with ``replica.lag.time.max.ms=3000`` (passed as a broker setting through
+``odradek dev up --config``) so that a stopped follower leaves the ISR within seconds.
+Every wait has a deadline; brokers stopped by a test are started again by it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.integration.conftest import (Cluster, confluent_consume, confluent_produce, make_records, start_cluster,
+                                        stop_cluster, verify)
+
+LAG_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def rc(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("replication"), brokers=3,
+                      extra=("--config", f"replica.lag.time.max.ms={LAG_MS}"))
+    yield c
+    stop_cluster(c)
+
+
+def isr(c: Cluster, topic: str, partition: int = 0) -> tuple[int, list[int]]:
+    """(leader, ISR) of a partition from a fresh Metadata request."""
+    p = c.admin().list_topics(topic, timeout=10).topics[topic].partitions[partition]
+    return p.leader, sorted(p.isrs)
+
+
+def broker_status(c: Cluster, broker_id: int) -> dict:
+    url = next(b["internal_url"] for b in c.status_cluster()["brokers"] if b["id"] == broker_id)
+    with urllib.request.urlopen(url + "/internal/v1/status", timeout=5) as resp:
+        return json.load(resp)
+
+
+def partition_status(c: Cluster, broker_id: int, topic: str, partition: int = 0) -> dict:
+    return next(p for p in broker_status(c, broker_id)["partitions"]
+                if p["topic"] == topic and p["partition"] == partition)
+
+
+def _status_cluster(self: Cluster) -> dict:
+    from odradek.dev.cluster import _load, active_cluster
+    return active_cluster(_load(self.data_dir / "cluster.json")) or {"brokers": []}
+
+
+Cluster.status_cluster = _status_cluster
+
+
+def produce_acks_all(c: Cluster, topic: str, count: int, **conf) -> list:
+    """acks=all with retries off; the delivery errors (empty when all succeeded)."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "retries": 0,
+                         "enable.idempotence": False, "message.timeout.ms": 20000, **conf})
+    errors = []
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda e, m: e is not None and errors.append(e))
+    producer.flush(30)
+    return errors
+
+
+def test_acks_all_produce_and_consume_rf3(rc):
+    rc.create_topic("rf3", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    records = make_records(6000)
+    delivered = confluent_produce(rc.bootstrap, "rf3", records, acks="all")
+    got, high = confluent_consume(rc.bootstrap, "rf3", 3, len(records))
+    verify(records, got, delivered)
+    assert high == len(records)
+    for p in range(3):  # every replica has the whole log, and the followers' HW caught up
+        def replicated():
+            ends = {b: partition_status(rc, b, "rf3", p) for b in (1, 2, 3)}
+            return all(s["log_end_offset"] == s["high_watermark"] == ends[1]["log_end_offset"] for s in ends.values())
+        wait_until(replicated, 20, f"rf3-{p} replicated to every broker")
+
+
+def test_stopped_follower_leaves_the_isr_catches_up_and_rejoins(rc):
+    rc.create_topic("lag", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    leader, _ = isr(rc, "lag")
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    rc.run("kill", str(follower))
+    try:
+        assert produce_acks_all(rc, "lag", 500) == [], "acks=all with 2 of 3 replicas alive"
+        wait_until(lambda: follower not in isr(rc, "lag")[1], 30, f"broker {follower} to leave the ISR")
+        assert produce_acks_all(rc, "lag", 500) == []
+    finally:
+        rc.run("start", str(follower))
+    wait_until(lambda: follower in isr(rc, "lag")[1], 60, f"broker {follower} to rejoin the ISR")
+    current, _ = isr(rc, "lag")
+    lead = partition_status(rc, current, "lag")
+    back = wait_until(lambda: (s := partition_status(rc, follower, "lag"))["log_end_offset"] == lead["log_end_offset"]
+                      and s, 30, "the returning follower to catch up")
+    assert back["log_end_offset"] >= 1000
+    assert back["leader_epochs"] == partition_status(rc, current, "lag")["leader_epochs"]
+
+
+def test_min_insync_replicas_refuses_then_recovers(rc):
+    from confluent_kafka import KafkaError
+    rc.create_topic("minisr", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    leader, _ = isr(rc, "minisr")
+    others = [b for b in (1, 2, 3) if b != leader]
+    for b in others:
+        rc.run("kill", str(b))
+    try:
+        wait_until(lambda: isr(rc, "minisr") == (leader, [leader]), 30, "the ISR to shrink to the leader")
+        errors = produce_acks_all(rc, "minisr", 10)
+        assert errors and all(e.code() == KafkaError.NOT_ENOUGH_REPLICAS for e in errors), errors[:3]
+        assert produce_acks_all(rc, "minisr", 10, acks="1") == [], "acks=1 still works"
+    finally:
+        rc.run("start", str(others[0]))
+    try:
+        wait_until(lambda: len(isr(rc, "minisr")[1]) == 2, 60, "a returning broker to rejoin the ISR")
+        assert produce_acks_all(rc, "minisr", 10) == []
+    finally:
+        rc.run("start", str(others[1]))
+    wait_until(lambda: len(isr(rc, "minisr")[1]) == 3, 60, "the last broker to rejoin the ISR")
+
+
+def test_controlled_shutdown_of_a_leader_shows_no_produce_error(rc):
+    from confluent_kafka import Producer
+    rc.create_topic("cs", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    victim = rc.leader_id("cs", 0)
+    producer = Producer({"bootstrap.servers": rc.bootstrap, "acks": "all", "linger.ms": 5})  # default retries
+    errors, acked = [], []
+    stop = threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set():
+            try:
+                producer.produce("cs", key=b"%d" % (i % 97), value=b"%d" % i,
+                                 on_delivery=lambda e, m: errors.append(e) if e is not None else acked.append(1))
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+    worker = threading.Thread(target=produce)
+    worker.start()
+    try:
+        wait_until(lambda: len(acked) > 500, 30, "produce to get going")
+        rc.run("kill", str(victim), "--graceful")
+        before = len(acked)
+        wait_until(lambda: len(acked) > before + 500, 30, "produce to go on after the shutdown")
+    finally:
+        stop.set()
+        worker.join(30)
+        producer.flush(60)
+        rc.run("start", str(victim))
+    assert errors == [], f"{len(errors)} delivery errors, first {errors[:3]}"
+    log = (rc.data_dir / "logs" / f"broker-{victim}.log").read_text()
+    assert "controlled shutdown done" in log, "the broker stopped without moving its leaderships first"
+    wait_until(lambda: all(len(isr(rc, "cs", p)[1]) == 3 for p in range(3)), 60, "the broker to rejoin every ISR")
