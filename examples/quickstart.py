@@ -28,10 +28,10 @@ def main() -> None:
     bootstrap = args.bootstrap or bootstrap_from_dev_cluster()
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(args.topic, num_partitions=3, replication_factor=1)])
+    futures = admin.create_topics([NewTopic(args.topic, num_partitions=3)])
     try:
         futures[args.topic].result(30)
-        print(f"created topic {args.topic!r} with 3 partitions")
+        print(f"created topic {args.topic!r} with 3 partitions (replication factor: the cluster default)")
     except Exception as e:  # TOPIC_ALREADY_EXISTS on a second run
         print(f"topic {args.topic!r}: {e}")
 

@@ -126,8 +126,13 @@ class Cluster:
         return f"{broker.host}:{broker.port}"
 
 
-def start_cluster(data_dir: Path, brokers: int = 3, extra: tuple[str, ...] = ()) -> Cluster:
+def start_cluster(data_dir: Path, brokers: int = 3, extra: tuple[str, ...] = (),
+                  replication_factor: int = 1, min_insync_replicas: int = 1) -> Cluster:
+    """A dev cluster; tests choose each topic's RF, so the defaults are single-replica here
+    (``odradek dev up`` itself defaults to RF 3 with min.insync.replicas 2)."""
     c = Cluster(data_dir=data_dir)
+    extra = ("--replication-factor", str(replication_factor), "--min-insync-replicas", str(min_insync_replicas),
+             *extra)
     try:
         c.run("up", "--detach", "--kafka-port", "0", "--brokers", str(brokers), *extra,
               timeout=START_TIMEOUT_S)

@@ -41,6 +41,11 @@ def _python() -> list[str]:
 
 def up(args: argparse.Namespace) -> int:
     root: Path = args.data_dir.resolve()
+    if args.replication_factor is None:
+        args.replication_factor = min(3, args.brokers)
+    if args.min_insync_replicas is None:
+        args.min_insync_replicas = max(1, args.replication_factor - 1)
+    args.config = [f"min.insync.replicas={args.min_insync_replicas}", *args.config]
     state_path = root / STATE_FILE
     if state_path.exists() and any(processes.alive(r) for r in _records(_load(state_path))):
         print(f"a cluster is already running from {root}; `odradek dev down --data-dir {args.data_dir}` first",
@@ -262,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--kafka-port", type=int, default=9092,
                    help="first broker's port (next ones follow; 0 = free ports)")
     u.add_argument("--partitions", type=int, default=1, help="num.partitions for new topics")
-    u.add_argument("--replication-factor", type=int, default=1, help="default.replication.factor")
+    u.add_argument("--replication-factor", type=int,
+                   help="default.replication.factor (default: min(3, brokers))")
+    u.add_argument("--min-insync-replicas", type=int,
+                   help="brokers' min.insync.replicas default (default: replication factor - 1, at least 1)")
     u.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker topic defaults")
     u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
     u.add_argument("--timeout", type=float, default=60.0)
