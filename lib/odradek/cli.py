@@ -10,6 +10,7 @@ commands:
   broker       run a broker                     (odradek broker --help)
   controller   run a controller instance        (odradek controller --help)
   dev          a local cluster of processes     (odradek dev up|down|status --help)
+  operator     the Kubernetes operator (kopf)   (odradek operator --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
 
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.controller.cli import main as run
     elif command == "dev":
         from odradek.dev.cluster import main as run
+    elif command == "operator":
+        from odradek.operator.cli import main as run
     elif command == "verify":
         from odradek.verify.cli import main as run
     else:

@@ -1,0 +1,33 @@
+"""``odradek operator``: run the kopf operator (the handlers in ``odradek.operator.handlers``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="odradek operator",
+                                description="Run the Odradek Kubernetes operator (OdradekCluster, OdradekTopic).")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", default=[],
+                       help="watch this namespace (repeatable; glob patterns allowed)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (default)")
+    p.add_argument("--liveness", metavar="URL", default=None,
+                   help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    import kopf
+
+    import odradek.operator.handlers  # noqa: F401  (registers the handlers)
+
+    # One operator instance per cluster (the chart's Deployment has one replica, Recreate
+    # strategy): standalone, no KopfPeering objects.
+    kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
+             liveness_endpoint=args.liveness)
+    return 0

@@ -1,0 +1,255 @@
+"""Reconciliation steps with I/O: what the kopf handlers delegate to.
+
+Each function takes the ``Kube`` client (``kube.py``) and plain dicts, does the reads and
+writes, and returns the status fields to patch; decisions are the pure functions of
+``builders``, ``rolling``, ``topics`` and ``status``. Exceptions: ``SpecError`` (invalid
+spec), ``Waiting`` (retry later, with the reason), ``admin.Unreachable`` / ``admin.AdminError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from odradek.operator import admin, builders, rolling, topics, validation
+from odradek.operator.kube import Kube
+from odradek.operator.status import ClusterHealth
+
+CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
+
+
+class Waiting(Exception):
+    """Progress needs something that is not there yet (pods ready, partitions in sync...)."""
+
+
+class ClusterMissing(Exception):
+    """A topic's cluster does not exist or is being deleted."""
+
+
+# -- finding the active controller ----------------------------------------------------------
+
+def controller_candidates(kube: Kube, cluster: Mapping[str, Any]) -> list[str]:
+    """Where the controller instances are: the cluster's ``odradek.dev/controller-url``
+    annotation, else the ``ODRADEK_OPERATOR_CONTROLLER_URL`` override, else the ready
+    endpoints of the ``<cluster>-controller`` Service."""
+    meta = cluster["metadata"]
+    annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
+    if annotated:
+        return [u.strip() for u in annotated.split(",") if u.strip()]
+    override = admin.override_urls()
+    if override:
+        return override
+    service = builders.names(meta["name"])["controller"]
+    urls = []
+    for eps in kube.list("discovery.k8s.io/v1", "EndpointSlice", meta["namespace"],
+                         f"kubernetes.io/service-name={service}"):
+        for ep in eps.get("endpoints") or []:
+            if (ep.get("conditions") or {}).get("ready") is False:
+                continue
+            for address in ep.get("addresses") or []:
+                host = f"[{address}]" if ":" in address else address
+                urls.append(f"http://{host}:{builders.CONTROLLER_PORT}")
+    return urls
+
+
+def controller_client(kube: Kube, cluster: Mapping[str, Any]) -> admin.ControllerClient:
+    return admin.ControllerClient(controller_candidates(kube, cluster))
+
+
+# -- OdradekCluster -------------------------------------------------------------------------
+
+@dataclass
+class ClusterOutcome:
+    status: dict[str, Any]
+    warning: str | None = None      # a refused scale-down
+    waiting: str | None = None      # a rolling restart in progress
+    applied: list[str] = field(default_factory=list)
+
+
+def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
+                  logger: logging.Logger) -> ClusterOutcome:
+    """Validate, apply every child, grow PVCs, take one rolling-restart step."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    validation.validate_cluster(spec)
+    names = builders.names(name)
+    live_sts = kube.get("apps/v1", "StatefulSet", namespace, names["brokers"])
+    current = (live_sts or {}).get("spec", {}).get("replicas")
+    desired = int((spec.get("brokers") or {}).get("replicas", 3))
+
+    client, metadata = None, None
+    if current is not None and desired < current:
+        client = controller_client(kube, body)
+        try:
+            metadata = client.cluster()
+        except (admin.Unreachable, admin.AdminError) as e:
+            logger.warning("scale-down check: %s", e)
+    scale = rolling.plan_scale(current, desired, metadata)
+
+    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas)
+    adopt(children)
+    applied = []
+    for child in children:
+        if child["kind"] == "StatefulSet":
+            live = live_sts if child["metadata"]["name"] == names["brokers"] else \
+                kube.get("apps/v1", "StatefulSet", namespace, child["metadata"]["name"])
+            child = builders.keep_immutable(child, live)
+        kube.apply(child)
+        applied.append(f"{child['kind']}/{child['metadata']['name']}")
+    resized = grow_claims(kube, name, namespace, spec, scale.replicas)
+    if resized:
+        logger.info("resized %s", ", ".join(resized))
+
+    waiting = None
+    if live_sts is not None:
+        step = roll_step(kube, body, scale.replicas, client)
+        if not step.done:
+            waiting = step.reason
+    status = {
+        "observedGeneration": meta.get("generation"),
+        "desiredBrokers": desired,
+        "bootstrapServers": builders.bootstrap_servers(name, namespace),
+        "gatewayAddress": builders.gateway_address(name, namespace) if builders.build_gateway(name, namespace, spec) else None,
+        "rolling": waiting,
+    }
+    return ClusterOutcome(status, None if scale.allowed else scale.reason, waiting, applied)
+
+
+def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], replicas: int) -> list[str]:
+    """Patch the brokers' PVCs up to ``brokers.storage.size`` (never down)."""
+    storage = (spec.get("brokers") or {}).get("storage") or {}
+    if storage.get("type", "persistent-claim") != "persistent-claim":
+        return []
+    want = storage.get("size", "10Gi")
+    resized = []
+    for pvc_name in builders.pvc_names(name, replicas):
+        pvc = kube.get("v1", "PersistentVolumeClaim", namespace, pvc_name)
+        if pvc is None:
+            continue
+        have = pvc["spec"]["resources"]["requests"]["storage"]
+        validation.validate_storage_change(have, want)
+        if validation.quantity_bytes(want) > validation.quantity_bytes(have):
+            kube.merge_patch("v1", "PersistentVolumeClaim", namespace, pvc_name,
+                             {"spec": {"resources": {"requests": {"storage": want}}}})
+            resized.append(f"{pvc_name} {have} -> {want}")
+    return resized
+
+
+def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int,
+              client: admin.ControllerClient | None = None) -> rolling.RollStep:
+    """One step of a rolling restart: delete at most one outdated broker pod."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    pods = [rolling.PodView.from_pod(p) for p in
+            kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))]
+    desired_hash = builders.config_hash(name, namespace, spec)
+    if all(p.config_hash == desired_hash for p in pods):
+        return rolling.plan_roll(pods, desired_hash, replicas, 0)
+    urp = None
+    try:
+        urp = (client or controller_client(kube, body)).health().get("under_replicated_partitions")
+    except (admin.Unreachable, admin.AdminError):
+        pass
+    step = rolling.plan_roll(pods, desired_hash, replicas, urp)
+    if step.action == "restart":
+        kube.delete("v1", "Pod", namespace, step.pod)
+    return step
+
+
+def cluster_health(kube: Kube, body: Mapping[str, Any]) -> ClusterHealth:
+    """Read the children's status and the controller's health."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    names = builders.names(name)
+
+    def ready(kind: str, obj_name: str, field_name: str) -> int:
+        obj = kube.get("apps/v1", kind, namespace, obj_name)
+        return int(((obj or {}).get("status") or {}).get(field_name) or 0)
+
+    zk = spec.get("zookeeper") or {}
+    zk_desired = 0 if zk.get("external") is not None else int((zk.get("managed") or {}).get("replicas", 3))
+    gw_desired = int((spec.get("gateway") or {}).get("replicas", 0))
+    active, urp = None, None
+    try:
+        health = controller_client(kube, body).health()
+        active, urp = health.get("id"), health.get("under_replicated_partitions")
+    except (admin.Unreachable, admin.AdminError, OSError):
+        pass
+    return ClusterHealth(
+        brokers_desired=int((spec.get("brokers") or {}).get("replicas", 3)),
+        brokers_ready=ready("StatefulSet", names["brokers"], "readyReplicas"),
+        controllers_available=ready("Deployment", names["controller"], "availableReplicas"),
+        zookeeper_desired=zk_desired,
+        zookeeper_ready=ready("StatefulSet", names["zookeeper"], "readyReplicas") if zk_desired else 0,
+        gateway_desired=gw_desired,
+        gateway_available=ready("Deployment", names["gateway"], "availableReplicas") if gw_desired else 0,
+        active_controller=active, under_replicated=urp,
+        rolling=(body.get("status") or {}).get("rolling"))
+
+
+def _selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+# -- OdradekTopic ---------------------------------------------------------------------------
+
+def topic_cluster(kube: Kube, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict:
+    """The OdradekCluster a topic belongs to (``spec.cluster`` or label ``odradek.dev/cluster``)."""
+    cluster = spec.get("cluster") or (meta.get("labels") or {}).get(builders.CLUSTER_LABEL)
+    if not cluster:
+        raise validation.SpecError("no cluster: set spec.cluster or the label odradek.dev/cluster")
+    body = kube.get("odradek.dev/v1alpha1", "OdradekCluster", namespace, cluster)
+    if body is None:
+        raise ClusterMissing(f"OdradekCluster {namespace}/{cluster} does not exist")
+    if body["metadata"].get("deletionTimestamp"):
+        raise ClusterMissing(f"OdradekCluster {namespace}/{cluster} is being deleted")
+    return body
+
+
+def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
+               logger: logging.Logger) -> dict[str, Any]:
+    """Make the controller's topic match the spec; returns the status fields."""
+    configs = validation.validate_topic(name, spec)
+    topic = validation.topic_name(name, spec)
+    cluster = topic_cluster(kube, namespace, meta, spec)
+    client = controller_client(kube, cluster)
+    current = next((t for t in client.cluster().get("topics") or [] if t["name"] == topic), None)
+    plan = topics.plan_topic(spec, configs, current)
+    if plan.create:
+        try:
+            current = client.create_topic(topic, spec.get("partitions", -1), spec.get("replicas", -1), configs)
+        except admin.AdminError as e:
+            if e.code != admin.TOPIC_ALREADY_EXISTS:
+                raise
+            raise Waiting(f"topic {topic} appeared concurrently; re-reading") from None
+    else:
+        if plan.partitions:
+            current = client.create_partitions(topic, plan.partitions)
+        if plan.set_configs or plan.delete_configs:
+            client.alter_configs(topic, plan.set_configs, list(plan.delete_configs))
+    if not plan.empty:
+        logger.info("topic %s: %s", topic, plan.describe())
+    partitions, rf = topics.current_shape(current)
+    return {"topicName": topic, "topicId": current.get("topic_id"), "partitions": partitions,
+            "replicas": rf, "cluster": cluster["metadata"]["name"], "observedGeneration": meta.get("generation")}
+
+
+def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
+                            spec: Mapping[str, Any], logger: logging.Logger) -> str:
+    """On OdradekTopic deletion: delete the topic, or release when its cluster is gone."""
+    ns = kube.get("v1", "Namespace", None, namespace)
+    if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
+        return f"namespace {namespace} is terminating: releasing without deleting the topic"
+    try:
+        topic = validation.topic_name(name, spec)
+        cluster = topic_cluster(kube, namespace, meta, spec)
+    except (ClusterMissing, validation.SpecError) as e:
+        return f"{e}: releasing without deleting the topic"
+    try:
+        controller_client(kube, cluster).delete_topic(topic)
+    except admin.AdminError as e:
+        if e.code != admin.UNKNOWN_TOPIC:
+            raise
+        return f"topic {topic} was already gone"
+    return f"topic {topic} deleted"

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control-plane binaries the operator tests run against, from the Go
+# module proxy, into a git-ignored cache: .cache/k8s/<version>/bin/{kube-apiserver,kubectl,
+# kube-controller-manager,helm}. Only the first run pays for the build; later runs return
+# at once. Installs Debian's etcd-server if no etcd is on PATH.
+#
+#   scripts/k8s/build.sh [binary...]     default: kube-apiserver kubectl kube-controller-manager helm
+#
+# `go install k8s.io/kubernetes/cmd/...@v` fails: k8s.io/kubernetes' go.mod requires its
+# staging modules (k8s.io/api, k8s.io/apiserver, ...) at v0.0.0 and replaces them with
+# ./staging paths that a module download does not have. A small wrapper module requires
+# k8s.io/kubernetes and replaces each of those v0.0.0 requirements by the published
+# v0.<minor>.<patch> tag, then builds the commands as packages of a dependency.
+#
+# Environment: K8S_VERSION (v1.34.4), HELM_VERSION (v3.19.5), K8S_BUILD_PROCS (go build -p,
+# default 1: the machines are shared and have two cores), ODRADEK_K8S_CACHE (.cache/k8s).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+K8S_VERSION="${K8S_VERSION:-v1.34.4}"
+HELM_VERSION="${HELM_VERSION:-v3.19.5}"
+PROCS="${K8S_BUILD_PROCS:-1}"
+CACHE="${ODRADEK_K8S_CACHE:-$PWD/.cache/k8s}"
+BIN="$CACHE/$K8S_VERSION/bin"
+SRC="$CACHE/$K8S_VERSION/src"
+HELM_BIN="$CACHE/helm-$HELM_VERSION/bin"
+mkdir -p "$BIN" "$SRC" "$HELM_BIN"
+
+if [ $# -eq 0 ]; then
+  set -- kube-apiserver kubectl kube-controller-manager helm
+fi
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+log() { echo "k8s-build: $*" >&2; }
+
+ensure_etcd() {
+  if command -v etcd >/dev/null; then return; fi
+  log "installing Debian's etcd-server (etcd 3.4.23 meets kube-apiserver's 3.4.22 minimum)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+  # The package starts a system etcd on :2379; the tests run their own on free ports.
+  if command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+    as_root systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
+}
+
+wrapper_module() {
+  # The wrapper module, written once per version: go.mod with the replaces, a tools.go that
+  # imports the commands so that `go mod tidy` records every checksum.
+  [ -f "$SRC/go.sum" ] && return
+  local minor="${K8S_VERSION#v1.}"
+  local staging_version="v0.${minor}"
+  local upstream
+  upstream="$(mktemp)"
+  curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/k8s.io/kubernetes/@v/${K8S_VERSION}.mod" -o "$upstream"
+  {
+    echo "module odradek.dev/k8s-control-plane"
+    echo
+    echo "go $(awk '/^go /{print $2; exit}' "$upstream")"
+    echo
+    echo "require k8s.io/kubernetes ${K8S_VERSION}"
+    echo
+    echo "replace ("
+    awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print "\t" $1 " => " $1 " '"$staging_version"'"}' "$upstream"
+    echo ")"
+  } > "$SRC/go.mod"
+  rm -f "$upstream"
+  cat > "$SRC/tools.go" <<'GO'
+//go:build tools
+
+// Package tools pins the Kubernetes commands this module builds.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  log "resolving k8s.io/kubernetes ${K8S_VERSION} with staging modules at ${staging_version}"
+  (cd "$SRC" && go mod tidy -e)
+}
+
+build_k8s() {
+  local name="$1"
+  [ -x "$BIN/$name" ] && return
+  wrapper_module
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local pkg_version="k8s.io/component-base/version"
+  local client_version="k8s.io/client-go/pkg/version"
+  local ldflags="-s -w"
+  for p in "$pkg_version" "$client_version"; do
+    ldflags="$ldflags -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
+    ldflags="$ldflags -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  log "building $name ${K8S_VERSION} (go build -p ${PROCS})"
+  local start=$SECONDS
+  (cd "$SRC" && CGO_ENABLED=0 go build -p "$PROCS" -trimpath -tags providerless \
+      -ldflags "$ldflags" -o "$BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name")
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  log "built $name in $((SECONDS - start)) s"
+}
+
+build_helm() {
+  [ -x "$HELM_BIN/helm" ] && return
+  log "building helm ${HELM_VERSION} (go install -p ${PROCS})"
+  local start=$SECONDS
+  local v="${HELM_VERSION}"
+  GOBIN="$HELM_BIN" CGO_ENABLED=0 go install -p "$PROCS" -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${v}" \
+    "helm.sh/helm/v3/cmd/helm@${v}"
+  log "built helm in $((SECONDS - start)) s"
+}
+
+ensure_etcd
+for name in "$@"; do
+  case "$name" in
+    helm) build_helm ;;
+    kube-apiserver|kubectl|kube-controller-manager) build_k8s "$name" ;;
+    *) log "unknown binary: $name"; exit 2 ;;
+  esac
+done
+for name in "$@"; do
+  case "$name" in
+    helm) echo "$HELM_BIN/helm" ;;
+    *) echo "$BIN/$name" ;;
+  esac
+done

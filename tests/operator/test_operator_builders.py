@@ -1,0 +1,191 @@
+"""The pure manifest builders: every child of an OdradekCluster, without a cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.operator import builders
+
+NS = "data"
+
+
+def by_kind(children, kind, name=None):
+    found = [c for c in children if c["kind"] == kind and (name is None or c["metadata"]["name"] == name)]
+    assert found, f"no {kind} {name or ''}"
+    return found[0] if name else found
+
+
+def container(obj):
+    return obj["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_default_spec_builds_managed_zookeeper_controller_brokers_and_no_gateway():
+    children = builders.build_children("prod", NS, {})
+    kinds = [(c["kind"], c["metadata"]["name"]) for c in children]
+    assert kinds == [
+        ("ConfigMap", "prod-config"),
+        ("Service", "prod-zookeeper-headless"), ("Service", "prod-zookeeper"), ("StatefulSet", "prod-zookeeper"),
+        ("Service", "prod-controller"), ("Deployment", "prod-controller"),
+        ("Service", "prod-brokers"), ("Service", "prod-bootstrap"),
+        ("PodDisruptionBudget", "prod-brokers"), ("StatefulSet", "prod-brokers"),
+    ]
+    for c in children:
+        assert c["metadata"]["namespace"] == NS
+        assert c["metadata"]["labels"]["odradek.dev/cluster"] == "prod"
+        assert c["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "odradek-operator"
+
+
+def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
+    spec = {"brokers": {"replicas": 5, "storage": {"size": "50Gi", "class": "fast"},
+                        "config": {"retention.ms": 60000, "min.insync.replicas": "2"},
+                        "resources": {"requests": {"cpu": "1"}}}}
+    sts = by_kind(builders.build_children("prod", NS, spec), "StatefulSet", "prod-brokers")
+    s = sts["spec"]
+    assert s["replicas"] == 5 and s["serviceName"] == "prod-brokers"
+    assert s["updateStrategy"] == {"type": "OnDelete"}
+    assert s["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    claim = s["volumeClaimTemplates"][0]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    c = container(sts)
+    args = c["args"]
+    assert args[:3] == ["broker", "--id", "$(BROKER_ID)"]
+    assert args[args.index("--advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9092"
+    assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
+    configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
+    assert configs == ["min.insync.replicas=2", "retention.ms=60000"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    assert env["ODRADEK_ZOOKEEPER"]["valueFrom"]["configMapKeyRef"] == {"name": "prod-config", "key": "zookeeper.connect"}
+    assert c["resources"] == {"requests": {"cpu": "1"}}
+    assert c["volumeMounts"] == [{"name": "data", "mountPath": builders.DATA_DIR}]
+    assert sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+
+
+def test_broker_address_matches_the_advertised_pattern():
+    assert builders.broker_address("prod", NS, 2) == "prod-brokers-2.prod-brokers.data.svc:9092"
+
+
+def test_ephemeral_storage_uses_empty_dir_and_delete_claim_deletes():
+    sts = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"type": "ephemeral"}}}),
+                  "StatefulSet", "c-brokers")
+    assert "volumeClaimTemplates" not in sts["spec"]
+    assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
+    sts = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"deleteClaim": True}}}),
+                  "StatefulSet", "c-brokers")
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+
+
+def test_headless_service_pdb_and_bootstrap():
+    children = builders.build_children("c", NS, {})
+    headless = by_kind(children, "Service", "c-brokers")
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    assert by_kind(children, "Service", "c-bootstrap")["spec"]["ports"] == [{"name": "kafka", "port": 9092}]
+    pdb = by_kind(children, "PodDisruptionBudget", "c-brokers")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == builders.selector("c", "broker")
+    cm = by_kind(children, "ConfigMap", "c-config")
+    assert cm["data"]["zookeeper.connect"] == "c-zookeeper.data.svc:2181"
+    assert cm["data"]["bootstrap.servers"] == "c-bootstrap.data.svc:9092"
+
+
+def test_external_zookeeper_builds_no_ensemble():
+    spec = {"zookeeper": {"external": {"connect": "zk-0.zk:2181,zk-1.zk:2181"}}}
+    children = builders.build_children("c", NS, spec)
+    assert not [c for c in children if "zookeeper" in c["metadata"]["name"]]
+    assert by_kind(children, "ConfigMap", "c-config")["data"]["zookeeper.connect"] == "zk-0.zk:2181,zk-1.zk:2181"
+
+
+def test_managed_zookeeper_ensemble():
+    spec = {"zookeeper": {"managed": {"replicas": 3, "storage": {"size": "2Gi"}}}}
+    sts = by_kind(builders.build_children("c", NS, spec), "StatefulSet", "c-zookeeper")
+    assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "c-zookeeper-headless"
+    env = {e["name"]: e["value"] for e in container(sts)["env"]}
+    assert env["ZOO_SERVERS"].split() == [
+        f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888;2181" for i in range(3)]
+    assert env["ZOO_STANDALONE_ENABLED"] == "false"
+    assert container(sts)["image"] == builders.DEFAULT_ZOOKEEPER_IMAGE
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
+
+
+def test_controller_deployment_advertises_its_pod_ip():
+    children = builders.build_children("c", NS, {"controller": {"replicas": 3}, "image": "reg/odradek:1"})
+    dep = by_kind(children, "Deployment", "c-controller")
+    assert dep["spec"]["replicas"] == 3
+    c = container(dep)
+    assert c["image"] == "reg/odradek:1"
+    assert c["args"][0] == "controller"
+    assert c["args"][c["args"].index("--advertised-url") + 1] == "http://$(POD_IP):8080"
+    assert by_kind(children, "Service", "c-controller")["spec"]["clusterIP"] == "None"
+
+
+def test_gateway_only_when_replicas_positive():
+    assert not builders.build_gateway("c", NS, {"gateway": {"replicas": 0}})
+    assert not builders.build_gateway("c", NS, {})
+    svc, dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
+                                                            "authSecret": "gw-auth"}})
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["template"]["spec"]["volumes"] == [{"name": "auth", "secret": {"secretName": "gw-auth"}}]
+    assert container(dep)["args"][container(dep)["args"].index("--bootstrap-servers") + 1] == "c-bootstrap.data.svc:9092"
+
+
+def test_pod_template_overrides_and_rack_spread():
+    spec = {"rack": {"topologyKey": "topology.kubernetes.io/zone"},
+            "template": {"pod": {"metadata": {"labels": {"team": "x"}, "annotations": {"a": "b"}},
+                                 "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                                 "nodeSelector": {"pool": "kafka"}}}}
+    for obj in builders.build_children("c", NS, spec):
+        if obj["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        tpl = obj["spec"]["template"]
+        assert tpl["metadata"]["labels"]["team"] == "x"
+        assert tpl["metadata"]["annotations"]["a"] == "b"
+        assert tpl["spec"]["nodeSelector"] == {"pool": "kafka"}
+        assert tpl["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+        # the selector labels cannot be overridden
+        assert obj["spec"]["selector"]["matchLabels"].items() <= tpl["metadata"]["labels"].items()
+    sts = by_kind(builders.build_children("c", NS, spec), "StatefulSet", "c-brokers")
+    assert sts["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+
+
+def test_config_hash_changes_with_settings_and_image_only():
+    base = {"brokers": {"replicas": 3, "config": {"retention.ms": "1000"}}}
+    h = builders.config_hash("c", NS, base)
+    assert h == builders.config_hash("c", NS, {"brokers": {"replicas": 5, "config": {"retention.ms": 1000}}})
+    assert h != builders.config_hash("c", NS, {"brokers": {"config": {"retention.ms": "2000"}}})
+    assert h != builders.config_hash("c", NS, {**base, "image": "other:1"})
+
+
+def test_broker_replicas_override_for_a_refused_scale_down():
+    sts = by_kind(builders.build_children("c", NS, {"brokers": {"replicas": 2}}, broker_replicas=4),
+                  "StatefulSet", "c-brokers")
+    assert sts["spec"]["replicas"] == 4
+
+
+def test_keep_immutable_keeps_live_claim_templates():
+    desired = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"size": "20Gi"}}}),
+                      "StatefulSet", "c-brokers")
+    live = {"spec": {"volumeClaimTemplates": [{
+        "metadata": {"name": "data", "labels": {"x": "y"}, "creationTimestamp": None},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "volumeMode": "Filesystem"}, "status": {"phase": "Pending"}}]}}
+    kept = builders.keep_immutable(desired, live)
+    assert kept["spec"]["volumeClaimTemplates"] == [{
+        "metadata": {"name": "data", "labels": {"x": "y"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}]
+    assert desired["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert builders.keep_immutable(desired, None) is desired
+
+
+def test_pvc_names():
+    assert builders.pvc_names("c", 2) == ["data-c-brokers-0", "data-c-brokers-1"]
+
+
+@pytest.mark.parametrize("spec", [{}, {"gateway": {"replicas": 1}}, {"zookeeper": {"external": {"connect": "z:2181"}}}])
+def test_no_f_string_yaml_every_manifest_is_plain_data(spec):
+    import json
+    for obj in builders.build_children("c", NS, spec):
+        json.dumps(obj)  # dicts, lists, str, int, bool only
+        assert set(obj) >= {"apiVersion", "kind", "metadata"}

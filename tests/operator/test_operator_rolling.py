@@ -1,0 +1,68 @@
+"""Rolling restarts and scale-down decisions (pure)."""
+
+from __future__ import annotations
+
+from odradek.operator.rolling import PodView, plan_roll, plan_scale, scale_down_blockers
+
+
+def pods(*specs):
+    return [PodView(f"c-brokers-{i}", i, h, r) for i, (h, r) in enumerate(specs)]
+
+
+def test_nothing_to_do_when_every_pod_has_the_hash():
+    assert plan_roll(pods(("new", True), ("new", False)), "new", 2, None).done
+
+
+def test_highest_ordinal_first_one_at_a_time():
+    step = plan_roll(pods(("old", True), ("old", True), ("old", True)), "new", 3, 0)
+    assert step.action == "restart" and step.pod == "c-brokers-2"
+    assert step.pending == ("c-brokers-2", "c-brokers-1", "c-brokers-0")
+
+
+def test_waits_for_readiness_and_in_sync_replicas():
+    step = plan_roll(pods(("old", True), ("new", False)), "new", 2, 0)
+    assert step.action == "wait" and "c-brokers-1" in step.reason
+    step = plan_roll(pods(("old", True), ("new", True)), "new", 2, 4)
+    assert step.action == "wait" and "4 partitions are under-replicated" in step.reason
+    step = plan_roll(pods(("old", True), ("new", True)), "new", 2, None)
+    assert step.action == "wait" and "controller" in step.reason
+    assert plan_roll(pods(("old", True), ("new", True)), "new", 2, 0).pod == "c-brokers-0"
+
+
+def test_waits_for_missing_and_terminating_pods():
+    assert plan_roll(pods(("old", True)), "new", 2, 0).action == "wait"
+    terminating = [PodView("c-brokers-0", 0, "old", True, deleting=True), PodView("c-brokers-1", 1, "old", True)]
+    assert "terminating" in plan_roll(terminating, "new", 2, 0).reason
+
+
+def test_pod_view_from_pod():
+    pod = {"metadata": {"name": "c-brokers-3", "labels": {"apps.kubernetes.io/pod-index": "3"},
+                        "annotations": {"odradek.dev/config-hash": "abc"}},
+           "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert PodView.from_pod(pod) == PodView("c-brokers-3", 3, "abc", True, False)
+    bare = {"metadata": {"name": "c-brokers-1", "deletionTimestamp": "now"}}
+    assert PodView.from_pod(bare) == PodView("c-brokers-1", 1, None, False, True)
+
+
+METADATA = {"topics": [
+    {"name": "orders", "partitions": [{"partition": 0, "replicas": [0, 1]}, {"partition": 1, "replicas": [1, 2]}]},
+    {"name": "logs", "partitions": [{"partition": 0, "replicas": [3]}]},
+]}
+
+
+def test_scale_down_refused_while_removed_brokers_hold_replicas():
+    assert scale_down_blockers(METADATA, 2) == {2: ["orders-1"], 3: ["logs-0"]}
+    d = plan_scale(4, 2, METADATA)
+    assert not d.allowed and d.replicas == 4
+    assert "broker 2: 1 (orders-1)" in d.reason and "broker 3: 1 (logs-0)" in d.reason
+    assert "reassign" in d.reason
+
+
+def test_scale_down_allowed_when_empty_and_scale_up_always():
+    assert plan_scale(5, 4, METADATA) == plan_scale(5, 4, METADATA)
+    d = plan_scale(5, 4, METADATA)
+    assert d.allowed and d.replicas == 4
+    assert plan_scale(3, 5, None).replicas == 5
+    assert plan_scale(None, 3, None).allowed
+    d = plan_scale(4, 3, None)
+    assert not d.allowed and d.replicas == 4 and "cannot be asked" in d.reason
