@@ -3,10 +3,9 @@
 Every test runs one command against both (``kafka``, ``odradek``) and compares what the tool
 prints, after removing what legitimately differs between two clusters (topic ids, timings).
 
-Odradek does not serve consumer groups or the idempotent producer yet (issue 5): Kafka 3.9's
-Java producer runs with ``enable.idempotence=false`` and consumers use explicit partitions and
-offsets, except in the tests that check exactly those features (xfail on Odradek, naming the
-API and the issue).
+Odradek does not serve the idempotent producer yet (issue 5): Kafka 3.9's Java producer runs
+with ``enable.idempotence=false``, except in the tests that check exactly that feature (xfail on
+Odradek, naming the API and the issue). Consumer groups are served (the group coordinator).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from tests.compat.conftest import (CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRO
 from tests.conftest import wait_until
 
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
-GROUPS_ISSUE_5 = ("consumer groups: FindCoordinator (API 10) answers COORDINATOR_NOT_AVAILABLE and "
-                  "JoinGroup/SyncGroup/Heartbeat (11/14/12) are not served until issue 5")
 IDEMPOTENCE_ISSUE_5 = "idempotent producer: InitProducerId (API 22) is not served until issue 5"
 
 
@@ -164,8 +161,7 @@ def test_producer_performance_smoke(both, topic):
         assert re.search(r"^20000 records sent, ", out, re.M), f"{e.name}: {out[-1000:]}"
 
 
-@pytest.mark.parametrize("system", ["kafka", pytest.param("odradek", marks=pytest.mark.xfail(
-    reason=f"ConsumerPerformance subscribes as a group; {GROUPS_ISSUE_5}", strict=True))])
+@pytest.mark.parametrize("system", ["kafka", "odradek"])
 def test_consumer_performance_smoke(request, system, topic):
     e = request.getfixturevalue(system)
     e.create_topic(topic, 1)
@@ -176,8 +172,7 @@ def test_consumer_performance_smoke(request, system, topic):
     assert int(fields[4]) == 1000, out  # data.consumed.in.nMsg
 
 
-@pytest.mark.parametrize("system", ["kafka", pytest.param("odradek", marks=pytest.mark.xfail(
-    reason=GROUPS_ISSUE_5, strict=True))])
+@pytest.mark.parametrize("system", ["kafka", "odradek"])
 def test_console_consumer_group_of_three(request, system, topic):
     """three console consumers in one group share a 3-partition topic: every record once, each
     member its own partitions."""
