@@ -26,6 +26,10 @@ def walk(schema: dict, path: str = ""):
         yield from walk(schema["additionalProperties"], f"{path}{{}}")
 
 
+KEYWORDS = {"type", "description", "properties", "items", "additionalProperties", "required", "default", "enum",
+            "minimum", "maximum", "maxLength", "pattern", "format", "nullable"}
+
+
 def test_two_crds():
     assert [p.name for p in CRDS] == ["odradekclusters.odradek.dev.yaml", "odradektopics.odradek.dev.yaml"]
 
@@ -45,6 +49,8 @@ def test_crd_shape(path):
     root = version["schema"]["openAPIV3Schema"]
     undocumented = []
     for where, node in walk(root):
+        unknown = [k for k in node if k not in KEYWORDS and not k.startswith("x-kubernetes-")]
+        assert not unknown, f"{path.name}{where}: unknown schema keys {unknown} (a YAML flow mapping split?)"
         if where in (".metadata",) or where.endswith("{}"):
             continue
         # structural: every node has a type (or is int-or-string / preserve-unknown-fields)

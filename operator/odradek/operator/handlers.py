@@ -2,7 +2,7 @@
 ``reconcile`` and mapping its outcomes onto kopf (PermanentError for invalid specs with the
 reason in status, TemporaryError while waiting) and onto status conditions.
 
-Settings: progress and diff-base are kept in ``odradek.dev/*`` annotations (the CRDs' status
+Settings: progress and diff-base are kept in ``operator.odradek.dev/*`` annotations (the CRDs' status
 schemas are structural, so kopf's default ``status.kopf`` would be pruned). Intervals come from
 ``ODRADEK_OPERATOR_STATUS_INTERVAL`` (cluster status refresh, default 15 s),
 ``ODRADEK_OPERATOR_DRIFT_INTERVAL`` (topic drift check, default 60 s) and
@@ -25,13 +25,16 @@ TOPIC = ("odradek.dev", "v1alpha1", "odradektopics")
 STATUS_INTERVAL = float(os.environ.get("ODRADEK_OPERATOR_STATUS_INTERVAL", "15"))
 DRIFT_INTERVAL = float(os.environ.get("ODRADEK_OPERATOR_DRIFT_INTERVAL", "60"))
 RETRY_DELAY = float(os.environ.get("ODRADEK_OPERATOR_RETRY_DELAY", "10"))
+KOPF_PREFIX = "operator.odradek.dev"
 
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="odradek.dev")
+    # Not "odradek.dev": kopf leaves its own prefix's annotations out of the diff, and
+    # odradek.dev/pause-reconciliation must trigger the update handlers.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="odradek.dev", key="last-handled-configuration")
+        prefix=KOPF_PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = "odradek.dev/finalizer"
     settings.posting.level = 30  # events for warnings and errors only
     settings.execution.max_workers = 4
@@ -57,9 +60,9 @@ def _paused(patch: kopf.Patch, old: dict, meta: dict) -> bool:
 
 # -- OdradekCluster -------------------------------------------------------------------------
 
-@kopf.on.resume(*CLUSTER)
-@kopf.on.create(*CLUSTER)
-@kopf.on.update(*CLUSTER)
+@kopf.on.resume(*CLUSTER, backoff=RETRY_DELAY)
+@kopf.on.create(*CLUSTER, backoff=RETRY_DELAY)
+@kopf.on.update(*CLUSTER, backoff=RETRY_DELAY)
 def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
                       logger: Any, **_: Any) -> None:
     old = dict(status)
@@ -101,9 +104,9 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
 
 # -- OdradekTopic ---------------------------------------------------------------------------
 
-@kopf.on.resume(*TOPIC)
-@kopf.on.create(*TOPIC)
-@kopf.on.update(*TOPIC)
+@kopf.on.resume(*TOPIC, backoff=RETRY_DELAY)
+@kopf.on.create(*TOPIC, backoff=RETRY_DELAY)
+@kopf.on.update(*TOPIC, backoff=RETRY_DELAY)
 @kopf.timer(*TOPIC, interval=DRIFT_INTERVAL, initial_delay=DRIFT_INTERVAL)
 def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
                     patch: kopf.Patch, logger: Any, **_: Any) -> None:
@@ -136,7 +139,7 @@ def _waiting(patch: kopf.Patch, old: dict, generation: int | None, reason: str, 
     patch.status["conditions"] = readiness(old.get("conditions"), False, reason, message, generation)
 
 
-@kopf.on.delete(*TOPIC, retries=30)
+@kopf.on.delete(*TOPIC, retries=30, backoff=RETRY_DELAY)
 def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, logger: Any, **_: Any) -> None:
     try:
         outcome = reconcile.release_or_delete_topic(kube.shared(), name, namespace, meta, spec, logger)

@@ -9,6 +9,7 @@ small table of the kinds the operator touches — no discovery round trips.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -42,15 +43,20 @@ def resource_path(api_version: str, kind: str, namespace: str | None = None, nam
 
 
 class Kube:
-    """A thin wrapper over ``kubernetes.client.ApiClient.call_api`` returning plain dicts."""
+    """A thin wrapper over ``kubernetes.client.ApiClient`` returning plain dicts.
+
+    ``api_client``: a configured ``ApiClient`` (tests); default: in-cluster config, else the
+    kubeconfig (``KUBECONFIG``)."""
 
     _lock = threading.Lock()
     _configured = False
 
-    def __init__(self) -> None:
+    def __init__(self, api_client: Any = None) -> None:
         from kubernetes import client
-        self._configure()
-        self.api = client.ApiClient()
+        if api_client is None:
+            self._configure()
+            api_client = client.ApiClient()
+        self.api = api_client
         self.ApiException = client.exceptions.ApiException
 
     @classmethod
@@ -65,22 +71,29 @@ class Kube:
                 config.load_kube_config()
             cls._configured = True
 
-    def _call(self, method: str, path: str, body: Any = None, query: list | None = None,
-              content_type: str = "application/json") -> Any:
-        return self.api.call_api(path, method, query_params=query or [],
-                                 header_params={"Content-Type": content_type, "Accept": "application/json"},
-                                 body=body, response_type="object", auth_settings=["BearerToken"],
-                                 _return_http_data_only=True, _preload_content=True)
+    def request(self, method: str, path: str, body: Any = None, query: list | None = None,
+                content_type: str = "application/json") -> Any:
+        """One REST call; the decoded JSON answer; ``ApiException`` for a non-2xx status."""
+        method, url, headers, body, post = self.api.param_serialize(
+            method=method, resource_path=path, query_params=query or [], body=body,
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers, body=body, post_params=post)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise self.ApiException.from_response(http_resp=response, body=response.data.decode(errors="replace"),
+                                                  data=None)
+        return json.loads(response.data) if response.data else None
 
     def apply(self, manifest: dict) -> dict:
         meta = manifest["metadata"]
         path = resource_path(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"])
-        return self._call("PATCH", path, manifest, [("fieldManager", FIELD_MANAGER), ("force", "true")],
+        return self.request("PATCH", path, manifest, [("fieldManager", FIELD_MANAGER), ("force", "true")],
                           "application/apply-patch+yaml")
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         try:
-            return self._call("GET", resource_path(api_version, kind, namespace, name))
+            return self.request("GET", resource_path(api_version, kind, namespace, name))
         except self.ApiException as e:
             if e.status == 404:
                 return None
@@ -88,15 +101,15 @@ class Kube:
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str = "") -> list[dict]:
         query = [("labelSelector", label_selector)] if label_selector else []
-        return self._call("GET", resource_path(api_version, kind, namespace), query=query).get("items") or []
+        return self.request("GET", resource_path(api_version, kind, namespace), query=query).get("items") or []
 
     def merge_patch(self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict) -> dict:
-        return self._call("PATCH", resource_path(api_version, kind, namespace, name), patch,
+        return self.request("PATCH", resource_path(api_version, kind, namespace, name), patch,
                           content_type="application/merge-patch+json")
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         try:
-            self._call("DELETE", resource_path(api_version, kind, namespace, name))
+            self.request("DELETE", resource_path(api_version, kind, namespace, name))
             return True
         except self.ApiException as e:
             if e.status == 404:

@@ -1,0 +1,94 @@
+"""The Helm chart: lint, template, install into the test API server, least-privilege RBAC."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.operator.conftest import need
+
+# The first test to use the API server may pay the one-time cold build of the Kubernetes
+# binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
+pytestmark = pytest.mark.timeout(3000)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "odradek"
+VALUES = {"cluster": {"enabled": True, "name": "main", "spec": {"brokers": {"replicas": 3}}},
+          "topics": [{"name": "orders_v1", "partitions": 6, "replicas": 3, "config": {"retention.ms": 3600000, "min.cleanable.dirty.ratio": 0.25}}]}
+
+
+@pytest.fixture(scope="module")
+def helm(k8s_bins):
+    return need(k8s_bins, "helm")
+
+
+def run(*argv, env=None, check=True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, argv))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def values_file(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(VALUES))
+    return path
+
+
+def test_lint(helm, values_file):
+    out = run(helm, "lint", "--strict", CHART, "-f", values_file)
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_template_renders_operator_rbac_cluster_and_topics(helm, values_file):
+    out = run(helm, "template", "rel", CHART, "--namespace", "ops", "-f", values_file).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == [("ClusterRole", "rel-odradek"), ("ClusterRoleBinding", "rel-odradek"),
+                     ("Deployment", "rel-odradek"), ("OdradekCluster", "main"), ("OdradekTopic", "orders-v1"),
+                     ("ServiceAccount", "rel-odradek")]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/odradek/odradek:0.1.0"
+    assert container["args"][:2] == ["operator", "--all-namespaces"]
+    topic = next(d for d in docs if d["kind"] == "OdradekTopic")
+    assert topic["spec"] == {"cluster": "main", "topicName": "orders_v1", "partitions": 6, "replicas": 3,
+                             "config": {"retention.ms": "3600000", "min.cleanable.dirty.ratio": "0.25"}}
+    cluster = next(d for d in docs if d["kind"] == "OdradekCluster")
+    assert cluster["spec"] == {"image": "ghcr.io/odradek/odradek:0.1.0", "brokers": {"replicas": 3}}
+    # by default: no cluster, no topics
+    defaults = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART).stdout) if d]
+    assert {d["kind"] for d in defaults} == {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"}
+
+
+def test_values_schema_rejects_unknown_keys(helm):
+    proc = run(helm, "template", "rel", CHART, "--set", "operator.bogus=1", check=False)
+    assert proc.returncode != 0 and "bogus" in proc.stderr
+
+
+def test_install_into_the_api_server(helm, k8s, control_plane, k8s_bins, namespace, values_file):
+    env = control_plane.env()
+    run(helm, "install", "odk", CHART, "--namespace", namespace, "-f", values_file, "--wait=false", env=env)
+    try:
+        assert k8s.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/odk-odradek") is not None
+        assert k8s.cluster(namespace, "main") is not None
+        assert k8s.topic(namespace, "orders-v1")["spec"]["topicName"] == "orders_v1"
+        kubectl = need(k8s_bins, "kubectl")
+        sa = f"system:serviceaccount:{namespace}:odk-odradek"
+        allowed = [("patch", "statefulsets.apps"), ("create", "poddisruptionbudgets.policy"), ("delete", "pods"),
+                   ("patch", "persistentvolumeclaims"), ("patch", "odradekclusters.odradek.dev/status"),
+                   ("list", "endpointslices.discovery.k8s.io"), ("get", "namespaces")]
+        denied = [("get", "secrets"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
+                  ("create", "pods"), ("patch", "nodes")]
+        for verb, resource in allowed + denied:
+            proc = run(kubectl, "auth", "can-i", verb, resource, "--as", sa, "-n", namespace, env=env, check=False)
+            expected = "yes" if (verb, resource) in allowed else "no"
+            assert proc.stdout.strip() == expected, f"can-i {verb} {resource}: {proc.stdout.strip()} {proc.stderr}"
+    finally:
+        run(helm, "uninstall", "odk", "--namespace", namespace, env=env, check=False)

@@ -1,0 +1,138 @@
+"""OdradekCluster against a real kube-apiserver, with the operator running as a process.
+
+No kubelet: pods never run, so the cluster stays NotReady; what is checked is every child
+object, its spec, owner references, status conditions, pause, and garbage collection
+(with kube-controller-manager)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from odradek.operator import builders
+from tests.conftest import wait_until
+from tests.operator.conftest import condition
+
+# The first test to use the API server may pay the one-time cold build of the Kubernetes
+# binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
+pytestmark = pytest.mark.timeout(3000)
+
+SPEC = {"brokers": {"replicas": 3, "storage": {"size": "1Gi"}, "config": {"retention.ms": "60000"}},
+        "controller": {"replicas": 2}, "zookeeper": {"managed": {"replicas": 3}}}
+
+CHILDREN = [("ConfigMap", "{c}-config"), ("Service", "{c}-zookeeper-headless"), ("Service", "{c}-zookeeper"),
+            ("StatefulSet", "{c}-zookeeper"), ("Service", "{c}-controller"), ("Deployment", "{c}-controller"),
+            ("Service", "{c}-brokers"), ("Service", "{c}-bootstrap"), ("PodDisruptionBudget", "{c}-brokers"),
+            ("StatefulSet", "{c}-brokers")]
+
+
+def wait_children(k8s, ns, cluster, children=CHILDREN, timeout=30):
+    def all_there():
+        found = {(kind, n.format(c=cluster)): k8s.child(ns, kind, n.format(c=cluster)) for kind, n in children}
+        return found if all(found.values()) else None
+    return wait_until(all_there, timeout, f"the children of {ns}/{cluster}", 0.2)
+
+
+def test_cluster_children_specs_owner_references_and_status(k8s, operator, namespace):
+    cr = k8s.apply_cluster(namespace, "prod", SPEC)
+    children = wait_children(k8s, namespace, "prod")
+    for (kind, name), obj in children.items():
+        refs = obj["metadata"].get("ownerReferences") or []
+        assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == \
+            [("OdradekCluster", "prod", cr["metadata"]["uid"], True)], f"{kind}/{name}"
+    expected = {(c["kind"], c["metadata"]["name"]): c for c in builders.build_children("prod", namespace, cr["spec"])}
+    assert set(expected) == set(children)
+    brokers = children[("StatefulSet", "prod-brokers")]
+    assert brokers["spec"]["replicas"] == 3
+    assert brokers["spec"]["serviceName"] == "prod-brokers"
+    assert brokers["spec"]["updateStrategy"]["type"] == "OnDelete"
+    assert brokers["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    args = brokers["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9092"
+    assert "retention.ms=60000" in args
+    assert children[("Deployment", "prod-controller")]["spec"]["replicas"] == 2
+    assert children[("StatefulSet", "prod-zookeeper")]["spec"]["replicas"] == 3
+    assert children[("PodDisruptionBudget", "prod-brokers")]["spec"]["maxUnavailable"] == 1
+    assert children[("ConfigMap", "prod-config")]["data"]["zookeeper.connect"] == f"prod-zookeeper.{namespace}.svc:2181"
+    assert k8s.child(namespace, "Deployment", "prod-gateway") is None  # no gateway asked for
+
+    def reported():
+        st = (k8s.cluster(namespace, "prod") or {}).get("status") or {}
+        return st if st.get("brokers") and condition({"status": st}, "Ready") else None
+    status = wait_until(reported, 30, "the cluster's status", 0.2)
+    assert status["bootstrapServers"] == f"prod-bootstrap.{namespace}.svc:9092"
+    assert status["desiredBrokers"] == 3 and status["brokers"].endswith("/3")
+    ready = condition({"status": status}, "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "ChildrenNotReady", ready
+    assert condition({"status": status}, "NotReady")["status"] == "True"
+    assert status["phase"] == "NotReady"
+
+
+def test_spec_change_reaches_existing_children(k8s, operator, namespace):
+    k8s.apply_cluster(namespace, "c", SPEC)
+    wait_children(k8s, namespace, "c")
+    k8s.apply_cluster(namespace, "c", {**SPEC, "controller": {"replicas": 3}, "gateway": {"replicas": 1}})
+    wait_until(lambda: k8s.child(namespace, "Deployment", "c-controller")["spec"]["replicas"] == 3, 30,
+               "the controller Deployment to scale to 3")
+    gw = wait_until(lambda: k8s.child(namespace, "Deployment", "c-gateway"), 30, "the gateway Deployment")
+    assert gw["spec"]["replicas"] == 1
+    assert k8s.child(namespace, "Service", "c-gateway")["spec"]["type"] == "ClusterIP"
+
+
+def test_external_zookeeper_makes_no_ensemble(k8s, operator, namespace):
+    k8s.apply_cluster(namespace, "ext", {"zookeeper": {"external": {"connect": "zk-0.zk:2181"}}})
+    children = [c for c in CHILDREN if "zookeeper" not in c[1]]
+    found = wait_children(k8s, namespace, "ext", children)
+    assert found[("ConfigMap", "ext-config")]["data"]["zookeeper.connect"] == "zk-0.zk:2181"
+    assert k8s.child(namespace, "StatefulSet", "ext-zookeeper") is None
+
+
+def test_invalid_spec_gets_a_clear_status(k8s, operator, namespace):
+    k8s.apply_cluster(namespace, "bad", {"brokers": {"config": {"retention.ms": "soon", "log.bogus": "1"}}})
+
+    def failed():
+        cr = k8s.cluster(namespace, "bad")
+        return cr if (cr.get("status") or {}).get("phase") == "Failed" else None
+    cr = wait_until(failed, 30, "status phase Failed")
+    ready = condition(cr, "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "InvalidSpec"
+    assert "brokers.config" in ready["message"], ready
+    assert k8s.child(namespace, "StatefulSet", "bad-brokers") is None
+    # fixing the spec recovers
+    k8s.apply_cluster(namespace, "bad", {"brokers": {"config": {"retention.ms": "1000"}}})
+    wait_until(lambda: k8s.child(namespace, "StatefulSet", "bad-brokers"), 30, "the brokers after the fix")
+
+
+def test_schema_rejects_out_of_range_values(k8s, operator, namespace):
+    with pytest.raises(k8s.ApiException) as e:
+        k8s.apply_cluster(namespace, "zero", {"brokers": {"replicas": 0}})
+    assert e.value.status == 422 and "spec.brokers.replicas" in e.value.body
+
+
+def test_pause_annotation_stops_reconciliation(k8s, operator, namespace):
+    k8s.apply_cluster(namespace, "p", SPEC)
+    wait_children(k8s, namespace, "p")
+    pause = {"odradek.dev/pause-reconciliation": "true"}
+    k8s.apply_cluster(namespace, "p", {**SPEC, "controller": {"replicas": 4}}, annotations=pause)
+    cr = wait_until(lambda: (c := k8s.cluster(namespace, "p")) and condition(c, "ReconciliationPaused") and c,
+                    30, "the ReconciliationPaused condition")
+    assert condition(cr, "ReconciliationPaused")["status"] == "True"
+    assert cr["status"]["phase"] == "Paused"
+    time.sleep(3)
+    assert k8s.child(namespace, "Deployment", "p-controller")["spec"]["replicas"] == 2
+    k8s.apply_cluster(namespace, "p", {**SPEC, "controller": {"replicas": 4}}, annotations={})
+    wait_until(lambda: k8s.child(namespace, "Deployment", "p-controller")["spec"]["replicas"] == 4, 30,
+               "the paused change to apply after unpausing")
+    wait_until(lambda: condition(k8s.cluster(namespace, "p"), "ReconciliationPaused") is None, 30,
+               "the ReconciliationPaused condition to go")
+
+
+def test_deleting_the_cluster_garbage_collects_children(k8s, operator, namespace, k8s_bins):
+    from tests.operator.conftest import need
+    need(k8s_bins, "kube-controller-manager")  # the garbage collector lives there
+    k8s.apply_cluster(namespace, "gone", SPEC)
+    wait_children(k8s, namespace, "gone")
+    k8s.delete(k8s.cr_path(namespace, "odradekclusters", "gone"))
+    wait_until(lambda: all(k8s.child(namespace, kind, n.format(c="gone")) is None for kind, n in CHILDREN), 60,
+               "garbage collection of every child")

@@ -1,0 +1,139 @@
+"""OdradekTopic against a real kube-apiserver and a real Odradek dev cluster.
+
+The dev cluster (ZooKeeper, controller, broker as local processes, from the integration
+fixture) stands in for the pods no kubelet runs here: its OdradekCluster points the operator
+at the controller through the ``odradek.dev/controller-url`` annotation."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.integration.conftest import start_cluster, stop_cluster
+from tests.operator.conftest import condition
+
+# The first test to use the API server may pay the one-time cold build of the Kubernetes
+# binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
+pytestmark = pytest.mark.timeout(3000)
+
+READY_BUDGET_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def dev_cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("dev-cluster"), brokers=1)
+    yield c
+    stop_cluster(c)
+
+
+@pytest.fixture
+def odc(k8s, operator, namespace, dev_cluster):
+    """An OdradekCluster ``dev`` whose controller is the dev cluster's."""
+    st = dev_cluster.status()
+    k8s.apply_cluster(namespace, "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
+                                         "zookeeper": {"external": {"connect": st["zookeeper"]}}},
+                      {"odradek.dev/controller-url": st["controller_url"]})
+    return st["controller_url"]
+
+
+def controller_topic(url: str, name: str) -> dict | None:
+    with urllib.request.urlopen(f"{url}/internal/v1/cluster", timeout=5) as r:
+        cluster = json.load(r)
+    return next((t for t in cluster["topics"] if t["name"] == name), None)
+
+
+def ready(k8s, ns, name, generation=None):
+    def check():
+        t = k8s.topic(ns, name)
+        c = condition(t, "Ready")
+        if c and c["status"] == "True" and (generation is None or t["status"].get("observedGeneration") == generation):
+            return t
+        return None
+    return check
+
+
+def test_topic_create_alter_increase_delete(k8s, namespace, odc, dev_cluster):
+    ns, url = namespace, odc
+    t0 = time.monotonic()
+    k8s.apply_topic(ns, "orders", {"cluster": "dev", "partitions": 3, "replicas": 1,
+                                   "config": {"retention.ms": "3600000"}})
+    created_at = wait_until(lambda: controller_topic(url, "orders") and time.monotonic(), 30, "the topic in the controller")
+    t = wait_until(ready(k8s, ns, "orders"), 30, "the topic to be Ready", 0.02)
+    ready_at = time.monotonic()
+    print(f"\ntopic Ready {ready_at - created_at:.2f} s after the controller accepted it "
+          f"({ready_at - t0:.2f} s after kubectl apply)")
+    assert ready_at - created_at <= READY_BUDGET_S
+    topic = controller_topic(url, "orders")
+    assert len(topic["partitions"]) == 3 and topic["configs"] == {"retention.ms": "3600000"}
+    assert t["status"]["topicId"] == topic["topic_id"]
+    assert (t["status"]["partitions"], t["status"]["replicas"], t["status"]["cluster"]) == (3, 1, "dev")
+
+    # partitions increase, configs change
+    cr = k8s.apply_topic(ns, "orders", {"cluster": "dev", "partitions": 5, "replicas": 1,
+                                        "config": {"retention.ms": "60000", "cleanup.policy": "delete"}})
+    wait_until(ready(k8s, ns, "orders", cr["metadata"]["generation"]), 30, "the altered topic")
+    topic = controller_topic(url, "orders")
+    assert len(topic["partitions"]) == 5
+    assert topic["configs"] == {"retention.ms": "60000", "cleanup.policy": "delete"}
+
+    # drift made behind the operator's back is reverted
+    req = urllib.request.Request(f"{url}/internal/v1/topics/orders/configs", method="PATCH",
+                                 data=json.dumps({"set": {"retention.ms": "5", "segment.bytes": "1048576"}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()
+    wait_until(lambda: controller_topic(url, "orders")["configs"] == {"retention.ms": "60000", "cleanup.policy": "delete"},
+               30, "the drift to be reverted")
+
+    # delete
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "orders"))
+    wait_until(lambda: k8s.topic(ns, "orders") is None, 30, "the OdradekTopic to go (finalizer)")
+    assert controller_topic(url, "orders") is None
+
+
+def test_invalid_topic_specs_get_a_clear_status(k8s, namespace, odc):
+    ns, url = namespace, odc
+    k8s.apply_topic(ns, "shrinking", {"cluster": "dev", "partitions": 4})
+    wait_until(ready(k8s, ns, "shrinking"), 30, "the topic to be Ready")
+
+    def failed(name):
+        def check():
+            t = k8s.topic(ns, name)
+            return t if (t.get("status") or {}).get("phase") == "Failed" else None
+        return check
+
+    k8s.apply_topic(ns, "shrinking", {"cluster": "dev", "partitions": 2})
+    t = wait_until(failed("shrinking"), 30, "the decrease to be refused")
+    c = condition(t, "Ready")
+    assert (c["status"], c["reason"]) == ("False", "InvalidSpec")
+    assert "partitions cannot decrease: the topic has 4, the spec asks for 2" in c["message"]
+    assert len(controller_topic(url, "shrinking")["partitions"]) == 4
+
+    k8s.apply_topic(ns, "shrinking", {"cluster": "dev", "partitions": 4, "replicas": 3})
+    t = wait_until(lambda: "replicas cannot change" in (condition(k8s.topic(ns, "shrinking"), "Ready") or {}).get("message", "")
+                   and k8s.topic(ns, "shrinking"), 30, "the RF change to be refused")
+    assert condition(t, "Ready")["status"] == "False"
+
+    k8s.apply_topic(ns, "badconfig", {"cluster": "dev", "config": {"retention": "1"}})
+    t = wait_until(failed("badconfig"), 30, "the bad config to be refused")
+    assert "Unknown topic config name: retention" in condition(t, "Ready")["message"]
+    assert controller_topic(url, "badconfig") is None
+
+    # the controller's own refusals are reported too (RF above the live brokers)
+    k8s.apply_topic(ns, "toowide", {"cluster": "dev", "partitions": 1, "replicas": 3})
+    t = wait_until(failed("toowide"), 30, "the controller's refusal")
+    c = condition(t, "Ready")
+    assert c["reason"] == "INVALID_REPLICATION_FACTOR" and "larger than available brokers" in c["message"], c
+
+
+def test_topic_whose_cluster_is_gone_releases_its_finalizer(k8s, operator, namespace):
+    ns = namespace
+    k8s.apply_topic(ns, "orphan", {"cluster": "ghost", "partitions": 1})
+    t = wait_until(lambda: (x := k8s.topic(ns, "orphan")) and condition(x, "NotReady") and x, 30, "NotReady")
+    assert "OdradekCluster" in condition(t, "NotReady")["message"] and "ghost" in condition(t, "NotReady")["message"]
+    assert "odradek.dev/finalizer" in t["metadata"].get("finalizers", [])
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "orphan"))
+    wait_until(lambda: k8s.topic(ns, "orphan") is None, 15, "deletion without the cluster")
