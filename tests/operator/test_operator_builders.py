@@ -189,3 +189,22 @@ def test_no_f_string_yaml_every_manifest_is_plain_data(spec):
     for obj in builders.build_children("c", NS, spec):
         json.dumps(obj)  # dicts, lists, str, int, bool only
         assert set(obj) >= {"apiVersion", "kind", "metadata"}
+
+
+def test_controller_candidates_from_endpoint_slices(monkeypatch):
+    from odradek.operator import reconcile
+
+    class FakeKube:
+        def list(self, api_version, kind, namespace, selector):
+            assert (kind, namespace, selector) == ("EndpointSlice", NS, "kubernetes.io/service-name=c-controller")
+            return [{"endpoints": [{"addresses": ["10.0.0.5"], "conditions": {"ready": True}},
+                                   {"addresses": ["10.0.0.6"], "conditions": {"ready": False}},
+                                   {"addresses": ["fd00::7"]}]}]
+
+    monkeypatch.delenv("ODRADEK_OPERATOR_CONTROLLER_URL", raising=False)
+    body = {"metadata": {"name": "c", "namespace": NS}}
+    assert reconcile.controller_candidates(FakeKube(), body) == ["http://10.0.0.5:8080", "http://[fd00::7]:8080"]
+    monkeypatch.setenv("ODRADEK_OPERATOR_CONTROLLER_URL", "http://a:1, http://b:2/")
+    assert reconcile.controller_candidates(FakeKube(), body) == ["http://a:1", "http://b:2"]
+    body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}
+    assert reconcile.controller_candidates(FakeKube(), body) == ["http://x:9"]

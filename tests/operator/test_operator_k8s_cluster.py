@@ -136,3 +136,25 @@ def test_deleting_the_cluster_garbage_collects_children(k8s, operator, namespace
     k8s.delete(k8s.cr_path(namespace, "odradekclusters", "gone"))
     wait_until(lambda: all(k8s.child(namespace, kind, n.format(c="gone")) is None for kind, n in CHILDREN), 60,
                "garbage collection of every child")
+
+
+def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins, control_plane):
+    import os
+    import subprocess
+
+    from tests.operator.conftest import need
+    kubectl = need(k8s_bins, "kubectl")
+    env = {**os.environ, **control_plane.env()}
+
+    def run(*args):
+        return subprocess.run([str(kubectl), *args], capture_output=True, text=True, check=True, env=env,
+                              timeout=60).stdout
+    explained = " ".join(run("explain", "odradekcluster.spec.brokers.storage").split())
+    assert "persistent-claim (a PVC per broker" in explained and "deleteClaim" in explained
+    assert "It can only increase." in " ".join(run("explain", "odt.spec.partitions").split())
+    k8s.apply_cluster(namespace, "cols", SPEC)
+    wait_until(lambda: ((k8s.cluster(namespace, "cols") or {}).get("status") or {}).get("brokers"), 30, "status")
+    header, row = run("get", "odc", "-n", namespace).splitlines()[:2]
+    assert header.split() == ["NAME", "PHASE", "BROKERS", "READY", "BOOTSTRAP", "AGE"]
+    assert row.split()[:4] == ["cols", "NotReady", "0/3", "False"]
+    assert row.split()[4] == f"cols-bootstrap.{namespace}.svc:9092"

@@ -137,3 +137,19 @@ def test_topic_whose_cluster_is_gone_releases_its_finalizer(k8s, operator, names
     assert "odradek.dev/finalizer" in t["metadata"].get("finalizers", [])
     k8s.delete(k8s.cr_path(ns, "odradektopics", "orphan"))
     wait_until(lambda: k8s.topic(ns, "orphan") is None, 15, "deletion without the cluster")
+
+
+def test_topic_in_a_terminating_namespace_releases_its_finalizer(k8s, operator, namespace):
+    """The cluster CR still exists but its controller is unreachable (its pods went with the
+    namespace): deletion must not wait for it. kube-controller-manager here runs no namespace
+    controller, so the namespace stays Terminating and the test deletes the topic itself."""
+    ns = namespace
+    k8s.apply_cluster(ns, "doomed", {"zookeeper": {"external": {"connect": "zk:2181"}}},
+                      {"odradek.dev/controller-url": "http://127.0.0.1:9"})
+    k8s.apply_topic(ns, "left", {"cluster": "doomed", "partitions": 1})
+    wait_until(lambda: "odradek.dev/finalizer" in (k8s.topic(ns, "left")["metadata"].get("finalizers") or []),
+               30, "the finalizer")
+    k8s.delete(f"/api/v1/namespaces/{ns}")
+    wait_until(lambda: k8s.get(f"/api/v1/namespaces/{ns}")["status"].get("phase") == "Terminating", 30, "Terminating")
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "left"))
+    wait_until(lambda: k8s.topic(ns, "left") is None, 15, "deletion without waiting for the controller")
