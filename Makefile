@@ -1,10 +1,16 @@
 # The README's two commands: `make up` (a local cluster, shown working) and `make test`.
 VENV := .venv/bin
 
-.PHONY: bootstrap up down status test bench
+.PHONY: bootstrap test-tools up down status test bench
 
 bootstrap:
 	@scripts/bootstrap.sh
+
+# What only the tests need, cached under .cache/: Apache Kafka's jars (compatibility suite) and
+# kube-apiserver/kubectl/helm built from the Go module proxy (operator tests; ~18 min cold).
+test-tools: bootstrap
+	scripts/kafka.sh resolve || echo "WARNING: Apache Kafka could not be resolved: the compatibility suite will skip"
+	scripts/k8s/build.sh || echo "WARNING: the Kubernetes binaries did not build: the operator's API-server tests will skip"
 
 up: bootstrap
 	$(VENV)/odradek dev up --detach
@@ -17,7 +23,7 @@ down:
 status:
 	$(VENV)/odradek dev status
 
-test: bootstrap
+test: test-tools
 	$(VENV)/pytest
 
 bench: bootstrap
