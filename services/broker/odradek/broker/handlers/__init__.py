@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.handlers import admin, configs, fetch, groups, metadata, offset_for_leader_epoch, offsets, produce
+from odradek.broker.handlers import (admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
+                                     offsets, produce)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -21,7 +22,10 @@ _TABLE = {
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
     32: (1, 4, configs.describe_configs),
     37: (0, 3, admin.create_partitions),
+    43: (0, 2, leadership.elect_leaders),
     44: (0, 1, configs.incremental_alter_configs),
+    45: (0, 0, leadership.alter_partition_reassignments),
+    46: (0, 0, leadership.list_partition_reassignments),
     60: (0, 1, metadata.describe_cluster),
 }
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
