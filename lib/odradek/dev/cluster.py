@@ -45,7 +45,8 @@ def up(args: argparse.Namespace) -> int:
         args.replication_factor = min(3, args.brokers)
     if args.min_insync_replicas is None:
         args.min_insync_replicas = max(1, args.replication_factor - 1)
-    args.config = [f"min.insync.replicas={args.min_insync_replicas}", *args.config]
+    if args.min_insync_replicas != 1:  # 1 is Kafka's own default: leave it unset, as Kafka does
+        args.config = [f"min.insync.replicas={args.min_insync_replicas}", *args.config]
     state_path = root / STATE_FILE
     if state_path.exists() and any(processes.alive(r) for r in _records(_load(state_path))):
         print(f"a cluster is already running from {root}; `odradek dev down --data-dir {args.data_dir}` first",

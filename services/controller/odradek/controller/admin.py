@@ -120,10 +120,10 @@ def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
     current = len(record.assignment)
     if count < current:
         raise KafkaError(ErrorCode.invalid_partitions,
-                         f"Topic currently has {current} partitions, which is higher than the "
-                         f"requested {count}.")
+                         f"The topic {name} currently has {current} partition(s); {count} would not be an "
+                         f"increase.")
     if count == current:
-        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
     rf = len(record.target(0))  # a running reassignment counts by its target
     live = snapshot.live_ids
     new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live),

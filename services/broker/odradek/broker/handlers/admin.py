@@ -13,6 +13,7 @@ import uuid
 from kio.static.constants import uuid_zero
 
 from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.configs import topic_entries
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -59,11 +60,16 @@ async def _create_one(broker, s, topic, req):
                     error_message=e.message, topic_config_error_code=ErrorCode.none,
                     num_partitions=-1, replication_factor=-1, configs=None)
     partitions = created.get("partitions", [])
+    configs = None  # v5+ describes the new topic's configs
+    if hasattr(s.module, "CreatableTopicConfigs"):
+        configs = tuple(make(s.CreatableTopicConfigs, name=n, value=v, read_only=False, config_source=src,
+                             is_sensitive=False)
+                        for n, v, src in topic_entries(broker, created.get("configs", body["configs"])))
     return make(s.CreatableTopicResult, name=topic.name,
                 topic_id=uuid.UUID(created["topic_id"]) if created.get("topic_id") else uuid_zero,
                 error_code=ErrorCode.none, error_message=None, topic_config_error_code=ErrorCode.none,
                 num_partitions=len(partitions),
-                replication_factor=len(partitions[0]["replicas"]) if partitions else -1, configs=None)
+                replication_factor=len(partitions[0]["replicas"]) if partitions else -1, configs=configs)
 
 
 async def delete_topics(broker, header, req):

@@ -16,6 +16,38 @@ TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_KEYS = {"cleanup.policy"}
+_LONG_MAX = "9223372036854775807"
+
+# Kafka's broker-level synonym of each topic config and the broker default it reports as the
+# DEFAULT_CONFIG synonym (LogConfig's TopicConfigSynonyms). retention.ms, segment.ms and
+# segment.jitter.ms default through *.hours settings, which Kafka 3.9 does not list as
+# synonyms (checked against it by tests/compat). A broker-wide value set with --config is
+# reported as STATIC_BROKER_CONFIG under the name in _STATIC_NAMES (or the default's name).
+_DEFAULT_SYNONYMS: dict[str, tuple[str, str] | None] = {
+    "cleanup.policy": ("log.cleanup.policy", "delete"),
+    "compression.type": ("compression.type", "producer"),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", "86400000"),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
+    "flush.messages": ("log.flush.interval.messages", _LONG_MAX),
+    "flush.ms": ("log.flush.scheduler.interval.ms", _LONG_MAX),
+    "index.interval.bytes": ("log.index.interval.bytes", "4096"),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", _LONG_MAX),
+    "max.message.bytes": ("message.max.bytes", "1048588"),
+    "message.timestamp.type": ("log.message.timestamp.type", "CreateTime"),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", "0.5"),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", "0"),
+    "min.insync.replicas": ("min.insync.replicas", "1"),
+    "preallocate": ("log.preallocate", "false"),
+    "retention.bytes": ("log.retention.bytes", "-1"),
+    "retention.ms": None,
+    "segment.bytes": ("log.segment.bytes", "1073741824"),
+    "segment.index.bytes": ("log.index.size.max.bytes", "10485760"),
+    "segment.jitter.ms": None,
+    "segment.ms": None,
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", "false"),
+}
+_STATIC_NAMES = {"retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms",
+                 "segment.jitter.ms": "log.roll.jitter.ms", "flush.ms": "log.flush.interval.ms"}
 
 
 def _config_type(name: str, default: str) -> int:
@@ -58,16 +90,7 @@ def _entries(broker, res) -> list[tuple[str, str, int]]:
         meta = broker.replicas.topic(res.resource_name)
         if meta is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
-        defaults = broker.config.topic_defaults
-        out = []
-        for name, key in sorted(TOPIC_CONFIGS.items()):
-            if name in meta.configs:
-                out.append((name, meta.configs[name], DYNAMIC_TOPIC_CONFIG))
-            elif name in defaults:
-                out.append((name, defaults[name], STATIC_BROKER_CONFIG))
-            else:
-                out.append((name, key.default, DEFAULT_CONFIG))
-        return out
+        return topic_entries(broker, meta.configs)
     if res.resource_type == BROKER:
         _check_broker(broker, res.resource_name)
         cfg = broker.config
@@ -76,6 +99,32 @@ def _entries(broker, res) -> list[tuple[str, str, int]]:
         static.update({f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.topic_defaults.items()})
         return [(n, v, STATIC_BROKER_CONFIG) for n, v in sorted(static.items())]
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
+
+
+def topic_entries(broker, overrides) -> list[tuple[str, str, int]]:
+    """(name, value, source) of every topic config, as Kafka describes them."""
+    defaults = broker.config.topic_defaults
+    out = []
+    for name, key in sorted(TOPIC_CONFIGS.items()):
+        if name in overrides:
+            out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        elif name in defaults:
+            out.append((name, defaults[name], STATIC_BROKER_CONFIG))
+        else:
+            out.append((name, key.default, DEFAULT_CONFIG))
+    return out
+
+
+def _synonyms(broker, name: str, value: str, source: int) -> list[tuple[str, str, int]]:
+    """The chain Kafka reports: the topic's own value, the broker's static value, the default."""
+    chain = [(name, value, source)] if source == DYNAMIC_TOPIC_CONFIG else []
+    default = _DEFAULT_SYNONYMS.get(name)
+    if name in broker.config.topic_defaults:
+        static_name = _STATIC_NAMES.get(name) or (default[0] if default else name)
+        chain.append((static_name, broker.config.topic_defaults[name], STATIC_BROKER_CONFIG))
+    if default is not None:
+        chain.append((default[0], default[1], DEFAULT_CONFIG))
+    return chain
 
 
 def _check_broker(broker, name: str) -> None:
@@ -87,8 +136,9 @@ def _check_broker(broker, name: str) -> None:
 def _describe(s, name, value, source, broker, req):
     default = TOPIC_CONFIGS[name].default if name in TOPIC_CONFIGS else value
     synonyms = ()
-    if getattr(req, "include_synonyms", False):
-        synonyms = (make(s.DescribeConfigsSynonym, name=name, value=value, source=source),)
+    if getattr(req, "include_synonyms", False) and name in TOPIC_CONFIGS:
+        synonyms = tuple(make(s.DescribeConfigsSynonym, name=n, value=v, source=src)
+                         for n, v, src in _synonyms(broker, name, value, source))
     return make(s.DescribeConfigsResourceResult, name=name, value=value, read_only=source != DYNAMIC_TOPIC_CONFIG
                 and source != DEFAULT_CONFIG, config_source=source, is_sensitive=False, synonyms=synonyms,
                 config_type=_config_type(name, default),
