@@ -142,6 +142,23 @@ def test_duplicates_are_reported_and_fail_only_on_request():
     assert report.reordered == []             # the same value again is not a reordering
 
 
+def test_a_retried_batch_written_again_after_later_values_is_duplication_not_reordering():
+    r = Run().start()
+    a = r.invoke("confluent-0", 0)
+    b = r.invoke("confluent-0", 0)
+    oa, ob = r.append(0, a), r.append(0, b)   # the batch [a, b] is written ...
+    r.append(0, a)                            # ... its acknowledgement is lost, the retry writes it again
+    r.append(0, b)
+    r.ack("confluent-0", a, 0, oa)
+    r.ack("confluent-0", b, 0, ob)
+    r.send("confluent-0", 0)
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.reordered == []
+    assert [d["value"] for d in report.duplicated] == [a, b]
+
+
 def test_duplicate_across_partitions_is_a_duplicate():
     r = Run().start()
     v = r.send("confluent-0", 0)

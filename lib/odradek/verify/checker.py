@@ -13,7 +13,9 @@ and reports:
 - **reordered**: within one partition, a producer's value at a higher offset than a value
   that producer sent later (its sequence number is larger). Producers run with
   ``max.in.flight.requests.per.connection=1``, so the client never has two batches of a
-  partition in flight and never reorders by retrying: any reordering is the broker's.
+  partition in flight and never reorders by retrying: any reordering is the broker's. Only a
+  value's first occurrence counts: a retried batch written twice repeats earlier values after
+  later ones, which is duplication (above), not reordering.
 - **phantom**: a value read (in any read) that no producer ever sent, or whose send
   certainly failed.
 - **inconsistent**: an offset that changed meaning: two reads (snapshots or final) saw
@@ -181,10 +183,12 @@ def check(history: History, topic: str | None = None) -> Report:
     # reordering within a partition, per producer, in offset order
     for p, recs in sorted(final.items()):
         highest: dict[str, tuple[int, int, str]] = {}  # producer -> (seq, offset, value)
+        first_seen: set[str] = set()
         for o, v in recs:
             parsed = parse_value(v)
-            if parsed is None:
+            if parsed is None or v in first_seen:
                 continue
+            first_seen.add(v)
             producer, seq = parsed
             top = highest.get(producer)
             if top is not None and seq < top[0]:
