@@ -298,6 +298,7 @@ def test_longest_unavailability_overall_and_per_partition():
     assert p1.faults and p1.faults[0].startswith("broker-2@")
     assert report.unavailability_per_partition[0].seconds < 5.1
     assert report.faults == {"leader": 1}
+    assert report.unavailability_per_producer["c-0"].seconds == pytest.approx(5.0, abs=0.05)
 
 
 def test_unavailable_until_the_end_counts():

@@ -64,6 +64,7 @@ class Report:
     gaps_in_offsets: int = 0            # holes in a partition's offsets (reported, not failed)
     longest_unavailability: Gap | None = None
     unavailability_per_partition: dict[int, Gap] = field(default_factory=dict)
+    unavailability_per_producer: dict[str, Gap] = field(default_factory=dict)  # a stalled client shows here
     faults: dict[str, int] = field(default_factory=dict)
     duration: float = 0.0
     per_producer: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -89,6 +90,8 @@ class Report:
             d[name] = {"count": len(items), "examples": items[:examples]}
         d["unavailability_per_partition"] = {str(p): asdict(g) for p, g in
                                              sorted(self.unavailability_per_partition.items())}
+        d["unavailability_per_producer"] = {p: asdict(g) for p, g in
+                                            sorted(self.unavailability_per_producer.items())}
         return d
 
     def summary(self, fail_on_duplicates: bool = False) -> str:
@@ -113,6 +116,9 @@ class Report:
             lines.append("  per partition: " + ", ".join(
                 f"p{p} {g.seconds:.1f}s" for p, g in sorted(self.unavailability_per_partition.items()))
                 + f" (worst p{worst[0]})")
+        if self.unavailability_per_producer:
+            lines.append("  per producer: " + ", ".join(
+                f"{p} {g.seconds:.1f}s" for p, g in sorted(self.unavailability_per_producer.items())))
         for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent"):
             for ex in getattr(self, name)[:3]:
                 lines.append(f"  e.g. {name}: {ex}")
@@ -290,3 +296,10 @@ def _availability(report: Report, ops: list[Op], sends: dict[str, dict]) -> None
         gap = longest(by_partition.get(p, []))
         if gap is not None:
             report.unavailability_per_partition[p] = gap
+    by_producer: dict[str, list[float]] = defaultdict(list)
+    for s in sends.values():
+        by_producer[s["producer"]].extend([s["ack_mono"]] if s["outcome"] == OK else [])
+    for producer, times in by_producer.items():
+        gap = longest(times)
+        if gap is not None:
+            report.unavailability_per_producer[producer] = gap

@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="mid-run reads every N seconds (0: none)")
     p.add_argument("--delivery-timeout", type=float, default=60.0, help="producer delivery timeout, seconds")
     p.add_argument("--seed", type=int)
+    p.add_argument("--client-debug", default="", metavar="CONTEXTS",
+                   help="librdkafka debug contexts for the confluent producers (e.g. broker,topic,msg), "
+                        "logged to OUT/rdkafka.log")
     p.add_argument("--out", type=Path, help="where to write history.jsonl and report.json "
                                             "(default DATA_DIR/verify/TOPIC)")
     p.add_argument("--fail-on-duplicates", action="store_true",
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                  interval=args.interval, downtime=args.downtime, faults=args.faults, wait_isr=args.wait_isr,
                  recovery_timeout=args.recovery_timeout, duration=args.duration, settle=args.settle,
                  snapshot_interval=args.snapshot_interval, delivery_timeout=args.delivery_timeout,
-                 seed=args.seed, out=args.out)
+                 seed=args.seed, out=args.out, client_debug=args.client_debug)
     try:
         report, _ = run(cfg)
     except (ReplicationUnavailable, RunError) as e:

@@ -7,9 +7,10 @@ Faults, chosen at random among those enabled:
 - ``broker``: a random broker.
 
 One fault at a time: kill, stay down a random time (0..``downtime``), start again with
-``odradek dev start``, then wait until the process is back (the broker registered, and with
-``wait_isr`` every partition's ISR full again; a controller active) before the next fault, so
-at most one process is ever down: a minority for a 3-broker cluster. Every kill, start and
+``odradek dev start``, then wait until the process is back (the broker registered afresh, with
+a new registration epoch, and with ``wait_isr`` every partition's ISR full again; a controller
+active under a newer controller epoch) before the next fault, so at most one process is ever
+down: a minority for a 3-broker cluster. Every kill, start and
 recovery is recorded in the history with its times.
 """
 
@@ -133,19 +134,35 @@ class Nemesis(threading.Thread):
             return
         kind, name, why = target
         self.done += 1
+        before = self.incarnation(name)
         log.info("nemesis %d/%d: kill -9 %s (%s)", self.done, self.kills, name, why)
         self.history.invoke("nemesis", "kill", name, data={"kind": kind, "why": why})
         self.cluster.kill(name)
         self.history.ok("nemesis", "kill", name, data={"kind": kind})
         self.stop_event.wait(self.rng.uniform(0, self.downtime))
-        self.restart(name)
+        self.restart(name, before)
 
-    def restart(self, name: str) -> None:
+    def incarnation(self, name: str) -> int | None:
+        """What must change for ``name`` to count as back: a broker's registration epoch (the
+        znode's czxid; a crashed broker stays registered until its ZooKeeper session expires),
+        the controller epoch for a controller. None when unknown."""
+        try:
+            view = self.cluster.view()
+        except Exception:
+            return None
+        if view is None:
+            return None
+        if name.startswith("controller-"):
+            return view.get("controller_epoch")
+        broker_id = int(name.removeprefix("broker-"))
+        return next((b.get("epoch") for b in view.get("brokers", []) if b["id"] == broker_id), None)
+
+    def restart(self, name: str, before: int | None) -> None:
         self.history.invoke("nemesis", "start", name)
         self.cluster.start(name)
         self.history.ok("nemesis", "start", name)
         started = time.monotonic()
-        recovered = self.wait_recovered(name)
+        recovered = self.wait_recovered(name, before)
         took = round(time.monotonic() - started, 3)
         if recovered:
             self.history.ok("nemesis", "recovered", name, data={"seconds": took})
@@ -154,25 +171,31 @@ class Nemesis(threading.Thread):
             self.history.info("nemesis", "recovered", name, error=f"not recovered after {took}s")
             log.warning("nemesis: %s not recovered after %.1fs", name, took)
 
-    def wait_recovered(self, name: str) -> bool:
+    def wait_recovered(self, name: str, before: int | None) -> bool:
         deadline = time.monotonic() + self.recovery_timeout
         while time.monotonic() < deadline:
             try:
-                if self.recovered(name):
+                if self.recovered(name, before):
                     return True
             except Exception as e:  # the controller may be between instances
                 log.debug("recovery check: %r", e)
             time.sleep(0.2)
         return False
 
-    def recovered(self, name: str) -> bool:
+    def recovered(self, name: str, before: int | None) -> bool:
+        """Running again, and seen as a new incarnation by the active controller (a broker
+        registered afresh and, with ``wait_isr``, every partition's ISR full; a controller
+        active, or another one, under a newer controller epoch)."""
+        if name not in self.cluster.status().get("pids", {}):
+            return False
         view = self.cluster.view()
         if view is None:
             return False
         if name.startswith("controller-"):
-            return True
+            return before is None or view.get("controller_epoch", -1) > before
         broker_id = int(name.removeprefix("broker-"))
-        if broker_id not in {b["id"] for b in view.get("brokers", [])}:
+        epoch = next((b.get("epoch") for b in view.get("brokers", []) if b["id"] == broker_id), None)
+        if epoch is None or (before is not None and epoch == before):
             return False
         if not self.wait_isr:
             return True
@@ -186,6 +209,6 @@ class Nemesis(threading.Thread):
         down = self.cluster.down()
         for name in down:
             log.info("heal: starting %s", name)
-            self.restart(name)
+            self.restart(name, self.incarnation(name))
         self.history.ok("nemesis", "heal", down)
         return down

@@ -61,6 +61,7 @@ class Config:
     delivery_timeout: float = 60.0
     read_timeout: float = 120.0
     seed: int | None = None
+    client_debug: str = ""                 # librdkafka debug contexts (e.g. "broker,topic,msg") -> out/rdkafka.log
     out: Path | None = None
     topic_config: dict[str, str] = field(default_factory=dict)
 
@@ -139,10 +140,19 @@ def run(cfg: Config) -> tuple[Report, History]:
     create_topic(bootstrap, cfg)
     wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, 60)
 
+    if cfg.client_debug:
+        out.mkdir(parents=True, exist_ok=True)
+        rdkafka = logging.getLogger("odradek.verify.rdkafka")
+        handler = logging.FileHandler(out / "rdkafka.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        rdkafka.addHandler(handler)
+        rdkafka.setLevel(logging.DEBUG)
+        rdkafka.propagate = False
     history = History()
     stop_producers, stop_faults, stop_snapshots = threading.Event(), threading.Event(), threading.Event()
     producers = make_producers(cfg.producers, cfg.clients, bootstrap, cfg.topic, partitions, history,
-                               stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout)
+                               stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
+                               client_debug=cfg.client_debug)
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, seed=cfg.seed)

@@ -31,11 +31,12 @@ class ProducerWorker(threading.Thread):
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: list[int], history: History,
                  stop: threading.Event, rate: float = 100.0, max_outstanding: int = 1000,
-                 delivery_timeout_s: float = 60.0) -> None:
+                 delivery_timeout_s: float = 60.0, client_debug: str = "") -> None:
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, list(partitions)
         self.history, self.stop_event = history, stop
         self.rate, self.max_outstanding, self.delivery_timeout_s = rate, max_outstanding, delivery_timeout_s
+        self.client_debug = client_debug  # librdkafka debug contexts, logged to odradek.verify.rdkafka.<name>
         self.seq = 0
         self.completed = 0
         self.error: BaseException | None = None
@@ -111,7 +112,9 @@ class ConfluentWorker(ProducerWorker):
             "bootstrap.servers": self.bootstrap, "client.id": self.name, "acks": "all",
             "enable.idempotence": False, "max.in.flight.requests.per.connection": 1,
             "linger.ms": 5, "message.timeout.ms": int(self.delivery_timeout_s * 1000),
-            "topic.metadata.refresh.interval.ms": 5000})
+            "topic.metadata.refresh.interval.ms": 5000,
+            **({"debug": self.client_debug, "logger": logging.getLogger(f"odradek.verify.rdkafka.{self.name}")}
+               if self.client_debug else {})})
 
     def send(self, value: str, partition: int) -> None:
         def report(err, msg, value=value, partition=partition):
