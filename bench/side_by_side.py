@@ -30,6 +30,7 @@ MB/s are 10^6 bytes of record values per second. Results: `bench/results/side-by
 from __future__ import annotations
 
 import argparse
+from abc import ABC, abstractmethod
 import datetime
 import json
 import os
@@ -84,15 +85,17 @@ def memory_mb(pid: int) -> dict[str, float]:
     return out
 
 
-class System:
+class System(ABC):
     name: str
     bootstrap: str
 
+    @abstractmethod
     def broker_pids(self) -> list[int]:
-        raise NotImplementedError
+        """PIDs of the broker processes whose CPU and memory are measured."""
 
+    @abstractmethod
     def stop(self) -> list[str]:
-        raise NotImplementedError
+        """Stop every process; return what was left behind."""
 
     def admin(self):
         from confluent_kafka.admin import AdminClient
