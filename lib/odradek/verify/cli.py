@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=0.0, help="run at least this many seconds")
     p.add_argument("--settle", type=float, default=3.0, help="seconds of workload after healing")
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="mid-run reads every N seconds (0: none)")
+    p.add_argument("--snapshot-tail", type=int, default=2000,
+                   help="a mid-run snapshot reads each partition's last N offsets (0: all of it)")
     p.add_argument("--delivery-timeout", type=float, default=60.0, help="producer delivery timeout, seconds")
     p.add_argument("--seed", type=int)
     p.add_argument("--client-debug", default="", metavar="CONTEXTS",
@@ -71,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(message)s")
     if args.log_level != "DEBUG":  # the clients' own reconnection chatter
-        logging.getLogger("kafka").setLevel(logging.ERROR)
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     cfg = Config(data_dir=args.data_dir, topic=args.topic, partitions=args.partitions,
                  replication_factor=args.replication_factor, min_insync=args.min_insync,
                  producers=args.producers, clients=args.clients, rate=args.rate, kills=args.kills,
                  interval=args.interval, downtime=args.downtime, faults=args.faults, wait_isr=args.wait_isr,
                  recovery_timeout=args.recovery_timeout, duration=args.duration, settle=args.settle,
-                 snapshot_interval=args.snapshot_interval, delivery_timeout=args.delivery_timeout,
+                 snapshot_interval=args.snapshot_interval, snapshot_tail=args.snapshot_tail,
+                 delivery_timeout=args.delivery_timeout,
                  seed=args.seed, out=args.out, client_debug=args.client_debug)
     try:
         report, _ = run(cfg)

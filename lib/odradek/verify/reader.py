@@ -1,4 +1,4 @@
-"""Reading every partition of the topic from offset 0 (assign + seek, confluent-kafka).
+"""Reading every partition of the topic from offset 0, or its tail (assign + seek, confluent-kafka).
 
 ``read_all`` asks each partition's leader for its high watermark, then reads from offset 0
 until it has reached it (consumers only ever see offsets below the high watermark). A
@@ -12,9 +12,12 @@ from __future__ import annotations
 import time
 
 
-def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float = 30.0
+def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float = 30.0, tail: int = 0
              ) -> tuple[dict[int, list[tuple[int, str]]], set[int], list[str]]:
-    """({partition: [(offset, value)]}, partitions read to their high watermark, errors)."""
+    """({partition: [(offset, value)]}, partitions read to their high watermark, errors).
+
+    ``tail`` > 0 reads only each partition's last ``tail`` offsets below the high watermark
+    (where a truncation would strike), so that repeated snapshots of a long run stay small."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
     deadline = time.monotonic() + timeout
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-verify-reader",
@@ -26,6 +29,7 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float =
     errors: list[str] = []
     try:
         ends: dict[int, int] = {}
+        starts: dict[int, int] = {}
         for p in partitions:
             while p not in ends and time.monotonic() < deadline:
                 try:
@@ -38,10 +42,11 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float =
                 if low > 0:
                     errors.append(f"p{p}: log start offset {low} > 0")
                 ends[p] = high
-        pending = {p for p, end in ends.items() if end > 0}
-        complete |= {p for p, end in ends.items() if end == 0}
+                starts[p] = max(low, high - tail) if tail > 0 else 0
+        pending = {p for p, end in ends.items() if end > starts[p]}
+        complete |= set(ends) - pending
         if pending:
-            consumer.assign([TopicPartition(topic, p, 0) for p in sorted(pending)])
+            consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(pending)])
         while pending and time.monotonic() < deadline:
             for m in consumer.consume(num_messages=5000, timeout=0.2):
                 err = m.error()

@@ -1,7 +1,7 @@
 """One verify run against an existing dev cluster: topic, producers, nemesis, reads, check.
 
 1. create the topic (``replication_factor``, ``min.insync.replicas``) and wait for leaders;
-2. start the producers and a reader taking a snapshot of every partition now and then;
+2. start the producers and a reader taking a snapshot of every partition (its tail) now and then;
 3. after ``warmup`` seconds start the nemesis; run until it has done its ``kills`` and the
    workload has lasted ``duration`` seconds;
 4. heal (start whatever is down, wait for every partition to have a leader), keep producing
@@ -58,6 +58,7 @@ class Config:
     warmup: float = 2.0
     settle: float = 3.0
     snapshot_interval: float = 5.0         # 0: no mid-run snapshots
+    snapshot_tail: int = 2000              # a snapshot reads each partition's last N offsets (0: all)
     delivery_timeout: float = 60.0
     read_timeout: float = 120.0
     seed: int | None = None
@@ -100,20 +101,21 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
 
 
 class Snapshots(threading.Thread):
-    """Reads every partition from 0 every ``interval`` seconds while the workload runs."""
+    """Reads every partition (its last ``tail`` offsets) every ``interval`` seconds while the
+    workload runs."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: list[int], history: History,
-                 stop: threading.Event, interval: float) -> None:
+                 stop: threading.Event, interval: float, tail: int) -> None:
         super().__init__(name="snapshots", daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.history, self.stop_event, self.interval = history, stop, interval
+        self.history, self.stop_event, self.interval, self.tail = history, stop, interval, tail
         self.count = 0
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
             try:
                 records, complete, errors = read_all(self.bootstrap, self.topic, self.partitions,
-                                                     timeout=max(5.0, self.interval * 2))
+                                                     timeout=max(5.0, self.interval * 2), tail=self.tail)
             except Exception as e:
                 log.warning("snapshot read failed: %r", e)
                 continue
@@ -156,7 +158,8 @@ def run(cfg: Config) -> tuple[Report, History]:
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, seed=cfg.seed)
-    snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval)
+    snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
+                          cfg.snapshot_tail)
     history.invoke("runner", "workload", cfg.topic)
     started = time.monotonic()
     for p in producers:
