@@ -46,3 +46,4 @@ def test_twenty_leader_kills_lose_nothing(tmp_path):
     assert report.inconsistent == [], summary
     assert report.phantom == [], summary
     assert report.problems() == [], summary
+    assert report.unrecovered == [], summary  # every restarted broker rejoined every ISR

@@ -301,6 +301,16 @@ def test_longest_unavailability_overall_and_per_partition():
     assert report.unavailability_per_producer["c-0"].seconds == pytest.approx(5.0, abs=0.05)
 
 
+def test_unrecovered_restarts_are_reported_not_failed():
+    r = clean_run()
+    r.kill("broker-2")
+    r.h.info("nemesis", "recovered", "broker-2", error="not recovered after 60s", mono=r.tick())
+    report = check(r.h)
+    assert report.unrecovered == [{"process": "broker-2", "at": report.unrecovered[0]["at"],
+                                   "error": "not recovered after 60s"}]
+    assert report.problems() == [] and "NOT RECOVERED" in report.summary()
+
+
 def test_unavailable_until_the_end_counts():
     r = Run().start()
     r.send("c-0", 0)

@@ -66,6 +66,7 @@ class Report:
     unavailability_per_partition: dict[int, Gap] = field(default_factory=dict)
     unavailability_per_producer: dict[str, Gap] = field(default_factory=dict)  # a stalled client shows here
     faults: dict[str, int] = field(default_factory=dict)
+    unrecovered: list[dict] = field(default_factory=list)  # restarted processes the cluster never took back
     duration: float = 0.0
     per_producer: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -105,6 +106,9 @@ class Report:
                  f"  reordered:    {len(self.reordered)}",
                  f"  phantom:      {len(self.phantom)}",
                  f"  inconsistent offsets: {len(self.inconsistent)}"]
+        if self.unrecovered:
+            lines.append(f"  NOT RECOVERED (availability, not safety): {len(self.unrecovered)} restarts, "
+                         f"first {self.unrecovered[0]}")
         if self.gaps_in_offsets:
             lines.append(f"  holes in offsets: {self.gaps_in_offsets}")
         if self.longest_unavailability:
@@ -276,6 +280,8 @@ def _availability(report: Report, ops: list[Op], sends: dict[str, dict]) -> None
     report.duration = max(0.0, end - start)
     kills = [op for op in ops if op.f == "kill" and op.type == INVOKE]
     report.faults = dict(Counter((op.data or {}).get("kind", "kill") for op in kills))
+    report.unrecovered = [{"process": op.value, "at": round(op.mono - start, 1), "error": op.error}
+                          for op in ops if op.f == "recovered" and op.type == INFO]
 
     def longest(times: list[float]) -> Gap | None:
         points = [start] + sorted(t for t in times if start <= t <= end) + [end]

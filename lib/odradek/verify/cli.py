@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--downtime", type=float, default=2.0, help="a killed process stays down 0..N seconds")
     p.add_argument("--no-wait-isr", dest="wait_isr", action="store_false",
                    help="after a restart wait only for the broker to register, not for full ISRs")
-    p.add_argument("--recovery-timeout", type=float, default=60.0)
+    p.add_argument("--recovery-timeout", type=float, default=60.0,
+                   help="seconds a restarted process has to be back (registered afresh, ISRs full)")
+    p.add_argument("--max-unrecovered", type=int, default=3,
+                   help="stop faulting after N faults in a row not recovered from (0: never stop)")
     p.add_argument("--duration", type=float, default=0.0, help="run at least this many seconds")
     p.add_argument("--settle", type=float, default=3.0, help="seconds of workload after healing")
     p.add_argument("--snapshot-interval", type=float, default=5.0, help="mid-run reads every N seconds (0: none)")
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                  replication_factor=args.replication_factor, min_insync=args.min_insync,
                  producers=args.producers, clients=args.clients, rate=args.rate, kills=args.kills,
                  interval=args.interval, downtime=args.downtime, faults=args.faults, wait_isr=args.wait_isr,
-                 recovery_timeout=args.recovery_timeout, duration=args.duration, settle=args.settle,
+                 recovery_timeout=args.recovery_timeout, max_unrecovered=args.max_unrecovered,
+                 duration=args.duration, settle=args.settle,
                  snapshot_interval=args.snapshot_interval, snapshot_tail=args.snapshot_tail,
                  delivery_timeout=args.delivery_timeout,
                  seed=args.seed, out=args.out, client_debug=args.client_debug)

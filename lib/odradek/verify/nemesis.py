@@ -89,7 +89,7 @@ class Nemesis(threading.Thread):
     def __init__(self, cluster: DevCluster, bootstrap: str, topic: str, history: History, stop: threading.Event,
                  *, faults: tuple[str, ...] = FAULTS, kills: int = 20, interval: float = 2.5,
                  downtime: float = 2.0, wait_isr: bool = True, recovery_timeout: float = 60.0,
-                 seed: int | None = None) -> None:
+                 max_unrecovered: int = 3, seed: int | None = None) -> None:
         super().__init__(name="nemesis", daemon=True)
         unknown = set(faults) - set(FAULTS)
         if unknown or not faults:
@@ -98,6 +98,7 @@ class Nemesis(threading.Thread):
         self.stop_event = stop
         self.faults, self.kills, self.interval, self.downtime = tuple(faults), kills, interval, downtime
         self.wait_isr, self.recovery_timeout = wait_isr, recovery_timeout
+        self.max_unrecovered, self.unrecovered_in_a_row = max_unrecovered, 0
         self.rng = random.Random(seed)
         self.done = 0
         self.error: BaseException | None = None
@@ -108,6 +109,12 @@ class Nemesis(threading.Thread):
                 if self.stop_event.wait(self.rng.uniform(0.5, 1.5) * self.interval):
                     break
                 self.fault()
+                if self.max_unrecovered and self.unrecovered_in_a_row >= self.max_unrecovered:
+                    log.warning("nemesis: %d faults in a row not recovered from; no more faults",
+                                self.unrecovered_in_a_row)
+                    self.history.info("nemesis", "stop", None,
+                                      error=f"{self.unrecovered_in_a_row} faults in a row not recovered from")
+                    break
         except BaseException as e:
             log.exception("nemesis failed")
             self.error = e
@@ -164,6 +171,7 @@ class Nemesis(threading.Thread):
         started = time.monotonic()
         recovered = self.wait_recovered(name, before)
         took = round(time.monotonic() - started, 3)
+        self.unrecovered_in_a_row = 0 if recovered else self.unrecovered_in_a_row + 1
         if recovered:
             self.history.ok("nemesis", "recovered", name, data={"seconds": took})
             log.info("nemesis: %s back after %.1fs", name, took)

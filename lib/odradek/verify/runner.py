@@ -54,6 +54,7 @@ class Config:
     faults: tuple[str, ...] = FAULTS
     wait_isr: bool = True
     recovery_timeout: float = 60.0
+    max_unrecovered: int = 3               # the nemesis stops after this many unrecovered faults in a row
     duration: float = 0.0                  # at least this long, faults or not
     warmup: float = 2.0
     settle: float = 3.0
@@ -157,7 +158,8 @@ def run(cfg: Config) -> tuple[Report, History]:
                                client_debug=cfg.client_debug)
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
-                      recovery_timeout=cfg.recovery_timeout, seed=cfg.seed)
+                      recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
+                      seed=cfg.seed)
     snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
                           cfg.snapshot_tail)
     history.invoke("runner", "workload", cfg.topic)
@@ -167,20 +169,24 @@ def run(cfg: Config) -> tuple[Report, History]:
     if cfg.snapshot_interval > 0:
         snapshots.start()
     try:
-        time.sleep(cfg.warmup)
-        if cfg.kills > 0:
-            nemesis.start()
-            budget = cfg.kills * (cfg.interval * 1.5 + cfg.downtime + cfg.recovery_timeout + 30) + 60
-            nemesis.join(budget)
-            if nemesis.is_alive():
-                stop_faults.set()
-                nemesis.join(cfg.recovery_timeout + 60)
-                raise RunError(f"the nemesis did not finish {cfg.kills} faults in {budget:.0f}s")
-            if nemesis.error is not None:
-                raise RunError(f"nemesis: {nemesis.error!r}") from nemesis.error
-        left = cfg.duration - (time.monotonic() - started)
-        if left > 0:
-            time.sleep(left)
+        try:
+            time.sleep(cfg.warmup)
+            if cfg.kills > 0:
+                nemesis.start()
+                budget = cfg.kills * (cfg.interval * 1.5 + cfg.downtime + cfg.recovery_timeout + 30) + 60
+                nemesis.join(budget)
+                if nemesis.is_alive():
+                    stop_faults.set()
+                    nemesis.join(cfg.recovery_timeout + 60)
+                    raise RunError(f"the nemesis did not finish {cfg.kills} faults in {budget:.0f}s")
+                if nemesis.error is not None:
+                    raise RunError(f"nemesis: {nemesis.error!r}") from nemesis.error
+            left = cfg.duration - (time.monotonic() - started)
+            if left > 0:
+                time.sleep(left)
+        except KeyboardInterrupt:  # Ctrl-C: no more faults, but heal, read and check what happened
+            log.warning("interrupted: stopping the faults, then healing, reading and checking")
+            history.info("runner", "interrupted", None)
     finally:
         stop_faults.set()
         if nemesis.is_alive():
