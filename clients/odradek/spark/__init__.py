@@ -1,0 +1,1 @@
+"""PySpark data source "odradek": reads and writes topics through the gateway."""
