@@ -157,3 +157,66 @@ def test_controlled_shutdown_of_a_leader_shows_no_produce_error(rc):
     log = (rc.data_dir / "logs" / f"broker-{victim}.log").read_text()
     assert "controlled shutdown done" in log, "the broker stopped without moving its leaderships first"
     wait_until(lambda: all(len(isr(rc, "cs", p)[1]) == 3 for p in range(3)), 60, "the broker to rejoin every ISR")
+
+
+def _values(c: Cluster, topic: str, expected: int) -> list[bytes]:
+    got, _ = confluent_consume(c.bootstrap, topic, 1, expected)
+    return [g.value for g in sorted(got, key=lambda g: g.offset)]
+
+
+def test_unclean_leader_election_off_keeps_the_partition_offline_on_accepts_the_loss(rc):
+    """Only an out-of-sync replica is left: offline while unclean election is off; turning it
+    on elects that replica, and the records only the dead leader had acknowledged are gone
+    (their offsets are reused by new records once the old leader truncates to the new one)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    rc.create_topic("unclean", partitions=1, replication_factor=2, config={"min.insync.replicas": "1"})
+    leader, replicas = isr(rc, "unclean")
+    follower = next(b for b in replicas if b != leader)
+    assert produce_acks_all(rc, "unclean", 100) == []              # on both replicas
+    rc.run("kill", str(follower))
+    try:
+        wait_until(lambda: isr(rc, "unclean") == (leader, [leader]), 30, "the ISR to shrink to the leader")
+        assert produce_acks_all(rc, "unclean", 50, acks="1") == []   # acknowledged by the leader alone
+        rc.run("kill", str(leader))
+        rc.run("start", str(follower))
+        wait_until(lambda: follower in rc.admin().list_topics(timeout=10).brokers
+                   and leader not in rc.admin().list_topics(timeout=10).brokers, 60,
+                   f"broker {follower} back and broker {leader} gone")
+        assert isr(rc, "unclean")[0] == -1, "an out-of-sync replica was elected with unclean election off"
+
+        resource = ConfigResource("topic", "unclean", incremental_configs=[
+            ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+        admin = rc.admin()  # the handle must outlive its future
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: isr(rc, "unclean")[0] == follower, 30, f"the unclean election of broker {follower}")
+        assert _values(rc, "unclean", 100) == [b"v%d" % i for i in range(100)], "only the replicated records survive"
+        assert produce_acks_all(rc, "unclean", 10) == []
+    finally:
+        rc.run("start", str(leader), check=False)
+        rc.run("start", str(follower), check=False)
+    wait_until(lambda: sorted(isr(rc, "unclean")[1]) == sorted(replicas), 60, "the old leader to rejoin the ISR")
+    back = wait_until(lambda: (s := partition_status(rc, leader, "unclean"))["log_end_offset"] == 110 and s, 30,
+                      "the old leader to truncate to the new leader's log")
+    values = _values(rc, "unclean", 110)
+    assert values == [b"v%d" % i for i in range(100)] + [b"v%d" % i for i in range(10)], \
+        "offsets 100-109 now hold the new records; the 50 acks=1 records are lost"
+    assert back["high_watermark"] == 110
+
+
+def test_controlled_shutdown_does_not_wait_on_single_replica_partitions(rc):
+    """A broker leading RF=1 partitions (which nobody can take over) and RF=3 ones: SIGTERM
+    moves the RF=3 leaderships and exits without sitting out the followership wait."""
+    rc.create_topic("cs-rf1", partitions=3, replication_factor=1)
+    rc.create_topic("cs-rf3", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    victim = rc.leader_id("cs-rf3", 0)
+    assert victim in rc.partition_leaders("cs-rf1").values()      # (i + j) mod n: one RF=1 partition per broker
+    log_path = rc.data_dir / "logs" / f"broker-{victim}.log"
+    rc.run("kill", str(victim), "--graceful")
+    try:
+        log = log_path.read_text()
+        assert "controlled shutdown done" in log
+        assert "controlled shutdown: still leading" not in log, "the shutdown waited on a partition it cannot move"
+        assert victim not in rc.partition_leaders("cs-rf3").values()
+    finally:
+        rc.run("start", str(victim))
+    wait_until(lambda: all(len(isr(rc, "cs-rf3", p)[1]) == 3 for p in range(3)), 60, "the broker to rejoin every ISR")

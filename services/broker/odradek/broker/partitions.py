@@ -233,5 +233,8 @@ class ReplicaManager:
         if self._fetchers is not None:
             await self._fetchers.close()
 
-    def leaderships(self) -> list[tuple[str, int]]:
-        return sorted(p.key for p in self._partitions.values() if p.leading)
+    def leaderships(self, movable_only: bool = False) -> list[tuple[str, int]]:
+        """Partitions led here; ``movable_only`` leaves out single-replica ones, which no
+        controlled shutdown can move (the controller does not list them either)."""
+        return sorted(p.key for p in self._partitions.values()
+                      if p.leading and not (movable_only and p.state is not None and len(p.state.replicas) < 2))

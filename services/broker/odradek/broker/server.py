@@ -118,11 +118,13 @@ class Broker:
         makes us a follower everywhere has arrived, so parked produces are answered with
         NOT_LEADER_OR_FOLLOWER rather than dropped with the connection."""
         deadline = time.monotonic() + timeout
-        while self.replicas.leaderships() and time.monotonic() < deadline:
+        while self.replicas.leaderships(movable_only=True) and time.monotonic() < deadline:
             changed = self.replicas.metadata_changed
             try:
                 await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
             except asyncio.TimeoutError:
+                log.warning("controlled shutdown: still leading %s after %.0f s",
+                            self.replicas.leaderships(movable_only=True), timeout)
                 break
 
     # -- /internal/v1 ----------------------------------------------------------------------
