@@ -10,6 +10,7 @@ commands:
   broker       run a broker                     (odradek broker --help)
   controller   run a controller instance        (odradek controller --help)
   dev          a local cluster of processes     (odradek dev up|down|status --help)
+  gateway      the HTTP gateway                 (odradek gateway --help)
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.controller.cli import main as run
     elif command == "dev":
         from odradek.dev.cluster import main as run
+    elif command == "gateway":
+        from odradek.gateway.cli import main as run
     elif command == "operator":
         from odradek.operator.cli import main as run
     elif command == "verify":

@@ -47,6 +47,7 @@ class Cluster:
     data_dir: Path
     bootstrap: str = ""
     brokers: dict[int, str] = field(default_factory=dict)
+    gateway: str | None = None                      # the HTTP gateway's URL, if started
     _seen: dict[tuple[int, int], ProcessRecord] = field(default_factory=dict)
 
     # -- the odradek CLI -------------------------------------------------------------------
@@ -72,6 +73,7 @@ class Cluster:
         st = self.status()
         self.bootstrap = st["bootstrap_servers"]
         self.brokers = {int(k): v for k, v in st["brokers"].items()}
+        self.gateway = st.get("gateway")
 
     def _remember_processes(self) -> None:
         state = self.data_dir / "cluster.json"
@@ -127,12 +129,13 @@ class Cluster:
 
 
 def start_cluster(data_dir: Path, brokers: int = 3, extra: tuple[str, ...] = (),
-                  replication_factor: int = 1, min_insync_replicas: int = 1) -> Cluster:
+                  replication_factor: int = 1, min_insync_replicas: int = 1, gateway: bool = False) -> Cluster:
     """A dev cluster; tests choose each topic's RF, so the defaults are single-replica here
-    (``odradek dev up`` itself defaults to RF 3 with min.insync.replicas 2)."""
+    (``odradek dev up`` itself defaults to RF 3 with min.insync.replicas 2). The HTTP gateway
+    only when asked for (on a free port)."""
     c = Cluster(data_dir=data_dir)
     extra = ("--replication-factor", str(replication_factor), "--min-insync-replicas", str(min_insync_replicas),
-             *extra)
+             *(("--gateway-port", "0") if gateway else ("--no-gateway",)), *extra)
     try:
         c.run("up", "--detach", "--kafka-port", "0", "--brokers", str(brokers), *extra,
               timeout=START_TIMEOUT_S)

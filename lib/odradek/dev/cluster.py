@@ -87,6 +87,9 @@ def up(args: argparse.Namespace) -> int:
             _start_process(state, name)
             _save(state_path, state)
         _wait_ready(state, args.brokers, timeout=args.timeout)
+        if not args.no_gateway:
+            _start_gateway(state, args.gateway_port, timeout=args.timeout)
+            _save(state_path, state)
     except Exception as e:
         print(f"odradek dev up failed: {e}; logs in {root / 'logs'}", file=sys.stderr)
         _stop_all(state)
@@ -152,6 +155,27 @@ def start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
+    port = free_port(preferred_port)
+    state["gateway"] = f"http://127.0.0.1:{port}"
+    state["commands"]["gateway"] = _python() + [
+        "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
+        "--host", "127.0.0.1", "--port", str(port)]
+    _start_process(state, "gateway")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not processes.alive(ProcessRecord.from_json(state["processes"]["gateway"])):
+            raise RuntimeError("the gateway exited during start-up")
+        try:
+            with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the gateway was not ready after {timeout:.0f}s")
+
+
 def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = "no controller answered"
@@ -187,8 +211,9 @@ def _records(state: dict) -> list[ProcessRecord]:
 
 
 def _stop_all(state: dict) -> None:
-    # Brokers first (they deregister), then controllers, ZooKeeper last.
-    order = sorted(_records(state), key=lambda r: (r.name == "zookeeper", r.name.startswith("controller")))
+    # The gateway first (its clients), brokers (they deregister), then controllers, ZooKeeper last.
+    order = sorted(_records(state), key=lambda r: (r.name == "zookeeper", r.name.startswith("controller"),
+                                                   r.name != "gateway"))
     for rec in order:
         processes.stop(rec)
 
@@ -199,6 +224,7 @@ def _addresses(state: dict) -> dict:
             "controller_url": cluster.get("controller_url"),
             "controllers": state.get("controllers", []),
             "zookeeper": state.get("zookeeper"), "cluster": state.get("cluster"),
+            "gateway": state.get("gateway"),
             "data_dir": state.get("data_dir"),
             "brokers": {k: v for k, v in state.get("brokers", {}).items()},
             "pids": {r.name: r.pid for r in _records(state) if processes.alive(r)}}
@@ -209,6 +235,7 @@ def _summary(state: dict) -> str:
     return (f"Odradek cluster {a['cluster']!r} is up\n"
             f"  bootstrap servers: {a['bootstrap_servers']}\n"
             f"  controller:        {a['controller_url']}\n"
+            + (f"  gateway (HTTP):    {a['gateway']}\n" if a["gateway"] else "") +
             f"  zookeeper:         {a['zookeeper']}\n"
             f"  data and logs:     {a['data_dir']}")
 
@@ -273,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--min-insync-replicas", type=int,
                    help="brokers' min.insync.replicas default (default: replication factor - 1, at least 1)")
     u.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker topic defaults")
+    u.add_argument("--gateway-port", type=int, default=8080, help="the HTTP gateway's port (0: any free port)")
+    u.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
     u.add_argument("--timeout", type=float, default=60.0)
     s = sub.add_parser("status", help="show brokers, the active controller and partitions")

@@ -1,0 +1,5 @@
+import sys
+
+from odradek.gateway.cli import main
+
+sys.exit(main())

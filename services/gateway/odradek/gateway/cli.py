@@ -1,0 +1,35 @@
+"""``odradek gateway``: run the HTTP gateway with uvicorn (uvloop, httptools)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import uvicorn
+
+from odradek.gateway.app import create_app
+from odradek.gateway.settings import from_args
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"ts": self.formatTime(record), "level": record.levelname, "logger": record.name,
+               "message": record.getMessage()}
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, args = from_args(argv)
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JsonFormatter())
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
+                log_config=None, access_log=False, timeout_graceful_shutdown=20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

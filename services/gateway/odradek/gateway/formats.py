@@ -1,0 +1,105 @@
+"""Record encodings: REST Proxy v2's embedded formats (binary = base64, json = any JSON value)
+and the Arrow IPC stream of Spark's Kafka-source columns."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+import pyarrow as pa
+
+from odradek.gateway.errors import RestError
+
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
+V2_JSON = "application/vnd.kafka.json.v2+json"
+V2 = "application/vnd.kafka.v2+json"
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+ARROW = "application/vnd.apache.arrow.stream"
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+SPARK_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32()),
+    ("headers", HEADER_TYPE)])
+# librdkafka's timestamp types (0 none, 1 create, 2 log-append) as Spark numbers them (0 create, 1 log-append)
+SPARK_TIMESTAMP_TYPE = {0: 0, 1: 0, 2: 1}
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def b64decode(text: str | None, what: str) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        raise RestError(422, 42201, f"{what} is not valid base64") from None
+
+
+def b64encode(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def encode_embedded(value, fmt: str, what: str) -> bytes | None:
+    """A v2 record field as bytes: base64 for binary, the JSON text for json."""
+    if value is None:
+        return None
+    if fmt == "binary":
+        if not isinstance(value, str):
+            raise RestError(422, 42201, f"{what} must be a base64 string in the binary format")
+        return b64decode(value, what)
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode_embedded(data: bytes | None, fmt: str):
+    if data is None:
+        return None
+    if fmt == "binary":
+        return b64encode(data)
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise RestError(500, 50002, "a record is not JSON; read it with the binary format") from None
+
+
+def _headers(h) -> list[dict] | None:
+    return [{"key": k, "value": v} for k, v in h] if h else None
+
+
+def arrow_batch(messages: list, topic: str, partition: int) -> pa.RecordBatch:
+    timestamps = [m.timestamp() for m in messages]
+    headers = [m.headers() for m in messages]
+    return pa.RecordBatch.from_arrays([
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array([topic] * len(messages), pa.string()) if messages else pa.array([], pa.string()),
+        pa.array([partition] * len(messages), pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([t[1] for t in timestamps], pa.timestamp("ms", tz="UTC")),
+        pa.array([SPARK_TIMESTAMP_TYPE.get(t[0], 0) for t in timestamps], pa.int32()),
+        pa.array([_headers(h) for h in headers] if any(headers) else [None] * len(messages), HEADER_TYPE),
+    ], schema=SPARK_SCHEMA)
+
+
+def arrow_stream(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SPARK_SCHEMA) as writer:
+        if batch.num_rows:
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def json_records(messages: list, topic: str, partition: int) -> list[dict]:
+    out = []
+    for m in messages:
+        kind, ts = m.timestamp()
+        h = m.headers()
+        out.append({"topic": topic, "key": b64encode(m.key()), "value": b64encode(m.value()),
+                    "partition": partition, "offset": m.offset(), "timestamp": ts,
+                    "timestampType": SPARK_TIMESTAMP_TYPE.get(kind, 0),
+                    "headers": [{"key": k, "value": b64encode(v)} for k, v in h] if h else None})
+    return out

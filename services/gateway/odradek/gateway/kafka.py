@@ -1,0 +1,224 @@
+"""The gateway's only way to the brokers: librdkafka through confluent-kafka.
+
+Why confluent-kafka (docs/gateway.md has the figures): its producer batches and compresses in C
+and answers deliveries through callbacks, so one shared producer serves every request; its
+consumer decodes fetches in C, which is what keeps Arrow range reads cheap per record.
+Its calls block, so they run in threads; deliveries come back to the event loop through
+``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from queue import Empty, SimpleQueue
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+from odradek.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR, RestError
+
+log = logging.getLogger("odradek.gateway")
+
+METADATA_TTL_S = 2.0
+RANGE_READERS = 8          # consumers kept for range reads; more requests wait for one
+RANGE_READ_IDLE_S = 2.0    # a range read that gets nothing for this long answers what it has
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    value: bytes | None
+    key: bytes | None = None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] | None = None
+    timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class Delivery:
+    partition: int | None = None
+    offset: int | None = None
+    error: KafkaError | None = None
+
+    def to_json(self) -> dict:
+        if self.error is None:
+            return {"partition": self.partition, "offset": self.offset}
+        return {"error_code": KAFKA_RETRIABLE_ERROR if self.error.retriable() else KAFKA_ERROR,
+                "message": self.error.str()}
+
+
+@dataclass
+class _Batch:
+    """Deliveries of one request: the loop is woken once, when the last one arrives."""
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    results: list[Delivery]
+    pending: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def callback(self, index: int):
+        def delivered(err, msg) -> None:
+            self.results[index] = Delivery(msg.partition(), msg.offset(), None) if err is None else Delivery(error=err)
+            with self.lock:
+                self.pending -= 1
+                done = self.pending == 0
+            if done:
+                self.loop.call_soon_threadsafe(_resolve, self.future, self.results)
+        return delivered
+
+
+def _resolve(future: asyncio.Future, results) -> None:
+    if not future.done():
+        future.set_result(results)
+
+
+class KafkaBridge:
+    def __init__(self, bootstrap_servers: str, max_record_bytes: int, produce_timeout_ms: int = 30_000):
+        self.bootstrap = bootstrap_servers
+        self.common = {"bootstrap.servers": bootstrap_servers, "client.id": "odradek-gateway"}
+        self.producer = Producer({**self.common, "acks": "all", "linger.ms": 2, "batch.size": 1 << 20,
+                                  "message.max.bytes": max(max_record_bytes + 1024, 1_000_000),
+                                  "message.timeout.ms": produce_timeout_ms,
+                                  "queue.buffering.max.kbytes": 1 << 20,
+                                  # idempotence needs InitProducerId (issue 5); until then retries may duplicate
+                                  "enable.idempotence": False})
+        self.admin = AdminClient(self.common)
+        self._metadata: tuple[float, ClusterMetadata] | None = None
+        self._readers: SimpleQueue[Consumer] = SimpleQueue()
+        self._reader_slots = asyncio.Semaphore(RANGE_READERS)
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll_deliveries, name="gateway-deliveries", daemon=True)
+        self._poller.start()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _poll_deliveries(self) -> None:
+        while not self._stop.is_set():
+            self.producer.poll(0.05)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.producer.flush, 30)
+        self._stop.set()
+        await asyncio.to_thread(self._poller.join, 5)
+        while True:
+            try:
+                reader = self._readers.get_nowait()
+            except Empty:
+                break
+            await asyncio.to_thread(reader.close)
+
+    # -- metadata ----------------------------------------------------------------------------
+    async def metadata(self, fresh: bool = False) -> ClusterMetadata:
+        now = time.monotonic()
+        if fresh or self._metadata is None or now - self._metadata[0] > METADATA_TTL_S:
+            try:
+                md = await asyncio.to_thread(self.admin.list_topics, timeout=10)
+            except KafkaException as e:
+                raise RestError(503, KAFKA_RETRIABLE_ERROR, f"Cluster unreachable: {e.args[0].str()}") from e
+            self._metadata = (time.monotonic(), md)
+        return self._metadata[1]
+
+    async def topic(self, name: str):
+        """The topic's metadata (refreshed once on a miss); 40401 if it does not exist."""
+        for fresh in (False, True):
+            t = (await self.metadata(fresh)).topics.get(name)
+            if t is not None and t.error is None and not name.startswith("__"):
+                return t
+        raise RestError.topic_not_found(name)
+
+    async def partition(self, topic: str, partition: int):
+        t = await self.topic(topic)
+        if partition not in t.partitions:
+            raise RestError.partition_not_found(topic, partition)
+        return t.partitions[partition]
+
+    # -- produce -----------------------------------------------------------------------------
+    async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:
+        if not records:
+            return []
+        loop = asyncio.get_running_loop()
+        batch = _Batch(loop, loop.create_future(), [Delivery() for _ in records], len(records))
+        for i, r in enumerate(records):
+            kwargs = {"value": r.value, "key": r.key, "on_delivery": batch.callback(i)}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if r.headers:
+                kwargs["headers"] = list(r.headers)
+            if r.timestamp is not None:
+                kwargs["timestamp"] = r.timestamp
+            while True:
+                try:
+                    self.producer.produce(topic, **kwargs)
+                    break
+                except BufferError:      # the local queue is full: let deliveries drain it
+                    await asyncio.sleep(0.005)
+                except KafkaException as e:
+                    batch.callback(i)(e.args[0], None)
+                    break
+        return await batch.future
+
+    # -- reads -------------------------------------------------------------------------------
+    def new_consumer(self, **conf) -> Consumer:
+        return Consumer({**self.common, "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 100, "fetch.max.bytes": 64 << 20,
+                         "max.partition.fetch.bytes": 8 << 20, **conf})
+
+    async def with_reader(self, fn, *args):
+        """Run ``fn(consumer, *args)`` in a thread with a pooled group-less consumer."""
+        async with self._reader_slots:
+            try:
+                reader = self._readers.get_nowait()
+            except Empty:
+                reader = self.new_consumer(**{"group.id": "odradek-gateway-range-reads",
+                                              "auto.offset.reset": "error"})
+            try:
+                return await asyncio.to_thread(fn, reader, *args)
+            finally:
+                self._readers.put(reader)
+
+    async def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return await self.with_reader(
+            lambda c: c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False))
+
+    async def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        def lookup(c: Consumer) -> int | None:
+            [tp] = c.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=10)
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            return tp.offset if tp.offset >= 0 else None
+        return await self.with_reader(lookup)
+
+
+def read_range(c: Consumer, topic: str, partition: int, offset: int, end: int, max_bytes: int):
+    """Messages of ``[offset, end)``, about ``max_bytes`` of data (at least one message if any),
+    in a thread. Returns (messages, next offset, error) where error is a KafkaError."""
+    c.assign([TopicPartition(topic, partition, offset)])
+    out, size, next_offset = [], 0, offset
+    idle_since = time.monotonic()
+    try:
+        while next_offset < end and (size < max_bytes or not out):
+            batch = c.consume(num_messages=10_000, timeout=0.2)
+            if not batch:
+                if time.monotonic() - idle_since > RANGE_READ_IDLE_S:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return out, next_offset, None
+                    return out, next_offset, err
+                if m.offset() >= end:
+                    return out, next_offset, None
+                out.append(m)
+                size += len(m.value() or b"") + len(m.key() or b"")
+                next_offset = m.offset() + 1
+                if size >= max_bytes:
+                    break
+        return out, next_offset, None
+    finally:
+        c.unassign()

@@ -1,0 +1,247 @@
+"""Topics over HTTP: REST Proxy v2 metadata and produce, plus Odradek's group-less range read
+(JSON or Arrow) and streaming NDJSON produce — the two paths Spark jobs use."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from odradek.gateway import formats
+from odradek.gateway.auth import READ, WRITE, require
+from odradek.gateway.errors import OFFSET_OUT_OF_RANGE, RestError
+from odradek.gateway.kafka import OutRecord, read_range
+from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
+
+router = APIRouter()
+
+
+class V2Response(JSONResponse):
+    media_type = formats.V2
+
+
+def bridge(request: Request):
+    return request.app.state.kafka
+
+
+def content_type(*allowed: str):
+    def check(request: Request) -> str:
+        kind = formats.media_type(request.headers.get("content-type"))
+        if kind not in allowed:
+            raise RestError(415, 415, f"HTTP 415 Unsupported Media Type: expected one of {', '.join(allowed)}")
+        return kind
+    return Depends(check)
+
+
+# -- metadata ---------------------------------------------------------------------------------------
+def _partition_json(p) -> dict:
+    return {"partition": p.id, "leader": p.leader,
+            "replicas": [{"broker": b, "leader": b == p.leader, "in_sync": b in p.isrs} for b in p.replicas]}
+
+
+@router.get("/topics", response_class=V2Response)
+async def list_topics(request: Request) -> list[str]:
+    md = await bridge(request).metadata()
+    return sorted(n for n, t in md.topics.items() if t.error is None and not n.startswith("__"))
+
+
+@router.get("/topics/{topic}", response_class=V2Response)
+async def get_topic(topic: str, request: Request, _=require(READ)) -> dict:
+    t = await bridge(request).topic(topic)
+    admin = bridge(request).admin
+    configs = await _topic_configs(admin, topic)
+    return {"name": topic, "configs": configs,
+            "partitions": [_partition_json(t.partitions[p]) for p in sorted(t.partitions)]}
+
+
+async def _topic_configs(admin, topic: str) -> dict[str, str]:
+    import asyncio
+    from confluent_kafka.admin import ConfigResource
+    resource = ConfigResource("topic", topic)
+    result = await asyncio.to_thread(lambda: admin.describe_configs([resource])[resource].result(10))
+    return {k: v.value for k, v in result.items() if not v.is_default and v.value is not None}
+
+
+@router.get("/topics/{topic}/partitions", response_class=V2Response)
+async def list_partitions(topic: str, request: Request, _=require(READ)) -> list[dict]:
+    t = await bridge(request).topic(topic)
+    return [_partition_json(t.partitions[p]) for p in sorted(t.partitions)]
+
+
+@router.get("/topics/{topic}/partitions/{partition}", response_class=V2Response)
+async def get_partition(topic: str, partition: int, request: Request, _=require(READ)) -> dict:
+    return _partition_json(await bridge(request).partition(topic, partition))
+
+
+@router.get("/topics/{topic}/partitions/{partition}/offsets", response_class=V2Response)
+async def partition_offsets(topic: str, partition: int, request: Request, _=require(READ),
+                            timestamp: int | None = Query(None, description="ms since the epoch: the "
+                                                          "earliest offset whose timestamp is >= it")) -> dict:
+    kafka = bridge(request)
+    await kafka.partition(topic, partition)
+    if timestamp is not None:
+        return {"timestamp": timestamp, "offset": await kafka.offset_for_time(topic, partition, timestamp)}
+    low, high = await kafka.watermarks(topic, partition)
+    return {"beginning_offset": low, "end_offset": high}
+
+
+@router.get("/brokers", response_class=V2Response)
+async def list_brokers(request: Request) -> dict:
+    md = await bridge(request).metadata()
+    return {"brokers": sorted(md.brokers)}
+
+
+# -- v2 produce -------------------------------------------------------------------------------------
+class V2Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: Any = None
+    value: Any = None
+    partition: int | None = Field(None, ge=0)
+
+
+class V2ProduceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[V2Record]
+    key_schema: str | None = None
+    key_schema_id: int | None = None
+    value_schema: str | None = None
+    value_schema_id: int | None = None
+
+
+V2_PRODUCE_TYPES = (formats.V2_BINARY, formats.V2_JSON, formats.JSON)
+
+
+async def _parse(request: Request, model: type[BaseModel]):
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        status = 400 if first["type"] == "json_invalid" else 422
+        where = ".".join(str(p) for p in first["loc"])
+        raise RestError(status, status, f"{where}: {first['msg']}".lstrip(": ")) from None
+
+
+async def _v2_produce(request: Request, topic: str, kind: str, partition: int | None) -> dict:
+    body: V2ProduceRequest = await _parse(request, V2ProduceRequest)
+    if body.key_schema or body.value_schema or body.key_schema_id or body.value_schema_id:
+        raise RestError(422, 42205, "Schemas are not supported: Odradek has no schema registry "
+                                    "(use the json or binary format)")
+    kafka = bridge(request)
+    t = await kafka.topic(topic)
+    fmt = "binary" if kind == formats.V2_BINARY else "json"
+    limit = request.app.state.settings.max_record_bytes
+    records = []
+    for i, r in enumerate(body.records):
+        p = partition if partition is not None else r.partition
+        if p is not None and p not in t.partitions:
+            raise RestError.partition_not_found(topic, p)
+        rec = OutRecord(formats.encode_embedded(r.value, fmt, f"records.{i}.value"),
+                        formats.encode_embedded(r.key, fmt, f"records.{i}.key"), p)
+        if len(rec.value or b"") + len(rec.key or b"") > limit:
+            raise RestError(413, 41301, f"records.{i} is larger than the record size limit ({limit} bytes)")
+        records.append(rec)
+    deliveries = await kafka.produce(topic, records)
+    RECORDS_IN.inc(len(records))
+    return {"key_schema_id": None, "value_schema_id": None, "offsets": [_v2_offset(d) for d in deliveries]}
+
+
+def _v2_offset(d) -> dict:
+    if d.error is None:
+        return {"partition": d.partition, "offset": d.offset, "error_code": None, "error": None}
+    # REST Proxy v2: 1 = non-retriable, 2 = retriable Kafka exception
+    return {"partition": d.partition, "offset": None, "error_code": 2 if d.error.retriable() else 1,
+            "error": d.error.str()}
+
+
+@router.post("/topics/{topic}", response_class=V2Response)
+async def produce(topic: str, request: Request, kind: str = content_type(*V2_PRODUCE_TYPES),
+                  _=require(WRITE)) -> dict:
+    return await _v2_produce(request, topic, kind, None)
+
+
+@router.post("/topics/{topic}/partitions/{partition}", response_class=V2Response)
+async def produce_to_partition(topic: str, partition: int, request: Request,
+                               kind: str = content_type(*V2_PRODUCE_TYPES), _=require(WRITE)) -> dict:
+    return await _v2_produce(request, topic, kind, partition)
+
+
+# -- streaming produce (NDJSON) ---------------------------------------------------------------------
+class StreamRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: str | None = None
+    key: str | None = None
+    partition: int | None = Field(None, ge=0)
+    headers: list[dict[str, str | None]] | None = None
+    timestamp: int | None = None
+
+
+def _stream_record(line: bytes, n: int, limit: int) -> OutRecord:
+    try:
+        r = StreamRecord.model_validate_json(line)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise RestError(400 if first["type"] == "json_invalid" else 422, 42201,
+                        f"line {n}: {'.'.join(map(str, first['loc']))} {first['msg']}".strip()) from None
+    headers = None
+    if r.headers:
+        headers = [(h.get("key") or "", formats.b64decode(h.get("value"), f"line {n} header")) for h in r.headers]
+    rec = OutRecord(formats.b64decode(r.value, f"line {n} value"), formats.b64decode(r.key, f"line {n} key"),
+                    r.partition, headers, r.timestamp)
+    if len(rec.value or b"") + len(rec.key or b"") > limit:
+        raise RestError(413, 41301, f"line {n} is larger than the record size limit ({limit} bytes)")
+    return rec
+
+
+@router.post("/topics/{topic}/records")
+async def produce_stream(topic: str, request: Request, _k: str = content_type(formats.NDJSON),
+                         _=require(WRITE)) -> Response:
+    """Many records per request, one JSON object per line (key, value and header values base64);
+    answers one line per record, in order: ``{"partition", "offset"}`` or an error."""
+    kafka = bridge(request)
+    t = await kafka.topic(topic)
+    limit = request.app.state.settings.max_record_bytes
+    lines = [ln for ln in (await request.body()).splitlines() if ln.strip()]
+    records = [_stream_record(ln, n, limit) for n, ln in enumerate(lines, 1)]
+    for n, r in enumerate(records, 1):
+        if r.partition is not None and r.partition not in t.partitions:
+            raise RestError(404, 40402, f"line {n}: partition {r.partition} of topic {topic} not found.")
+    deliveries = await kafka.produce(topic, records)
+    RECORDS_IN.inc(len(records))
+    text = "".join(json.dumps(d.to_json(), separators=(",", ":")) + "\n" for d in deliveries)
+    return Response(text, media_type=formats.NDJSON)
+
+
+# -- group-less range read --------------------------------------------------------------------------
+@router.get("/topics/{topic}/partitions/{partition}/records",
+            responses={200: {"content": {formats.ARROW: {}, formats.JSON: {}}}})
+async def read_records(topic: str, partition: int, request: Request, _=require(READ),
+                       offset: int = Query(..., ge=0), end: int | None = Query(None, ge=0),
+                       max_bytes: int = Query(8 << 20, ge=1, le=256 << 20)) -> Response:
+    """Offsets ``[offset, end)`` (end defaults to the high watermark), about ``max_bytes`` of
+    record data; the header ``Odradek-Next-Offset`` says where to continue."""
+    kafka = bridge(request)
+    await kafka.partition(topic, partition)
+    stop = end if end is not None else (await kafka.watermarks(topic, partition))[1]
+    messages, next_offset, error = ([], offset, None) if offset >= stop else await kafka.with_reader(
+        read_range, topic, partition, offset, stop, max_bytes)
+    if error is not None and not messages:
+        await _raise_read_error(kafka, topic, partition, offset, error)
+    RECORDS_OUT.inc(len(messages))
+    headers = {"Odradek-Next-Offset": str(next_offset)}
+    if formats.ARROW in request.headers.get("accept", ""):
+        return Response(formats.arrow_stream(formats.arrow_batch(messages, topic, partition)),
+                        media_type=formats.ARROW, headers=headers)
+    return JSONResponse(formats.json_records(messages, topic, partition), headers=headers)
+
+
+async def _raise_read_error(kafka, topic: str, partition: int, offset: int, error) -> None:
+    from confluent_kafka import KafkaError
+    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        low, high = await kafka.watermarks(topic, partition)
+        raise RestError(416, OFFSET_OUT_OF_RANGE, f"Offset {offset} is out of range [{low}, {high}] of "
+                        f"{topic}-{partition}", headers={"Odradek-Log-Start-Offset": str(low)})
+    raise RestError(503 if error.retriable() else 500, 50003 if error.retriable() else 50002, error.str())
