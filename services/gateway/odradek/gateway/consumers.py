@@ -282,7 +282,7 @@ async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> 
     raw = await request.body()
     body = Offsets.model_validate_json(raw) if raw.strip() else Offsets()
     if body.offsets:
-        tps = [TopicPartition(o.topic, o.partition, o.offset + 1, o.metadata) for o in body.offsets]
+        tps = [TopicPartition(o.topic, o.partition, o.offset + 1, metadata=o.metadata or "") for o in body.offsets]
     else:
         tps = [TopicPartition(t, p, off) for (t, p), off in inst.positions.items()]
     if tps:

@@ -44,7 +44,7 @@ def _partition_json(p) -> dict:
 
 @router.get("/topics", response_class=V2Response)
 async def list_topics(request: Request) -> list[str]:
-    md = await bridge(request).metadata()
+    md = await bridge(request).metadata(fresh=True)
     return sorted(n for n, t in md.topics.items() if t.error is None and not n.startswith("__"))
 
 
@@ -90,7 +90,7 @@ async def partition_offsets(topic: str, partition: int, request: Request, _=requ
 
 @router.get("/brokers", response_class=V2Response)
 async def list_brokers(request: Request) -> dict:
-    md = await bridge(request).metadata()
+    md = await bridge(request).metadata(fresh=True)
     return {"brokers": sorted(md.brokers)}
 
 
