@@ -74,3 +74,23 @@ def test_should_roll(tmp_path):
     assert segment.should_roll(**dict(kwargs, size=10**6))
     assert segment.should_roll(**dict(kwargs, max_timestamp=1001 + 10**6 + 1))
     assert segment.should_roll(**dict(kwargs, last_offset=2**31))
+
+
+def test_recover_indexes_batches_past_the_first_read_chunk_at_their_file_positions(tmp_path):
+    """Recovery reads the log in 1 MiB chunks: index entries past the first chunk must hold
+    file positions, not positions within the chunk (else lookups land mid-file and a follower
+    can never truncate)."""
+    segment = LogSegment(tmp_path, 0, index_bytes=1 << 20, index_interval_bytes=4096)
+    for _ in range(600):  # ~3 MiB of 5 KiB batches
+        data = memoryview(batch(*[b"y" * 1000] * 5))
+        batches = split_batches(data)
+        batches[0].set_base_offset(segment.next_offset)
+        segment.append(batches, data)
+    written = [(segment.offset_index.entry(i)) for i in range(segment.offset_index.entries)]
+    assert segment.recover(lambda b: b.check()) == 0
+    assert [segment.offset_index.entry(i) for i in range(segment.offset_index.entries)] == written
+    assert segment.size > 2 << 20
+    for offset in (0, 1234, 2500, 2999):
+        location = segment.translate_offset(offset)
+        assert location is not None and location.base_offset <= offset <= location.last_offset
+    assert segment.truncate_to(2500) > 0 and segment.next_offset == 2500

@@ -73,8 +73,9 @@ class FileRecords:
         """A private copy of one batch, for the slow paths that decode records."""
         return RecordBatch(memoryview(bytearray(os.pread(self.fd, size, position))))
 
-    def valid_prefix(self, visit: Callable[[RecordBatch], None]) -> int:
-        """Walk the file from the start, calling ``visit`` on each whole batch.
+    def valid_prefix(self, visit: Callable[[RecordBatch, int], None]) -> int:
+        """Walk the file from the start, calling ``visit(batch, file_position)`` on each whole
+        batch (the batch is a view of a chunk: its own ``position`` is within the chunk).
 
         ``visit`` raises (any KafkaError) at the first bad batch; returns the length of the
         prefix made of good batches. Batches are read in chunks of at least 1 MiB.
@@ -86,7 +87,7 @@ class FileRecords:
             consumed = 0
             for batch in iter_batches(chunk):
                 try:
-                    visit(batch)
+                    visit(batch, valid + batch.position)
                 except KafkaError:
                     return valid + consumed
                 consumed = batch.position + batch.size

@@ -110,11 +110,11 @@ class LogSegment:
         self.next_offset = self.base_offset
         self._first_batch_timestamp = None
 
-        def visit(batch: RecordBatch) -> None:
+        def visit(batch: RecordBatch, position: int) -> None:
             check(batch)
             if batch.base_offset < self.next_offset or batch.last_offset - self.base_offset > INT_MAX:
                 raise KafkaError(ErrorCode.corrupt_message, f"batch offset {batch.base_offset} out of order")
-            self._index_batch(batch, batch.position)
+            self._index_batch(batch, position)
 
         valid = self.log.valid_prefix(visit)
         return self.log.truncate_to(valid)
