@@ -54,13 +54,17 @@ class GatewayProcess:
         except httpx.HTTPError:
             return False
 
-    def stop(self) -> int:
+    def stop(self) -> bool:
+        """SIGTERM; True if the gateway shut down gracefully (uvicorn re-raises the signal
+        after its shutdown, so the exit status is -15 either way: the log tells)."""
         self.proc.terminate()
         try:
-            return self.proc.wait(30)
+            self.proc.wait(30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait(10)
+            self.proc.wait(10)
+            return False
+        return "Application shutdown complete" in self.log.read_text()
 
 
 def write_tokens(path: Path, tokens: list[dict]) -> Path:

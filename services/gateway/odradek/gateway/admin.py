@@ -52,7 +52,7 @@ def _kafka_error(e: KafkaException) -> RestError:
     if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return RestError(404, 40403, err.str())
     if code in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
-                KafkaError.INVALID_CONFIG, KafkaError.INVALID_TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION,
+                KafkaError.INVALID_CONFIG, KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION,
                 KafkaError.INVALID_REQUEST, KafkaError.INVALID_REPLICA_ASSIGNMENT):
         return RestError(400, 40002, err.str())
     return RestError(503 if err.retriable() else 500, 50003 if err.retriable() else 50002, err.str())
