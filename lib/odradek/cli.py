@@ -11,6 +11,8 @@ commands:
   controller   run a controller instance        (odradek controller --help)
   dev          a local cluster of processes     (odradek dev up|down|status --help)
   gateway      the HTTP gateway                 (odradek gateway --help)
+  produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
+  consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
@@ -30,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.dev.cluster import main as run
     elif command == "gateway":
         from odradek.gateway.cli import main as run
+    elif command == "produce":
+        from odradek.client.cli import produce as run
+    elif command == "consume":
+        from odradek.client.cli import consume as run
     elif command == "operator":
         from odradek.operator.cli import main as run
     elif command == "verify":

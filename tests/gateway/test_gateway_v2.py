@@ -155,3 +155,20 @@ def test_unknown_instances_say_where_they_live(gw):
     error(gw.get("/consumers/g/instances/nobody/records"), 404, 40403)
     msg = error(gw.get("/consumers/g/instances/rest-consumer-0badc0de-123456789abc/records"), 404, 40403)
     assert "another gateway replica" in msg
+
+
+def test_produce_and_consume_commands_go_through_the_gateway(gw_cluster):
+    import subprocess
+    import sys
+    topic = new_topic(gw_cluster, partitions=2)
+    cli = [sys.executable, "-m", "odradek.cli"]
+    produced = subprocess.run([*cli, "produce", topic, "--gateway", gw_cluster.gateway, "--key-separator", ":"],
+                              input="k1:hello\nk2:world\nplain\n", capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0 and "3 records written" in produced.stderr, produced.stderr
+    consumed = subprocess.run([*cli, "consume", topic, "--gateway", gw_cluster.gateway, "--from-beginning",
+                               "--max-records", "3", "--print-key"], capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == sorted(["k1\thello", "k2\tworld", "\tplain"])
+    missing = subprocess.run([*cli, "consume", "no-such-topic", "--gateway", gw_cluster.gateway],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "not found" in missing.stderr

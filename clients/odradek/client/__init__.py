@@ -1,0 +1,115 @@
+"""A thin HTTP client of the Odradek gateway: what ``odradek produce|consume`` and the Spark
+data source use. Only the gateway's documented paths (docs/gateway.md)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+ARROW = "application/vnd.apache.arrow.stream"
+NDJSON = "application/x-ndjson"
+
+
+class GatewayError(RuntimeError):
+    def __init__(self, status: int, error_code: int, message: str):
+        super().__init__(f"{message} (HTTP {status}, error_code {error_code})")
+        self.status, self.error_code, self.message = status, error_code, message
+
+
+@dataclass(frozen=True)
+class Produced:
+    partition: int | None
+    offset: int | None
+    error_code: int | None = None
+    message: str | None = None
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+class GatewayClient:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0):
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "GatewayClient":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def _check(self, resp: httpx.Response) -> httpx.Response:
+        if resp.status_code >= 400:
+            try:
+                body = resp.json()
+                raise GatewayError(resp.status_code, body.get("error_code", resp.status_code), body.get("message", ""))
+            except (ValueError, AttributeError):
+                raise GatewayError(resp.status_code, resp.status_code, resp.text[:500]) from None
+        return resp
+
+    # -- metadata -------------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        return self._check(self.http.get("/topics")).json()
+
+    def partitions(self, topic: str) -> list[int]:
+        return [p["partition"] for p in self._check(self.http.get(f"/topics/{topic}/partitions")).json()]
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, high watermark)."""
+        body = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/offsets")).json()
+        return body["beginning_offset"], body["end_offset"]
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        return self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/offsets",
+                                         params={"timestamp": timestamp_ms})).json()["offset"]
+
+    # -- produce --------------------------------------------------------------------------------
+    def produce(self, topic: str, records: Iterable[dict]) -> list[Produced]:
+        """Records as dicts of bytes: value, key, partition, headers [(k, bytes)], timestamp."""
+        lines = []
+        for r in records:
+            line = {"value": _b64(r.get("value")), "key": _b64(r.get("key"))}
+            if r.get("partition") is not None:
+                line["partition"] = r["partition"]
+            if r.get("headers"):
+                line["headers"] = [{"key": k, "value": _b64(v)} for k, v in r["headers"]]
+            if r.get("timestamp") is not None:
+                line["timestamp"] = r["timestamp"]
+            lines.append(json.dumps(line, separators=(",", ":")))
+        if not lines:
+            return []
+        resp = self._check(self.http.post(f"/topics/{topic}/records", content="\n".join(lines).encode(),
+                                          headers={"content-type": NDJSON}))
+        return [Produced(**json.loads(x) if "offset" in x else {"partition": None, "offset": None, **json.loads(x)})
+                for x in resp.text.splitlines()]
+
+    # -- range reads ----------------------------------------------------------------------------
+    def read_arrow(self, topic: str, partition: int, offset: int, end: int, max_bytes: int = 8 << 20):
+        """One request: (Arrow IPC bytes, next offset)."""
+        resp = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/records",
+                                         params={"offset": offset, "end": end, "max_bytes": max_bytes},
+                                         headers={"accept": ARROW}))
+        return resp.content, int(resp.headers["odradek-next-offset"])
+
+    def read_json(self, topic: str, partition: int, offset: int, end: int | None = None,
+                  max_bytes: int = 1 << 20) -> tuple[list[dict], int]:
+        params = {"offset": offset, "max_bytes": max_bytes, **({"end": end} if end is not None else {})}
+        resp = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/records", params=params))
+        return resp.json(), int(resp.headers["odradek-next-offset"])
+
+    def follow(self, topic: str, partition: int, offset: int) -> Iterator[dict]:
+        """Records from ``offset`` on, as they arrive (JSON range reads up to the high watermark)."""
+        while True:
+            records, offset = self.read_json(topic, partition, offset)
+            if not records:
+                time.sleep(0.2)  # at the high watermark: poll gently
+            yield from records
