@@ -2,7 +2,8 @@
 acks=all, three producers (confluent-kafka and kafka-python), 20 SIGKILLs of partition leaders
 at random moments (each restarted, one at a time): 0 lost, 0 reordered, 0 inconsistent offsets,
 0 phantom values. Duplicates from producer retries are reported, not failed, until the
-idempotent-producer issue.
+idempotent-producer issue. A shorter mixed run (6 faults: leaders, the active controller with a
+standby, random brokers) holds the same verdict.
 
 The seed is random and printed; ``VERIFY_SEED=N`` replays a run's choices of moments and
 targets. The history and the report are kept under the test's tmp_path (``verify/``).
@@ -19,18 +20,18 @@ from odradek.verify import Config, ReplicationUnavailable, run
 from tests.integration.conftest import start_cluster, stop_cluster
 
 KILLS = 20
+MIXED_KILLS = 6
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_twenty_leader_kills_lose_nothing(tmp_path):
+def verify_run(tmp_path, kills: int, faults: tuple[str, ...], controllers: int = 1):
+    """One ``odradek verify`` run on a fresh 3-broker dev cluster; asserts the checker's verdict."""
     seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
     print(f"VERIFY_SEED={seed}")
-    cluster = start_cluster(tmp_path / "cluster", brokers=3)
+    cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=("--controllers", str(controllers)))
     try:
         cfg = Config(data_dir=cluster.data_dir, partitions=6, replication_factor=3, min_insync=2,
-                     producers=3, clients=("confluent", "kafka-python"), rate=50, kills=KILLS,
-                     faults=("leader",), interval=1.0, downtime=1.0, seed=seed, out=tmp_path / "verify")
+                     producers=3, clients=("confluent", "kafka-python"), rate=50, kills=kills,
+                     faults=faults, interval=1.0, downtime=1.0, seed=seed, out=tmp_path / "verify")
         try:
             report, _ = run(cfg)
         except ReplicationUnavailable as e:
@@ -39,7 +40,7 @@ def test_twenty_leader_kills_lose_nothing(tmp_path):
         stop_cluster(cluster)
     summary = report.summary()
     print(summary)
-    assert report.faults == {"leader": KILLS}, summary
+    assert sum(report.faults.values()) == kills, summary
     assert report.acked > 1000, summary
     assert report.lost == [], summary
     assert report.reordered == [], summary
@@ -47,3 +48,20 @@ def test_twenty_leader_kills_lose_nothing(tmp_path):
     assert report.phantom == [], summary
     assert report.problems() == [], summary
     assert report.unrecovered == [], summary  # every restarted broker rejoined every ISR
+    return report
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_twenty_leader_kills_lose_nothing(tmp_path):
+    report = verify_run(tmp_path, KILLS, ("leader",))
+    assert report.faults == {"leader": KILLS}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_mixed_nemesis_leaders_controllers_and_brokers_lose_nothing(tmp_path):
+    """Two of each fault (the nemesis deals kinds from a shuffled deck): leader kills, kills of
+    the active controller (a standby takes over) and of random brokers."""
+    report = verify_run(tmp_path, MIXED_KILLS, ("leader", "controller", "broker"), controllers=2)
+    assert report.faults == {"leader": 2, "controller": 2, "broker": 2}

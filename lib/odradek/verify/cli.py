@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     p.add_argument("--kills", type=int, default=20, help="how many faults")
     p.add_argument("--faults", type=_names(FAULTS), default=FAULTS,
-                   help="kinds of fault, chosen at random (default leader,controller,broker)")
+                   help="kinds of fault, dealt from a shuffled deck (default leader,controller,broker)")
     p.add_argument("--interval", type=float, default=2.5, help="mean seconds between faults")
     p.add_argument("--downtime", type=float, default=2.0, help="a killed process stays down 0..N seconds")
     p.add_argument("--no-wait-isr", dest="wait_isr", action="store_false",

@@ -1,6 +1,7 @@
 """The nemesis: crashes (SIGKILL) and restarts processes of a dev cluster at random moments.
 
-Faults, chosen at random among those enabled:
+Faults, among those enabled, dealt from a shuffled deck (every kind once per round, in random
+order, so a short run with several kinds still has each of them):
 
 - ``leader``: the broker leading a random partition of the topic (from a Metadata request);
 - ``controller``: the active controller;
@@ -100,6 +101,7 @@ class Nemesis(threading.Thread):
         self.wait_isr, self.recovery_timeout = wait_isr, recovery_timeout
         self.max_unrecovered, self.unrecovered_in_a_row = max_unrecovered, 0
         self.rng = random.Random(seed)
+        self.deck: list[str] = []
         self.done = 0
         self.error: BaseException | None = None
 
@@ -121,7 +123,10 @@ class Nemesis(threading.Thread):
 
     def choose(self) -> tuple[str, str, str] | None:
         """(kind, process name, why) of the next fault, or None when no target is available."""
-        kind = self.rng.choice(self.faults)
+        if not self.deck:
+            self.deck = list(self.faults)
+            self.rng.shuffle(self.deck)
+        kind = self.deck.pop()
         if kind == "controller":
             name = self.cluster.active_controller()
             return (kind, name, "active controller") if name else None
