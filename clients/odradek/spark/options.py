@@ -1,0 +1,101 @@
+"""Spark Kafka-source options resolved against the gateway, in the driver: which partitions,
+and which offset range of each (pure planning logic, unit-tested without Spark)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+EARLIEST, LATEST = -2, -1
+
+
+class OptionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Range:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+def select_topics(options: dict, topics: list[str]) -> dict[str, list[int] | None]:
+    """{topic: partitions (None = all)} from exactly one of subscribe, subscribePattern, assign."""
+    given = [k for k in ("subscribe", "subscribePattern", "assign") if options.get(k)]
+    if len(given) != 1:
+        raise OptionError("give exactly one of the options 'subscribe', 'subscribePattern' or 'assign'")
+    if given[0] == "subscribe":
+        return {t.strip(): None for t in options["subscribe"].split(",") if t.strip()}
+    if given[0] == "subscribePattern":
+        pattern = re.compile(options["subscribePattern"])
+        return {t: None for t in topics if pattern.fullmatch(t)}
+    try:
+        assign = json.loads(options["assign"])
+        return {t: [int(p) for p in ps] for t, ps in assign.items()}
+    except (ValueError, AttributeError, TypeError) as e:
+        raise OptionError(f"'assign' must be JSON like {{\"topicA\":[0,1]}}: {e}") from None
+
+
+def _per_partition_json(options: dict, key: str) -> dict[str, dict[int, int]] | None:
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        return {t: {int(p): int(v) for p, v in ps.items()} for t, ps in json.loads(text).items()}
+    except (ValueError, AttributeError, TypeError) as e:
+        raise OptionError(f"'{key}' must be JSON like {{\"topicA\":{{\"0\":23}}}}: {e}") from None
+
+
+def offset_spec(options: dict, which: str, default: str):
+    """What the user asked for one end: ('offsets', "earliest"|"latest"|{t: {p: o}}) or
+    ('timestamps', ts | {t: {p: ts}})."""
+    if options.get(f"{which}OffsetsByTimestamp"):
+        return "timestamps", _per_partition_json(options, f"{which}OffsetsByTimestamp")
+    if options.get(f"{which}Timestamp"):
+        return "timestamps", int(options[f"{which}Timestamp"])
+    value = options.get(f"{which}Offsets", default)
+    if value.strip() in ("earliest", "latest"):
+        return "offsets", value.strip()
+    return "offsets", _per_partition_json(options, f"{which}Offsets")
+
+
+def resolve(spec, topic: str, partition: int, low: int, high: int, by_time) -> int:
+    """One end of one partition as an offset; by_time(topic, partition, ts) -> offset | None."""
+    kind, value = spec
+    if kind == "timestamps":
+        ts = value if isinstance(value, int) else value.get(topic, {}).get(partition)
+        if ts is None:
+            raise OptionError(f"no timestamp given for {topic}-{partition}")
+        found = by_time(topic, partition, ts)
+        return high if found is None else found
+    if value == "earliest":
+        return low
+    if value == "latest":
+        return high
+    offset = value.get(topic, {}).get(partition)
+    if offset is None:
+        raise OptionError(f"no offset given for {topic}-{partition}")
+    return low if offset == EARLIEST else high if offset == LATEST else offset
+
+
+def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:
+    """Kafka source's minPartitions: cut large ranges so there are at least that many pieces,
+    each partition split in proportion to its size."""
+    ranges = [r for r in ranges if r.size > 0]
+    total = sum(r.size for r in ranges)
+    if not min_partitions or min_partitions <= len(ranges) or total == 0:
+        return ranges
+    out = []
+    for r in ranges:
+        pieces = max(1, min(r.size, math.ceil(r.size * min_partitions / total)))
+        step = math.ceil(r.size / pieces)
+        out += [Range(r.topic, r.partition, s, min(s + step, r.end)) for s in range(r.start, r.end, step)]
+    return out

@@ -1,0 +1,262 @@
+"""The "odradek" Python data source: batch and streaming reads as Arrow from the gateway's
+range endpoint, batch and streaming writes through its NDJSON produce endpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                    DataSourceWriter, InputPartition, WriterCommitMessage)
+from pyspark.sql.types import StructType
+
+from odradek.client import GatewayClient
+from odradek.spark import options as opts
+
+BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+               "timestampType int")
+HEADERS = "headers array<struct<key: string, value: binary>>"
+DEFAULT_MAX_BYTES = 8 << 20
+WRITE_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    gateway: str
+    token: str | None
+    topic: str
+    partition: int
+    start: int
+    end: int
+    max_bytes: int
+    headers: bool
+
+
+def _client(options: dict) -> GatewayClient:
+    if not options.get("gateway"):
+        raise opts.OptionError("the option 'gateway' (the gateway's URL, e.g. http://gw:8080) is required")
+    return GatewayClient(options["gateway"], options.get("token"))
+
+
+def _flag(options: dict, key: str, default: bool) -> bool:
+    return str(options.get(key, default)).lower() == "true"
+
+
+class OdradekDataSource(DataSource):
+    """Options are Spark's case-insensitive map: pass ``self.options`` itself along (a plain
+    dict of it has lower-cased keys)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "odradek"
+
+    def schema(self) -> str:
+        return BASE_SCHEMA + (", " + HEADERS if _flag(self.options, "includeHeaders", False) else "")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(self.options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(self.options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return Writer(self.options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(self.options)
+
+
+# -- reading ----------------------------------------------------------------------------------------
+def _partitions(gw: GatewayClient, options: dict) -> list[tuple[str, int]]:
+    chosen = opts.select_topics(options, gw.topics() if options.get("subscribePattern") else [])
+    return [(t, p) for t, ps in sorted(chosen.items()) for p in (ps if ps is not None else gw.partitions(t))]
+
+
+def _plan(gw: GatewayClient, options: dict, partitions: list[tuple[str, int]],
+          start_spec, end_spec) -> list[opts.Range]:
+    fail_on_loss = _flag(options, "failOnDataLoss", True)
+    ranges = []
+    for topic, p in partitions:
+        low, high = gw.offsets(topic, p)
+        start = opts.resolve(start_spec, topic, p, low, high, gw.offset_for_time)
+        end = opts.resolve(end_spec, topic, p, low, high, gw.offset_for_time)
+        start = _check_loss(topic, p, start, low, fail_on_loss)
+        ranges.append(opts.Range(topic, p, start, min(end, high)))
+    return ranges
+
+
+def _check_loss(topic: str, p: int, start: int, low: int, fail_on_loss: bool) -> int:
+    if start >= low:
+        return start
+    if fail_on_loss:
+        raise RuntimeError(f"Offsets of {topic}-{p} from {start} to {low - 1} are gone (retention or deletion "
+                           f"removed them). Some data may have been lost; set failOnDataLoss=false to continue "
+                           f"from the earliest available offset {low}.")
+    return low
+
+
+def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRange]:
+    max_bytes = int(options.get("maxBytesPerRequest", DEFAULT_MAX_BYTES))
+    headers = _flag(options, "includeHeaders", False)
+    return [OffsetRange(options["gateway"], options.get("token"), r.topic, r.partition, r.start, r.end,
+                        max_bytes, headers) for r in ranges]
+
+
+def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Executors: the range as Arrow record batches, one per gateway request."""
+    with GatewayClient(part.gateway, part.token) as gw:
+        offset = part.start
+        while offset < part.end:
+            body, next_offset = gw.read_arrow(part.topic, part.partition, offset, part.end, part.max_bytes)
+            if next_offset <= offset:
+                raise RuntimeError(f"{part.topic}-{part.partition}: no progress at offset {offset} "
+                                   f"(is the partition's leader available?)")
+            for batch in pa.ipc.open_stream(body):
+                if batch.num_rows:
+                    yield _spark_columns(batch, part.headers)
+            offset = next_offset
+
+
+def _spark_columns(batch: pa.RecordBatch, headers: bool) -> pa.RecordBatch:
+    names = batch.schema.names if headers else [n for n in batch.schema.names if n != "headers"]
+    columns = [batch.column(n) if n != "timestamp" else batch.column(n).cast(pa.timestamp("us", tz="UTC"))
+               for n in names]
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, options: dict):
+        self.options = options
+
+    def partitions(self) -> list[OffsetRange]:
+        with _client(self.options) as gw:
+            ranges = _plan(gw, self.options, _partitions(gw, self.options),
+                           opts.offset_spec(self.options, "starting", "earliest"),
+                           opts.offset_spec(self.options, "ending", "latest"))
+        min_parts = self.options.get("minPartitions")
+        return _input_partitions(self.options, opts.split(ranges, int(min_parts) if min_parts else None))
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(partition)
+
+
+class StreamReader(DataSourceStreamReader):
+    """Offsets are {"topic/partition": next offset}; new partitions start at their earliest."""
+
+    def __init__(self, options: dict):
+        self.options = options
+        limit = options.get("maxOffsetsPerTrigger")
+        self.max_per_trigger = int(limit) if limit else None
+
+    def _positions(self, spec) -> dict[str, int]:
+        with _client(self.options) as gw:
+            out = {}
+            for topic, p in _partitions(gw, self.options):
+                low, high = gw.offsets(topic, p)
+                out[f"{topic}/{p}"] = opts.resolve(spec, topic, p, low, high, gw.offset_for_time)
+            return out
+
+    def initialOffset(self) -> dict:
+        return self._positions(opts.offset_spec(self.options, "starting", "latest"))
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        latest = self._positions(("offsets", "latest"))
+        if start is None or self.max_per_trigger is None or _is_all_available(limit):
+            return latest
+        return _admit(start, latest, self.max_per_trigger)
+
+    def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
+        fail_on_loss = _flag(self.options, "failOnDataLoss", True)
+        ranges = []
+        with _client(self.options) as gw:
+            for key, stop in sorted(end.items()):
+                topic, p = key.rsplit("/", 1)
+                low, _ = gw.offsets(topic, int(p))
+                begin = _check_loss(topic, int(p), start.get(key, low), low, fail_on_loss)
+                ranges.append(opts.Range(topic, int(p), begin, max(begin, stop)))
+        return _input_partitions(self.options, [r for r in ranges if r.size > 0])
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        pass  # offsets live in Spark's checkpoint; nothing to tell the cluster
+
+
+def _is_all_available(limit) -> bool:
+    return limit is not None and type(limit).__name__ == "ReadAllAvailable"
+
+
+def _admit(start: dict, latest: dict, budget: int) -> dict:
+    """maxOffsetsPerTrigger: spread the budget over partitions in proportion to their backlog."""
+    backlog = {k: max(0, v - start.get(k, v)) for k, v in latest.items()}
+    total = sum(backlog.values())
+    if total <= budget:
+        return latest
+    return {k: start.get(k, latest[k]) + (backlog[k] * budget) // total for k in latest}
+
+
+# -- writing ----------------------------------------------------------------------------------------
+@dataclass
+class Written(WriterCommitMessage):
+    records: int
+
+
+def _as_bytes(v) -> bytes | None:
+    if v is None:
+        return None
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def write_rows(options: dict, rows) -> Written:
+    """At least once: every row is acknowledged by the cluster or the task fails."""
+    topic_option = options.get("topic")
+    written = 0
+    with _client(options) as gw:
+        pending: dict[str, list[dict]] = {}
+        for row in rows:
+            d = row.asDict()
+            topic = topic_option or d.get("topic")
+            if not topic:
+                raise ValueError("no topic: set the option 'topic' or give a 'topic' column")
+            if "value" not in d:
+                raise ValueError("the 'value' column is required")
+            pending.setdefault(topic, []).append({
+                "value": _as_bytes(d["value"]), "key": _as_bytes(d.get("key")), "partition": d.get("partition"),
+                "headers": [(h["key"], _as_bytes(h["value"])) for h in d.get("headers") or []]})
+            if len(pending[topic]) >= WRITE_BATCH:
+                written += _flush(gw, topic, pending.pop(topic))
+        for topic, batch in pending.items():
+            written += _flush(gw, topic, batch)
+    return Written(written)
+
+
+def _flush(gw: GatewayClient, topic: str, batch: list[dict]) -> int:
+    results = gw.produce(topic, batch)
+    failed = [r for r in results if r.error_code is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(batch)} records to {topic} were not written: {failed[0].message}")
+    return len(batch)
+
+
+class Writer(DataSourceWriter):
+    def __init__(self, options: dict):
+        self.options = options
+
+    def write(self, iterator) -> Written:
+        return write_rows(self.options, iterator)
+
+
+class StreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: dict):
+        self.options = options
+
+    def write(self, iterator) -> Written:
+        return write_rows(self.options, iterator)
+
+    def commit(self, messages, batchId: int) -> None:
+        pass
+
+    def abort(self, messages, batchId: int) -> None:
+        pass

@@ -1,0 +1,31 @@
+"""A Spark job over Odradek: count the records of each key in one topic and write one record
+per key (key, count) to another topic, both through the gateway.
+
+    spark-submit --master 'local[2]' examples/spark_counts_by_key.py \
+        --gateway http://127.0.0.1:8080 --input orders --output order-counts
+"""
+
+import argparse
+
+from pyspark.sql import SparkSession
+
+import odradek.spark
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gateway", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--output", required=True)
+    args = ap.parse_args()
+    spark = SparkSession.builder.appName("odradek-counts-by-key").getOrCreate()
+    odradek.spark.register(spark)
+    orders = (spark.read.format("odradek").option("gateway", args.gateway)
+              .option("subscribe", args.input).option("startingOffsets", "earliest").load())
+    counts = orders.groupBy("key").count().selectExpr("key", "CAST(`count` AS STRING) AS value")
+    counts.write.format("odradek").option("gateway", args.gateway).option("topic", args.output).mode("append").save()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

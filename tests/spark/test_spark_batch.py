@@ -1,0 +1,115 @@
+"""The "odradek" data source on real Spark (local[2]) against a dev cluster's gateway: batch
+reads (exactly once with minPartitions, typed columns, ranges by offsets and by timestamps),
+batch writes, and spark-submit of the example job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from odradek.client import GatewayClient
+from odradek.spark import options as opts
+from tests.spark.conftest import spark_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fill(gw_cluster, partitions: int, per_partition: int, t0: int) -> str:
+    topic = f"spark-{uuid.uuid4().hex[:8]}"
+    gw_cluster.create_topic(topic, partitions=partitions, replication_factor=1)
+    with GatewayClient(gw_cluster.gateway) as gw:
+        for p in range(partitions):
+            results = gw.produce(topic, [{"key": b"k%d" % (i % 10), "value": b"%d-%d" % (p, i), "partition": p,
+                                          "timestamp": t0 + i, "headers": [("h", b"%d" % i)]}
+                                         for i in range(per_partition)])
+            assert all(r.error_code is None for r in results)
+    return topic
+
+
+def reader(spark, gw_cluster, topic: str):
+    return spark.read.format("odradek").option("gateway", gw_cluster.gateway).option("subscribe", topic)
+
+
+def test_split_plans_at_least_min_partitions_covering_each_range_once():
+    ranges = [opts.Range("t", p, 0, 1000 * (p + 1)) for p in range(3)]
+    pieces = opts.split(ranges, 12)
+    assert len(pieces) >= 12
+    for p in range(3):
+        mine = sorted((r.start, r.end) for r in pieces if r.partition == p)
+        assert mine[0][0] == 0 and mine[-1][1] == 1000 * (p + 1)
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+
+
+def test_batch_read_with_min_partitions_reads_every_record_once_typed(spark, gw_cluster):
+    t0 = int(time.time() * 1000) - 100_000
+    topic = fill(gw_cluster, 6, 500, t0)
+    df = reader(spark, gw_cluster, topic).option("minPartitions", "12").option("includeHeaders", "true").load()
+    assert df.rdd.getNumPartitions() >= 12
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+        ("timestamp", "timestamp"), ("timestampType", "int"), ("headers", "array<struct<key:string,value:binary>>")]
+    rows = df.collect()
+    assert len(rows) == 3000
+    assert sorted((r.partition, r.offset) for r in rows) == [(p, o) for p in range(6) for o in range(500)]
+    assert all(bytes(r.value) == b"%d-%d" % (r.partition, r.offset) and r.topic == topic for r in rows)
+    first = next(r for r in rows if r.partition == 2 and r.offset == 7)
+    assert bytes(first.key) == b"k7" and [(h.key, bytes(h.value)) for h in first.headers] == [("h", b"7")]
+    assert int(first.timestamp.timestamp() * 1000) == t0 + 7
+    assert "headers" not in reader(spark, gw_cluster, topic).load().columns
+
+
+def test_offset_ranges_by_json_and_by_timestamp_select_exactly_their_records(spark, gw_cluster):
+    t0 = int(time.time() * 1000) - 100_000
+    topic = fill(gw_cluster, 2, 100, t0)
+    by_offsets = (reader(spark, gw_cluster, topic)
+                  .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2}}))
+                  .option("endingOffsets", json.dumps({topic: {"0": 20, "1": 5}})).load())
+    assert sorted((r.partition, r.offset) for r in by_offsets.collect()) == \
+        [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
+    by_time = (reader(spark, gw_cluster, topic).option("startingTimestamp", str(t0 + 30))
+               .option("endingOffsetsByTimestamp", json.dumps({topic: {"0": t0 + 40, "1": t0 + 35}})).load())
+    assert sorted((r.partition, r.offset) for r in by_time.collect()) == \
+        [(0, o) for o in range(30, 40)] + [(1, o) for o in range(30, 35)]
+    assign = (spark.read.format("odradek").option("gateway", gw_cluster.gateway)
+              .option("assign", json.dumps({topic: [1]})).load())
+    assert {r.partition for r in assign.collect()} == {1}
+
+
+def test_batch_write_then_read_back(spark, gw_cluster):
+    out = f"spark-out-{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(out, partitions=3)
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(1000)], "key string, value string")
+    df.write.format("odradek").option("gateway", gw_cluster.gateway).option("topic", out).mode("append").save()
+    back = reader(spark, gw_cluster, out).load().selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v")
+    assert sorted((r.k, r.v) for r in back.collect()) == sorted((f"k{i}", f"v{i}") for i in range(1000))
+
+
+def test_a_write_to_a_missing_topic_fails_the_job(spark, gw_cluster):
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match="not found"):
+        df.write.format("odradek").option("gateway", gw_cluster.gateway).option("topic", "no-such-topic") \
+            .mode("append").save()
+
+
+def test_spark_submit_of_the_example_job(gw_cluster, tmp_path):
+    topic = fill(gw_cluster, 3, 200, int(time.time() * 1000) - 50_000)
+    out = f"counts-{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(out, partitions=1)
+    submit = Path(sys.executable).parent / "spark-submit"
+    proc = subprocess.run([str(submit), "--master", "local[2]", "--conf", f"spark.local.dir={tmp_path}",
+                           "--conf", "spark.ui.enabled=false", str(ROOT / "examples" / "spark_counts_by_key.py"),
+                           "--gateway", gw_cluster.gateway, "--input", topic, "--output", out],
+                          env={**__import__("os").environ, **spark_env(tmp_path)}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with GatewayClient(gw_cluster.gateway) as gw:
+        records, _ = gw.read_json(out, 0, 0)
+    import base64
+    got = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode() for r in records}
+    assert got == {f"k{i}": "60" for i in range(10)}, "3 partitions x 200 records over 10 keys: 60 each"
