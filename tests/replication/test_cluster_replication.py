@@ -1,5 +1,6 @@
 """Replication on a real cluster of processes (ZooKeeper, controller, 3 brokers), through
-real clients: acks=all, ISR shrink and rejoin, min.insync.replicas, controlled shutdown.
+real clients: acks=all, ISR shrink and rejoin, min.insync.replicas, controlled shutdown,
+unclean leader election.
 
 The brokers run with ``replica.lag.time.max.ms=3000`` (passed as a broker setting through
 ``odradek dev up --config``) so that a stopped follower leaves the ISR within seconds.
@@ -168,6 +169,7 @@ def test_unclean_leader_election_off_keeps_the_partition_offline_on_accepts_the_
     """Only an out-of-sync replica is left: offline while unclean election is off; turning it
     on elects that replica, and the records only the dead leader had acknowledged are gone
     (their offsets are reused by new records once the old leader truncates to the new one)."""
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     rc.create_topic("unclean", partitions=1, replication_factor=2, config={"min.insync.replicas": "1"})
     leader, replicas = isr(rc, "unclean")
@@ -183,6 +185,10 @@ def test_unclean_leader_election_off_keeps_the_partition_offline_on_accepts_the_
                    and leader not in rc.admin().list_topics(timeout=10).brokers, 60,
                    f"broker {follower} back and broker {leader} gone")
         assert isr(rc, "unclean")[0] == -1, "an out-of-sync replica was elected with unclean election off"
+        offline = rc.admin().list_topics("unclean", timeout=10).topics["unclean"].partitions[0]
+        assert offline.error is not None and offline.error.code() == KafkaError.LEADER_NOT_AVAILABLE
+        assert [e.code() for e in produce_acks_all(rc, "unclean", 1, **{"message.timeout.ms": 3000})] \
+            == [KafkaError._MSG_TIMED_OUT], "a producer waits for a leader and times out, as with Kafka"
 
         resource = ConfigResource("topic", "unclean", incremental_configs=[
             ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)])
