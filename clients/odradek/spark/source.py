@@ -9,6 +9,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                     DataSourceWriter, InputPartition, WriterCommitMessage)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from odradek.client import GatewayClient
@@ -141,13 +142,13 @@ class BatchReader(DataSourceReader):
         yield from read_range(partition)
 
 
-class StreamReader(DataSourceStreamReader):
-    """Offsets are {"topic/partition": next offset}; new partitions start at their earliest."""
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are {"topic/partition": next offset}; new partitions start at their earliest.
+    ``maxOffsetsPerTrigger`` is Spark's ReadMaxRows limit, spread over partitions by backlog."""
 
-    def __init__(self, options: dict):
+    def __init__(self, options):
         self.options = options
-        limit = options.get("maxOffsetsPerTrigger")
-        self.max_per_trigger = int(limit) if limit else None
+        self.target: dict | None = None   # Trigger.AvailableNow: never read past this
 
     def _positions(self, spec) -> dict[str, int]:
         with _client(self.options) as gw:
@@ -160,11 +161,19 @@ class StreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return self._positions(opts.offset_spec(self.options, "starting", "latest"))
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        latest = self._positions(("offsets", "latest"))
-        if start is None or self.max_per_trigger is None or _is_all_available(limit):
-            return latest
-        return _admit(start, latest, self.max_per_trigger)
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.get("maxOffsetsPerTrigger")
+        return ReadMaxRows(int(limit)) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._positions(("offsets", "latest"))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        latest = self.target if self.target is not None else self._positions(("offsets", "latest"))
+        latest = {**{k: v for k, v in start.items() if k not in latest}, **latest}
+        if isinstance(limit, ReadMaxRows):
+            return _admit(start, latest, limit.max_rows)
+        return latest
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         fail_on_loss = _flag(self.options, "failOnDataLoss", True)
@@ -184,17 +193,17 @@ class StreamReader(DataSourceStreamReader):
         pass  # offsets live in Spark's checkpoint; nothing to tell the cluster
 
 
-def _is_all_available(limit) -> bool:
-    return limit is not None and type(limit).__name__ == "ReadAllAvailable"
-
-
 def _admit(start: dict, latest: dict, budget: int) -> dict:
-    """maxOffsetsPerTrigger: spread the budget over partitions in proportion to their backlog."""
+    """Spread the budget over partitions in proportion to their backlog (as Kafka's source)."""
     backlog = {k: max(0, v - start.get(k, v)) for k, v in latest.items()}
     total = sum(backlog.values())
     if total <= budget:
         return latest
-    return {k: start.get(k, latest[k]) + (backlog[k] * budget) // total for k in latest}
+    admitted = {k: start.get(k, latest[k]) + (backlog[k] * budget) // total for k in latest}
+    if admitted == {k: start.get(k, latest[k]) for k in latest}:  # budget smaller than the partitions
+        first = next(k for k, b in backlog.items() if b)
+        admitted[first] += 1
+    return admitted
 
 
 # -- writing ----------------------------------------------------------------------------------------
