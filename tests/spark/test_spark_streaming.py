@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+from pyspark.errors import StreamingQueryException
+
 from odradek.client import GatewayClient
+from tests.conftest import wait_until
 
 
-def produce(gw_cluster, topic: str, start: int, count: int, partitions: int) -> None:
+def produce(gw_cluster, topic: str, start: int, count: int, partitions: int, pad: int = 0) -> None:
     with GatewayClient(gw_cluster.gateway) as gw:
-        results = gw.produce(topic, [{"value": b"%d" % i, "partition": i % partitions}
+        results = gw.produce(topic, [{"value": b"%d" % i + b" " * pad, "partition": i % partitions}
                                      for i in range(start, start + count)])
         assert all(r.error_code is None for r in results)
 
 
-def run_available_now(spark, gw_cluster, topic: str, checkpoint, sink) -> list[int]:
-    """One AvailableNow run; returns the size of each micro-batch."""
+def run_available_now(spark, gw_cluster, topic: str, checkpoint, sink, **options) -> list[int]:
+    """One AvailableNow run; returns the size of each micro-batch (a failed query raises)."""
     sizes: list[int] = []
 
     def collect(df, batch_id: int) -> None:
@@ -28,11 +32,13 @@ def run_available_now(spark, gw_cluster, topic: str, checkpoint, sink) -> list[i
                 f.write(json.dumps([batch_id, r.partition, r.offset, r.v]) + "\n")
 
     stream = (spark.readStream.format("odradek").option("gateway", gw_cluster.gateway).option("subscribe", topic)
-              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").load())
+              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").options(**options).load())
     query = (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
-    query.awaitTermination(300)
-    assert query.exception() is None, query.exception()
+    try:
+        query.awaitTermination(300)
+    finally:
+        query.stop()
     return sizes
 
 
@@ -49,3 +55,38 @@ def test_streaming_with_max_offsets_per_trigger_restarts_from_its_checkpoint(spa
     seen = [json.loads(line) for line in sink.read_text().splitlines()]
     values = sorted(int(v) for _, _, _, v in seen)
     assert values == list(range(600)), "a record was missed or read twice across the restart"
+
+
+def sink_offsets(sink) -> list[int]:
+    return sorted(offset for _, _, offset, _ in map(json.loads, sink.read_text().splitlines()))
+
+
+def test_retention_removing_needed_data_fails_or_continues_per_fail_on_data_loss(spark, gw_cluster, tmp_path):
+    topic = f"loss-{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(topic, partitions=1, config={"segment.bytes": "1024"})
+    produce(gw_cluster, topic, 0, 100, 1)
+    strict, lenient = tmp_path / "strict", tmp_path / "lenient"
+    for q in (strict, lenient):
+        assert sum(run_available_now(spark, gw_cluster, topic, q / "checkpoint", q / "sink")) == 100
+    for i in range(100, 140):  # one 600-byte record per request: a 1 KiB segment each
+        produce(gw_cluster, topic, i, 1, 1, pad=600)
+    _alter_topic(gw_cluster, topic, {"retention.bytes": "3000"})
+    with GatewayClient(gw_cluster.gateway) as gw:
+        wait_until(lambda: gw.offsets(topic, 0)[0] > 100, timeout=120, what="retention to remove offsets >= 100")
+        low = gw.offsets(topic, 0)[0]
+    with pytest.raises(StreamingQueryException, match=r"Offsets of .*-0 from 100 to .* are gone.*failOnDataLoss"):
+        run_available_now(spark, gw_cluster, topic, strict / "checkpoint", strict / "sink")
+    assert sink_offsets(strict / "sink") == list(range(100)), "the failing query read nothing more"
+    run_available_now(spark, gw_cluster, topic, lenient / "checkpoint", lenient / "sink", failOnDataLoss="false")
+    got = sink_offsets(lenient / "sink")
+    resumed = got[100:]
+    assert got[:100] == list(range(100)) and resumed[0] >= low and resumed == list(range(resumed[0], 140)), \
+        "continues from the earliest available offset, to the end, once each"
+
+
+def _alter_topic(gw_cluster, topic: str, config: dict[str, str]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    admin = gw_cluster.admin()
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
+    for future in admin.incremental_alter_configs([ConfigResource("topic", topic, incremental_configs=entries)]).values():
+        future.result(timeout=60)

@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from odradek.client import GatewayClient
+from odradek.client import GatewayClient, GatewayError
 from odradek.spark import options as opts
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -20,6 +20,7 @@ BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset lo
 HEADERS = "headers array<struct<key: string, value: binary>>"
 DEFAULT_MAX_BYTES = 8 << 20
 WRITE_BATCH = 2000
+OFFSET_BELOW_LOG_START = 41601  # the gateway's 416 answer
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class OffsetRange(InputPartition):
     end: int
     max_bytes: int
     headers: bool
+    fail_on_loss: bool
 
 
 def _client(options: dict) -> GatewayClient:
@@ -100,8 +102,9 @@ def _check_loss(topic: str, p: int, start: int, low: int, fail_on_loss: bool) ->
 def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRange]:
     max_bytes = int(options.get("maxBytesPerRequest", DEFAULT_MAX_BYTES))
     headers = _flag(options, "includeHeaders", False)
+    fail_on_loss = _flag(options, "failOnDataLoss", True)
     return [OffsetRange(options["gateway"], options.get("token"), r.topic, r.partition, r.start, r.end,
-                        max_bytes, headers) for r in ranges]
+                        max_bytes, headers, fail_on_loss) for r in ranges]
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -109,7 +112,15 @@ def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     with GatewayClient(part.gateway, part.token) as gw:
         offset = part.start
         while offset < part.end:
-            body, next_offset = gw.read_arrow(part.topic, part.partition, offset, part.end, part.max_bytes)
+            try:
+                body, next_offset = gw.read_arrow(part.topic, part.partition, offset, part.end, part.max_bytes)
+            except GatewayError as e:
+                if e.error_code != OFFSET_BELOW_LOG_START:
+                    raise
+                # retention removed the range after the driver planned it
+                offset = _check_loss(part.topic, part.partition, offset, gw.offsets(part.topic, part.partition)[0],
+                                     part.fail_on_loss)
+                continue
             if next_offset <= offset:
                 raise RuntimeError(f"{part.topic}-{part.partition}: no progress at offset {offset} "
                                    f"(is the partition's leader available?)")
