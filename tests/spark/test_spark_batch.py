@@ -4,7 +4,9 @@ batch writes, and spark-submit of the example job."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,7 +17,8 @@ import pytest
 
 from odradek.client import GatewayClient
 from odradek.spark import options as opts
-from tests.spark.conftest import spark_env
+from odradek.spark.bundle import build as build_bundle
+from tests.spark.conftest import python_without_odradek, spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,19 +100,22 @@ def test_a_write_to_a_missing_topic_fails_the_job(spark, gw_cluster):
             .mode("append").save()
 
 
-def test_spark_submit_of_the_example_job(gw_cluster, tmp_path):
+def test_spark_submit_of_the_example_job_with_the_package_as_py_files(gw_cluster, tmp_path):
+    """Driver and workers run an interpreter without odradek installed: the zip is all they have."""
     topic = fill(gw_cluster, 3, 200, int(time.time() * 1000) - 50_000)
     out = f"counts-{uuid.uuid4().hex[:6]}"
     gw_cluster.create_topic(out, partitions=1)
+    bundle = build_bundle(tmp_path / "odradek-spark.zip")
+    python = python_without_odradek(tmp_path / "bare")
     submit = Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, **spark_env(tmp_path), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     proc = subprocess.run([str(submit), "--master", "local[2]", "--conf", f"spark.local.dir={tmp_path}",
-                           "--conf", "spark.ui.enabled=false", str(ROOT / "examples" / "spark_counts_by_key.py"),
+                           "--conf", "spark.ui.enabled=false", "--py-files", str(bundle),
+                           str(ROOT / "examples" / "spark_counts_by_key.py"),
                            "--gateway", gw_cluster.gateway, "--input", topic, "--output", out],
-                          env={**__import__("os").environ, **spark_env(tmp_path)}, capture_output=True, text=True,
-                          timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     with GatewayClient(gw_cluster.gateway) as gw:
         records, _ = gw.read_json(out, 0, 0)
-    import base64
     got = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode() for r in records}
     assert got == {f"k{i}": "60" for i in range(10)}, "3 partitions x 200 records over 10 keys: 60 each"
