@@ -67,14 +67,19 @@ def offset_spec(options: dict, which: str, default: str):
     return "offsets", _per_partition_json(options, f"{which}Offsets")
 
 
-def resolve(spec, topic: str, partition: int, low: int, high: int, by_time) -> int:
-    """One end of one partition as an offset; by_time(topic, partition, ts) -> offset | None."""
+def resolve(spec, topic: str, partition: int, low: int, high: int, by_time, no_match: str = "latest") -> int:
+    """One end of one partition as an offset; by_time(topic, partition, ts) -> offset | None.
+    ``no_match`` is Spark's startingOffsetsByTimestampStrategy for a timestamp past the last
+    record: "latest" (the end) or "error"."""
     kind, value = spec
     if kind == "timestamps":
         ts = value if isinstance(value, int) else value.get(topic, {}).get(partition)
         if ts is None:
             raise OptionError(f"no timestamp given for {topic}-{partition}")
         found = by_time(topic, partition, ts)
+        if found is None and no_match == "error":
+            raise OptionError(f"No offset matched from request of topic-partition {topic}-{partition} and "
+                              f"timestamp {ts} (startingOffsetsByTimestampStrategy=latest starts at the end instead)")
         return high if found is None else found
     if value == "earliest":
         return low
@@ -84,6 +89,20 @@ def resolve(spec, topic: str, partition: int, low: int, high: int, by_time) -> i
     if offset is None:
         raise OptionError(f"no offset given for {topic}-{partition}")
     return low if offset == EARLIEST else high if offset == LATEST else offset
+
+
+def check_batch_ends(start_spec, end_spec) -> None:
+    """As Spark's Kafka source: a batch query cannot start at latest nor end at earliest."""
+    if start_spec == ("offsets", "latest") or _names(start_spec, LATEST):
+        raise OptionError("starting offset can't be latest for batch queries on Kafka")
+    if end_spec == ("offsets", "earliest") or _names(end_spec, EARLIEST):
+        raise OptionError("ending offset can't be earliest for batch queries on Kafka")
+
+
+def _names(spec, special: int) -> bool:
+    kind, value = spec
+    return kind == "offsets" and isinstance(value, dict) and any(
+        o == special for ps in value.values() for o in ps.values())
 
 
 def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:

@@ -79,10 +79,11 @@ def _partitions(gw: GatewayClient, options: dict) -> list[tuple[str, int]]:
 def _plan(gw: GatewayClient, options: dict, partitions: list[tuple[str, int]],
           start_spec, end_spec) -> list[opts.Range]:
     fail_on_loss = _flag(options, "failOnDataLoss", True)
+    no_match = options.get("startingOffsetsByTimestampStrategy", "error").lower()
     ranges = []
     for topic, p in partitions:
         low, high = gw.offsets(topic, p)
-        start = opts.resolve(start_spec, topic, p, low, high, gw.offset_for_time)
+        start = opts.resolve(start_spec, topic, p, low, high, gw.offset_for_time, no_match)
         end = opts.resolve(end_spec, topic, p, low, high, gw.offset_for_time)
         start = _check_loss(topic, p, start, low, fail_on_loss)
         ranges.append(opts.Range(topic, p, start, min(end, high)))
@@ -142,10 +143,11 @@ class BatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[OffsetRange]:
+        start_spec = opts.offset_spec(self.options, "starting", "earliest")
+        end_spec = opts.offset_spec(self.options, "ending", "latest")
+        opts.check_batch_ends(start_spec, end_spec)
         with _client(self.options) as gw:
-            ranges = _plan(gw, self.options, _partitions(gw, self.options),
-                           opts.offset_spec(self.options, "starting", "earliest"),
-                           opts.offset_spec(self.options, "ending", "latest"))
+            ranges = _plan(gw, self.options, _partitions(gw, self.options), start_spec, end_spec)
         min_parts = self.options.get("minPartitions")
         return _input_partitions(self.options, opts.split(ranges, int(min_parts) if min_parts else None))
 
