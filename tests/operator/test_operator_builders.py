@@ -120,6 +120,10 @@ def test_controller_deployment_advertises_its_pod_ip():
     assert by_kind(children, "Service", "c-controller")["spec"]["clusterIP"] == "None"
 
 
+def option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
 def test_gateway_only_when_replicas_positive():
     assert not builders.build_gateway("c", NS, {"gateway": {"replicas": 0}})
     assert not builders.build_gateway("c", NS, {})
@@ -128,7 +132,18 @@ def test_gateway_only_when_replicas_positive():
     assert svc["spec"]["type"] == "LoadBalancer"
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["volumes"] == [{"name": "auth", "secret": {"secretName": "gw-auth"}}]
-    assert container(dep)["args"][container(dep)["args"].index("--bootstrap-servers") + 1] == "c-bootstrap.data.svc:9092"
+    gw = container(dep)
+    assert option(gw["args"], "--bootstrap-servers") == "c-bootstrap.data.svc:9092"
+    assert (option(gw["args"], "--host"), option(gw["args"], "--port")) == ("0.0.0.0", "8000")
+    # Per-replica URL from the downward API (consumer instances live in one replica).
+    assert option(gw["args"], "--advertised-url") == "http://$(POD_IP):8000"
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in gw["env"]
+    assert gw["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert gw["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    mount = gw["volumeMounts"][0]
+    assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
+    _, open_dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 1}})
+    assert "--auth-file" not in container(open_dep)["args"] and "volumes" not in open_dep["spec"]["template"]["spec"]
 
 
 def test_pod_template_overrides_and_rack_spread():

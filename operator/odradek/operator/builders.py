@@ -33,6 +33,7 @@ BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
 ZK_CLIENT_PORT = 2181
+GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
@@ -328,17 +329,23 @@ def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list
     if replicas <= 0:
         return []
     n = names(cluster)
+    # Each replica advertises its own pod IP: consumer instances live in one replica, and
+    # their base_uri must lead back to it (the CLI is fixed in docs/gateway.md).
     args = ["gateway", "--bootstrap-servers", bootstrap_servers(cluster, namespace),
-            "--listen", f"0.0.0.0:{GATEWAY_PORT}"]
-    env = _config_env(cluster)
+            "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
+            "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}"]
     if gw.get("authSecret"):
-        env.append({"name": "ODRADEK_GATEWAY_AUTH_FILE", "value": "/etc/odradek/gateway-auth/credentials"})
-    probe = {"httpGet": {"path": "/health", "port": GATEWAY_PORT}, "periodSeconds": 5}
+        args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
+    readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
-                           gw.get("resources"), env, probe)
+                           gw.get("resources"), _config_env(cluster), readiness)
+    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
+                                  "periodSeconds": 10, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     if gw.get("authSecret"):
-        container["volumeMounts"] = [{"name": "auth", "mountPath": "/etc/odradek/gateway-auth", "readOnly": True}]
+        # A mounted Secret (not subPath) so a rotated Secret reaches the gateway, which
+        # re-reads the file when it changes.
+        container["volumeMounts"] = [{"name": "auth", "mountPath": GATEWAY_AUTH_DIR, "readOnly": True}]
         pod["volumes"] = [{"name": "auth", "secret": {"secretName": gw["authSecret"]}}]
     return [
         {"apiVersion": "v1", "kind": "Service",
