@@ -86,6 +86,34 @@ def test_range_read_and_stream_errors(gw_cluster, gw):
     assert gw.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 0, "a refused stream wrote"
 
 
+def test_a_topic_max_message_bytes_refusal_is_a_41301_line(gw_cluster, gw):
+    topic = f"gw-{uuid.uuid4().hex[:8]}"
+    cid = gw.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    create = {"topic_name": topic, "partitions_count": 1, "configs": [{"name": "max.message.bytes", "value": "2000"}]}
+    assert gw.post(f"/v3/clusters/{cid}/topics", json=create).status_code == 201
+    big, small = {"value": b64(b"x" * 5000)}, {"value": b64(b"y")}
+    assert stream_produce(gw, topic, [small]) == [{"partition": 0, "offset": 0}]
+    [line] = stream_produce(gw, topic, [big])   # (a batch holding it would be refused whole, as in Kafka)
+    assert line["error_code"] == 41301, line
+    v2 = gw.post(f"/topics/{topic}", json={"records": [big]}, headers={"content-type": V2_BINARY}).json()
+    assert v2["offsets"][0]["error_code"] == 1 and v2["offsets"][0]["offset"] is None, v2
+
+
+def test_a_chunked_body_above_the_request_limit_answers_413(gw_cluster, tmp_path):
+    topic = new_topic(gw_cluster, partitions=1)
+    g = GatewayProcess(gw_cluster.bootstrap, tmp_path / "gw-limit.log", "--max-request-bytes", "10000")
+    try:
+        chunks = lambda n: (ndjson([{"value": b64(b"z" * 1000)}] * 5) for _ in range(n))  # noqa: E731
+        with httpx.Client(base_url=g.url, timeout=30) as c:
+            headers = {"content-type": "application/x-ndjson"}
+            assert c.post(f"/topics/{topic}/records", content=chunks(1), headers=headers).status_code == 200
+            error(c.post(f"/topics/{topic}/records", content=chunks(5), headers=headers), 413, 413)
+            error(c.post(f"/topics/{topic}/records", content=b"x" * 20000, headers=headers), 413, 413)
+            assert c.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 5, "a refused body wrote"
+    finally:
+        assert g.stop()
+
+
 def test_offsets_by_timestamp(gw_cluster, gw):
     topic = new_topic(gw_cluster, partitions=1)
     t0 = int(time.time() * 1000) - 60_000

@@ -84,6 +84,14 @@ def test_produce_errors(gw_cluster, gw):
     assert gw.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 0, "a refused request wrote"
 
 
+def test_an_unacceptable_accept_header_answers_406(gw_cluster, gw):
+    topic = new_topic(gw_cluster, partitions=1)
+    error(gw.get("/topics", headers={"accept": "text/html"}), 406, 406)
+    error(gw.get(f"/topics/{topic}/partitions/0/offsets", headers={"accept": "application/xml"}), 406, 406)
+    for accept in (V2, "application/json", "*/*", "application/*", "text/html, application/json;q=0.5"):
+        assert gw.get("/topics", headers={"accept": accept}).status_code == 200, accept
+
+
 def _consume_all(gw, base: str, accept: str, expected: int) -> list[dict]:
     got: list[dict] = []
     def more():

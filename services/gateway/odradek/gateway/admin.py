@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions, NewTopic
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -149,7 +149,7 @@ async def list_configs(cluster_id: str, topic: str, request: Request, _=require(
     return {"kind": "KafkaTopicConfigList", "data": [
         {"kind": "KafkaTopicConfig", "cluster_id": cluster_id, "topic_name": topic, "name": name,
          "value": None if c.is_sensitive else c.value, "is_default": c.is_default, "is_read_only": c.is_read_only,
-         "is_sensitive": c.is_sensitive, "source": str(c.source)} for name, c in sorted(configs.items())]}
+         "is_sensitive": c.is_sensitive, "source": ConfigSource(c.source).name} for name, c in sorted(configs.items())]}
 
 
 @router.post("/{cluster_id}/topics/{topic}/configs:alter", status_code=204)

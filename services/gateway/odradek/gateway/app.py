@@ -40,7 +40,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.tokens = Tokens(settings.auth_file) if settings.auth_file else None
     errors.install(app)
     app.middleware("http")(metrics.middleware)
-    app.middleware("http")(_body_limit(settings.max_request_bytes))
+    app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
     app.include_router(topics.router)
     app.include_router(consumers.router)
     app.include_router(admin.router)
@@ -51,14 +51,19 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     return app
 
 
-def _body_limit(limit: int):
-    async def check(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            return JSONResponse(errors.body(413, f"Request body of {length} bytes exceeds the gateway's limit "
-                                                 f"of {limit} bytes"), status_code=413)
-        return await call_next(request)
-    return check
+class _BodyLimit:
+    """413 at once for a Content-Length above ``limit`` (chunked bodies are counted while read:
+    ``topics.read_body``)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        length = dict(scope.get("headers", ())).get(b"content-length", b"")
+        if scope["type"] == "http" and length.isdigit() and int(length) > self.limit:
+            response = JSONResponse(errors.body(413, errors.too_large_message(int(length), self.limit)), 413)
+            return await response(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 async def _healthz() -> dict:

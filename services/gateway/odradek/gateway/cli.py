@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonFormatter())
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    # Produce requests allocate a few objects per record; freezing the start-up heap and a larger
+    # first generation keep the cyclic GC from scanning it every few hundred records.
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
                 log_config=None, access_log=False, timeout_graceful_shutdown=20)
     return 0

@@ -10,17 +10,19 @@ Its calls block, so they run in threads; deliveries come back to the event loop 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from queue import Empty, SimpleQueue
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from odradek.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR, RestError
+from odradek.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR, RECORD_TOO_LARGE, RestError
 
 log = logging.getLogger("odradek.gateway")
 
@@ -44,9 +46,18 @@ class Delivery:
     offset: int | None = None
     error: KafkaError | None = None
 
+    def to_ndjson(self) -> str:
+        """This delivery as one NDJSON line (the common success case formatted directly: it is
+        the streaming produce's per-record cost)."""
+        if self.error is None:
+            return f'{{"partition":{self.partition},"offset":{self.offset}}}\n'
+        return json.dumps(self.to_json(), separators=(",", ":")) + "\n"
+
     def to_json(self) -> dict:
         if self.error is None:
             return {"partition": self.partition, "offset": self.offset}
+        if self.error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # Kafka's MESSAGE_TOO_LARGE
+            return {"error_code": RECORD_TOO_LARGE, "message": self.error.str()}
         return {"error_code": KAFKA_RETRIABLE_ERROR if self.error.retriable() else KAFKA_ERROR,
                 "message": self.error.str()}
 
@@ -61,14 +72,15 @@ class _Batch:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def callback(self, index: int):
-        def delivered(err, msg) -> None:
-            self.results[index] = Delivery(msg.partition(), msg.offset(), None) if err is None else Delivery(error=err)
-            with self.lock:
-                self.pending -= 1
-                done = self.pending == 0
-            if done:
-                self.loop.call_soon_threadsafe(_resolve, self.future, self.results)
-        return delivered
+        return partial(self.delivered, index)
+
+    def delivered(self, index: int, err, msg) -> None:
+        self.results[index] = Delivery(msg.partition(), msg.offset(), None) if err is None else Delivery(error=err)
+        with self.lock:
+            self.pending -= 1
+            done = self.pending == 0
+        if done:
+            self.loop.call_soon_threadsafe(_resolve, self.future, self.results)
 
 
 def _resolve(future: asyncio.Future, results) -> None:
@@ -140,7 +152,7 @@ class KafkaBridge:
         if not records:
             return []
         loop = asyncio.get_running_loop()
-        batch = _Batch(loop, loop.create_future(), [Delivery() for _ in records], len(records))
+        batch = _Batch(loop, loop.create_future(), [None] * len(records), len(records))
         for i, r in enumerate(records):
             kwargs = {"value": r.value, "key": r.key, "on_delivery": batch.callback(i)}
             if r.partition is not None:
@@ -172,8 +184,9 @@ class KafkaBridge:
             try:
                 reader = self._readers.get_nowait()
             except Empty:
+                # a range read's fetches are never empty-polls: a short wait keeps the pipeline full
                 reader = self.new_consumer(**{"group.id": "odradek-gateway-range-reads",
-                                              "auto.offset.reset": "error"})
+                                              "auto.offset.reset": "error", "fetch.wait.max.ms": 10})
             try:
                 return await asyncio.to_thread(fn, reader, *args)
             finally:

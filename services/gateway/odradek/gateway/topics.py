@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -12,11 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from odradek.gateway import formats
 from odradek.gateway.auth import READ, WRITE, require
-from odradek.gateway.errors import OFFSET_OUT_OF_RANGE, RestError
+from odradek.gateway.errors import OFFSET_OUT_OF_RANGE, RECORD_TOO_LARGE, RestError, acceptable, too_large_message
 from odradek.gateway.kafka import OutRecord, read_range
 from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
 
-router = APIRouter()
+router = APIRouter(dependencies=[acceptable(formats.V2, "application/vnd.kafka+json", formats.JSON,
+                                             formats.ARROW, formats.NDJSON)])
 
 
 class V2Response(JSONResponse):
@@ -114,8 +114,20 @@ class V2ProduceRequest(BaseModel):
 V2_PRODUCE_TYPES = (formats.V2_BINARY, formats.V2_JSON, formats.JSON)
 
 
+async def read_body(request: Request) -> bytes:
+    """The whole body, refused (413) as soon as it passes --max-request-bytes (a chunked body has
+    no Content-Length for the middleware to check)."""
+    limit, chunks, size = request.app.state.settings.max_request_bytes, [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RestError(413, 413, too_large_message(size, limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _parse(request: Request, model: type[BaseModel]):
-    raw = await request.body()
+    raw = await read_body(request)
     try:
         return model.model_validate_json(raw)
     except ValidationError as e:
@@ -142,7 +154,7 @@ async def _v2_produce(request: Request, topic: str, kind: str, partition: int | 
         rec = OutRecord(formats.encode_embedded(r.value, fmt, f"records.{i}.value"),
                         formats.encode_embedded(r.key, fmt, f"records.{i}.key"), p)
         if len(rec.value or b"") + len(rec.key or b"") > limit:
-            raise RestError(413, 41301, f"records.{i} is larger than the record size limit ({limit} bytes)")
+            raise RestError(413, RECORD_TOO_LARGE, f"records.{i} is larger than the record size limit ({limit} bytes)")
         records.append(rec)
     deliveries = await kafka.produce(topic, records)
     RECORDS_IN.inc(len(records))
@@ -192,7 +204,7 @@ def _stream_record(line: bytes, n: int, limit: int) -> OutRecord:
     rec = OutRecord(formats.b64decode(r.value, f"line {n} value"), formats.b64decode(r.key, f"line {n} key"),
                     r.partition, headers, r.timestamp)
     if len(rec.value or b"") + len(rec.key or b"") > limit:
-        raise RestError(413, 41301, f"line {n} is larger than the record size limit ({limit} bytes)")
+        raise RestError(413, RECORD_TOO_LARGE, f"line {n} is larger than the record size limit ({limit} bytes)")
     return rec
 
 
@@ -204,14 +216,14 @@ async def produce_stream(topic: str, request: Request, _k: str = content_type(fo
     kafka = bridge(request)
     t = await kafka.topic(topic)
     limit = request.app.state.settings.max_record_bytes
-    lines = [ln for ln in (await request.body()).splitlines() if ln.strip()]
+    lines = [ln for ln in (await read_body(request)).splitlines() if ln.strip()]
     records = [_stream_record(ln, n, limit) for n, ln in enumerate(lines, 1)]
     for n, r in enumerate(records, 1):
         if r.partition is not None and r.partition not in t.partitions:
             raise RestError(404, 40402, f"line {n}: partition {r.partition} of topic {topic} not found.")
     deliveries = await kafka.produce(topic, records)
     RECORDS_IN.inc(len(records))
-    text = "".join(json.dumps(d.to_json(), separators=(",", ":")) + "\n" for d in deliveries)
+    text = "".join(d.to_ndjson() for d in deliveries)
     return Response(text, media_type=formats.NDJSON)
 
 
