@@ -2,8 +2,9 @@
 
 Reads the files segment and index describe, in this order:
 1. removes leftovers of interrupted operations: ``*.deleted`` (deletion scheduled but not
-   done), ``*.cleaned`` and ``*.swap`` (an interrupted compaction: the originals are still
-   there, so the swap is dropped, never completed), ``*.tmp`` (half-written checkpoints),
+   done), ``*.swap`` (a finished compaction whose swap was cut: renamed over the old
+   segment, see cleaner), ``*.cleaned`` (an unfinished compaction: the originals are still
+   there, so a ``.cleaned`` file is dropped), ``*.tmp`` (half-written checkpoints),
    and index files whose ``.log`` is gone;
 2. opens every segment; one with a missing index, or an index that fails its sanity check,
    is recovered (its batches re-validated, both indexes rebuilt from the log);
@@ -88,7 +89,28 @@ class LogLoader:
         return LogSegment(self.dir, base_offset, index_bytes=c.segment_index_bytes,
                           index_interval_bytes=c.index_interval_bytes, segment_jitter_ms=c.segment_jitter_ms)
 
+    def _complete_swaps(self) -> None:
+        """A ``.swap`` file is a finished cleaning whose swap a crash cut: finish it (Kafka does).
+
+        The cleaner renames all three ``.cleaned`` files of a segment to ``.swap`` before it
+        touches the old segment, so a ``.log.swap`` means its indexes are complete too (a
+        missing one is rebuilt like any missing index).
+        """
+        for swap in sorted(self.dir.glob("*.log.swap")):
+            base = _base_offset(swap)
+            if base is None:
+                continue
+            log.info("%s: completing the interrupted swap of cleaned segment %d", self.dir.name, base)
+            for suffix in SEGMENT_SUFFIXES:
+                pending = segment_path(self.dir, base, suffix + ".swap")
+                final = segment_path(self.dir, base, suffix)
+                if pending.exists():
+                    pending.replace(final)
+                elif suffix != ".log":
+                    final.unlink(missing_ok=True)
+
     def _remove_temp_files(self) -> None:
+        self._complete_swaps()
         for path in self.dir.iterdir():
             if path.name.endswith(TEMP_SUFFIXES):
                 log.info("%s: removing leftover %s", self.dir.name, path.name)

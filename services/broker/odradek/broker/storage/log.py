@@ -273,6 +273,16 @@ class Log:
             segment.mark_deleted()
             self._doomed.append((segment, now + self.config.file_delete_delay_ms))
 
+    def replace_segment(self, old: LogSegment, new: LogSegment | None, now_ms: int) -> None:
+        """The cleaner's swap: ``new`` (same base offset, or None when emptied) takes ``old``'s place."""
+        if old is self.active_segment:
+            raise ValueError("the active segment is never replaced")
+        at = self._segments.index(old)
+        self._remove_segments([old], now_ms)
+        if new is not None:
+            self._segments.insert(at, new)
+            self._bases.insert(at, new.base_offset)
+
     def purge_deleted(self, now_ms: int, *, force: bool = False) -> int:
         """Close and unlink the segments whose deletion delay has passed; return how many."""
         due = [(s, t) for s, t in self._doomed if force or t <= now_ms]

@@ -1,0 +1,303 @@
+"""LogCleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner, one thread).
+
+A compacted log keeps, for every key, at least its last record. The cleaner works on the
+*cleanable* range of a log: its closed segments (never the active one), up to the first
+segment still younger than ``min.compaction.lag.ms`` or not wholly below the high
+watermark. The *dirty* part of that range starts at the log's entry in the data dir's
+``cleaner-offset-checkpoint`` (the offset the last cleaning reached). A log is cleaned when
+dirty bytes / cleanable bytes >= ``min.cleanable.dirty.ratio``.
+
+One cleaning (``prepare``, in the cleaner thread, reading closed segments only):
+1. map every key of the dirty part to its last offset (a dict: keys are small here);
+2. rewrite each cleanable segment into ``<base>.log/.index/.timeindex.cleaned``, keeping a
+   record when no later record of its key is in the map, and dropping a tombstone (null
+   value) once its batch is older than ``delete.retention.ms``. Batches keep their base
+   offset, last offset delta, timestamps and producer id/epoch/base sequence, so offsets
+   keep their gaps and producer metadata survives; a batch that loses no record is copied
+   byte for byte, one that loses some gets its records block rebuilt (recompressed with
+   its codec) and a new CRC; a batch that loses every record is dropped;
+3. fsync the ``.cleaned`` files, then rename them ``.swap``: from here the cleaning is
+   complete on disk.
+
+The swap (``CleanedLog.swap``, on the event-loop thread, which owns the Log): if the log
+still holds the very segments that were cleaned, each old segment is renamed ``.deleted``
+(fetches in flight keep its fd until ``file.delete.delay.ms``) and its ``.swap`` files are
+renamed to the final names and take its place. After a crash the loader finishes what a
+``.swap`` file records (deletes the old segment, renames the swap) and drops ``.cleaned``
+files. Finally the checkpoint moves to the end of the cleaned range.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from odradek.config import effective
+from odradek.records import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, Compression, RecordBatch, _read_varint,
+                             compress, decompress)
+from crc32c import crc32c
+
+from .checkpoint import OffsetCheckpointFile, fsync_dir
+from .log import Log
+from .segment import LogSegment, segment_path
+
+__all__ = ["CLEANER_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanedLog", "CleanerSettings",
+           "LogCleaner", "filter_batch"]
+
+log = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_FILES = (".log", ".index", ".timeindex")
+_I32, _U32 = struct.Struct(">i"), struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    compact: bool
+    delete_retention_ms: int
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+
+    @classmethod
+    def of(cls, overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> "CleanerSettings":
+        values = effective(overrides, defaults)
+        return cls("compact" in str(values["cleanup.policy"]).split(","), values["delete.retention.ms"],
+                   values["min.cleanable.dirty.ratio"], values["min.compaction.lag.ms"])
+
+
+# -- records without decoding them into objects ---------------------------------------------
+def _records(payload: memoryview, count: int) -> Iterator[tuple[int, bytes | None, bool, int, int]]:
+    """(offset delta, key, is tombstone, start, end) of each record of a records block."""
+    position = 0
+    for _ in range(count):
+        length, start = _read_varint(payload, position)
+        end = start + length
+        _, p = _read_varint(payload, start + 1)          # timestamp delta
+        delta, p = _read_varint(payload, p)
+        key_len, p = _read_varint(payload, p)
+        key = None if key_len < 0 else bytes(payload[p:p + key_len])
+        p += max(key_len, 0)
+        value_len, _ = _read_varint(payload, p)
+        yield delta, key, value_len < 0, position, end
+        position = end
+
+
+def _payload(batch: RecordBatch) -> memoryview:
+    payload = batch.view[HEADER_SIZE:]
+    if batch.compression != Compression.NONE:
+        payload = memoryview(decompress(batch.compression, payload))
+    return payload
+
+
+def batch_keys(batch: RecordBatch) -> Iterator[tuple[int, bytes | None]]:
+    """(offset, key) of each record of a data batch."""
+    base = batch.base_offset
+    for delta, key, _, _, _ in _records(_payload(batch), batch.records_count):
+        yield base + delta, key
+
+
+def filter_batch(batch: RecordBatch, keep) -> bytes | memoryview | None:
+    """The batch with only the records for which ``keep(offset, key, is_tombstone)`` holds.
+
+    The original bytes when all stay, None when none does, else a rebuilt batch with the
+    same header fields (offsets, timestamps, producer metadata) but the records count.
+    """
+    if batch.is_control:
+        return batch.view
+    base, payload = batch.base_offset, _payload(batch)
+    kept = [(s, e) for d, k, t, s, e in _records(payload, batch.records_count) if keep(base + d, k, t)]
+    if len(kept) == batch.records_count:
+        return batch.view
+    if not kept:
+        return None
+    block = b"".join(payload[s:e] for s, e in kept)
+    if batch.compression != Compression.NONE:
+        block = compress(batch.compression, block)
+    out = bytearray(HEADER_SIZE + len(block))
+    out[:HEADER_SIZE] = batch.view[:HEADER_SIZE]
+    out[HEADER_SIZE:] = block
+    _I32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _I32.pack_into(out, 57, len(kept))
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
+def _whole_batches(segment: LogSegment) -> Iterator[RecordBatch]:
+    for header in segment.log.batches_from(0):
+        yield segment.log.read_batch(header.position, header.size)
+
+
+# -- one cleaning -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class CleanedSegment:
+    old: LogSegment
+    new_base: int | None        # None: every record went, the old segment just goes
+
+
+@dataclass(slots=True)
+class CleanedLog:
+    """The result of ``LogCleaner.prepare``: swap files ready, to install on the loop thread."""
+
+    log: Log
+    segments: list[CleanedSegment]
+    end_offset: int              # the checkpoint after the swap
+    bytes_read: int = 0
+    bytes_written: int = 0
+    stats: dict = field(default_factory=dict)
+
+    def swap(self, now_ms: int) -> bool:
+        """Install the cleaned segments (event-loop thread); False (and cleanup) if the log moved on."""
+        current = {id(s) for s in self.log.segments}
+        if self.log.closed or any(id(c.old) not in current for c in self.segments):
+            self.discard()
+            return False
+        for cleaned in self.segments:
+            new = None if cleaned.new_base is None else _open_segment(self.log, cleaned.new_base, SWAP_SUFFIX)
+            self.log.replace_segment(cleaned.old, new, now_ms)   # the old files become .deleted first
+            if new is not None:
+                for f in (new.log, new.offset_index, new.time_index):
+                    f.rename(f.path.with_name(f.path.name[:-len(SWAP_SUFFIX)]))
+        fsync_dir(self.log.dir)
+        return True
+
+    def discard(self) -> None:
+        for cleaned in self.segments:
+            if cleaned.new_base is not None:
+                for suffix in _FILES:
+                    segment_path(self.log.dir, cleaned.new_base, suffix + SWAP_SUFFIX).unlink(missing_ok=True)
+
+
+def _open_segment(target: Log, base: int, suffix: str) -> LogSegment:
+    c = target.config
+    segment = LogSegment(target.dir, base, index_bytes=c.segment_index_bytes,
+                         index_interval_bytes=c.index_interval_bytes, suffix=suffix)
+    if suffix == SWAP_SUFFIX:
+        segment.load_clean()
+    return segment
+
+
+class LogCleaner:
+    """Decides which logs need cleaning and cleans them; ``prepare`` runs off the loop thread."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
+        try:
+            self.checkpoints = self.checkpoint_file.read()
+        except Exception:  # noqa: BLE001 - a bad checkpoint only means cleaning everything again
+            log.warning("ignoring a corrupt %s", CLEANER_CHECKPOINT)
+            self.checkpoints = {}
+
+    @staticmethod
+    def cleanable(target: Log, settings: CleanerSettings, now_ms: int) -> list[LogSegment]:
+        """The closed segments wholly below the high watermark and older than the compaction lag."""
+        segments = target.segments[:-1]
+        out = []
+        for i, segment in enumerate(segments):
+            upper = target.segments[i + 1].base_offset
+            if upper > target.high_watermark:
+                break
+            if settings.min_compaction_lag_ms > 0 and now_ms - segment.largest_timestamp < settings.min_compaction_lag_ms:
+                break
+            out.append(segment)
+        return out
+
+    def first_dirty(self, target: Log) -> int:
+        return max(self.checkpoints.get((target.topic, target.partition), 0), target.log_start_offset)
+
+    def dirty_ratio(self, target: Log, segments: list[LogSegment]) -> float:
+        total = sum(s.size for s in segments)
+        if not total:
+            return 0.0
+        first_dirty = self.first_dirty(target)
+        dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
+        return dirty / total
+
+    def needs_cleaning(self, target: Log, settings: CleanerSettings, now_ms: int) -> list[LogSegment]:
+        if not settings.compact:
+            return []
+        segments = self.cleanable(target, settings, now_ms)
+        if segments and self.dirty_ratio(target, segments) >= settings.min_cleanable_dirty_ratio:
+            return segments
+        return []
+
+    def prepare(self, target: Log, segments: list[LogSegment], settings: CleanerSettings,
+                now_ms: int) -> CleanedLog:
+        """Build the key map and write every cleaned segment as ``.swap`` files (cleaner thread)."""
+        first_dirty = self.first_dirty(target)
+        last_offsets: dict[bytes | None, int] = {}
+        read = 0
+        for segment in segments:
+            if segment.next_offset <= first_dirty:
+                continue
+            for batch in _whole_batches(segment):
+                read += batch.size
+                if batch.is_control:
+                    continue
+                for offset, key in batch_keys(batch):
+                    if offset >= first_dirty and key is not None:
+                        last_offsets[key] = offset
+        horizon = now_ms - settings.delete_retention_ms
+        result = CleanedLog(target, [], segments[-1].next_offset, bytes_read=read)
+        for segment in segments:
+            result.segments.append(self._clean_segment(target, segment, last_offsets, horizon, result))
+        return result
+
+    def _clean_segment(self, target: Log, segment: LogSegment, last_offsets: dict, horizon: int,
+                       result: CleanedLog) -> CleanedSegment:
+        for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
+            segment_path(target.dir, segment.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        new = _open_segment(target, segment.base_offset, CLEANED_SUFFIX)
+        for batch in _whole_batches(segment):
+            expired = batch.max_timestamp < horizon
+
+            def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
+                if key is not None and last_offsets.get(key, offset) > offset:
+                    return False
+                return not (tombstone and expired)
+            kept = filter_batch(batch, keep)
+            if kept is not None:
+                new.append([RecordBatch(memoryview(kept))], memoryview(kept))
+                result.bytes_written += len(kept)
+        if new.size == 0:
+            new.delete()
+            return CleanedSegment(segment, None)
+        new.on_become_inactive()
+        new.flush()
+        for f in (new.log, new.offset_index, new.time_index):
+            f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+        new.close()
+        fsync_dir(target.dir)
+        return CleanedSegment(segment, segment.base_offset)
+
+    def done(self, cleaned: CleanedLog) -> None:
+        """After a successful swap: the checkpoint moves to the end of the cleaned range."""
+        key = (cleaned.log.topic, cleaned.log.partition)
+        self.checkpoints[key] = max(self.checkpoints.get(key, 0), cleaned.end_offset)
+        self.write_checkpoint()
+
+    def forget(self, topic: str, partition: int | None = None) -> None:
+        for key in [k for k in self.checkpoints if k[0] == topic and partition in (None, k[1])]:
+            del self.checkpoints[key]
+
+    def write_checkpoint(self) -> None:
+        self.checkpoint_file.write(self.checkpoints)
+
+    def clean_now(self, target: Log, settings: CleanerSettings, now_ms: int, *, force: bool = False) -> CleanedLog | None:
+        """Prepare and swap in the calling thread (tests, tools); None if nothing is due."""
+        segments = self.cleanable(target, settings, now_ms) if force else self.needs_cleaning(target, settings, now_ms)
+        if not segments:
+            return None
+        cleaned = self.prepare(target, segments, settings, now_ms)
+        if cleaned.swap(now_ms):
+            self.done(cleaned)
+        return cleaned
+
+
+def sizeof_dir(path: Path) -> int:
+    return sum(os.path.getsize(p) for p in Path(path).iterdir() if p.is_file())
