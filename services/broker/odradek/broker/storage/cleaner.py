@@ -5,7 +5,7 @@ A compacted log keeps, for every key, at least its last record. The cleaner work
 segment still younger than ``min.compaction.lag.ms`` or not wholly below the high
 watermark. The *dirty* part of that range starts at the log's entry in the data dir's
 ``cleaner-offset-checkpoint`` (the offset the last cleaning reached). A log is cleaned when
-dirty bytes / cleanable bytes >= ``min.cleanable.dirty.ratio``.
+dirty bytes / cleanable bytes > ``min.cleanable.dirty.ratio``.
 
 One cleaning (``prepare``, in the cleaner thread, reading closed segments only):
 1. map every key of the dirty part to its last offset (a dict: keys are small here);
@@ -222,7 +222,7 @@ class LogCleaner:
         if not settings.compact:
             return []
         segments = self.cleanable(target, settings, now_ms)
-        if segments and self.dirty_ratio(target, segments) >= settings.min_cleanable_dirty_ratio:
+        if segments and self.dirty_ratio(target, segments) > settings.min_cleanable_dirty_ratio:  # Kafka: >
             return segments
         return []
 

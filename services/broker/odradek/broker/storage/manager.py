@@ -12,7 +12,9 @@ nothing is shared until all are loaded). Then everything runs on the event-loop 
 ``get_or_create`` / ``get`` / ``delete_topic`` / ``update_config`` from request handlers,
 and ``run``, the maintenance task, every ``tick_seconds``: purge deleted files whose delay
 has passed, retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
-worker thread), and the checkpoints every ``checkpoint_interval_seconds``. ``close``
+worker thread), the log cleaner (compacted logs are cleaned one at a time in the
+``log-cleaner`` thread and swapped in on a later tick, see cleaner), and the checkpoints
+every ``checkpoint_interval_seconds``. ``close``
 flushes every log, writes the checkpoints, then the clean-shutdown marker.
 """
 
@@ -25,10 +27,11 @@ import re
 import shutil
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
 
+from .cleaner import CleanedLog, CleanerSettings, LogCleaner
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          CorruptCheckpoint, OffsetCheckpointFile, fsync_dir)
 from .config import LogConfig
@@ -65,6 +68,9 @@ class LogManager:
         self._log_starts = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._last_checkpoint = 0.0
         self.had_clean_shutdown = False
+        self.cleaner = LogCleaner(self.data_dir)
+        self._cleaner_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-cleaner")
+        self._cleaning: Future[CleanedLog] | None = None
 
     # -- startup ------------------------------------------------------------------------
     def _read(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
@@ -182,8 +188,37 @@ class LogManager:
                         partition_log.flushed(plan)
             except OSError:
                 log.exception("maintenance of %s failed", partition_log.name)
+        self._tend_cleaner(now)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
             self.checkpoint()
+
+    def _tend_cleaner(self, now: int) -> None:
+        """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
+
+        The cleaner thread only reads closed segments and writes its own ``.cleaned``/``.swap``
+        files; the Log changes only in ``swap``, which checks the segments are still there.
+        """
+        if self._cleaning is not None:
+            if not self._cleaning.done():
+                return
+            try:
+                cleaned = self._cleaning.result()
+                if cleaned.swap(now):
+                    self.cleaner.done(cleaned)
+                    log.info("cleaned %s: %d bytes read, %d written", cleaned.log.name, cleaned.bytes_read,
+                             cleaned.bytes_written)
+            except Exception:  # noqa: BLE001 - a failed cleaning leaves the log as it was
+                log.exception("log cleaning failed")
+            self._cleaning = None
+        due = []
+        for partition_log in self.logs():
+            settings = CleanerSettings.of(partition_log.config.overrides, self.defaults)
+            segments = self.cleaner.needs_cleaning(partition_log, settings, now)
+            if segments:
+                due.append((self.cleaner.dirty_ratio(partition_log, segments), partition_log, segments, settings))
+        if due:
+            _, dirtiest, segments, settings = max(due, key=lambda d: d[0])
+            self._cleaning = self._cleaner_thread.submit(self.cleaner.prepare, dirtiest, segments, settings, now)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Maintenance until ``stop`` is set."""
@@ -207,6 +242,7 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        self._cleaner_thread.shutdown(wait=True)   # its swap files are finished by the next load
         for partition_log in self.logs():
             partition_log.flush()
             partition_log.close()
