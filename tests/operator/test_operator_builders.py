@@ -165,6 +165,35 @@ def test_pod_template_overrides_and_rack_spread():
     assert sts["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
 
 
+def test_rack_init_container_reads_the_node_label_for_the_broker():
+    spec = {"rack": {"topologyKey": "topology.kubernetes.io/zone"}, "brokers": {"storage": {"type": "ephemeral"}}}
+    children = builders.build_children("c", NS, spec)
+    pod = by_kind(children, "StatefulSet", "c-brokers")["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    broker = pod["containers"][0]
+    assert init["args"][:2] == ["operator", "rack"]
+    assert option(init["args"], "--topology-key") == "topology.kubernetes.io/zone"
+    assert option(init["args"], "--node") == "$(NODE_NAME)"
+    assert init["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert option(broker["args"], "--rack-file") == option(init["args"], "--output")
+    assert {"name": "rack", "mountPath": "/etc/odradek/rack", "readOnly": True} in broker["volumeMounts"]
+    assert {v["name"] for v in pod["volumes"]} == {"rack", "data"}
+    # The brokers read their Node as their own ServiceAccount, bound to the nodes-get role only.
+    assert pod["serviceAccountName"] == by_kind(children, "ServiceAccount", "c-brokers")["metadata"]["name"]
+    binding = builders.build_rack_binding("c", NS, "odk-broker-rack")
+    assert binding["metadata"]["name"] == "odradek-rack-data-c" and "namespace" not in binding["metadata"]
+    assert binding["roleRef"]["name"] == "odk-broker-rack"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "c-brokers", "namespace": NS}]
+
+
+def test_no_rack_no_init_container_and_no_service_account():
+    children = builders.build_children("c", NS, {})
+    pod = by_kind(children, "StatefulSet", "c-brokers")["spec"]["template"]["spec"]
+    assert "initContainers" not in pod and "serviceAccountName" not in pod
+    assert "--rack-file" not in pod["containers"][0]["args"]
+    assert not [c for c in children if c["kind"] == "ServiceAccount"]
+
+
 def test_config_hash_changes_with_settings_and_image_only():
     base = {"brokers": {"replicas": 3, "config": {"retention.ms": "1000"}}}
     h = builders.config_hash("c", NS, base)

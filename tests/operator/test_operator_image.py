@@ -19,7 +19,10 @@ def test_dockerfile_matches_the_project_layout():
     assert {p.split("/")[0] if p.startswith("lib") else "/".join(p.split("/")[:1]) for p in packages} <= copied, \
         f"the image must copy every wheel folder: {packages} vs COPY {sorted(copied)}"
     assert re.search(r"^ARG BASE_IMAGE=", text, re.M) and "FROM ${BASE_IMAGE}" in text
-    assert re.search(r"uv sync --frozen .*--extra operator", text)
+    assert re.search(r"uv sync --frozen .*--extra operator --extra gateway --no-editable", text)
+    # every part the image runs imports in the build (Spark's client side without pyspark)
+    for module in ("broker.server", "controller.service", "operator.handlers", "gateway.app", "client", "spark.options"):
+        assert f"odradek.{module}" in text
     assert 'ENTRYPOINT ["odradek"]' in text
     assert re.search(r"^USER 10001", text, re.M)
     ignored = (ROOT / ".dockerignore").read_text().split()

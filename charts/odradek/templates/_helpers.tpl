@@ -24,6 +24,10 @@ app.kubernetes.io/component: operator
 {{- default (include "odradek.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{- define "odradek.rackRole" -}}
+{{- printf "%s-broker-rack" (include "odradek.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "odradek.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}

@@ -12,7 +12,11 @@ Names (cluster ``c``):
   active instance by asking each endpoint's ``/internal/v1/health``);
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
   which each broker advertises) + ``c-bootstrap`` Service + ``c-brokers`` PodDisruptionBudget;
-- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0.
+- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0;
+- with ``rack.topologyKey``: ``c-brokers`` ServiceAccount (the brokers' init container reads
+  its Node as it) and the cluster-scoped ClusterRoleBinding ``odradek-rack-<namespace>-c`` of
+  it to the chart's ``nodes get`` ClusterRole (``build_rack_binding``, not owned: a cluster-scoped
+  object cannot have a namespaced owner, so the operator deletes it).
 
 Broker ids are the StatefulSet ordinals (label ``apps.kubernetes.io/pod-index``).
 """
@@ -34,6 +38,7 @@ CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
 ZK_CLIENT_PORT = 2181
 GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
+RACK_DIR = "/etc/odradek/rack"
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
@@ -281,13 +286,14 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     container["volumeMounts"] = [{"name": "data", "mountPath": DATA_DIR}]
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,
                            "securityContext": {"runAsNonRoot": True, "fsGroup": 10001}}
-    rack_key = (spec.get("rack") or {}).get("topologyKey")
+    rack_key = rack_topology_key(spec)
     if rack_key:
+        _add_rack_init(cluster, spec, pod, container, rack_key)
         pod["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": rack_key, "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector(cluster, "broker")}}]
     if not persistent:
-        pod["volumes"] = [{"name": "data", "emptyDir": {}}]
+        pod["volumes"] = [*pod.get("volumes", []), {"name": "data", "emptyDir": {}}]
     sts_spec: dict[str, Any] = {
         "replicas": count, "serviceName": n["brokers"], "podManagementPolicy": "Parallel",
         "updateStrategy": {"type": "OnDelete"},
@@ -320,6 +326,49 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
         {"apiVersion": "apps/v1", "kind": "StatefulSet",
          "metadata": _meta(n["brokers"], namespace, cluster, "broker"), "spec": sts_spec},
     ]
+
+
+def rack_topology_key(spec: Mapping[str, Any]) -> str | None:
+    return (spec.get("rack") or {}).get("topologyKey") or None
+
+
+def _add_rack_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dict, topology_key: str) -> None:
+    """An init container writes the node's ``topology_key`` label to a shared emptyDir; the
+    broker reads it with ``--rack-file`` (no downward API exists for node labels)."""
+    rack_file = f"{RACK_DIR}/rack"
+    init = _container("rack", spec, ["operator", "rack", "--node", "$(NODE_NAME)", "--topology-key", topology_key,
+                                     "--output", rack_file], [], None,
+                      [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}], {})
+    del init["ports"], init["readinessProbe"]  # init containers take neither
+    mount = {"name": "rack", "mountPath": RACK_DIR}
+    init["volumeMounts"] = [mount]
+    broker["volumeMounts"].append({**mount, "readOnly": True})
+    broker["args"] += ["--rack-file", rack_file]
+    pod["initContainers"] = [init]
+    pod["serviceAccountName"] = names(cluster)["brokers"]
+    pod["automountServiceAccountToken"] = True
+    pod["volumes"] = [*pod.get("volumes", []), {"name": "rack", "emptyDir": {}}]
+
+
+def build_broker_account(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
+    """The brokers' ServiceAccount, only with rack awareness (otherwise they need no API access)."""
+    if not rack_topology_key(spec):
+        return []
+    return [{"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": _meta(names(cluster)["brokers"], namespace, cluster, "broker")}]
+
+
+def rack_binding_name(cluster: str, namespace: str) -> str:
+    return f"odradek-rack-{namespace}-{cluster}"
+
+
+def build_rack_binding(cluster: str, namespace: str, cluster_role: str) -> dict:
+    """Binds the brokers' ServiceAccount to ``cluster_role`` (the chart's ``nodes get`` role)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": rack_binding_name(cluster, namespace),
+                         "labels": {**labels(cluster, "broker"), "odradek.dev/namespace": namespace}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"kind": "ServiceAccount", "name": names(cluster)["brokers"], "namespace": namespace}]}
 
 
 def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
@@ -365,6 +414,7 @@ def build_children(cluster: str, namespace: str, spec: Mapping[str, Any],
     return [build_config_map(cluster, namespace, spec),
             *build_zookeeper(cluster, namespace, spec),
             *build_controller(cluster, namespace, spec),
+            *build_broker_account(cluster, namespace, spec),
             *build_brokers(cluster, namespace, spec, broker_replicas),
             *build_gateway(cluster, namespace, spec)]
 

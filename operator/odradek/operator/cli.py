@@ -20,6 +20,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "rack":  # the brokers' init container (odradek.operator.rack)
+        from odradek.operator.rack import main as rack
+        return rack(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     import kopf

@@ -102,6 +102,17 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
         status.get("conditions"), ready, reason, message, meta.get("generation"))
 
 
+def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:
+    return bool((spec.get("rack") or {}).get("topologyKey"))
+
+
+@kopf.on.delete(*CLUSTER, when=_uses_racks, retries=30, backoff=RETRY_DELAY)
+def unbind_rack_reader(name: str, namespace: str, spec: kopf.Spec, **_: Any) -> None:
+    """The rack ClusterRoleBinding is cluster-scoped, so no owner reference can collect it (the
+    finalizer this handler needs exists only on rack-aware clusters)."""
+    reconcile.sync_rack_binding(kube.shared(), name, namespace, reconcile.configured_rack_role() or None, wanted=False)
+
+
 # -- OdradekTopic ---------------------------------------------------------------------------
 
 @kopf.on.resume(*TOPIC, backoff=RETRY_DELAY)

@@ -9,6 +9,7 @@ spec), ``Waiting`` (retry later, with the reason), ``admin.Unreachable`` / ``adm
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -17,6 +18,7 @@ from odradek.operator.kube import Kube
 from odradek.operator.status import ClusterHealth
 
 CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
+RBAC = "rbac.authorization.k8s.io/v1"
 
 
 class Waiting(Exception):
@@ -73,6 +75,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
     validation.validate_cluster(spec)
+    rack_role = rack_cluster_role(spec)
     names = builders.names(name)
     live_sts = kube.get("apps/v1", "StatefulSet", namespace, names["brokers"])
     current = (live_sts or {}).get("spec", {}).get("replicas")
@@ -97,6 +100,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
             child = builders.keep_immutable(child, live)
         kube.apply(child)
         applied.append(f"{child['kind']}/{child['metadata']['name']}")
+    sync_rack_binding(kube, name, namespace, rack_role, bool(builders.rack_topology_key(spec)))
     resized = grow_claims(kube, name, namespace, spec, scale.replicas)
     if resized:
         logger.info("resized %s", ", ".join(resized))
@@ -114,6 +118,36 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         "rolling": waiting,
     }
     return ClusterOutcome(status, None if scale.allowed else scale.reason, waiting, applied)
+
+
+def configured_rack_role() -> str:
+    return os.environ.get("ODRADEK_OPERATOR_RACK_CLUSTERROLE", "odradek-broker-rack")
+
+
+def rack_cluster_role(spec: Mapping[str, Any]) -> str | None:
+    """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
+    uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);
+    empty means the chart grants no node access, so a rack-aware cluster is an invalid spec.
+    ``None`` when the operator does not manage rack bindings at all."""
+    role = configured_rack_role()
+    if not role:
+        if builders.rack_topology_key(spec):
+            raise validation.SpecError(
+                "spec.rack.topologyKey needs the brokers to read their Node: install the chart with "
+                "rbac.brokerRack=true (a ClusterRole for nodes get, bound per rack-aware cluster)")
+        return None
+    return role
+
+
+def sync_rack_binding(kube: Kube, name: str, namespace: str, role: str | None, wanted: bool) -> None:
+    """Bind the brokers' ServiceAccount to ``role`` when the cluster uses racks, unbind otherwise."""
+    if role is None:
+        return
+    binding = builders.build_rack_binding(name, namespace, role)
+    if wanted:
+        kube.apply(binding)
+    else:
+        kube.delete(RBAC, "ClusterRoleBinding", None, binding["metadata"]["name"])
 
 
 def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], replicas: int) -> list[str]:

@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--advertised", help="host:port clients are told to use (default: the listener)")
     p.add_argument("--internal-listen", default="127.0.0.1:0", help="control-plane API host:port")
     p.add_argument("--rack", help="broker.rack")
+    p.add_argument("--rack-file", type=Path,
+                   help="read broker.rack from this file (written by the Kubernetes operator's init container)")
     p.add_argument("--no-auto-create-topics", action="store_true", help="auto.create.topics.enable=false")
     p.add_argument("--replica-lag-time-max-ms", type=int, default=None,
                    help="replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR "
@@ -56,7 +58,8 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
         p.error(str(e))
     return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
                         host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
-                        internal_host=ihost, internal_port=iport, rack=a.rack,
+                        internal_host=ihost, internal_port=iport,
+                        rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
                         auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
                         replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries,
                         group_settings=group_settings)
