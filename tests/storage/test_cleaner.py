@@ -92,6 +92,18 @@ def test_tombstones_go_only_after_delete_retention(tmp_path):
     log.close()
 
 
+def test_a_kept_tombstone_makes_the_log_due_once_it_expires(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    append(log, [(b"a", b"1"), (b"b", b"1"), (b"a", None)], ts=NOW)
+    cleaner = LogCleaner(tmp_path)
+    cleaner.clean_now(log, compact(delete_retention_ms=1000), NOW)
+    assert [(r.key, r.value) for r in read_records(log)] == [(b"b", b"1"), (b"a", None)]
+    assert cleaner.clean_now(log, compact(delete_retention_ms=1000), NOW + 500) is None   # nothing due yet
+    assert cleaner.clean_now(log, compact(delete_retention_ms=1000), NOW + 1001) is not None
+    assert [(r.key, r.value) for r in read_records(log)] == [(b"b", b"1")]
+    log.close()
+
+
 def test_compressed_batches_keep_codec_and_producer_metadata(tmp_path):
     log = open_log(tmp_path / "t-0")
     append(log, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"9")], compression=Compression.ZSTD,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -149,7 +149,7 @@ class CleanedLog:
     end_offset: int              # the checkpoint after the swap
     bytes_read: int = 0
     bytes_written: int = 0
-    stats: dict = field(default_factory=dict)
+    tombstones_due_ms: int | None = None   # when the earliest tombstone kept may go
 
     def swap(self, now_ms: int) -> bool:
         """Install the cleaned segments (event-loop thread); False (and cleanup) if the log moved on."""
@@ -192,6 +192,7 @@ class LogCleaner:
         except Exception:  # noqa: BLE001 - a bad checkpoint only means cleaning everything again
             log.warning("ignoring a corrupt %s", CLEANER_CHECKPOINT)
             self.checkpoints = {}
+        self.tombstones_due: dict[tuple[str, int], int] = {}   # when a log's kept tombstones may go
 
     @staticmethod
     def cleanable(target: Log, settings: CleanerSettings, now_ms: int) -> list[LogSegment]:
@@ -222,8 +223,9 @@ class LogCleaner:
         if not settings.compact:
             return []
         segments = self.cleanable(target, settings, now_ms)
-        if segments and self.dirty_ratio(target, segments) > settings.min_cleanable_dirty_ratio:  # Kafka: >
-            return segments
+        tombstones_due = self.tombstones_due.get((target.topic, target.partition), now_ms + 1) <= now_ms
+        if segments and (tombstones_due or self.dirty_ratio(target, segments) > settings.min_cleanable_dirty_ratio):
+            return segments   # Kafka compares the ratio with > too, and cleans when tombstones expire (KIP-534)
         return []
 
     def prepare(self, target: Log, segments: list[LogSegment], settings: CleanerSettings,
@@ -245,20 +247,23 @@ class LogCleaner:
         horizon = now_ms - settings.delete_retention_ms
         result = CleanedLog(target, [], segments[-1].next_offset, bytes_read=read)
         for segment in segments:
-            result.segments.append(self._clean_segment(target, segment, last_offsets, horizon, result))
+            result.segments.append(self._clean_segment(target, segment, last_offsets, horizon, now_ms, result))
         return result
 
     def _clean_segment(self, target: Log, segment: LogSegment, last_offsets: dict, horizon: int,
-                       result: CleanedLog) -> CleanedSegment:
+                       now_ms: int, result: CleanedLog) -> CleanedSegment:
         for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
             segment_path(target.dir, segment.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
         new = _open_segment(target, segment.base_offset, CLEANED_SUFFIX)
         for batch in _whole_batches(segment):
             expired = batch.max_timestamp < horizon
+            due = batch.max_timestamp + (now_ms - horizon) + 1
 
             def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
                 if key is not None and last_offsets.get(key, offset) > offset:
                     return False
+                if tombstone and not expired:
+                    result.tombstones_due_ms = min(result.tombstones_due_ms or due, due)
                 return not (tombstone and expired)
             kept = filter_batch(batch, keep)
             if kept is not None:
@@ -279,11 +284,16 @@ class LogCleaner:
         """After a successful swap: the checkpoint moves to the end of the cleaned range."""
         key = (cleaned.log.topic, cleaned.log.partition)
         self.checkpoints[key] = max(self.checkpoints.get(key, 0), cleaned.end_offset)
+        if cleaned.tombstones_due_ms is None:
+            self.tombstones_due.pop(key, None)
+        else:
+            self.tombstones_due[key] = cleaned.tombstones_due_ms
         self.write_checkpoint()
 
     def forget(self, topic: str, partition: int | None = None) -> None:
         for key in [k for k in self.checkpoints if k[0] == topic and partition in (None, k[1])]:
             del self.checkpoints[key]
+            self.tombstones_due.pop(key, None)
 
     def write_checkpoint(self) -> None:
         self.checkpoint_file.write(self.checkpoints)

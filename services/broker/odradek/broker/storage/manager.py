@@ -160,6 +160,7 @@ class LogManager:
 
     def _doom(self, key: TopicPartition) -> None:
         doomed = self._logs.pop(key)
+        self.cleaner.forget(*key)
         target = doomed.dir.with_name(f"{doomed.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(doomed.dir, target)
         self._doomed_dirs.append((doomed, target, _now_ms() + doomed.config.file_delete_delay_ms))
