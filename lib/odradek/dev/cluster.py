@@ -151,6 +151,8 @@ def start(args: argparse.Namespace) -> int:
         return 1
     _start_process(state, name)
     _save(path, state)
+    if name == "gateway":   # like `dev up`: return once it answers /readyz
+        _wait_gateway_ready(state, timeout=60)
     print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
 
@@ -162,6 +164,10 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
         "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
         "--host", "127.0.0.1", "--port", str(port)]
     _start_process(state, "gateway")
+    _wait_gateway_ready(state, timeout)
+
+
+def _wait_gateway_ready(state: dict, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not processes.alive(ProcessRecord.from_json(state["processes"]["gateway"])):

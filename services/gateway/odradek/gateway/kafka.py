@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from queue import Empty, SimpleQueue
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -100,7 +99,8 @@ class KafkaBridge:
                                   "enable.idempotence": False})
         self.admin = AdminClient(self.common)
         self._metadata: tuple[float, ClusterMetadata] | None = None
-        self._readers: SimpleQueue[Consumer] = SimpleQueue()
+        self._idle_readers: list[RangeReader] = []   # least recently used first
+        self._reader_count = 0
         self._reader_slots = asyncio.Semaphore(RANGE_READERS)
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_deliveries, name="gateway-deliveries", daemon=True)
@@ -115,12 +115,8 @@ class KafkaBridge:
         await asyncio.to_thread(self.producer.flush, 30)
         self._stop.set()
         await asyncio.to_thread(self._poller.join, 5)
-        while True:
-            try:
-                reader = self._readers.get_nowait()
-            except Empty:
-                break
-            await asyncio.to_thread(reader.close)
+        for reader in self._idle_readers:
+            await asyncio.to_thread(reader.consumer.close)
 
     # -- metadata ----------------------------------------------------------------------------
     async def metadata(self, fresh: bool = False) -> ClusterMetadata:
@@ -178,60 +174,87 @@ class KafkaBridge:
                          "fetch.wait.max.ms": 100, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 8 << 20, **conf})
 
-    async def with_reader(self, fn, *args):
-        """Run ``fn(consumer, *args)`` in a thread with a pooled group-less consumer."""
+    async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None):
+        """Run ``fn(reader, *args)`` in a thread with a pooled group-less consumer; the one left
+        at ``position`` (topic, partition, offset) by the previous range read if there is one, so
+        a client reading a partition chunk by chunk keeps its fetched-ahead data."""
         async with self._reader_slots:
-            try:
-                reader = self._readers.get_nowait()
-            except Empty:
-                # a range read's fetches are never empty-polls: a short wait keeps the pipeline full
-                reader = self.new_consumer(**{"group.id": "odradek-gateway-range-reads",
-                                              "auto.offset.reset": "error", "fetch.wait.max.ms": 10})
+            reader = self._take_reader(position)
             try:
                 return await asyncio.to_thread(fn, reader, *args)
             finally:
-                self._readers.put(reader)
+                self._idle_readers.append(reader)
+
+    def _take_reader(self, position) -> "RangeReader":
+        for i, r in enumerate(self._idle_readers):
+            if position is not None and r.position == position:
+                return self._idle_readers.pop(i)
+        if self._idle_readers and self._reader_count >= RANGE_READERS:
+            return self._idle_readers.pop(0)   # the least recently used one
+        self._reader_count += 1
+        return RangeReader(self.new_consumer(**{
+            "group.id": "odradek-gateway-range-reads", "auto.offset.reset": "error",
+            # a range read's fetches are never empty polls: a short wait keeps the pipeline full
+            "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 32 << 10}))
 
     async def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         return await self.with_reader(
-            lambda c: c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False))
+            lambda r: r.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False))
 
     async def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
-        def lookup(c: Consumer) -> int | None:
-            [tp] = c.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=10)
+        def lookup(r: RangeReader) -> int | None:
+            [tp] = r.consumer.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=10)
             if tp.error is not None:
                 raise KafkaException(tp.error)
             return tp.offset if tp.offset >= 0 else None
         return await self.with_reader(lookup)
 
 
-def read_range(c: Consumer, topic: str, partition: int, offset: int, end: int, max_bytes: int):
+@dataclass
+class RangeReader:
+    """A group-less consumer for range reads, and where its last read stopped: the messages it
+    had consumed past that point wait in ``ahead`` for the read that continues from there."""
+    consumer: Consumer
+    position: tuple[str, int, int] | None = None
+    ahead: list = field(default_factory=list)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        if self.position != (topic, partition, offset):
+            self.consumer.assign([TopicPartition(topic, partition, offset)])
+            self.ahead = []
+
+    def next_batch(self) -> list:
+        if self.ahead:
+            batch, self.ahead = self.ahead, []
+            return batch
+        return self.consumer.consume(num_messages=10_000, timeout=0.2)
+
+
+def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int, max_bytes: int):
     """Messages of ``[offset, end)``, about ``max_bytes`` of data (at least one message if any),
     in a thread. Returns (messages, next offset, error) where error is a KafkaError."""
-    c.assign([TopicPartition(topic, partition, offset)])
+    r.seek(topic, partition, offset)
+    r.position = None   # until this read ends well
     out, size, next_offset = [], 0, offset
     idle_since = time.monotonic()
-    try:
-        while next_offset < end and (size < max_bytes or not out):
-            batch = c.consume(num_messages=10_000, timeout=0.2)
-            if not batch:
-                if time.monotonic() - idle_since > RANGE_READ_IDLE_S:
-                    break
-                continue
-            idle_since = time.monotonic()
-            for m in batch:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return out, next_offset, None
-                    return out, next_offset, err
-                if m.offset() >= end:
-                    return out, next_offset, None
-                out.append(m)
-                size += len(m.value() or b"") + len(m.key() or b"")
-                next_offset = m.offset() + 1
-                if size >= max_bytes:
-                    break
-        return out, next_offset, None
-    finally:
-        c.unassign()
+    while next_offset < end and (size < max_bytes or not out):
+        batch = r.next_batch()
+        if not batch:
+            if time.monotonic() - idle_since > RANGE_READ_IDLE_S:
+                break
+            continue
+        idle_since = time.monotonic()
+        for i, m in enumerate(batch):
+            err = m.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                r.consumer.unassign()
+                return out, next_offset, err
+            if err is not None or m.offset() >= end or (size >= max_bytes and out):
+                r.ahead = batch[i + 1:] if err is not None else batch[i:]
+                r.position = (topic, partition, next_offset)
+                return out, next_offset, None
+            out.append(m)
+            size += len(m.value() or b"") + len(m.key() or b"")
+            next_offset = m.offset() + 1
+    r.position = (topic, partition, next_offset)
+    return out, next_offset, None

@@ -239,7 +239,7 @@ async def read_records(topic: str, partition: int, request: Request, _=require(R
     await kafka.partition(topic, partition)
     stop = end if end is not None else (await kafka.watermarks(topic, partition))[1]
     messages, next_offset, error = ([], offset, None) if offset >= stop else await kafka.with_reader(
-        read_range, topic, partition, offset, stop, max_bytes)
+        read_range, topic, partition, offset, stop, max_bytes, position=(topic, partition, offset))
     if error is not None and not messages:
         await _raise_read_error(kafka, topic, partition, offset, error)
     RECORDS_OUT.inc(len(messages))
