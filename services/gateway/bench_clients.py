@@ -4,23 +4,17 @@ produce N records of 1 KiB (acks=all, batched) and read them back from offset 0 
 
     .venv/bin/python services/gateway/bench_clients.py --bootstrap HOST:PORT [--records 100000]
 
-Prints one JSON line per (client, path) with records/s and MB/s. With ``--gateway URL`` it
-measures that running gateway instead: NDJSON produce (4 clients, 2000 records a request) into a
-new topic of 6 partitions (RF 3), then Arrow range reads of it (32 MiB chunks).
+Prints one JSON line per (client, path) with records/s and MB/s.
+The gateway's own figures come from ``python -m bench.gateway``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-
-import httpx
-import pyarrow as pa
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTP
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -97,58 +91,12 @@ def timed(label: str, fn, n: int) -> None:
                       "mb_s": round(n * 1024 / s / 1e6, 1)}), flush=True)
 
 
-def gateway_produce(url: str, topic: str, n: int, per_request: int = 2000, clients: int = 4) -> None:
-    value = base64.b64encode(VALUE).decode()
-    body = "".join(json.dumps({"value": value}) + "\n" for _ in range(per_request)).encode()
-
-    def client(requests: int) -> None:
-        with httpx.Client(base_url=url, timeout=120) as c:
-            for _ in range(requests):
-                c.post(f"/topics/{topic}/records", content=body,
-                       headers={"content-type": "application/x-ndjson"}).raise_for_status()
-    with ThreadPoolExecutor(clients) as pool:
-        list(pool.map(client, [n // per_request // clients] * clients))
-
-
-def gateway_arrow_read(url: str, topic: str, partitions: int) -> int:
-    """Reads every partition through the range read; returns the bytes answered."""
-    answered = 0
-    with httpx.Client(base_url=url, timeout=120) as c:
-        for p in range(partitions):
-            end = c.get(f"/topics/{topic}/partitions/{p}/offsets").json()["end_offset"]
-            offset = 0
-            while offset < end:
-                r = c.get(f"/topics/{topic}/partitions/{p}/records", params={"offset": offset, "end": end,
-                          "max_bytes": 32 << 20}, headers={"accept": "application/vnd.apache.arrow.stream"})
-                r.raise_for_status()
-                pa.ipc.open_stream(r.content).read_all()
-                answered += len(r.content)
-                offset = int(r.headers["odradek-next-offset"])
-    return answered
-
-
-def bench_gateway(url: str, n: int) -> None:
-    topic = f"bench-gateway-{uuid.uuid4().hex[:6]}"
-    cluster = httpx.get(f"{url}/v3/clusters").json()["data"][0]["cluster_id"]
-    httpx.post(f"{url}/v3/clusters/{cluster}/topics", timeout=60, json={
-        "topic_name": topic, "partitions_count": 6, "replication_factor": 3}).raise_for_status()
-    n -= n % 8000
-    timed("gateway NDJSON produce", lambda: gateway_produce(url, topic, n), n)
-    started = time.perf_counter()
-    answered = gateway_arrow_read(url, topic, 6)
-    print(json.dumps({"run": "gateway Arrow range read", "bytes": answered,
-                      "mb_s": round(answered / (time.perf_counter() - started) / 1e6, 1)}), flush=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--gateway", help="measure this running gateway instead of the two clients")
+    ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--records", type=int, default=100_000)
     a = ap.parse_args()
     n = a.records
-    if a.gateway:
-        return bench_gateway(a.gateway.rstrip("/"), n)
     t1, t2 = create_topic(a.bootstrap), create_topic(a.bootstrap)
     timed("confluent-kafka produce", lambda: confluent_produce(a.bootstrap, t1, n), n)
     timed("aiokafka produce", lambda: asyncio.run(aiokafka_produce(a.bootstrap, t2, n)), n)
