@@ -61,7 +61,8 @@ def test_template_renders_operator_rbac_cluster_and_topics(helm, values_file):
     assert topic["spec"] == {"cluster": "main", "topicName": "orders_v1", "partitions": 6, "replicas": 3,
                              "config": {"retention.ms": "3600000", "min.cleanable.dirty.ratio": "0.25"}}
     cluster = next(d for d in docs if d["kind"] == "OdradekCluster")
-    assert cluster["spec"] == {"image": "ghcr.io/odradek/odradek:0.1.0", "brokers": {"replicas": 3}}
+    assert cluster["spec"] == {"image": "ghcr.io/odradek/odradek:0.1.0", "imagePullPolicy": "IfNotPresent",
+                               "brokers": {"replicas": 3}}
     # by default: no cluster, no topics
     defaults = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART).stdout) if d]
     assert {d["kind"] for d in defaults} == {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"}
@@ -92,3 +93,25 @@ def test_install_into_the_api_server(helm, k8s, control_plane, k8s_bins, namespa
             assert proc.stdout.strip() == expected, f"can-i {verb} {resource}: {proc.stdout.strip()} {proc.stderr}"
     finally:
         run(helm, "uninstall", "odk", "--namespace", namespace, env=env, check=False)
+
+
+def test_image_pull_policy_reaches_operator_and_cluster_and_rack_rbac_is_opt_in(helm, values_file):
+    """A locally built image imported into containerd: pullPolicy Never (default IfNotPresent)."""
+    def render(*extra):
+        out = run(helm, "template", "rel", CHART, "-f", values_file, *extra).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    for docs, policy in ((render(), "IfNotPresent"),
+                         (render("--set", "image.repository=odradek", "--set", "image.tag=dev",
+                                 "--set", "image.pullPolicy=Never"), "Never")):
+        dep = next(d for d in docs if d["kind"] == "Deployment")
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        cluster = next(d for d in docs if d["kind"] == "OdradekCluster")
+        assert container["imagePullPolicy"] == cluster["spec"]["imagePullPolicy"] == policy
+        assert container["image"] == cluster["spec"]["image"]
+    assert container["image"] == "odradek:dev"
+    # no node access by default; the operator is told so (rack-aware clusters get InvalidSpec)
+    docs = render()
+    assert not [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r["resources"]]
+    env = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "ODRADEK_OPERATOR_RACK_CLUSTERROLE", "value": ""} in env
