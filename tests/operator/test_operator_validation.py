@@ -72,3 +72,14 @@ def test_topics():
         validate_topic_change({"partitions": 3}, 6, 1)
     with pytest.raises(SpecError, match="replicas cannot change from 1 to 3"):
         validate_topic_change({"replicas": 3}, 6, 1)
+
+
+def test_rack_awareness_without_the_charts_node_role_is_an_invalid_spec(monkeypatch):
+    from odradek.operator import reconcile
+    rack = {"rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+    monkeypatch.setenv("ODRADEK_OPERATOR_RACK_CLUSTERROLE", "")
+    with pytest.raises(SpecError, match="rbac.brokerRack=true"):
+        reconcile.rack_cluster_role(rack)
+    assert reconcile.rack_cluster_role({}) is None
+    monkeypatch.setenv("ODRADEK_OPERATOR_RACK_CLUSTERROLE", "odk-odradek-broker-rack")
+    assert reconcile.rack_cluster_role(rack) == "odk-odradek-broker-rack"
