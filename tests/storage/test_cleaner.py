@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+import time
 
 from hypothesis import given, settings, strategies as st
 
+from odradek.broker.storage import LogManager
 from odradek.broker.storage.cleaner import CLEANER_CHECKPOINT, CleanerSettings, LogCleaner
 from odradek.records import Compression, Record, build_batch, iter_batches
 
@@ -180,3 +184,30 @@ def test_compaction_matches_a_dict_model(tmp_path_factory, ops, per_batch, codec
     offsets = [r.offset for r in records]
     assert offsets == sorted(offsets)
     log.close()
+
+
+def test_the_manager_compacts_consumer_offsets_in_its_cleaner_thread(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.open_all()
+    offsets_log = manager.get_or_create("__consumer_offsets", 0, {"cleanup.policy": "compact"})
+    now = int(time.time() * 1000)
+    updates = [(b"group-%d" % (i % 4), b"offset %d" % i) for i in range(200)]
+    append(offsets_log, updates, ts=now, per_batch=10)
+    threads = set()
+    real_prepare = manager.cleaner.prepare
+
+    def prepare(*args):
+        threads.add(threading.current_thread().name)
+        return real_prepare(*args)
+    manager.cleaner.prepare = prepare
+
+    async def until_cleaned():
+        for _ in range(200):
+            await manager.maintain()
+            if len(read_records(offsets_log)) == 4:
+                return
+            await asyncio.sleep(0.05)
+    asyncio.run(until_cleaned())
+    assert {r.key: r.value for r in read_records(offsets_log)} == last_values(updates)
+    assert threads == {"log-cleaner_0"}
+    manager.close()
