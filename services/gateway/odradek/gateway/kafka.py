@@ -227,7 +227,8 @@ class RangeReader:
         if self.ahead:
             batch, self.ahead = self.ahead, []
             return batch
-        return self.consumer.consume(num_messages=10_000, timeout=0.2)
+        # consume() waits for a full batch or the timeout: a short one returns what has arrived
+        return self.consumer.consume(num_messages=10_000, timeout=0.01)
 
 
 def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int, max_bytes: int):
