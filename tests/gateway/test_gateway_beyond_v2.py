@@ -72,6 +72,33 @@ def test_streaming_produce_then_arrow_range_read_equals_a_kafka_client(gw_cluste
     assert base64.b64decode(as_json[0]["value"]).startswith(b"v00011")
 
 
+def test_range_reads_in_any_order_answer_exactly_their_offsets(gw_cluster, gw):
+    """Range readers stay positioned where a read stopped; a read from anywhere else (again from
+    the start, backwards, another partition in between) must still answer exactly its offsets."""
+    topic = new_topic(gw_cluster, partitions=2)
+    for p in (0, 1):
+        stream_produce(gw, topic, [{"value": b64(b"%d-%04d" % (p, i) + b"x" * 500), "partition": p}
+                                   for i in range(2000)])
+
+    def chunk(p: int, offset: int, end: int = 2000) -> tuple[list[int], int]:
+        resp = gw.get(f"/topics/{topic}/partitions/{p}/records", headers={"accept": ARROW},
+                      params={"offset": offset, "end": end, "max_bytes": 50_000})
+        table = pa.ipc.open_stream(resp.content).read_all()
+        values = table.column("value").to_pylist()
+        assert all(v.startswith(b"%d-%04d" % (p, o)) for v, o in zip(values, table.column("offset").to_pylist()))
+        return table.column("offset").to_pylist(), int(resp.headers["odradek-next-offset"])
+
+    first, nxt = chunk(0, 0)
+    assert first == list(range(0, nxt)) and 0 < nxt < 2000
+    assert chunk(0, 0) == (first, nxt), "reading the same chunk again"
+    other, _ = chunk(1, nxt)
+    assert other[0] == nxt
+    offsets, after = chunk(0, nxt)
+    assert offsets == list(range(nxt, after))
+    assert chunk(0, 7, 12)[0] == [7, 8, 9, 10, 11], "backwards, with an end"
+    assert chunk(0, after)[0][0] == after
+
+
 def test_range_read_and_stream_errors(gw_cluster, gw):
     topic = new_topic(gw_cluster, partitions=1)
     error(gw.get("/topics/nope/partitions/0/records", params={"offset": 0}), 404, 40401)
