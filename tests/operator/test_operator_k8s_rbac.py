@@ -138,7 +138,8 @@ def test_operator_with_the_chart_token_reconciles_a_rack_aware_cluster_and_a_top
                60, "topic orders Ready")
     assert len(controller_topic(st["controller_url"], "orders")["partitions"]) == 3
 
-    check_rack_init_command(plane, admin, ns, tmp_path)
+    rack_file = check_rack_init_command(plane, admin, ns, tmp_path)
+    check_broker_reports_the_rack(dev_cluster, rack_file, tmp_path)
 
     admin.delete(admin.cr_path(ns, "odradektopics", "orders"))
     wait_until(lambda: controller_topic(st["controller_url"], "orders") is None, 60, "topic deleted in the cluster")
@@ -158,10 +159,6 @@ def check_rack_init_command(plane, admin: K8s, ns: str, tmp_path: Path) -> None:
     run(sys.executable, "-m", "odradek.cli", "operator", "rack", "--node", "node-a", "--topology-key", ZONE,
         "--output", out, env=env)
     assert out.read_text() == "zone-1"
-    # the broker reads it (and reports it in Metadata as broker.rack)
-    from odradek.broker.cli import parse_args
-    assert parse_args(["--id", "0", "--data-dir", str(tmp_path), "--zookeeper", "z:1",
-                       "--rack-file", str(out)]).rack == "zone-1"
     missing = run(sys.executable, "-m", "odradek.cli", "operator", "rack", "--node", "node-b", "--topology-key", ZONE,
                   "--output", tmp_path / "rack-b", env=env, check=False)
     assert missing.returncode == 1 and f"node 'node-b' has no label '{ZONE}'" in missing.stderr
@@ -174,3 +171,27 @@ def check_rack_init_command(plane, admin: K8s, ns: str, tmp_path: Path) -> None:
         with pytest.raises(brokers.ApiException) as e:
             brokers.request(method, path)
         assert e.value.status == 403
+    return out
+
+
+def check_broker_reports_the_rack(dev_cluster, rack_file: Path, tmp_path: Path) -> None:
+    """A real broker started with ``--rack-file`` joins the dev cluster; DescribeCluster (a real
+    Kafka client) shows its rack."""
+    st = dev_cluster.status()
+    port = control_plane_module.free_port()
+    log = open(tmp_path / "broker-7.log", "ab")
+    broker = subprocess.Popen([sys.executable, "-m", "odradek.cli", "broker", "--id", "7", "--data-dir",
+                               str(tmp_path / "broker-7"), "--zookeeper", st["zookeeper"], "--listen",
+                               f"127.0.0.1:{port}", "--rack-file", str(rack_file)],
+                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
+    log.close()
+    try:
+        admin = dev_cluster.admin()
+
+        def rack_of_7():
+            assert broker.poll() is None, (tmp_path / "broker-7.log").read_text()[-2000:]
+            nodes = admin.describe_cluster(request_timeout=10).result().nodes
+            return next((n.rack for n in nodes if n.id == 7), None)
+        assert wait_until(rack_of_7, 60, "broker 7 in DescribeCluster with its rack") == "zone-1"
+    finally:
+        control_plane_module.terminate(broker, 15)
