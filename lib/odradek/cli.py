@@ -11,6 +11,7 @@ commands:
   controller   run a controller instance        (odradek controller --help)
   dev          a local cluster of processes     (odradek dev up|down|status --help)
   gateway      the HTTP gateway                 (odradek gateway --help)
+  groups       consumer groups: list, describe, reset-offsets (odradek groups --help)
   produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
   consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.dev.cluster import main as run
     elif command == "gateway":
         from odradek.gateway.cli import main as run
+    elif command == "groups":
+        from odradek.groups_cli import main as run
     elif command == "produce":
         from odradek.client.cli import produce as run
     elif command == "consume":
