@@ -252,3 +252,14 @@ def test_controller_candidates_from_endpoint_slices(monkeypatch):
     assert reconcile.controller_candidates(FakeKube(), body) == ["http://a:1", "http://b:2"]
     body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}
     assert reconcile.controller_candidates(FakeKube(), body) == ["http://x:9"]
+
+
+def test_gateway_arguments_parse_with_the_gateways_own_cli():
+    from odradek.gateway.settings import from_args
+    _, dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
+    args = [a.replace("$(POD_IP)", "10.0.0.5") for a in container(dep)["args"]]
+    assert args[0] == "gateway"
+    settings, _ = from_args(args[1:])
+    assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "http://10.0.0.5:8000")
+    assert settings.auth_file == "/etc/odradek/gateway-auth/credentials"
+    assert settings.bootstrap_servers == "c-bootstrap.data.svc:9092"
