@@ -11,6 +11,7 @@ bootstrap:
 test-tools: bootstrap
 	scripts/kafka.sh resolve || echo "WARNING: Apache Kafka could not be resolved: the compatibility suite will skip"
 	scripts/k8s/build.sh || echo "WARNING: the Kubernetes binaries did not build: the operator's API-server tests will skip"
+	scripts/karapace.sh || echo "WARNING: Karapace could not be installed: the gateway's Karapace parity test will skip"
 
 up: bootstrap
 	$(VENV)/odradek dev up --detach
