@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.handlers import (admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
-                                     offsets, produce)
+                                     offsets, produce, producer_ids)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -19,6 +19,7 @@ _TABLE = {
     3: (1, 12, metadata.metadata),
     19: (2, 7, admin.create_topics),
     20: (1, 6, admin.delete_topics),
+    22: (0, 4, producer_ids.init_producer_id),
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
     32: (1, 4, configs.describe_configs),
     37: (0, 3, admin.create_partitions),

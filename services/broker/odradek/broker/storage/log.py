@@ -32,6 +32,7 @@ from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
 from .epoch import LeaderEpochCache
 from .index import TimestampOffset
+from .producer_state import BatchMetadata, ProducerStateManager
 from .segment import FetchSlice, LogSegment
 from .validator import ValidatedAppend, validate_append
 
@@ -87,6 +88,8 @@ class Log:
         self.last_flush_ms = _clock_ms()
         self._doomed: list[tuple[LogSegment, int]] = []
         self.closed = False
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int, recovery_point: int = 0,
@@ -146,8 +149,22 @@ class Log:
         now = _clock_ms() if now_ms is None else now_ms
         v = validate_append(records, self.config, next_offset=self.log_end_offset,
                             leader_epoch=leader_epoch, now_ms=now)
+        duplicate = self.producer_state.check(v.batches)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate, v)
         self.leader_epochs.assign(leader_epoch, v.first_offset)
         return self._write(v, now)
+
+    def _duplicate_info(self, original: BatchMetadata, v: ValidatedAppend) -> AppendInfo:
+        """A retried idempotent batch: Kafka answers success with the original offsets, writes nothing."""
+        return AppendInfo(original.first_offset, original.last_offset, -1, -1, v.log_append_time_ms,
+                          self.log_start_offset, 0, 0)
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer state from the whole log (no snapshots yet: loading reads every batch header)."""
+        self.producer_state.clear()
+        for segment in self._segments:
+            self.producer_state.update(segment.log.batches_from(0))
 
     def append_as_follower(self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs."""
@@ -162,6 +179,7 @@ class Log:
     def _write(self, v: ValidatedAppend, now: int) -> AppendInfo:
         segment = self._maybe_roll(len(v.data), v.max_timestamp, v.last_offset, now)
         segment.append(v.batches, v.data)
+        self.producer_state.update(v.batches)
         self._unflushed_records += v.records_count
         if self._unflushed_records >= self.config.flush_messages:
             self.flush()
@@ -334,6 +352,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self._high_watermark, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
 
     # -- flush, config, close ---------------------------------------------------------------
     def flush(self, up_to: int | None = None) -> None:
