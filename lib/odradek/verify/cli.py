@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(default DATA_DIR/verify/TOPIC)")
     p.add_argument("--fail-on-duplicates", action="store_true",
                    help="duplicates fail the run (default: reported only, until the idempotent producer)")
+    p.add_argument("--idempotent", action="store_true",
+                   help="producers with enable.idempotence=true; duplicates then fail the run")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -85,14 +87,15 @@ def main(argv: list[str] | None = None) -> int:
                  duration=args.duration, settle=args.settle,
                  snapshot_interval=args.snapshot_interval, snapshot_tail=args.snapshot_tail,
                  delivery_timeout=args.delivery_timeout,
-                 seed=args.seed, out=args.out, client_debug=args.client_debug)
+                 seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent)
+    fail_on_duplicates = args.fail_on_duplicates or args.idempotent
     try:
         report, _ = run(cfg)
     except (ReplicationUnavailable, RunError) as e:
         print(f"odradek verify: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({**report.to_json(), "problems": report.problems(args.fail_on_duplicates)}, indent=2))
+        print(json.dumps({**report.to_json(), "problems": report.problems(fail_on_duplicates)}, indent=2))
     else:
-        print(report.summary(args.fail_on_duplicates))
-    return 1 if report.problems(args.fail_on_duplicates) else 0
+        print(report.summary(fail_on_duplicates))
+    return 1 if report.problems(fail_on_duplicates) else 0

@@ -65,6 +65,7 @@ class Config:
     seed: int | None = None
     client_debug: str = ""                 # librdkafka debug contexts (e.g. "broker,topic,msg") -> out/rdkafka.log
     out: Path | None = None
+    idempotent: bool = False               # idempotent producers: duplicates then fail the run
     topic_config: dict[str, str] = field(default_factory=dict)
 
 
@@ -155,7 +156,7 @@ def run(cfg: Config) -> tuple[Report, History]:
     stop_producers, stop_faults, stop_snapshots = threading.Event(), threading.Event(), threading.Event()
     producers = make_producers(cfg.producers, cfg.clients, bootstrap, cfg.topic, partitions, history,
                                stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
-                               client_debug=cfg.client_debug)
+                               client_debug=cfg.client_debug, idempotent=cfg.idempotent)
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,

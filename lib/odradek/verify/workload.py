@@ -7,8 +7,8 @@ client has it, ``ok`` with the acknowledged (partition, offset) from the deliver
 ``info`` when the delivery report is an error (the value may still have been written), and
 ``fail`` only when the client refused it before sending anything.
 
-Both clients run with ``acks=all``, the idempotent producer off (until the idempotent-producer
-issue) and their default retries, and with ``max.in.flight.requests.per.connection=1``: a
+Both clients run with ``acks=all``, the idempotent producer off unless ``idempotent`` (then
+duplicates are the broker's fault too) and their default retries, and with ``max.in.flight.requests.per.connection=1``: a
 client then never has two batches of one partition in flight and cannot reorder them by
 retrying, so any reordering the checker finds is the broker's doing.
 """
@@ -31,12 +31,13 @@ class ProducerWorker(threading.Thread):
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: list[int], history: History,
                  stop: threading.Event, rate: float = 100.0, max_outstanding: int = 1000,
-                 delivery_timeout_s: float = 60.0, client_debug: str = "") -> None:
+                 delivery_timeout_s: float = 60.0, client_debug: str = "", idempotent: bool = False) -> None:
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, list(partitions)
         self.history, self.stop_event = history, stop
         self.rate, self.max_outstanding, self.delivery_timeout_s = rate, max_outstanding, delivery_timeout_s
         self.client_debug = client_debug  # librdkafka debug contexts, logged to odradek.verify.rdkafka.<name>
+        self.idempotent = idempotent  # enable.idempotence: the broker must then drop retried batches
         self.seq = 0
         self.completed = 0
         self.error: BaseException | None = None
@@ -110,7 +111,7 @@ class ConfluentWorker(ProducerWorker):
         from confluent_kafka import Producer
         self.producer = Producer({
             "bootstrap.servers": self.bootstrap, "client.id": self.name, "acks": "all",
-            "enable.idempotence": False, "max.in.flight.requests.per.connection": 1,
+            "enable.idempotence": self.idempotent, "max.in.flight.requests.per.connection": 1,
             "linger.ms": 5, "message.timeout.ms": int(self.delivery_timeout_s * 1000),
             "topic.metadata.refresh.interval.ms": 5000,
             **({"debug": self.client_debug, "logger": logging.getLogger(f"odradek.verify.rdkafka.{self.name}")}
@@ -150,7 +151,7 @@ class KafkaPythonWorker(ProducerWorker):
         request_timeout_ms = min(15_000, int(self.delivery_timeout_s * 1000) // 2)
         self.producer = KafkaProducer(
             bootstrap_servers=self.bootstrap.split(","), client_id=self.name, acks="all",
-            enable_idempotence=False, max_in_flight_requests_per_connection=1, linger_ms=5,
+            enable_idempotence=self.idempotent, max_in_flight_requests_per_connection=1, linger_ms=5,
             request_timeout_ms=request_timeout_ms,
             delivery_timeout_ms=int(self.delivery_timeout_s * 1000) + request_timeout_ms + 5,
             max_block_ms=10_000, metadata_max_age_ms=5000)
