@@ -234,21 +234,37 @@ async def get_assignments(group: str, name: str, request: Request) -> dict:
 
 
 def _poll(inst: Instance, timeout_s: float, max_bytes: int) -> list:
+    """Records up to max_bytes of keys and values (at least one, so a large record still moves
+    the consumer on); what the client fetched past that is sought back to, not dropped."""
     deadline = time.monotonic() + timeout_s
     out, size = [], 0
     while size < max_bytes:
         left = deadline - time.monotonic()
         batch = inst.consumer.consume(num_messages=500, timeout=max(0.0, left))
-        for m in batch:
+        for i, m in enumerate(batch):
             if m.error() is not None:
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise KafkaException(m.error())
+            record_size = len(m.value() or b"") + len(m.key() or b"")
+            if out and size + record_size > max_bytes:
+                _seek_back(inst, batch[i:])
+                return out
             out.append(m)
-            size += len(m.value() or b"") + len(m.key() or b"")
+            size += record_size
         if out or left <= 0:
             break
     return out
+
+
+def _seek_back(inst: Instance, unreturned: list) -> None:
+    """Rewinds each partition to its first fetched-but-unreturned record."""
+    first: dict[tuple[str, int], int] = {}
+    for m in unreturned:
+        if m.error() is None:
+            first.setdefault((m.topic(), m.partition()), m.offset())
+    for (topic, partition), offset in first.items():
+        inst.consumer.seek(TopicPartition(topic, partition, offset))
 
 
 @router.get("/instances/{name}/records", response_class=V2Response)
