@@ -1,4 +1,4 @@
-"""LogCleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner, one thread).
+"""LogCleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner, one worker).
 
 A compacted log keeps, for every key, at least its last record. The cleaner works on the
 *cleanable* range of a log: its closed segments (never the active one), up to the first
@@ -7,7 +7,8 @@ watermark. The *dirty* part of that range starts at the log's entry in the data 
 ``cleaner-offset-checkpoint`` (the offset the last cleaning reached). A log is cleaned when
 dirty bytes / cleanable bytes > ``min.cleanable.dirty.ratio``.
 
-One cleaning (``prepare``, in the cleaner thread, reading closed segments only):
+One cleaning (``CleaningJob.run``, in the broker's cleaner process, reading closed segments
+only; plain data in and out):
 1. map every key of the dirty part to its last offset (a dict: keys are small here);
 2. rewrite each cleanable segment into ``<base>.log/.index/.timeindex.cleaned``, keeping a
    record when no later record of its key is in the map, and dropping a tombstone (null
@@ -42,11 +43,12 @@ from odradek.records import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, Compression, 
 from crc32c import crc32c
 
 from .checkpoint import OffsetCheckpointFile, fsync_dir
+from .file_records import FileRecords
 from .log import Log
 from .segment import LogSegment, segment_path
 
-__all__ = ["CLEANER_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanedLog", "CleanerSettings",
-           "LogCleaner", "filter_batch"]
+__all__ = ["CLEANER_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanedLog", "CleanerSettings", "CleaningJob",
+           "LogCleaner", "filter_batch", "lower_priority", "run_job"]
 
 log = logging.getLogger(__name__)
 
@@ -72,27 +74,43 @@ class CleanerSettings:
 
 
 # -- records without decoding them into objects ---------------------------------------------
-def _records(payload: memoryview, count: int) -> Iterator[tuple[int, bytes | None, bool, int, int]]:
+def _skip_varint(buf: bytes, p: int) -> int:
+    while buf[p] & 0x80:
+        p += 1
+    return p + 1
+
+
+def _varint(buf: bytes, p: int) -> tuple[int, int]:
+    """A zigzag varint (one-byte fast path inline: this loop is the cleaner's hot spot)."""
+    b = buf[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    return _read_varint(memoryview(buf), p)
+
+
+def _records(payload: bytes, count: int) -> Iterator[tuple[int, bytes | None, bool, int, int]]:
     """(offset delta, key, is tombstone, start, end) of each record of a records block."""
     position = 0
     for _ in range(count):
-        length, start = _read_varint(payload, position)
+        length, start = _varint(payload, position)
         end = start + length
-        _, p = _read_varint(payload, start + 1)          # timestamp delta
-        delta, p = _read_varint(payload, p)
-        key_len, p = _read_varint(payload, p)
-        key = None if key_len < 0 else bytes(payload[p:p + key_len])
-        p += max(key_len, 0)
-        value_len, _ = _read_varint(payload, p)
-        yield delta, key, value_len < 0, position, end
+        p = _skip_varint(payload, start + 1)        # attributes, then the timestamp delta
+        delta, p = _varint(payload, p)
+        key_len, p = _varint(payload, p)
+        if key_len < 0:
+            key = None
+        else:
+            key = payload[p:p + key_len]
+            p += key_len
+        yield delta, key, payload[p] == 1, position, end    # a value length of -1 is the byte 0x01
         position = end
 
 
-def _payload(batch: RecordBatch) -> memoryview:
+def _payload(batch: RecordBatch) -> bytes:
     payload = batch.view[HEADER_SIZE:]
     if batch.compression != Compression.NONE:
-        payload = memoryview(decompress(batch.compression, payload))
-    return payload
+        return decompress(batch.compression, payload)
+    return bytes(payload)
 
 
 def batch_keys(batch: RecordBatch) -> Iterator[tuple[int, bytes | None]]:
@@ -128,9 +146,9 @@ def filter_batch(batch: RecordBatch, keep) -> bytes | memoryview | None:
     return out
 
 
-def _whole_batches(segment: LogSegment) -> Iterator[RecordBatch]:
-    for header in segment.log.batches_from(0):
-        yield segment.log.read_batch(header.position, header.size)
+def _whole_batches(records: FileRecords) -> Iterator[RecordBatch]:
+    for header in records.batches_from(0):
+        yield records.read_batch(header.position, header.size)
 
 
 # -- one cleaning -------------------------------------------------------------------------------
@@ -177,13 +195,12 @@ def _open_segment(target: Log, base: int, suffix: str) -> LogSegment:
     c = target.config
     segment = LogSegment(target.dir, base, index_bytes=c.segment_index_bytes,
                          index_interval_bytes=c.index_interval_bytes, suffix=suffix)
-    if suffix == SWAP_SUFFIX:
-        segment.load_clean()
+    segment.load_clean()
     return segment
 
 
 class LogCleaner:
-    """Decides which logs need cleaning and cleans them; ``prepare`` runs off the loop thread."""
+    """Decides which logs need cleaning; its jobs run off the loop thread (the manager: in a process)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
@@ -228,57 +245,23 @@ class LogCleaner:
             return segments   # Kafka compares the ratio with > too, and cleans when tombstones expire (KIP-534)
         return []
 
+    def job(self, target: Log, segments: list[LogSegment], settings: CleanerSettings, now_ms: int) -> "CleaningJob":
+        """What a cleaning needs, as plain (picklable) data: it runs in the cleaner process."""
+        c = target.config
+        return CleaningJob(target.dir, [(s.base_offset, s.next_offset) for s in segments], self.first_dirty(target),
+                           settings.delete_retention_ms, now_ms, c.segment_index_bytes, c.index_interval_bytes)
+
+    @staticmethod
+    def adopt(target: Log, segments: list[LogSegment], done: "CleaningDone") -> CleanedLog:
+        """The job's result bound back to the log and the segment objects it cleaned."""
+        by_base = {s.base_offset: s for s in segments}
+        return CleanedLog(target, [CleanedSegment(by_base[old], new) for old, new in done.segments], done.end_offset,
+                          done.bytes_read, done.bytes_written, done.tombstones_due_ms)
+
     def prepare(self, target: Log, segments: list[LogSegment], settings: CleanerSettings,
                 now_ms: int) -> CleanedLog:
-        """Build the key map and write every cleaned segment as ``.swap`` files (cleaner thread)."""
-        first_dirty = self.first_dirty(target)
-        last_offsets: dict[bytes | None, int] = {}
-        read = 0
-        for segment in segments:
-            if segment.next_offset <= first_dirty:
-                continue
-            for batch in _whole_batches(segment):
-                read += batch.size
-                if batch.is_control:
-                    continue
-                for offset, key in batch_keys(batch):
-                    if offset >= first_dirty and key is not None:
-                        last_offsets[key] = offset
-        horizon = now_ms - settings.delete_retention_ms
-        result = CleanedLog(target, [], segments[-1].next_offset, bytes_read=read)
-        for segment in segments:
-            result.segments.append(self._clean_segment(target, segment, last_offsets, horizon, now_ms, result))
-        return result
-
-    def _clean_segment(self, target: Log, segment: LogSegment, last_offsets: dict, horizon: int,
-                       now_ms: int, result: CleanedLog) -> CleanedSegment:
-        for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
-            segment_path(target.dir, segment.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        new = _open_segment(target, segment.base_offset, CLEANED_SUFFIX)
-        for batch in _whole_batches(segment):
-            expired = batch.max_timestamp < horizon
-            due = batch.max_timestamp + (now_ms - horizon) + 1
-
-            def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
-                if key is not None and last_offsets.get(key, offset) > offset:
-                    return False
-                if tombstone and not expired:
-                    result.tombstones_due_ms = min(result.tombstones_due_ms or due, due)
-                return not (tombstone and expired)
-            kept = filter_batch(batch, keep)
-            if kept is not None:
-                new.append([RecordBatch(memoryview(kept))], memoryview(kept))
-                result.bytes_written += len(kept)
-        if new.size == 0:
-            new.delete()
-            return CleanedSegment(segment, None)
-        new.on_become_inactive()
-        new.flush()
-        for f in (new.log, new.offset_index, new.time_index):
-            f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-        new.close()
-        fsync_dir(target.dir)
-        return CleanedSegment(segment, segment.base_offset)
+        """Run a cleaning in the calling thread (tests, tools): ``.swap`` files ready to swap in."""
+        return self.adopt(target, segments, self.job(target, segments, settings, now_ms).run())
 
     def done(self, cleaned: CleanedLog) -> None:
         """After a successful swap: the checkpoint moves to the end of the cleaned range."""
@@ -309,5 +292,101 @@ class LogCleaner:
         return cleaned
 
 
-def sizeof_dir(path: Path) -> int:
-    return sum(os.path.getsize(p) for p in Path(path).iterdir() if p.is_file())
+# -- the cleaning itself: plain data in, plain data out (runs in the cleaner process) ---------------
+@dataclass(frozen=True, slots=True)
+class CleaningDone:
+    segments: list[tuple[int, int | None]]     # (old base offset, new base offset or None)
+    end_offset: int
+    bytes_read: int
+    bytes_written: int
+    tombstones_due_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    directory: Path
+    segments: list[tuple[int, int]]             # (base offset, next offset) of the closed segments
+    first_dirty: int
+    delete_retention_ms: int
+    now_ms: int
+    index_bytes: int
+    index_interval_bytes: int
+
+    def run(self) -> CleaningDone:
+        """Build the key map and write every cleaned segment as ``.swap`` files."""
+        files = [_read_only(self.directory, base) for base, _ in self.segments]
+        try:
+            last_offsets: dict[bytes, int] = {}
+            read = 0
+            for (base, next_offset), records in zip(self.segments, files):
+                if next_offset <= self.first_dirty:
+                    continue
+                for batch in _whole_batches(records):
+                    read += batch.size
+                    if not batch.is_control:
+                        for offset, key in batch_keys(batch):
+                            if offset >= self.first_dirty and key is not None:
+                                last_offsets[key] = offset
+            state = _Progress(read)
+            cleaned = [(base, self._clean_segment(base, records, last_offsets, state))
+                       for (base, _), records in zip(self.segments, files)]
+        finally:
+            for records in files:
+                records.close()
+        fsync_dir(self.directory)
+        return CleaningDone(cleaned, self.segments[-1][1], state.read, state.written, state.tombstones_due_ms)
+
+    def _clean_segment(self, base: int, records: FileRecords, last_offsets: dict, state: "_Progress") -> int | None:
+        for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
+            segment_path(self.directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        new = LogSegment(self.directory, base, index_bytes=self.index_bytes,
+                         index_interval_bytes=self.index_interval_bytes, suffix=CLEANED_SUFFIX)
+        horizon = self.now_ms - self.delete_retention_ms
+        for batch in _whole_batches(records):
+            expired = batch.max_timestamp < horizon
+            due = batch.max_timestamp + self.delete_retention_ms + 1
+
+            def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
+                if key is not None and last_offsets.get(key, offset) > offset:
+                    return False
+                if tombstone and not expired:
+                    state.tombstones_due_ms = min(state.tombstones_due_ms or due, due)
+                return not (tombstone and expired)
+            kept = filter_batch(batch, keep)
+            if kept is not None:
+                new.append([RecordBatch(memoryview(kept))], memoryview(kept))
+                state.written += len(kept)
+        if new.size == 0:
+            new.delete()
+            return None
+        new.on_become_inactive()
+        new.flush()
+        for f in (new.log, new.offset_index, new.time_index):
+            f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+        new.close()
+        return base
+
+
+@dataclass(slots=True)
+class _Progress:
+    read: int
+    written: int = 0
+    tombstones_due_ms: int | None = None
+
+
+def _read_only(directory: Path, base: int) -> FileRecords:
+    """A segment's log opened read-only (never created: it may have been deleted meanwhile)."""
+    records = FileRecords.__new__(FileRecords)
+    records.path = segment_path(directory, base, ".log")
+    records.fd = os.open(records.path, os.O_RDONLY)
+    records.size = os.fstat(records.fd).st_size
+    return records
+
+
+def run_job(job: CleaningJob) -> CleaningDone:
+    return job.run()
+
+
+def lower_priority() -> None:
+    """The cleaner process's initializer: yield the CPU to the broker's produce path."""
+    os.nice(10)

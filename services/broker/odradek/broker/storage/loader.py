@@ -3,7 +3,7 @@
 Reads the files segment and index describe, in this order:
 1. removes leftovers of interrupted operations: ``*.deleted`` (deletion scheduled but not
    done), ``*.swap`` (a finished compaction whose swap was cut: renamed over the old
-   segment, see cleaner), ``*.cleaned`` (an unfinished compaction: the originals are still
+   segment, see cleaner; one that is not whole valid batches is dropped), ``*.cleaned`` (an unfinished compaction: the originals are still
    there, so a ``.cleaned`` file is dropped), ``*.tmp`` (half-written checkpoints),
    and index files whose ``.log`` is gone;
 2. opens every segment; one with a missing index, or an index that fails its sanity check,
@@ -27,6 +27,7 @@ from pathlib import Path
 from odradek.records import RecordBatch
 
 from .config import LogConfig
+from .file_records import FileRecords
 from .index import CorruptIndex
 from .segment import LogSegment, segment_path
 
@@ -47,6 +48,14 @@ class LoadedLog:
 
 def _check(batch: RecordBatch) -> None:
     batch.check()
+
+
+def _whole_and_valid(path: Path) -> bool:
+    records = FileRecords(path)
+    try:
+        return records.size > 0 and records.valid_prefix(lambda batch, _: _check(batch)) == records.size
+    finally:
+        records.close()
 
 
 def _base_offset(path: Path) -> int | None:
@@ -98,8 +107,8 @@ class LogLoader:
         """
         for swap in sorted(self.dir.glob("*.log.swap")):
             base = _base_offset(swap)
-            if base is None:
-                continue
+            if base is None or not _whole_and_valid(swap):
+                continue   # not a finished cleaning (those are fsynced before the rename): dropped below
             log.info("%s: completing the interrupted swap of cleaned segment %d", self.dir.name, base)
             for suffix in SEGMENT_SUFFIXES:
                 pending = segment_path(self.dir, base, suffix + ".swap")

@@ -12,8 +12,8 @@ nothing is shared until all are loaded). Then everything runs on the event-loop 
 ``get_or_create`` / ``get`` / ``delete_topic`` / ``update_config`` from request handlers,
 and ``run``, the maintenance task, every ``tick_seconds``: purge deleted files whose delay
 has passed, retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
-worker thread), the log cleaner (compacted logs are cleaned one at a time in the
-``log-cleaner`` thread and swapped in on a later tick, see cleaner), and the checkpoints
+worker thread), the log cleaner (compacted logs are cleaned one at a time in a cleaner
+process and swapped in on a later tick, see cleaner), and the checkpoints
 every ``checkpoint_interval_seconds``. ``close``
 flushes every log, writes the checkpoints, then the clean-shutdown marker.
 """
@@ -27,11 +27,12 @@ import re
 import shutil
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
 
-from .cleaner import CleanedLog, CleanerSettings, LogCleaner
+from .cleaner import CleanerSettings, LogCleaner, lower_priority, run_job
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          CorruptCheckpoint, OffsetCheckpointFile, fsync_dir)
 from .config import LogConfig
@@ -69,8 +70,11 @@ class LogManager:
         self._last_checkpoint = 0.0
         self.had_clean_shutdown = False
         self.cleaner = LogCleaner(self.data_dir)
-        self._cleaner_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-cleaner")
-        self._cleaning: Future[CleanedLog] | None = None
+        # a process, not a thread: the cleaner's Python loops would otherwise hold the GIL the
+        # event loop needs (a thread tripled the produce p99, see docs/compaction.md)
+        self._cleaner_process = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=lower_priority)
+        self._cleaning: tuple[Future, Log, list] | None = None
 
     # -- startup ------------------------------------------------------------------------
     def _read(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
@@ -196,14 +200,15 @@ class LogManager:
     def _tend_cleaner(self, now: int) -> None:
         """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
 
-        The cleaner thread only reads closed segments and writes its own ``.cleaned``/``.swap``
+        The cleaner process only reads closed segments and writes its own ``.cleaned``/``.swap``
         files; the Log changes only in ``swap``, which checks the segments are still there.
         """
         if self._cleaning is not None:
-            if not self._cleaning.done():
+            future, cleaned_log, segments = self._cleaning
+            if not future.done():
                 return
             try:
-                cleaned = self._cleaning.result()
+                cleaned = self.cleaner.adopt(cleaned_log, segments, future.result())
                 if cleaned.swap(now):
                     self.cleaner.done(cleaned)
                     log.info("cleaned %s: %d bytes read, %d written", cleaned.log.name, cleaned.bytes_read,
@@ -219,7 +224,8 @@ class LogManager:
                 due.append((self.cleaner.dirty_ratio(partition_log, segments), partition_log, segments, settings))
         if due:
             _, dirtiest, segments, settings = max(due, key=lambda d: d[0])
-            self._cleaning = self._cleaner_thread.submit(self.cleaner.prepare, dirtiest, segments, settings, now)
+            job = self.cleaner.job(dirtiest, segments, settings, now)
+            self._cleaning = (self._cleaner_process.submit(run_job, job), dirtiest, segments)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Maintenance until ``stop`` is set."""
@@ -243,7 +249,7 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
-        self._cleaner_thread.shutdown(wait=True)   # its swap files are finished by the next load
+        self._cleaner_process.shutdown(wait=True, cancel_futures=True)   # its .swap files: see loader
         for partition_log in self.logs():
             partition_log.flush()
             partition_log.close()
