@@ -3,6 +3,7 @@ range endpoint, batch and streaming writes through its NDJSON produce endpoint."
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -21,6 +22,7 @@ HEADERS = "headers array<struct<key: string, value: binary>>"
 DEFAULT_MAX_BYTES = 8 << 20
 WRITE_BATCH = 2000
 OFFSET_BELOW_LOG_START = 41601  # the gateway's 416 answer
+STALL_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRan
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Executors: the range as Arrow record batches, one per gateway request."""
     with GatewayClient(part.gateway, part.token) as gw:
-        offset = part.start
+        offset, stalled_since = part.start, None
         while offset < part.end:
             try:
                 body, next_offset = gw.read_arrow(part.topic, part.partition, offset, part.end, part.max_bytes)
@@ -123,8 +125,15 @@ def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
                                      part.fail_on_loss)
                 continue
             if next_offset <= offset:
-                raise RuntimeError(f"{part.topic}-{part.partition}: no progress at offset {offset} "
-                                   f"(is the partition's leader available?)")
+                # the range was below the high watermark when planned: an empty answer is a
+                # leader change or a slow fetch, so ask again for a while before failing the task
+                stalled_since = stalled_since or time.monotonic()
+                if time.monotonic() - stalled_since > STALL_TIMEOUT_S:
+                    raise RuntimeError(f"{part.topic}-{part.partition}: no progress at offset {offset} for "
+                                       f"{STALL_TIMEOUT_S} s (is the partition's leader available?)")
+                time.sleep(0.2)
+                continue
+            stalled_since = None
             for batch in pa.ipc.open_stream(body):
                 if batch.num_rows:
                     yield _spark_columns(batch, part.headers)
