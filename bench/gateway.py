@@ -3,8 +3,9 @@ streaming produce and REST Proxy v2 binary) and the Arrow range read, from one g
 
     python -m bench.gateway [--records 200000] [--batch 2000] [--clients 4]
 
-Issue 6's goals: produce >= 50,000 records/s, Arrow range read >= 200 MB/s. (Karapace side by
-side is not in this harness yet.)
+Issue 6's goals: produce >= 50,000 records/s and >= 5x Karapace's REST proxy (v2 binary, same
+cluster, same batches; the column says why when scripts/karapace.sh could not install Karapace),
+Arrow range read >= 200 MB/s.
 """
 
 from __future__ import annotations
@@ -79,6 +80,19 @@ def arrow_read(url: str, topic: str, partitions: int) -> dict:
     return {"records": rows, "seconds": round(seconds, 2), "mb_s": round(total_bytes / seconds / 1e6, 1)}
 
 
+def karapace_produce(cluster, root: Path, args) -> dict:
+    from tests.gateway.test_karapace_parity import install_karapace, start_karapace, stop_process
+    python, why_not = install_karapace()
+    if python is None:
+        return {"not_measured": why_not}
+    cluster.create_topic("gw-karapace", partitions=6)
+    proc, url = start_karapace(python, cluster.bootstrap, root)
+    try:
+        return v2_produce(url, "gw-karapace", args.records, args.batch, args.clients)
+    finally:
+        stop_process(proc)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             cpu0 = cpu_seconds([gateway_pid])
             results = {"ndjson_produce": ndjson_produce(c.gateway, "gw-ndjson", args.records, args.batch, args.clients),
                        "v2_binary_produce": v2_produce(c.gateway, "gw-v2", args.records, args.batch, args.clients)}
+            results["karapace_v2_binary_produce"] = karapace_produce(c, Path(root), args)
             results["arrow_range_read"] = arrow_read(c.gateway, "gw-ndjson", 6)
             results["gateway_cpu_s"] = round(cpu_seconds([gateway_pid]) - cpu0, 1)
         finally:

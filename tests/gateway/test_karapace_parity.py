@@ -22,36 +22,59 @@ from tests.gateway.conftest import V2, V2_BINARY
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def karapace_python() -> str:
+def install_karapace() -> tuple[str | None, str]:
+    """(the Karapace venv's python, "") or (None, why not)."""
     done = subprocess.run([str(ROOT / "scripts/karapace.sh")], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        pytest.skip("Karapace could not be installed by scripts/karapace.sh (the package index has no "
-                    f"'karapace'?): {done.stderr.strip()[-300:]}")
-    return done.stdout.strip()
+        return None, ("Karapace could not be installed by scripts/karapace.sh (the package index has no "
+                      f"'karapace'?): {done.stderr.strip()[-300:]}")
+    return done.stdout.strip(), ""
 
 
-@pytest.fixture(scope="module")
-def karapace(karapace_python, gw_cluster, tmp_path_factory) -> str:   # skips before starting a cluster
-    port, where = free_port(), tmp_path_factory.mktemp("karapace")
-    config = {"karapace_rest": True, "karapace_registry": False, "bootstrap_uri": gw_cluster.bootstrap,
+def start_karapace(python: str, bootstrap: str, where: Path) -> tuple[subprocess.Popen, str]:
+    """Karapace's REST proxy alone (no registry) on a free loopback port, once it answers."""
+    port = free_port()
+    config = {"karapace_rest": True, "karapace_registry": False, "bootstrap_uri": bootstrap,
               "host": "127.0.0.1", "port": port, "advertised_hostname": "127.0.0.1"}
     (where / "karapace.json").write_text(json.dumps(config))
+    # Older Karapace reads the JSON file, newer the KARAPACE_* environment: both are given.
     env = {f"KARAPACE_{k.upper()}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.items()}
     log = (where / "karapace.log").open("wb")
-    proc = subprocess.Popen([karapace_python, "-m", "karapace.karapace_all", str(where / "karapace.json")], env=env,
+    proc = subprocess.Popen([python, "-m", "karapace.karapace_all", str(where / "karapace.json")], env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=where)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _answers(proc, url + "/topics", where / "karapace.log"), 120, "Karapace's REST proxy")
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, url
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def karapace_python() -> str:
+    python, why_not = install_karapace()
+    if python is None:
+        pytest.skip(why_not)
+    return python
+
+
+@pytest.fixture(scope="module")
+def karapace(karapace_python, gw_cluster, tmp_path_factory) -> str:   # skips before starting a cluster
+    proc, url = start_karapace(karapace_python, gw_cluster.bootstrap, tmp_path_factory.mktemp("karapace"))
+    try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
 
 
 def _answers(proc, url: str, log: Path) -> bool:
