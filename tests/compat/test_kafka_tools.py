@@ -3,9 +3,8 @@
 Every test runs one command against both (``kafka``, ``odradek``) and compares what the tool
 prints, after removing what legitimately differs between two clusters (topic ids, timings).
 
-Odradek does not serve the idempotent producer yet (issue 5): Kafka 3.9's Java producer runs
-with ``enable.idempotence=false``, except in the tests that check exactly that feature (xfail on
-Odradek, naming the API and the issue). Consumer groups are served (the group coordinator).
+Most tests run Kafka 3.9's Java producer with ``enable.idempotence=false``;
+``test_console_producer_with_default_idempotence`` checks its default (idempotent) on both. Consumer groups are served (the group coordinator).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from tests.compat.conftest import (CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRO
 from tests.conftest import wait_until
 
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
-IDEMPOTENCE_ISSUE_5 = "idempotent producer: InitProducerId (API 22) is not served until issue 5"
 
 
 def ok(proc) -> str:
@@ -71,8 +69,7 @@ def test_console_consumers_assigned_to_three_partitions(both, topic):
     assert got["odradek"] == got["kafka"]
 
 
-@pytest.mark.parametrize("system", ["kafka", pytest.param("odradek", marks=pytest.mark.xfail(
-    reason=IDEMPOTENCE_ISSUE_5, strict=True))])
+@pytest.mark.parametrize("system", ["kafka", "odradek"])
 def test_console_producer_with_default_idempotence(request, system, topic):
     e = request.getfixturevalue(system)
     ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, "--producer-property", "max.block.ms=15000",
