@@ -74,36 +74,37 @@ class CleanerSettings:
 
 
 # -- records without decoding them into objects ---------------------------------------------
-def _skip_varint(buf: bytes, p: int) -> int:
-    while buf[p] & 0x80:
-        p += 1
-    return p + 1
-
-
 def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint (one-byte fast path inline: this loop is the cleaner's hot spot)."""
+    """A zigzag varint, with one- and two-byte fast paths (this scan is the cleaner's hot spot)."""
     b = buf[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
+    b2 = buf[p + 1]
+    if b2 < 0x80:
+        raw = (b & 0x7F) | (b2 << 7)
+        return (raw >> 1) ^ -(raw & 1), p + 2
     return _read_varint(memoryview(buf), p)
 
 
-def _records(payload: bytes, count: int) -> Iterator[tuple[int, bytes | None, bool, int, int]]:
+def _records(payload: bytes, count: int) -> list[tuple[int, bytes | None, bool, int, int]]:
     """(offset delta, key, is tombstone, start, end) of each record of a records block."""
+    out = []
     position = 0
+    varint = _varint
     for _ in range(count):
-        length, start = _varint(payload, position)
+        length, start = varint(payload, position)
         end = start + length
-        p = _skip_varint(payload, start + 1)        # attributes, then the timestamp delta
-        delta, p = _varint(payload, p)
-        key_len, p = _varint(payload, p)
+        p = start + 1                                   # attributes
+        while payload[p] & 0x80:                        # the timestamp delta, skipped
+            p += 1
+        delta, p = varint(payload, p + 1)
+        key_len, p = varint(payload, p)
         if key_len < 0:
-            key = None
+            out.append((delta, None, payload[p] == 1, position, end))   # a value length -1 is byte 0x01
         else:
-            key = payload[p:p + key_len]
-            p += key_len
-        yield delta, key, payload[p] == 1, position, end    # a value length of -1 is the byte 0x01
+            out.append((delta, payload[p:p + key_len], payload[p + key_len] == 1, position, end))
         position = end
+    return out
 
 
 def _payload(batch: RecordBatch) -> bytes:
