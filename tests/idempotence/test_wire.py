@@ -56,6 +56,27 @@ def test_init_producer_id_hands_out_distinct_ids_at_epoch_0(cluster):
                 assert (r.error_code, r.producer_epoch) == (ErrorCode.none, 0)
                 ids.add(r.producer_id)
     assert len(ids) == 3 * len(cluster.brokers)
+    assert_ids_in_reserved_blocks(cluster, ids)
+
+
+def assert_ids_in_reserved_blocks(cluster, ids):
+    """Every broker's ids come from its own block of 1000 reserved in ZooKeeper /producer_id_block."""
+    import json
+
+    from kazoo.client import KazooClient
+
+    from odradek.cluster import paths
+    status = cluster.status()
+    zk = KazooClient(hosts=status["zookeeper"] + paths.chroot(status["cluster"]))
+    zk.start(timeout=30)
+    try:
+        block = json.loads(zk.get(paths.PRODUCER_ID_BLOCK)[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert block["version"] == 1 and int(block["block_end"]) - int(block["block_start"]) == 999
+    assert max(ids) <= int(block["block_end"])
+    assert len({i // 1000 for i in ids}) == len(cluster.brokers)  # one block per broker
 
 
 def test_transactional_id_is_coordinator_not_available(cluster):

@@ -172,6 +172,11 @@ def make_app(controller: Controller) -> web.Application:
             broker_id, _field(await _body(request), "broker_epoch", int, -1))
         return web.json_response({"remaining_leaderships": remaining})
 
+    @routes.post(PREFIX + "/producer-ids")
+    async def producer_ids(request: web.Request) -> web.Response:
+        broker_id = _field(await _body(request), "broker_id", int)
+        return web.json_response(await controller.allocate_producer_ids(broker_id))
+
     @routes.post(PREFIX + "/elect-leaders")
     async def elect_leaders(request: web.Request) -> web.Response:
         election_type, partitions = parse_elect_leaders(await _body(request))

@@ -393,6 +393,12 @@ class Controller:
                 self._publish()
             return self._snapshot.topics[req.topic].states[req.partition].to_json()
 
+    async def allocate_producer_ids(self, broker_id: int, size: int = 1000) -> dict:
+        """A block of producer ids for a broker's InitProducerId answers (Kafka's block size)."""
+        async with self._acting():
+            start, end = await self._write(self._store.allocate_producer_id_block, broker_id, size)
+            return {"broker": broker_id, "block_start": start, "block_end": end}
+
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[dict]:
         """Mark the broker as shutting down, move its leaderships and ISR memberships away;
         answers the leaderships it keeps (no other ISR member can take them)."""

@@ -361,6 +361,26 @@ class ZkStore(MetadataStore):
         return _lost_race(self._commit(t))
 
     @_unavailable_as_store_error
+    def allocate_producer_id_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        """Reserve the next ``size`` producer ids after Kafka's ``/producer_id_block`` (same JSON:
+        block_start/block_end as strings), compare-and-set on the znode's version, fenced."""
+        while True:
+            try:
+                data, stat = self._zk.get(paths.PRODUCER_ID_BLOCK)
+                start = int(json.loads(data)["block_end"]) + 1
+            except NoNodeError:
+                stat, start = None, 0
+            block = _dump({"version": 1, "broker": broker_id, "block_start": str(start),
+                           "block_end": str(start + size - 1)})
+            t = self._fenced()
+            if stat is None:
+                t.create(paths.PRODUCER_ID_BLOCK, block)
+            else:
+                t.set_data(paths.PRODUCER_ID_BLOCK, block, version=stat.version)
+            if self._commit(t) is None:
+                return start, start + size - 1
+
+    @_unavailable_as_store_error
     def mark_for_deletion(self, topic: str) -> None:
         t = self._fenced()
         t.create(paths.delete_topic(topic), _dump({"version": 1}))

@@ -1,9 +1,9 @@
 """InitProducerId (key 22, v0-4) for idempotent producers; transactions are not served.
 
-Producer ids are unique across brokers and restarts without the controller: broker ``b``
-hands out ``b << 40 | n``, and reserves ``n`` in blocks of ``BLOCK_SIZE`` by writing the
-block's end to ``<data dir>/producer_id_block`` (fsynced) before using it. (The controller's
-ZooKeeper ``/producer_id_block`` of Kafka is not done yet.)
+Producer ids come in blocks the active controller reserves in ZooKeeper ``/producer_id_block``
+(Kafka's znode and JSON, compare-and-set on its version, fenced by the controller epoch) and
+hands out on ``POST /internal/v1/producer-ids``; a broker asks for the next block when its own
+runs out. Ids of a block left unused at a restart are skipped, as in Kafka.
 
 A transactional id gets COORDINATOR_NOT_AVAILABLE, what Kafka answers while no transaction
 coordinator can serve it. Without a transactional id Kafka's coordinator ignores the producer
@@ -13,49 +13,47 @@ producer id at epoch 0: so does this.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import asyncio
 
 from odradek.broker.dispatch import ZERO
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 INIT_PRODUCER_ID = 22
-BLOCK_SIZE = 1000
 
 
 class ProducerIdAllocator:
-    def __init__(self, data_dir: Path, broker_id: int) -> None:
-        self.path = Path(data_dir) / "producer_id_block"
-        self.prefix = broker_id << 40
-        self.next = self.end = int(self.path.read_text()) if self.path.exists() else 0
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.next, self.end = 0, -1   # the current block's next id and last id
+        self._lock = asyncio.Lock()
 
-    def allocate(self) -> int:
-        if self.next >= self.end:
-            self._reserve(self.next + BLOCK_SIZE)
-        self.next += 1
-        return self.prefix | (self.next - 1)
-
-    def _reserve(self, end: int) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(str(end))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self.end = end
+    async def allocate(self) -> int:
+        async with self._lock:
+            if self.next > self.end:
+                block = await self.broker.controller.call(
+                    "POST", "/internal/v1/producer-ids", {"broker_id": self.broker.config.broker_id})
+                self.next, self.end = int(block["block_start"]), int(block["block_end"])
+            self.next += 1
+            return self.next - 1
 
 
 def _allocator(broker) -> ProducerIdAllocator:
     if getattr(broker, "producer_ids", None) is None:
-        broker.producer_ids = ProducerIdAllocator(broker.config.data_dir, broker.config.broker_id)
+        broker.producer_ids = ProducerIdAllocator(broker)
     return broker.producer_ids
+
+
+def _response(s, code: ErrorCode, producer_id: int = -1, epoch: int = -1):
+    return make(s.InitProducerIdResponse, throttle_time=ZERO, error_code=code, producer_id=producer_id,
+                producer_epoch=epoch)
 
 
 async def init_producer_id(broker, header, req):
     s = Schemas(INIT_PRODUCER_ID, header.api_version)
     if req.transactional_id is not None:
-        return make(s.InitProducerIdResponse, throttle_time=ZERO, error_code=ErrorCode.coordinator_not_available,
-                    producer_id=-1, producer_epoch=-1)
-    return make(s.InitProducerIdResponse, throttle_time=ZERO, error_code=ErrorCode.none,
-                producer_id=_allocator(broker).allocate(), producer_epoch=0)
+        return _response(s, ErrorCode.coordinator_not_available)
+    try:
+        return _response(s, ErrorCode.none, await _allocator(broker).allocate(), 0)
+    except KafkaError as e:  # no reachable active controller: retriable for the client
+        return _response(s, e.code if e.retriable else ErrorCode.coordinator_not_available)
