@@ -112,3 +112,50 @@ def test_follower_append_builds_the_same_state(tmp_path):
     finally:
         leader.close()
         follower.close()
+
+
+def test_snapshots_at_roll_and_close_and_reload_from_snapshot_plus_tail(tmp_path):
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    produce(log, b"a", seq=0)
+    produce(log, b"b", seq=1, pid=7)
+    log.roll()
+    assert (directory / "00000000000000000002.snapshot").exists()
+    produce(log, b"c", seq=1)
+    log.close()
+    assert (directory / "00000000000000000003.snapshot").exists()
+    (directory / "00000000000000000003.snapshot").unlink()  # load from the roll's snapshot + the tail
+    reopened = open_log(directory)
+    try:
+        assert produce(reopened, b"c", seq=1).first_offset == 2   # from the tail
+        assert produce(reopened, b"b", seq=1, pid=7).first_offset == 1   # from the snapshot
+        assert error_of(reopened, b"e", seq=9) == ErrorCode.out_of_order_sequence_number
+    finally:
+        reopened.close()
+
+
+def test_corrupt_snapshot_falls_back_to_the_whole_log(tmp_path):
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    produce(log, b"a", seq=0)
+    log.close()
+    snapshot = directory / "00000000000000000001.snapshot"
+    snapshot.write_bytes(snapshot.read_bytes()[:-3] + b"xyz")
+    reopened = open_log(directory)
+    try:
+        assert produce(reopened, b"a", seq=0).first_offset == 0
+        assert reopened.log_end_offset == 1
+    finally:
+        reopened.close()
+
+
+def test_truncation_drops_later_snapshots(tmp_path):
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    produce(log, b"a", seq=0)
+    log.roll()
+    produce(log, b"b", seq=1)
+    log.truncate_to(0)
+    assert not (directory / "00000000000000000001.snapshot").exists()
+    assert produce(log, b"x", seq=0, pid=5).first_offset == 0
+    log.close()

@@ -126,6 +126,7 @@ def test_dedupe_survives_restart_of_every_broker(cluster, topic):
         cluster.run("start", str(broker_id))
     cluster.wait_for_leaders(topic, 1)
     cluster.refresh()
+    assert list(cluster.data_dir.glob(f"broker-*/{topic}-0/*.snapshot")), "graceful shutdown writes snapshots"
     with WireClient(cluster.leader_address(topic, 0)) as c:
         retry = produce(c, topic, b"before-restart", pid=pid, epoch=0, seq=0)
         assert (retry.error_code, retry.base_offset) == (ErrorCode.none, original.base_offset)

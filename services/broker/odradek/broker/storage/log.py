@@ -32,7 +32,7 @@ from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
 from .epoch import LeaderEpochCache
 from .index import TimestampOffset
-from .producer_state import BatchMetadata, ProducerStateManager
+from .producer_state import BatchMetadata, ProducerStateManager, snapshot_offsets, snapshot_path
 from .segment import FetchSlice, LogSegment
 from .validator import ValidatedAppend, validate_append
 
@@ -161,10 +161,20 @@ class Log:
                           self.log_start_offset, 0, 0)
 
     def _rebuild_producer_state(self) -> None:
-        """Producer state from the whole log (no snapshots yet: loading reads every batch header)."""
-        self.producer_state.clear()
-        for segment in self._segments:
-            self.producer_state.update(segment.log.batches_from(0))
+        """Producer state from the last usable ``<offset>.snapshot`` plus the batch headers after it."""
+        start = 0
+        for offset in reversed(snapshot_offsets(self.dir)):
+            if offset <= self.log_end_offset and self.producer_state.load_snapshot(snapshot_path(self.dir, offset)):
+                start = offset
+                break
+        else:
+            self.producer_state.clear()
+        for segment in self._segments[self._floor(start):]:
+            self.producer_state.update(b for b in segment.log.batches_from(0) if b.base_offset >= start)
+
+    def _drop_snapshots_above(self, offset: int) -> None:
+        for stale in (o for o in snapshot_offsets(self.dir) if o > offset):
+            snapshot_path(self.dir, stale).unlink(missing_ok=True)
 
     def append_as_follower(self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs."""
@@ -202,6 +212,7 @@ class Log:
         segment = self._new_segment(self.log_end_offset)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
+        self.producer_state.write_snapshot(self.dir, segment.base_offset)
         return segment
 
     # -- read ---------------------------------------------------------------------------
@@ -352,6 +363,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self._high_watermark, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._drop_snapshots_above(self.log_end_offset if self.log_end_offset > self.log_start_offset else -1)
         self._rebuild_producer_state()
 
     # -- flush, config, close ---------------------------------------------------------------
@@ -401,6 +413,8 @@ class Log:
         if self.closed:
             return
         self.purge_deleted(0, force=True)
+        if self.dir.exists():  # not for a deleted partition's directory
+            self.producer_state.write_snapshot(self.dir, self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self.closed = True

@@ -10,19 +10,33 @@ append, with Kafka 3.9's answers:
   (wrapping at 2^31 - 1): otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
 A producer id the partition has never seen is accepted at any sequence (KIP-360: Kafka no
 longer answers UNKNOWN_PRODUCER_ID on produce). Followers and log loading only ``update``.
+
+Snapshots are Kafka's ``<20-digit offset>.snapshot`` files (version 1: version i16, CRC-32C u32
+of the rest, then per producer: id i64, epoch i16, last sequence i32, last offset i64, offset
+delta i32, timestamp i64, coordinator epoch i32, transaction first offset i64). Like Kafka's
+they keep only each producer's last batch, so after a load from a snapshot a retry of that batch
+is deduplicated, and older ones only if the replayed log tail holds them.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
+
+from crc32c import crc32c
 
 from odradek.errors import ErrorCode, KafkaError
 
 __all__ = ["BatchMetadata", "ProducerStateManager"]
 
 RETAINED_BATCHES = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+_HEADER = struct.Struct(">hIi")           # version, crc, entry count
+_ENTRY = struct.Struct(">qhiqiqiq")
 _MAX_SEQUENCE = 2**31 - 1
 
 
@@ -114,3 +128,43 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def write_snapshot(self, directory: Path, offset: int) -> Path:
+        """The state as of ``offset`` (the log end) to ``<offset>.snapshot``, atomically."""
+        entries = b"".join(_ENTRY.pack(pid, e.epoch, e.batches[-1].last_seq, e.batches[-1].last_offset,
+                                       e.batches[-1].last_seq - e.batches[-1].first_seq, -1, -1, -1)
+                           for pid, e in self.producers.items() if e.batches)
+        body = struct.pack(">i", len(self.producers)) + entries
+        path = snapshot_path(directory, offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(struct.pack(">hI", 1, crc32c(body)) + body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def load_snapshot(self, path: Path) -> bool:
+        """Replace the state with a snapshot's; False (state cleared) if it is corrupt."""
+        self.clear()
+        data = path.read_bytes()
+        if len(data) < _HEADER.size:
+            return False
+        version, crc, count = _HEADER.unpack_from(data)
+        if version != 1 or crc32c(data[6:]) != crc or len(data) != _HEADER.size + count * _ENTRY.size:
+            return False
+        for i in range(count):
+            pid, epoch, last_seq, last_offset, delta, *_ = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
+            entry = self.producers[pid] = ProducerEntry(epoch)
+            entry.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset))
+        return True
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    return sorted(int(p.name[:-len(SNAPSHOT_SUFFIX)]) for p in Path(directory).glob("*" + SNAPSHOT_SUFFIX)
+                  if p.name[:-len(SNAPSHOT_SUFFIX)].isdigit())
