@@ -1,5 +1,7 @@
 """Producer-state checks on a real partition log: dedupe, sequence gaps, fencing, reload, truncation."""
 
+import contextlib
+
 import pytest
 
 from odradek.errors import ErrorCode, KafkaError
@@ -16,6 +18,15 @@ def error_of(log, *values: bytes, **ids) -> ErrorCode:
     with pytest.raises(KafkaError) as e:
         produce(log, *values, **ids)
     return e.value.code
+
+
+@contextlib.contextmanager
+def opened(directory):
+    log = open_log(directory)
+    try:
+        yield log
+    finally:
+        log.close()
 
 
 @pytest.fixture
@@ -85,13 +96,10 @@ def test_dedupe_survives_reopen(tmp_path):
     produce(log, b"a", seq=0)
     produce(log, b"b", seq=1)
     log.close()
-    reopened = open_log(tmp_path / "t-0")
-    try:
+    with opened(tmp_path / "t-0") as reopened:
         assert produce(reopened, b"b", seq=1).first_offset == 1
         assert error_of(reopened, b"d", seq=3) == ErrorCode.out_of_order_sequence_number
         assert produce(reopened, b"c", seq=2).first_offset == 2
-    finally:
-        reopened.close()
 
 
 def test_truncation_forgets_truncated_batches(log):
@@ -125,13 +133,10 @@ def test_snapshots_at_roll_and_close_and_reload_from_snapshot_plus_tail(tmp_path
     log.close()
     assert (directory / "00000000000000000003.snapshot").exists()
     (directory / "00000000000000000003.snapshot").unlink()  # load from the roll's snapshot + the tail
-    reopened = open_log(directory)
-    try:
+    with opened(directory) as reopened:
         assert produce(reopened, b"c", seq=1).first_offset == 2   # from the tail
         assert produce(reopened, b"b", seq=1, pid=7).first_offset == 1   # from the snapshot
         assert error_of(reopened, b"e", seq=9) == ErrorCode.out_of_order_sequence_number
-    finally:
-        reopened.close()
 
 
 def test_corrupt_snapshot_falls_back_to_the_whole_log(tmp_path):
@@ -141,12 +146,9 @@ def test_corrupt_snapshot_falls_back_to_the_whole_log(tmp_path):
     log.close()
     snapshot = directory / "00000000000000000001.snapshot"
     snapshot.write_bytes(snapshot.read_bytes()[:-3] + b"xyz")
-    reopened = open_log(directory)
-    try:
+    with opened(directory) as reopened:
         assert produce(reopened, b"a", seq=0).first_offset == 0
         assert reopened.log_end_offset == 1
-    finally:
-        reopened.close()
 
 
 def test_truncation_drops_later_snapshots(tmp_path):
