@@ -266,3 +266,19 @@ def test_a_consume_loop_through_the_gateway_survives_a_broker_kill(gw_cluster, g
         gw_cluster.run("start", str(victim))
         gw.delete(base)
     assert seen == {b"%d" % i for i in range(expected)}
+
+
+def test_partitions_added_later_are_served_at_once(gw_cluster, gw):
+    """librdkafka learns of new partitions only at its periodic metadata refresh: the gateway
+    must not answer 500 or 40402 for a partition added meanwhile."""
+    from confluent_kafka.admin import NewPartitions
+    topic = new_topic(gw_cluster, partitions=1)
+    assert stream_produce(gw, topic, [{"value": b64(b"first")}])[0]["offset"] == 0   # clients now cache 1 partition
+    assert gw.get(f"/topics/{topic}/partitions/0/offsets").status_code == 200
+    admin = gw_cluster.admin()
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=60)
+    gw_cluster.wait_for_leaders(topic, 3)
+    assert gw.get(f"/topics/{topic}/partitions/2/offsets").json() == {"beginning_offset": 0, "end_offset": 0}
+    assert stream_produce(gw, topic, [{"value": b64(b"new"), "partition": 2}]) == [{"partition": 2, "offset": 0}]
+    rows = gw.get(f"/topics/{topic}/partitions/2/records", params={"offset": 0}).json()
+    assert [base64.b64decode(r["value"]) for r in rows] == [b"new"]

@@ -117,8 +117,6 @@ def _values(gw: GatewayClient, topic: str, partition: int) -> list[bytes]:
     return [base64.b64decode(r["value"]) for r in records]
 
 
-@pytest.mark.xfail(reason="the gateway answers 500 (KafkaException) to /offsets of a partition added after its "
-                          "client's last metadata refresh, so planning fails; the data source's side is ready")
 def test_partitions_added_between_runs_are_read_from_their_earliest(spark, gw_cluster, tmp_path):
     from confluent_kafka.admin import NewPartitions
     topic = f"grow-{uuid.uuid4().hex[:6]}"

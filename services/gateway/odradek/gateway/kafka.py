@@ -138,16 +138,29 @@ class KafkaBridge:
         raise RestError.topic_not_found(name)
 
     async def partition(self, topic: str, partition: int):
+        """The partition's metadata; a partition the cached metadata lacks is looked up afresh
+        (it may have just been added), and then librdkafka's own caches are told too."""
         t = await self.topic(topic)
         if partition not in t.partitions:
-            raise RestError.partition_not_found(topic, partition)
+            t = (await self.metadata(fresh=True)).topics.get(topic)
+            if t is None or partition not in t.partitions:
+                raise RestError.partition_not_found(topic, partition)
+            await asyncio.to_thread(self._refresh_clients, topic)
         return t.partitions[partition]
+
+    def _refresh_clients(self, topic: str) -> None:
+        """A metadata request for ``topic`` from the producer and each idle range reader: until
+        their periodic refresh (5 min) they would not know a partition just added."""
+        self.producer.list_topics(topic, timeout=10)
+        for reader in list(self._idle_readers):
+            reader.consumer.list_topics(topic, timeout=10)
 
     # -- produce -----------------------------------------------------------------------------
     async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:
         if not records:
             return []
         loop = asyncio.get_running_loop()
+        refreshed = False   # librdkafka asked once for metadata of a partition it did not know
         batch = _Batch(loop, loop.create_future(), [None] * len(records), len(records))
         for i, r in enumerate(records):
             kwargs = {"value": r.value, "key": r.key, "on_delivery": batch.callback(i)}
@@ -164,6 +177,10 @@ class KafkaBridge:
                 except BufferError:      # the local queue is full: let deliveries drain it
                     await asyncio.sleep(0.005)
                 except KafkaException as e:
+                    if e.args[0].code() in UNKNOWN_PARTITION and not refreshed:
+                        await asyncio.to_thread(self.producer.list_topics, topic, 10)
+                        refreshed = True
+                        continue
                     batch.callback(i)(e.args[0], None)
                     break
         return await batch.future
@@ -181,7 +198,7 @@ class KafkaBridge:
         async with self._reader_slots:
             reader = self._take_reader(position)
             try:
-                return await asyncio.to_thread(fn, reader, *args)
+                return await asyncio.to_thread(_learning_new_partitions, fn, reader, *args)
             finally:
                 self._idle_readers.append(reader)
 
@@ -211,6 +228,22 @@ class KafkaBridge:
                 raise KafkaException(tp.error)
             return tp.offset if tp.offset >= 0 else None
         return await self.with_reader(lookup)
+
+
+UNKNOWN_PARTITION = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def _learning_new_partitions(fn, reader: "RangeReader", *args):
+    """``fn(reader, *args)``, once more after a metadata refresh if librdkafka did not know the
+    partition: it learns of partitions added to a topic only at its periodic refresh (5 min)."""
+    try:
+        return fn(reader, *args)
+    except KafkaException as e:
+        if e.args[0].code() not in UNKNOWN_PARTITION:
+            raise
+        reader.consumer.list_topics(timeout=10)
+        reader.position, reader.ahead = None, []
+        return fn(reader, *args)
 
 
 @dataclass
@@ -252,6 +285,8 @@ def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int
             err = m.error()
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 r.consumer.unassign()
+                if err.code() in UNKNOWN_PARTITION and not out:
+                    raise KafkaException(err)   # _learning_new_partitions refreshes and retries
                 return out, next_offset, err
             if err is not None or m.offset() >= end or (size >= max_bytes and out):
                 r.ahead = batch[i + 1:] if err is not None else batch[i:]

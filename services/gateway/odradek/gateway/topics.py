@@ -150,7 +150,7 @@ async def _v2_produce(request: Request, topic: str, kind: str, partition: int | 
     for i, r in enumerate(body.records):
         p = partition if partition is not None else r.partition
         if p is not None and p not in t.partitions:
-            raise RestError.partition_not_found(topic, p)
+            await kafka.partition(topic, p)   # 40402, unless it was just added
         rec = OutRecord(formats.encode_embedded(r.value, fmt, f"records.{i}.value"),
                         formats.encode_embedded(r.key, fmt, f"records.{i}.key"), p)
         if len(rec.value or b"") + len(rec.key or b"") > limit:
@@ -220,7 +220,10 @@ async def produce_stream(topic: str, request: Request, _k: str = content_type(fo
     records = [_stream_record(ln, n, limit) for n, ln in enumerate(lines, 1)]
     for n, r in enumerate(records, 1):
         if r.partition is not None and r.partition not in t.partitions:
-            raise RestError(404, 40402, f"line {n}: partition {r.partition} of topic {topic} not found.")
+            try:
+                await kafka.partition(topic, r.partition)   # it may have just been added
+            except RestError:
+                raise RestError(404, 40402, f"line {n}: partition {r.partition} of topic {topic} not found.") from None
     deliveries = await kafka.produce(topic, records)
     RECORDS_IN.inc(len(records))
     text = "".join(d.to_ndjson() for d in deliveries)
