@@ -95,8 +95,8 @@ class KafkaBridge:
                                   "message.max.bytes": max(max_record_bytes + 1024, 1_000_000),
                                   "message.timeout.ms": produce_timeout_ms,
                                   "queue.buffering.max.kbytes": 1 << 20,
-                                  # idempotence needs InitProducerId (issue 5); until then retries may duplicate
-                                  "enable.idempotence": False})
+                                  # the brokers dedupe retries: no duplicate, no reordering across failover
+                                  "enable.idempotence": True})
         self.admin = AdminClient(self.common)
         self._metadata: tuple[float, ClusterMetadata] | None = None
         self._idle_readers: list[RangeReader] = []   # least recently used first
