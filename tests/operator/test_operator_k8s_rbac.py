@@ -145,7 +145,8 @@ def test_operator_with_the_chart_token_reconciles_a_rack_aware_cluster_and_a_top
     wait_until(lambda: controller_topic(st["controller_url"], "orders") is None, 60, "topic deleted in the cluster")
     admin.delete(admin.cr_path(ns, "odradekclusters", "dev"))
     wait_until(lambda: admin.get(binding_path) is None, 60, "the rack binding deleted with the cluster")
-    wait_until(lambda: admin.cluster(ns, "dev") is None, 60, "the cluster's finalizer released")
+    # generous: on a loaded machine kopf may retry the deletion handler (backoff) a few times
+    wait_until(lambda: admin.cluster(ns, "dev") is None, 180, "the cluster's finalizer released")
     log = chart_operator.read_text()
     assert "Forbidden" not in log, log[-3000:]  # kopf and the client log a 403 as Forbidden
 
