@@ -15,7 +15,8 @@
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
-ENV UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=/opt/odradek
+# UV_NATIVE_TLS: trust the image's CA store (builds behind a TLS-inspecting proxy add its CA there).
+ENV UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=/opt/odradek UV_NATIVE_TLS=1
 RUN python3 -m pip install --no-cache-dir uv
 WORKDIR /src
 # Dependencies first (a layer that changes only with the lock file).
@@ -28,7 +29,7 @@ COPY clients/ clients/
 COPY operator/ operator/
 RUN uv sync --frozen --no-dev --extra operator --extra gateway --no-editable \
  && /opt/odradek/bin/odradek --help >/dev/null \
- && /opt/odradek/bin/python -c "import odradek.broker.server, odradek.controller.service, odradek.operator.handlers, odradek.gateway.app, odradek.client, odradek.spark.options"
+ && /opt/odradek/bin/python -c "import odradek.broker.server, odradek.controller.service, odradek.operator.handlers, odradek.gateway.app, odradek.client"
 
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0

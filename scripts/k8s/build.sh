@@ -5,6 +5,7 @@
 # at once. Installs Debian's etcd-server if no etcd is on PATH.
 #
 #   scripts/k8s/build.sh [binary...]     default: kube-apiserver kubectl kube-controller-manager helm
+#                                        (the e2e node adds kubelet kube-scheduler kube-proxy coredns)
 #
 # `go install k8s.io/kubernetes/cmd/...@v` fails: k8s.io/kubernetes' go.mod requires its
 # staging modules (k8s.io/api, k8s.io/apiserver, ...) at v0.0.0 and replaces them with
@@ -24,7 +25,9 @@ CACHE="${ODRADEK_K8S_CACHE:-$PWD/.cache/k8s}"
 BIN="$CACHE/$K8S_VERSION/bin"
 SRC="$CACHE/$K8S_VERSION/src"
 HELM_BIN="$CACHE/helm-$HELM_VERSION/bin"
-mkdir -p "$BIN" "$SRC" "$HELM_BIN"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.12.4}"
+COREDNS_BIN="$CACHE/coredns-$COREDNS_VERSION/bin"
+mkdir -p "$BIN" "$SRC" "$HELM_BIN" "$COREDNS_BIN"
 
 if [ $# -eq 0 ]; then
   set -- kube-apiserver kubectl kube-controller-manager helm
@@ -47,7 +50,8 @@ ensure_etcd() {
 wrapper_module() {
   # The wrapper module, written once per version: go.mod with the replaces, a tools.go that
   # imports the commands so that `go mod tidy` records every checksum.
-  [ -f "$SRC/go.sum" ] && return
+  # Rewritten (and re-tidied) when this script names more commands than a cached module has.
+  [ -f "$SRC/go.sum" ] && grep -q kube-proxy "$SRC/tools.go" 2>/dev/null && return
   local minor="${K8S_VERSION#v1.}"
   local staging_version="v0.${minor}"
   local upstream
@@ -75,6 +79,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 )
 GO
   log "resolving k8s.io/kubernetes ${K8S_VERSION} with staging modules at ${staging_version}"
@@ -120,6 +127,17 @@ build_helm() {
   log "built helm in $((SECONDS - start)) s"
 }
 
+go_install() {  # go_install NAME PACKAGE VERSION GOBIN: a command published as a Go module
+  [ -x "$4/$1" ] && return
+  log "building $1 $3 (go install -p ${PROCS})"
+  local start=$SECONDS
+  GOBIN="$4" CGO_ENABLED=0 go install -p "$PROCS" -trimpath -ldflags "-s -w" "$2@$3"
+  log "built $1 in $((SECONDS - start)) s"
+}
+
+# The e2e node's cluster DNS runs on the node, not as a pod (no image registry here).
+build_coredns() { go_install coredns github.com/coredns/coredns "$COREDNS_VERSION" "$COREDNS_BIN"; }
+
 # One build at a time per cache (a test run may start while CI's build step or another
 # engineer's run is building): later callers wait, then find the binaries cached.
 exec 9>"$CACHE/.build.lock"
@@ -129,13 +147,15 @@ ensure_etcd
 for name in "$@"; do
   case "$name" in
     helm) build_helm ;;
-    kube-apiserver|kubectl|kube-controller-manager) build_k8s "$name" ;;
+    coredns) build_coredns ;;
+    kube-apiserver|kubectl|kube-controller-manager|kubelet|kube-scheduler|kube-proxy) build_k8s "$name" ;;
     *) log "unknown binary: $name"; exit 2 ;;
   esac
 done
 for name in "$@"; do
   case "$name" in
     helm) echo "$HELM_BIN/helm" ;;
+    coredns) echo "$COREDNS_BIN/coredns" ;;
     *) echo "$BIN/$name" ;;
   esac
 done

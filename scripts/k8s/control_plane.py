@@ -67,8 +67,14 @@ def binaries(names: tuple[str, ...] = ("kube-apiserver",)) -> dict[str, Path]:
 
 
 class ControlPlane:
-    def __init__(self, workdir: Path, kube_apiserver: Path, kube_controller_manager: Path | None = None) -> None:
+    def __init__(self, workdir: Path, kube_apiserver: Path, kube_controller_manager: Path | None = None,
+                 address: str = "127.0.0.1", prefix: tuple[str, ...] = (), with_nodes: bool = False) -> None:
+        """``address``/``prefix``/``with_nodes`` serve the e2e node (e2e/local_node.py): the API
+        server on the node's address, every process started through ``prefix`` (``nsenter`` into
+        its network namespace), and what pods need: ServiceAccount tokens, the root CA published,
+        every default controller."""
         self.dir = Path(workdir)
+        self.address, self.prefix, self.with_nodes = address, tuple(prefix), with_nodes
         self.apiserver_bin = kube_apiserver
         self.kcm_bin = kube_controller_manager
         self.procs: dict[str, subprocess.Popen] = {}
@@ -92,7 +98,7 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.dir / f"{name}.log", "ab")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*self.prefix, *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         log.close()
         self.procs[name], self.pids[name] = proc, proc.pid
@@ -103,12 +109,12 @@ class ControlPlane:
         base = Path(os.environ.get("ODRADEK_ETCD_DIR", shm if shm.is_dir() and os.access(shm, os.W_OK) else self.dir))
         self.etcd_data = base / f"odradek-etcd-{os.getpid()}-{secrets.token_hex(4)}"
         client, peer = free_port(), free_port()
-        self.etcd_url = f"http://127.0.0.1:{client}"
+        self.etcd_url = f"http://{self.address}:{client}"
         self._spawn("etcd", [shutil.which("etcd") or "etcd", "--name", "default", "--data-dir", str(self.etcd_data),
                              "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
-                             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-cluster", f"default=http://127.0.0.1:{peer}",
+                             "--listen-peer-urls", f"http://{self.address}:{peer}",
+                             "--initial-advertise-peer-urls", f"http://{self.address}:{peer}",
+                             "--initial-cluster", f"default=http://{self.address}:{peer}",
                              "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn"])
         self._wait(lambda: urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).status == 200,
                    30, "etcd", "etcd")
@@ -122,24 +128,28 @@ class ControlPlane:
         tokens = self.dir / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin,"system:masters"\n')
         self.port = free_port()
+        node_args = ["--kubelet-preferred-address-types", "InternalIP"] if self.with_nodes \
+            else ["--disable-admission-plugins", "ServiceAccount"]
         self._spawn("kube-apiserver", [
-            str(self.apiserver_bin), "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            str(self.apiserver_bin), "--bind-address", self.address, "--advertise-address", self.address,
             "--secure-port", str(self.port), "--cert-dir", str(certs),
             "--etcd-servers", self.etcd_url, "--token-auth-file", str(tokens),
             "--authorization-mode", "RBAC", "--service-cluster-ip-range", "10.96.0.0/16",
             "--service-account-issuer", "https://kubernetes.default.svc",
             "--service-account-key-file", str(sa_key), "--service-account-signing-key-file", str(sa_key),
-            "--disable-admission-plugins", "ServiceAccount", "--allow-privileged",
+            *node_args, "--allow-privileged",
             "--enable-priority-and-fairness=false", "--profiling=false", "--v=1"])
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{self.address}:{self.port}"
         self._wait(lambda: self._get("/readyz") == 200, timeout, "kube-apiserver /readyz", "kube-apiserver")
         self._write_kubeconfig()
 
     def _start_kcm(self) -> None:
+        controllers = ["--controllers", "*", "--root-ca-file", str(self.dir / "certs" / "apiserver.crt")] \
+            if self.with_nodes else ["--controllers", KCM_CONTROLLERS]
         self._spawn("kube-controller-manager", [
             str(self.kcm_bin), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
-            "--controllers", KCM_CONTROLLERS, "--concurrent-gc-syncs", "5",
+            *controllers, "--concurrent-gc-syncs", "5",
             "--service-account-private-key-file", str(self.dir / "sa.key"), "--v=1"])
         time.sleep(0.5)
         if self.procs["kube-controller-manager"].poll() is not None:

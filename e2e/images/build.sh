@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the e2e node's container images without an image registry and saves each as a
+# docker archive (full image names inside) that `ctr images import` (or `kind load image-archive`) takes:
+#
+#   base       Debian bookworm made by debootstrap (python3, pip), the stand-in for
+#              python:3.11-slim-bookworm; cached, rebuilt only when missing
+#   odradek    the project's Dockerfile, FROM the base (BASE_IMAGE build argument), tagged with the
+#              name the chart and operator default to (ghcr.io/odradek/odradek:0.1.0)
+#   zookeeper  Debian's zookeeper package plus an entrypoint with the official image's contract
+#              (/docker-entrypoint.sh, ZOO_* variables), tagged zookeeper:3.8 like the operator's default
+#   pause      the pod sandbox: a static Go binary FROM scratch (registry.k8s.io/pause:3.10)
+#
+#   e2e/images/build.sh [OUT_DIR]     default .cache/e2e/images; prints the archives' paths
+#
+# podman runs the builds (runc; this VM needs explicit rlimits, see FACTS). Root is required
+# (debootstrap, podman's rootful storage).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${1:-$PWD/.cache/e2e/images}"
+BASE_DIR="$PWD/.cache/e2e/base"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+ODRADEK_IMAGE="${ODRADEK_IMAGE:-ghcr.io/odradek/odradek:0.1.0}"
+ZOOKEEPER_IMAGE="${ZOOKEEPER_IMAGE:-docker.io/library/zookeeper:3.8}"
+PAUSE_IMAGE="${PAUSE_IMAGE:-registry.k8s.io/pause:3.10}"
+BASE_IMAGE="localhost/odradek-e2e-base:bookworm"
+mkdir -p "$OUT" "$BASE_DIR"
+log() { echo "e2e-images: $*" >&2; }
+build() { podman build --network host --ulimit nofile=20000:20000 --ulimit nproc=1024:1024 "$@"; }
+
+base_image() {
+  if podman image exists "$BASE_IMAGE"; then return; fi
+  local tar="$BASE_DIR/rootfs.tar"
+  if [ ! -s "$tar" ]; then
+    log "debootstrap bookworm (python3) into $BASE_DIR/rootfs"
+    rm -rf "$BASE_DIR/rootfs"
+    debootstrap --variant=minbase --include=python3,python3-pip,ca-certificates \
+      bookworm "$BASE_DIR/rootfs" "$MIRROR" >"$BASE_DIR/debootstrap.log"
+    # python:3.11-slim has no PEP 668 marker: the Dockerfile's `pip install uv` relies on that.
+    rm -f "$BASE_DIR"/rootfs/usr/lib/python3*/EXTERNALLY-MANAGED
+    # Trust what the build host trusts: CI machines reach PyPI through a TLS-inspecting proxy.
+    cp /etc/ssl/certs/ca-certificates.crt "$BASE_DIR/rootfs/etc/ssl/certs/ca-certificates.crt"
+    rm -rf "$BASE_DIR"/rootfs/var/cache/apt/archives/*.deb "$BASE_DIR"/rootfs/var/lib/apt/lists/*
+    tar -C "$BASE_DIR/rootfs" -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
+    rm -rf "$BASE_DIR/rootfs"
+  fi
+  podman import --change 'CMD ["/bin/bash"]' "$tar" "$BASE_IMAGE" >/dev/null
+}
+
+save() {  # save IMAGE NAME: one OCI archive per image
+  rm -f "$OUT/$2.tar"
+  podman save --format docker-archive -o "$OUT/$2.tar" "$1"
+  echo "$OUT/$2.tar"
+}
+
+base_image
+log "building $ODRADEK_IMAGE from the Dockerfile"
+build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ODRADEK_IMAGE" . >/dev/null
+log "building $ZOOKEEPER_IMAGE"
+build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ZOOKEEPER_IMAGE" e2e/images/zookeeper >/dev/null
+log "building $PAUSE_IMAGE"
+(cd e2e/images/pause && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o pause .)
+build -q -t "$PAUSE_IMAGE" e2e/images/pause >/dev/null
+rm -f e2e/images/pause/pause
+save "$ODRADEK_IMAGE" odradek
+save "$ZOOKEEPER_IMAGE" zookeeper
+save "$PAUSE_IMAGE" pause

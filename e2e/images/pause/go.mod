@@ -1,0 +1,3 @@
+module odradek.dev/e2e/pause
+
+go 1.22
