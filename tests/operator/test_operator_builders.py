@@ -52,6 +52,8 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     args = c["args"]
     assert args[:3] == ["broker", "--id", "$(BROKER_ID)"]
     assert args[args.index("--advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9092"
+    # The controller reaches each broker's control-plane API at its stable name, not 0.0.0.0.
+    assert args[args.index("--internal-advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9093"
     assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
     configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
     assert configs == ["min.insync.replicas=2", "retention.ms=60000"]

@@ -269,11 +269,12 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     count = int(brokers.get("replicas", 3) if replicas is None else replicas)
     storage = brokers.get("storage") or {}
     persistent = storage.get("type", "persistent-claim") == "persistent-claim"
-    advertised = f"$(POD_NAME).{n['brokers']}.$(POD_NAMESPACE).svc:{KAFKA_PORT}"
+    host = f"$(POD_NAME).{n['brokers']}.$(POD_NAMESPACE).svc"
     args = ["broker", "--id", "$(BROKER_ID)", "--data-dir", DATA_DIR,
             "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
-            "--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", advertised,
-            "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}"]
+            "--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", f"{host}:{KAFKA_PORT}",
+            "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
+            "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}"]
     for key, value in broker_settings(spec).items():
         args += ["--config", f"{key}={value}"]
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},

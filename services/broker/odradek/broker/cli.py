@@ -26,6 +26,9 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--listen", default="127.0.0.1:9092", help="Kafka listener host:port (port 0 = free port)")
     p.add_argument("--advertised", help="host:port clients are told to use (default: the listener)")
     p.add_argument("--internal-listen", default="127.0.0.1:0", help="control-plane API host:port")
+    p.add_argument("--internal-advertised",
+                   help="host[:port] the controller is told to reach the control-plane API at (default: the "
+                        "listener; required when it binds 0.0.0.0)")
     p.add_argument("--rack", help="broker.rack")
     p.add_argument("--rack-file", type=Path,
                    help="read broker.rack from this file (written by the Kubernetes operator's init container)")
@@ -46,6 +49,7 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     host, port = _hostport(a.listen)
     ihost, iport = _hostport(a.internal_listen)
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
+    iadv_host, _, iadv_port = (a.internal_advertised or "").partition(":")
     settings = dict(kv.split("=", 1) for kv in a.config)
     lag_ms = int(settings.pop("replica.lag.time.max.ms", 30_000))
     if a.replica_lag_time_max_ms is not None:
@@ -58,7 +62,8 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
         p.error(str(e))
     return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
                         host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
-                        internal_host=ihost, internal_port=iport,
+                        internal_host=ihost, internal_port=iport, internal_advertised_host=iadv_host or None,
+                        internal_advertised_port=int(iadv_port) if iadv_port else None,
                         rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
                         auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
                         replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries,

@@ -54,6 +54,8 @@ class BrokerConfig:
     advertised_port: int | None = None
     internal_host: str = "127.0.0.1"    # /internal/v1 control-plane listener
     internal_port: int = 0
+    internal_advertised_host: str | None = None  # what ZooKeeper tells the controller; defaults to internal_host
+    internal_advertised_port: int | None = None
     rack: str | None = None
     auto_create_topics: bool = True     # auto.create.topics.enable
     socket_request_max_bytes: int = 100 * 1024 * 1024

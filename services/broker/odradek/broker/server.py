@@ -66,7 +66,8 @@ class Broker:
         await site.start()
         self.internal_port = site._server.sockets[0].getsockname()[1]
         info = BrokerInfo(cfg.broker_id, cfg.advertised_host or cfg.host, cfg.advertised_port or self.kafka_port,
-                          f"http://{cfg.internal_host}:{self.internal_port}", cfg.rack)
+                          f"http://{cfg.internal_advertised_host or cfg.internal_host}:"
+                          f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack)
         self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info)
         await asyncio.to_thread(self.registration.start)
         log.info("broker %d serving Kafka on %s:%d, internal API on %s", cfg.broker_id, cfg.host,

@@ -1,0 +1,71 @@
+"""Helpers of the e2e suite: kubectl/helm against the suite's cluster, waiting on conditions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "odradek-e2e"
+RELEASE = "odradek"
+CLUSTER = "e2e"  # cluster.name in values-e2e.yaml
+BROKERS = "app.kubernetes.io/component=broker"
+
+
+@dataclass
+class Kube:
+    kubeconfig: Path
+    kubectl_bin: str
+    helm_bin: str
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
+        return self._run(self.kubectl_bin, args, input, timeout)
+
+    def helm(self, *args: str, timeout: float = 300) -> str:
+        return self._run(self.helm_bin, args, None, timeout)
+
+    def _run(self, binary: str, args, input, timeout) -> str:
+        result = subprocess.run([binary, *args], input=input, capture_output=True, text=True, timeout=timeout,
+                                env=self.env())
+        if result.returncode != 0:
+            raise RuntimeError(f"{Path(binary).name} {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", "-n", NAMESPACE, *args, "-o", "json"))
+
+
+def wait_for(check, timeout: float, what: str, interval: float = 2.0):
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except (RuntimeError, KeyError, ValueError, OSError) as e:
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not reached within {timeout:.0f} s (last error: {last})")
+
+
+def cluster_ready(kube: Kube) -> bool:
+    status = kube.get("odradekcluster", CLUSTER).get("status", {})
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+
+def pods_ready(kube: Kube, selector: str = "") -> list[dict]:
+    """The namespace's pods (matching ``selector``) if every one is Running and Ready, else []."""
+    args = ("pods", "-l", selector) if selector else ("pods",)
+    pods = kube.get(*args)["items"]
+    ready = all(p["status"].get("phase") == "Running" and p["metadata"].get("deletionTimestamp") is None
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+                for p in pods)
+    return pods if pods and ready else []

@@ -1,0 +1,206 @@
+"""What users do with Odradek on Kubernetes, on a cluster where pods really run: helm install a
+cluster, kubectl apply topics, produce and consume over HTTP through the gateway Service, lose a
+broker pod, change a broker setting, spark-submit a job against the gateway. In file order."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from support import BROKERS, CLUSTER, NAMESPACE, ROOT, cluster_ready, pods_ready, wait_for
+from odradek.client import GatewayClient, GatewayError
+
+def apply_topic(kube, name: str, partitions: int, replicas: int) -> None:
+    kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekTopic",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"cluster": CLUSTER, "partitions": partitions, "replicas": replicas}}))
+
+
+def topic_layout(gw: GatewayClient, topic: str) -> list[dict]:
+    return gw._check(gw.http.get(f"/topics/{topic}/partitions")).json()
+
+
+def all_in_sync(gw: GatewayClient, topic: str, rf: int) -> bool:
+    return all(sum(r["in_sync"] for r in p["replicas"]) == rf for p in topic_layout(gw, topic))
+
+
+def read_all(gw: GatewayClient, topic: str) -> list[dict]:
+    """Every record of every partition, from offset 0 to the high watermark (JSON range reads)."""
+    records = []
+    for partition in gw.partitions(topic):
+        offset, end = 0, gw.offsets(topic, partition)[1]
+        while offset < end:
+            batch, offset = gw.read_json(topic, partition, offset, end, max_bytes=4 << 20)
+            records += batch
+    return records
+
+
+def values(records: list[dict]) -> Counter:
+    return Counter(base64.b64decode(r["value"]).decode() for r in records)
+
+
+class Producer(threading.Thread):
+    """Produces numbered values in small batches until stopped; remembers what was acknowledged
+    (the gateway answers a batch only when Kafka's acks=all producer has) and what failed."""
+
+    def __init__(self, url: str, topic: str, prefix: str):
+        super().__init__(daemon=True)
+        self.url, self.topic, self.prefix = url, topic, prefix
+        self.acked: list[str] = []
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        with GatewayClient(self.url, timeout=120) as gw:
+            while not self.stop.is_set():
+                batch = [f"{self.prefix}-{n + i}" for i in range(100)]
+                n += len(batch)
+                try:
+                    results = gw.produce(self.topic, [{"value": v.encode()} for v in batch])
+                except (GatewayError, OSError) as e:
+                    self.failures.append(f"{type(e).__name__}: {e}")
+                    continue
+                for value, result in zip(batch, results):
+                    if result.offset is not None:
+                        self.acked.append(value)
+                    else:
+                        self.failures.append(str(result))
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(180)
+
+
+def test_helm_install_brings_every_pod_ready(kube, release):
+    assert cluster_ready(kube)
+    pods = pods_ready(kube)
+    components = Counter(p["metadata"]["labels"].get("app.kubernetes.io/component", "operator") for p in pods)
+    assert components == {"broker": 3, "zookeeper": 1, "controller": 1, "gateway": 1, "operator": 1}, components
+    status = kube.get("odradekcluster", CLUSTER)["status"]
+    assert status["brokers"] == "3/3"
+    claims = kube.get("pvc")["items"]
+    assert sorted(c["metadata"]["name"] for c in claims if c["status"]["phase"] == "Bound") == [
+        f"data-{CLUSTER}-brokers-{i}" for i in range(3)] + [f"data-{CLUSTER}-zookeeper-0"]
+
+
+def test_topic_resource_creates_the_topic(kube, gateway_url):
+    apply_topic(kube, "orders", partitions=6, replicas=3)
+    with GatewayClient(gateway_url) as gw:
+        layout = wait_for(lambda: "orders" in gw.topics() and topic_layout(gw, "orders"), 180, "topic orders")
+        assert len(layout) == 6
+        assert all(len(p["replicas"]) == 3 for p in layout)
+        assert len({p["leader"] for p in layout}) == 3  # leaders spread over the three brokers
+    wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                         for c in kube.get("odradektopic", "orders").get("status", {}).get("conditions", [])),
+             120, "OdradekTopic orders Ready")
+
+
+def test_http_produce_and_consume_100k_records(gateway_url):
+    sent = Counter()
+    with GatewayClient(gateway_url, timeout=120) as gw:
+        for start in range(0, 100_000, 5_000):
+            batch = [{"key": f"k{i % 1000}".encode(), "value": f"v{i}".encode()} for i in range(start, start + 5_000)]
+            results = gw.produce("orders", batch)
+            assert all(r.offset is not None for r in results), [r for r in results if r.offset is None][:3]
+            sent.update(r["value"].decode() for r in batch)
+        received = read_all(gw, "orders")
+    assert len(received) == 100_000
+    assert values(received) == sent
+
+
+def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, gateway_url):
+    apply_topic(kube, "durable", partitions=3, replicas=3)
+    with GatewayClient(gateway_url) as gw:
+        wait_for(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 180, "topic durable in sync")
+    claim_uid = kube.get("pvc", f"data-{CLUSTER}-brokers-1")["metadata"]["uid"]
+    old_pod = kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"]
+    producer = Producer(gateway_url, "durable", "delete")
+    producer.start()
+    wait_for(lambda: len(producer.acked) >= 2_000, 120, "produce running", 0.5)
+    kube.kubectl("delete", "pod", "-n", NAMESPACE, f"{CLUSTER}-brokers-1", "--wait=false")
+    wait_for(lambda: kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"] != old_pod
+             and pods_ready(kube, BROKERS) and len(pods_ready(kube, BROKERS)) == 3, 400, "broker 1 back and Ready")
+    acked_at_return = len(producer.acked)
+    wait_for(lambda: len(producer.acked) >= acked_at_return + 2_000, 120, "produce after the broker returned", 0.5)
+    producer.finish()
+    pod = kube.get("pod", f"{CLUSTER}-brokers-1")
+    claim = next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data")
+    assert kube.get("pvc", claim)["metadata"]["uid"] == claim_uid  # the same volume came back
+    with GatewayClient(gateway_url) as gw:
+        wait_for(lambda: all_in_sync(gw, "durable", 3), 300, "broker 1 back in every ISR")
+        stored = values(read_all(gw, "durable"))
+    lost = [v for v in producer.acked if v not in stored]
+    print(f"acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
+    assert not lost, lost[:10]
+
+
+def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
+    assert len(before) == 3
+    seen_ready: list[int] = []
+    watching = threading.Event()
+
+    def watch() -> None:  # how many brokers are Ready, every second of the roll
+        while not watching.is_set():
+            pods = kube.get("pods", "-l", BROKERS)["items"]
+            seen_ready.append(sum(p["metadata"].get("deletionTimestamp") is None and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+                for p in pods))
+            watching.wait(1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    producer = Producer(gateway_url, "durable", "roll")
+    watcher.start()
+    producer.start()
+    kube.kubectl("patch", "odradekcluster", CLUSTER, "-n", NAMESPACE, "--type", "merge", "-p",
+                 json.dumps({"spec": {"brokers": {"config": {"min.insync.replicas": "2",
+                                                             "log.retention.hours": "72"}}}}))
+
+    def rolled() -> bool:
+        now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
+        return len(now) == 3 and all(now[name] != uid for name, uid in before.items()) and cluster_ready(kube)
+
+    wait_for(rolled, 900, "every broker restarted with the new setting", 3)
+    watching.set()
+    watcher.join(30)
+    acked_after_roll = len(producer.acked)
+    wait_for(lambda: len(producer.acked) >= acked_after_roll + 1_000, 120, "produce after the roll", 0.5)
+    producer.finish()
+    assert min(seen_ready) >= 2, f"more than one broker down at once: {seen_ready}"
+    with GatewayClient(gateway_url) as gw:
+        stored = values(read_all(gw, "durable"))
+    lost = [v for v in producer.acked if v not in stored]
+    print(f"roll: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
+    assert not lost, lost[:10]
+    assert len(producer.failures) <= len(producer.acked) // 1000, producer.failures[:5]
+
+
+def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway_url, tmp_path):
+    apply_topic(kube, "order-counts", partitions=1, replicas=3)
+    with GatewayClient(gateway_url) as gw:
+        wait_for(lambda: "order-counts" in gw.topics(), 180, "topic order-counts")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp_path)}
+    submit = Path(sys.executable).parent / "spark-submit"
+    result = subprocess.run([str(submit), "--master", "local[2]", str(ROOT / "examples" / "spark_counts_by_key.py"),
+                             "--gateway", gateway_url, "--input", "orders", "--output", "order-counts"],
+                            capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with GatewayClient(gateway_url) as gw:
+        counts = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode()
+                  for r in read_all(gw, "order-counts")}
+    assert counts == {f"k{i}": "100" for i in range(1000)}
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"]))
