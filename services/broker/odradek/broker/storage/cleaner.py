@@ -31,19 +31,22 @@ files. Finally the checkpoint moves to the end of the cleaned range.
 from __future__ import annotations
 
 import logging
+import math
+import mmap
 import os
 import struct
-from dataclasses import dataclass
+import time
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
 from odradek.config import effective
-from odradek.records import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, Compression, RecordBatch, _read_varint,
-                             compress, decompress)
+from odradek.records import (_CODEC_MASK, _CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, Compression,
+                             RecordBatch, _read_varint, compress, decompress)
 from crc32c import crc32c
 
 from .checkpoint import OffsetCheckpointFile, fsync_dir
-from .file_records import FileRecords
 from .log import Log
 from .segment import LogSegment, segment_path
 
@@ -57,6 +60,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _FILES = (".log", ".index", ".timeindex")
 _I32, _U32 = struct.Struct(">i"), struct.Struct(">I")
+_WRITE_CHUNK = 1 << 20          # the cleaned segment is written in writes of about this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +118,6 @@ def _payload(batch: RecordBatch) -> bytes:
     return bytes(payload)
 
 
-def batch_keys(batch: RecordBatch) -> Iterator[tuple[int, bytes | None]]:
-    """(offset, key) of each record of a data batch."""
-    base = batch.base_offset
-    for delta, key, _, _, _ in _records(_payload(batch), batch.records_count):
-        yield base + delta, key
-
-
 def filter_batch(batch: RecordBatch, keep) -> bytes | memoryview | None:
     """The batch with only the records for which ``keep(offset, key, is_tombstone)`` holds.
 
@@ -145,11 +142,6 @@ def filter_batch(batch: RecordBatch, keep) -> bytes | memoryview | None:
     _I32.pack_into(out, 57, len(kept))
     _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
     return out
-
-
-def _whole_batches(records: FileRecords) -> Iterator[RecordBatch]:
-    for header in records.batches_from(0):
-        yield records.read_batch(header.position, header.size)
 
 
 # -- one cleaning -------------------------------------------------------------------------------
@@ -312,76 +304,253 @@ class CleaningJob:
     now_ms: int
     index_bytes: int
     index_interval_bytes: int
+    producer_last_offsets: Mapping[int, int] = field(default_factory=dict)   # producer id -> its last data offset
+    io_max_bytes_per_second: float = math.inf
 
     def run(self) -> CleaningDone:
         """Build the key map and write every cleaned segment as ``.swap`` files."""
-        files = [_read_only(self.directory, base) for base, _ in self.segments]
+        files = [_SegmentBytes.open(self.directory, base) for base, _ in self.segments]
+        state = _Progress(_Throttle(self.io_max_bytes_per_second))
         try:
-            last_offsets: dict[bytes, int] = {}
-            read = 0
-            for (base, next_offset), records in zip(self.segments, files):
-                if next_offset <= self.first_dirty:
-                    continue
-                for batch in _whole_batches(records):
-                    read += batch.size
-                    if not batch.is_control:
-                        for offset, key in batch_keys(batch):
-                            if offset >= self.first_dirty and key is not None:
-                                last_offsets[key] = offset
-            state = _Progress(read)
-            cleaned = [(base, self._clean_segment(base, records, last_offsets, state))
-                       for (base, _), records in zip(self.segments, files)]
+            last_offsets, irregular = self._offset_map(files, state)
+            survivors = sorted(last_offsets.values())
+            cleaned = [(base, self._clean_segment(base, data, last_offsets, survivors, irregular, state))
+                       for (base, _), data in zip(self.segments, files)]
         finally:
-            for records in files:
-                records.close()
+            for data in files:
+                data.close()
         fsync_dir(self.directory)
         return CleaningDone(cleaned, self.segments[-1][1], state.read, state.written, state.tombstones_due_ms)
 
-    def _clean_segment(self, base: int, records: FileRecords, last_offsets: dict, state: "_Progress") -> int | None:
+    def _offset_map(self, files: list["_SegmentBytes"], state: "_Progress") -> tuple[dict, set[int]]:
+        """key -> last offset over the dirty part, and the dirty batches with null keys or tombstones.
+
+        Records are scanned for their keys only (no per-record objects); the dict is filled
+        by ``update`` from (key, offset) pairs, so the last offset of a key wins.
+        """
+        last_offsets: dict[bytes | None, int] = {}
+        irregular: set[int] = set()
+        first_dirty = self.first_dirty
+        for (_, next_offset), data in zip(self.segments, files):
+            if next_offset <= first_dirty:
+                continue
+            for header, position in data.batches():
+                state.throttle.spend(header[1])
+                state.read += header[1] + LOG_OVERHEAD
+                base, count = header[0], header[12]
+                if header[5] & _CONTROL or base + header[6] < first_dirty:
+                    continue
+                keys, special = _scan_keys(data.payload(header, position), count)
+                offsets = range(base, base + count) if header[6] == count - 1 else _offsets(data, header, position)
+                if base < first_dirty:   # a batch across the start of the dirty part
+                    pairs = [(k, o) for k, o in zip(keys, offsets) if o >= first_dirty]
+                    keys, offsets = [k for k, _ in pairs], [o for _, o in pairs]
+                if special:
+                    irregular.add(base)
+                last_offsets.update(zip(keys, offsets))
+        last_offsets.pop(None, None)   # records without a key are never compacted
+        return last_offsets, irregular
+
+    def _clean_segment(self, base: int, data: "_SegmentBytes", last_offsets: dict, survivors: list[int],
+                       irregular: set[int], state: "_Progress") -> int | None:
         for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
             segment_path(self.directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        new = LogSegment(self.directory, base, index_bytes=self.index_bytes,
-                         index_interval_bytes=self.index_interval_bytes, suffix=CLEANED_SUFFIX)
-        horizon = self.now_ms - self.delete_retention_ms
-        for batch in _whole_batches(records):
-            expired = batch.max_timestamp < horizon
-            due = batch.max_timestamp + self.delete_retention_ms + 1
-
-            def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
-                if key is not None and last_offsets.get(key, offset) > offset:
-                    return False
-                if tombstone and not expired:
-                    state.tombstones_due_ms = min(state.tombstones_due_ms or due, due)
-                return not (tombstone and expired)
-            kept = filter_batch(batch, keep)
+        out = _CleanedWriter(self, base)
+        for header, position in data.batches():
+            kept = self._clean_batch(header, data, position, last_offsets, survivors, irregular, state)
             if kept is not None:
-                new.append([RecordBatch(memoryview(kept))], memoryview(kept))
+                state.throttle.spend(len(kept))
+                out.add(kept)
                 state.written += len(kept)
-        if new.size == 0:
-            new.delete()
+        return out.finish()
+
+    def _clean_batch(self, header: tuple, data: "_SegmentBytes", position: int, last_offsets: dict,
+                     survivors: list[int], irregular: set[int], state: "_Progress") -> bytes | memoryview | None:
+        base, last = header[0], header[0] + header[6]
+        count, producer_id = header[12], header[9]
+        retain = producer_id >= 0 and self.producer_last_offsets.get(producer_id) == last
+        if header[5] & _CONTROL:
+            return data.view(position, header)
+        if base >= self.first_dirty and base not in irregular:
+            # every key of this batch is in the map: a record stays iff the map points at it
+            left = bisect_right(survivors, last) - bisect_left(survivors, base)
+            if left == count:
+                return data.view(position, header)
+            if left == 0:
+                return _empty_batch(header) if retain else None
+        horizon = self.now_ms - self.delete_retention_ms
+        expired = header[8] < horizon
+        due = header[8] + self.delete_retention_ms + 1
+
+        def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
+            if key is not None and last_offsets.get(key, offset) > offset:
+                return False
+            if tombstone and not expired:
+                state.tombstones_due_ms = min(state.tombstones_due_ms or due, due)
+            return not (tombstone and expired)
+        kept = filter_batch(RecordBatch(data.view(position, header)), keep)
+        return _empty_batch(header) if kept is None and retain else kept
+
+
+def _empty_batch(header: tuple) -> bytes:
+    """Kafka's empty batch header: the producer's last batch keeps its offsets and sequence.
+
+    Kafka's cleaner retains it (BatchRetention.RETAIN_EMPTY) when every record goes, so the
+    producer's state (epoch, last sequence) survives compaction and a reload.
+    """
+    base, _, epoch, _, _, attributes, delta, _, max_ts, pid, producer_epoch, sequence, _ = header
+    attributes &= ~_CODEC_MASK
+    out = bytearray(HEADER.pack(base, HEADER_SIZE - LOG_OVERHEAD, epoch, 2, 0, attributes, delta, max_ts, max_ts,
+                                pid, producer_epoch, sequence, 0))
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+class _CleanedWriter:
+    """A ``.cleaned`` segment created on its first kept batch, written in chunks of ``_WRITE_CHUNK``."""
+
+    def __init__(self, job: CleaningJob, base: int) -> None:
+        self.job, self.base = job, base
+        self.segment: LogSegment | None = None
+        self.pending = bytearray()
+        self.positions: list[int] = []
+
+    def add(self, batch: bytes | memoryview) -> None:
+        self.positions.append(len(self.pending))
+        self.pending += batch
+        if len(self.pending) >= _WRITE_CHUNK:
+            self._write()
+
+    def _write(self) -> None:
+        if not self.positions:
+            return
+        if self.segment is None:
+            self.segment = LogSegment(self.job.directory, self.base, index_bytes=self.job.index_bytes,
+                                      index_interval_bytes=self.job.index_interval_bytes, suffix=CLEANED_SUFFIX)
+        view = memoryview(bytes(self.pending))
+        self.segment.append([RecordBatch(view, p) for p in self.positions], view)
+        self.pending.clear()
+        self.positions.clear()
+
+    def finish(self) -> int | None:
+        """Flush, then rename the files ``.swap``; None when nothing was kept."""
+        self._write()
+        new = self.segment
+        if new is None:
             return None
         new.on_become_inactive()
         new.flush()
         for f in (new.log, new.offset_index, new.time_index):
             f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
         new.close()
-        return base
+        return self.base
+
+
+class _Throttle:
+    """Kafka's log.cleaner.io.max.bytes.per.second: sleep when read + written bytes run ahead of the rate."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self.started = time.monotonic()
+        self.spent = 0
+
+    def spend(self, size: int) -> None:
+        if self.rate == math.inf:
+            return
+        self.spent += size
+        ahead = self.spent / self.rate - (time.monotonic() - self.started)
+        if ahead > 0.01:
+            time.sleep(ahead)
 
 
 @dataclass(slots=True)
 class _Progress:
-    read: int
+    throttle: _Throttle
+    read: int = 0
     written: int = 0
     tombstones_due_ms: int | None = None
 
 
-def _read_only(directory: Path, base: int) -> FileRecords:
-    """A segment's log opened read-only (never created: it may have been deleted meanwhile)."""
-    records = FileRecords.__new__(FileRecords)
-    records.path = segment_path(directory, base, ".log")
-    records.fd = os.open(records.path, os.O_RDONLY)
-    records.size = os.fstat(records.fd).st_size
-    return records
+class _SegmentBytes:
+    """A closed segment's log, mapped read-only (never created: it may have been deleted meanwhile)."""
+
+    def __init__(self, buf) -> None:
+        self.buf = buf
+
+    @classmethod
+    def open(cls, directory: Path, base: int) -> "_SegmentBytes":
+        with open(segment_path(directory, base, ".log"), "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return cls(b"")
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        buf.madvise(mmap.MADV_SEQUENTIAL)
+        return cls(buf)
+
+    def batches(self) -> Iterator[tuple[tuple, int]]:
+        """(header fields, position) of each whole batch."""
+        buf, position, end = self.buf, 0, len(self.buf)
+        unpack = HEADER.unpack_from
+        while end - position >= HEADER_SIZE:
+            header = unpack(buf, position)
+            size = header[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE or size > end - position:
+                return
+            yield header, position
+            position += size
+
+    def view(self, position: int, header: tuple) -> memoryview:
+        return memoryview(self.buf)[position:position + header[1] + LOG_OVERHEAD]
+
+    def payload(self, header: tuple, position: int) -> bytes:
+        """The records block, decompressed."""
+        block = self.buf[position + HEADER_SIZE:position + header[1] + LOG_OVERHEAD]
+        codec = header[5] & _CODEC_MASK
+        return bytes(decompress(Compression(codec), block)) if codec else block
+
+    def close(self) -> None:
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+
+
+def _scan_keys(payload: bytes, count: int) -> tuple[list[bytes | None], bool]:
+    """The key of each record (None: no key), and whether any key is null or any value a tombstone.
+
+    Only the varints before the key are read; the record length gives the next record.
+    """
+    keys: list[bytes | None] = []
+    append = keys.append
+    special = False
+    p = 0
+    for _ in range(count):
+        length, q = _varint(payload, p)
+        p = q + length
+        q += 1                                  # attributes
+        while payload[q] > 0x7F:                # the timestamp delta
+            q += 1
+        q += 1
+        while payload[q] > 0x7F:                # the offset delta
+            q += 1
+        q += 1
+        b = payload[q]
+        if b == 1:                              # key length -1 (zigzag)
+            append(None)
+            special = True
+            continue
+        if b < 0x80:
+            q, key_end = q + 1, q + 1 + (b >> 1)
+        else:
+            key_len, q = _varint(payload, q)
+            key_end = q + key_len
+        append(payload[q:key_end])
+        if payload[key_end] == 1:               # value length -1: a tombstone
+            special = True
+    return keys, special
+
+
+def _offsets(data: _SegmentBytes, header: tuple, position: int) -> list[int]:
+    """The offsets of a batch with gaps (an earlier cleaning removed records)."""
+    base = header[0]
+    return [base + delta for delta, *_ in _records(data.payload(header, position), header[12])]
 
 
 def run_job(job: CleaningJob) -> CleaningDone:
