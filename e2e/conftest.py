@@ -52,7 +52,8 @@ def release(kube):
         wait_for(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
         yield
     finally:
-        _uninstall(kube)
+        if os.environ.get("ODRADEK_E2E_KEEP_RELEASE") != "1":  # 1: keep it to look around afterwards
+            _uninstall(kube)
 
 
 def _uninstall(kube: Kube) -> None:

@@ -195,7 +195,7 @@ def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway_url, tmp_p
     result = subprocess.run([str(submit), "--master", "local[2]", str(ROOT / "examples" / "spark_counts_by_key.py"),
                              "--gateway", gateway_url, "--input", "orders", "--output", "order-counts"],
                             capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     with GatewayClient(gateway_url) as gw:
         counts = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode()
                   for r in read_all(gw, "order-counts")}

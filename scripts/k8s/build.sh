@@ -5,7 +5,7 @@
 # at once. Installs Debian's etcd-server if no etcd is on PATH.
 #
 #   scripts/k8s/build.sh [binary...]     default: kube-apiserver kubectl kube-controller-manager helm
-#                                        (the e2e node adds kubelet kube-scheduler kube-proxy coredns)
+#                                        (the e2e node adds kubelet kube-scheduler kube-proxy coredns kind)
 #
 # `go install k8s.io/kubernetes/cmd/...@v` fails: k8s.io/kubernetes' go.mod requires its
 # staging modules (k8s.io/api, k8s.io/apiserver, ...) at v0.0.0 and replaces them with
@@ -27,7 +27,9 @@ SRC="$CACHE/$K8S_VERSION/src"
 HELM_BIN="$CACHE/helm-$HELM_VERSION/bin"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.12.4}"
 COREDNS_BIN="$CACHE/coredns-$COREDNS_VERSION/bin"
-mkdir -p "$BIN" "$SRC" "$HELM_BIN" "$COREDNS_BIN"
+KIND_VERSION="${KIND_VERSION:-v0.30.0}"
+KIND_BIN="$CACHE/kind-$KIND_VERSION/bin"
+mkdir -p "$BIN" "$SRC" "$HELM_BIN" "$COREDNS_BIN" "$KIND_BIN"
 
 if [ $# -eq 0 ]; then
   set -- kube-apiserver kubectl kube-controller-manager helm
@@ -135,8 +137,10 @@ go_install() {  # go_install NAME PACKAGE VERSION GOBIN: a command published as 
   log "built $1 in $((SECONDS - start)) s"
 }
 
-# The e2e node's cluster DNS runs on the node, not as a pod (no image registry here).
+# The e2e node's cluster DNS runs on the node, not as a pod (no image registry here); kind
+# validates e2e/kind.yaml (it cannot create a cluster here: its node image is in a registry).
 build_coredns() { go_install coredns github.com/coredns/coredns "$COREDNS_VERSION" "$COREDNS_BIN"; }
+build_kind() { go_install kind sigs.k8s.io/kind "$KIND_VERSION" "$KIND_BIN"; }
 
 # One build at a time per cache (a test run may start while CI's build step or another
 # engineer's run is building): later callers wait, then find the binaries cached.
@@ -148,6 +152,7 @@ for name in "$@"; do
   case "$name" in
     helm) build_helm ;;
     coredns) build_coredns ;;
+    kind) build_kind ;;
     kube-apiserver|kubectl|kube-controller-manager|kubelet|kube-scheduler|kube-proxy) build_k8s "$name" ;;
     *) log "unknown binary: $name"; exit 2 ;;
   esac
@@ -156,6 +161,7 @@ for name in "$@"; do
   case "$name" in
     helm) echo "$HELM_BIN/helm" ;;
     coredns) echo "$COREDNS_BIN/coredns" ;;
+    kind) echo "$KIND_BIN/kind" ;;
     *) echo "$BIN/$name" ;;
   esac
 done

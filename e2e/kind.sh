@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The e2e suite on a kind cluster, for machines with Docker (CI runs the same suite on a local
+# node instead: e2e/local_node.py). Creates the cluster, builds the image from the Dockerfile,
+# loads it into the node, runs the suite, deletes the cluster (KEEP_CLUSTER=1 keeps it).
+#
+#   e2e/kind.sh [pytest args...]
+#
+# Needs docker, kind, kubectl and helm on PATH (scripts/k8s/build.sh builds kubectl and helm),
+# and a Linux Docker host: the tests reach the gateway's NodePort at the node container's IP.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CLUSTER="${KIND_CLUSTER_NAME:-odradek-e2e}"
+IMAGE="${ODRADEK_IMAGE:-ghcr.io/odradek/odradek:0.1.0}"
+KUBECONFIG_FILE="$(mktemp -t odradek-kind-XXXXXX.kubeconfig)"
+
+cleanup() {
+  if [ "${KEEP_CLUSTER:-0}" != 1 ]; then
+    kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+    rm -f "$KUBECONFIG_FILE"
+  else
+    echo "kept: export KUBECONFIG=$KUBECONFIG_FILE" >&2
+  fi
+}
+trap cleanup EXIT
+
+kind create cluster --name "$CLUSTER" --config e2e/kind.yaml --kubeconfig "$KUBECONFIG_FILE" --wait 120s
+docker build -t "$IMAGE" .
+kind load docker-image "$IMAGE" --name "$CLUSTER"
+# ZooKeeper (zookeeper:3.8) is pulled by the node from Docker Hub.
+ODRADEK_E2E_KUBECONFIG="$KUBECONFIG_FILE" .venv/bin/pytest e2e "$@"
