@@ -198,7 +198,7 @@ class KafkaBridge:
         async with self._reader_slots:
             reader = self._take_reader(position)
             try:
-                return await asyncio.to_thread(_learning_new_partitions, fn, reader, *args)
+                return await asyncio.to_thread(_with_fresh_metadata, fn, reader, *args)
             finally:
                 self._idle_readers.append(reader)
 
@@ -230,20 +230,26 @@ class KafkaBridge:
         return await self.with_reader(lookup)
 
 
+# What stale metadata gives: a partition librdkafka has not learnt of yet (it learns of added
+# partitions only at its periodic refresh, 5 min), or a leader that moved (broker restarts,
+# preferred-leader elections; librdkafka does not retry offset queries on its own).
 UNKNOWN_PARTITION = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+STALE_METADATA = (*UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+STALE_METADATA_RETRIES = (0.0, 0.5, 1.0, 2.0)  # backoff before each retry, seconds
 
 
-def _learning_new_partitions(fn, reader: "RangeReader", *args):
-    """``fn(reader, *args)``, once more after a metadata refresh if librdkafka did not know the
-    partition: it learns of partitions added to a topic only at its periodic refresh (5 min)."""
-    try:
-        return fn(reader, *args)
-    except KafkaException as e:
-        if e.args[0].code() not in UNKNOWN_PARTITION:
-            raise
+def _with_fresh_metadata(fn, reader: "RangeReader", *args):
+    """``fn(reader, *args)``, again after a metadata refresh while it fails for stale metadata."""
+    for backoff in STALE_METADATA_RETRIES:
+        try:
+            return fn(reader, *args)
+        except KafkaException as e:
+            if e.args[0].code() not in STALE_METADATA:
+                raise
+        time.sleep(backoff)
         reader.consumer.list_topics(timeout=10)
         reader.position, reader.ahead = None, []
-        return fn(reader, *args)
+    return fn(reader, *args)
 
 
 @dataclass
@@ -286,7 +292,7 @@ def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 r.consumer.unassign()
                 if err.code() in UNKNOWN_PARTITION and not out:
-                    raise KafkaException(err)   # _learning_new_partitions refreshes and retries
+                    raise KafkaException(err)   # _with_fresh_metadata refreshes and retries
                 return out, next_offset, err
             if err is not None or m.offset() >= end or (size >= max_bytes and out):
                 r.ahead = batch[i + 1:] if err is not None else batch[i:]
