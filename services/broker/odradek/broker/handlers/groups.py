@@ -100,11 +100,14 @@ def _ensure_offsets_topic(broker) -> None:
     broker._offsets_topic_task = asyncio.get_running_loop().create_task(_create_offsets_topic(broker))
 
 
+OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024   # Kafka's offsets.topic.segment.bytes default
+
+
 async def _create_offsets_topic(broker) -> None:
     config = coordinator(broker).config
     rf = max(1, min(config.offsets_replication_factor, len(broker.replicas.live_brokers())))
     body = {"name": OFFSETS_TOPIC, "partitions": config.offsets_partitions, "replication_factor": rf,
-            "configs": {"cleanup.policy": "compact"}}
+            "configs": {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}}
     while True:
         try:
             await broker.controller.call("POST", "/internal/v1/topics", body, timeout=10.0)

@@ -69,12 +69,14 @@ class CleanerSettings:
     delete_retention_ms: int
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
+    max_compaction_lag_ms: int = 2**63 - 1
 
     @classmethod
     def of(cls, overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> "CleanerSettings":
         values = effective(overrides, defaults)
         return cls("compact" in str(values["cleanup.policy"]).split(","), values["delete.retention.ms"],
-                   values["min.cleanable.dirty.ratio"], values["min.compaction.lag.ms"])
+                   values["min.cleanable.dirty.ratio"], values["min.compaction.lag.ms"],
+                   values["max.compaction.lag.ms"])
 
 
 # -- records without decoding them into objects ---------------------------------------------
@@ -195,7 +197,8 @@ def _open_segment(target: Log, base: int, suffix: str) -> LogSegment:
 class LogCleaner:
     """Decides which logs need cleaning; its jobs run off the loop thread (the manager: in a process)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, io_max_bytes_per_second: float = math.inf) -> None:
+        self.io_max_bytes_per_second = io_max_bytes_per_second   # Kafka's log.cleaner.io.max.bytes.per.second
         self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
         try:
             self.checkpoints = self.checkpoint_file.read()
@@ -233,16 +236,30 @@ class LogCleaner:
         if not settings.compact:
             return []
         segments = self.cleanable(target, settings, now_ms)
+        if not segments:
+            return []
         tombstones_due = self.tombstones_due.get((target.topic, target.partition), now_ms + 1) <= now_ms
-        if segments and (tombstones_due or self.dirty_ratio(target, segments) > settings.min_cleanable_dirty_ratio):
+        if (tombstones_due or self.dirty_ratio(target, segments) > settings.min_cleanable_dirty_ratio
+                or self.compaction_overdue(target, segments, settings, now_ms)):
             return segments   # Kafka compares the ratio with > too, and cleans when tombstones expire (KIP-534)
         return []
+
+    def compaction_overdue(self, target: Log, segments: list[LogSegment], settings: CleanerSettings,
+                           now_ms: int) -> bool:
+        """Kafka's needCompactionNow (KIP-354): a dirty segment's first batch is older than
+        ``max.compaction.lag.ms``, so the log is cleaned whatever its dirty ratio."""
+        first_dirty = self.first_dirty(target)
+        first_timestamps = [t for s in segments if s.next_offset > first_dirty and (t := s.rolling_timestamp) > 0]
+        return bool(first_timestamps) and min(first_timestamps) < now_ms - settings.max_compaction_lag_ms
 
     def job(self, target: Log, segments: list[LogSegment], settings: CleanerSettings, now_ms: int) -> "CleaningJob":
         """What a cleaning needs, as plain (picklable) data: it runs in the cleaner process."""
         c = target.config
+        last_batches = {pid: entry.batches[-1].last_offset
+                        for pid, entry in target.producer_state.producers.items() if entry.batches}
         return CleaningJob(target.dir, [(s.base_offset, s.next_offset) for s in segments], self.first_dirty(target),
-                           settings.delete_retention_ms, now_ms, c.segment_index_bytes, c.index_interval_bytes)
+                           settings.delete_retention_ms, now_ms, c.segment_index_bytes, c.index_interval_bytes,
+                           last_batches, self.io_max_bytes_per_second)
 
     @staticmethod
     def adopt(target: Log, segments: list[LogSegment], done: "CleaningDone") -> CleanedLog:

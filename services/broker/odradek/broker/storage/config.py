@@ -30,6 +30,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
     cleanup_policy: str = "delete"
+    max_compaction_lag_ms: int = 2**63 - 1
     file_delete_delay_ms: int = 60000
     preallocate: bool = False
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -45,6 +46,14 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted log also rolls by max.compaction.lag.ms,
+        so that its records reach a closed (cleanable) segment in time."""
+        if "compact" in self.cleanup_policy.split(","):
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def delete_enabled(self) -> bool:

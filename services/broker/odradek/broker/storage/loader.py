@@ -24,13 +24,13 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.errors import ErrorCode, KafkaError
-from odradek.records import MAGIC, RecordBatch
+from odradek.records import RecordBatch
 
 from .config import LogConfig
 from .file_records import FileRecords
 from .index import CorruptIndex
 from .segment import LogSegment, segment_path
+from .validator import check_stored_batch
 
 __all__ = ["LoadedLog", "LogLoader"]
 
@@ -48,10 +48,7 @@ class LoadedLog:
 
 
 def _check(batch: RecordBatch) -> None:
-    """What Kafka's recovery checks (``ensureValid``): magic and CRC. Not the producer-side rule
-    count == lastOffsetDelta + 1, which every batch the cleaner thinned out breaks."""
-    if batch.magic != MAGIC or batch.compute_crc() != batch.crc:
-        raise KafkaError(ErrorCode.corrupt_message, f"batch at offset {batch.base_offset} is corrupt")
+    check_stored_batch(batch)
 
 
 def _whole_and_valid(path: Path) -> bool:

@@ -176,6 +176,11 @@ class Log:
         for stale in (o for o in snapshot_offsets(self.dir) if o > offset):
             snapshot_path(self.dir, stale).unlink(missing_ok=True)
 
+    def _drop_snapshots_below(self, offset: int) -> None:
+        """Kafka deletes a deleted segment's producer snapshot: only those at/after the log start stay."""
+        for stale in (o for o in snapshot_offsets(self.dir) if o < offset):
+            snapshot_path(self.dir, stale).unlink(missing_ok=True)
+
     def append_as_follower(self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs."""
         self._check_open()
@@ -199,7 +204,7 @@ class Log:
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> LogSegment:
         active = self.active_segment
         if active.should_roll(size=size, max_timestamp=max_timestamp, last_offset=last_offset, now_ms=now,
-                              segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms):
+                              segment_bytes=self.config.segment_bytes, segment_ms=self.config.max_segment_ms):
             return self.roll()
         return active
 
@@ -292,6 +297,7 @@ class Log:
         self._remove_segments(deletable, now)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._drop_snapshots_below(self.log_start_offset)
         return len(deletable)
 
     def _remove_segments(self, segments: list[LogSegment], now: int) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import Compression, RecordBatch, recompress, split_batches
+from odradek.records import MAGIC, Compression, RecordBatch, iter_batches, recompress, split_batches
 
 from .config import LogConfig
 
@@ -56,6 +56,23 @@ def _check_client_batch(batch: RecordBatch, config: LogConfig) -> None:
                          f"with producerId {batch.producer_id}")
 
 
+def check_stored_batch(batch: RecordBatch) -> None:
+    """What Kafka checks of a batch it did not build from a client's (replication, recovery:
+    ``ensureValid``): magic and CRC. Not count == lastOffsetDelta + 1, which every batch the
+    cleaner thinned out breaks."""
+    if batch.magic != MAGIC or batch.compute_crc() != batch.crc:
+        raise KafkaError(ErrorCode.corrupt_message, f"batch at offset {batch.base_offset} is corrupt")
+
+
+def _split_replicated(data: memoryview) -> list[RecordBatch]:
+    batches = list(iter_batches(data))
+    if not batches or sum(b.size for b in batches) != len(data):
+        raise KafkaError(ErrorCode.corrupt_message, "replicated records are not whole record batches")
+    for batch in batches:
+        check_stored_batch(batch)
+    return batches
+
+
 def _recompressed(batches: list[RecordBatch], data: memoryview, codec: Compression
                   ) -> tuple[list[RecordBatch], memoryview]:
     if all(b.compression == codec for b in batches):
@@ -78,7 +95,7 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     if data.readonly:
         data = memoryview(bytearray(data))
     data = data.cast("B")
-    batches = split_batches(data)
+    batches = split_batches(data) if assign_offsets else _split_replicated(data)
     if assign_offsets:
         for batch in batches:
             _check_client_batch(batch, config)
