@@ -106,3 +106,13 @@ def test_reset_offsets_refuses_a_group_with_members(cluster, committed_group):
 def test_unknown_topic_is_a_clear_error(cluster, committed_group):
     proc = groups(cluster, "reset-offsets", GROUP, "--topic", "no-such-topic", "--to-earliest", check=False)
     assert proc.returncode != 0 and "no-such-topic" in proc.stderr
+
+
+def test_consumer_offsets_is_created_with_kafkas_segment_size(cluster, committed_group):
+    """Kafka creates __consumer_offsets compacted with offsets.topic.segment.bytes (100 MiB)."""
+    from confluent_kafka.admin import ConfigResource
+    admin = cluster.admin()
+    resource = ConfigResource("TOPIC", "__consumer_offsets")
+    configs = admin.describe_configs([resource])[resource].result(timeout=60)
+    assert configs["segment.bytes"].value == str(100 * 1024 * 1024)
+    assert configs["cleanup.policy"].value == "compact"
