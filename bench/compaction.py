@@ -1,6 +1,7 @@
 """Log compaction (issue 5): the cleaner's speed, and what it costs the produce path.
 
     .venv/bin/python -m bench.compaction [--records 2000000] [--keys 10000] [--seconds 20]
+                                         [--priorities idle,nice10] [--rounds 1]
 
 (a) cleaner: a log built in-process (batches of 100 records of ~100 bytes over ``--keys``
     keys, 1 MiB segments), then one cleaning of every closed segment (key map + rewrite +
@@ -10,12 +11,15 @@
     producer (one 1 KiB record per request, acks=1, librdkafka) to another topic for
     ``--seconds``, first with the cleaner idle, then right after the ratio is set to 0.01
     (the cleaner rewrites the whole topic meanwhile). p50/p99 of the request latency. Goal:
-    p99 with the cleaner <= 1.2 x without.
+    p99 with the cleaner <= 1.2 x without. ``--priorities`` runs (b) once per cleaner process
+    priority (``idle``: SCHED_IDLE + idle I/O class, the default; ``nice10``: the old setting),
+    alternating for ``--rounds``, each on a fresh cluster: an A/B in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -99,7 +103,8 @@ def partition_log_bytes(cluster, topic: str) -> int:
     return sum(p.stat().st_size for p in directory.iterdir() if ".log" in p.name)
 
 
-def produce_p99(records: int, keys: int, seconds: float) -> dict:
+def produce_p99(records: int, keys: int, seconds: float, priority: str = "idle") -> dict:
+    os.environ["ODRADEK_CLEANER_PRIORITY"] = priority      # read by the broker's cleaner process
     with tempfile.TemporaryDirectory() as tmp:
         cluster = start_cluster(Path(tmp), brokers=1)
         try:
@@ -120,25 +125,33 @@ def produce_p99(records: int, keys: int, seconds: float) -> dict:
             "without_cleaner": idle, "with_cleaner": busy, "p99_ratio": busy["p99_ms"] / idle["p99_ms"]}
 
 
+def report(label: str, p: dict) -> None:
+    print(f"[{label}] compacted topic {p['compacted_log_mb_before']:.1f} MB -> {p['compacted_log_mb_after']:.1f} MB "
+          f"during the measurement")
+    for name in ("without_cleaner", "with_cleaner"):
+        s = p[name]
+        print(f"[{label}] produce {name.replace('_', ' ')}: {s['requests']} requests, p50 {s['p50_ms']:.2f} ms, "
+              f"p99 {s['p99_ms']:.2f} ms")
+    print(f"[{label}] p99 with / without the cleaner: {p['p99_ratio']:.2f} (goal <= 1.20)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--skip-cluster", action="store_true", help="only (a), the in-process cleaner speed")
+    ap.add_argument("--priorities", default="idle", help="cleaner process priorities for (b): idle, nice10")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args(argv)
     speed = cleaner_speed(args.records, args.keys)
     print(f"cleaner: {speed['log_mb']:.1f} MB of log cleaned in {speed['seconds']:.2f}s = "
           f"{speed['mb_per_s']:.1f} MB/s (goal >= 50), {speed['written_mb']:.2f} MB kept")
     if not args.skip_cluster:
-        p = produce_p99(args.records, args.keys, args.seconds)
-        print(f"compacted topic {p['compacted_log_mb_before']:.1f} MB -> {p['compacted_log_mb_after']:.1f} MB "
-              f"during the measurement")
-        for name in ("without_cleaner", "with_cleaner"):
-            s = p[name]
-            print(f"produce {name.replace('_', ' ')}: {s['requests']} requests, p50 {s['p50_ms']:.2f} ms, "
-                  f"p99 {s['p99_ms']:.2f} ms")
-        print(f"p99 with / without the cleaner: {p['p99_ratio']:.2f} (goal <= 1.20)")
+        for round_ in range(args.rounds):
+            for priority in args.priorities.split(","):
+                report(f"round {round_} cleaner {priority}", produce_p99(args.records, args.keys, args.seconds,
+                                                                         priority))
     return 0
 
 
