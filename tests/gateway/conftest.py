@@ -4,6 +4,7 @@ processes (auth on, short instance timeouts) against it; every process stopped b
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +39,10 @@ def gw(gw_cluster) -> httpx.Client:
 class GatewayProcess:
     """``odradek gateway`` as its own process on a free port (stopped by PID)."""
 
-    def __init__(self, bootstrap: str, log: Path, *options: str):
+    def __init__(self, bootstrap: str, log: Path, *options: str, verify: ssl.SSLContext | bool = True):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if '--ssl-certfile' in options else 'http'}://127.0.0.1:{self.port}"
+        self.verify = verify   # the CA file an https gateway is checked against
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek.gateway", "--bootstrap-servers", bootstrap, "--port", str(self.port),
@@ -50,7 +52,7 @@ class GatewayProcess:
     def _ready(self) -> bool:
         assert self.proc.poll() is None, f"the gateway exited:\n{self.log.read_text()[-3000:]}"
         try:
-            return httpx.get(self.url + "/readyz", timeout=5).status_code == 200
+            return httpx.get(self.url + "/readyz", timeout=5, verify=self.verify).status_code == 200
         except httpx.HTTPError:
             return False
 

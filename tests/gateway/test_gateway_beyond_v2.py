@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
+import subprocess
 import threading
 import time
 import uuid
@@ -137,6 +139,35 @@ def test_a_chunked_body_above_the_request_limit_answers_413(gw_cluster, tmp_path
             error(c.post(f"/topics/{topic}/records", content=chunks(5), headers=headers), 413, 413)
             error(c.post(f"/topics/{topic}/records", content=b"x" * 20000, headers=headers), 413, 413)
             assert c.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 5, "a refused body wrote"
+    finally:
+        assert g.stop()
+
+
+def self_signed_cert(directory) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 (its own CA) and its key, made by openssl."""
+    cert, key = directory / "gw.crt", directory / "gw.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_tls_serves_https_that_verifies_and_refuses_plain_http(gw_cluster, tmp_path):
+    cert, key = self_signed_cert(tmp_path)
+    trusted = ssl.create_default_context(cafile=cert)
+    g = GatewayProcess(gw_cluster.bootstrap, tmp_path / "gw-tls.log", "--ssl-certfile", cert, "--ssl-keyfile", key,
+                       verify=trusted)
+    try:
+        assert g.url.startswith("https://")
+        with httpx.Client(base_url=g.url, verify=trusted, timeout=60) as c:
+            topic = new_topic(gw_cluster, partitions=1)
+            assert stream_produce(c, topic, [{"value": b64(b"over tls")}]) == [{"partition": 0, "offset": 0}]
+            table = read_all_arrow(c, topic, 0)
+            assert table.column("value").to_pylist() == [b"over tls"]
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(g.url + "/healthz", timeout=10)          # the system CAs do not know it
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(g.url.replace("https", "http") + "/healthz", timeout=10)
     finally:
         assert g.stop()
 

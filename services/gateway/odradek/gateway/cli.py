@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                log_config=None, access_log=False, timeout_graceful_shutdown=20)
+                log_config=None, access_log=False, timeout_graceful_shutdown=20,
+                ssl_certfile=settings.ssl_certfile or None, ssl_keyfile=settings.ssl_keyfile or None)
     return 0
 
 

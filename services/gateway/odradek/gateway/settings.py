@@ -23,6 +23,8 @@ class GatewaySettings:
     max_request_bytes: int = 64 << 20   # whole request body
     max_record_bytes: int = 1_048_588   # Kafka's max.message.bytes default
     produce_timeout_ms: int = 30_000
+    ssl_certfile: str = ""              # PEM certificate (chain): serve HTTPS; empty: plain HTTP
+    ssl_keyfile: str = ""               # its private key (PEM)
     replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # names this replica's instances
 
     @property
@@ -30,7 +32,11 @@ class GatewaySettings:
         if self.advertised_url:
             return self.advertised_url.rstrip("/")
         host = self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname()
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_certfile else "http"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     opt("consumer-instance-timeout-ms", 300_000, int)
     opt("max-request-bytes", 64 << 20, int)
     opt("max-record-bytes", 1_048_588, int)
+    opt("ssl-certfile", "", str, "PEM certificate (chain) to serve HTTPS with; needs --ssl-keyfile")
+    opt("ssl-keyfile", "", str, "PEM private key of --ssl-certfile")
     ap.add_argument("--log-level", default=env(ENV_PREFIX + "LOG_LEVEL", "INFO"))
     return ap
 
@@ -57,9 +65,12 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
     args = parser().parse_args(argv)
     if not args.bootstrap_servers:
         parser().error("--bootstrap-servers (or ODRADEK_GATEWAY_BOOTSTRAP_SERVERS) is required")
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        parser().error("--ssl-certfile and --ssl-keyfile go together")
     settings = GatewaySettings(
         bootstrap_servers=args.bootstrap_servers, host=args.host, port=args.port,
         advertised_url=args.advertised_url, auth_file=args.auth_file,
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
-        max_request_bytes=args.max_request_bytes, max_record_bytes=args.max_record_bytes)
+        max_request_bytes=args.max_request_bytes, max_record_bytes=args.max_record_bytes,
+        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     return settings, args
