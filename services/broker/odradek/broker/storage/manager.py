@@ -14,7 +14,8 @@ and ``run``, the maintenance task, every ``tick_seconds``: purge deleted files w
 has passed, retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
 worker thread), the log cleaner (compacted logs are cleaned one at a time in a cleaner
 process and swapped in on a later tick, see cleaner), and the checkpoints
-every ``checkpoint_interval_seconds``. ``close``
+every ``checkpoint_interval_seconds`` (offsets taken on the loop, written and fsynced in a
+worker thread). ``close``
 flushes every log, writes the checkpoints, then the clean-shutdown marker.
 """
 
@@ -195,7 +196,8 @@ class LogManager:
                 log.exception("maintenance of %s failed", partition_log.name)
         self._tend_cleaner(now)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
-            self.checkpoint()
+            # six fsyncs: on the loop they stalled every request for 45-60 ms (bench/profile_broker.py)
+            await asyncio.to_thread(self._write_checkpoints, self._checkpoint_offsets())
 
     def _tend_cleaner(self, now: int) -> None:
         """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
@@ -241,10 +243,19 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery points, high watermarks and log start offsets of every log."""
+        self._write_checkpoints(self._checkpoint_offsets())
+
+    def _checkpoint_offsets(self) -> tuple[dict, dict, dict]:
+        """Taken on the loop thread; the writing may then run in a worker thread."""
         logs = {(lg.topic, lg.partition): lg for lg in self._logs.values()}
-        self._recovery_points.write({k: lg.recovery_point for k, lg in logs.items()})
-        self._high_watermarks.write({k: lg.high_watermark for k, lg in logs.items()})
-        self._log_starts.write({k: lg.log_start_offset for k, lg in logs.items()})
+        return ({k: lg.recovery_point for k, lg in logs.items()}, {k: lg.high_watermark for k, lg in logs.items()},
+                {k: lg.log_start_offset for k, lg in logs.items()})
+
+    def _write_checkpoints(self, offsets: tuple[dict, dict, dict]) -> None:
+        recovery_points, high_watermarks, log_starts = offsets
+        self._recovery_points.write(recovery_points)
+        self._high_watermarks.write(high_watermarks)
+        self._log_starts.write(log_starts)
         self._last_checkpoint = time.monotonic()
 
     def close(self) -> None:

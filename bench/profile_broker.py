@@ -1,0 +1,177 @@
+"""Profile Odradek's brokers with py-spy under one side-by-side scenario (issue 4's gaps).
+
+    .venv/bin/python -m bench.profile_broker e2e --rate 12537 --seconds 20      # scenario 4
+    .venv/bin/python -m bench.profile_broker produce --records 1000000          # scenario 1, p=1, 1 KiB
+
+Starts an Odradek dev cluster (3 brokers for ``e2e``, 1 for ``produce``), runs the same client
+as `bench.side_by_side` (AssignedClients e2e / ProducerPerformance), and meanwhile runs
+``py-spy record --idle --format speedscope`` on every broker (needs root or ptrace rights):
+every thread sampled at a steady rate, busy or not, so that samples are a timeline. Writes
+under ``--out`` (default bench/results/profile-<scenario>-<time>/), per broker, the
+speedscope profile (open it at speedscope.app) and ``<broker>.top.txt``: the event loop
+thread's busy share, its longest busy stretches (the loop answers nothing meanwhile: the
+stalls that make tail latency) and its top frames; the client's figures go to ``client.json``.
+``summarize DIR`` rewrites the .top.txt files of an earlier run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.side_by_side import CLK_TCK, RESULTS, OdradekSystem, assigned_client, measured, producer_performance
+
+PY_SPY = Path(sys.executable).parent / "py-spy"
+LOOP = "Runner.run (asyncio/runners.py)"   # the uvloop run loop: idle, or in its own C code
+RATE = 200
+TOP = 30
+STALLS = 10
+
+
+def start_py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen:
+    argv = [str(PY_SPY), "record", "--pid", str(pid), "--format", "speedscope", "--rate", str(RATE),
+            "--duration", str(int(seconds)), "--nonblocking", "--idle", "--output", str(out)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def main_thread_samples(speedscope: Path) -> list[list[str]]:
+    """The event loop thread's stacks (root first) as 'function (dir/file.py)', in time order."""
+    doc = json.loads(speedscope.read_text())
+    frames = [f"{f['name']} ({'/'.join(Path(f['file'] or '?').parts[-2:])})" for f in doc["shared"]["frames"]]
+    for profile in doc["profiles"]:
+        stacks = [[frames[i] for i in sample] for sample in profile["samples"]]
+        if any(LOOP in stack for stack in stacks[:50] + stacks[-50:]):
+            return stacks
+    return []
+
+
+def busy(stack: list[str]) -> bool:
+    """The loop is running Python code or blocked in a call made from it (not waiting in uvloop)."""
+    return bool(stack) and stack[-1] != LOOP
+
+
+def top_table(stacks: list[list[str]], leaf_only: bool) -> str:
+    counts: collections.Counter[str] = collections.Counter()
+    for stack in stacks:
+        counts.update([stack[-1]] if leaf_only else set(stack))
+    return "\n".join(f"{100 * n / len(stacks):6.1f}%  {f}" for f, n in counts.most_common(TOP))
+
+
+def stalls(stacks: list[list[str]]) -> list[tuple[int, int]]:
+    """(first sample, length) of the longest runs of consecutive busy samples, longest first."""
+    runs, start = [], None
+    for i, stack in enumerate(stacks + [[LOOP]]):
+        if busy(stack) and start is None:
+            start = i
+        elif not busy(stack) and start is not None:
+            runs.append((start, i - start))
+            start = None
+    return sorted(runs, key=lambda r: -r[1])[:STALLS]
+
+
+def describe_stall(stacks: list[list[str]], start: int, length: int) -> str:
+    """The stall's most frequent stack below the loop, outermost first."""
+    below = [tuple(s[s.index(LOOP) + 1:] if LOOP in s else s) for s in stacks[start:start + length]]
+    stack, n = collections.Counter(below).most_common(1)[0]
+    return (f"{length * 1000 / RATE:5.0f} ms at {start / RATE:5.1f} s ({100 * n // length}% of it in): "
+            + " > ".join(f.split(" (")[0] for f in stack))
+
+
+def cpu_split(pids: list[int]) -> dict[str, float]:
+    """User and system CPU seconds of the processes, and how long their main (event loop)
+    threads waited runnable for a CPU (/proc/<pid>/schedstat): busy samples that are not CPU."""
+    user = system = waited_ns = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        user, system = user + int(fields[11]), system + int(fields[12])
+        waited_ns += int(Path(f"/proc/{pid}/schedstat").read_text().split()[1])
+    return {"broker_user_s": user / CLK_TCK, "broker_system_s": system / CLK_TCK,
+            "broker_loop_runqueue_wait_s": waited_ns / 1e9}
+
+
+def summarize(speedscope: Path) -> str:
+    stacks = main_thread_samples(speedscope)
+    busy_stacks = [s for s in stacks if busy(s)]
+    if not busy_stacks:
+        return "no busy samples of the event loop thread\n"
+    return (f"event loop thread: {len(stacks)} samples at {RATE} Hz, {len(busy_stacks)} busy "
+            f"({100 * len(busy_stacks) / len(stacks):.0f}%; the rest waiting in uvloop or running its C code)\n\n"
+            f"## longest stretches of the loop busy without a break (requests wait meanwhile)\n"
+            + "\n".join(describe_stall(stacks, *r) for r in stalls(stacks))
+            + f"\n\n## self, % of busy samples\n{top_table(busy_stacks, True)}\n\n"
+            f"## inclusive, % of busy samples\n{top_table(busy_stacks, False)}\n")
+
+
+def write_summaries(out: Path) -> int:
+    for profile in sorted(out.glob("*.speedscope.json")):
+        summary = summarize(profile)
+        profile.with_name(profile.name.replace(".speedscope.json", ".top.txt")).write_text(summary)
+        print(f"== {profile.name}\n" + "\n".join(summary.splitlines()[:30]))
+    return 0
+
+
+def run_client(args: argparse.Namespace, system: OdradekSystem) -> dict:
+    config = {"min.insync.replicas": "2"} if args.scenario == "e2e" else {}
+    topic = f"profile-{args.scenario}"
+    system.create_topic(topic, args.partitions, 3 if args.scenario == "e2e" else 1, config)
+    if args.scenario == "e2e":
+        return measured(system, assigned_client, "e2e", "--bootstrap", system.bootstrap, "--topic", topic,
+                        "--partitions", str(args.partitions), "--rate", str(args.rate), "--seconds",
+                        str(args.seconds), "--warmup", "3", "--size", "1024", "--acks", "all")
+    return measured(system, producer_performance, system, topic, args.records, args.size, "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.profile_broker", description=__doc__.split("\n")[0])
+    ap.add_argument("scenario", choices=["e2e", "produce", "summarize"])
+    ap.add_argument("--rate", type=int, default=12537, help="e2e: records/s")
+    ap.add_argument("--seconds", type=float, default=20, help="e2e: client run time")
+    ap.add_argument("--records", type=int, default=1_000_000, help="produce: records")
+    ap.add_argument("--size", type=int, default=1024, help="produce: value bytes")
+    ap.add_argument("--partitions", type=int, help="default 6 (e2e), 1 (produce)")
+    ap.add_argument("--profile-seconds", type=float, default=15, help="py-spy duration (from the client's start)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.scenario == "summarize":
+        return write_summaries(args.out)
+    args.partitions = args.partitions or (6 if args.scenario == "e2e" else 1)
+    out = args.out or RESULTS / f"profile-{args.scenario}-{datetime.datetime.now():%Y-%m-%d-%H%M}"
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="odradek-profile-"))
+    system = OdradekSystem(root, 3 if args.scenario == "e2e" else 1)
+    try:
+        spies = {}
+        def start_spies() -> None:
+            for name, pid in system.pids.items():
+                if name.startswith("broker-"):
+                    spies[name] = start_py_spy(pid, out / f"{name}.speedscope.json", args.profile_seconds)
+        system.create_topic("profile-warm-up", 1, 1)  # connections and imports warm before sampling
+        start_spies()
+        pids = system.broker_pids()
+        before = cpu_split(pids)
+        result = run_client(args, system)
+        result.update({k: round(v - before[k], 2) for k, v in cpu_split(pids).items()})
+        for name, spy in spies.items():
+            _, err = spy.communicate(timeout=args.profile_seconds + 60)
+            if spy.returncode != 0:
+                print(f"py-spy on {name} exited {spy.returncode}: {err[-500:]}", file=sys.stderr)
+    finally:
+        left = system.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    result["command"] = "python -m bench.profile_broker " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["left_behind"] = left
+    (out / "client.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_summaries(out)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
