@@ -280,10 +280,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # -- teardown helpers ------------------------------------------------------------------------
     def _delete_all_pods(self, timeout: float = 120.0) -> None:
         """With the controllers stopped nothing recreates them: kubelet stops each pod's containers
-        and removes its sandbox (network included)."""
+        and only then lets the API server forget the pod."""
         try:
             self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=5", "--wait=false", timeout=60)
-            self._wait(lambda: not self._ctr("containers", "list", "-q").stdout.split(), timeout, "pods removed")
+            self._wait(lambda: not self.kubectl("get", "pods", "--all-namespaces", "-o", "name", timeout=20).strip(),
+                       timeout, "pods removed")
         except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:
             print(f"local-node: pods not removed cleanly: {e}", file=sys.stderr)
 

@@ -18,6 +18,9 @@ import pytest
 from support import BROKERS, CLUSTER, NAMESPACE, ROOT, cluster_ready, pods_ready, wait_for
 from odradek.client import GatewayClient, GatewayError
 
+# The first test's setup builds the images and starts the node and the release (minutes).
+pytestmark = pytest.mark.timeout(1800)
+
 def apply_topic(kube, name: str, partitions: int, replicas: int) -> None:
     kube.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekTopic",
