@@ -11,7 +11,8 @@ under ``--out`` (default bench/results/profile-<scenario>-<time>/), per broker, 
 speedscope profile (open it at speedscope.app) and ``<broker>.top.txt``: the event loop
 thread's busy share, its longest busy stretches (the loop answers nothing meanwhile: the
 stalls that make tail latency) and its top frames; the client's figures go to ``client.json``.
-``summarize DIR`` rewrites the .top.txt files of an earlier run.
+``summarize --out DIR`` rewrites the .top.txt files of an earlier run (from its profiles,
+gzipped or not).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import gzip
 import json
 import shutil
 import subprocess
@@ -43,7 +45,8 @@ def start_py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen:
 
 def main_thread_samples(speedscope: Path) -> list[list[str]]:
     """The event loop thread's stacks (root first) as 'function (dir/file.py)', in time order."""
-    doc = json.loads(speedscope.read_text())
+    raw = speedscope.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if speedscope.suffix == ".gz" else raw)
     frames = [f"{f['name']} ({'/'.join(Path(f['file'] or '?').parts[-2:])})" for f in doc["shared"]["frames"]]
     for profile in doc["profiles"]:
         stacks = [[frames[i] for i in sample] for sample in profile["samples"]]
@@ -60,7 +63,7 @@ def busy(stack: list[str]) -> bool:
 def top_table(stacks: list[list[str]], leaf_only: bool) -> str:
     counts: collections.Counter[str] = collections.Counter()
     for stack in stacks:
-        counts.update([stack[-1]] if leaf_only else set(stack))
+        counts.update([stack[-1]] if leaf_only else sorted(set(stack)))
     return "\n".join(f"{100 * n / len(stacks):6.1f}%  {f}" for f, n in counts.most_common(TOP))
 
 
@@ -110,9 +113,9 @@ def summarize(speedscope: Path) -> str:
 
 
 def write_summaries(out: Path) -> int:
-    for profile in sorted(out.glob("*.speedscope.json")):
+    for profile in sorted(out.glob("*.speedscope.json*")):  # .gz: as committed under bench/results
         summary = summarize(profile)
-        profile.with_name(profile.name.replace(".speedscope.json", ".top.txt")).write_text(summary)
+        profile.with_name(profile.name.split(".speedscope.json")[0] + ".top.txt").write_text(summary)
         print(f"== {profile.name}\n" + "\n".join(summary.splitlines()[:30]))
     return 0
 
