@@ -1,7 +1,7 @@
 # The README's two commands: `make up` (a local cluster, shown working) and `make test`.
 VENV := .venv/bin
 
-.PHONY: bootstrap test-tools up down status test bench
+.PHONY: bootstrap test-tools up down status test e2e bench
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -29,6 +29,10 @@ status:
 
 test: test-tools
 	$(VENV)/pytest
+
+# Only the e2e suite (part of `make test`): a local one-node cluster, or ODRADEK_E2E_KUBECONFIG's.
+e2e: test-tools
+	$(VENV)/pytest e2e
 
 bench: bootstrap
 	scripts/kafka.sh resolve
