@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from odradek.gateway import formats
 from odradek.gateway.auth import READ, authenticate, require
-from odradek.gateway.errors import (CONSUMER_ALREADY_EXISTS, CONSUMER_ALREADY_SUBSCRIBED, CONSUMER_FORMAT_MISMATCH,
-                                    CONSUMER_INSTANCE_NOT_FOUND, ILLEGAL_STATE, INVALID_CONSUMER_CONFIG, RestError)
+from odradek.gateway.errors import (CONSUMER_ALREADY_EXISTS, CONSUMER_FORMAT_MISMATCH, CONSUMER_INSTANCE_NOT_FOUND,
+                                    ILLEGAL_STATE, INVALID_BODY, INVALID_CONSUMER_CONFIG, RestError)
 from odradek.gateway.metrics import CONSUMER_INSTANCES, RECORDS_OUT
 from odradek.gateway.topics import V2Response, content_type
 
@@ -183,14 +183,15 @@ async def delete_instance(group: str, name: str, request: Request, _=require(REA
 async def subscribe(group: str, name: str, body: Subscription, request: Request, _k: str = V2_BODY) -> Response:
     inst = _instance(request, group, name)
     if bool(body.topics) == bool(body.topic_pattern):
-        raise RestError(422, 42201, "give exactly one of topics or topic_pattern")
+        # Confluent's proxy takes `topics` when both are given and does nothing when neither is:
+        # refused here, with the code its body validation answers (its 42201 means "key schema missing")
+        raise RestError(422, INVALID_BODY, "give exactly one of topics or topic_pattern")
     who = authenticate(request)
     for t in body.topics or []:
         if not who.may(READ, t):
             raise RestError(403, 40301, f"{who.name} may not read {t}")
     if inst.assigned:
-        raise RestError(409, CONSUMER_ALREADY_SUBSCRIBED, "Subscription to topics, partitions and pattern are "
-                                                          "mutually exclusive.")
+        raise RestError(409, ILLEGAL_STATE, "Subscription to topics, partitions and pattern are mutually exclusive.")
     topics = body.topics or ["^" + body.topic_pattern.lstrip("^")]
     await inst.call(inst.consumer.subscribe, topics)
     inst.subscription = topics

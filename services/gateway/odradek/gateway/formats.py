@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 
-from odradek.gateway.errors import RestError
+from odradek.gateway.errors import INVALID_BODY, RestError
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
@@ -38,7 +38,7 @@ def b64decode(text: str | None, what: str) -> bytes | None:
         # binascii's strict mode validates in C; base64.b64decode(validate=True) runs a regex first
         return binascii.a2b_base64(text, strict_mode=True)
     except (binascii.Error, ValueError, TypeError):
-        raise RestError(422, 42201, f"{what} is not valid base64") from None
+        raise RestError(422, INVALID_BODY, f"{what} is not valid base64") from None
 
 
 def b64encode(data: bytes | None) -> str | None:
@@ -51,7 +51,7 @@ def encode_embedded(value, fmt: str, what: str) -> bytes | None:
         return None
     if fmt == "binary":
         if not isinstance(value, str):
-            raise RestError(422, 42201, f"{what} must be a base64 string in the binary format")
+            raise RestError(422, INVALID_BODY, f"{what} must be a base64 string in the binary format")
         return b64decode(value, what)
     return json.dumps(value, separators=(",", ":")).encode()
 

@@ -139,21 +139,15 @@ class KafkaBridge:
 
     async def partition(self, topic: str, partition: int):
         """The partition's metadata; a partition the cached metadata lacks is looked up afresh
-        (it may have just been added), and then librdkafka's own caches are told too."""
+        (it may have just been added). librdkafka's own caches learn of it when a produce or
+        read fails with UNKNOWN_PARTITION and is retried after a refresh (``produce``,
+        ``_with_fresh_metadata``): that also covers clients this cache's refresh would miss."""
         t = await self.topic(topic)
         if partition not in t.partitions:
             t = (await self.metadata(fresh=True)).topics.get(topic)
             if t is None or partition not in t.partitions:
                 raise RestError.partition_not_found(topic, partition)
-            await asyncio.to_thread(self._refresh_clients, topic)
         return t.partitions[partition]
-
-    def _refresh_clients(self, topic: str) -> None:
-        """A metadata request for ``topic`` from the producer and each idle range reader: until
-        their periodic refresh (5 min) they would not know a partition just added."""
-        self.producer.list_topics(topic, timeout=10)
-        for reader in list(self._idle_readers):
-            reader.consumer.list_topics(topic, timeout=10)
 
     # -- produce -----------------------------------------------------------------------------
     async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:

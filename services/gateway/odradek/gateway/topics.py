@@ -196,8 +196,8 @@ def _stream_record(line: bytes, n: int, limit: int) -> OutRecord:
         r = StreamRecord.model_validate_json(line)
     except ValidationError as e:
         first = e.errors()[0]
-        raise RestError(400 if first["type"] == "json_invalid" else 422, 42201,
-                        f"line {n}: {'.'.join(map(str, first['loc']))} {first['msg']}".strip()) from None
+        status = 400 if first["type"] == "json_invalid" else 422
+        raise RestError(status, status, f"line {n}: {'.'.join(map(str, first['loc']))} {first['msg']}".strip()) from None
     headers = None
     if r.headers:
         headers = [(h.get("key") or "", formats.b64decode(h.get("value"), f"line {n} header")) for h in r.headers]
