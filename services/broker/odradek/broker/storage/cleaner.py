@@ -540,7 +540,13 @@ def _scan_keys(payload: bytes, count: int) -> tuple[list[bytes | None], bool]:
     special = False
     p = 0
     for _ in range(count):
-        length, q = _varint(payload, p)
+        b = payload[p]                          # the record length (>= 0: zigzag is raw >> 1), inlined
+        if b < 0x80:
+            q, length = p + 1, b >> 1
+        elif payload[p + 1] < 0x80:
+            q, length = p + 2, ((b & 0x7F) | (payload[p + 1] << 7)) >> 1
+        else:
+            length, q = _varint(payload, p)
         p = q + length
         q += 1                                  # attributes
         while payload[q] > 0x7F:                # the timestamp delta
