@@ -151,22 +151,21 @@ class KafkaBridge:
 
     # -- produce -----------------------------------------------------------------------------
     async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:
+        """Deliveries of ``records`` (anything with OutRecord's attributes), in their order."""
         if not records:
             return []
         loop = asyncio.get_running_loop()
         refreshed = False   # librdkafka asked once for metadata of a partition it did not know
         batch = _Batch(loop, loop.create_future(), [None] * len(records), len(records))
+        produce = self.producer.produce
         for i, r in enumerate(records):
-            kwargs = {"value": r.value, "key": r.key, "on_delivery": batch.callback(i)}
-            if r.partition is not None:
-                kwargs["partition"] = r.partition
-            if r.headers:
-                kwargs["headers"] = list(r.headers)
-            if r.timestamp is not None:
-                kwargs["timestamp"] = r.timestamp
+            # librdkafka's defaults spelt out (-1: partitioner, 0: now): no kwargs dict per record
+            partition = -1 if r.partition is None else r.partition
+            headers = list(r.headers) if r.headers else None
             while True:
                 try:
-                    self.producer.produce(topic, **kwargs)
+                    produce(topic, r.value, r.key, partition, batch.callback(i), timestamp=r.timestamp or 0,
+                            headers=headers)
                     break
                 except BufferError:      # the local queue is full: let deliveries drain it
                     await asyncio.sleep(0.005)
