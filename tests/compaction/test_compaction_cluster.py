@@ -101,3 +101,36 @@ def test_compaction_keeps_the_last_value_of_each_live_key(cluster):
         print(f"\npayload {payload} bytes, log bytes after producing {raw}, then {sizes[:3]}...{sizes[-3:]}")
     print(f"\nproduced {KEYS * ROUNDS} updates in {produced_s:.1f}s; partition {raw / 1e6:.1f} MB -> "
           f"{cleaned / 1e6:.2f} MB after compaction ({len(live)} live keys)")
+
+
+def test_every_client_reads_past_a_producers_retained_empty_batch(cluster):
+    """An idempotent producer's last batch, wholly superseded, stays as Kafka's empty batch (its
+    producer state survives); librdkafka, kafka-python and aiokafka read the topic past it."""
+    from odradek.records import iter_batches
+    from tests.integration.conftest import aiokafka_consume, kafka_python_consume
+
+    topic = "producer-state"
+    cluster.create_topic(topic, partitions=1, replication_factor=3,
+                         config={**TOPIC_CONFIG, "min.cleanable.dirty.ratio": "0.01"})
+    keys = [b"k%d" % i for i in range(10)]
+    idempotent = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 50})
+    for k in keys:
+        idempotent.produce(topic, key=k, value=b"old")
+    assert idempotent.flush(60) == 0
+    produce(cluster.bootstrap, topic, [(k, b"new") for k in keys])
+    last_write = time.time()
+    wait_until(lambda: time.time() - last_write > SEGMENT_MS / 1000 + 0.5, 30, "segment.ms to pass")
+    produce(cluster.bootstrap, topic, [(b"marker", b"end")])       # rolls the segment: now cleanable
+    directory = Path(cluster.data_dir) / f"broker-{cluster.leader_id(topic, 0)}" / f"{topic}-0"
+
+    def empty_idempotent_batches():
+        found = []
+        for path in directory.glob("*.log"):
+            data = memoryview(path.read_bytes())
+            found += [b.base_offset for b in iter_batches(data) if b.producer_id >= 0 and b.records_count == 0]
+        return found
+    assert wait_until(empty_idempotent_batches, 120, "the cleaner to leave the producer's empty batch", 1.0) == [0]
+    want = {**{k: b"new" for k in keys}, b"marker": b"end"}
+    for consume in (confluent_consume, kafka_python_consume, aiokafka_consume):
+        got, _ = consume(cluster.bootstrap, topic, 1, len(want))
+        assert {g.key: g.value for g in got} == want and len(got) == len(want), consume.__name__
