@@ -137,6 +137,10 @@ def test_the_producers_last_batch_stays_as_an_empty_batch(tmp_path):
                             base_sequence=1)
         assert reopened.append(retry, leader_epoch=0).first_offset == 1   # a duplicate: its original offset
         assert reopened.log_end_offset == 4
+        reopened.roll()
+        append(reopened, [b"c"], producer_id=7, sequence=2)       # no longer its last: the empty batch goes
+        LogCleaner(tmp_path).clean_now(reopened, compact(), NOW, force=True)
+        assert batch_headers(reopened) == [(2, 3, -1, -1, 2), (4, 4, 7, 2, 1)]
     finally:
         reopened.close()
 

@@ -389,6 +389,8 @@ class CleaningJob:
         retain = producer_id >= 0 and self.producer_last_offsets.get(producer_id) == last
         if header[5] & _CONTROL:
             return data.view(position, header)
+        if count == 0:                 # an empty batch kept earlier: only while it is still the producer's last
+            return data.view(position, header) if retain else None
         if base >= self.first_dirty and base not in irregular:
             # every key of this batch is in the map: a record stays iff the map points at it
             left = bisect_right(survivors, last) - bisect_left(survivors, base)
@@ -527,7 +529,10 @@ class _SegmentBytes:
 
     def close(self) -> None:
         if isinstance(self.buf, mmap.mmap):
-            self.buf.close()
+            try:
+                self.buf.close()
+            except BufferError:   # a view still held (an error's traceback): the mapping goes with it
+                pass
 
 
 def _scan_keys(payload: bytes, count: int) -> tuple[list[bytes | None], bool]:
