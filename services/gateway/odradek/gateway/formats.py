@@ -61,8 +61,8 @@ def arrow_batch(messages: list, topic: str, partition: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
-        pa.array([topic] * len(messages), pa.string()) if messages else pa.array([], pa.string()),
-        pa.array([partition] * len(messages), pa.int32()),
+        pa.repeat(pa.scalar(topic, pa.string()), len(messages)),
+        pa.repeat(pa.scalar(partition, pa.int32()), len(messages)),
         pa.array([m.offset() for m in messages], pa.int64()),
         pa.array([t[1] for t in timestamps], pa.timestamp("ms", tz="UTC")),
         pa.array([SPARK_TIMESTAMP_TYPE.get(t[0], 0) for t in timestamps], pa.int32()),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -271,16 +272,29 @@ async def read_records(topic: str, partition: int, request: Request, _=require(R
     kafka = bridge(request)
     await kafka.partition(topic, partition)
     stop = end if end is not None else (await kafka.watermarks(topic, partition))[1]
-    messages, next_offset, error = ([], offset, None) if offset >= stop else await kafka.with_reader(
-        read_range, topic, partition, offset, stop, max_bytes, position=(topic, partition, offset))
-    if error is not None and not messages:
+    media_type = formats.ARROW if formats.ARROW in request.headers.get("accept", "") else formats.JSON
+    if offset >= stop:
+        count, body, next_offset, error = 0, _encode([], topic, partition, media_type), offset, None
+    else:
+        count, body, next_offset, error = await kafka.with_reader(
+            _read_encoded, topic, partition, offset, stop, max_bytes, media_type, position=(topic, partition, offset))
+    if error is not None and not count:
         await _raise_read_error(kafka, topic, partition, offset, error)
-    RECORDS_OUT.inc(len(messages))
-    headers = {"Odradek-Next-Offset": str(next_offset)}
-    if formats.ARROW in request.headers.get("accept", ""):
-        return Response(formats.arrow_stream(formats.arrow_batch(messages, topic, partition)),
-                        media_type=formats.ARROW, headers=headers)
-    return JSONResponse(formats.json_records(messages, topic, partition), headers=headers)
+    RECORDS_OUT.inc(count)
+    return Response(body, media_type=media_type, headers={"Odradek-Next-Offset": str(next_offset)})
+
+
+def _read_encoded(reader, topic: str, partition: int, offset: int, stop: int, max_bytes: int, media_type: str):
+    """``read_range`` and the answer's body, both in the reader's thread: encoding a chunk of
+    tens of MB blocked the event loop (and every other request) for as long as it took."""
+    messages, next_offset, error = read_range(reader, topic, partition, offset, stop, max_bytes)
+    return len(messages), _encode(messages, topic, partition, media_type), next_offset, error
+
+
+def _encode(messages: list, topic: str, partition: int, media_type: str):
+    if media_type == formats.ARROW:
+        return formats.arrow_stream(formats.arrow_batch(messages, topic, partition))
+    return json.dumps(formats.json_records(messages, topic, partition), separators=(",", ":")).encode()
 
 
 async def _raise_read_error(kafka, topic: str, partition: int, offset: int, error) -> None:
