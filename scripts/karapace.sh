@@ -2,8 +2,10 @@
 # Karapace (PyPI `karapace`), whose REST proxy tests/gateway/test_karapace_parity.py and
 # bench/gateway.py compare with Odradek's gateway, in its own venv under the git-ignored
 # .cache/karapace/ (its pins clash with ours). Idempotent: a second call is free. Exits 1 when
-# the package index has no `karapace` (PyPI answered 404 for it on 2026-11-22): the parity test
-# and the benchmark's Karapace column then skip, saying so.
+# the package index has no `karapace` (PyPI answered 404 for it on 2026-11-22, again later that
+# day; building Aiven's source failed too, see docs/gateway.md): the parity test and the
+# benchmark's Karapace column then skip, saying so. KARAPACE_REQUIREMENT=/path/to/karapace.whl
+# KARAPACE_PYTHON=3.12 installs a wheel built elsewhere.
 #
 #   scripts/karapace.sh          # prints the venv's python
 set -euo pipefail

@@ -26,8 +26,9 @@ def install_karapace() -> tuple[str | None, str]:
     """(the Karapace venv's python, "") or (None, why not)."""
     done = subprocess.run([str(ROOT / "scripts/karapace.sh")], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        return None, ("Karapace could not be installed by scripts/karapace.sh (the package index has no "
-                      f"'karapace'?): {done.stderr.strip()[-300:]}")
+        return None, ("Karapace could not be installed by scripts/karapace.sh (PyPI has no 'karapace' and its "
+                      "source needs Python 3.12 and a Go module the proxy refuses: docs/gateway.md; set "
+                      f"KARAPACE_REQUIREMENT to a wheel): {done.stderr.strip()[-300:]}")
     return done.stdout.strip(), ""
 
 
