@@ -290,13 +290,18 @@ class Bench:
                 self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, run)
         return blocked
 
-    def scenario4(self, systems: list[System], blocked: dict[str, str], seconds: float) -> None:
+    def scenario4(self, systems: list[System], blocked: dict[str, str], seconds: float,
+                  fixed_rate: int | None = None) -> None:
         peak = [r["records_s"] for r in self.runs if r["scenario"] == "2" and r["system"] == KAFKA and "error" not in r]
-        if not peak:
+        if fixed_rate:
+            rate = fixed_rate
+            self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (--e2e-rate)")
+        elif not peak:
             self.notes.append("scenario 4 skipped: no Kafka figure from scenario 2 to set the rate")
             return
-        rate = int(statistics.median(peak) / 2)
-        self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
+        else:
+            rate = int(statistics.median(peak) / 2)
+            self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
         for rnd in range(self.rounds):
             for s in self.alternate(systems, rnd):
                 if s.name in blocked:
@@ -491,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every record count")
     ap.add_argument("--quick", action="store_true", help="--rounds 1 --scale 0.05: a smoke run of the harness")
     ap.add_argument("--e2e-seconds", type=float, default=20)
+    ap.add_argument("--e2e-rate", type=int, help="scenario 4 at this records/s (then scenario 2 runs only if asked)")
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite the table in docs/performance.md")
     ap.add_argument("--output", type=Path, help="JSON path (default bench/results/side-by-side-<date>.json)")
     args = ap.parse_args(argv)
@@ -522,9 +528,9 @@ def main(argv: list[str] | None = None) -> int:
             systems = start_systems(root, 3)
             try:
                 bench.warm_up(systems, 1)
-                blocked = bench.scenario2(systems)
+                blocked = bench.scenario2(systems) if "2" in wanted or not args.e2e_rate else {}
                 if wanted & {"4"}:
-                    bench.scenario4(systems, blocked, args.e2e_seconds)
+                    bench.scenario4(systems, blocked, args.e2e_seconds, args.e2e_rate)
                 for name, why in blocked.items():
                     not_runnable["2"] = not_runnable["4"] = f"scenarios 2 and 4 on {name}: {why}"
                 bench.snapshot_memory("3 brokers", systems)
