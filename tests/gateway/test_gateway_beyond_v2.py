@@ -8,6 +8,7 @@ import base64
 import json
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -164,6 +165,13 @@ def test_tls_serves_https_that_verifies_and_refuses_plain_http(gw_cluster, tmp_p
             assert stream_produce(c, topic, [{"value": b64(b"over tls")}]) == [{"partition": 0, "offset": 0}]
             table = read_all_arrow(c, topic, 0)
             assert table.column("value").to_pylist() == [b"over tls"]
+        cli = [sys.executable, "-m", "odradek.cli"]
+        produced = subprocess.run([*cli, "produce", topic, "--gateway", g.url, "--gateway-ca", cert],
+                                  input="second\n", capture_output=True, text=True, timeout=60)
+        assert produced.returncode == 0, produced.stderr
+        consumed = subprocess.run([*cli, "consume", topic, "--gateway", g.url, "--gateway-ca", cert,
+                                   "--from-beginning", "--max-records", "2"], capture_output=True, text=True, timeout=60)
+        assert consumed.stdout.splitlines() == ["over tls", "second"], consumed.stderr
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             httpx.get(g.url + "/healthz", timeout=10)          # the system CAs do not know it
         with pytest.raises(httpx.HTTPError):

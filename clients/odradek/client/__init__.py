@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -34,9 +35,12 @@ def _b64(data: bytes | None) -> str | None:
 
 
 class GatewayClient:
-    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0):
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0, ca_file: str | None = None):
+        """``ca_file``: a PEM file of the CA (or self-signed certificate) an https gateway's
+        certificate is checked against; without it, the system's CAs."""
         headers = {"authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers)
+        verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify)
 
     def close(self) -> None:
         self.http.close()

@@ -37,6 +37,8 @@ def _common(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gateway", help="the gateway's URL")
     ap.add_argument("--data-dir", type=Path, default=Path("var/dev"), help="a dev cluster's data directory")
     ap.add_argument("--token", default=os.environ.get("ODRADEK_TOKEN"), help="bearer token, if auth is on")
+    ap.add_argument("--gateway-ca", default=os.environ.get("ODRADEK_GATEWAY_CA"),
+                    help="PEM CA file that an https gateway's certificate is checked against")
 
 
 def produce(argv: list[str] | None = None) -> int:
@@ -52,7 +54,7 @@ def produce(argv: list[str] | None = None) -> int:
         return {"key": key.encode() if key is not None else None, "value": value.encode(),
                 "partition": args.partition}
     failed = sent = 0
-    with GatewayClient(_gateway(args), args.token) as gw:
+    with GatewayClient(_gateway(args), args.token, ca_file=args.gateway_ca) as gw:
         batch: list[dict] = []
         for line in sys.stdin:
             batch.append(record(line.rstrip("\n")))
@@ -87,7 +89,7 @@ def consume(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     shown = 0
     try:
-        with GatewayClient(_gateway(args), args.token) as gw:
+        with GatewayClient(_gateway(args), args.token, ca_file=args.gateway_ca) as gw:
             parts = [args.partition] if args.partition is not None else gw.partitions(args.topic)
             positions = {p: gw.offsets(args.topic, p)[0 if args.from_beginning else 1] for p in parts}
             while args.max_records is None or shown < args.max_records:
