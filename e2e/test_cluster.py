@@ -28,12 +28,8 @@ def apply_topic(kube, name: str, partitions: int, replicas: int) -> None:
         "spec": {"cluster": CLUSTER, "partitions": partitions, "replicas": replicas}}))
 
 
-def topic_layout(gw: GatewayClient, topic: str) -> list[dict]:
-    return gw._check(gw.http.get(f"/topics/{topic}/partitions")).json()
-
-
 def all_in_sync(gw: GatewayClient, topic: str, rf: int) -> bool:
-    return all(sum(r["in_sync"] for r in p["replicas"]) == rf for p in topic_layout(gw, topic))
+    return all(sum(r["in_sync"] for r in p["replicas"]) == rf for p in gw.partition_details(topic))
 
 
 def read_all(gw: GatewayClient, topic: str) -> list[dict]:
@@ -99,7 +95,7 @@ def test_helm_install_brings_every_pod_ready(kube, release):
 def test_topic_resource_creates_the_topic(kube, gateway_url):
     apply_topic(kube, "orders", partitions=6, replicas=3)
     with GatewayClient(gateway_url) as gw:
-        layout = wait_for(lambda: "orders" in gw.topics() and topic_layout(gw, "orders"), 180, "topic orders")
+        layout = wait_for(lambda: "orders" in gw.topics() and gw.partition_details("orders"), 180, "topic orders")
         assert len(layout) == 6
         assert all(len(p["replicas"]) == 3 for p in layout)
         assert len({p["leader"] for p in layout}) == 3  # leaders spread over the three brokers

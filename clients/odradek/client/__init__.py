@@ -65,7 +65,11 @@ class GatewayClient:
         return self._check(self.http.get("/topics")).json()
 
     def partitions(self, topic: str) -> list[int]:
-        return [p["partition"] for p in self._check(self.http.get(f"/topics/{topic}/partitions")).json()]
+        return [p["partition"] for p in self.partition_details(topic)]
+
+    def partition_details(self, topic: str) -> list[dict]:
+        """REST Proxy v2's view: partition, leader, replicas [{broker, leader, in_sync}]."""
+        return self._check(self.http.get(f"/topics/{topic}/partitions")).json()
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, high watermark)."""
