@@ -40,7 +40,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NODE_NAME = "odradek-e2e"
 POD_CIDR = "10.232.0.0/24"
-SERVICE_CIDR = "10.96.0.0/16"  # kube-apiserver's range in scripts/k8s/control_plane.py
 STORAGE_CLASS = "odradek-e2e-local"
 LOCAL_VOLUMES = 12
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
