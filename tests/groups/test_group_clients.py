@@ -22,7 +22,7 @@ import pytest
 
 from odradek.broker.group.config import partition_for
 from tests.conftest import wait_until
-from tests.integration.conftest import start_cluster, stop_cluster
+from tests.integration.conftest import high_watermark, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -93,10 +93,10 @@ def _produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
 
 
 def _ends(cluster, topic: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ends-reader"})
     try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+        return {p: high_watermark(c, topic, p) for p in range(PARTITIONS)}
     finally:
         c.close()
 

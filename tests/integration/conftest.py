@@ -335,12 +335,27 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, expected: int
         while len(got) < expected and time.monotonic() < deadline and not errors:
             consume(0.5)
         consume(1.0)  # anything beyond the expected count (there must be nothing)
-        high = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(partitions))
+        high = sum(high_watermark(consumer, topic, p) for p in range(partitions))
     finally:
         consumer.close()
     assert not errors, f"consumer errors: {errors[:5]}"
     return got, high
+
+
+def high_watermark(consumer, topic: str, partition: int, timeout: float = 30.0) -> int:
+    """librdkafka does not retry an offset query that meets a leader move (a preferred-leader
+    election, a restart): a Kafka client would refresh its metadata and ask again, so this does."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        except KafkaException as e:
+            moved = e.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+            if not moved or time.monotonic() > deadline:
+                raise
+            consumer.list_topics(topic, timeout=10)
+            time.sleep(0.2)
 
 
 def kafka_python_produce(bootstrap: str, topic: str, records: list[Sent], **conf) -> dict[int, int]:
