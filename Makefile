@@ -9,12 +9,14 @@ bootstrap:
 # What only the tests need, cached under .cache/: Apache Kafka's jars (compatibility suite),
 # kube-apiserver/kubectl/helm built from the Go module proxy (operator tests; ~18 min cold), and
 # the e2e suite's local node (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS;
-# images made with debootstrap + podman).
+# images made with debootstrap + podman). A tool that does not build fails this target (a test
+# that skipped instead would hide the failure), except Karapace: PyPI has no `karapace` and its
+# source does not build here (docs/gateway.md), so its parity test is a documented skip.
 test-tools: bootstrap
-	scripts/kafka.sh resolve || echo "WARNING: Apache Kafka could not be resolved: the compatibility suite will skip"
-	scripts/k8s/build.sh || echo "WARNING: the Kubernetes binaries did not build: the operator's API-server tests will skip"
-	scripts/karapace.sh || echo "WARNING: Karapace could not be installed: the gateway's Karapace parity test will skip"
-	scripts/e2e_node.sh || echo "WARNING: the local e2e node could not be prepared: the e2e suite will skip"
+	scripts/kafka.sh resolve
+	scripts/k8s/build.sh
+	scripts/karapace.sh || echo "NOTE: Karapace cannot be installed here (docs/gateway.md): its parity test skips"
+	scripts/e2e_node.sh
 
 up: bootstrap
 	$(VENV)/odradek dev up --detach
@@ -28,11 +30,11 @@ status:
 	$(VENV)/odradek dev status
 
 test: test-tools
-	$(VENV)/pytest
+	ODRADEK_REQUIRE_TOOLS=1 $(VENV)/pytest
 
 # Only the e2e suite (part of `make test`): a local one-node cluster, or ODRADEK_E2E_KUBECONFIG's.
 e2e: test-tools
-	$(VENV)/pytest e2e
+	ODRADEK_REQUIRE_TOOLS=1 $(VENV)/pytest e2e
 
 bench: bootstrap
 	scripts/kafka.sh resolve
