@@ -210,6 +210,7 @@ def test_v3_topic_admin(gw_cluster, gw):
     error(gw.patch(f"{base}/{name}", json={"partitions_count": 2}), 400, 40002)
     assert gw.delete(f"{base}/{name}").status_code == 204
     wait_until(lambda: gw.get(f"{base}/{name}").status_code == 404, 30, "the deleted topic to disappear")
+    error(gw.get(f"{base}/{name}"), 404, 40401)      # Confluent's "topic not found" (40403: consumer instance)
     error(gw.get("/v3/clusters/not-this-one/topics"), 404, 404)
 
 

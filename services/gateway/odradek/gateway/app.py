@@ -1,16 +1,20 @@
-"""The gateway's FastAPI application: routers, errors, auth, metrics, health and lifespan."""
+"""The gateway's FastAPI application: lifespan (Kafka bridge, consumer-instance registry),
+middleware (metrics, body limit), the routes of ``routes`` and the one place domain errors
+become HTTP answers (``edge``'s handlers, registered here)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from odradek.gateway import admin, consumers, errors, metrics, topics
+from odradek.gateway import edge, metrics, routes
 from odradek.gateway.auth import Tokens
+from odradek.gateway.errors import GatewayError
+from odradek.gateway.instances import ConsumerInstances
 from odradek.gateway.kafka import KafkaBridge
 from odradek.gateway.settings import GatewaySettings
 
@@ -22,7 +26,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def lifespan(app: FastAPI):
         app.state.kafka = KafkaBridge(settings.bootstrap_servers, settings.max_record_bytes,
                                       settings.produce_timeout_ms)
-        app.state.consumers = consumers.ConsumerInstances(app)
+        app.state.consumers = ConsumerInstances(app.state.kafka, settings)
         await app.state.consumers.start()
         log.info("gateway %s serving %s for cluster %s", settings.replica_id, settings.base_url,
                  settings.bootstrap_servers)
@@ -38,45 +42,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
                               "and group-less range reads (JSON or Arrow) for Spark.")
     app.state.settings = settings
     app.state.tokens = Tokens(settings.auth_file) if settings.auth_file else None
-    errors.install(app)
+    # every error answers {"error_code", "message"}: domain errors through edge's one table
+    app.add_exception_handler(GatewayError, edge.domain_error)
+    app.add_exception_handler(StarletteHTTPException, edge.http_error)
+    app.add_exception_handler(RequestValidationError, edge.invalid_request)
+    app.add_exception_handler(Exception, edge.unexpected)
     app.middleware("http")(metrics.middleware)
-    app.add_middleware(_BodyLimit, limit=settings.max_request_bytes)
-    app.include_router(topics.router)
-    app.include_router(consumers.router)
-    app.include_router(admin.router)
-    app.add_api_route("/metrics", metrics.endpoint, include_in_schema=False)
-    app.add_api_route("/healthz", _healthz, methods=["GET"])
-    app.add_api_route("/readyz", _readyz, methods=["GET"])
-    app.add_api_route("/", _root, methods=["GET"], include_in_schema=False)
+    app.add_middleware(edge.BodyLimit, limit=settings.max_request_bytes)
+    routes.install(app)
     return app
-
-
-class _BodyLimit:
-    """413 at once for a Content-Length above ``limit`` (chunked bodies are counted while read:
-    ``topics.read_body``)."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        length = dict(scope.get("headers", ())).get(b"content-length", b"")
-        if scope["type"] == "http" and length.isdigit() and int(length) > self.limit:
-            response = JSONResponse(errors.body(413, errors.too_large_message(int(length), self.limit)), 413)
-            return await response(scope, receive, send)
-        await self.app(scope, receive, send)
-
-
-async def _healthz() -> dict:
-    return {"status": "ok"}
-
-
-async def _readyz(request: Request) -> JSONResponse:
-    try:
-        md = await asyncio.wait_for(request.app.state.kafka.metadata(fresh=True), 15)
-    except Exception as e:  # noqa: BLE001 - any failure means not ready; said in the body
-        return JSONResponse({"status": "unavailable", "reason": str(e)}, status_code=503)
-    return JSONResponse({"status": "ready", "cluster_id": md.cluster_id, "brokers": len(md.brokers)})
-
-
-async def _root() -> dict:
-    return {}

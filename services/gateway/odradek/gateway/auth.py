@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fastapi import Depends, Request
 
-from odradek.gateway.errors import RestError
+from odradek.gateway.errors import Forbidden, Unauthenticated
 
 READ, WRITE, ADMIN = "r", "w", "admin"
 
@@ -73,8 +73,8 @@ def authenticate(request: Request) -> Principal:
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
     who = tokens.principal(presented.strip()) if scheme.lower() == "bearer" and presented else None
     if who is None:
-        raise RestError(401, 40101, "Authentication required: send 'Authorization: Bearer <token>' "
-                                    "with a token from the gateway's auth file", {"WWW-Authenticate": "Bearer"})
+        raise Unauthenticated("Authentication required: send 'Authorization: Bearer <token>' "
+                              "with a token from the gateway's auth file")
     return who
 
 
@@ -84,6 +84,6 @@ def require(right: str):
         topic = request.path_params.get("topic") or request.path_params.get("topic_name")
         if not who.may(right, topic):
             what = "administer topics" if right == ADMIN else f"{'read' if right == READ else 'write'} {topic}"
-            raise RestError(403, 40301, f"{who.name} may not {what}")
+            raise Forbidden(f"{who.name} may not {what}")
         return who
     return Depends(check)

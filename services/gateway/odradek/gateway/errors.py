@@ -1,89 +1,158 @@
-"""REST Proxy v2 errors: every error answers ``{"error_code": int, "message": str}``, with the
-codes Confluent's proxy uses (HTTP status * 100 + a detail, or the bare status)."""
+"""The gateway's domain errors: what went wrong, in the gateway's own terms, never as HTTP.
+
+Every layer below the routes (``kafka``, ``admin``, ``instances``, ``topics``, ``auth``,
+``formats``) raises these; ``edge`` alone turns them into an HTTP status and Confluent's error
+code (one table there), so a meaning has one code and a code one meaning. Each class's
+constructor words its message; the message is what the client reads.
+"""
 
 from __future__ import annotations
 
-import logging
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+class GatewayError(Exception):
+    """Something the client is told about; ``message`` is the answer's text."""
 
-log = logging.getLogger("odradek.gateway")
-
-TOPIC_NOT_FOUND = 40401
-PARTITION_NOT_FOUND = 40402
-CONSUMER_INSTANCE_NOT_FOUND = 40403
-LEADER_NOT_AVAILABLE = 40404
-CONSUMER_FORMAT_MISMATCH = 40601
-CONSUMER_ALREADY_SUBSCRIBED = 40901
-CONSUMER_ALREADY_EXISTS = 40902
-ILLEGAL_STATE = 40903
-RECORD_TOO_LARGE = 41301
-OFFSET_OUT_OF_RANGE = 41601
-INVALID_BODY = 422                # what rest-utils answers for a body that does not validate
-INVALID_CONSUMER_CONFIG = 42204
-KAFKA_ERROR = 50002
-KAFKA_RETRIABLE_ERROR = 50003
-
-
-class RestError(Exception):
-    def __init__(self, status: int, error_code: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, message: str):
         super().__init__(message)
-        self.status, self.error_code, self.message, self.headers = status, error_code, message, headers
+        self.message = message
+
+
+# -- what the request names does not exist ---------------------------------------------------------
+class NotFound(GatewayError):
+    pass
+
+
+class TopicNotFound(NotFound):
+    def __init__(self, topic: str):
+        super().__init__(f"Topic {topic} not found.")
+        self.topic = topic
+
+
+class PartitionNotFound(NotFound):
+    def __init__(self, topic: str, partition: int, where: str = ""):
+        super().__init__(f"{where}Partition {partition} of topic {topic} not found.")
+        self.topic, self.partition = topic, partition
+
+
+class ConsumerInstanceNotFound(NotFound):
+    def __init__(self, group: str, name: str, owner: str | None = None):
+        super().__init__("Consumer instance not found." if owner is None else
+                         f"Consumer instance {name} lives in another gateway replica ({owner}); "
+                         "send its requests to the base_uri it was created with.")
+        self.group, self.name, self.owner = group, name, owner
+
+
+class ClusterNotFound(NotFound):
+    def __init__(self, cluster_id: str):
+        super().__init__(f"Cluster {cluster_id} not found.")
+
+
+# -- the request conflicts with the state it meets -------------------------------------------------
+class ConsumerAlreadyExists(GatewayError):
+    def __init__(self, group: str, name: str):
+        super().__init__(f"Consumer with specified consumer ID {name} already exists in group {group}.")
+
+
+class IllegalState(GatewayError):
+    """A consumer instance asked to subscribe while assigned, or the other way round."""
+
+    def __init__(self, message: str = "Subscription to topics, partitions and pattern are mutually exclusive."):
+        super().__init__(message)
+
+
+class OffsetOutOfRange(GatewayError):
+    def __init__(self, topic: str, partition: int, offset: int, low: int, high: int):
+        super().__init__(f"Offset {offset} is out of range [{low}, {high}] of {topic}-{partition}")
+        self.log_start_offset = low
+
+
+# -- the request itself is refused ------------------------------------------------------------------
+class InvalidBody(GatewayError):
+    """A body (or query) that does not validate."""
+
+    @staticmethod
+    def from_pydantic(errors: list, prefix: str = "", skip: tuple = ()) -> "InvalidBody":
+        """The first of pydantic's ``errors`` as one message (where, then what); MalformedJson
+        when the text was not JSON at all."""
+        first = errors[0] if errors else {}
+        where = " ".join(filter(None, [prefix, ".".join(str(p) for p in first.get("loc", ()) if p not in skip)]))
+        message = first.get("msg", "invalid request")
+        kind = MalformedJson if first.get("type") == "json_invalid" else InvalidBody
+        return kind(f"{where}: {message}" if where else message)
+
+
+class MalformedJson(InvalidBody):
+    pass
+
+
+class InvalidConsumerConfig(GatewayError):
+    pass
+
+
+class SchemasUnsupported(GatewayError):
+    def __init__(self):
+        super().__init__("Schemas are not supported: Odradek has no schema registry (use the json or binary format)")
+
+
+class InvalidTopicRequest(GatewayError):
+    """Topic administration the cluster refused as invalid (exists already, bad counts or configs)."""
+
+
+class RequestTooLarge(GatewayError):
+    def __init__(self, length: int, limit: int):
+        super().__init__(f"Request body of {length} bytes or more exceeds the gateway's limit of {limit} bytes")
+
+
+class RecordTooLarge(GatewayError):
+    """A record above the gateway's ``--max-record-bytes``, or one a broker refused as too large."""
 
     @classmethod
-    def topic_not_found(cls, topic: str) -> "RestError":
-        return cls(404, TOPIC_NOT_FOUND, f"Topic {topic} not found.")
-
-    @classmethod
-    def partition_not_found(cls, topic: str, partition: int) -> "RestError":
-        return cls(404, PARTITION_NOT_FOUND, f"Partition {partition} of topic {topic} not found.")
+    def over_limit(cls, where: str, limit: int) -> "RecordTooLarge":
+        return cls(f"{where} is larger than the record size limit ({limit} bytes)")
 
 
-def acceptable(*offered: str):
-    """A dependency answering 406 (as REST Proxy v2 does) when the Accept header names none of
-    the media types a route can answer (wildcards and an absent header accept anything)."""
-    def check(request: Request) -> None:
-        accept = request.headers.get("accept")
-        if not accept:
-            return
-        asked = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-        families = {t.split("/")[0] + "/*" for t in offered}
-        if asked & ({"*/*", ""} | families | set(offered)):
-            return
-        raise RestError(406, 406, f"HTTP 406 Not Acceptable: this path answers {', '.join(offered)}")
-    return Depends(check)
+class NotAcceptable(GatewayError):
+    """The ``Accept`` header names none of the media types a path answers."""
 
 
-def too_large_message(length: int, limit: int) -> str:
-    return f"Request body of {length} bytes or more exceeds the gateway's limit of {limit} bytes"
+class UnsupportedMediaType(GatewayError):
+    pass
 
 
-def body(error_code: int, message: str) -> dict:
-    return {"error_code": error_code, "message": message}
+class FormatMismatch(GatewayError):
+    """Records asked for in an embedded format other than the consumer instance's."""
+
+    def __init__(self):
+        super().__init__("The requested embedded data format does not match the deserializer for this "
+                         "consumer instance")
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(RestError)
-    async def rest_error(_: Request, e: RestError) -> JSONResponse:
-        return JSONResponse(body(e.error_code, e.message), status_code=e.status, headers=e.headers)
+# -- who asks -----------------------------------------------------------------------------------------
+class Unauthenticated(GatewayError):
+    pass
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
-        message = e.detail if isinstance(e.detail, str) and e.detail else f"HTTP {e.status_code}"
-        return JSONResponse(body(e.status_code, message), status_code=e.status_code, headers=e.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        first = e.errors()[0] if e.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        status = 400 if first.get("type") == "json_invalid" else 422
-        return JSONResponse(body(status, f"{where}: {first.get('msg', 'invalid request')}".lstrip(": ")),
-                            status_code=status)
+class Forbidden(GatewayError):
+    pass
 
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, e: Exception) -> JSONResponse:
-        log.exception("unexpected error")
-        return JSONResponse(body(50001, f"Internal error: {type(e).__name__}"), status_code=500)
+
+# -- the cluster failed -------------------------------------------------------------------------------
+class KafkaFailure(GatewayError):
+    """A Kafka error the gateway cannot turn into anything more specific."""
+
+    @staticmethod
+    def of(err) -> "KafkaFailure":
+        """From a librdkafka ``KafkaError``."""
+        return (RetriableKafkaFailure if err.retriable() else KafkaFailure)(err.str())
+
+
+class RetriableKafkaFailure(KafkaFailure):
+    """A Kafka error the same request may not meet again (a leader moving, a broker restarting)."""
+
+
+class UndecodableRecord(KafkaFailure):
+    """A record read through a json-format consumer that is not JSON (a deserialisation error,
+    which Kafka's clients report as a non-retriable Kafka error)."""
+
+    def __init__(self):
+        super().__init__("a record is not JSON; read it with the binary format")

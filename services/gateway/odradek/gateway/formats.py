@@ -8,7 +8,7 @@ import json
 
 import pyarrow as pa
 
-from odradek.gateway.errors import RestError
+from odradek.gateway.errors import UndecodableRecord
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
@@ -48,7 +48,7 @@ def decode_embedded(data: bytes | None, fmt: str):
     try:
         return json.loads(data)
     except ValueError:
-        raise RestError(500, 50002, "a record is not JSON; read it with the binary format") from None
+        raise UndecodableRecord() from None
 
 
 def _headers(h) -> list[dict] | None:

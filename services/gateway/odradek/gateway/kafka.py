@@ -4,13 +4,12 @@ Why confluent-kafka (docs/gateway.md has the figures): its producer batches and 
 and answers deliveries through callbacks, so one shared producer serves every request; its
 consumer decodes fetches in C, which is what keeps Arrow range reads cheap per record.
 Its calls block, so they run in threads; deliveries come back to the event loop through
-``call_soon_threadsafe``.
+``call_soon_threadsafe``. Kafka's errors leave this module as the domain's (``errors``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -19,9 +18,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
-from odradek.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR, RECORD_TOO_LARGE, RestError
+from odradek.gateway.errors import (GatewayError, KafkaFailure, OffsetOutOfRange, PartitionNotFound, RecordTooLarge,
+                                    RetriableKafkaFailure, TopicNotFound)
 
 log = logging.getLogger("odradek.gateway")
 
@@ -45,20 +45,11 @@ class Delivery:
     offset: int | None = None
     error: KafkaError | None = None
 
-    def to_ndjson(self) -> str:
-        """This delivery as one NDJSON line (the common success case formatted directly: it is
-        the streaming produce's per-record cost)."""
-        if self.error is None:
-            return f'{{"partition":{self.partition},"offset":{self.offset}}}\n'
-        return json.dumps(self.to_json(), separators=(",", ":")) + "\n"
-
-    def to_json(self) -> dict:
-        if self.error is None:
-            return {"partition": self.partition, "offset": self.offset}
+    def failure(self) -> GatewayError:
+        """Why this record was not delivered (only when ``error`` is set)."""
         if self.error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # Kafka's MESSAGE_TOO_LARGE
-            return {"error_code": RECORD_TOO_LARGE, "message": self.error.str()}
-        return {"error_code": KAFKA_RETRIABLE_ERROR if self.error.retriable() else KAFKA_ERROR,
-                "message": self.error.str()}
+            return RecordTooLarge(self.error.str())
+        return KafkaFailure.of(self.error)
 
 
 @dataclass
@@ -125,7 +116,7 @@ class KafkaBridge:
             try:
                 md = await asyncio.to_thread(self.admin.list_topics, timeout=10)
             except KafkaException as e:
-                raise RestError(503, KAFKA_RETRIABLE_ERROR, f"Cluster unreachable: {e.args[0].str()}") from e
+                raise RetriableKafkaFailure(f"Cluster unreachable: {e.args[0].str()}") from e
             self._metadata = (time.monotonic(), md)
         return self._metadata[1]
 
@@ -135,7 +126,7 @@ class KafkaBridge:
             t = (await self.metadata(fresh)).topics.get(name)
             if t is not None and t.error is None and not name.startswith("__"):
                 return t
-        raise RestError.topic_not_found(name)
+        raise TopicNotFound(name)
 
     async def partition(self, topic: str, partition: int):
         """The partition's metadata; a partition the cached metadata lacks is looked up afresh
@@ -146,8 +137,16 @@ class KafkaBridge:
         if partition not in t.partitions:
             t = (await self.metadata(fresh=True)).topics.get(topic)
             if t is None or partition not in t.partitions:
-                raise RestError.partition_not_found(topic, partition)
+                raise PartitionNotFound(topic, partition)
         return t.partitions[partition]
+
+    async def topic_configs(self, topic: str) -> dict:
+        """The topic's configs (name to librdkafka's ConfigEntry)."""
+        resource = ConfigResource("topic", topic)
+        try:
+            return await asyncio.to_thread(lambda: self.admin.describe_configs([resource])[resource].result(10))
+        except KafkaException as e:
+            raise KafkaFailure.of(e.args[0]) from None
 
     # -- produce -----------------------------------------------------------------------------
     async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:
@@ -187,11 +186,14 @@ class KafkaBridge:
     async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None):
         """Run ``fn(reader, *args)`` in a thread with a pooled group-less consumer; the one left
         at ``position`` (topic, partition, offset) by the previous range read if there is one, so
-        a client reading a partition chunk by chunk keeps its fetched-ahead data."""
+        a client reading a partition chunk by chunk keeps its fetched-ahead data. A Kafka error
+        ``fn`` raises (after the stale-metadata retries) leaves as a KafkaFailure."""
         async with self._reader_slots:
             reader = self._take_reader(position)
             try:
                 return await asyncio.to_thread(_with_fresh_metadata, fn, reader, *args)
+            except KafkaException as e:
+                raise KafkaFailure.of(e.args[0]) from None
             finally:
                 self._idle_readers.append(reader)
 
@@ -224,6 +226,13 @@ class KafkaBridge:
                 raise KafkaException(tp.error)
             return tp.offset if tp.offset >= 0 else None
         return await self.with_reader(lookup)
+
+    async def read_failure(self, topic: str, partition: int, offset: int, error: KafkaError) -> GatewayError:
+        """The domain error of a range read that failed with ``error`` before any record."""
+        if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            low, high = await self.watermarks(topic, partition)
+            return OffsetOutOfRange(topic, partition, offset, low, high)
+        return KafkaFailure.of(error)
 
 
 # What stale metadata gives: a partition librdkafka has not learnt of yet (it learns of added

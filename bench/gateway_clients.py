@@ -2,7 +2,7 @@
 confluent-kafka doing the gateway's two hot paths on one topic of a running cluster:
 produce N records of 1 KiB (acks=all, batched) and read them back from offset 0 (group-less).
 
-    .venv/bin/python services/gateway/bench_clients.py --bootstrap HOST:PORT [--records 100000]
+    .venv/bin/python -m bench.gateway_clients --bootstrap HOST:PORT [--records 100000]
 
 Prints one JSON line per (client, path) with records/s and MB/s.
 The gateway's own figures come from ``python -m bench.gateway``.

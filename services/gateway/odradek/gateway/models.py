@@ -1,0 +1,121 @@
+"""Request bodies of every route, as Pydantic models: REST Proxy v2 produce and consumer
+instances, Odradek's NDJSON streaming produce, and v3 topic administration. Validation lives
+here; the routes get validated objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+# -- v2 produce ---------------------------------------------------------------------------------------
+class V2Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: Any = None
+    value: Any = None
+    partition: int | None = Field(None, ge=0)
+
+
+class V2ProduceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[V2Record]
+    key_schema: str | None = None
+    key_schema_id: int | None = None
+    value_schema: str | None = None
+    value_schema_id: int | None = None
+
+
+class V2BinaryRecord(V2Record):
+    # base64 decoded by pydantic-core while it validates (a Python call per value cost more)
+    model_config = ConfigDict(extra="forbid", val_json_bytes="base64")
+    key: bytes | None = None
+    value: bytes | None = None
+
+
+class V2BinaryProduceRequest(V2ProduceRequest):
+    records: list[V2BinaryRecord]
+
+
+# -- streaming produce (NDJSON) -----------------------------------------------------------------------
+class StreamHeader(BaseModel):
+    model_config = ConfigDict(val_json_bytes="base64")   # each model has its own config
+    key: str | None = None
+    value: bytes | None = None
+
+
+class StreamRecord(BaseModel):
+    # bytes fields are base64 in JSON: pydantic-core decodes them in Rust while it validates
+    model_config = ConfigDict(extra="forbid", val_json_bytes="base64")
+    value: bytes | None = None
+    key: bytes | None = None
+    partition: int | None = Field(None, ge=0)
+    headers: list[StreamHeader] | None = None
+    timestamp: int | None = None
+
+
+STREAM_RECORDS = TypeAdapter(list[StreamRecord])
+
+
+# -- v2 consumer instances ----------------------------------------------------------------------------
+class CreateConsumer(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: str | None = Field(None, pattern=r"^[a-zA-Z0-9._-]{1,200}$")
+    format: str = Field("binary", pattern="^(binary|json)$")
+    auto_offset_reset: str = Field("latest", alias="auto.offset.reset", pattern="^(earliest|latest|none)$")
+    auto_commit_enable: str = Field("true", alias="auto.commit.enable", pattern="^(true|false)$")
+    fetch_min_bytes: int | None = Field(None, alias="fetch.min.bytes", ge=-1)
+    request_timeout_ms: int | None = Field(None, alias="consumer.request.timeout.ms", ge=0)
+
+
+class Subscription(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+
+
+class PartitionRef(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+
+
+class Partitions(BaseModel):
+    partitions: list[PartitionRef]
+
+
+class OffsetRef(PartitionRef):
+    offset: int = Field(ge=0)
+    metadata: str | None = None
+
+
+class Offsets(BaseModel):
+    offsets: list[OffsetRef] = []
+
+
+# -- v3 topic administration --------------------------------------------------------------------------
+class ConfigItem(BaseModel):
+    name: str
+    value: str | None = None
+
+
+class CreateTopic(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    topic_name: str = Field(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
+    partitions_count: int | None = Field(None, ge=1)
+    replication_factor: int | None = Field(None, ge=1)
+    configs: list[ConfigItem] = []
+
+
+class AlterConfig(BaseModel):
+    name: str
+    value: str | None = None
+    operation: str = Field("SET", pattern="^(SET|DELETE|set|delete)$")
+
+
+class AlterConfigs(BaseModel):
+    data: list[AlterConfig]
+
+
+class PatchTopic(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    partitions_count: int = Field(ge=1)

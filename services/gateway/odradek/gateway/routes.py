@@ -1,0 +1,82 @@
+"""Every route of the gateway, declared in one place: method, path, handler and how it answers.
+
+Handlers live in ``topics`` (v2 metadata and produce, streaming produce, range reads),
+``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration) and ``health``;
+each translates a request and raises domain errors, which ``edge`` answers. Rights (``auth``)
+and body media types are the handlers' own dependencies, next to their parameters.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+
+from odradek.gateway import admin, consumers, edge, formats, health, metrics, topics
+
+V2 = {"response_class": edge.V2Response}
+NO_CONTENT = {"status_code": 204}
+CONSUMER = "/consumers/{group}"
+INSTANCE = CONSUMER + "/instances/{name}"
+CLUSTERS = "/v3/clusters"
+
+# v2 topics and Odradek's paths for Spark; every one refuses an Accept header it cannot answer (406)
+TOPICS = (
+    ("GET", "/topics", topics.list_topics, V2),
+    ("GET", "/topics/{topic}", topics.get_topic, V2),
+    ("GET", "/topics/{topic}/partitions", topics.list_partitions, V2),
+    ("GET", "/topics/{topic}/partitions/{partition}", topics.get_partition, V2),
+    ("GET", "/topics/{topic}/partitions/{partition}/offsets", topics.partition_offsets, V2),
+    ("GET", "/brokers", topics.list_brokers, V2),
+    ("POST", "/topics/{topic}", topics.produce, V2),
+    ("POST", "/topics/{topic}/partitions/{partition}", topics.produce_to_partition, V2),
+    ("POST", "/topics/{topic}/records", topics.produce_stream, {}),
+    ("GET", "/topics/{topic}/partitions/{partition}/records", topics.read_records,
+     {"responses": {200: {"content": {formats.ARROW: {}, formats.JSON: {}}}}}),
+)
+TOPICS_ANSWER = (formats.V2, "application/vnd.kafka+json", formats.JSON, formats.ARROW, formats.NDJSON)
+
+CONSUMERS = (
+    ("POST", CONSUMER, consumers.create_instance, V2),
+    ("DELETE", INSTANCE, consumers.delete_instance, NO_CONTENT),
+    ("POST", INSTANCE + "/subscription", consumers.subscribe, NO_CONTENT),
+    ("GET", INSTANCE + "/subscription", consumers.get_subscription, V2),
+    ("DELETE", INSTANCE + "/subscription", consumers.unsubscribe, NO_CONTENT),
+    ("POST", INSTANCE + "/assignments", consumers.assign, NO_CONTENT),
+    ("GET", INSTANCE + "/assignments", consumers.get_assignments, V2),
+    ("GET", INSTANCE + "/records", consumers.records, V2),
+    ("POST", INSTANCE + "/offsets", consumers.commit, {"status_code": 200}),
+    ("GET", INSTANCE + "/offsets", consumers.committed, V2),
+    ("POST", INSTANCE + "/positions", consumers.seek, NO_CONTENT),
+    ("POST", INSTANCE + "/positions/beginning", consumers.seek_to_beginning, NO_CONTENT),
+    ("POST", INSTANCE + "/positions/end", consumers.seek_to_end, NO_CONTENT),
+)
+
+ADMIN = (
+    ("GET", CLUSTERS, admin.list_clusters, {}),
+    ("GET", CLUSTERS + "/{cluster_id}/topics", admin.list_topics, {}),
+    ("GET", CLUSTERS + "/{cluster_id}/topics/{topic}", admin.get_topic, {}),
+    ("POST", CLUSTERS + "/{cluster_id}/topics", admin.create_topic, {"status_code": 201}),
+    ("DELETE", CLUSTERS + "/{cluster_id}/topics/{topic}", admin.delete_topic, NO_CONTENT),
+    ("PATCH", CLUSTERS + "/{cluster_id}/topics/{topic}", admin.add_partitions, {}),
+    ("GET", CLUSTERS + "/{cluster_id}/topics/{topic}/configs", admin.list_configs, {}),
+    ("POST", CLUSTERS + "/{cluster_id}/topics/{topic}/configs:alter", admin.alter_configs, NO_CONTENT),
+)
+
+OPERABILITY = (
+    ("GET", "/metrics", metrics.endpoint, {"include_in_schema": False}),
+    ("GET", "/healthz", health.healthz, {}),
+    ("GET", "/readyz", health.readyz, {}),
+    ("GET", "/", health.root, {"include_in_schema": False}),
+)
+
+
+def _router(table, **options) -> APIRouter:
+    router = APIRouter(**options)
+    for method, path, handler, answer in table:
+        router.add_api_route(path, handler, methods=[method], **answer)
+    return router
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(_router(TOPICS, dependencies=[edge.acceptable(*TOPICS_ANSWER)]))
+    for table in (CONSUMERS, ADMIN, OPERABILITY):
+        app.include_router(_router(table))
