@@ -12,7 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from odradek.broker.handlers.groups import TABLE, coordinator
+from odradek.broker.config import BrokerConfig
+from odradek.broker.context import BrokerContext
+from odradek.broker.handlers.groups import TABLE
 from odradek.protocol.codec import RequestHeader, encode_response
 from kio.index import load_request_schema
 from tests.groups.test_offsets import Replicas
@@ -60,17 +62,16 @@ CASES = [(key, v) for key, (lo, hi, _) in sorted(TABLE.items()) for v in range(l
 def test_every_advertised_version_answers_and_encodes(tmp_path, api_key, version):
     async def scenario():
         replicas = Replicas(tmp_path)
-        replicas.listeners = []
+        replicas.subscribe = lambda listener: None
         replicas.live_brokers = lambda: [SimpleNamespace(id=1, host="h", port=1)]
         replicas.append = lambda *a, **k: None
-        broker = SimpleNamespace(replicas=replicas, config=SimpleNamespace(
-            broker_id=1, group_settings={"group.initial.rebalance.delay.ms": "0",
-                                         "group.min.session.timeout.ms": "10"}))
-        coord = coordinator(broker)
+        config = BrokerConfig(1, tmp_path, "unused", group_settings={"group.initial.rebalance.delay.ms": "0",
+                                                                    "group.min.session.timeout.ms": "10"})
+        ctx = BrokerContext.create(config, replicas, controller=None)
         await asyncio.sleep(0.01)  # the loads of the offsets partitions
         request = _build(load_request_schema(api_key, version))
         header = RequestHeader(api_key, version, 7, "client")
-        body = await asyncio.wait_for(TABLE[api_key][2](broker, header, request), 5)
+        body = await asyncio.wait_for(TABLE[api_key][2](ctx, header, request), 5)
         encode_response(api_key, version, 7, body)
-        coord.close()
+        ctx.close()
     asyncio.run(scenario())

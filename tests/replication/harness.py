@@ -16,8 +16,9 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 
+from odradek.broker.config import BrokerConfig
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.partitions import ReplicaManager
@@ -62,12 +63,11 @@ class FakeController:
 
     async def start(self, tmp: Path, lag_ms: int = 30_000) -> None:
         for broker_id in self.replicas:
-            logs = LogManager(tmp / f"broker-{broker_id}")
+            config = BrokerConfig(broker_id, tmp / f"broker-{broker_id}", "unused", auto_create_topics=False)
+            logs = LogManager(config.data_dir)
             logs.open_all()
             rm = ReplicaManager(broker_id, logs, controller_call=self.call, replica_lag_time_max_ms=lag_ms)
-            broker = SimpleNamespace(replicas=rm, cluster_id="c", controller=None,
-                                     config=SimpleNamespace(auto_create_topics=False, broker_id=broker_id))
-            dispatcher = Dispatcher(table(broker))
+            dispatcher = Dispatcher(table(BrokerContext.create(config, rm, self)))
             server = await asyncio.get_running_loop().create_server(
                 lambda d=dispatcher: KafkaConnection(d, max_frame_bytes=100 << 20), "127.0.0.1", 0)
             self.nodes[broker_id] = Node(broker_id, rm, server, server.sockets[0].getsockname()[1])

@@ -60,7 +60,7 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
-        self.listeners: list = []  # called with no argument after each applied snapshot (group coordinator)
+        self._listeners: list[Callable[[], None]] = []  # called after each applied snapshot
         self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
                               self._after_isr_change)
         self._fetchers: ReplicaFetcherManager | None = None
@@ -109,8 +109,12 @@ class ReplicaManager:
             self._fetchers.metadata_changed()
         self.metadata_changed.set()
         self.metadata_changed = asyncio.Event()
-        for listener in self.listeners:
+        for listener in self._listeners:
             listener()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every snapshot applied from now on (the group coordinator)."""
+        self._listeners.append(listener)
 
     def _transition(self, topic: str, state: PartitionState, partition_log: Log, min_isr: int) -> None:
         key = (topic, state.partition)
@@ -144,13 +148,8 @@ class ReplicaManager:
 
     def _delete_log(self, key: tuple[str, int]) -> None:
         """A partition reassigned away from this broker: its log goes."""
-        delete = getattr(self.logs, "delete_partition", None)
-        if delete is None:
-            log.warning("%s-%d is no longer assigned here; its log is kept (storage cannot delete one "
-                        "partition yet)", *key)
-            return
         log.info("deleting the log of %s-%d (reassigned away from this broker)", *key)
-        delete(*key)
+        self.logs.delete_partition(*key)
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)

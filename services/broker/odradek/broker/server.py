@@ -1,6 +1,7 @@
 """A broker process: Kafka listener, internal control-plane API, ZooKeeper registration,
 log maintenance, replication. ``Broker.run`` owns their lifetimes in one asyncio loop
-(uvloop if present).
+(uvloop if present). The parts request handlers use (ReplicaManager, controller client,
+group coordinator, producer-id manager) are built once here, as the ``BrokerContext``.
 
 Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
 to move its leaderships away (``POST /internal/v1/brokers/{id}/controlled-shutdown``),
@@ -19,6 +20,7 @@ import time
 from aiohttp import web
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.context import BrokerContext
 from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
@@ -44,13 +46,10 @@ class Broker:
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms)
-        self.dispatcher = Dispatcher(table(self))
+        self.context = BrokerContext.create(config, self.replicas, self.controller)
+        self.dispatcher = Dispatcher(table(self.context))
         self.kafka_port = config.port
         self.internal_port = config.internal_port
-
-    @property
-    def cluster_id(self) -> str | None:
-        return self.replicas.metadata.cluster_id if self.replicas.metadata else None
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
@@ -83,6 +82,7 @@ class Broker:
             if clean:
                 await self._controlled_shutdown()
             await self.replicas.close()
+            self.context.close()
             await asyncio.to_thread(self.registration.stop)
             server.close()
             await maintenance

@@ -5,5 +5,7 @@
 - ``membership``: the join/sync/heartbeat/leave state machine with its timers;
 - ``config``: broker settings and group -> partition placement;
 - ``loader``: replaying a ``__consumer_offsets`` partition into groups and offsets;
-- ``coordinator``: leadership of offsets partitions, offsets, persistence, retention.
+- ``coordinator``: leadership of offsets partitions, offsets, persistence, retention;
+- ``offsets_topic``: creating ``__consumer_offsets``, writing to it, wiring the coordinator to
+  the ReplicaManager's snapshots.
 """

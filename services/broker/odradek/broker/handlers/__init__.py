@@ -1,13 +1,15 @@
-"""Kafka request handlers, one module per area; ``table(broker)`` is what the broker serves.
+"""Kafka request handlers, one module per area; ``table(ctx)`` is what the broker serves.
 
-Each handler takes ``(broker, header, request)`` and returns a kio response entity of the
-request's version (or encoded pieces, for Fetch; or None when no response is due).
+Each handler takes ``(ctx, header, request)``, ``ctx`` being the broker's ``BrokerContext``,
+and returns a kio response entity of the request's version (or encoded pieces, for Fetch; or
+None when no response is due).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import (admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
                                      offsets, produce, producer_ids)
 
@@ -32,5 +34,5 @@ _TABLE = {
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
 
 
-def table(broker) -> dict:
-    return {key: (lo, hi, partial(fn, broker)) for key, (lo, hi, fn) in _TABLE.items()}
+def table(ctx: BrokerContext) -> dict:
+    return {key: (lo, hi, partial(fn, ctx)) for key, (lo, hi, fn) in _TABLE.items()}

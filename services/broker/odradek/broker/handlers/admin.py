@@ -12,6 +12,7 @@ import uuid
 
 from kio.static.constants import uuid_zero
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.handlers.configs import topic_entries
 from odradek.errors import ErrorCode, KafkaError
@@ -20,7 +21,7 @@ from odradek.protocol.codec import Schemas, make
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 
 
-async def _await_metadata(broker, done, timeout: float) -> bool:
+async def _await_metadata(ctx: BrokerContext, done, timeout: float) -> bool:
     """Wait until ``done()`` holds for this broker's metadata, or the timeout passes."""
     deadline = time.monotonic() + timeout
     while not done():
@@ -28,7 +29,7 @@ async def _await_metadata(broker, done, timeout: float) -> bool:
         if remaining <= 0:
             return False
         try:
-            await asyncio.wait_for(broker.replicas.metadata_changed.wait(), remaining)
+            await asyncio.wait_for(ctx.replicas.metadata_changed.wait(), remaining)
         except asyncio.TimeoutError:
             return done()
     return True
@@ -38,22 +39,22 @@ def _seconds(timeout) -> float:
     return max(timeout.total_seconds(), 0.0)
 
 
-async def create_topics(broker, header, req):
+async def create_topics(ctx: BrokerContext, header, req):
     s = Schemas(CREATE_TOPICS, header.api_version)
-    results = await asyncio.gather(*(_create_one(broker, s, t, req) for t in req.topics))
+    results = await asyncio.gather(*(_create_one(ctx, s, t, req) for t in req.topics))
     return make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
-async def _create_one(broker, s, topic, req):
+async def _create_one(ctx: BrokerContext, s, topic, req):
     body = {"name": topic.name, "partitions": topic.num_partitions,
             "replication_factor": topic.replication_factor,
             "assignments": {str(a.partition_index): list(a.broker_ids) for a in topic.assignments},
             "configs": {c.name: c.value for c in topic.configs}, "validate_only": req.validate_only}
     timeout = _seconds(req.timeout)
     try:
-        created = await broker.controller.call("POST", "/internal/v1/topics", body, timeout=max(timeout, 1.0))
+        created = await ctx.controller.call("POST", "/internal/v1/topics", body, timeout=max(timeout, 1.0))
         if not req.validate_only and not await _await_metadata(
-                broker, lambda: broker.replicas.topic(topic.name) is not None, timeout):
+                ctx, lambda: ctx.replicas.topic(topic.name) is not None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "topic created; metadata not yet propagated")
     except KafkaError as e:
         return make(s.CreatableTopicResult, name=topic.name, topic_id=uuid_zero, error_code=e.code,
@@ -64,7 +65,7 @@ async def _create_one(broker, s, topic, req):
     if hasattr(s.module, "CreatableTopicConfigs"):
         configs = tuple(make(s.CreatableTopicConfigs, name=n, value=v, read_only=False, config_source=src,
                              is_sensitive=False)
-                        for n, v, src in topic_entries(broker, created.get("configs", body["configs"])))
+                        for n, v, src in topic_entries(ctx, created.get("configs", body["configs"])))
     return make(s.CreatableTopicResult, name=topic.name,
                 topic_id=uuid.UUID(created["topic_id"]) if created.get("topic_id") else uuid_zero,
                 error_code=ErrorCode.none, error_message=None, topic_config_error_code=ErrorCode.none,
@@ -72,26 +73,26 @@ async def _create_one(broker, s, topic, req):
                 replication_factor=len(partitions[0]["replicas"]) if partitions else -1, configs=configs)
 
 
-async def delete_topics(broker, header, req):
+async def delete_topics(ctx: BrokerContext, header, req):
     s = Schemas(DELETE_TOPICS, header.api_version)
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
-    results = await asyncio.gather(*(_delete_one(broker, s, n, i, _seconds(req.timeout)) for n, i in wanted))
+    results = await asyncio.gather(*(_delete_one(ctx, s, n, i, _seconds(req.timeout)) for n, i in wanted))
     return make(s.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results))
 
 
-async def _delete_one(broker, s, name, topic_id, timeout):
+async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
     if name is None and topic_id is not None:
-        meta = broker.replicas.topic_by_id(str(topic_id))
+        meta = ctx.replicas.topic_by_id(str(topic_id))
         name = meta.name if meta else None
     try:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
-        meta = broker.replicas.topic(name)
-        await broker.controller.call("DELETE", f"/internal/v1/topics/{name}", timeout=max(timeout, 1.0))
-        if not await _await_metadata(broker, lambda: broker.replicas.topic(name) is None, timeout):
+        meta = ctx.replicas.topic(name)
+        await ctx.controller.call("DELETE", f"/internal/v1/topics/{name}", timeout=max(timeout, 1.0))
+        if not await _await_metadata(ctx, lambda: ctx.replicas.topic(name) is None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "deletion started; metadata not yet propagated")
         error, message = ErrorCode.none, None
     except KafkaError as e:
@@ -101,23 +102,23 @@ async def _delete_one(broker, s, name, topic_id, timeout):
                 error_code=error, error_message=message)
 
 
-async def create_partitions(broker, header, req):
+async def create_partitions(ctx: BrokerContext, header, req):
     s = Schemas(CREATE_PARTITIONS, header.api_version)
-    results = await asyncio.gather(*(_grow_one(broker, s, t, req) for t in req.topics))
+    results = await asyncio.gather(*(_grow_one(ctx, s, t, req) for t in req.topics))
     return make(s.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _grow_one(broker, s, topic, req):
+async def _grow_one(ctx: BrokerContext, s, topic, req):
     timeout = _seconds(req.timeout)
     body = {"count": topic.count, "validate_only": req.validate_only}
     try:
-        await broker.controller.call("POST", f"/internal/v1/topics/{topic.name}/partitions", body,
+        await ctx.controller.call("POST", f"/internal/v1/topics/{topic.name}/partitions", body,
                                      timeout=max(timeout, 1.0))
 
         def grown() -> bool:
-            meta = broker.replicas.topic(topic.name)
+            meta = ctx.replicas.topic(topic.name)
             return meta is not None and len(meta.partitions) >= topic.count
-        if not req.validate_only and not await _await_metadata(broker, grown, timeout):
+        if not req.validate_only and not await _await_metadata(ctx, grown, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "partitions created; metadata not yet propagated")
         error, message = ErrorCode.none, None
     except KafkaError as e:

@@ -7,6 +7,7 @@ Dynamic broker configs are not supported: altering a BROKER resource is INVALID_
 
 from __future__ import annotations
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.config import TOPIC_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
@@ -67,14 +68,14 @@ def _config_type(name: str, default: str) -> int:
         return 2
 
 
-async def describe_configs(broker, header, req):
+async def describe_configs(ctx: BrokerContext, header, req):
     s = Schemas(32, header.api_version)
     results = []
     for res in req.resources:
         try:
-            entries = _entries(broker, res)
+            entries = _entries(ctx, res)
             wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
-            configs = tuple(_describe(s, n, v, src, broker, req) for n, v, src in entries
+            configs = tuple(_describe(s, n, v, src, ctx, req) for n, v, src in entries
                             if wanted is None or n in wanted)
             error, message = ErrorCode.none, None
         except KafkaError as e:
@@ -85,15 +86,15 @@ async def describe_configs(broker, header, req):
     return make(s.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-def _entries(broker, res) -> list[tuple[str, str, int]]:
+def _entries(ctx: BrokerContext, res) -> list[tuple[str, str, int]]:
     if res.resource_type == TOPIC:
-        meta = broker.replicas.topic(res.resource_name)
+        meta = ctx.replicas.topic(res.resource_name)
         if meta is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
-        return topic_entries(broker, meta.configs)
+        return topic_entries(ctx, meta.configs)
     if res.resource_type == BROKER:
-        _check_broker(broker, res.resource_name)
-        cfg = broker.config
+        _check_broker(ctx, res.resource_name)
+        cfg = ctx.config
         static = {"broker.id": str(cfg.broker_id), "auto.create.topics.enable": str(cfg.auto_create_topics).lower(),
                   "socket.request.max.bytes": str(cfg.socket_request_max_bytes)}
         static.update({f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.topic_defaults.items()})
@@ -101,9 +102,9 @@ def _entries(broker, res) -> list[tuple[str, str, int]]:
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
 
 
-def topic_entries(broker, overrides) -> list[tuple[str, str, int]]:
+def topic_entries(ctx: BrokerContext, overrides) -> list[tuple[str, str, int]]:
     """(name, value, source) of every topic config, as Kafka describes them."""
-    defaults = broker.config.topic_defaults
+    defaults = ctx.config.topic_defaults
     out = []
     for name, key in sorted(TOPIC_CONFIGS.items()):
         if name in overrides:
@@ -115,42 +116,42 @@ def topic_entries(broker, overrides) -> list[tuple[str, str, int]]:
     return out
 
 
-def _synonyms(broker, name: str, value: str, source: int) -> list[tuple[str, str, int]]:
+def _synonyms(ctx: BrokerContext, name: str, value: str, source: int) -> list[tuple[str, str, int]]:
     """The chain Kafka reports: the topic's own value, the broker's static value, the default."""
     chain = [(name, value, source)] if source == DYNAMIC_TOPIC_CONFIG else []
     default = _DEFAULT_SYNONYMS.get(name)
-    if name in broker.config.topic_defaults:
+    if name in ctx.config.topic_defaults:
         static_name = _STATIC_NAMES.get(name) or (default[0] if default else name)
-        chain.append((static_name, broker.config.topic_defaults[name], STATIC_BROKER_CONFIG))
+        chain.append((static_name, ctx.config.topic_defaults[name], STATIC_BROKER_CONFIG))
     if default is not None:
         chain.append((default[0], default[1], DEFAULT_CONFIG))
     return chain
 
 
-def _check_broker(broker, name: str) -> None:
-    if name not in ("", str(broker.config.broker_id)):
+def _check_broker(ctx: BrokerContext, name: str) -> None:
+    if name not in ("", str(ctx.config.broker_id)):
         raise KafkaError(ErrorCode.invalid_request,
-                         f"Unexpected broker id, expected {broker.config.broker_id} or empty string, but received {name}")
+                         f"Unexpected broker id, expected {ctx.config.broker_id} or empty string, but received {name}")
 
 
-def _describe(s, name, value, source, broker, req):
+def _describe(s, name, value, source, ctx, req):
     default = TOPIC_CONFIGS[name].default if name in TOPIC_CONFIGS else value
     synonyms = ()
     if getattr(req, "include_synonyms", False) and name in TOPIC_CONFIGS:
         synonyms = tuple(make(s.DescribeConfigsSynonym, name=n, value=v, source=src)
-                         for n, v, src in _synonyms(broker, name, value, source))
+                         for n, v, src in _synonyms(ctx, name, value, source))
     return make(s.DescribeConfigsResourceResult, name=name, value=value, read_only=source != DYNAMIC_TOPIC_CONFIG
                 and source != DEFAULT_CONFIG, config_source=source, is_sensitive=False, synonyms=synonyms,
                 config_type=_config_type(name, default),
                 documentation=TOPIC_CONFIGS[name].doc if name in TOPIC_CONFIGS else None)
 
 
-async def incremental_alter_configs(broker, header, req):
+async def incremental_alter_configs(ctx: BrokerContext, header, req):
     s = Schemas(44, header.api_version)
     responses = []
     for res in req.resources:
         try:
-            await _alter(broker, res, req.validate_only)
+            await _alter(ctx, res, req.validate_only)
             error, message = ErrorCode.none, None
         except KafkaError as e:
             error, message = e.code, e.message
@@ -159,14 +160,14 @@ async def incremental_alter_configs(broker, header, req):
     return make(s.IncrementalAlterConfigsResponse, throttle_time=ZERO, responses=tuple(responses))
 
 
-async def _alter(broker, res, validate_only: bool) -> None:
+async def _alter(ctx: BrokerContext, res, validate_only: bool) -> None:
     if res.resource_type == BROKER:
-        _check_broker(broker, res.resource_name)
+        _check_broker(ctx, res.resource_name)
         raise KafkaError(ErrorCode.invalid_request, "dynamic broker configs are not supported; "
                                                     "set them in the broker's configuration")
     if res.resource_type != TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
-    meta = broker.replicas.topic(res.resource_name)
+    meta = ctx.replicas.topic(res.resource_name)
     current = dict(meta.configs) if meta else {}
     changes: dict[str, str] = {}
     deletes: list[str] = []
@@ -184,5 +185,5 @@ async def _alter(broker, res, validate_only: bool) -> None:
         else:
             raise KafkaError(ErrorCode.invalid_config,
                              f"operation {c.config_operation} is not valid for config {c.name}")
-    await broker.controller.call("PATCH", f"/internal/v1/topics/{res.resource_name}/configs",
+    await ctx.controller.call("PATCH", f"/internal/v1/topics/{res.resource_name}/configs",
                                  {"set": changes, "delete": deletes, "validate_only": validate_only})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -28,27 +29,27 @@ from odradek.protocol.regions import encode_with_regions, marker
 FETCH = 1
 
 
-async def fetch(broker, header, req):
+async def fetch(ctx: BrokerContext, header, req):
     deadline = time.monotonic() + req.max_wait.total_seconds()
     if req.replica_id >= 0:
-        _record_follower_positions(broker, req)
+        _record_follower_positions(ctx, req)
     while True:
-        results, total, failed = _collect(broker, req)
+        results, total, failed = _collect(ctx, req)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
-        await broker.replicas.wait_for_data(remaining)
+        await ctx.replicas.wait_for_data(remaining)
     return _encode(header, results)
 
 
-def _record_follower_positions(broker, req) -> None:
+def _record_follower_positions(ctx: BrokerContext, req) -> None:
     for topic in req.topics:
         for p in topic.partitions:
             try:
-                lp = broker.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
             except KafkaError:
                 continue  # answered with the error by _collect
-            broker.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset)
+            ctx.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset)
 
 
 def _diverging(log, p) -> tuple[int, int] | None:
@@ -64,7 +65,7 @@ def _diverging(log, p) -> tuple[int, int] | None:
     return None
 
 
-def _collect(broker, req):
+def _collect(ctx: BrokerContext, req):
     """Per topic: [(partition, error, hw, log_start, FileRegion | None, diverging)], bytes, any error."""
     follower = req.replica_id >= 0
     budget = req.max_bytes
@@ -75,7 +76,7 @@ def _collect(broker, req):
         parts = []
         for p in topic.partitions:
             try:
-                lp = broker.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
                 log = lp.log
                 region = None
                 diverging = None if follower else _diverging(log, p)
@@ -95,14 +96,14 @@ def _collect(broker, req):
                 parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region, None))
             except KafkaError as e:
                 failed = True
-                hw, start = _offsets(broker, topic.topic, p.partition)
+                hw, start = _offsets(ctx, topic.topic, p.partition)
                 parts.append((p.partition, e.code, hw, start, None, None))
         results.append((topic.topic, parts))
     return results, total, failed
 
 
-def _offsets(broker, topic: str, partition: int) -> tuple[int, int]:
-    log = broker.replicas.logs.get(topic, partition)
+def _offsets(ctx: BrokerContext, topic: str, partition: int) -> tuple[int, int]:
+    log = ctx.replicas.logs.get(topic, partition)
     return (log.high_watermark, log.log_start_offset) if log is not None else (-1, -1)
 
 

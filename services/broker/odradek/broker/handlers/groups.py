@@ -1,32 +1,24 @@
 """Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
-Only translation between wire versions and ``odradek.broker.group``: the broker's
-``GroupCoordinator`` is created on first use (``coordinator(broker)``), follows leadership of
-``__consumer_offsets`` through the ReplicaManager's snapshot listeners, and writes with the
-leader append at acks=all, waiting for the high watermark. FindCoordinator asks the controller
-to create ``__consumer_offsets`` (compacted, ``offsets.topic.num.partitions``, RF =
-min(``offsets.topic.replication.factor``, live brokers), RF 1 if the controller refuses more)
-and answers COORDINATOR_NOT_AVAILABLE until the group's partition has a leader.
+Only translation between wire versions and the broker's ``GroupCoordinator`` (``ctx.groups``,
+built at start-up; see ``odradek.broker.group``). While ``__consumer_offsets`` is missing,
+FindCoordinator has it created (``ctx.offsets_topic.ensure()``) and, like Kafka, answers
+COORDINATOR_NOT_AVAILABLE until the group's partition has a leader.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
-from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
-from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.config import OFFSETS_TOPIC, partition_for
 from odradek.broker.group.records import OffsetValue
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
-log = logging.getLogger(__name__)
 E = ErrorCode
-_COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms
-_CREATE_RETRY_S = 1.0
 _NO_OPS = -2147483648
 
 
@@ -34,38 +26,11 @@ def _ms(td) -> int:
     return int(td.total_seconds() * 1000)
 
 
-# -- the broker's coordinator ------------------------------------------------------------------
-def coordinator(broker) -> GroupCoordinator:
-    coord = getattr(broker, "group_coordinator", None)
-    if coord is None:
-        settings = getattr(broker.config, "group_settings", {}) or {}
-        coord = GroupCoordinator(broker.config.broker_id, GroupConfig.from_settings(settings),
-                                 lambda p, batch: _append(broker, p, batch))
-        broker.group_coordinator = coord
-        refresh = lambda *_: coord.on_metadata(broker.replicas)  # noqa: E731
-        broker.replicas.listeners.append(refresh)
-        refresh()
-    return coord
-
-
-async def _append(broker, partition: int, batch: bytearray) -> None:
-    """Leader append with acks=all; returns once the high watermark passes the batch."""
-    replicas = broker.replicas
-    info = replicas.append(OFFSETS_TOPIC, partition, memoryview(batch), acks=-1)
-    done = replicas.replicated(OFFSETS_TOPIC, partition, info.last_offset)
-    try:
-        error = await asyncio.wait_for(asyncio.shield(done), _COMMIT_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        raise KafkaError(E.request_timed_out, "the offsets write was not replicated in time") from None
-    if error != E.none:
-        raise KafkaError(error)
-
-
 # -- FindCoordinator ---------------------------------------------------------------------------
-async def find_coordinator(broker, header, req):
+async def find_coordinator(ctx: BrokerContext, header, req):
     s = Schemas(10, header.api_version)
     keys = req.coordinator_keys if header.api_version >= 4 else (req.key,)
-    found = [_locate(broker, key, getattr(req, "key_type", 0)) for key in keys]
+    found = [_locate(ctx, key, getattr(req, "key_type", 0)) for key in keys]
     if header.api_version >= 4:
         coordinators = tuple(make(s.Coordinator, key=k, node_id=n, host=h, port=p, error_code=e, error_message=m)
                              for k, (e, m, n, h, p) in zip(keys, found))
@@ -75,16 +40,15 @@ async def find_coordinator(broker, header, req):
                 host=h, port=p)
 
 
-def _locate(broker, key: str, key_type: int) -> tuple:
+def _locate(ctx: BrokerContext, key: str, key_type: int) -> tuple:
     if key_type != 0:
         return (E.coordinator_not_available, "transactions are not supported by this Odradek version",
                 -1, "", -1)
-    replicas = broker.replicas
+    replicas = ctx.replicas
     topic = replicas.topic(OFFSETS_TOPIC)
     if topic is None:
-        _ensure_offsets_topic(broker)
+        ctx.offsets_topic.ensure()
         return E.coordinator_not_available, f"{OFFSETS_TOPIC} is being created", -1, "", -1
-    coordinator(broker)
     state = topic.partitions[partition_for(key, len(topic.partitions))]
     leader = next((b for b in replicas.live_brokers() if b.id == state.leader), None)
     if leader is None:
@@ -92,44 +56,11 @@ def _locate(broker, key: str, key_type: int) -> tuple:
     return E.none, None, leader.id, leader.host, leader.port
 
 
-def _ensure_offsets_topic(broker) -> None:
-    task = getattr(broker, "_offsets_topic_task", None)
-    if task is not None and (not task.done() or time.monotonic() - broker._offsets_topic_at < _CREATE_RETRY_S):
-        return
-    broker._offsets_topic_at = time.monotonic()
-    broker._offsets_topic_task = asyncio.get_running_loop().create_task(_create_offsets_topic(broker))
-
-
-OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024   # Kafka's offsets.topic.segment.bytes default
-
-
-async def _create_offsets_topic(broker) -> None:
-    config = coordinator(broker).config
-    rf = max(1, min(config.offsets_replication_factor, len(broker.replicas.live_brokers())))
-    body = {"name": OFFSETS_TOPIC, "partitions": config.offsets_partitions, "replication_factor": rf,
-            "configs": {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}}
-    while True:
-        try:
-            await broker.controller.call("POST", "/internal/v1/topics", body, timeout=10.0)
-            log.info("asked the controller to create %s (%d partitions, RF %d)", OFFSETS_TOPIC,
-                     body["partitions"], body["replication_factor"])
-            return
-        except KafkaError as e:
-            if e.code == E.invalid_replication_factor and body["replication_factor"] > 1:
-                log.warning("the controller refused %s with RF %d (%s); creating it with RF 1",
-                            OFFSETS_TOPIC, body["replication_factor"], e.message)
-                body["replication_factor"] = 1
-                continue
-            if e.code != E.topic_already_exists:
-                log.warning("creating %s failed: %s", OFFSETS_TOPIC, e.message)
-            return
-
-
 # -- membership --------------------------------------------------------------------------------
-async def join_group(broker, header, req):
+async def join_group(ctx: BrokerContext, header, req):
     s, v = Schemas(11, header.api_version), header.api_version
+    coord = ctx.groups
     try:
-        coord = coordinator(broker)
         coord.check(req.group_id)
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
@@ -148,10 +79,10 @@ async def join_group(broker, header, req):
                 leader=r.leader, member_id=r.member_id, members=members)
 
 
-async def sync_group(broker, header, req):
+async def sync_group(ctx: BrokerContext, header, req):
     s = Schemas(14, header.api_version)
+    coord = ctx.groups
     try:
-        coord = coordinator(broker)
         coord.check(req.group_id)
         r = await coord.membership.sync(
             req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
@@ -164,10 +95,10 @@ async def sync_group(broker, header, req):
                 protocol_name=r.protocol_name, assignment=r.assignment)
 
 
-async def heartbeat(broker, header, req):
+async def heartbeat(ctx: BrokerContext, header, req):
     s = Schemas(12, header.api_version)
+    coord = ctx.groups
     try:
-        coord = coordinator(broker)
         coord.check(req.group_id)
         error = coord.membership.heartbeat(req.group_id, req.generation_id, req.member_id,
                                            getattr(req, "group_instance_id", None))
@@ -176,11 +107,11 @@ async def heartbeat(broker, header, req):
     return make(s.HeartbeatResponse, throttle_time=ZERO, error_code=error)
 
 
-async def leave_group(broker, header, req):
+async def leave_group(ctx: BrokerContext, header, req):
     s, v = Schemas(13, header.api_version), header.api_version
     leaving = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
+    coord = ctx.groups
     try:
-        coord = coordinator(broker)
         coord.check(req.group_id)
         errors = coord.membership.leave(req.group_id, leaving)
     except KafkaError as e:
@@ -193,13 +124,13 @@ async def leave_group(broker, header, req):
 
 
 # -- offsets -----------------------------------------------------------------------------------
-async def offset_commit(broker, header, req):
+async def offset_commit(ctx: BrokerContext, header, req):
     s = Schemas(8, header.api_version)
     now = int(time.time() * 1000)
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetValue] = {}
     for t in req.topics:
-        meta = broker.replicas.topic(t.name)
+        meta = ctx.replicas.topic(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             if meta is None or not 0 <= p.partition_index < len(meta.partitions):
@@ -207,8 +138,8 @@ async def offset_commit(broker, header, req):
             else:
                 wanted[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                          p.committed_metadata or "", now)
+    coord = ctx.groups
     try:
-        coord = coordinator(broker)
         results.update(await coord.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
                                           getattr(req, "group_instance_id", None), wanted))
     except KafkaError as e:
@@ -222,13 +153,13 @@ async def offset_commit(broker, header, req):
         make(s.OffsetCommitResponseTopic, name=n, partitions=tuple(ps)) for n, ps in topics.items()))
 
 
-def _fetch_group(broker, s, group_id: str, topics, version: int):
+def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int):
     """(group error, response topics) for one group of an OffsetFetch."""
     part_cls = getattr(s, "OffsetFetchResponsePartitions", None) or s.OffsetFetchResponsePartition
     topic_cls = getattr(s, "OffsetFetchResponseTopics", None) or s.OffsetFetchResponseTopic
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        found = coordinator(broker).fetch(group_id, wanted)
+        found = ctx.groups.fetch(group_id, wanted)
         error = E.none
     except KafkaError as e:
         error = e.code
@@ -243,22 +174,22 @@ def _fetch_group(broker, s, group_id: str, topics, version: int):
     return error, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
 
 
-async def offset_fetch(broker, header, req):
+async def offset_fetch(ctx: BrokerContext, header, req):
     s, v = Schemas(9, header.api_version), header.api_version
     if v >= 8:
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(broker, s, g.group_id, g.topics, v)
+            error, topics = _fetch_group(ctx, s, g.group_id, g.topics, v)
             groups.append(make(s.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return make(s.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
-    error, topics = _fetch_group(broker, s, req.group_id, req.topics, v)
+    error, topics = _fetch_group(ctx, s, req.group_id, req.topics, v)
     return make(s.OffsetFetchResponse, throttle_time=ZERO, topics=topics, error_code=error)
 
 
 # -- admin -------------------------------------------------------------------------------------
-async def describe_groups(broker, header, req):
+async def describe_groups(ctx: BrokerContext, header, req):
     s = Schemas(15, header.api_version)
-    coord = coordinator(broker)
+    coord = ctx.groups
     out = []
     for group_id in req.groups:
         try:
@@ -281,9 +212,9 @@ async def describe_groups(broker, header, req):
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 
-async def list_groups(broker, header, req):
+async def list_groups(ctx: BrokerContext, header, req):
     s = Schemas(16, header.api_version)
-    coord = coordinator(broker)
+    coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
     groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -294,9 +225,9 @@ async def list_groups(broker, header, req):
                 error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
 
 
-async def delete_groups(broker, header, req):
+async def delete_groups(ctx: BrokerContext, header, req):
     s = Schemas(42, header.api_version)
-    coord = coordinator(broker)
+    coord = ctx.groups
     results = []
     for group_id in req.groups_names:
         try:
@@ -307,11 +238,11 @@ async def delete_groups(broker, header, req):
     return make(s.DeleteGroupsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def offset_delete(broker, header, req):
+async def offset_delete(ctx: BrokerContext, header, req):
     s = Schemas(47, header.api_version)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     try:
-        error, per = await coordinator(broker).delete_offsets(req.group_id, wanted)
+        error, per = await ctx.groups.delete_offsets(req.group_id, wanted)
     except KafkaError as e:
         error, per = e.code, {}
     topics = tuple(make(s.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -24,13 +25,13 @@ def _by_topic(results: list[dict]) -> dict[str, list[dict]]:
     return grouped
 
 
-async def elect_leaders(broker, header, req):
+async def elect_leaders(ctx: BrokerContext, header, req):
     s = Schemas(ELECT_LEADERS, header.api_version)
     partitions = None
     if req.topic_partitions is not None:
         partitions = [{"topic": t.topic, "partition": p} for t in req.topic_partitions for p in t.partitions]
     try:
-        answer = await broker.controller.call("POST", "/internal/v1/elect-leaders", {
+        answer = await ctx.controller.call("POST", "/internal/v1/elect-leaders", {
             "election_type": getattr(req, "election_type", 0), "partitions": partitions},
             timeout=_seconds(req.timeout))
         error, results = ErrorCode.none, answer["results"]
@@ -43,13 +44,13 @@ async def elect_leaders(broker, header, req):
     return make(s.ElectLeadersResponse, throttle_time=ZERO, error_code=error, replica_election_results=topics)
 
 
-async def alter_partition_reassignments(broker, header, req):
+async def alter_partition_reassignments(ctx: BrokerContext, header, req):
     s = Schemas(ALTER_REASSIGNMENTS, header.api_version)
     body = {"reassignments": [{"topic": t.name, "partition": p.partition_index,
                                "replicas": list(p.replicas) if p.replicas is not None else None}
                               for t in req.topics for p in t.partitions]}
     try:
-        answer = await broker.controller.call("POST", "/internal/v1/reassignments", body,
+        answer = await ctx.controller.call("POST", "/internal/v1/reassignments", body,
                                               timeout=_seconds(req.timeout))
         error, message, results = ErrorCode.none, None, answer["results"]
     except KafkaError as e:
@@ -62,10 +63,10 @@ async def alter_partition_reassignments(broker, header, req):
                 error_code=error, error_message=message, responses=topics)
 
 
-async def list_partition_reassignments(broker, header, req):
+async def list_partition_reassignments(ctx: BrokerContext, header, req):
     s = Schemas(LIST_REASSIGNMENTS, header.api_version)
     try:
-        answer = await broker.controller.call("GET", "/internal/v1/reassignments", timeout=_seconds(req.timeout))
+        answer = await ctx.controller.call("GET", "/internal/v1/reassignments", timeout=_seconds(req.timeout))
         error, message, ongoing = ErrorCode.none, None, answer["reassignments"]
     except KafkaError as e:
         error, message, ongoing = e.code, e.message, []

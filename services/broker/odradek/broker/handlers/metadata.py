@@ -12,6 +12,7 @@ import uuid
 
 from kio.static.constants import uuid_zero
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -20,46 +21,46 @@ _NO_AUTHORIZED_OPS = -2147483648
 _AUTO_CREATE_TIMEOUT = 5.0
 
 
-def controller_id(broker) -> int:
-    live = broker.replicas.live_brokers()
+def controller_id(ctx: BrokerContext) -> int:
+    live = ctx.replicas.live_brokers()
     return live[0].id if live else -1
 
 
-async def metadata(broker, header, req):
+async def metadata(ctx: BrokerContext, header, req):
     s = Schemas(3, header.api_version)
-    replicas = broker.replicas
+    replicas = ctx.replicas
     if req.topics is None:
         names = sorted(t.name for t in replicas.metadata.topics) if replicas.metadata else []
     else:
-        names = [t.name if t.name is not None else _name_of(broker, t.topic_id) for t in req.topics]
+        names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
-    topics = [await _topic(broker, s, name, allow_auto) for name in names]
+    topics = [await _topic(ctx, s, name, allow_auto) for name in names]
     brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                     for b in replicas.live_brokers())
-    return make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=broker.cluster_id,
-                controller_id=controller_id(broker), topics=tuple(topics),
+    return make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
+                controller_id=controller_id(ctx), topics=tuple(topics),
                 cluster_authorized_operations=_NO_AUTHORIZED_OPS)
 
 
-def _name_of(broker, topic_id) -> str | None:
-    meta = broker.replicas.topic_by_id(str(topic_id))
+def _name_of(ctx: BrokerContext, topic_id) -> str | None:
+    meta = ctx.replicas.topic_by_id(str(topic_id))
     return meta.name if meta else None
 
 
-async def _topic(broker, s, name: str | None, allow_auto: bool):
-    meta = broker.replicas.topic(name) if name else None
+async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool):
+    meta = ctx.replicas.topic(name) if name else None
     if meta is None:
-        error = await _missing_topic_error(broker, name, allow_auto)
+        error = await _missing_topic_error(ctx, name, allow_auto)
         return make(s.MetadataResponseTopic, error_code=error, name=name, topic_id=uuid_zero,
                     is_internal=False, partitions=(), topic_authorized_operations=_NO_AUTHORIZED_OPS)
-    partitions = tuple(_partition(broker, s, p) for p in meta.partitions)
+    partitions = tuple(_partition(ctx, s, p) for p in meta.partitions)
     return make(s.MetadataResponseTopic, error_code=ErrorCode.none, name=meta.name,
                 topic_id=uuid.UUID(meta.topic_id), is_internal=meta.name.startswith("__"),
                 partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPS)
 
 
-def _partition(broker, s, p):
-    live = broker.replicas.is_live
+def _partition(ctx: BrokerContext, s, p):
+    live = ctx.replicas.is_live
     error = ErrorCode.none if p.leader >= 0 and live(p.leader) else ErrorCode.leader_not_available
     return make(s.MetadataResponsePartition, error_code=error, partition_index=p.partition,
                 leader_id=p.leader if live(p.leader) else -1, leader_epoch=p.leader_epoch,
@@ -67,12 +68,12 @@ def _partition(broker, s, p):
                 offline_replicas=tuple(r for r in p.replicas if not live(r)))
 
 
-async def _missing_topic_error(broker, name: str | None, allow_auto: bool) -> ErrorCode:
+async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto: bool) -> ErrorCode:
     """Kafka's answer for a topic it doesn't have, creating it if auto-creation applies."""
-    if name is None or not (allow_auto and broker.config.auto_create_topics):
+    if name is None or not (allow_auto and ctx.config.auto_create_topics):
         return ErrorCode.unknown_topic_or_partition
     try:
-        await broker.controller.call("POST", "/internal/v1/topics",
+        await ctx.controller.call("POST", "/internal/v1/topics",
                                      {"name": name, "partitions": -1, "replication_factor": -1, "configs": {}},
                                      timeout=_AUTO_CREATE_TIMEOUT)
     except KafkaError as e:
@@ -84,12 +85,12 @@ async def _missing_topic_error(broker, name: str | None, allow_auto: bool) -> Er
     return ErrorCode.leader_not_available
 
 
-async def describe_cluster(broker, header, req):
+async def describe_cluster(ctx: BrokerContext, header, req):
     s = Schemas(60, header.api_version)
     brokers = tuple(make(s.DescribeClusterBroker, broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
-                    for b in broker.replicas.live_brokers())
+                    for b in ctx.replicas.live_brokers())
     return make(s.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none,
-                error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
-                controller_id=controller_id(broker), brokers=brokers,
+                error_message=None, endpoint_type=1, cluster_id=ctx.cluster_id,
+                controller_id=controller_id(ctx), brokers=brokers,
                 cluster_authorized_operations=_NO_AUTHORIZED_OPS)
 

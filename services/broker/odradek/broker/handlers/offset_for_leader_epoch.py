@@ -10,6 +10,7 @@ the leader-epoch cache. Only the leader answers (NOT_LEADER_OR_FOLLOWER otherwis
 
 from __future__ import annotations
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -17,18 +18,18 @@ from odradek.protocol.codec import Schemas, make
 OFFSET_FOR_LEADER_EPOCH = 23
 
 
-async def offset_for_leader_epoch(broker, header, req):
+async def offset_for_leader_epoch(ctx: BrokerContext, header, req):
     s = Schemas(OFFSET_FOR_LEADER_EPOCH, header.api_version)
     topics = []
     for t in req.topics:
-        parts = tuple(_end_offset(broker, s, t.topic, p) for p in t.partitions)
+        parts = tuple(_end_offset(ctx, s, t.topic, p) for p in t.partitions)
         topics.append(make(s.OffsetForLeaderTopicResult, topic=t.topic, partitions=parts))
     return make(s.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _end_offset(broker, s, topic: str, p):
+def _end_offset(ctx: BrokerContext, s, topic: str, p):
     try:
-        lp = broker.replicas.leader(topic, p.partition, p.current_leader_epoch)
+        lp = ctx.replicas.leader(topic, p.partition, p.current_leader_epoch)
         epoch, end_offset = lp.log.end_offset_for_epoch(p.leader_epoch)
         return make(s.EpochEndOffset, error_code=ErrorCode.none, partition=p.partition,
                     leader_epoch=epoch, end_offset=end_offset)

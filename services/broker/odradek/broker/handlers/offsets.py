@@ -6,6 +6,7 @@ watermark for clients and the log end offset for a replica (``replica_id`` >= 0)
 
 from __future__ import annotations
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -13,18 +14,18 @@ from odradek.protocol.codec import Schemas, make
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
-async def list_offsets(broker, header, req):
+async def list_offsets(ctx: BrokerContext, header, req):
     s = Schemas(2, header.api_version)
     topics = []
     for t in req.topics:
-        parts = tuple(_lookup(broker, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
+        parts = tuple(_lookup(ctx, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
         topics.append(make(s.ListOffsetsTopicResponse, name=t.name, partitions=parts))
     return make(s.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _lookup(broker, s, topic: str, p, replica: bool):
+def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool):
     try:
-        lp = broker.replicas.leader(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+        lp = ctx.replicas.leader(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
         timestamp, offset = _find(lp.log, p.timestamp, replica)
         epoch = lp.state.leader_epoch if offset >= 0 else -1
         return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,

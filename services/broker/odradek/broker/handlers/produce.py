@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 
+from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -22,7 +23,7 @@ from odradek.protocol.connection import ConnectionClosed
 _UTC = datetime.timezone.utc
 
 
-async def produce(broker, header, req):
+async def produce(ctx: BrokerContext, header, req):
     s = Schemas(0, header.api_version)
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
@@ -32,9 +33,9 @@ async def produce(broker, header, req):
             key = (td.name, pd.index)
             order.append(key)
             try:
-                info = _append(broker, td.name, pd, req.acks)
+                info = _append(ctx, td.name, pd, req.acks)
                 if req.acks == -1:
-                    waits[key] = (broker.replicas.replicated(td.name, pd.index, info.last_offset), info)
+                    waits[key] = (ctx.replicas.replicated(td.name, pd.index, info.last_offset), info)
                 else:
                     results[key] = _success(s, pd.index, info)
             except KafkaError as e:
@@ -53,10 +54,10 @@ async def produce(broker, header, req):
         make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()))
 
 
-def _append(broker, topic: str, pd, acks: int):
+def _append(ctx: BrokerContext, topic: str, pd, acks: int):
     if not pd.records:
         raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
-    return broker.replicas.append(topic, pd.index, memoryview(bytearray(pd.records)), acks=acks)
+    return ctx.replicas.append(topic, pd.index, memoryview(bytearray(pd.records)), acks=acks)
 
 
 async def _await_replication(s, waits, results, timeout) -> None:

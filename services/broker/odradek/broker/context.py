@@ -1,0 +1,44 @@
+"""What request handlers work with: the broker's long-lived parts, built once at start-up.
+
+``BrokerContext.create`` wires them (the group coordinator following the ReplicaManager's
+snapshots, the ``__consumer_offsets`` creator, the producer-id manager); ``Broker`` builds one
+and every handler in ``odradek.broker.handlers`` takes it as its first argument. The context
+is frozen: handlers translate requests into calls on these parts and keep no state of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.controller_client import ControllerClient
+from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
+from odradek.broker.partitions import ReplicaManager
+from odradek.broker.producer_id_manager import ProducerIdManager
+
+
+@dataclass(frozen=True)
+class BrokerContext:
+    config: BrokerConfig
+    replicas: ReplicaManager
+    controller: ControllerClient
+    groups: GroupCoordinator
+    offsets_topic: OffsetsTopic
+    producer_ids: ProducerIdManager
+
+    @classmethod
+    def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient) -> BrokerContext:
+        offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
+        return cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
+                   offsets_topic, ProducerIdManager(config.broker_id, controller))
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.replicas.metadata.cluster_id if self.replicas.metadata else None
+
+    def close(self) -> None:
+        """Stop the coordinator's loads and timers and a pending ``__consumer_offsets`` creation."""
+        self.groups.close()
+        self.offsets_topic.close()
