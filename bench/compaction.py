@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -113,9 +112,8 @@ def partition_log_bytes(cluster, topic: str) -> int:
 
 
 def produce_p99(records: int, keys: int, seconds: float, priority: str = "idle") -> dict:
-    os.environ["ODRADEK_CLEANER_PRIORITY"] = priority      # read by the broker's cleaner process
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = start_cluster(Path(tmp), brokers=1)
+        cluster = start_cluster(Path(tmp), brokers=1, extra=("--config", f"log.cleaner.priority={priority}"))
         try:
             cluster.create_topic("compacted", config={"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
                                                       "min.cleanable.dirty.ratio": "1.0",

@@ -16,9 +16,16 @@ varlong timestampDelta, varint offsetDelta, varint key length + key, varint valu
 value, varint header count, headers (varint key length + utf-8 key, varint value length +
 value); lengths -1 mean null.
 
+A ``BatchHeader`` is the other way to read a header: every field unpacked at once into an
+immutable value that also says where the batch starts (``iter_headers`` over a buffer, or
+``read_header`` on bytes copied out of a file), for scans that look at each field of many
+batches (segment scans, the log cleaner).
+
 ``build_batch`` and ``iter_records`` (a slow, record-by-record path) serve tests, ListOffsets
-by timestamp and internal topics. Compression uses cramjam: gzip, snappy (xerial framing
-written, raw snappy accepted), lz4 (frame format, independent blocks), zstd.
+by timestamp and internal topics. The log cleaner has its own fast path here: ``record_keys``
+reads each record's key without decoding the rest, ``filter_batch`` rebuilds a batch with some
+of its records (header fields kept, count and CRC new), ``empty_batch`` is what remains of a
+producer's last batch. The codecs of the records block are ``odradek.compression``'s.
 
 Not thread-safe: a view must not be rewritten while another thread reads it.
 """
@@ -29,11 +36,11 @@ import enum
 import struct
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
-import cramjam
 from crc32c import crc32c
 
+from odradek.compression import Compression, compress, decompress
 from odradek.errors import ErrorCode, KafkaError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -49,14 +56,6 @@ _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 _CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
 
 
-class Compression(enum.IntEnum):
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-
 class TimestampType(enum.IntEnum):
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
@@ -66,32 +65,14 @@ def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
 
 
-class RecordBatch:
-    """A v2 batch at ``buf[position:position + size]``; fields are read on access."""
+class _HeaderFields:
+    """What follows from the header fields, for ``RecordBatch`` and ``BatchHeader`` alike."""
 
-    __slots__ = ("buf", "position")
-
-    def __init__(self, buf: memoryview, position: int = 0) -> None:
-        self.buf = buf
-        self.position = position
-
-    def _get(self, fmt: struct.Struct, at: int) -> int:
-        return fmt.unpack_from(self.buf, self.position + at)[0]
-
-    # -- fields -----------------------------------------------------------------------
-    base_offset = property(lambda self: self._get(_I64, 0))
-    batch_length = property(lambda self: self._get(_I32, 8))
-    partition_leader_epoch = property(lambda self: self._get(_I32, 12))
-    magic = property(lambda self: self.buf[self.position + 16])
-    crc = property(lambda self: self._get(_U32, 17))
-    attributes = property(lambda self: self._get(_I16, 21))
-    last_offset_delta = property(lambda self: self._get(_I32, 23))
-    first_timestamp = property(lambda self: self._get(_I64, 27))
-    max_timestamp = property(lambda self: self._get(_I64, 35))
-    producer_id = property(lambda self: self._get(_I64, 43))
-    producer_epoch = property(lambda self: self._get(_I16, 51))
-    base_sequence = property(lambda self: self._get(_I32, 53))
-    records_count = property(lambda self: self._get(_I32, 57))
+    __slots__ = ()
+    batch_length: int
+    attributes: int
+    base_offset: int
+    last_offset_delta: int
 
     @property
     def size(self) -> int:
@@ -120,6 +101,34 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _CONTROL)
+
+
+class RecordBatch(_HeaderFields):
+    """A v2 batch at ``buf[position:position + size]``; fields are read on access."""
+
+    __slots__ = ("buf", "position")
+
+    def __init__(self, buf: memoryview, position: int = 0) -> None:
+        self.buf = buf
+        self.position = position
+
+    def _get(self, fmt: struct.Struct, at: int) -> int:
+        return fmt.unpack_from(self.buf, self.position + at)[0]
+
+    # -- fields -----------------------------------------------------------------------
+    base_offset = property(lambda self: self._get(_I64, 0))
+    batch_length = property(lambda self: self._get(_I32, 8))
+    partition_leader_epoch = property(lambda self: self._get(_I32, 12))
+    magic = property(lambda self: self.buf[self.position + 16])
+    crc = property(lambda self: self._get(_U32, 17))
+    attributes = property(lambda self: self._get(_I16, 21))
+    last_offset_delta = property(lambda self: self._get(_I32, 23))
+    first_timestamp = property(lambda self: self._get(_I64, 27))
+    max_timestamp = property(lambda self: self._get(_I64, 35))
+    producer_id = property(lambda self: self._get(_I64, 43))
+    producer_epoch = property(lambda self: self._get(_I16, 51))
+    base_sequence = property(lambda self: self._get(_I32, 53))
+    records_count = property(lambda self: self._get(_I32, 57))
 
     @property
     def view(self) -> memoryview:
@@ -190,6 +199,59 @@ def iter_batches(buf: memoryview, start: int = 0, end: int | None = None) -> Ite
         position += size
 
 
+class _BatchHeaderTuple(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int               # where the batch starts (in its buffer, or in its file)
+
+
+class BatchHeader(_BatchHeaderTuple, _HeaderFields):
+    """Every header field of a batch, unpacked at once: a value, holding no buffer.
+
+    Header fields only: the records need the batch itself (``records_block``, ``RecordBatch``).
+    """
+
+    __slots__ = ()
+
+
+_new_header, _unpack_header = tuple.__new__, HEADER.unpack_from
+
+
+def read_header(buf: bytes | memoryview, at: int = 0, position: int | None = None) -> BatchHeader:
+    """The header at ``buf[at:]`` (HEADER_SIZE bytes needed); ``position`` defaults to ``at``."""
+    return _new_header(BatchHeader, _unpack_header(buf, at) + (at if position is None else position,))
+
+
+def batch_size(buf: bytes | memoryview, at: int = 0) -> int:
+    """The size of the batch at ``buf[at:]`` from its length field (LOG_OVERHEAD bytes needed)."""
+    return _I32.unpack_from(buf, at + 8)[0] + LOG_OVERHEAD
+
+
+def iter_headers(buf, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+    """The headers of the whole batches of ``buf[start:end]`` (any buffer: bytes, mmap...);
+    stops quietly before a torn or short tail, like ``iter_batches``."""
+    end = len(buf) if end is None else end
+    position = start
+    while end - position >= HEADER_SIZE:
+        header = _new_header(BatchHeader, _unpack_header(buf, position) + (position,))
+        size = header[1] + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > end - position:
+            return
+        yield header
+        position += size
+
+
 def split_batches(buf: memoryview) -> list[RecordBatch]:
     """All batches of a produce request's records, each checked; raise on anything wrong."""
     batches: list[RecordBatch] = []
@@ -213,58 +275,6 @@ def split_batches(buf: memoryview) -> list[RecordBatch]:
     if not batches:
         raise KafkaError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
     return batches
-
-
-# -- compression --------------------------------------------------------------------------
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-_XERIAL_BLOCK = 32 * 1024
-
-
-def _snappy_compress(data: bytes | memoryview) -> bytes:
-    out, view = bytearray(_XERIAL_HEADER), memoryview(data)
-    for i in range(0, len(view), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[i:i + _XERIAL_BLOCK]))
-        out += _I32.pack(len(block)) + block
-    return bytes(out)
-
-
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
-    view = memoryview(data)
-    if bytes(view[:8]) != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out, position = bytearray(), len(_XERIAL_HEADER)
-    while position < len(view):
-        size = _I32.unpack_from(view, position)[0]
-        out += cramjam.snappy.decompress_raw(view[position + 4:position + 4 + size])
-        position += 4 + size
-    return bytes(out)
-
-
-def _lz4_compress(data: bytes | memoryview) -> bytes:
-    compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
-    compressor.compress(bytes(data))
-    return bytes(compressor.finish())
-
-
-_CODECS = {
-    Compression.NONE: (bytes, bytes),
-    Compression.GZIP: (cramjam.gzip.compress, cramjam.gzip.decompress),
-    Compression.SNAPPY: (_snappy_compress, _snappy_decompress),
-    Compression.LZ4: (_lz4_compress, cramjam.lz4.decompress),
-    Compression.ZSTD: (cramjam.zstd.compress, cramjam.zstd.decompress),
-}
-
-
-def compress(codec: Compression, data: bytes | memoryview) -> bytes:
-    return bytes(_CODECS[Compression(codec)][0](data))
-
-
-def decompress(codec: Compression, data: bytes | memoryview) -> bytes:
-    try:
-        return bytes(_CODECS[Compression(codec)][1](data))
-    except (cramjam.DecompressionError, ValueError, struct.error) as e:
-        raise _corrupt(f"cannot decompress a {Compression(codec).name} batch: {e}") from None
 
 
 # -- records ------------------------------------------------------------------------------
@@ -359,14 +369,20 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0,
     return out
 
 
+def _block(batch: RecordBatch) -> bytes | memoryview:
+    """The batch's records block, decompressed (a view of the batch when it is not compressed)."""
+    payload = batch.view[HEADER_SIZE:]
+    if batch.compression != Compression.NONE:
+        return decompress(batch.compression, payload)
+    return payload
+
+
 def iter_records(batch: RecordBatch) -> Iterator[Record]:
     """Decode a batch's records (decompressing it): the slow path, for tools and tests.
 
     Under LogAppendTime every record carries the batch's max timestamp, as Kafka reports it.
     """
-    payload = batch.view[HEADER_SIZE:]
-    if batch.compression != Compression.NONE:
-        payload = memoryview(decompress(batch.compression, payload))
+    payload = memoryview(_block(batch))
     base_offset, first_ts = batch.base_offset, batch.first_timestamp
     append_time = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else None
     position = 0
@@ -392,16 +408,144 @@ def iter_records(batch: RecordBatch) -> Iterator[Record]:
         yield Record(value, key, tuple(headers), ts, base_offset + offset_delta)
 
 
-def recompress(batch: RecordBatch, codec: Compression) -> bytearray:
-    """The same batch with its records block under another codec (header fields kept)."""
-    payload = batch.view[HEADER_SIZE:]
-    if batch.compression != Compression.NONE:
-        payload = decompress(batch.compression, payload)
-    payload = compress(codec, payload)
-    out = bytearray(HEADER_SIZE + len(payload))
+def _rebuilt(batch: RecordBatch, block: bytes, attributes: int, records_count: int) -> bytearray:
+    """The batch's header over a new records block: length, attributes, count and CRC new."""
+    out = bytearray(HEADER_SIZE + len(block))
     out[:HEADER_SIZE] = batch.view[:HEADER_SIZE]
-    out[HEADER_SIZE:] = payload
+    out[HEADER_SIZE:] = block
     _I32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
-    _I16.pack_into(out, 21, (batch.attributes & ~_CODEC_MASK) | int(codec))
+    _I16.pack_into(out, 21, attributes)
+    _I32.pack_into(out, 57, records_count)
     _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
     return out
+
+
+def recompress(batch: RecordBatch, codec: Compression) -> bytearray:
+    """The same batch with its records block under another codec (header fields kept)."""
+    return _rebuilt(batch, compress(codec, _block(batch)), (batch.attributes & ~_CODEC_MASK) | int(codec),
+                    batch.records_count)
+
+
+# -- the log cleaner's fast path: keys without decoding records ---------------------------------
+def records_block(buf, header: BatchHeader) -> bytes:
+    """The records block of the batch ``header`` describes in ``buf`` (any buffer), decompressed;
+    always ``bytes``, so that keys sliced from it are ``bytes``."""
+    block = buf[header.position + HEADER_SIZE:header.position + header.batch_length + LOG_OVERHEAD]
+    codec = header.attributes & _CODEC_MASK
+    return decompress(codec, block) if codec else bytes(block)
+
+
+def _varint(buf: bytes, p: int) -> tuple[int, int]:
+    """A zigzag varint, with one- and two-byte fast paths (the cleaner's scans are its hot spot)."""
+    b = buf[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    b2 = buf[p + 1]
+    if b2 < 0x80:
+        raw = (b & 0x7F) | (b2 << 7)
+        return (raw >> 1) ^ -(raw & 1), p + 2
+    return _read_varint(memoryview(buf), p)
+
+
+def record_keys(block: bytes, count: int) -> tuple[list[bytes | None], bool]:
+    """The key of each record of a records block (None: no key), and whether any key is null
+    or any value a tombstone.
+
+    Only the varints before the key are read; the record length gives the next record.
+    """
+    keys: list[bytes | None] = []
+    append = keys.append
+    special = False
+    p = 0
+    for _ in range(count):
+        b = block[p]                            # the record length (>= 0: zigzag is raw >> 1), inlined
+        if b < 0x80:
+            q, length = p + 1, b >> 1
+        elif block[p + 1] < 0x80:
+            q, length = p + 2, ((b & 0x7F) | (block[p + 1] << 7)) >> 1
+        else:
+            length, q = _varint(block, p)
+        p = q + length
+        q += 1                                  # attributes
+        while block[q] > 0x7F:                  # the timestamp delta
+            q += 1
+        q += 1
+        while block[q] > 0x7F:                  # the offset delta
+            q += 1
+        q += 1
+        b = block[q]
+        if b == 1:                              # key length -1 (zigzag)
+            append(None)
+            special = True
+            continue
+        if b < 0x80:
+            q, key_end = q + 1, q + 1 + (b >> 1)
+        else:
+            key_len, q = _varint(block, q)
+            key_end = q + key_len
+        append(block[q:key_end])
+        if block[key_end] == 1:                 # value length -1: a tombstone
+            special = True
+    return keys, special
+
+
+def _record_spans(block: bytes, count: int) -> list[tuple[int, bytes | None, bool, int, int]]:
+    """(offset delta, key, is tombstone, start, end) of each record of a records block."""
+    out = []
+    position = 0
+    varint = _varint
+    for _ in range(count):
+        length, start = varint(block, position)
+        end = start + length
+        p = start + 1                                   # attributes
+        while block[p] & 0x80:                          # the timestamp delta, skipped
+            p += 1
+        delta, p = varint(block, p + 1)
+        key_len, p = varint(block, p)
+        if key_len < 0:
+            out.append((delta, None, block[p] == 1, position, end))   # a value length -1 is byte 0x01
+        else:
+            out.append((delta, block[p:p + key_len], block[p + key_len] == 1, position, end))
+        position = end
+    return out
+
+
+def record_offsets(block: bytes, base_offset: int, count: int) -> list[int]:
+    """The offsets of the records of a block: for batches with gaps (a cleaning removed records)."""
+    return [base_offset + delta for delta, *_ in _record_spans(block, count)]
+
+
+def filter_batch(batch: RecordBatch, keep: Callable[[int, bytes | None, bool], bool]
+                 ) -> bytes | memoryview | None:
+    """The batch with only the records for which ``keep(offset, key, is_tombstone)`` holds.
+
+    The original bytes when all stay, None when none does, else a rebuilt batch with the
+    same header fields (offsets, timestamps, producer metadata) but the records count.
+    """
+    if batch.is_control:
+        return batch.view
+    base, count, block = batch.base_offset, batch.records_count, bytes(_block(batch))
+    kept = [(s, e) for d, k, t, s, e in _record_spans(block, count) if keep(base + d, k, t)]
+    if len(kept) == count:
+        return batch.view
+    if not kept:
+        return None
+    kept_block = b"".join(block[s:e] for s, e in kept)
+    if batch.compression != Compression.NONE:
+        kept_block = compress(batch.compression, kept_block)
+    return _rebuilt(batch, kept_block, batch.attributes, len(kept))
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """Kafka's empty batch: a header without records that keeps the batch's offsets, producer
+    id, epoch and base sequence (its codec dropped, both timestamps its max timestamp).
+
+    Kafka's cleaner keeps one (BatchRetention.RETAIN_EMPTY) for a producer's last batch that
+    loses every record, so the producer's state survives compaction and a reload.
+    """
+    out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch,
+                                MAGIC, 0, header.attributes & ~_CODEC_MASK, header.last_offset_delta,
+                                header.max_timestamp, header.max_timestamp, header.producer_id,
+                                header.producer_epoch, header.base_sequence, 0))
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)

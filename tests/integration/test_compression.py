@@ -13,12 +13,13 @@ import socket
 import struct
 import time
 
-import crc32c
 import pytest
+
+from odradek.records import Compression, iter_batches
 
 RECORDS = 5_000
 PARTITIONS = 3
-CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODECS = {"gzip": Compression.GZIP, "snappy": Compression.SNAPPY, "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,7 +65,7 @@ def test_codec_round_trip(cluster, dataset, clients, codec, producer):
     assert total == RECORDS
 
 
-# -- a raw Fetch v10 (non-flexible; zstd needs v10+) and a record-batch v2 header parser ---------
+# -- a raw Fetch v10 (non-flexible; zstd needs v10+); its batches read with odradek.records ------
 
 def _string(s: str) -> bytes:
     b = s.encode()
@@ -122,19 +123,9 @@ def _raw_batches(address: str, topic: str, partition: int, timeout: float = 60):
             if offset >= high:
                 return out
             assert time.monotonic() < deadline, f"raw fetch of {topic}-{partition} stuck at {offset}/{high}"
-            pos = 0
-            while pos + 61 <= len(data):
-                base_offset, length = struct.unpack_from(">qi", data, pos)
-                end = pos + 12 + length
-                if end > len(data):
-                    break  # a partial batch at the end of the response is allowed
-                magic = data[pos + 16]
-                assert magic == 2, f"batch at {base_offset}: magic {magic}"
-                crc = struct.unpack_from(">I", data, pos + 17)[0]
-                attributes, last_delta = struct.unpack_from(">hi", data, pos + 21)
-                count = struct.unpack_from(">i", data, pos + 57)[0]
-                if base_offset + last_delta >= offset:
-                    out.append((base_offset, attributes & 7, count,
-                                crc == crc32c.crc32c(memoryview(data)[pos + 21:end])))
-                offset = max(offset, base_offset + last_delta + 1)
-                pos = end
+            for batch in iter_batches(memoryview(data)):   # a partial batch at the end is allowed
+                assert batch.magic == 2, f"batch at {batch.base_offset}: magic {batch.magic}"
+                if batch.last_offset >= offset:
+                    out.append((batch.base_offset, int(batch.compression), batch.records_count,
+                                batch.compute_crc() == batch.crc))
+                offset = max(offset, batch.next_offset)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, topic_defaults
 from odradek.broker.group.config import GroupConfig, is_group_setting
+from odradek.broker.storage.priority import CLEANER_PRIORITIES
 
 
 def _hostport(value: str) -> tuple[str, int]:
@@ -40,7 +41,8 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                    help="controlled.shutdown.max.retries (SIGTERM moves leaderships away first)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576, "
-                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries "
+                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries / "
+                        "log.cleaner.priority (idle or nice10) "
                         "and the group coordinator's group.* / offsets.* keys "
                         "(e.g. group.initial.rebalance.delay.ms=0, offsets.retention.minutes=10080)")
     p.add_argument("--log-level", default="INFO")
@@ -55,6 +57,9 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     if a.replica_lag_time_max_ms is not None:
         lag_ms = a.replica_lag_time_max_ms
     retries = int(settings.pop("controlled.shutdown.max.retries", a.controlled_shutdown_max_retries))
+    cleaner_priority = settings.pop("log.cleaner.priority", "idle")
+    if cleaner_priority not in CLEANER_PRIORITIES:
+        p.error(f"log.cleaner.priority={cleaner_priority}: expected one of {', '.join(CLEANER_PRIORITIES)}")
     group_settings = {k: settings.pop(k) for k in list(settings) if is_group_setting(k)}
     try:
         GroupConfig.from_settings(group_settings)
@@ -67,7 +72,7 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                         rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
                         auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
                         replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries,
-                        group_settings=group_settings)
+                        cleaner_priority=cleaner_priority, group_settings=group_settings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,5 +61,6 @@ class BrokerConfig:
     socket_request_max_bytes: int = 100 * 1024 * 1024
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
+    cleaner_priority: str = "idle"      # log.cleaner.priority: idle (SCHED_IDLE + idle I/O) or nice10
     topic_defaults: dict[str, str] = field(default_factory=dict)
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)

@@ -40,7 +40,7 @@ CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.logs = LogManager(config.data_dir, config.topic_defaults)
+        self.logs = LogManager(config.data_dir, config.topic_defaults, cleaner_priority=config.cleaner_priority)
         self.registration: BrokerRegistration | None = None
         self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None)
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,

@@ -7,6 +7,9 @@
 - ``log``: one partition's sorted segments (append, read, roll, retention, truncation, flush);
 - ``loader``: opening a partition directory, recovering it after a crash;
 - ``checkpoint`` / ``epoch``: checkpoint files and the leader epoch cache;
+- ``cleaner``: which compacted log to clean when, the cleaner process, the swap of its output;
+  ``cleaning``: one cleaning (key map, rewrite of segments); ``priority``: the cleaner
+  process's CPU and I/O priority;
 - ``manager``: every log of a data directory, and the maintenance task.
 
 All of it runs on the broker's single event-loop thread (see each module for the few

@@ -1,24 +1,17 @@
-"""LogCleaner: compaction of ``cleanup.policy=compact`` logs (Kafka's LogCleaner, one worker).
+"""LogCleaner: when to clean which compacted log, and installing what a cleaning wrote (Kafka's
+LogCleanerManager and the swap of its Cleaner).
 
 A compacted log keeps, for every key, at least its last record. The cleaner works on the
 *cleanable* range of a log: its closed segments (never the active one), up to the first
 segment still younger than ``min.compaction.lag.ms`` or not wholly below the high
 watermark. The *dirty* part of that range starts at the log's entry in the data dir's
 ``cleaner-offset-checkpoint`` (the offset the last cleaning reached). A log is cleaned when
-dirty bytes / cleanable bytes > ``min.cleanable.dirty.ratio``.
+dirty bytes / cleanable bytes > ``min.cleanable.dirty.ratio``, when a kept tombstone's
+``delete.retention.ms`` has passed, or when a dirty batch is older than ``max.compaction.lag.ms``.
 
-One cleaning (``CleaningJob.run``, in the broker's cleaner process, reading closed segments
-only; plain data in and out):
-1. map every key of the dirty part to its last offset (a dict: keys are small here);
-2. rewrite each cleanable segment into ``<base>.log/.index/.timeindex.cleaned``, keeping a
-   record when no later record of its key is in the map, and dropping a tombstone (null
-   value) once its batch is older than ``delete.retention.ms``. Batches keep their base
-   offset, last offset delta, timestamps and producer id/epoch/base sequence, so offsets
-   keep their gaps and producer metadata survives; a batch that loses no record is copied
-   byte for byte, one that loses some gets its records block rebuilt (recompressed with
-   its codec) and a new CRC; a batch that loses every record is dropped;
-3. fsync the ``.cleaned`` files, then rename them ``.swap``: from here the cleaning is
-   complete on disk.
+``BackgroundCleaner`` (the manager's, on the event-loop thread) runs one cleaning at a time
+(the dirtiest due log) as a ``CleaningJob`` (see cleaning) in a process of its own at a low
+priority (see priority), and swaps its result in on a later tick.
 
 The swap (``CleanedLog.swap``, on the event-loop thread, which owns the Log): if the log
 still holds the very segments that were cleaned, each old segment is renamed ``.deleted``
@@ -26,42 +19,33 @@ still holds the very segments that were cleaned, each old segment is renamed ``.
 renamed to the final names and take its place. After a crash the loader finishes what a
 ``.swap`` file records (deletes the old segment, renames the swap) and drops ``.cleaned``
 files. Finally the checkpoint moves to the end of the cleaned range.
+Not thread-safe: everything here but the job runs on the event-loop thread.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
-import mmap
-import os
-import struct
-import time
-from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterable, Mapping
 
 from odradek.config import effective
-from odradek.records import (_CODEC_MASK, _CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, Compression,
-                             RecordBatch, _read_varint, compress, decompress)
-from crc32c import crc32c
 
 from .checkpoint import OffsetCheckpointFile, fsync_dir
+from .cleaning import CLEANED_SUFFIX, SEGMENT_FILES, SWAP_SUFFIX, CleaningDone, CleaningJob, run_job
 from .log import Log
+from .priority import lower_priority
 from .segment import LogSegment, segment_path
 
-__all__ = ["CLEANER_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanedLog", "CleanerSettings", "CleaningJob",
-           "LogCleaner", "filter_batch", "lower_priority", "run_job"]
+__all__ = ["CLEANER_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "BackgroundCleaner", "CleanedLog",
+           "CleanerSettings", "CleaningJob", "LogCleaner"]
 
 log = logging.getLogger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_FILES = (".log", ".index", ".timeindex")
-_I32, _U32 = struct.Struct(">i"), struct.Struct(">I")
-_WRITE_CHUNK = 1 << 20          # the cleaned segment is written in writes of about this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,74 +64,7 @@ class CleanerSettings:
                    values["max.compaction.lag.ms"])
 
 
-# -- records without decoding them into objects ---------------------------------------------
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint, with one- and two-byte fast paths (this scan is the cleaner's hot spot)."""
-    b = buf[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    b2 = buf[p + 1]
-    if b2 < 0x80:
-        raw = (b & 0x7F) | (b2 << 7)
-        return (raw >> 1) ^ -(raw & 1), p + 2
-    return _read_varint(memoryview(buf), p)
-
-
-def _records(payload: bytes, count: int) -> list[tuple[int, bytes | None, bool, int, int]]:
-    """(offset delta, key, is tombstone, start, end) of each record of a records block."""
-    out = []
-    position = 0
-    varint = _varint
-    for _ in range(count):
-        length, start = varint(payload, position)
-        end = start + length
-        p = start + 1                                   # attributes
-        while payload[p] & 0x80:                        # the timestamp delta, skipped
-            p += 1
-        delta, p = varint(payload, p + 1)
-        key_len, p = varint(payload, p)
-        if key_len < 0:
-            out.append((delta, None, payload[p] == 1, position, end))   # a value length -1 is byte 0x01
-        else:
-            out.append((delta, payload[p:p + key_len], payload[p + key_len] == 1, position, end))
-        position = end
-    return out
-
-
-def _payload(batch: RecordBatch) -> bytes:
-    payload = batch.view[HEADER_SIZE:]
-    if batch.compression != Compression.NONE:
-        return decompress(batch.compression, payload)
-    return bytes(payload)
-
-
-def filter_batch(batch: RecordBatch, keep) -> bytes | memoryview | None:
-    """The batch with only the records for which ``keep(offset, key, is_tombstone)`` holds.
-
-    The original bytes when all stay, None when none does, else a rebuilt batch with the
-    same header fields (offsets, timestamps, producer metadata) but the records count.
-    """
-    if batch.is_control:
-        return batch.view
-    base, payload = batch.base_offset, _payload(batch)
-    kept = [(s, e) for d, k, t, s, e in _records(payload, batch.records_count) if keep(base + d, k, t)]
-    if len(kept) == batch.records_count:
-        return batch.view
-    if not kept:
-        return None
-    block = b"".join(payload[s:e] for s, e in kept)
-    if batch.compression != Compression.NONE:
-        block = compress(batch.compression, block)
-    out = bytearray(HEADER_SIZE + len(block))
-    out[:HEADER_SIZE] = batch.view[:HEADER_SIZE]
-    out[HEADER_SIZE:] = block
-    _I32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
-    _I32.pack_into(out, 57, len(kept))
-    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
-    return out
-
-
-# -- one cleaning -------------------------------------------------------------------------------
+# -- installing a cleaning -------------------------------------------------------------------------
 @dataclass(slots=True)
 class CleanedSegment:
     old: LogSegment
@@ -183,7 +100,7 @@ class CleanedLog:
     def discard(self) -> None:
         for cleaned in self.segments:
             if cleaned.new_base is not None:
-                for suffix in _FILES:
+                for suffix in SEGMENT_FILES:
                     segment_path(self.log.dir, cleaned.new_base, suffix + SWAP_SUFFIX).unlink(missing_ok=True)
 
 
@@ -253,7 +170,7 @@ class LogCleaner:
         first_timestamps = [t for s in segments if s.next_offset > first_dirty and (t := s.rolling_timestamp) > 0]
         return bool(first_timestamps) and min(first_timestamps) < now_ms - settings.max_compaction_lag_ms
 
-    def job(self, target: Log, segments: list[LogSegment], settings: CleanerSettings, now_ms: int) -> "CleaningJob":
+    def job(self, target: Log, segments: list[LogSegment], settings: CleanerSettings, now_ms: int) -> CleaningJob:
         """What a cleaning needs, as plain (picklable) data: it runs in the cleaner process."""
         c = target.config
         last_batches = {pid: entry.batches[-1].last_offset
@@ -263,7 +180,7 @@ class LogCleaner:
                            last_batches, self.io_max_bytes_per_second)
 
     @staticmethod
-    def adopt(target: Log, segments: list[LogSegment], done: "CleaningDone") -> CleanedLog:
+    def adopt(target: Log, segments: list[LogSegment], done: CleaningDone) -> CleanedLog:
         """The job's result bound back to the log and the segment objects it cleaned."""
         by_base = {s.base_offset: s for s in segments}
         return CleanedLog(target, [CleanedSegment(by_base[old], new) for old, new in done.segments], done.end_offset,
@@ -303,314 +220,50 @@ class LogCleaner:
         return cleaned
 
 
-# -- the cleaning itself: plain data in, plain data out (runs in the cleaner process) ---------------
-@dataclass(frozen=True, slots=True)
-class CleaningDone:
-    segments: list[tuple[int, int | None]]     # (old base offset, new base offset or None)
-    end_offset: int
-    bytes_read: int
-    bytes_written: int
-    tombstones_due_ms: int | None
+class BackgroundCleaner:
+    """The manager's cleaner: the dirtiest due log cleaned in a low-priority process, one at a
+    time, and swapped in on the event-loop thread by a later ``tend``.
 
-
-@dataclass(frozen=True, slots=True)
-class CleaningJob:
-    directory: Path
-    segments: list[tuple[int, int]]             # (base offset, next offset) of the closed segments
-    first_dirty: int
-    delete_retention_ms: int
-    now_ms: int
-    index_bytes: int
-    index_interval_bytes: int
-    producer_last_offsets: Mapping[int, int] = field(default_factory=dict)   # producer id -> its last data offset
-    io_max_bytes_per_second: float = math.inf
-
-    def run(self) -> CleaningDone:
-        """Build the key map and write every cleaned segment as ``.swap`` files."""
-        files = [_SegmentBytes.open(self.directory, base) for base, _ in self.segments]
-        state = _Progress(_Throttle(self.io_max_bytes_per_second))
-        try:
-            last_offsets, irregular = self._offset_map(files, state)
-            survivors = sorted(last_offsets.values())
-            cleaned = [(base, self._clean_segment(base, data, last_offsets, survivors, irregular, state))
-                       for (base, _), data in zip(self.segments, files)]
-        finally:
-            for data in files:
-                data.close()
-        fsync_dir(self.directory)
-        return CleaningDone(cleaned, self.segments[-1][1], state.read, state.written, state.tombstones_due_ms)
-
-    def _offset_map(self, files: list["_SegmentBytes"], state: "_Progress") -> tuple[dict, set[int]]:
-        """key -> last offset over the dirty part, and the dirty batches with null keys or tombstones.
-
-        Records are scanned for their keys only (no per-record objects); the dict is filled
-        by ``update`` from (key, offset) pairs, so the last offset of a key wins.
-        """
-        last_offsets: dict[bytes | None, int] = {}
-        irregular: set[int] = set()
-        first_dirty = self.first_dirty
-        for (_, next_offset), data in zip(self.segments, files):
-            if next_offset <= first_dirty:
-                continue
-            for header, position in data.batches():
-                state.throttle.spend(header[1])
-                state.read += header[1] + LOG_OVERHEAD
-                base, count = header[0], header[12]
-                if header[5] & _CONTROL or base + header[6] < first_dirty:
-                    continue
-                keys, special = _scan_keys(data.payload(header, position), count)
-                offsets = range(base, base + count) if header[6] == count - 1 else _offsets(data, header, position)
-                if base < first_dirty:   # a batch across the start of the dirty part
-                    pairs = [(k, o) for k, o in zip(keys, offsets) if o >= first_dirty]
-                    keys, offsets = [k for k, _ in pairs], [o for _, o in pairs]
-                if special:
-                    irregular.add(base)
-                last_offsets.update(zip(keys, offsets))
-        last_offsets.pop(None, None)   # records without a key are never compacted
-        return last_offsets, irregular
-
-    def _clean_segment(self, base: int, data: "_SegmentBytes", last_offsets: dict, survivors: list[int],
-                       irregular: set[int], state: "_Progress") -> int | None:
-        for suffix in _FILES:   # a leftover of an earlier, abandoned cleaning
-            segment_path(self.directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        out = _CleanedWriter(self, base)
-        for header, position in data.batches():
-            kept = self._clean_batch(header, data, position, last_offsets, survivors, irregular, state)
-            if kept is not None:
-                state.throttle.spend(len(kept))
-                out.add(kept)
-                state.written += len(kept)
-        return out.finish()
-
-    def _clean_batch(self, header: tuple, data: "_SegmentBytes", position: int, last_offsets: dict,
-                     survivors: list[int], irregular: set[int], state: "_Progress") -> bytes | memoryview | None:
-        base, last = header[0], header[0] + header[6]
-        count, producer_id = header[12], header[9]
-        retain = producer_id >= 0 and self.producer_last_offsets.get(producer_id) == last
-        if header[5] & _CONTROL:
-            return data.view(position, header)
-        if count == 0:                 # an empty batch kept earlier: only while it is still the producer's last
-            return data.view(position, header) if retain else None
-        if base >= self.first_dirty and base not in irregular:
-            # every key of this batch is in the map: a record stays iff the map points at it
-            left = bisect_right(survivors, last) - bisect_left(survivors, base)
-            if left == count:
-                return data.view(position, header)
-            if left == 0:
-                return _empty_batch(header) if retain else None
-        horizon = self.now_ms - self.delete_retention_ms
-        expired = header[8] < horizon
-        due = header[8] + self.delete_retention_ms + 1
-
-        def keep(offset: int, key: bytes | None, tombstone: bool) -> bool:
-            if key is not None and last_offsets.get(key, offset) > offset:
-                return False
-            if tombstone and not expired:
-                state.tombstones_due_ms = min(state.tombstones_due_ms or due, due)
-            return not (tombstone and expired)
-        kept = filter_batch(RecordBatch(data.view(position, header)), keep)
-        return _empty_batch(header) if kept is None and retain else kept
-
-
-def _empty_batch(header: tuple) -> bytes:
-    """Kafka's empty batch header: the producer's last batch keeps its offsets and sequence.
-
-    Kafka's cleaner retains it (BatchRetention.RETAIN_EMPTY) when every record goes, so the
-    producer's state (epoch, last sequence) survives compaction and a reload.
+    A process, not a thread: the cleaner's Python loops would otherwise hold the GIL the event
+    loop needs (a thread tripled the produce p99, see docs/compaction.md).
     """
-    base, _, epoch, _, _, attributes, delta, _, max_ts, pid, producer_epoch, sequence, _ = header
-    attributes &= ~_CODEC_MASK
-    out = bytearray(HEADER.pack(base, HEADER_SIZE - LOG_OVERHEAD, epoch, 2, 0, attributes, delta, max_ts, max_ts,
-                                pid, producer_epoch, sequence, 0))
-    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
 
+    def __init__(self, cleaner: LogCleaner, priority: str = "idle") -> None:
+        self.cleaner = cleaner
+        self._process = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=lower_priority, initargs=(priority,))
+        self._cleaning: tuple[Future, Log, list[LogSegment]] | None = None
 
-class _CleanedWriter:
-    """A ``.cleaned`` segment created on its first kept batch, written in chunks of ``_WRITE_CHUNK``."""
+    def tend(self, logs: Iterable[Log], defaults: Mapping[str, str], now: int) -> None:
+        """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
 
-    def __init__(self, job: CleaningJob, base: int) -> None:
-        self.job, self.base = job, base
-        self.segment: LogSegment | None = None
-        self.pending = bytearray()
-        self.positions: list[int] = []
-
-    def add(self, batch: bytes | memoryview) -> None:
-        self.positions.append(len(self.pending))
-        self.pending += batch
-        if len(self.pending) >= _WRITE_CHUNK:
-            self._write()
-
-    def _write(self) -> None:
-        if not self.positions:
-            return
-        if self.segment is None:
-            self.segment = LogSegment(self.job.directory, self.base, index_bytes=self.job.index_bytes,
-                                      index_interval_bytes=self.job.index_interval_bytes, suffix=CLEANED_SUFFIX)
-        view = memoryview(bytes(self.pending))
-        self.segment.append([RecordBatch(view, p) for p in self.positions], view)
-        self.pending.clear()
-        self.positions.clear()
-
-    def finish(self) -> int | None:
-        """Flush, then rename the files ``.swap``; None when nothing was kept."""
-        self._write()
-        new = self.segment
-        if new is None:
-            return None
-        new.on_become_inactive()
-        new.flush()
-        for f in (new.log, new.offset_index, new.time_index):
-            f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-        new.close()
-        return self.base
-
-
-class _Throttle:
-    """Kafka's log.cleaner.io.max.bytes.per.second: sleep when read + written bytes run ahead of the rate."""
-
-    def __init__(self, bytes_per_second: float) -> None:
-        self.rate = bytes_per_second
-        self.started = time.monotonic()
-        self.spent = 0
-
-    def spend(self, size: int) -> None:
-        if self.rate == math.inf:
-            return
-        self.spent += size
-        ahead = self.spent / self.rate - (time.monotonic() - self.started)
-        if ahead > 0.01:
-            time.sleep(ahead)
-
-
-@dataclass(slots=True)
-class _Progress:
-    throttle: _Throttle
-    read: int = 0
-    written: int = 0
-    tombstones_due_ms: int | None = None
-
-
-class _SegmentBytes:
-    """A closed segment's log, mapped read-only (never created: it may have been deleted meanwhile)."""
-
-    def __init__(self, buf) -> None:
-        self.buf = buf
-
-    @classmethod
-    def open(cls, directory: Path, base: int) -> "_SegmentBytes":
-        with open(segment_path(directory, base, ".log"), "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return cls(b"")
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        buf.madvise(mmap.MADV_SEQUENTIAL)
-        return cls(buf)
-
-    def batches(self) -> Iterator[tuple[tuple, int]]:
-        """(header fields, position) of each whole batch."""
-        buf, position, end = self.buf, 0, len(self.buf)
-        unpack = HEADER.unpack_from
-        while end - position >= HEADER_SIZE:
-            header = unpack(buf, position)
-            size = header[1] + LOG_OVERHEAD
-            if size < HEADER_SIZE or size > end - position:
+        The cleaner process only reads closed segments and writes its own ``.cleaned``/``.swap``
+        files; the Log changes only in ``swap``, which checks the segments are still there.
+        """
+        if self._cleaning is not None:
+            future, cleaned_log, segments = self._cleaning
+            if not future.done():
                 return
-            yield header, position
-            position += size
-
-    def view(self, position: int, header: tuple) -> memoryview:
-        return memoryview(self.buf)[position:position + header[1] + LOG_OVERHEAD]
-
-    def payload(self, header: tuple, position: int) -> bytes:
-        """The records block, decompressed."""
-        block = self.buf[position + HEADER_SIZE:position + header[1] + LOG_OVERHEAD]
-        codec = header[5] & _CODEC_MASK
-        return bytes(decompress(Compression(codec), block)) if codec else block
+            try:
+                cleaned = self.cleaner.adopt(cleaned_log, segments, future.result())
+                if cleaned.swap(now):
+                    self.cleaner.done(cleaned)
+                    log.info("cleaned %s: %d bytes read, %d written", cleaned.log.name, cleaned.bytes_read,
+                             cleaned.bytes_written)
+            except Exception:  # noqa: BLE001 - a failed cleaning leaves the log as it was
+                log.exception("log cleaning failed")
+            self._cleaning = None
+        due = []
+        for partition_log in logs:
+            settings = CleanerSettings.of(partition_log.config.overrides, defaults)
+            segments = self.cleaner.needs_cleaning(partition_log, settings, now)
+            if segments:
+                due.append((self.cleaner.dirty_ratio(partition_log, segments), partition_log, segments, settings))
+        if due:
+            _, dirtiest, segments, settings = max(due, key=lambda d: d[0])
+            job = self.cleaner.job(dirtiest, segments, settings, now)
+            self._cleaning = (self._process.submit(run_job, job), dirtiest, segments)
 
     def close(self) -> None:
-        if isinstance(self.buf, mmap.mmap):
-            try:
-                self.buf.close()
-            except BufferError:   # a view still held (an error's traceback): the mapping goes with it
-                pass
-
-
-def _scan_keys(payload: bytes, count: int) -> tuple[list[bytes | None], bool]:
-    """The key of each record (None: no key), and whether any key is null or any value a tombstone.
-
-    Only the varints before the key are read; the record length gives the next record.
-    """
-    keys: list[bytes | None] = []
-    append = keys.append
-    special = False
-    p = 0
-    for _ in range(count):
-        b = payload[p]                          # the record length (>= 0: zigzag is raw >> 1), inlined
-        if b < 0x80:
-            q, length = p + 1, b >> 1
-        elif payload[p + 1] < 0x80:
-            q, length = p + 2, ((b & 0x7F) | (payload[p + 1] << 7)) >> 1
-        else:
-            length, q = _varint(payload, p)
-        p = q + length
-        q += 1                                  # attributes
-        while payload[q] > 0x7F:                # the timestamp delta
-            q += 1
-        q += 1
-        while payload[q] > 0x7F:                # the offset delta
-            q += 1
-        q += 1
-        b = payload[q]
-        if b == 1:                              # key length -1 (zigzag)
-            append(None)
-            special = True
-            continue
-        if b < 0x80:
-            q, key_end = q + 1, q + 1 + (b >> 1)
-        else:
-            key_len, q = _varint(payload, q)
-            key_end = q + key_len
-        append(payload[q:key_end])
-        if payload[key_end] == 1:               # value length -1: a tombstone
-            special = True
-    return keys, special
-
-
-def _offsets(data: _SegmentBytes, header: tuple, position: int) -> list[int]:
-    """The offsets of a batch with gaps (an earlier cleaning removed records)."""
-    base = header[0]
-    return [base + delta for delta, *_ in _records(data.payload(header, position), header[12])]
-
-
-def run_job(job: CleaningJob) -> CleaningDone:
-    return job.run()
-
-
-def lower_priority() -> None:
-    """The cleaner process's initializer: yield the CPU and the disk to the broker's produce path.
-
-    SCHED_IDLE runs the cleaner only on a CPU nothing else wants (a woken broker thread preempts
-    it at once; nice 10 still took x1.5-2.3 on produce p99); the I/O class idle does the same for
-    the disk. ``ODRADEK_CLEANER_PRIORITY=nice10`` restores the old setting (for the bench's A/B).
-    """
-    if os.environ.get("ODRADEK_CLEANER_PRIORITY") == "nice10":
-        os.nice(10)
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        os.nice(19)
-    _io_priority_idle()
-
-
-_IOPRIO_SET = {"x86_64": 251, "aarch64": 30}      # the ioprio_set syscall, which Python does not wrap
-_IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE, _IOPRIO_CLASS_SHIFT = 1, 3, 13
-
-
-def _io_priority_idle() -> None:
-    number = _IOPRIO_SET.get(os.uname().machine)
-    if number is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(number, _IOPRIO_WHO_PROCESS, 0, _IOPRIO_CLASS_IDLE << _IOPRIO_CLASS_SHIFT) != 0:
-        log.warning("the cleaner keeps its I/O priority: ioprio_set failed (errno %d)", ctypes.get_errno())
+        """Stop the process; a cleaning cut short leaves only its own files (see loader)."""
+        self._process.shutdown(wait=True, cancel_futures=True)

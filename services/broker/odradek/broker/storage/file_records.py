@@ -6,7 +6,7 @@ rewrote. No header, no footer: a torn tail is found by walking batch lengths and
 
 Appends are ``os.pwrite`` at the end (the page cache makes them cheap); reads for clients
 are ``(fd, position, size)`` regions sent with ``sendfile``; header scans ``pread`` the
-file in chunks and copy out the 61-byte headers (no mmap: mapped pages of a large log would
+file in chunks and unpack each batch's header into a ``BatchHeader`` value (no mmap: mapped pages of a large log would
 count as the broker's resident memory, and a read is all Kafka does too). Not thread-safe:
 one event-loop thread owns the file.
 """
@@ -14,15 +14,13 @@ one event-loop thread owns the file.
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from odradek.errors import KafkaError
-from odradek.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
+from odradek.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch, batch_size, iter_batches, read_header
 
 _SCAN_CHUNK = 64 * 1024
-_LENGTH = struct.Struct(">i")
 
 
 class BatchLocation(NamedTuple):
@@ -49,12 +47,9 @@ class FileRecords:
         self.size += written
         return position
 
-    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
-        """Headers of the whole batches in [position, end) (checked lengths only).
-
-        Each yielded batch holds only its header (every field but the records); its
-        ``position`` is the position in the file.
-        """
+    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the whole batches in [position, end) (checked lengths only); each
+        header's ``position`` is the batch's position in the file."""
         end = self.size if end is None else min(end, self.size)
         chunk, chunk_start = b"", position
         while end - position >= HEADER_SIZE:
@@ -63,10 +58,11 @@ class FileRecords:
                 chunk, chunk_start, at = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position), position, 0
                 if len(chunk) < HEADER_SIZE:
                     return
-            size = _LENGTH.unpack_from(chunk, at + 8)[0] + LOG_OVERHEAD
+            header = read_header(chunk, at, position)
+            size = header.size
             if size < HEADER_SIZE or size > end - position:
                 return
-            yield BatchHeader(chunk[at:at + HEADER_SIZE], position)
+            yield header
             position += size
 
     def read_batch(self, position: int, size: int) -> RecordBatch:
@@ -97,8 +93,8 @@ class FileRecords:
         return valid
 
     def _batch_size_at(self, position: int) -> int:
-        head = os.pread(self.fd, 12, position)
-        return _LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD if len(head) == 12 else 0
+        head = os.pread(self.fd, LOG_OVERHEAD, position)
+        return batch_size(head) if len(head) == LOG_OVERHEAD else 0
 
     def search_for_offset(self, target: int, start_position: int) -> BatchLocation | None:
         """The first batch from ``start_position`` whose last offset is >= ``target``."""
@@ -130,18 +126,3 @@ class FileRecords:
         os.rename(self.path, path)
         self.path = path
 
-
-class BatchHeader(RecordBatch):
-    """A batch's 61-byte header copied from the file; ``position`` is where it is in the file.
-    Header fields only: the records (``view``, ``compute_crc``) need ``read_batch``."""
-
-    __slots__ = ("header",)
-
-    def __init__(self, header: bytes, position: int) -> None:
-        super().__init__(memoryview(header), position)
-        self.header = header
-
-    def _get(self, fmt: struct.Struct, at: int) -> int:
-        return fmt.unpack_from(self.header, at)[0]
-
-    magic = property(lambda self: self.header[16])

@@ -28,12 +28,11 @@ import re
 import shutil
 import time
 import uuid
-import multiprocessing
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
 
-from .cleaner import CleanerSettings, LogCleaner, lower_priority, run_job
+from .cleaner import BackgroundCleaner, LogCleaner
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          CorruptCheckpoint, OffsetCheckpointFile, fsync_dir)
 from .config import LogConfig
@@ -56,7 +55,8 @@ def _now_ms() -> int:
 
 class LogManager:
     def __init__(self, data_dir: Path, defaults: Mapping[str, str] | None = None, *, tick_seconds: float = 1.0,
-                 checkpoint_interval_seconds: float = 5.0, recovery_threads: int | None = None) -> None:
+                 checkpoint_interval_seconds: float = 5.0, recovery_threads: int | None = None,
+                 cleaner_priority: str = "idle") -> None:
         self.data_dir = Path(data_dir)
         self.defaults = dict(defaults or {})
         self.tick_seconds = tick_seconds
@@ -71,11 +71,7 @@ class LogManager:
         self._last_checkpoint = 0.0
         self.had_clean_shutdown = False
         self.cleaner = LogCleaner(self.data_dir)
-        # a process, not a thread: the cleaner's Python loops would otherwise hold the GIL the
-        # event loop needs (a thread tripled the produce p99, see docs/compaction.md)
-        self._cleaner_process = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                    initializer=lower_priority)
-        self._cleaning: tuple[Future, Log, list] | None = None
+        self._background_cleaner = BackgroundCleaner(self.cleaner, cleaner_priority)
 
     # -- startup ------------------------------------------------------------------------
     def _read(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
@@ -194,40 +190,10 @@ class LogManager:
                         partition_log.flushed(plan)
             except OSError:
                 log.exception("maintenance of %s failed", partition_log.name)
-        self._tend_cleaner(now)
+        self._background_cleaner.tend(self.logs(), self.defaults, now)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
             # six fsyncs: on the loop they stalled every request for 45-60 ms (bench/profile_broker.py)
             await asyncio.to_thread(self._write_checkpoints, self._checkpoint_offsets())
-
-    def _tend_cleaner(self, now: int) -> None:
-        """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
-
-        The cleaner process only reads closed segments and writes its own ``.cleaned``/``.swap``
-        files; the Log changes only in ``swap``, which checks the segments are still there.
-        """
-        if self._cleaning is not None:
-            future, cleaned_log, segments = self._cleaning
-            if not future.done():
-                return
-            try:
-                cleaned = self.cleaner.adopt(cleaned_log, segments, future.result())
-                if cleaned.swap(now):
-                    self.cleaner.done(cleaned)
-                    log.info("cleaned %s: %d bytes read, %d written", cleaned.log.name, cleaned.bytes_read,
-                             cleaned.bytes_written)
-            except Exception:  # noqa: BLE001 - a failed cleaning leaves the log as it was
-                log.exception("log cleaning failed")
-            self._cleaning = None
-        due = []
-        for partition_log in self.logs():
-            settings = CleanerSettings.of(partition_log.config.overrides, self.defaults)
-            segments = self.cleaner.needs_cleaning(partition_log, settings, now)
-            if segments:
-                due.append((self.cleaner.dirty_ratio(partition_log, segments), partition_log, segments, settings))
-        if due:
-            _, dirtiest, segments, settings = max(due, key=lambda d: d[0])
-            job = self.cleaner.job(dirtiest, segments, settings, now)
-            self._cleaning = (self._cleaner_process.submit(run_job, job), dirtiest, segments)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Maintenance until ``stop`` is set."""
@@ -260,7 +226,7 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
-        self._cleaner_process.shutdown(wait=True, cancel_futures=True)   # its .swap files: see loader
+        self._background_cleaner.close()
         for partition_log in self.logs():
             partition_log.flush()
             partition_log.close()
