@@ -24,6 +24,7 @@ COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --frozen --no-dev --extra operator --extra gateway --no-install-project
 # Then the project itself: every folder the wheel is built from (pyproject's hatch packages).
 COPY lib/ lib/
+COPY tools/ tools/
 COPY services/ services/
 COPY clients/ clients/
 COPY operator/ operator/

@@ -28,10 +28,8 @@ import time
 from pathlib import Path
 
 from odradek.broker.storage.cleaner import CleanerSettings, LogCleaner
+from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.records import Record, build_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integration.conftest import start_cluster, stop_cluster  # noqa: E402
 
 VALUE = b"x" * 90
 NOW = int(time.time() * 1000)

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=4)
     args = ap.parse_args(argv)
-    from tests.integration.conftest import start_cluster, stop_cluster
+    from odradek.dev.harness import start_cluster, stop_cluster
     with tempfile.TemporaryDirectory(prefix="odradek-gw-bench-") as root:
         c = start_cluster(Path(root), brokers=1, gateway=True)
         try:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integration.conftest import start_cluster, stop_cluster  # noqa: E402
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
 
 PARTITIONS, MEMBERS, HEARTBEAT_MS = 12, 3, 3000
 DEADLINE_S = 120
@@ -32,12 +32,13 @@ DEADLINE_S = 120
 def wait_for_shares(members: list[Consumer], share: int) -> float:
     """Poll every member until each holds ``share`` partitions; seconds waited."""
     started = time.monotonic()
-    while time.monotonic() - started < DEADLINE_S:
+
+    def shared() -> bool:
         for m in members:
-            m.poll(0.02)
-        if all(len(m.assignment()) == share for m in members):
-            return time.monotonic() - started
-    raise TimeoutError(f"members did not get {share} partitions each within {DEADLINE_S}s")
+            m.poll(0.02)  # serves the rebalance callbacks, and paces the loop
+        return all(len(m.assignment()) == share for m in members)
+    wait_until(shared, DEADLINE_S, f"members to get {share} partitions each", 0, retry_on=())
+    return time.monotonic() - started
 
 
 def one_round(bootstrap: str, topic: str, group: str) -> tuple[float, float]:

@@ -27,18 +27,9 @@ import urllib.request
 from pathlib import Path
 
 from bench.side_by_side import RESULTS
+from odradek.dev.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _poll(check, timeout: float, what: str, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def _binary(name: str) -> Path:
@@ -52,13 +43,13 @@ def _controller_has(url: str, topic: str) -> bool:
 
 
 def _ready(k8s, namespace: str, name: str) -> bool:
-    from tests.operator.conftest import condition
+    from tests.support.k8s import condition
     return (condition(k8s.topic(namespace, name), "Ready") or {}).get("status") == "True"
 
 
 def measure(workdir: Path, topics: int) -> dict:
-    from tests.integration.conftest import start_cluster, stop_cluster
-    from tests.operator.conftest import K8s, control_plane_module
+    from odradek.dev.harness import start_cluster, stop_cluster
+    from tests.support.k8s import K8s, control_plane_module
 
     plane = control_plane_module.ControlPlane(workdir / "k8s", _binary("kube-apiserver")).start()
     dev = operator = None
@@ -66,7 +57,8 @@ def measure(workdir: Path, topics: int) -> dict:
         k8s = K8s(plane.kubeconfig)
         subprocess.run([str(_binary("kubectl")), "apply", "--server-side", "-f", str(ROOT / "crds")], check=True,
                        capture_output=True, env={**os.environ, **plane.env()})
-        _poll(lambda: k8s.get("/apis/odradek.dev/v1alpha1/odradektopics") is not None, 60, "the CRDs", 0.5)
+        wait_until(lambda: k8s.get("/apis/odradek.dev/v1alpha1/odradektopics") is not None, 60, "the CRDs", 0.5,
+                   retry_on=())
         dev = start_cluster(workdir / "dev", brokers=1)
         status = dev.status()
         log = open(workdir / "operator.log", "ab")
@@ -82,9 +74,11 @@ def measure(workdir: Path, topics: int) -> dict:
         for i in range(topics):
             name = f"bench-{i}"
             k8s.apply_topic("bench", name, {"cluster": "dev", "partitions": 3, "replicas": 1})
-            accepted = _poll(lambda: _controller_has(status["controller_url"], name) and time.monotonic(), 60,
-                             f"{name} in the controller")
-            ready = _poll(lambda: _ready(k8s, "bench", name) and time.monotonic(), 60, f"{name} Ready")
+            # polled every 20 ms, failing at the first error: the time between the two is what is measured
+            accepted = wait_until(lambda: _controller_has(status["controller_url"], name) and time.monotonic(), 60,
+                                  f"{name} in the controller", 0.02, retry_on=())
+            ready = wait_until(lambda: _ready(k8s, "bench", name) and time.monotonic(), 60, f"{name} Ready", 0.02,
+                               retry_on=())
             latencies.append(round(ready - accepted, 3))
         rss = _vm_hwm_mb(operator.pid)
         return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -144,7 +144,7 @@ class OdradekSystem(System):
     name = ODRADEK
 
     def __init__(self, root: Path, brokers: int) -> None:
-        from tests.integration.conftest import start_cluster
+        from odradek.dev.harness import start_cluster
         self.cluster = start_cluster(root / f"odradek-{brokers}", brokers=brokers)
         self.bootstrap = self.cluster.bootstrap
         self.pids = {k: int(v) for k, v in self.cluster.pids.items()}
@@ -153,7 +153,7 @@ class OdradekSystem(System):
         return [pid for name, pid in self.pids.items() if name.startswith("broker-")]
 
     def stop(self) -> list[str]:
-        from tests.integration.conftest import stop_cluster
+        from odradek.dev.harness import stop_cluster
         try:
             stop_cluster(self.cluster, strict=True)
         except AssertionError as e:  # `dev down` failed or left processes (killed by PID)

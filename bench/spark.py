@@ -35,7 +35,7 @@ class OdradekWithGateway(System):
     name = "odradek"
 
     def __init__(self, root: Path) -> None:
-        from tests.integration.conftest import start_cluster
+        from odradek.dev.harness import start_cluster
         self.cluster = start_cluster(root / "odradek", brokers=1, gateway=True)
         self.bootstrap, self.gateway = self.cluster.bootstrap, self.cluster.gateway
 
@@ -43,7 +43,7 @@ class OdradekWithGateway(System):
         return [int(pid) for name, pid in self.cluster.pids.items() if name.startswith("broker-")]
 
     def stop(self) -> list[str]:
-        from tests.integration.conftest import stop_cluster
+        from odradek.dev.harness import stop_cluster
         try:
             stop_cluster(self.cluster, strict=True)
         except AssertionError as e:

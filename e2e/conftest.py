@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import local_node
-from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, pods_ready, wait_for
+from odradek.dev.waiting import wait_until
+from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, pods_ready
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +50,7 @@ def release(kube):
     kube.helm("install", RELEASE, str(ROOT / "charts" / "odradek"), "--namespace", NAMESPACE, "--create-namespace",
               "-f", str(ROOT / "e2e" / "values-e2e.yaml"))
     try:
-        wait_for(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
+        wait_until(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
         yield
     finally:
         if os.environ.get("ODRADEK_E2E_KEEP_RELEASE") != "1":  # 1: keep it to look around afterwards

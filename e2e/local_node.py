@@ -34,8 +34,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from odradek.dev.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_NAME = "odradek-e2e"
@@ -104,7 +105,7 @@ class LocalNode:
             self._spawn("kube-scheduler", [str(self.bins["kube-scheduler"]), "--kubeconfig", str(self.kubeconfig),
                                            "--leader-elect=false", "--bind-address", "127.0.0.1",
                                            "--secure-port", str(free_port()), "--v=1"])
-            self._wait(self._node_ready, timeout, "node Ready")
+            self._until(self._node_ready, timeout, "node Ready")
             self._spawn("kube-proxy", [
                 str(self.bins["kube-proxy"]), "--kubeconfig", str(self.kubeconfig), "--hostname-override", NODE_NAME,
                 "--proxy-mode", "iptables", "--masquerade-all", "--cluster-cidr", POD_CIDR,
@@ -204,7 +205,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "{cni}"
 """)
         self._spawn("containerd", ["containerd", "--config", str(config)])
-        self._wait(lambda: self._ctr("version").returncode == 0, 60, "containerd", "containerd")
+        self._until(lambda: self._ctr("version").returncode == 0, 60, "containerd", "containerd")
 
     def _ctr(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["ctr", "--address", str(self.containerd_sock), "--namespace", "k8s.io", *args],
@@ -282,7 +283,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         and only then lets the API server forget the pod."""
         try:
             self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=5", "--wait=false", timeout=60)
-            self._wait(lambda: not self.kubectl("get", "pods", "--all-namespaces", "-o", "name", timeout=20).strip(),
+            self._until(lambda: not self.kubectl("get", "pods", "--all-namespaces", "-o", "name", timeout=20).strip(),
                        timeout, "pods removed")
         except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:
             print(f"local-node: pods not removed cleanly: {e}", file=sys.stderr)
@@ -327,15 +328,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self.procs[name] = proc
         return proc
 
-    def _wait(self, check, timeout: float, what: str, proc_name: str = "kubelet") -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
+    def _until(self, check, timeout: float, what: str, proc_name: str = "kubelet") -> None:
+        """``check()`` true within ``timeout`` (then ``proc_name``'s log tail); fails at once,
+        with its log, if any process of the node exits."""
+        def ready():
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} not reached after {timeout}s:\n{self.log_tail(proc_name)}")
-            time.sleep(1)
+            return check()
+        try:
+            wait_until(ready, timeout, what, 1, retry_on=())
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}:\n{self.log_tail(proc_name)}") from None
 
     def log_tail(self, name: str, lines: int = 40) -> str:
         path = self.dir / f"{name}.log"

@@ -1,11 +1,11 @@
-"""Helpers of the e2e suite: kubectl/helm against the suite's cluster, waiting on conditions."""
+"""Helpers of the e2e suite: kubectl/helm against the suite's cluster, its readiness checks.
+(Waiting on them: ``odradek.dev.waiting.wait_until``.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,21 +40,6 @@ class Kube:
 
     def get(self, *args: str) -> dict:
         return json.loads(self.kubectl("get", "-n", NAMESPACE, *args, "-o", "json"))
-
-
-def wait_for(check, timeout: float, what: str, interval: float = 2.0):
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (RuntimeError, KeyError, ValueError, OSError) as e:
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not reached within {timeout:.0f} s (last error: {last})")
 
 
 def cluster_ready(kube: Kube) -> bool:

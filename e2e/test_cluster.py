@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from support import BROKERS, CLUSTER, NAMESPACE, ROOT, cluster_ready, pods_ready, wait_for
+from support import BROKERS, CLUSTER, NAMESPACE, ROOT, cluster_ready, pods_ready
 from odradek.client import GatewayClient, GatewayError
+from odradek.dev.waiting import wait_until
 
 # The first test's setup builds the images and starts the node and the release (minutes).
 pytestmark = pytest.mark.timeout(1800)
@@ -95,13 +96,13 @@ def test_helm_install_brings_every_pod_ready(kube, release):
 def test_topic_resource_creates_the_topic(kube, gateway_url):
     apply_topic(kube, "orders", partitions=6, replicas=3)
     with GatewayClient(gateway_url) as gw:
-        layout = wait_for(lambda: "orders" in gw.topics() and gw.partition_details("orders"), 180, "topic orders")
+        layout = wait_until(lambda: "orders" in gw.topics() and gw.partition_details("orders"), 180, "topic orders", 2)
         assert len(layout) == 6
         assert all(len(p["replicas"]) == 3 for p in layout)
         assert len({p["leader"] for p in layout}) == 3  # leaders spread over the three brokers
-    wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True"
-                         for c in kube.get("odradektopic", "orders").get("status", {}).get("conditions", [])),
-             120, "OdradekTopic orders Ready")
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                           for c in kube.get("odradektopic", "orders").get("status", {}).get("conditions", [])),
+               120, "OdradekTopic orders Ready", 2)
 
 
 def test_http_produce_and_consume_100k_records(gateway_url):
@@ -120,23 +121,24 @@ def test_http_produce_and_consume_100k_records(gateway_url):
 def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, gateway_url):
     apply_topic(kube, "durable", partitions=3, replicas=3)
     with GatewayClient(gateway_url) as gw:
-        wait_for(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 180, "topic durable in sync")
+        wait_until(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 180, "topic durable in sync", 2)
     claim_uid = kube.get("pvc", f"data-{CLUSTER}-brokers-1")["metadata"]["uid"]
     old_pod = kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"]
     producer = Producer(gateway_url, "durable", "delete")
     producer.start()
-    wait_for(lambda: len(producer.acked) >= 2_000, 120, "produce running", 0.5)
+    wait_until(lambda: len(producer.acked) >= 2_000, 120, "produce running", 0.5)
     kube.kubectl("delete", "pod", "-n", NAMESPACE, f"{CLUSTER}-brokers-1", "--wait=false")
-    wait_for(lambda: kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"] != old_pod
-             and pods_ready(kube, BROKERS) and len(pods_ready(kube, BROKERS)) == 3, 400, "broker 1 back and Ready")
+    wait_until(lambda: kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"] != old_pod
+               and pods_ready(kube, BROKERS) and len(pods_ready(kube, BROKERS)) == 3, 400, "broker 1 back and Ready",
+               2)
     acked_at_return = len(producer.acked)
-    wait_for(lambda: len(producer.acked) >= acked_at_return + 2_000, 120, "produce after the broker returned", 0.5)
+    wait_until(lambda: len(producer.acked) >= acked_at_return + 2_000, 120, "produce after the broker returned", 0.5)
     producer.finish()
     pod = kube.get("pod", f"{CLUSTER}-brokers-1")
     claim = next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data")
     assert kube.get("pvc", claim)["metadata"]["uid"] == claim_uid  # the same volume came back
     with GatewayClient(gateway_url) as gw:
-        wait_for(lambda: all_in_sync(gw, "durable", 3), 300, "broker 1 back in every ISR")
+        wait_until(lambda: all_in_sync(gw, "durable", 3), 300, "broker 1 back in every ISR", 2)
         stored = values(read_all(gw, "durable"))
     lost = [v for v in producer.acked if v not in stored]
     print(f"acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
@@ -169,11 +171,11 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
         now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
         return len(now) == 3 and all(now[name] != uid for name, uid in before.items()) and cluster_ready(kube)
 
-    wait_for(rolled, 900, "every broker restarted with the new setting", 3)
+    wait_until(rolled, 900, "every broker restarted with the new setting", 3)
     watching.set()
     watcher.join(30)
     acked_after_roll = len(producer.acked)
-    wait_for(lambda: len(producer.acked) >= acked_after_roll + 1_000, 120, "produce after the roll", 0.5)
+    wait_until(lambda: len(producer.acked) >= acked_after_roll + 1_000, 120, "produce after the roll", 0.5)
     producer.finish()
     assert min(seen_ready) >= 2, f"more than one broker down at once: {seen_ready}"
     with GatewayClient(gateway_url) as gw:
@@ -187,7 +189,7 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
 def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway_url, tmp_path):
     apply_topic(kube, "order-counts", partitions=1, replicas=3)
     with GatewayClient(gateway_url) as gw:
-        wait_for(lambda: "order-counts" in gw.topics(), 180, "topic order-counts")
+        wait_until(lambda: "order-counts" in gw.topics(), 180, "topic order-counts", 2)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp_path)}
     submit = Path(sys.executable).parent / "spark-submit"

@@ -36,6 +36,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from odradek.dev.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "k8s" / "build.sh"
 DEFAULT_DIR = ROOT / ".cache" / "k8s" / "run"
@@ -116,7 +118,7 @@ class ControlPlane:
                              "--initial-advertise-peer-urls", f"http://{self.address}:{peer}",
                              "--initial-cluster", f"default=http://{self.address}:{peer}",
                              "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn"])
-        self._wait(lambda: urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).status == 200,
+        self._until(lambda: urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).status == 200,
                    30, "etcd", "etcd")
 
     def _start_apiserver(self, timeout: float) -> None:
@@ -140,7 +142,7 @@ class ControlPlane:
             *node_args, "--allow-privileged",
             "--enable-priority-and-fairness=false", "--profiling=false", "--v=1"])
         self.url = f"https://{self.address}:{self.port}"
-        self._wait(lambda: self._get("/readyz") == 200, timeout, "kube-apiserver /readyz", "kube-apiserver")
+        self._until(lambda: self._get("/readyz") == 200, timeout, "kube-apiserver /readyz", "kube-apiserver")
         self._write_kubeconfig()
 
     def _start_kcm(self) -> None:
@@ -183,20 +185,17 @@ class ControlPlane:
                                                                      "namespace": "default"}}]}
         self.kubeconfig.write_text(json.dumps(config, indent=2))  # JSON is YAML
 
-    def _wait(self, check, timeout: float, what: str, proc_name: str) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+    def _until(self, check, timeout: float, what: str, proc_name: str) -> None:
+        """``check()`` true within ``timeout``, failing at once (with its log) if ``proc_name`` exits."""
+        def ready():
             if self.procs[proc_name].poll() is not None:
                 raise RuntimeError(f"{proc_name} exited with {self.procs[proc_name].returncode}:\n"
                                    + self.log_tail(proc_name))
-            try:
-                if check():
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} not ready after {timeout}s:\n" + self.log_tail(proc_name))
-            time.sleep(0.2)
+            return check()
+        try:
+            wait_until(ready, timeout, what, 0.2, retry_on=(OSError,))  # not listening yet
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}:\n" + self.log_tail(proc_name)) from None
 
     def log_tail(self, name: str, lines: int = 40) -> str:
         path = self.dir / f"{name}.log"

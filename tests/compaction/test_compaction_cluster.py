@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import wait_until
-from tests.integration.conftest import confluent_consume, start_cluster, stop_cluster
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
+from tests.support.clients import confluent_consume
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -107,7 +108,7 @@ def test_every_client_reads_past_a_producers_retained_empty_batch(cluster):
     """An idempotent producer's last batch, wholly superseded, stays as Kafka's empty batch (its
     producer state survives); librdkafka, kafka-python and aiokafka read the topic past it."""
     from odradek.records import iter_batches
-    from tests.integration.conftest import aiokafka_consume, kafka_python_consume
+    from tests.support.clients import aiokafka_consume, kafka_python_consume
 
     topic = "producer-state"
     cluster.create_topic(topic, partitions=1, replication_factor=3,

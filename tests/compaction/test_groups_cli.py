@@ -12,8 +12,8 @@ import sys
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.conftest import wait_until
-from tests.integration.conftest import start_cluster, stop_cluster
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 

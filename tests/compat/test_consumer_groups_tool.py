@@ -9,8 +9,8 @@ import sys
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.compat.conftest import GROUP_COMMAND
-from tests.conftest import wait_until
+from odradek.dev.waiting import wait_until
+from tests.support.kafka_tools import GROUP_COMMAND
 
 COMMITTED = {0: 2, 1: 5}   # of 6 records per partition
 

@@ -14,9 +14,9 @@ import re
 import pytest
 
 from bench.apache_kafka import run_tool
-from tests.compat.conftest import (CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRODUCER, CONSUMER_PERFORMANCE,
-                                   GROUP_COMMAND, PRODUCER_PERFORMANCE, TOPIC_COMMAND)
-from tests.conftest import wait_until
+from odradek.dev.waiting import wait_until
+from tests.support.kafka_tools import (CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRODUCER, CONSUMER_PERFORMANCE,
+                                       GROUP_COMMAND, PRODUCER_PERFORMANCE, TOPIC_COMMAND)
 
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
 

@@ -9,9 +9,9 @@ import uuid
 
 import httpx
 
-from tests.conftest import wait_until
-from tests.gateway.conftest import V2, V2_BINARY, GatewayProcess
+from odradek.dev.waiting import wait_until
 from tests.gateway.test_gateway_v2 import b64, error, new_topic
+from tests.support.gateway import V2, V2_BINARY, GatewayProcess
 
 
 def _create(client, group: str, **config) -> str:

@@ -17,10 +17,10 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from tests.conftest import wait_until
-from tests.gateway.conftest import ARROW, V2, V2_BINARY, GatewayProcess, write_tokens
+from odradek.dev.waiting import wait_until
 from tests.gateway.test_gateway_v2 import b64, error, new_topic
-from tests.integration.conftest import confluent_consume
+from tests.support.clients import confluent_consume
+from tests.support.gateway import ARROW, V2, V2_BINARY, GatewayProcess, write_tokens
 
 
 def ndjson(records: list[dict]) -> bytes:

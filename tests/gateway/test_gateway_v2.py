@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.gateway.conftest import V2, V2_BINARY, V2_JSON
-from tests.integration.conftest import confluent_consume
+from odradek.dev.waiting import wait_until
+from tests.support.clients import confluent_consume
+from tests.support.gateway import V2, V2_BINARY, V2_JSON
 
 
 def b64(data: bytes) -> str:

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from odradek.dev.cluster import free_port
-from tests.conftest import wait_until
-from tests.gateway.conftest import V2, V2_BINARY
+from odradek.dev.waiting import wait_until
+from tests.support.gateway import V2, V2_BINARY
 
 ROOT = Path(__file__).resolve().parents[2]
 

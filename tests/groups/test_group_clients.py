@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.group.config import partition_for
-from tests.conftest import wait_until
-from tests.integration.conftest import high_watermark, start_cluster, stop_cluster
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
+from tests.support.clients import high_watermark
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
+from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.verify import Config, run
-from tests.integration.conftest import start_cluster, stop_cluster
 
 KILLS = 8
 

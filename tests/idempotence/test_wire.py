@@ -10,10 +10,9 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from odradek.records import Record, build_batch
-from tests.integration.conftest import (aiokafka_produce, cluster, confluent_consume, confluent_produce,  # noqa: F401
-                                        kafka_python_produce,
-                                        make_records, verify)
-from tests.kafka_wire import WireClient
+from tests.support.clients import aiokafka_produce, confluent_consume, confluent_produce, kafka_python_produce
+from tests.support.kafka_wire import WireClient
+from tests.support.records import make_records, verify
 
 PRODUCE, INIT_PRODUCER_ID, API_VERSIONS = 0, 22, 18
 

@@ -4,15 +4,13 @@ auto-creation, LogAppendTime, and a replication factor above the broker count re
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, TIMESTAMP_LOG_APPEND_TIME
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
-                                   ResourceType)
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType
 from kafka import KafkaAdminClient
 from kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
-
 from kio.schema.errors import ErrorCode
 
-from tests.integration.conftest import wait_until
+from odradek.dev.waiting import wait_until
 
 
 def _error(future) -> ErrorCode:

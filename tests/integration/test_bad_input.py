@@ -7,7 +7,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from tests.kafka_wire import WireClient, batch
+from tests.support.kafka_wire import WireClient, batch
 
 PRODUCE = 0
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import start_cluster, stop_cluster
+from odradek.dev.harness import start_cluster, stop_cluster
 
 
 @pytest.fixture(scope="module")

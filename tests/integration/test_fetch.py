@@ -9,7 +9,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from odradek.records import RecordBatch, iter_batches
-from tests.kafka_wire import WireClient, batch
+from tests.support.kafka_wire import WireClient, batch
 
 FETCH, PRODUCE = 1, 0
 

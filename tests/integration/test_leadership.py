@@ -8,8 +8,8 @@ from kio.schema.alter_partition_reassignments.v0.request import (AlterPartitionR
 from kio.schema.errors import ErrorCode
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
-from tests.conftest import wait_until
-from tests.kafka_wire import WireClient
+from odradek.dev.waiting import wait_until
+from tests.support.kafka_wire import WireClient
 
 
 def _assignment(cluster, topic):

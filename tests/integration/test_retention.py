@@ -8,7 +8,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
-from tests.kafka_wire import WireClient
+from odradek.dev.waiting import wait_until
+from tests.support.kafka_wire import WireClient
 
 FETCH, LIST_OFFSETS = 1, 2
 
@@ -37,14 +38,10 @@ def _fill(cluster, topic, count, timestamp_ms=None):
         p.flush(10)
 
 
-def _wait_for_start_above(client, topic, minimum, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        start = _earliest(client, topic)
-        if start > minimum:
-            return start
-        time.sleep(0.2)
-    raise AssertionError(f"log start offset of {topic} stayed at {start}")
+def _start_above(client, topic, minimum, timeout=30):
+    """The log start offset, once the retention check moved it past ``minimum``."""
+    return wait_until(lambda: (start := _earliest(client, topic)) > minimum and start, timeout,
+                      f"the log start offset of {topic} to pass {minimum}", 0.2)
 
 
 def test_retention_bytes_deletes_old_segments(cluster):
@@ -52,7 +49,7 @@ def test_retention_bytes_deletes_old_segments(cluster):
                          config={"segment.bytes": "4096", "retention.bytes": "12000"})
     _fill(cluster, "ret-bytes", 100)
     with WireClient(cluster.leader_address("ret-bytes", 0)) as c:
-        start = _wait_for_start_above(c, "ret-bytes", 0)
+        start = _start_above(c, "ret-bytes", 0)
         assert _fetch_error(c, "ret-bytes", 0) == ErrorCode.offset_out_of_range
         assert _fetch_error(c, "ret-bytes", start) == ErrorCode.none
     segments = list((cluster.data_dir / f"broker-{cluster.leader_id('ret-bytes', 0)}" / "ret-bytes-0").glob("*.log"))
@@ -65,6 +62,6 @@ def test_retention_ms_deletes_segments_older_than_it(cluster):
     _fill(cluster, "ret-ms", 40, timestamp_ms=two_hours_ago)
     _fill(cluster, "ret-ms", 1)  # a fresh record in the active segment, which is kept
     with WireClient(cluster.leader_address("ret-ms", 0)) as c:
-        start = _wait_for_start_above(c, "ret-ms", 0)
+        start = _start_above(c, "ret-ms", 0)
         assert _fetch_error(c, "ret-ms", 0) == ErrorCode.offset_out_of_range
         assert start <= 40

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.operator.conftest import need
+from tests.support.k8s import need
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from odradek.dev.waiting import wait_until
 from odradek.operator import builders
-from tests.conftest import wait_until
-from tests.operator.conftest import condition
+from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.

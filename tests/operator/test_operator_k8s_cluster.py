@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from odradek.dev.waiting import wait_until
 from odradek.operator import builders
-from tests.conftest import wait_until
-from tests.operator.conftest import condition
+from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
@@ -129,7 +129,7 @@ def test_pause_annotation_stops_reconciliation(k8s, operator, namespace):
 
 
 def test_deleting_the_cluster_garbage_collects_children(k8s, operator, namespace, k8s_bins):
-    from tests.operator.conftest import need
+    from tests.support.k8s import need
     need(k8s_bins, "kube-controller-manager")  # the garbage collector lives there
     k8s.apply_cluster(namespace, "gone", SPEC)
     wait_children(k8s, namespace, "gone")
@@ -142,7 +142,7 @@ def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins,
     import os
     import subprocess
 
-    from tests.operator.conftest import need
+    from tests.support.k8s import need
     kubectl = need(k8s_bins, "kubectl")
     env = {**os.environ, **control_plane.env()}
 

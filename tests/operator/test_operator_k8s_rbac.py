@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import wait_until
-from tests.integration.conftest import start_cluster, stop_cluster
-from tests.operator.conftest import K8s, condition, control_plane_module, need
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
 from tests.operator.test_operator_helm import run
 from tests.operator.test_operator_k8s_topics import controller_topic
+from tests.support.k8s import K8s, condition, control_plane_module, need
 
 pytestmark = pytest.mark.timeout(3000)
 
@@ -164,8 +164,9 @@ def check_rack_init_command(plane, admin: K8s, ns: str, tmp_path: Path) -> None:
                   "--output", tmp_path / "rack-b", env=env, check=False)
     assert missing.returncode == 1 and f"node 'node-b' has no label '{ZONE}'" in missing.stderr
     # that token reads Nodes by name and nothing else
-    from odradek.operator.kube import Kube
     from kubernetes import config
+
+    from odradek.operator.kube import Kube
     brokers = Kube(config.new_client_from_config(env["KUBECONFIG"]))
     for method, path in (("GET", "/api/v1/nodes"), ("GET", f"/api/v1/namespaces/{ns}/secrets"),
                          ("GET", f"/api/v1/namespaces/{ns}/pods")):

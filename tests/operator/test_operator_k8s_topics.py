@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.integration.conftest import start_cluster, stop_cluster
-from tests.operator.conftest import condition
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
+from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.

@@ -16,9 +16,10 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.integration.conftest import (Cluster, confluent_consume, confluent_produce, make_records, start_cluster,
-                                        stop_cluster, verify)
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
+from tests.support.clients import confluent_consume, confluent_produce
+from tests.support.records import make_records, verify
 
 LAG_MS = 3000
 

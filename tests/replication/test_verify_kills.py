@@ -16,8 +16,8 @@ import random
 
 import pytest
 
+from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.verify import Config, ReplicationUnavailable, run
-from tests.integration.conftest import start_cluster, stop_cluster
 
 KILLS = 20
 MIXED_KILLS = 6

@@ -1,40 +1,20 @@
 """One local SparkSession per module (start-up costs ~5 s), with the pitfalls known here:
-the workers run this interpreter, Spark binds loopback, scratch space in the test's tmp dir."""
+the workers run this interpreter, Spark binds loopback, scratch space in the test's tmp dir.
+The dev cluster with its gateway is the root conftest's ``gw_cluster``."""
 
 from __future__ import annotations
 
 import os
-import site
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.gateway.conftest import gw_cluster  # noqa: F401  (a dev cluster with its gateway)
-
-
-def spark_env(tmp) -> dict[str, str]:
-    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp)}
-
-
-def python_without_odradek(where: Path) -> str:
-    """An interpreter that sees this venv's libraries (pyspark, pyarrow, httpx) but not the
-    odradek packages: a bare venv whose .pth adds the site-packages directory as a plain path,
-    so the editable install's own .pth there is not processed."""
-    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    site_packages = next(where.glob("lib/python*/site-packages"))
-    (site_packages / "main_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    python = str(where / "bin" / "python")
-    probe = subprocess.run([python, "-c", "import odradek.spark"], capture_output=True)
-    assert probe.returncode != 0, "the bare interpreter still finds odradek"
-    return python
+from tests.support.spark import spark_env
 
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
+
     import odradek.spark
     tmp = tmp_path_factory.mktemp("spark")
     os.environ.update(spark_env(tmp))

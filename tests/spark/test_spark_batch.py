@@ -18,7 +18,7 @@ import pytest
 from odradek.client import GatewayClient
 from odradek.spark import options as opts
 from odradek.spark.bundle import build as build_bundle
-from tests.spark.conftest import python_without_odradek, spark_env
+from tests.support.spark import python_without_odradek, spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

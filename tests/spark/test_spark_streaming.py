@@ -10,7 +10,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from odradek.client import GatewayClient
-from tests.conftest import wait_until
+from odradek.dev.waiting import wait_until
 
 
 def produce(gw_cluster, topic: str, start: int, count: int, partitions: int, pad: int = 0) -> None:

@@ -1,4 +1,4 @@
-"""ZooKeeper layout (DESIGN.md), relative to the chroot ``/odradek/<cluster>``.
+"""ZooKeeper layout (docs/control-plane.md, "ZooKeeper znodes"), relative to ``/odradek/<cluster>``.
 
 Every znode holds UTF-8 JSON. Kazoo clients are created with the chroot in the connect
 string (``host:port/odradek/<cluster>``), so these paths are absolute inside it.

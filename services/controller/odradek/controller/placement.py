@@ -1,4 +1,4 @@
-"""Pure placement and election rules (DESIGN.md "Placement and election"), no I/O.
+"""Pure placement and election rules (docs/control-plane.md: placement, replication), no I/O.
 
 Owns:
 - topic-name validation as Kafka does it (INVALID_TOPIC_EXCEPTION);

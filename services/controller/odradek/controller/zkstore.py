@@ -1,7 +1,7 @@
 """The ZooKeeper implementation of ``MetadataStore`` (the only controller module importing kazoo).
 
 Owns: the kazoo session (chroot ``/odradek/<cluster>``, created first if missing), the JSON
-shape of every znode (DESIGN.md's layout; see docs/control-plane.md), the election
+shape of every znode (docs/control-plane.md, "ZooKeeper znodes"), the election
 transaction, and the mapping of kazoo's exceptions to the store's own.
 
 Every write the controller makes is one kazoo transaction that starts with

@@ -26,6 +26,9 @@ import threading
 import time
 from pathlib import Path
 
+from odradek.dev.harness import partition_leaders
+from odradek.dev.waiting import wait_until
+
 from .history import History
 
 log = logging.getLogger("odradek.verify")
@@ -74,16 +77,6 @@ class DevCluster:
 
     def start(self, name: str) -> None:
         self.dev("start", name.removeprefix("broker-") if name.startswith("broker-") else name)
-
-
-def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    """{partition: leader broker id} from Metadata (-1: none)."""
-    from confluent_kafka.admin import AdminClient
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return {}
-    return {p.id: (p.leader if p.error is None else -1) for p in t.partitions.values()}
 
 
 class Nemesis(threading.Thread):
@@ -185,15 +178,12 @@ class Nemesis(threading.Thread):
             log.warning("nemesis: %s not recovered after %.1fs", name, took)
 
     def wait_recovered(self, name: str, before: int | None) -> bool:
-        deadline = time.monotonic() + self.recovery_timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.recovered(name, before):
-                    return True
-            except Exception as e:  # the controller may be between instances
-                log.debug("recovery check: %r", e)
-            time.sleep(0.2)
-        return False
+        # a failing check counts as "not yet": the controller may be between instances
+        try:
+            return wait_until(lambda: self.recovered(name, before), self.recovery_timeout, f"{name} to recover", 0.2)
+        except TimeoutError as e:
+            log.debug("%s", e)
+            return False
 
     def recovered(self, name: str, before: int | None) -> bool:
         """Running again, and seen as a new incarnation by the active controller (a broker

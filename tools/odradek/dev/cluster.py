@@ -19,6 +19,7 @@ from pathlib import Path
 
 from odradek.dev import processes, zookeeper
 from odradek.dev.processes import ProcessRecord
+from odradek.dev.waiting import wait_until
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = Path("var/dev")
@@ -168,35 +169,30 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
 
 
 def _wait_gateway_ready(state: dict, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if not processes.alive(ProcessRecord.from_json(state["processes"]["gateway"])):
             raise RuntimeError("the gateway exited during start-up")
-        try:
-            with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"the gateway was not ready after {timeout:.0f}s")
+        with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5) as resp:
+            return resp.status == 200
+    wait_until(ready, timeout, "the gateway to be ready", 0.2, retry_on=(OSError,))  # URLError is one
 
 
 def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last = "no controller answered"
-    while time.monotonic() < deadline:
+    seen = ["no controller answered"]
+
+    def ready() -> bool:
         for name, rec in state["processes"].items():
             if not processes.alive(ProcessRecord.from_json(rec)):
                 raise RuntimeError(f"{name} exited during start-up")
         cluster = active_cluster(state)
-        if cluster is not None:
-            live = len(cluster.get("brokers", []))
-            if live >= brokers:
-                return
-            last = f"{live}/{brokers} brokers registered"
-        time.sleep(0.2)
-    raise TimeoutError(f"cluster not ready after {timeout:.0f}s: {last}")
+        if cluster is None:
+            return False
+        seen[0] = f"{len(cluster.get('brokers', []))}/{brokers} brokers registered"
+        return len(cluster.get("brokers", [])) >= brokers
+    try:
+        wait_until(ready, timeout, "the cluster to be ready", 0.2, retry_on=())
+    except TimeoutError:
+        raise TimeoutError(f"cluster not ready after {timeout:.0f}s: {seen[0]}") from None
 
 
 def active_cluster(state: dict) -> dict | None:

@@ -21,9 +21,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.dev import harness
+
 from .checker import Report, check
 from .history import History
-from .nemesis import FAULTS, DevCluster, Nemesis, partition_leaders
+from .nemesis import FAULTS, DevCluster, Nemesis
 from .reader import read_all
 from .workload import CLIENTS, make_producers
 
@@ -89,17 +91,10 @@ def create_topic(bootstrap: str, cfg: Config) -> None:
 
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    leaders: dict[int, int] = {}
-    while time.monotonic() < deadline:
-        try:
-            leaders = partition_leaders(bootstrap, topic)
-        except Exception as e:
-            log.debug("metadata: %r", e)
-        if len(leaders) == partitions and all(l >= 0 for l in leaders.values()):
-            return leaders
-        time.sleep(0.2)
-    raise RunError(f"not every partition of {topic!r} has a leader after {timeout:.0f}s: {leaders}")
+    try:
+        return harness.wait_for_leaders(bootstrap, topic, partitions, timeout)
+    except TimeoutError as e:
+        raise RunError(f"not every partition of {topic!r} has a leader: {e}") from e
 
 
 class Snapshots(threading.Thread):

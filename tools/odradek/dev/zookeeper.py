@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.dev.waiting import wait_until
+
 JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 LOG_NAME = "zookeeper.log"
@@ -109,17 +111,17 @@ def _launch(directory: Path, port: int) -> subprocess.Popen:
 
 
 def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def up() -> bool:
         if proc.poll() is not None:
             raise ZooKeeperFailed(f"ZooKeeper exited with {proc.returncode}:\n{_log_tail(directory)}")
-        if serving(port):
-            return
-        time.sleep(0.05)
-    stop_pid(proc.pid)
-    proc.wait()
-    raise ZooKeeperFailed(f"ZooKeeper did not serve on port {port} within {timeout}s:\n"
-                          f"{_log_tail(directory)}")
+        return serving(port)
+    try:
+        wait_until(up, timeout, f"ZooKeeper to serve on port {port}", retry_on=())
+    except TimeoutError:
+        stop_pid(proc.pid)
+        proc.wait()
+        raise ZooKeeperFailed(f"ZooKeeper did not serve on port {port} within {timeout}s:\n"
+                              f"{_log_tail(directory)}") from None
 
 
 def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[subprocess.Popen, int]:

@@ -1,1 +1,0 @@
-"""Development helpers: real local servers (ZooKeeper) for ``odradek dev`` and the tests."""

@@ -1,0 +1,62 @@
+"""The HTTP gateway as its own process, and what its tests send it.
+
+``GatewayProcess`` runs ``odradek gateway`` on a free port (options such as auth or TLS given
+by the test) and stops it by PID; ``write_tokens`` writes a bearer-token file; ``V2*`` and
+``ARROW`` are the REST Proxy v2 and Arrow content types.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from odradek.dev.cluster import free_port
+from odradek.dev.waiting import wait_until
+
+V2 = "application/vnd.kafka.v2+json"
+V2_JSON = "application/vnd.kafka.json.v2+json"
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+class GatewayProcess:
+    """``odradek gateway`` as its own process on a free port (stopped by PID)."""
+
+    def __init__(self, bootstrap: str, log: Path, *options: str, verify: ssl.SSLContext | bool = True):
+        self.port = free_port()
+        self.url = f"{'https' if '--ssl-certfile' in options else 'http'}://127.0.0.1:{self.port}"
+        self.verify = verify   # the CA file an https gateway is checked against
+        self.log = log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "odradek.gateway", "--bootstrap-servers", bootstrap, "--port", str(self.port),
+             *options], stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_until(self._ready, 60, f"the gateway on port {self.port} to be ready")
+
+    def _ready(self) -> bool:
+        assert self.proc.poll() is None, f"the gateway exited:\n{self.log.read_text()[-3000:]}"
+        try:
+            return httpx.get(self.url + "/readyz", timeout=5, verify=self.verify).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> bool:
+        """SIGTERM; True if the gateway shut down gracefully (uvicorn re-raises the signal
+        after its shutdown, so the exit status is -15 either way: the log tells)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            return False
+        return "Application shutdown complete" in self.log.read_text()
+
+
+def write_tokens(path: Path, tokens: list[dict]) -> Path:
+    path.write_text(json.dumps({"tokens": tokens}))
+    return path

@@ -1,0 +1,27 @@
+"""Running PySpark here: the environment a local SparkSession needs, and an interpreter that
+sees this venv's libraries but not the odradek packages (as a Spark worker without them)."""
+
+from __future__ import annotations
+
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+
+def spark_env(tmp) -> dict[str, str]:
+    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp)}
+
+
+def python_without_odradek(where: Path) -> str:
+    """An interpreter that sees this venv's libraries (pyspark, pyarrow, httpx) but not the
+    odradek packages: a bare venv whose .pth adds the site-packages directory as a plain path,
+    so the editable install's own .pth there is not processed."""
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site_packages = next(where.glob("lib/python*/site-packages"))
+    (site_packages / "main_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    python = str(where / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import odradek.spark"], capture_output=True)
+    assert probe.returncode != 0, "the bare interpreter still finds odradek"
+    return python
