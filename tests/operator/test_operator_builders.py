@@ -237,8 +237,9 @@ def test_no_f_string_yaml_every_manifest_is_plain_data(spec):
         assert set(obj) >= {"apiVersion", "kind", "metadata"}
 
 
-def test_controller_candidates_from_endpoint_slices(monkeypatch):
+def test_controller_candidates_from_endpoint_slices():
     from odradek.operator import reconcile
+    from odradek.operator.settings import OperatorSettings
 
     class FakeKube:
         def list(self, api_version, kind, namespace, selector):
@@ -247,13 +248,13 @@ def test_controller_candidates_from_endpoint_slices(monkeypatch):
                                    {"addresses": ["10.0.0.6"], "conditions": {"ready": False}},
                                    {"addresses": ["fd00::7"]}]}]
 
-    monkeypatch.delenv("ODRADEK_OPERATOR_CONTROLLER_URL", raising=False)
     body = {"metadata": {"name": "c", "namespace": NS}}
-    assert reconcile.controller_candidates(FakeKube(), body) == ["http://10.0.0.5:8080", "http://[fd00::7]:8080"]
-    monkeypatch.setenv("ODRADEK_OPERATOR_CONTROLLER_URL", "http://a:1, http://b:2/")
-    assert reconcile.controller_candidates(FakeKube(), body) == ["http://a:1", "http://b:2"]
+    plain = OperatorSettings.from_env({})
+    assert reconcile.controller_candidates(FakeKube(), body, plain) == ["http://10.0.0.5:8080", "http://[fd00::7]:8080"]
+    override = OperatorSettings.from_env({"ODRADEK_OPERATOR_CONTROLLER_URL": "http://a:1, http://b:2/"})
+    assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://a:1", "http://b:2"]
     body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}
-    assert reconcile.controller_candidates(FakeKube(), body) == ["http://x:9"]
+    assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://x:9"]
 
 
 def test_gateway_arguments_parse_with_the_gateways_own_cli():

@@ -2,7 +2,7 @@
 
 Several controller instances run; one is active, the others answer 503 ``NOT_CONTROLLER``.
 ``ControllerClient`` takes the candidate URLs (the controller Service's endpoints, or the
-``ODRADEK_OPERATOR_CONTROLLER_URL`` override), finds the active one through each instance's
+operator's override, ``OperatorSettings.controller_urls``), finds the active one through each instance's
 ``GET /internal/v1/health`` and re-resolves once when a call meets ``NOT_CONTROLLER``.
 
 Blocking (urllib): the kopf handlers that use it are synchronous and run in kopf's thread pool.
@@ -11,13 +11,11 @@ Blocking (urllib): the kopf handlers that use it are synchronous and run in kopf
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Iterable
 
-OVERRIDE_ENV = "ODRADEK_OPERATOR_CONTROLLER_URL"
 TIMEOUT_S = 5.0
 NOT_CONTROLLER = 41
 UNKNOWN_TOPIC = 3
@@ -39,11 +37,6 @@ class AdminError(Exception):
 
 class Unreachable(Exception):
     """No active controller answered."""
-
-
-def override_urls() -> list[str] | None:
-    raw = os.environ.get(OVERRIDE_ENV, "").strip()
-    return [u.strip().rstrip("/") for u in raw.split(",") if u.strip()] or None
 
 
 def _call(method: str, url: str, body: Any = None, timeout: float = TIMEOUT_S) -> tuple[int, Any]:

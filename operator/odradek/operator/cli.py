@@ -27,8 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     import kopf
 
-    import odradek.operator.handlers  # noqa: F401  (registers the handlers)
+    from odradek.operator import handlers
+    from odradek.operator.settings import OperatorSettings
 
+    # The environment, read once; kopf's default registry also holds its own login handlers.
+    handlers.register(kopf.get_default_registry(), OperatorSettings.from_env())
     # One operator instance per cluster (the chart's Deployment has one replica, Recreate
     # strategy): standalone, no KopfPeering objects.
     kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,

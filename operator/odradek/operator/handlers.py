@@ -3,32 +3,29 @@
 reason in status, TemporaryError while waiting) and onto status conditions.
 
 Settings: progress and diff-base are kept in ``operator.odradek.dev/*`` annotations (the CRDs' status
-schemas are structural, so kopf's default ``status.kopf`` would be pruned). Intervals come from
-``ODRADEK_OPERATOR_STATUS_INTERVAL`` (cluster status refresh, default 15 s),
-``ODRADEK_OPERATOR_DRIFT_INTERVAL`` (topic drift check, default 60 s) and
-``ODRADEK_OPERATOR_RETRY_DELAY`` (waits, default 10 s).
+schemas are structural, so kopf's default ``status.kopf`` would be pruned). Intervals and delays
+come from ``OperatorSettings`` (read from the environment at start-up): importing this module
+registers nothing; ``register`` does, into the registry the CLI hands to ``kopf.run``, and binds
+the settings to every handler (handler ids stay the functions' names).
 """
 
 from __future__ import annotations
 
-import os
+import functools
 from typing import Any
 
 import kopf
 
 from odradek.operator import admin, kube, reconcile
 from odradek.operator.status import is_paused, readiness, set_condition
+from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
 
 CLUSTER = ("odradek.dev", "v1alpha1", "odradekclusters")
 TOPIC = ("odradek.dev", "v1alpha1", "odradektopics")
-STATUS_INTERVAL = float(os.environ.get("ODRADEK_OPERATOR_STATUS_INTERVAL", "15"))
-DRIFT_INTERVAL = float(os.environ.get("ODRADEK_OPERATOR_DRIFT_INTERVAL", "60"))
-RETRY_DELAY = float(os.environ.get("ODRADEK_OPERATOR_RETRY_DELAY", "10"))
 KOPF_PREFIX = "operator.odradek.dev"
 
 
-@kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Not "odradek.dev": kopf leaves its own prefix's annotations out of the diff, and
     # odradek.dev/pause-reconciliation must trigger the update handlers.
@@ -60,16 +57,14 @@ def _paused(patch: kopf.Patch, old: dict, meta: dict) -> bool:
 
 # -- OdradekCluster -------------------------------------------------------------------------
 
-@kopf.on.resume(*CLUSTER, backoff=RETRY_DELAY)
-@kopf.on.create(*CLUSTER, backoff=RETRY_DELAY)
-@kopf.on.update(*CLUSTER, backoff=RETRY_DELAY)
 def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
-                      logger: Any, **_: Any) -> None:
+                      logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     old = dict(status)
     if _paused(patch, old, dict(meta)):
         return
     try:
-        outcome = reconcile.apply_cluster(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body), logger)
+        outcome = reconcile.apply_cluster(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body), logger,
+                                          operator_settings)
     except SpecError as e:
         _fail(patch, old, meta.get("generation"), "InvalidSpec", str(e))
         raise kopf.PermanentError(str(e)) from None
@@ -82,15 +77,14 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
     if outcome.waiting or outcome.warning:
-        raise kopf.TemporaryError(outcome.waiting or outcome.warning, delay=RETRY_DELAY)
+        raise kopf.TemporaryError(outcome.waiting or outcome.warning, delay=operator_settings.retry_delay)
 
 
-@kopf.timer(*CLUSTER, interval=STATUS_INTERVAL, initial_delay=1.0)
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
-                           **_: Any) -> None:
+                           operator_settings: OperatorSettings, **_: Any) -> None:
     if status.get("phase") in ("Failed", "Paused") or is_paused(meta):
         return
-    health = reconcile.cluster_health(kube.shared(), body)
+    health = reconcile.cluster_health(kube.shared(), body, operator_settings)
     ready, reason, message = health.verdict()
     patch.status["readyBrokers"] = health.brokers_ready
     patch.status["desiredBrokers"] = health.brokers_desired
@@ -106,26 +100,22 @@ def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:
     return bool((spec.get("rack") or {}).get("topologyKey"))
 
 
-@kopf.on.delete(*CLUSTER, when=_uses_racks, retries=30, backoff=RETRY_DELAY)
-def unbind_rack_reader(name: str, namespace: str, spec: kopf.Spec, **_: Any) -> None:
+def unbind_rack_reader(name: str, namespace: str, operator_settings: OperatorSettings, **_: Any) -> None:
     """The rack ClusterRoleBinding is cluster-scoped, so no owner reference can collect it (the
     finalizer this handler needs exists only on rack-aware clusters)."""
-    reconcile.sync_rack_binding(kube.shared(), name, namespace, reconcile.configured_rack_role() or None, wanted=False)
+    reconcile.sync_rack_binding(kube.shared(), name, namespace, operator_settings.rack_cluster_role or None,
+                                wanted=False)
 
 
 # -- OdradekTopic ---------------------------------------------------------------------------
 
-@kopf.on.resume(*TOPIC, backoff=RETRY_DELAY)
-@kopf.on.create(*TOPIC, backoff=RETRY_DELAY)
-@kopf.on.update(*TOPIC, backoff=RETRY_DELAY)
-@kopf.timer(*TOPIC, interval=DRIFT_INTERVAL, initial_delay=DRIFT_INTERVAL)
 def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
-                    patch: kopf.Patch, logger: Any, **_: Any) -> None:
+                    patch: kopf.Patch, logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     old, generation = dict(status), meta.get("generation")
     if _paused(patch, old, dict(meta)):
         return
     try:
-        fields = reconcile.sync_topic(kube.shared(), name, namespace, meta, spec, logger)
+        fields = reconcile.sync_topic(kube.shared(), name, namespace, meta, spec, logger, operator_settings)
     except SpecError as e:
         _fail(patch, old, generation, "InvalidSpec", str(e))
         raise kopf.PermanentError(str(e)) from None
@@ -134,10 +124,10 @@ def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec,
             _fail(patch, old, generation, e.name, e.message)
             raise kopf.PermanentError(f"{e.name}: {e.message}") from None
         _waiting(patch, old, generation, e.name, e.message)
-        raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from None
+        raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
     except (reconcile.ClusterMissing, reconcile.Waiting, admin.Unreachable) as e:
         _waiting(patch, old, generation, type(e).__name__, str(e))
-        raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from None
+        raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
     patch.status.update(fields)
     patch.status["phase"] = "Ready"
     patch.status["conditions"] = readiness(
@@ -150,10 +140,33 @@ def _waiting(patch: kopf.Patch, old: dict, generation: int | None, reason: str, 
     patch.status["conditions"] = readiness(old.get("conditions"), False, reason, message, generation)
 
 
-@kopf.on.delete(*TOPIC, retries=30, backoff=RETRY_DELAY)
-def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, logger: Any, **_: Any) -> None:
+def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, logger: Any,
+                 operator_settings: OperatorSettings, **_: Any) -> None:
     try:
-        outcome = reconcile.release_or_delete_topic(kube.shared(), name, namespace, meta, spec, logger)
+        outcome = reconcile.release_or_delete_topic(kube.shared(), name, namespace, meta, spec, logger,
+                                                    operator_settings)
     except (admin.AdminError, admin.Unreachable) as e:
-        raise kopf.TemporaryError(f"deleting the topic: {e}", delay=RETRY_DELAY) from None
+        raise kopf.TemporaryError(f"deleting the topic: {e}", delay=operator_settings.retry_delay) from None
     logger.info(outcome)
+
+
+# -- registration ---------------------------------------------------------------------------
+
+def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> None:
+    """Register every handler into ``registry`` with ``settings`` bound (what the decorators
+    would do at import time, once the settings are known)."""
+    on, retry = kopf.on, settings.retry_delay
+
+    def bind(fn: Any) -> Any:
+        return functools.partial(fn, operator_settings=settings)
+
+    on.startup(registry=registry)(configure)
+    for resource, reconcile_fn, delete_fn, when in ((CLUSTER, reconcile_cluster, unbind_rack_reader, _uses_racks),
+                                                    (TOPIC, reconcile_topic, delete_topic, None)):
+        for event in (on.update, on.create, on.resume):
+            event(*resource, backoff=retry, registry=registry)(bind(reconcile_fn))
+        on.delete(*resource, when=when, retries=30, backoff=retry, registry=registry)(bind(delete_fn))
+    on.timer(*CLUSTER, interval=settings.status_interval, initial_delay=1.0,
+             registry=registry)(bind(refresh_cluster_status))
+    on.timer(*TOPIC, interval=settings.drift_interval, initial_delay=settings.drift_interval,
+             registry=registry)(bind(reconcile_topic))

@@ -4,17 +4,18 @@ Each function takes the ``Kube`` client (``kube.py``) and plain dicts, does the 
 writes, and returns the status fields to patch; decisions are the pure functions of
 ``builders``, ``rolling``, ``topics`` and ``status``. Exceptions: ``SpecError`` (invalid
 spec), ``Waiting`` (retry later, with the reason), ``admin.Unreachable`` / ``admin.AdminError``.
+The operator's settings (``OperatorSettings``, read at start-up) come in as an argument.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from odradek.operator import admin, builders, rolling, topics, validation
 from odradek.operator.kube import Kube
+from odradek.operator.settings import OperatorSettings
 from odradek.operator.status import ClusterHealth
 
 CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
@@ -31,17 +32,16 @@ class ClusterMissing(Exception):
 
 # -- finding the active controller ----------------------------------------------------------
 
-def controller_candidates(kube: Kube, cluster: Mapping[str, Any]) -> list[str]:
+def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: OperatorSettings) -> list[str]:
     """Where the controller instances are: the cluster's ``odradek.dev/controller-url``
-    annotation, else the ``ODRADEK_OPERATOR_CONTROLLER_URL`` override, else the ready
-    endpoints of the ``<cluster>-controller`` Service."""
+    annotation, else the operator's override (``ODRADEK_OPERATOR_CONTROLLER_URL``), else the
+    ready endpoints of the ``<cluster>-controller`` Service."""
     meta = cluster["metadata"]
     annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
     if annotated:
         return [u.strip() for u in annotated.split(",") if u.strip()]
-    override = admin.override_urls()
-    if override:
-        return override
+    if settings.controller_urls:
+        return list(settings.controller_urls)
     service = builders.names(meta["name"])["controller"]
     urls = []
     for eps in kube.list("discovery.k8s.io/v1", "EndpointSlice", meta["namespace"],
@@ -55,8 +55,8 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any]) -> list[str]:
     return urls
 
 
-def controller_client(kube: Kube, cluster: Mapping[str, Any]) -> admin.ControllerClient:
-    return admin.ControllerClient(controller_candidates(kube, cluster))
+def controller_client(kube: Kube, cluster: Mapping[str, Any], settings: OperatorSettings) -> admin.ControllerClient:
+    return admin.ControllerClient(controller_candidates(kube, cluster, settings))
 
 
 # -- OdradekCluster -------------------------------------------------------------------------
@@ -70,12 +70,12 @@ class ClusterOutcome:
 
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
-                  logger: logging.Logger) -> ClusterOutcome:
+                  logger: logging.Logger, settings: OperatorSettings) -> ClusterOutcome:
     """Validate, apply every child, grow PVCs, take one rolling-restart step."""
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
     validation.validate_cluster(spec)
-    rack_role = rack_cluster_role(spec)
+    rack_role = rack_cluster_role(spec, settings)
     names = builders.names(name)
     live_sts = kube.get("apps/v1", "StatefulSet", namespace, names["brokers"])
     current = (live_sts or {}).get("spec", {}).get("replicas")
@@ -83,7 +83,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
 
     client, metadata = None, None
     if current is not None and desired < current:
-        client = controller_client(kube, body)
+        client = controller_client(kube, body, settings)
         try:
             metadata = client.cluster()
         except (admin.Unreachable, admin.AdminError) as e:
@@ -107,7 +107,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
 
     waiting = None
     if live_sts is not None:
-        step = roll_step(kube, body, scale.replicas, client)
+        step = roll_step(kube, body, scale.replicas, settings, client)
         if not step.done:
             waiting = step.reason
     status = {
@@ -120,16 +120,12 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     return ClusterOutcome(status, None if scale.allowed else scale.reason, waiting, applied)
 
 
-def configured_rack_role() -> str:
-    return os.environ.get("ODRADEK_OPERATOR_RACK_CLUSTERROLE", "odradek-broker-rack")
-
-
-def rack_cluster_role(spec: Mapping[str, Any]) -> str | None:
+def rack_cluster_role(spec: Mapping[str, Any], settings: OperatorSettings) -> str | None:
     """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
     uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);
     empty means the chart grants no node access, so a rack-aware cluster is an invalid spec.
     ``None`` when the operator does not manage rack bindings at all."""
-    role = configured_rack_role()
+    role = settings.rack_cluster_role
     if not role:
         if builders.rack_topology_key(spec):
             raise validation.SpecError(
@@ -170,7 +166,7 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], 
     return resized
 
 
-def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int,
+def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int, settings: OperatorSettings,
               client: admin.ControllerClient | None = None) -> rolling.RollStep:
     """One step of a rolling restart: delete at most one outdated broker pod."""
     meta, spec = body["metadata"], body.get("spec") or {}
@@ -182,7 +178,7 @@ def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int,
         return rolling.plan_roll(pods, desired_hash, replicas, 0)
     urp = None
     try:
-        urp = (client or controller_client(kube, body)).health().get("under_replicated_partitions")
+        urp = (client or controller_client(kube, body, settings)).health().get("under_replicated_partitions")
     except (admin.Unreachable, admin.AdminError):
         pass
     step = rolling.plan_roll(pods, desired_hash, replicas, urp)
@@ -191,7 +187,7 @@ def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int,
     return step
 
 
-def cluster_health(kube: Kube, body: Mapping[str, Any]) -> ClusterHealth:
+def cluster_health(kube: Kube, body: Mapping[str, Any], settings: OperatorSettings) -> ClusterHealth:
     """Read the children's status and the controller's health."""
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
@@ -206,7 +202,7 @@ def cluster_health(kube: Kube, body: Mapping[str, Any]) -> ClusterHealth:
     gw_desired = int((spec.get("gateway") or {}).get("replicas", 0))
     active, urp = None, None
     try:
-        health = controller_client(kube, body).health()
+        health = controller_client(kube, body, settings).health()
         active, urp = health.get("id"), health.get("under_replicated_partitions")
     except (admin.Unreachable, admin.AdminError, OSError):
         pass
@@ -242,12 +238,12 @@ def topic_cluster(kube: Kube, namespace: str, meta: Mapping[str, Any], spec: Map
 
 
 def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
-               logger: logging.Logger) -> dict[str, Any]:
+               logger: logging.Logger, settings: OperatorSettings) -> dict[str, Any]:
     """Make the controller's topic match the spec; returns the status fields."""
     configs = validation.validate_topic(name, spec)
     topic = validation.topic_name(name, spec)
     cluster = topic_cluster(kube, namespace, meta, spec)
-    client = controller_client(kube, cluster)
+    client = controller_client(kube, cluster, settings)
     current = next((t for t in client.cluster().get("topics") or [] if t["name"] == topic), None)
     plan = topics.plan_topic(spec, configs, current)
     if plan.create:
@@ -270,7 +266,7 @@ def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], s
 
 
 def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
-                            spec: Mapping[str, Any], logger: logging.Logger) -> str:
+                            spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings) -> str:
     """On OdradekTopic deletion: delete the topic, or release when its cluster is gone."""
     ns = kube.get("v1", "Namespace", None, namespace)
     if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
@@ -281,7 +277,7 @@ def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping
     except (ClusterMissing, validation.SpecError) as e:
         return f"{e}: releasing without deleting the topic"
     try:
-        controller_client(kube, cluster).delete_topic(topic)
+        controller_client(kube, cluster, settings).delete_topic(topic)
     except admin.AdminError as e:
         if e.code != admin.UNKNOWN_TOPIC:
             raise

@@ -1,10 +1,11 @@
 """Spec validation for OdradekCluster and OdradekTopic, beyond what the CRD schema enforces.
 
 The CRDs' OpenAPI schemas reject wrong types and out-of-range numbers at the API server; this
-module checks what a schema cannot say: broker settings against the broker's own config
-registry, one ZooKeeper mode, quantities, topic names and configs. Every check raises
-``SpecError`` with a one-line reason; the handlers turn it into ``kopf.PermanentError`` and
-write the reason into the resource's status.
+module checks what a schema cannot say: broker settings against the config registry
+(``odradek.config``, which the broker uses too; the operator never imports the broker), one
+ZooKeeper mode, quantities, topic names and configs. Every check raises ``SpecError`` with a
+one-line reason; the handlers turn it into ``kopf.PermanentError`` and write the reason into
+the resource's status.
 
 Pure: no Kubernetes or network access, so the unit tests call it directly.
 """
@@ -14,15 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from odradek.config import validate_topic_configs
+from odradek.config import parse_broker_settings, validate_topic_configs
 from odradek.errors import KafkaError
-
-# Broker settings the broker CLI consumes itself (``odradek broker --config``), besides topic
-# defaults and the group coordinator's keys.
-BROKER_OWN_SETTINGS = {
-    "replica.lag.time.max.ms": (1, 2**31 - 1),
-    "controlled.shutdown.max.retries": (0, 2**31 - 1),
-}
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
@@ -46,35 +40,14 @@ def quantity_bytes(q: str) -> int:
 
 
 def validate_broker_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """The ``brokers.config`` map -> ``{key: value}`` strings, checked with the broker's registry.
-
-    Accepted: topic configs and their Kafka broker spellings (``log.retention.hours``...), the
-    group coordinator's ``group.*``/``offsets.*`` keys, and ``BROKER_OWN_SETTINGS``."""
-    from odradek.broker.config import topic_defaults
-    from odradek.broker.group.config import GroupConfig, is_group_setting
-
+    """The ``brokers.config`` map -> ``{key: value}`` strings, checked with the config registry
+    as ``odradek broker --config`` checks them: the broker's own keys, the group coordinator's
+    ``group.*``/``offsets.*`` keys, topic keys and their Kafka broker synonyms (``log.retention.hours``...)."""
     settings = {str(k): _string(v) for k, v in (config or {}).items()}
-    rest = dict(settings)
-    for key, (lo, hi) in BROKER_OWN_SETTINGS.items():
-        if key in rest:
-            value = rest.pop(key)
-            try:
-                number = int(value)
-            except ValueError:
-                raise SpecError(f"brokers.config.{key}: {value!r} is not an integer") from None
-            if not lo <= number <= hi:
-                raise SpecError(f"brokers.config.{key}: {number} is outside [{lo}, {hi}]")
-    group = {k: rest.pop(k) for k in list(rest) if is_group_setting(k)}
     try:
-        GroupConfig.from_settings(group)
-    except ValueError as e:
-        raise SpecError(f"brokers.config: {e}") from None
-    try:
-        topic_defaults(rest)
+        parse_broker_settings(settings)
     except KafkaError as e:
         raise SpecError(f"brokers.config: {e.message}") from None
-    except ValueError as e:  # a broker alias with a non-integer value
-        raise SpecError(f"brokers.config: {e}") from None
     return settings
 
 

@@ -8,9 +8,9 @@ import logging
 import signal
 from pathlib import Path
 
-from odradek.broker.config import BrokerConfig, topic_defaults
-from odradek.broker.group.config import GroupConfig, is_group_setting
-from odradek.broker.storage.priority import CLEANER_PRIORITIES
+from odradek.broker.config import BrokerConfig
+from odradek.config import BrokerSettings, bound_values, parse_broker_settings
+from odradek.errors import KafkaError
 
 
 def _hostport(value: str) -> tuple[str, int]:
@@ -37,13 +37,13 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--replica-lag-time-max-ms", type=int, default=None,
                    help="replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR "
                         "(default 30000; also accepted as --config replica.lag.time.max.ms=N)")
-    p.add_argument("--controlled-shutdown-max-retries", type=int, default=3,
-                   help="controlled.shutdown.max.retries (SIGTERM moves leaderships away first)")
+    p.add_argument("--controlled-shutdown-max-retries", type=int, default=None,
+                   help="controlled.shutdown.max.retries (SIGTERM moves leaderships away first; default 3; "
+                        "also accepted as --config controlled.shutdown.max.retries=N)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="topic defaults, e.g. retention.ms=60000 or log.segment.bytes=1048576, "
-                        "and the broker settings replica.lag.time.max.ms / controlled.shutdown.max.retries / "
-                        "log.cleaner.priority (idle or nice10) "
-                        "and the group coordinator's group.* / offsets.* keys "
+                   help="any key of the configuration reference (README.md): topic defaults, e.g. "
+                        "retention.ms=60000 or log.segment.bytes=1048576, the broker's own keys "
+                        "(replica.lag.time.max.ms...) and the group coordinator's group.* / offsets.* keys "
                         "(e.g. group.initial.rebalance.delay.ms=0, offsets.retention.minutes=10080)")
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
@@ -52,27 +52,27 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     ihost, iport = _hostport(a.internal_listen)
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
     iadv_host, _, iadv_port = (a.internal_advertised or "").partition(":")
-    settings = dict(kv.split("=", 1) for kv in a.config)
-    lag_ms = int(settings.pop("replica.lag.time.max.ms", 30_000))
-    if a.replica_lag_time_max_ms is not None:
-        lag_ms = a.replica_lag_time_max_ms
-    retries = int(settings.pop("controlled.shutdown.max.retries", a.controlled_shutdown_max_retries))
-    cleaner_priority = settings.pop("log.cleaner.priority", "idle")
-    if cleaner_priority not in CLEANER_PRIORITIES:
-        p.error(f"log.cleaner.priority={cleaner_priority}: expected one of {', '.join(CLEANER_PRIORITIES)}")
-    group_settings = {k: settings.pop(k) for k in list(settings) if is_group_setting(k)}
-    try:
-        GroupConfig.from_settings(group_settings)
-    except ValueError as e:
-        p.error(str(e))
+    settings = _settings(p, a)
     return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
                         host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
                         internal_host=ihost, internal_port=iport, internal_advertised_host=iadv_host or None,
                         internal_advertised_port=int(iadv_port) if iadv_port else None,
                         rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
-                        auto_create_topics=not a.no_auto_create_topics, topic_defaults=topic_defaults(settings),
-                        replica_lag_time_max_ms=lag_ms, controlled_shutdown_max_retries=retries,
-                        cleaner_priority=cleaner_priority, group_settings=group_settings)
+                        topic_defaults=settings.topic_defaults, group_settings=settings.group,
+                        **bound_values(BrokerConfig, settings.broker))
+
+
+def _settings(p: argparse.ArgumentParser, a: argparse.Namespace) -> BrokerSettings:
+    """--config pairs, validated by the registry; the dedicated flags win over --config."""
+    settings = dict(kv.split("=", 1) for kv in a.config)
+    flags = {"auto.create.topics.enable": "false" if a.no_auto_create_topics else None,
+             "replica.lag.time.max.ms": a.replica_lag_time_max_ms,
+             "controlled.shutdown.max.retries": a.controlled_shutdown_max_retries}
+    settings.update({k: str(v) for k, v in flags.items() if v is not None})
+    try:
+        return parse_broker_settings(settings)
+    except KafkaError as e:
+        p.error(e.message)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
-"""Broker settings: identity, listeners, storage, and broker-wide topic defaults.
+"""BrokerConfig: a broker's identity, listeners and storage, plus its settings from the config
+registry (``odradek.config``): the broker's own keys as typed fields, the group coordinator's
+keys and the broker-wide topic defaults as validated strings.
 
-Topic defaults use the topic config names (``retention.ms``...); Kafka's broker-level
-``log.*`` spellings are accepted too (``log.retention.ms`` -> ``retention.ms``, and
-``log.retention.hours`` / ``log.roll.hours`` / ``log.segment.bytes`` the way Kafka maps them).
+Every key's default, validator and Kafka synonyms are stated in the registry only; a field
+bound with ``setting("key")`` takes them from there.
 """
 
 from __future__ import annotations
@@ -10,36 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.config import validate_topic_configs
-
-_BROKER_ALIASES = {
-    "log.segment.bytes": ("segment.bytes", 1),
-    "log.roll.ms": ("segment.ms", 1),
-    "log.roll.hours": ("segment.ms", 3_600_000),
-    "log.retention.ms": ("retention.ms", 1),
-    "log.retention.minutes": ("retention.ms", 60_000),
-    "log.retention.hours": ("retention.ms", 3_600_000),
-    "log.retention.bytes": ("retention.bytes", 1),
-    "log.index.interval.bytes": ("index.interval.bytes", 1),
-    "log.index.size.max.bytes": ("segment.index.bytes", 1),
-    "log.flush.interval.messages": ("flush.messages", 1),
-    "log.flush.interval.ms": ("flush.ms", 1),
-    "log.message.timestamp.type": ("message.timestamp.type", None),
-    "log.cleanup.policy": ("cleanup.policy", None),
-    "message.max.bytes": ("max.message.bytes", 1),
-}
-
-
-def topic_defaults(settings: dict[str, str]) -> dict[str, str]:
-    """Broker settings -> validated topic-config defaults."""
-    out: dict[str, str] = {}
-    for key, value in settings.items():
-        if key in _BROKER_ALIASES:
-            name, scale = _BROKER_ALIASES[key]
-            out[name] = str(int(value) * scale) if scale else value
-        else:
-            out[key] = value
-    return validate_topic_configs(out)
+from odradek.config import setting, settings_of
 
 
 @dataclass
@@ -57,10 +29,15 @@ class BrokerConfig:
     internal_advertised_host: str | None = None  # what ZooKeeper tells the controller; defaults to internal_host
     internal_advertised_port: int | None = None
     rack: str | None = None
-    auto_create_topics: bool = True     # auto.create.topics.enable
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
-    controlled_shutdown_max_retries: int = 3  # controlled.shutdown.max.retries
-    cleaner_priority: str = "idle"      # log.cleaner.priority: idle (SCHED_IDLE + idle I/O) or nice10
-    topic_defaults: dict[str, str] = field(default_factory=dict)
+    auto_create_topics: bool = setting("auto.create.topics.enable")
+    socket_request_max_bytes: int = setting("socket.request.max.bytes")
+    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
+    controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
+    cleaner_priority: str = setting("log.cleaner.priority")
+    topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
+
+    @property
+    def broker_settings(self) -> dict[str, str]:
+        """The broker's own keys and their values, as strings (DescribeConfigs)."""
+        return settings_of(self)

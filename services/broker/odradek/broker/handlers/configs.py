@@ -3,69 +3,21 @@
 Topic overrides live in ZooKeeper (``/config/topics/<t>``) and change only through the
 controller; this broker forwards the change and answers with the controller's verdict.
 Dynamic broker configs are not supported: altering a BROKER resource is INVALID_REQUEST.
+What is described (values, sources, synonyms, types, docs) comes from the config registry
+(``odradek.config.describe``); this module only translates requests and responses.
 """
 
 from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
-from odradek.config import TOPIC_CONFIGS
+from odradek.config import TOPIC_CONFIGS, ConfigType
+from odradek.config.describe import Described, describe_broker, describe_topic
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_LIST_KEYS = {"cleanup.policy"}
-_LONG_MAX = "9223372036854775807"
-
-# Kafka's broker-level synonym of each topic config and the broker default it reports as the
-# DEFAULT_CONFIG synonym (LogConfig's TopicConfigSynonyms). retention.ms, segment.ms and
-# segment.jitter.ms default through *.hours settings, which Kafka 3.9 does not list as
-# synonyms (checked against it by tests/compat). A broker-wide value set with --config is
-# reported as STATIC_BROKER_CONFIG under the name in _STATIC_NAMES (or the default's name).
-_DEFAULT_SYNONYMS: dict[str, tuple[str, str] | None] = {
-    "cleanup.policy": ("log.cleanup.policy", "delete"),
-    "compression.type": ("compression.type", "producer"),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms", "86400000"),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms", "60000"),
-    "flush.messages": ("log.flush.interval.messages", _LONG_MAX),
-    "flush.ms": ("log.flush.scheduler.interval.ms", _LONG_MAX),
-    "index.interval.bytes": ("log.index.interval.bytes", "4096"),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", _LONG_MAX),
-    "max.message.bytes": ("message.max.bytes", "1048588"),
-    "message.timestamp.type": ("log.message.timestamp.type", "CreateTime"),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", "0.5"),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", "0"),
-    "min.insync.replicas": ("min.insync.replicas", "1"),
-    "preallocate": ("log.preallocate", "false"),
-    "retention.bytes": ("log.retention.bytes", "-1"),
-    "retention.ms": None,
-    "segment.bytes": ("log.segment.bytes", "1073741824"),
-    "segment.index.bytes": ("log.index.size.max.bytes", "10485760"),
-    "segment.jitter.ms": None,
-    "segment.ms": None,
-    "unclean.leader.election.enable": ("unclean.leader.election.enable", "false"),
-}
-_STATIC_NAMES = {"retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms",
-                 "segment.jitter.ms": "log.roll.jitter.ms", "flush.ms": "log.flush.interval.ms"}
-
-
-def _config_type(name: str, default: str) -> int:
-    if name in _LIST_KEYS:
-        return 7
-    if default in ("true", "false"):
-        return 1
-    try:
-        int(default)
-        return 5
-    except ValueError:
-        pass
-    try:
-        float(default)
-        return 6
-    except ValueError:
-        return 2
 
 
 async def describe_configs(ctx: BrokerContext, header, req):
@@ -75,8 +27,8 @@ async def describe_configs(ctx: BrokerContext, header, req):
         try:
             entries = _entries(ctx, res)
             wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
-            configs = tuple(_describe(s, n, v, src, ctx, req) for n, v, src in entries
-                            if wanted is None or n in wanted)
+            synonyms = getattr(req, "include_synonyms", False)
+            configs = tuple(_describe(s, e, synonyms) for e in entries if wanted is None or e.name in wanted)
             error, message = ErrorCode.none, None
         except KafkaError as e:
             configs, error, message = (), e.code, e.message
@@ -86,46 +38,22 @@ async def describe_configs(ctx: BrokerContext, header, req):
     return make(s.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-def _entries(ctx: BrokerContext, res) -> list[tuple[str, str, int]]:
+def _entries(ctx: BrokerContext, res) -> list[Described]:
     if res.resource_type == TOPIC:
         meta = ctx.replicas.topic(res.resource_name)
         if meta is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
-        return topic_entries(ctx, meta.configs)
+        return describe_topic(meta.configs, ctx.config.topic_defaults)
     if res.resource_type == BROKER:
         _check_broker(ctx, res.resource_name)
         cfg = ctx.config
-        static = {"broker.id": str(cfg.broker_id), "auto.create.topics.enable": str(cfg.auto_create_topics).lower(),
-                  "socket.request.max.bytes": str(cfg.socket_request_max_bytes)}
-        static.update({f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.topic_defaults.items()})
-        return [(n, v, STATIC_BROKER_CONFIG) for n, v in sorted(static.items())]
+        return describe_broker(cfg.broker_id, cfg.broker_settings, cfg.group_settings, cfg.topic_defaults)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}")
 
 
 def topic_entries(ctx: BrokerContext, overrides) -> list[tuple[str, str, int]]:
     """(name, value, source) of every topic config, as Kafka describes them."""
-    defaults = ctx.config.topic_defaults
-    out = []
-    for name, key in sorted(TOPIC_CONFIGS.items()):
-        if name in overrides:
-            out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        elif name in defaults:
-            out.append((name, defaults[name], STATIC_BROKER_CONFIG))
-        else:
-            out.append((name, key.default, DEFAULT_CONFIG))
-    return out
-
-
-def _synonyms(ctx: BrokerContext, name: str, value: str, source: int) -> list[tuple[str, str, int]]:
-    """The chain Kafka reports: the topic's own value, the broker's static value, the default."""
-    chain = [(name, value, source)] if source == DYNAMIC_TOPIC_CONFIG else []
-    default = _DEFAULT_SYNONYMS.get(name)
-    if name in ctx.config.topic_defaults:
-        static_name = _STATIC_NAMES.get(name) or (default[0] if default else name)
-        chain.append((static_name, ctx.config.topic_defaults[name], STATIC_BROKER_CONFIG))
-    if default is not None:
-        chain.append((default[0], default[1], DEFAULT_CONFIG))
-    return chain
+    return [(e.name, e.value, e.source) for e in describe_topic(overrides, ctx.config.topic_defaults)]
 
 
 def _check_broker(ctx: BrokerContext, name: str) -> None:
@@ -134,16 +62,12 @@ def _check_broker(ctx: BrokerContext, name: str) -> None:
                          f"Unexpected broker id, expected {ctx.config.broker_id} or empty string, but received {name}")
 
 
-def _describe(s, name, value, source, ctx, req):
-    default = TOPIC_CONFIGS[name].default if name in TOPIC_CONFIGS else value
-    synonyms = ()
-    if getattr(req, "include_synonyms", False) and name in TOPIC_CONFIGS:
-        synonyms = tuple(make(s.DescribeConfigsSynonym, name=n, value=v, source=src)
-                         for n, v, src in _synonyms(ctx, name, value, source))
-    return make(s.DescribeConfigsResourceResult, name=name, value=value, read_only=source != DYNAMIC_TOPIC_CONFIG
-                and source != DEFAULT_CONFIG, config_source=source, is_sensitive=False, synonyms=synonyms,
-                config_type=_config_type(name, default),
-                documentation=TOPIC_CONFIGS[name].doc if name in TOPIC_CONFIGS else None)
+def _describe(s, entry: Described, with_synonyms: bool):
+    synonyms = tuple(make(s.DescribeConfigsSynonym, name=n, value=v, source=src)
+                     for n, v, src in entry.synonyms) if with_synonyms else ()
+    return make(s.DescribeConfigsResourceResult, name=entry.name, value=entry.value, read_only=entry.read_only,
+                config_source=entry.source, is_sensitive=False, synonyms=synonyms,
+                config_type=entry.key.type.code, documentation=entry.key.doc)
 
 
 async def incremental_alter_configs(ctx: BrokerContext, header, req):
@@ -176,7 +100,7 @@ async def _alter(ctx: BrokerContext, res, validate_only: bool) -> None:
             changes[c.name] = c.value
         elif c.config_operation == DELETE:
             deletes.append(c.name)
-        elif c.config_operation in (APPEND, SUBTRACT) and c.name in _LIST_KEYS:
+        elif c.config_operation in (APPEND, SUBTRACT) and _is_list(c.name):
             items = [x for x in current.get(c.name, TOPIC_CONFIGS[c.name].default).split(",") if x]
             value = [x for x in (c.value or "").split(",") if x]
             items = items + [v for v in value if v not in items] if c.config_operation == APPEND \
@@ -187,3 +111,8 @@ async def _alter(ctx: BrokerContext, res, validate_only: bool) -> None:
                              f"operation {c.config_operation} is not valid for config {c.name}")
     await ctx.controller.call("PATCH", f"/internal/v1/topics/{res.resource_name}/configs",
                                  {"set": changes, "delete": deletes, "validate_only": validate_only})
+
+
+def _is_list(name: str) -> bool:
+    key = TOPIC_CONFIGS.get(name)
+    return key is not None and key.type.code == ConfigType.LIST

@@ -1,7 +1,8 @@
 """LogConfig: the typed settings one partition log runs with (Kafka's LogConfig).
 
 Built from broker-wide defaults plus a topic's overrides through ``odradek.config.effective``
-(values travel as strings, like Kafka's). Immutable: a config change builds a new one and
+(values travel as strings, like Kafka's); each field is the topic key of its name (dots as
+underscores), its default the registry's. Immutable: a config change builds a new one and
 hands it to ``Log.update_config``.
 """
 
@@ -10,29 +11,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from odradek.config import effective
+from odradek.config import effective, typed_default
 
 __all__ = ["LogConfig"]
 
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    retention_bytes: int = -1
-    retention_ms: int = 604800000
-    flush_messages: int = 2**63 - 1
-    flush_ms: int = 2**63 - 1
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    compression_type: str = "producer"
-    cleanup_policy: str = "delete"
-    max_compaction_lag_ms: int = 2**63 - 1
-    file_delete_delay_ms: int = 60000
-    preallocate: bool = False
+    segment_bytes: int = typed_default("segment.bytes")
+    segment_ms: int = typed_default("segment.ms")
+    segment_jitter_ms: int = typed_default("segment.jitter.ms")
+    segment_index_bytes: int = typed_default("segment.index.bytes")
+    index_interval_bytes: int = typed_default("index.interval.bytes")
+    retention_bytes: int = typed_default("retention.bytes")
+    retention_ms: int = typed_default("retention.ms")
+    flush_messages: int = typed_default("flush.messages")
+    flush_ms: int = typed_default("flush.ms")
+    max_message_bytes: int = typed_default("max.message.bytes")
+    message_timestamp_type: str = typed_default("message.timestamp.type")
+    compression_type: str = typed_default("compression.type")
+    cleanup_policy: str = typed_default("cleanup.policy")
+    max_compaction_lag_ms: int = typed_default("max.compaction.lag.ms")
+    file_delete_delay_ms: int = typed_default("file.delete.delay.ms")
+    preallocate: bool = typed_default("preallocate")
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod

@@ -1,0 +1,116 @@
+"""The broker's own keys and the group coordinator's keys (Kafka's names and defaults), the
+split of a broker's ``KEY=VALUE`` settings into those and topic defaults, and the binding of
+keys to the fields of typed settings objects.
+
+A settings dataclass (the broker's ``BrokerConfig``, the coordinator's ``GroupConfig``) declares
+a field with ``setting("key")``: its default and parser come from here, and ``bound_values``
+/ ``settings_of`` convert between the dataclass and ``{key: string}``. The operator validates
+``brokers.config`` with ``parse_broker_settings`` without importing the broker package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, integer, one_of, registry
+from odradek.config.topic import invalid, topic_defaults
+from odradek.errors import ErrorCode, KafkaError
+
+BROKER_CONFIGS: dict[str, ConfigKey] = registry(
+    ConfigKey("auto.create.topics.enable", BOOLEAN, "true",
+              "create a topic the first time a client's Metadata request names it"),
+    ConfigKey("socket.request.max.bytes", integer(1, INT_MAX), "104857600",
+              "largest request frame a connection accepts"),
+    ConfigKey("replica.lag.time.max.ms", integer(1, INT_MAX), "30000",
+              "a follower not caught up for this long leaves the ISR"),
+    ConfigKey("controlled.shutdown.max.retries", integer(0, INT_MAX), "3",
+              "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),
+    ConfigKey("log.cleaner.priority", one_of("idle", "nice10"), "idle",
+              "the cleaner process's priority: idle (SCHED_IDLE and the idle I/O class) or nice10 (docs/compaction.md)"),
+)
+
+GROUP_CONFIGS: dict[str, ConfigKey] = registry(
+    ConfigKey("group.initial.rebalance.delay.ms", integer(0, INT_MAX), "3000",
+              "how long a new group waits for more members before its first rebalance"),
+    ConfigKey("group.min.session.timeout.ms", integer(0, INT_MAX), "6000", "smallest session timeout a member may ask"),
+    ConfigKey("group.max.session.timeout.ms", integer(0, INT_MAX), "1800000", "largest session timeout a member may ask"),
+    ConfigKey("offsets.topic.num.partitions", integer(1, INT_MAX), "50", "partitions of __consumer_offsets"),
+    ConfigKey("offsets.topic.replication.factor", integer(1, 32767), "3",
+              "replication factor of __consumer_offsets (capped at the live brokers)"),
+    ConfigKey("offsets.retention.minutes", integer(0, INT_MAX), "10080",
+              "an empty group's committed offsets are dropped after this long"),
+    ConfigKey("offsets.retention.check.interval.ms", integer(0, LONG_MAX), "600000",
+              "how often expired offsets are looked for"),
+    ConfigKey("offset.metadata.max.bytes", integer(0, INT_MAX), "4096", "largest metadata string of a commit"),
+)
+
+_BOUND = "odradek.config"  # dataclass field metadata: (ConfigKey, scale)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """A broker's ``KEY=VALUE`` settings, validated and split by who consumes them."""
+    broker: dict[str, str]          # BROKER_CONFIGS keys
+    group: dict[str, str]           # GROUP_CONFIGS keys
+    topic_defaults: dict[str, str]  # topic keys (synonyms resolved, units converted)
+
+
+def parse_broker_settings(settings: Mapping[str, str]) -> BrokerSettings:
+    """Validate a broker's settings; raise INVALID_CONFIG (``KafkaError``) with Kafka's message.
+
+    Accepted: the broker's own keys, the group coordinator's, topic keys and their Kafka broker
+    synonyms (``log.retention.hours``...) as broker-wide topic defaults."""
+    broker: dict[str, str] = {}
+    group: dict[str, str] = {}
+    rest: dict[str, str] = {}
+    for name, value in settings.items():
+        own = BROKER_CONFIGS.get(name) or GROUP_CONFIGS.get(name)
+        if own is None:
+            rest[name] = value
+            continue
+        _check(own, value)
+        (broker if name in BROKER_CONFIGS else group)[name] = value
+    return BrokerSettings(broker, group, topic_defaults(rest))
+
+
+def _check(key: ConfigKey, value: str) -> object:
+    try:
+        return key.parse(value)
+    except ValueError as e:
+        raise invalid(key.name, value, e) from None
+
+
+def setting(name: str, scale: int = 1) -> Any:
+    """A dataclass field holding broker or group key ``name``'s typed value, times ``scale``
+    (``offsets.retention.minutes`` held in ms: 60,000), defaulting to the registry's default."""
+    key = BROKER_CONFIGS.get(name) or GROUP_CONFIGS[name]
+    default = key.typed_default
+    return field(default=default * scale if scale != 1 else default, metadata={_BOUND: (key, scale)})
+
+
+def _bindings(cls: type) -> dict[str, tuple[str, ConfigKey, int]]:
+    return {f.metadata[_BOUND][0].name: (f.name, *f.metadata[_BOUND]) for f in fields(cls) if _BOUND in f.metadata}
+
+
+def bound_values(cls: type, settings: Mapping[str, str]) -> dict[str, object]:
+    """``{key: string}`` -> ``{field name: typed value}`` for the fields ``cls`` binds with
+    ``setting``; a key ``cls`` does not bind, or a bad value, is INVALID_CONFIG."""
+    bindings = _bindings(cls)
+    out: dict[str, object] = {}
+    for name, value in settings.items():
+        if name not in bindings:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown {cls.__name__} setting: {name}")
+        attr, key, scale = bindings[name]
+        typed = _check(key, value)
+        out[attr] = typed * scale if scale != 1 else typed
+    return out
+
+
+def settings_of(obj: object) -> dict[str, str]:
+    """A settings dataclass's bound fields as ``{key: string}`` (what DescribeConfigs shows)."""
+    out = {}
+    for name, (attr, key, scale) in _bindings(type(obj)).items():
+        value = getattr(obj, attr)
+        out[name] = key.type.format(value // scale if scale != 1 else value)
+    return out

@@ -1,0 +1,127 @@
+"""Topic configuration keys as Apache Kafka has them, with their broker-level synonyms.
+
+One registry serves the controller (validating CreateTopics / IncrementalAlterConfigs), the
+broker (building each log's settings from defaults + overrides, reading broker-wide defaults
+under Kafka's ``log.*`` spellings) and DescribeConfigs (values, sources, synonyms). The
+synonyms are Kafka's LogConfig ``ALL_TOPIC_CONFIG_SYNONYMS``, in Kafka's order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from odradek.config.keys import (BOOLEAN, CLEANUP_POLICY, INT_MAX, LONG_MAX, ConfigKey, Synonym, fraction, integer,
+                                 one_of, registry)
+from odradek.errors import ErrorCode, KafkaError
+
+_HOUR_MS, _MINUTE_MS = 3_600_000, 60_000
+
+
+def _topic(name: str, type_, default: str, doc: str, *synonyms: str | Synonym) -> ConfigKey:
+    syn = tuple(s if isinstance(s, Synonym) else Synonym(s) for s in synonyms)
+    return ConfigKey(name, type_, default, doc, dynamic=True, synonyms=syn)
+
+
+TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
+    _topic("cleanup.policy", CLEANUP_POLICY, "delete",
+           "compact (or compact,delete) keeps the last record per key (docs/compaction.md)", "log.cleanup.policy"),
+    _topic("compression.type", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "producer",
+           "only 'producer' (keep the producer's codec) changes nothing on the broker", "compression.type"),
+    _topic("delete.retention.ms", integer(0, LONG_MAX), "86400000", "how long tombstones stay",
+           "log.cleaner.delete.retention.ms"),
+    _topic("file.delete.delay.ms", integer(0, LONG_MAX), "60000", "delay before deleting a file",
+           "log.segment.delete.delay.ms"),
+    _topic("flush.messages", integer(1, LONG_MAX), str(LONG_MAX),
+           "fsync after this many records (default: the OS decides, like Kafka)", "log.flush.interval.messages"),
+    _topic("flush.ms", integer(0, LONG_MAX), str(LONG_MAX),
+           "fsync after this many ms (default: the OS decides, like Kafka)",
+           Synonym("log.flush.interval.ms", reports_default=False), "log.flush.scheduler.interval.ms"),
+    _topic("index.interval.bytes", integer(0, INT_MAX), "4096", "bytes between sparse offset-index entries",
+           "log.index.interval.bytes"),
+    _topic("max.compaction.lag.ms", integer(1, LONG_MAX), str(LONG_MAX), "compaction deadline",
+           "log.cleaner.max.compaction.lag.ms"),
+    _topic("max.message.bytes", integer(0, INT_MAX), "1048588",
+           "largest record batch accepted (MESSAGE_TOO_LARGE above)", "message.max.bytes"),
+    _topic("message.timestamp.type", one_of("CreateTime", "LogAppendTime"), "CreateTime",
+           "CreateTime keeps the producer's timestamp; LogAppendTime stamps the broker's clock",
+           "log.message.timestamp.type"),
+    _topic("min.cleanable.dirty.ratio", fraction(0.0, 1.0), "0.5", "compaction trigger",
+           "log.cleaner.min.cleanable.ratio"),
+    _topic("min.compaction.lag.ms", integer(0, LONG_MAX), "0", "records younger stay uncompacted",
+           "log.cleaner.min.compaction.lag.ms"),
+    _topic("min.insync.replicas", integer(1, INT_MAX), "1", "ISR size needed for acks=all", "min.insync.replicas"),
+    _topic("preallocate", BOOLEAN, "false", "preallocate segment files", "log.preallocate"),
+    _topic("retention.bytes", integer(-1, LONG_MAX), "-1",
+           "partition size before deleting old segments; -1 = no limit", "log.retention.bytes"),
+    _topic("retention.ms", integer(-1, LONG_MAX), "604800000",
+           "age before deleting old segments (default 7 days); -1 = no limit",
+           Synonym("log.retention.ms", reports_default=False),
+           Synonym("log.retention.minutes", _MINUTE_MS, reports_default=False),
+           Synonym("log.retention.hours", _HOUR_MS, reports_default=False)),
+    _topic("segment.bytes", integer(14, INT_MAX), "1073741824", "segment file size before rolling",
+           "log.segment.bytes"),
+    _topic("segment.index.bytes", integer(8, INT_MAX), "10485760", "maximum size of an index file",
+           "log.index.size.max.bytes"),
+    _topic("segment.jitter.ms", integer(0, LONG_MAX), "0", "random jitter subtracted from segment.ms",
+           Synonym("log.roll.jitter.ms", reports_default=False),
+           Synonym("log.roll.jitter.hours", _HOUR_MS, reports_default=False)),
+    _topic("segment.ms", integer(1, LONG_MAX), "604800000", "segment age before rolling",
+           Synonym("log.roll.ms", reports_default=False), Synonym("log.roll.hours", _HOUR_MS, reports_default=False)),
+    _topic("unclean.leader.election.enable", BOOLEAN, "false", "elect out-of-sync replicas as a last resort",
+           "unclean.leader.election.enable"),
+)
+
+# Kafka broker key -> (topic key, its synonym entry): the spellings a broker-wide default takes.
+TOPIC_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
+    s.name: (key, s) for key in TOPIC_CONFIGS.values() for s in key.synonyms}
+
+
+def invalid(name: str, value: object, reason: object) -> KafkaError:
+    """Kafka's INVALID_CONFIG message for a bad value."""
+    return KafkaError(ErrorCode.invalid_config, f"Invalid value {value} for configuration {name}: {reason}")
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check names and values; raise INVALID_CONFIG with Kafka's kind of message."""
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        key = TOPIC_CONFIGS.get(name)
+        if key is None:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+        if value is None:
+            raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic config: {name}")
+        try:
+            key.parse(str(value))
+        except ValueError as e:
+            raise invalid(name, value, e) from None
+        out[name] = str(value)
+    return out
+
+
+def topic_defaults(settings: Mapping[str, str]) -> dict[str, str]:
+    """Broker-wide topic defaults, given by topic key or Kafka broker synonym, -> validated
+    ``{topic key: value}`` in the topic key's unit (``log.retention.hours=1`` -> ``retention.ms``)."""
+    out: dict[str, str] = {}
+    for name, value in settings.items():
+        if name in TOPIC_SYNONYMS and name not in TOPIC_CONFIGS:
+            key, synonym = TOPIC_SYNONYMS[name]
+            try:
+                out[key.name] = synonym.to_topic_value(value)
+            except ValueError as e:
+                raise invalid(name, value, e) from None
+        else:
+            out[name] = value
+    return validate_topic_configs(out)
+
+
+def effective(overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Typed settings of a topic: registry defaults, then broker defaults, then overrides."""
+    merged = {k: v.default for k, v in TOPIC_CONFIGS.items()}
+    merged.update(defaults or {})
+    merged.update(overrides)
+    return {k: TOPIC_CONFIGS[k].parse(v) if k in TOPIC_CONFIGS else v for k, v in merged.items()}
+
+
+def typed_default(name: str) -> Any:
+    """The typed registry default of topic key ``name`` (for typed settings objects)."""
+    return TOPIC_CONFIGS[name].typed_default

@@ -1,0 +1,39 @@
+"""The operator's settings, read from its environment once, at start-up (``odradek operator``).
+
+``OperatorSettings.from_env`` is the only place the operator reads environment variables;
+the CLI builds one and registers the kopf handlers with it (``handlers.register``), which pass
+it down to ``reconcile``. Immutable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+STATUS_INTERVAL_ENV = "ODRADEK_OPERATOR_STATUS_INTERVAL"
+DRIFT_INTERVAL_ENV = "ODRADEK_OPERATOR_DRIFT_INTERVAL"
+RETRY_DELAY_ENV = "ODRADEK_OPERATOR_RETRY_DELAY"
+CONTROLLER_URL_ENV = "ODRADEK_OPERATOR_CONTROLLER_URL"
+RACK_CLUSTERROLE_ENV = "ODRADEK_OPERATOR_RACK_CLUSTERROLE"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorSettings:
+    status_interval: float = 15.0   # s between cluster status refreshes
+    drift_interval: float = 60.0    # s between topic drift checks
+    retry_delay: float = 10.0       # s before retrying a handler that waits or failed
+    controller_urls: tuple[str, ...] = ()  # override of the controller Service's endpoints
+    # The ClusterRole (nodes get) rack-aware brokers are bound to, set by the chart
+    # (rbac.brokerRack); empty: the chart grants no node access.
+    rack_cluster_role: str = "odradek-broker-rack"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "OperatorSettings":
+        env, default = (os.environ if env is None else env), cls()
+        urls = env.get(CONTROLLER_URL_ENV, "").strip()
+        return cls(status_interval=float(env.get(STATUS_INTERVAL_ENV, default.status_interval)),
+                   drift_interval=float(env.get(DRIFT_INTERVAL_ENV, default.drift_interval)),
+                   retry_delay=float(env.get(RETRY_DELAY_ENV, default.retry_delay)),
+                   controller_urls=tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip()),
+                   rack_cluster_role=env.get(RACK_CLUSTERROLE_ENV, default.rack_cluster_role))
