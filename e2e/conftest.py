@@ -22,6 +22,7 @@ import pytest
 import local_node
 from odradek.dev.waiting import wait_until
 from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, pods_ready
+from tests.support.tools import tool_missing
 
 
 @pytest.fixture(scope="session")
@@ -32,8 +33,8 @@ def kube(tmp_path_factory):
         return
     missing = local_node.missing_prerequisites()
     if missing:
-        pytest.skip("the local e2e node cannot run here (scripts/e2e_node.sh installs what it needs; "
-                    "or set ODRADEK_E2E_KUBECONFIG): missing " + ", ".join(missing))
+        tool_missing("the local e2e node cannot run here (scripts/e2e_node.sh installs what it needs; "
+                     "or set ODRADEK_E2E_KUBECONFIG): missing " + ", ".join(missing))
     bins = local_node.binaries()
     node = local_node.LocalNode(tmp_path_factory.mktemp("node"), bins, local_node.build_images())
     node.start()

@@ -11,6 +11,7 @@ import pytest
 
 import local_node
 from support import ROOT
+from tests.support.tools import tool_missing
 
 SCRIPTS = ["e2e/kind.sh", "e2e/images/build.sh", "e2e/images/zookeeper/docker-entrypoint.sh",
            "scripts/e2e_node.sh", "scripts/k8s/build.sh"]
@@ -18,7 +19,7 @@ SCRIPTS = ["e2e/kind.sh", "e2e/images/build.sh", "e2e/images/zookeeper/docker-en
 
 def test_scripts_pass_shellcheck():
     if not shutil.which("shellcheck"):
-        pytest.skip("shellcheck is not installed (scripts/e2e_node.sh installs it)")
+        tool_missing("shellcheck is not installed (scripts/e2e_node.sh installs it)")
     result = subprocess.run(["shellcheck", *SCRIPTS], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
@@ -28,7 +29,7 @@ def kind_create(kind: str, config: str, tmp_path) -> str:
     exist, so it stops right after (no cluster, no network is made). Podman is kind's provider here
     (a docker CLI without a daemon would stop kind before it reads the config)."""
     if not shutil.which("podman"):
-        pytest.skip("podman is not installed (scripts/e2e_node.sh installs it)")
+        tool_missing("podman is not installed (scripts/e2e_node.sh installs it)")
     result = subprocess.run([kind, "create", "cluster", "--name", "odradek-config-check", "--config", config,
                              "--image", "localhost/odradek-no-such-node-image:check",
                              "--kubeconfig", str(tmp_path / "kubeconfig")],
@@ -42,7 +43,7 @@ def test_kind_config_is_valid(tmp_path):
     try:
         kind = str(local_node.control_plane.binaries(("kind",))["kind"])
     except subprocess.CalledProcessError as e:
-        pytest.skip(f"kind could not be built: {e.stderr[-500:]}")
+        tool_missing(f"kind could not be built: {e.stderr[-500:]}")
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n  - role: bogus\n")
     assert "invalid configuration" in kind_create(kind, str(bad), tmp_path)  # the check can fail

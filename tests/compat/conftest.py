@@ -19,6 +19,7 @@ import pytest
 from bench import apache_kafka
 from odradek.dev.harness import start_cluster, stop_cluster
 from tests.support.kafka_tools import UNREACHABLE, Endpoint
+from tests.support.tools import tool_missing
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +30,8 @@ def kafka_home() -> Path:
     if proc.returncode != 0:
         output = proc.stdout + proc.stderr
         if UNREACHABLE.search(output):
-            pytest.skip(f"compatibility suite skipped: Maven cannot reach its repository to resolve "
-                        f"Apache Kafka {apache_kafka.KAFKA_VERSION} ({output.strip().splitlines()[-1][:200]})")
+            tool_missing(f"compatibility suite skipped: Maven cannot reach its repository to resolve "
+                         f"Apache Kafka {apache_kafka.KAFKA_VERSION} ({output.strip().splitlines()[-1][:200]})")
         pytest.fail(f"scripts/kafka.sh resolve exited {proc.returncode}:\n{output[-4000:]}")
     return apache_kafka.resolve()
 

@@ -27,6 +27,7 @@ import yaml
 from odradek.dev.waiting import wait_until
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
+from tests.support.tools import tool_missing
 
 OPERATOR_MEMORY_LIMIT_MB = 150
 
@@ -39,8 +40,8 @@ def k8s_bins() -> dict[str, Path | str]:
         path, why = build(name)
         out[name] = path if path else why
         if name == "kube-apiserver" and path is None:
-            pytest.skip(f"the Kubernetes API server cannot be built here, so the operator tests against it "
-                        f"do not run: {why}")
+            tool_missing(f"the Kubernetes API server cannot be built here, so the operator tests against it "
+                         f"do not run: {why}")
     return out
 
 

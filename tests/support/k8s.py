@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.tools import tool_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,7 @@ def build(name: str) -> tuple[Path | None, str]:
 def need(bins: dict[str, Path | str], name: str) -> Path:
     value = bins[name]
     if not isinstance(value, Path):
-        pytest.skip(f"{name} could not be built: {value}")
+        tool_missing(f"{name} could not be built: {value}")
     return value
 
 
