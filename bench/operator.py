@@ -23,10 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bench.side_by_side import RESULTS
+from odradek.cluster import control_plane
+from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +39,7 @@ def _binary(name: str) -> Path:
 
 
 def _controller_has(url: str, topic: str) -> bool:
-    with urllib.request.urlopen(f"{url}/internal/v1/cluster", timeout=5) as r:
-        return any(t["name"] == topic for t in json.load(r)["topics"])
+    return call_blocking(url, control_plane.cluster(), timeout=5).metadata.topic(topic) is not None
 
 
 def _ready(k8s, namespace: str, name: str) -> bool:

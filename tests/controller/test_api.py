@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 
-T = "/internal/v1/topics"
+T = cp.CREATE_TOPIC.path()
 
 
 @pytest.fixture
@@ -33,24 +34,24 @@ def test_create_describe_increase_alter_delete(active, zk, wait_for):
     assert {p["leader"] for p in topic["partitions"]} == {1, 2}
     assert topic["configs"] == {"retention.ms": "60000"}
 
-    status, cluster = active.call("GET", "/internal/v1/cluster")
+    status, cluster = active.call("GET", cp.CLUSTER.path())
     assert status == 200 and cluster["controller_id"] == "c1" and cluster["controller_epoch"] == 1
     assert [b["id"] for b in cluster["brokers"]] == [1, 2]
     assert [t["name"] for t in cluster["topics"]] == ["orders"]
 
-    status, grown = active.call("POST", f"{T}/orders/partitions", {"count": 5})
+    status, grown = active.call("POST", cp.CREATE_PARTITIONS.path(name="orders"), {"count": 5})
     assert status == 200 and [p["partition"] for p in grown["partitions"]] == [0, 1, 2, 3, 4]
     assert sorted(json.loads(zk.get(paths.topic("orders"))[0])["partitions"]) == ["0", "1", "2", "3", "4"]
 
-    status, body = active.call("PATCH", f"{T}/orders/configs",
+    status, body = active.call("PATCH", cp.ALTER_CONFIGS.path(name="orders"),
                                {"set": {"cleanup.policy": "compact"}, "delete": ["retention.ms"]})
     assert (status, body) == (200, {"configs": {"cleanup.policy": "compact"}})
     assert json.loads(zk.get(paths.topic_config("orders"))[0])["config"] == {"cleanup.policy": "compact"}
 
-    assert active.call("DELETE", f"{T}/orders") == (200, {"name": "orders"})
+    assert active.call("DELETE", cp.DELETE_TOPIC.path(name="orders")) == (200, {"name": "orders"})
     assert zk.exists(paths.topic("orders")) is None
     assert zk.get_children(paths.DELETE_TOPICS) == []
-    assert active.call("GET", "/internal/v1/cluster")[1]["topics"] == []
+    assert active.call("GET", cp.CLUSTER.path())[1]["topics"] == []
 
 
 def test_validate_only_writes_nothing(active, zk):
@@ -94,22 +95,25 @@ def test_replication_factor_up_to_the_live_brokers(active, zk):
 
 
 def test_malformed_bodies_are_invalid_request(active):
-    for path, method in ((T, "POST"), (f"{T}/t/partitions", "POST"), (f"{T}/t/configs", "PATCH")):
+    for path, method in ((T, "POST"), (cp.CREATE_PARTITIONS.path(name="t"), "POST"),
+                         (cp.ALTER_CONFIGS.path(name="t"), "PATCH")):
         status, body = active.call(method, path, [1, 2])
         assert (status, body["error"]) == (400, "INVALID_REQUEST"), path
-    assert error(active.call("POST", f"{T}/t/partitions", {"count": "3"})) == (400, 42, "INVALID_REQUEST")
-    assert error(active.call("PATCH", f"{T}/t/configs", {"delete": [3]})) == (400, 42, "INVALID_REQUEST")
+    grow, alter = cp.CREATE_PARTITIONS.path(name="t"), cp.ALTER_CONFIGS.path(name="t")
+    assert error(active.call("POST", grow, {"count": "3"})) == (400, 42, "INVALID_REQUEST")
+    assert error(active.call("PATCH", alter, {"delete": [3]})) == (400, 42, "INVALID_REQUEST")
 
 
 def test_errors_on_existing_and_missing_topics(active):
     assert active.call("POST", T, {"name": "t", "partitions": 2})[0] == 201
-    assert error(active.call("POST", f"{T}/t/partitions", {"count": 2})) == (400, 37, "INVALID_PARTITIONS")
-    assert error(active.call("POST", f"{T}/t/partitions", {"count": 1})) == (400, 37, "INVALID_PARTITIONS")
-    assert error(active.call("PATCH", f"{T}/t/configs", {"set": {"segment.bytes": "1"}})) \
+    grow, alter = cp.CREATE_PARTITIONS.path(name="t"), cp.ALTER_CONFIGS.path(name="t")
+    assert error(active.call("POST", grow, {"count": 2})) == (400, 37, "INVALID_PARTITIONS")
+    assert error(active.call("POST", grow, {"count": 1})) == (400, 37, "INVALID_PARTITIONS")
+    assert error(active.call("PATCH", alter, {"set": {"segment.bytes": "1"}})) \
         == (400, 40, "INVALID_CONFIG")
-    for method, path, body in (("POST", f"{T}/nope/partitions", {"count": 3}),
-                               ("PATCH", f"{T}/nope/configs", {"set": {}}),
-                               ("DELETE", f"{T}/nope", None)):
+    for method, path, body in (("POST", cp.CREATE_PARTITIONS.path(name="nope"), {"count": 3}),
+                               ("PATCH", cp.ALTER_CONFIGS.path(name="nope"), {"set": {}}),
+                               ("DELETE", cp.DELETE_TOPIC.path(name="nope"), None)):
         assert error(active.call(method, path, body)) == (404, 3, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
@@ -126,15 +130,16 @@ def test_standby_answers_not_controller(active, controllers):
     assert standby.health() == {"id": "c2", "url": standby.url, "active": False, "epoch": None,
                                 "under_replicated_partitions": None, "offline_partitions": None,
                                 "shutting_down_brokers": None}
-    for method, path, body in (("GET", "/internal/v1/cluster", None), ("POST", T, {"name": "s"}),
-                               ("POST", "/internal/v1/alter-partition",
+    for method, path, body in (("GET", cp.CLUSTER.path(), None), ("POST", T, {"name": "s"}),
+                               ("POST", cp.ALTER_PARTITION.path(),
                                 {"broker_id": 1, "broker_epoch": -1, "topic": "s", "partition": 0,
                                  "leader_epoch": 0, "partition_epoch": 0, "isr": [1]}),
-                               ("POST", "/internal/v1/brokers/1/controlled-shutdown", {}),
-                               ("POST", "/internal/v1/elect-leaders", {"election_type": 0}),
-                               ("POST", "/internal/v1/reassignments", {"reassignments": []}),
-                               ("GET", "/internal/v1/reassignments", None),
-                               ("DELETE", f"{T}/s", None), ("POST", f"{T}/s/partitions", {"count": 2}),
-                               ("PATCH", f"{T}/s/configs", {"set": {}})):
+                               ("POST", cp.CONTROLLED_SHUTDOWN.path(id=1), {}),
+                               ("POST", cp.ELECT_LEADERS.path(), {"election_type": 0}),
+                               ("POST", cp.REASSIGN.path(), {"reassignments": []}),
+                               ("GET", cp.LIST_REASSIGNMENTS.path(), None),
+                               ("DELETE", cp.DELETE_TOPIC.path(name="s"), None),
+                               ("POST", cp.CREATE_PARTITIONS.path(name="s"), {"count": 2}),
+                               ("PATCH", cp.ALTER_CONFIGS.path(name="s"), {"set": {}})):
         assert error(standby.call(method, path, body)) == (503, 41, "NOT_CONTROLLER"), (method, path)
     assert active.call("POST", T, {"name": "s"})[0] == 201

@@ -9,9 +9,10 @@ import time
 import uuid
 import urllib.error
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 
-T = "/internal/v1/topics"
+T = cp.CREATE_TOPIC.path()
 TAKEOVER_MARGIN_S = 20  # beyond the session timeout, on a noisy 2-core machine
 
 
@@ -105,7 +106,7 @@ def test_standby_takes_over_when_the_active_controller_is_killed(controllers, fa
     assert json.loads(zk.get(paths.CONTROLLER_EPOCH)[0]) == 2
     in_zk = assert_every_topic_complete(zk)
     assert set(loop.acknowledged) <= set(in_zk)
-    status, cluster = b.call("GET", "/internal/v1/cluster")
+    status, cluster = b.call("GET", cp.CLUSTER.path())
     assert status == 200 and cluster["controller_epoch"] == 2
     assert sorted(t["name"] for t in cluster["topics"]) == in_zk
     assert all(len(t["partitions"]) == 2 and all(p["leader"] in (1, 2) for p in t["partitions"])

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState
 from odradek.controller import reassignment
@@ -77,7 +78,7 @@ def test_the_standby_finishes_the_elections_when_the_active_dies_with_a_broker(
     a = controllers("a", "--no-auto-leader-rebalance")
     a.wait_active()
     b = controllers("b", "--no-auto-leader-rebalance")
-    assert a.call("POST", "/internal/v1/topics",
+    assert a.call("POST", cp.CREATE_TOPIC.path(),
                   {"name": "t", "assignments": {"0": [1, 2, 3], "1": [2, 3, 1]}})[0] == 201
     wait_for(lambda: brokers[3].partition("t", 0), 10, "the topic pushed")
     a.kill()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 from odradek.cluster.model import ClusterMetadata
 
-T = "/internal/v1/topics"
+T = cp.CREATE_TOPIC.path()
 
 
 def has_topic(broker, name: str):
@@ -73,7 +74,7 @@ def test_deleted_topic_is_pushed_away_before_its_znodes_go(controllers, fake_bro
     c.wait_active()
     assert c.call("POST", T, {"name": "gone"})[0] == 201
     wait_for(lambda: has_topic(b1, "gone"), 10, "topic pushed")
-    assert c.call("DELETE", f"{T}/gone")[0] == 200
+    assert c.call("DELETE", cp.DELETE_TOPIC.path(name="gone"))[0] == 200
     assert not has_topic(b1, "gone")  # the push without it was accepted before the answer
     assert zk.exists(paths.topic("gone")) is None
 

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 
-T = "/internal/v1/topics"
-ALTER = "/internal/v1/alter-partition"
-ELECT = "/internal/v1/elect-leaders"
-REASSIGN = "/internal/v1/reassignments"
+T = cp.CREATE_TOPIC.path()
+ALTER = cp.ALTER_PARTITION.path()
+ELECT = cp.ELECT_LEADERS.path()
+REASSIGN = cp.REASSIGN.path()
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_broker_death_moves_leadership_to_the_first_live_isr_replica(active, bro
     p = pushed(brokers[2], "t", wait_for, isr=[2])
     assert (p["leader"], p["leader_epoch"], p["partition_epoch"]) == (2, 1, 2)
     assert active.health()["under_replicated_partitions"] == 1
-    assert active.call("GET", "/internal/v1/cluster")[1]["under_replicated_partitions"] == 1
+    assert active.call("GET", cp.CLUSTER.path())[1]["under_replicated_partitions"] == 1
 
 
 def test_offline_when_no_isr_replica_lives_until_the_last_leader_returns(active, brokers, zk, wait_for):
@@ -97,13 +98,14 @@ def test_unclean_election_elects_an_out_of_sync_replica_and_says_so(active, brok
     assert "UNCLEAN election of replica 2" in active.log()
     # enabling the config on an offline partition elects at once
     brokers[1].join()
-    wait_for(lambda: 1 in [b["id"] for b in active.call("GET", "/internal/v1/cluster")[1]["brokers"]], 15,
+    wait_for(lambda: 1 in [b["id"] for b in active.call("GET", cp.CLUSTER.path())[1]["brokers"]], 15,
              "broker 1 registered again")
     create(active, "v", [1, 3])
     assert alter(active, brokers[1], "v", [1], zk)[0] == 200
     brokers[1].leave()
     pushed(brokers[3], "v", wait_for, leader=-1)
-    assert active.call("PATCH", f"{T}/v/configs", {"set": {"unclean.leader.election.enable": True}})[0] == 200
+    assert active.call("PATCH", cp.ALTER_CONFIGS.path(name="v"),
+                       {"set": {"unclean.leader.election.enable": True}})[0] == 200
     p = pushed(brokers[3], "v", wait_for, leader=3)
     assert p["isr"] == [3]
 
@@ -159,9 +161,9 @@ def test_controlled_shutdown_moves_leaderships_and_answers_the_remaining(active,
     create(active, "c", [1, 3])
     assert alter(active, b1, "c", [1], zk)[0] == 200  # nobody else in the ISR: 1 keeps it
     create(active, "solo", [1])  # one replica: not counted
-    path = "/internal/v1/brokers/1/controlled-shutdown"
+    path = cp.CONTROLLED_SHUTDOWN.path(id=1)
     assert error(active.call("POST", path, {"broker_epoch": b1.epoch + 1000})) == (409, 77)
-    assert error(active.call("POST", "/internal/v1/brokers/9/controlled-shutdown", {})) == (404, 8)
+    assert error(active.call("POST", cp.CONTROLLED_SHUTDOWN.path(id=9), {})) == (404, 8)
 
     assert active.call("POST", path, {"broker_epoch": b1.epoch}) == (
         200, {"remaining_leaderships": [{"topic": "c", "partition": 0}]})

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from odradek.cluster import control_plane as cp
+
 
 class Relay:
     """Forwards 127.0.0.1:<port> to ZooKeeper; ``cut()`` drops and refuses connections."""
@@ -89,15 +91,15 @@ def test_cut_off_controller_answers_not_controller_and_comes_back_as_standby(
     a = controllers("a", "--zookeeper", f"127.0.0.1:{relay.port}")
     assert a.wait_active()["epoch"] == 1
     b = controllers("b")
-    assert a.call("POST", "/internal/v1/topics", {"name": "before"})[0] == 201
+    assert a.call("POST", cp.CREATE_TOPIC.path(), {"name": "before"})[0] == 201
 
     relay.cut()
     wait_for(lambda: not a.health()["active"], 5, "the cut-off controller to stop acting")
-    status, body = a.call("POST", "/internal/v1/topics", {"name": "during"})
+    status, body = a.call("POST", cp.CREATE_TOPIC.path(), {"name": "during"})
     assert (status, body["error"]) == (503, "NOT_CONTROLLER")
 
     assert b.wait_active(a.session_timeout + 20)["epoch"] == 2
-    assert b.call("POST", "/internal/v1/topics", {"name": "during"})[0] == 201
+    assert b.call("POST", cp.CREATE_TOPIC.path(), {"name": "during"})[0] == 201
     wait_for(lambda: (s := broker.latest()) and s["controller_epoch"] == 2, 10, "a push from b")
 
     relay.restore()

@@ -6,12 +6,12 @@ at the controller through the ``odradek.dev/controller-url`` annotation."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 
 import pytest
 
+from odradek.cluster import control_plane
+from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from tests.support.k8s import condition
@@ -41,9 +41,8 @@ def odc(k8s, operator, namespace, dev_cluster):
 
 
 def controller_topic(url: str, name: str) -> dict | None:
-    with urllib.request.urlopen(f"{url}/internal/v1/cluster", timeout=5) as r:
-        cluster = json.load(r)
-    return next((t for t in cluster["topics"] if t["name"] == name), None)
+    topic = call_blocking(url, control_plane.cluster(), timeout=5).metadata.topic(name)
+    return None if topic is None else topic.to_json()
 
 
 def ready(k8s, ns, name, generation=None):
@@ -81,10 +80,8 @@ def test_topic_create_alter_increase_delete(k8s, namespace, odc, dev_cluster):
     assert topic["configs"] == {"retention.ms": "60000", "cleanup.policy": "delete"}
 
     # drift made behind the operator's back is reverted
-    req = urllib.request.Request(f"{url}/internal/v1/topics/orders/configs", method="PATCH",
-                                 data=json.dumps({"set": {"retention.ms": "5", "segment.bytes": "1048576"}}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=5).read()
+    call_blocking(url, control_plane.alter_configs(
+        "orders", control_plane.AlterConfigs({"retention.ms": "5", "segment.bytes": "1048576"})), timeout=5)
     wait_until(lambda: controller_topic(url, "orders")["configs"] == {"retention.ms": "60000", "cleanup.policy": "delete"},
                30, "the drift to be reverted")
 

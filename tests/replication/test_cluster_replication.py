@@ -9,13 +9,13 @@ Every wait has a deadline; brokers stopped by a test are started again by it.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
 
 import pytest
 
+from odradek.cluster import control_plane
+from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from tests.support.clients import confluent_consume, confluent_produce
@@ -40,8 +40,7 @@ def isr(c: Cluster, topic: str, partition: int = 0) -> tuple[int, list[int]]:
 
 def broker_status(c: Cluster, broker_id: int) -> dict:
     url = next(b["internal_url"] for b in c.status_cluster()["brokers"] if b["id"] == broker_id)
-    with urllib.request.urlopen(url + "/internal/v1/status", timeout=5) as resp:
-        return json.load(resp)
+    return call_blocking(url, control_plane.status(), timeout=5).to_json()
 
 
 def partition_status(c: Cluster, broker_id: int, topic: str, partition: int = 0) -> dict:

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from odradek.cluster import control_plane as cp
 from odradek.dev.waiting import wait_until
 
 CONTROLLER_SESSION_TIMEOUT_S = 3.0
@@ -64,7 +65,7 @@ class ControllerProcess:
         return http_json(method, self.url + path, body)
 
     def health(self) -> dict:
-        return self.call("GET", "/internal/v1/health")[1]
+        return self.call("GET", cp.HEALTH.path())[1]
 
     def wait_active(self, timeout: float = 30.0) -> dict:
         return wait_until(lambda: (h := self.health())["active"] and h, timeout,

@@ -1,6 +1,6 @@
 """Stand-ins for the peers of the control plane, as tiny JSON HTTP servers on loopback.
 
-- ``FakeBroker``: a broker's ``POST /internal/v1/metadata`` (records every snapshot, refuses
+- ``FakeBroker``: a broker's ``control_plane.METADATA`` (records every snapshot, refuses
   stale controller epochs with 409 as a broker does), registered in ``/brokers/ids/<id>``
   with its own ZooKeeper session, so ``leave()`` / ``join()`` make it die and come back.
 - ``FakeController``: the active controller's health and cluster answers, for the operator.
@@ -15,6 +15,7 @@ from typing import Callable
 
 from kazoo.client import KazooClient
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 
 Answer = Callable[[str, str, "dict | None"], "tuple[int, dict]"]
@@ -61,7 +62,7 @@ class FakeBroker:
 
     def _receive(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
         with self._lock:
-            if method != "POST" or path != "/internal/v1/metadata":
+            if (method, path) != (cp.METADATA.method, cp.METADATA.path()):
                 return 404, {"error_code": 42, "error": "INVALID_REQUEST", "message": path}
             if self.fail_next > 0:
                 self.fail_next -= 1
@@ -118,7 +119,7 @@ class FakeBroker:
 
 
 class FakeController:
-    """A stand-in for the active controller's ``/internal/v1`` health and cluster answers, so a
+    """A stand-in for the active controller's health and cluster answers, so a
     test can report under-replicated partitions and replica placement at will."""
 
     def __init__(self) -> None:
@@ -127,10 +128,10 @@ class FakeController:
         self.server, self.url = serve_json(self._answer)
 
     def _answer(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
-        if method == "GET" and path == "/internal/v1/health":
+        if (method, path) == (cp.HEALTH.method, cp.HEALTH.path()):
             return 200, {"id": "fake-0", "url": self.url, "active": True, "epoch": 1,
                          "under_replicated_partitions": self.under_replicated}
-        if method == "GET" and path == "/internal/v1/cluster":
+        if (method, path) == (cp.CLUSTER.method, cp.CLUSTER.path()):
             return 200, {"cluster_id": "fake", "controller_id": "fake-0", "controller_epoch": 1, "brokers": [],
                          "topics": self.topics, "under_replicated_partitions": self.under_replicated}
         return 404, {"error": "not found", "message": path}

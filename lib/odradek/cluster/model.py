@@ -1,6 +1,6 @@
 """Immutable cluster metadata: what ZooKeeper holds and what the controller pushes.
 
-``ClusterMetadata`` is the body of ``POST /internal/v1/metadata`` (controller -> broker):
+``ClusterMetadata`` is the body of ``control_plane.METADATA`` (controller -> broker):
 a full snapshot, fenced by ``controller_epoch``. Brokers keep the newest snapshot whose
 epoch is not older than the last one they accepted, and serve Kafka Metadata from it.
 """
@@ -18,7 +18,7 @@ class BrokerInfo:
     id: int
     host: str
     port: int
-    internal_url: str  # http://host:port of the broker's /internal/v1 API
+    internal_url: str  # http://host:port of the broker's control-plane API
     rack: str | None = None
     epoch: int = -1  # the registration znode's czxid
 

@@ -1,20 +1,22 @@
-"""The operator's client of the controller's ``/internal/v1`` admin API (docs/control-plane.md).
+"""The operator's client of the controller's control plane (docs/control-plane.md).
 
 Several controller instances run; one is active, the others answer 503 ``NOT_CONTROLLER``.
 ``ControllerClient`` takes the candidate URLs (the controller Service's endpoints, or the
-operator's override, ``OperatorSettings.controller_urls``), finds the active one through each instance's
-``GET /internal/v1/health`` and re-resolves once when a call meets ``NOT_CONTROLLER``.
+operator's override, ``OperatorSettings.controller_urls``), finds the active one through each
+instance's health route and re-resolves once when a call meets ``NOT_CONTROLLER``. Requests are
+built by ``odradek.cluster.control_plane``; answers stay JSON, the form the operator's decisions
+(``topics``, ``rolling``) read.
 
-Blocking (urllib): the kopf handlers that use it are synchronous and run in kopf's thread pool.
+Blocking (``control_plane_http.send_blocking``): the kopf handlers that use it are synchronous
+and run in kopf's thread pool.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any, Iterable
+
+from odradek.cluster import control_plane as cp
+from odradek.cluster.control_plane_http import send_blocking
 
 TIMEOUT_S = 5.0
 NOT_CONTROLLER = 41
@@ -39,21 +41,6 @@ class Unreachable(Exception):
     """No active controller answered."""
 
 
-def _call(method: str, url: str, body: Any = None, timeout: float = TIMEOUT_S) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw or b"null")
-        except ValueError:
-            return e.code, {"error_code": -1, "error": "UNKNOWN_SERVER_ERROR", "message": raw.decode(errors="replace")}
-
-
 class ControllerClient:
     def __init__(self, candidates: Iterable[str], timeout: float = TIMEOUT_S) -> None:
         self.candidates = [c.rstrip("/") for c in candidates]
@@ -66,7 +53,7 @@ class ControllerClient:
         errors = []
         for url in self.candidates:
             try:
-                status, health = _call("GET", f"{url}/internal/v1/health", timeout=self.timeout)
+                status, health = send_blocking(url, cp.health(), self.timeout)
             except OSError as e:
                 errors.append(f"{url}: {e}")
                 continue
@@ -75,7 +62,7 @@ class ControllerClient:
                 # An instance advertises the URL it was told; trust it only if it answers.
                 if self._active != url:
                     try:
-                        _call("GET", f"{self._active}/internal/v1/health", timeout=self.timeout)
+                        send_blocking(self._active, cp.health(), self.timeout)
                     except OSError:
                         self._active = url
                 return self._active
@@ -83,11 +70,12 @@ class ControllerClient:
         detail = "; ".join(errors) if errors else "no controller endpoints"
         raise Unreachable(f"no active controller ({detail})")
 
-    def request(self, method: str, path: str, body: Any = None) -> Any:
+    def request(self, request: cp.Request) -> Any:
+        """The active controller's JSON answer to ``request``."""
         for attempt in range(2):
             url = self.active_url(refresh=attempt > 0)
             try:
-                status, answer = _call(method, f"{url}{path}", body, self.timeout)
+                status, answer = send_blocking(url, request, self.timeout)
             except OSError as e:
                 if attempt:
                     raise Unreachable(f"{url}: {e}") from None
@@ -103,23 +91,19 @@ class ControllerClient:
 
     # -- the calls the operator makes ------------------------------------------------------
     def health(self) -> dict:
-        return self.request("GET", "/internal/v1/health")
+        return self.request(cp.health())
 
     def cluster(self) -> dict:
-        return self.request("GET", "/internal/v1/cluster")
+        return self.request(cp.cluster())
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> dict:
-        return self.request("POST", "/internal/v1/topics",
-                            {"name": name, "partitions": partitions, "replication_factor": replication_factor,
-                             "configs": configs})
+        return self.request(cp.create_topic(cp.CreateTopic(name, partitions, replication_factor, configs=configs)))
 
     def delete_topic(self, name: str) -> None:
-        self.request("DELETE", f"/internal/v1/topics/{urllib.parse.quote(name, safe='')}")
+        self.request(cp.delete_topic(name))
 
     def create_partitions(self, name: str, count: int) -> dict:
-        return self.request("POST", f"/internal/v1/topics/{urllib.parse.quote(name, safe='')}/partitions",
-                            {"count": count})
+        return self.request(cp.create_partitions(name, cp.CreatePartitions(count)))
 
     def alter_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> dict:
-        return self.request("PATCH", f"/internal/v1/topics/{urllib.parse.quote(name, safe='')}/configs",
-                            {"set": set_, "delete": delete})
+        return self.request(cp.alter_configs(name, cp.AlterConfigs(set_, tuple(delete))))

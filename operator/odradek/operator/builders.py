@@ -9,7 +9,7 @@ Names (cluster ``c``):
 - ``c-config`` ConfigMap: ZooKeeper connect string, cluster name, ``broker.properties``;
 - ``c-zookeeper`` StatefulSet + ``c-zookeeper-headless`` / ``c-zookeeper`` Services (managed mode);
 - ``c-controller`` Deployment + ``c-controller`` headless Service (the operator finds the
-  active instance by asking each endpoint's ``/internal/v1/health``);
+  active instance by asking each endpoint's health route, ``control_plane.HEALTH``);
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
   which each broker advertises) + ``c-bootstrap`` Service + ``c-brokers`` PodDisruptionBudget;
 - ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0;
@@ -27,6 +27,8 @@ import copy
 import hashlib
 import json
 from typing import Any, Mapping
+
+from odradek.cluster import control_plane
 
 GROUP = "odradek.dev"
 VERSION = "v1alpha1"
@@ -239,7 +241,7 @@ def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> l
     args = ["controller", "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
             "--listen", f"0.0.0.0:{CONTROLLER_PORT}", "--advertised-url", f"http://$(POD_IP):{CONTROLLER_PORT}",
             "--id", "$(POD_NAME)"]
-    probe = {"httpGet": {"path": "/internal/v1/health", "port": CONTROLLER_PORT}, "periodSeconds": 5}
+    probe = {"httpGet": {"path": control_plane.HEALTH.path(), "port": CONTROLLER_PORT}, "periodSeconds": 5}
     container = _container("controller", spec, args, [{"name": "http", "containerPort": CONTROLLER_PORT}],
                            ctl.get("resources"), _config_env(cluster), probe)
     pod = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
@@ -279,7 +281,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
         args += ["--config", f"{key}={value}"]
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
            *_config_env(cluster)]
-    probe = {"httpGet": {"path": "/internal/v1/status", "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
+    probe = {"httpGet": {"path": control_plane.STATUS.path(), "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
     container = _container("broker", spec, args,
                            [{"name": "kafka", "containerPort": KAFKA_PORT},
                             {"name": "internal", "containerPort": BROKER_INTERNAL_PORT}],

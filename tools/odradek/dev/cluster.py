@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from odradek.cluster import control_plane
+from odradek.cluster.control_plane_http import send_blocking
 from odradek.dev import processes, zookeeper
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
@@ -196,15 +198,15 @@ def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
 
 
 def active_cluster(state: dict) -> dict | None:
-    """The active controller's view (``GET /internal/v1/cluster``), or None."""
+    """The active controller's view (``control_plane.CLUSTER``'s JSON plus its
+    ``controller_url``), or None."""
     for url in state.get("controllers", []):
         try:
-            with urllib.request.urlopen(url + "/internal/v1/cluster", timeout=2) as resp:
-                body = json.load(resp)
-                body["controller_url"] = url
-                return body
-        except (urllib.error.URLError, OSError, ValueError):
+            status, body = send_blocking(url, control_plane.cluster(), timeout=2)
+        except (OSError, ValueError):
             continue
+        if status == 200:
+            return {**body, "controller_url": url}
     return None
 
 

@@ -24,7 +24,7 @@ class BrokerConfig:
     port: int = 9092
     advertised_host: str | None = None  # what Metadata tells clients; defaults to host
     advertised_port: int | None = None
-    internal_host: str = "127.0.0.1"    # /internal/v1 control-plane listener
+    internal_host: str = "127.0.0.1"    # control-plane listener
     internal_port: int = 0
     internal_advertised_host: str | None = None  # what ZooKeeper tells the controller; defaults to internal_host
     internal_advertised_port: int | None = None

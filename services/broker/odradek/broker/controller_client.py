@@ -1,8 +1,9 @@
 """Calls to the active controller's internal API (admin requests forwarded by the broker).
 
 A standby answers 503 NOT_CONTROLLER, and a controller can be between elections: both are
-retried until the caller's deadline, re-reading the controller's URL from ZooKeeper each
-time. Errors the controller decides (TOPIC_ALREADY_EXISTS...) come back as ``KafkaError``.
+retried until the call's own deadline, re-reading the controller's URL from ZooKeeper each
+time; each attempt gets the time left. Errors the controller decides (TOPIC_ALREADY_EXISTS...)
+come back as ``KafkaError``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable
 
 import aiohttp
 
+from odradek.cluster.control_plane_http import client_session
 from odradek.errors import ErrorCode, KafkaError
 
 
@@ -27,14 +29,15 @@ class ControllerClient:
 
     async def call(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0) -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+            self._session = client_session()
         deadline = time.monotonic() + timeout
         last = "no active controller"
-        while time.monotonic() < deadline:
+        while (remaining := deadline - time.monotonic()) > 0:
             url = self._url_source()
             if url:
                 try:
-                    async with self._session.request(method, url + path, json=body) as resp:
+                    async with self._session.request(method, url + path, json=body,
+                                                     timeout=aiohttp.ClientTimeout(total=remaining)) as resp:
                         payload = await resp.json(content_type=None)
                         if resp.status < 400:
                             return payload

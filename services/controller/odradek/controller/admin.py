@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
+from odradek.cluster.control_plane import CreateTopic
 from odradek.cluster.model import PartitionState
 from odradek.config import TOPIC_CONFIGS, validate_topic_configs
 from odradek.errors import ErrorCode, KafkaError
@@ -24,16 +25,6 @@ from .store import StoreSnapshot, TopicRecord
 class Defaults:
     partitions: int = 1
     replication_factor: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopic:
-    name: str
-    partitions: int = -1
-    replication_factor: int = -1
-    assignments: Mapping[int, tuple[int, ...]] | None = None
-    configs: Mapping[str, str | None] | None = None
-    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Delivery of the full ``ClusterMetadata`` snapshot to every live broker.
 
 Owns: one asyncio task per live broker registration (id + broker epoch), which POSTs the
-newest snapshot to ``{internal_url}/internal/v1/metadata`` after a short debounce, retries a
+newest snapshot to its ``internal_url`` (``control_plane.METADATA``) after a short debounce, retries a
 failed broker with exponential backoff, and starts over when the broker registers again (a
 new broker epoch gets the snapshot at once). A 409 ``STALE_CONTROLLER_EPOCH`` answer means
 the broker has seen a newer controller: it is reported, not retried.
@@ -16,11 +16,11 @@ from typing import Callable
 
 import aiohttp
 
+from odradek.cluster import control_plane as cp
+from odradek.cluster.control_plane_http import client_session, send
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 
 log = logging.getLogger(__name__)
-
-METADATA_PATH = "/internal/v1/metadata"
 
 
 class Pusher:
@@ -29,10 +29,9 @@ class Pusher:
         self._on_stale = on_stale
         self._debounce = debounce
         self._max_backoff = max_backoff
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._timeout = request_timeout
         self._session: aiohttp.ClientSession | None = None
-        self._latest: ClusterMetadata | None = None
-        self._latest_json: dict | None = None
+        self._latest: cp.Request[cp.Accepted] | None = None
         self._generation = 0
         self._tasks: dict[tuple[int, int], asyncio.Task] = {}
         self._wake: dict[tuple[int, int], asyncio.Event] = {}
@@ -41,9 +40,9 @@ class Pusher:
 
     def publish(self, metadata: ClusterMetadata) -> None:
         """Make ``metadata`` the snapshot to deliver; (re)start tasks for its brokers."""
-        body = metadata.to_json()
-        if body != self._latest_json:
-            self._latest, self._latest_json = metadata, body
+        request = cp.push_metadata(metadata)
+        if self._latest is None or request.body != self._latest.body:
+            self._latest = request
             self._generation += 1
         live = {(b.id, b.epoch): b for b in metadata.brokers}
         for key in [k for k in self._tasks if k not in live]:
@@ -81,20 +80,19 @@ class Pusher:
         self._tasks.clear()
         self._wake.clear()
         self._acked.clear()
-        self._latest = self._latest_json = None
+        self._latest = None
         if self._session is not None:
             await self._session.close()
             self._session = None
 
     async def _deliver(self, key: tuple[int, int], broker: BrokerInfo) -> None:
         backoff = 0.1
-        url = broker.internal_url.rstrip("/") + METADATA_PATH
         while True:
             await self._wake[key].wait()
             await asyncio.sleep(self._debounce)
             self._wake[key].clear()
-            generation, body = self._generation, self._latest_json
-            outcome = await self._post(url, body)
+            generation, request = self._generation, self._latest
+            outcome = await self._post(broker.internal_url, request)
             if outcome == "ok":
                 self._acked[key] = generation
                 self._progress.set()
@@ -103,26 +101,26 @@ class Pusher:
                     self._wake[key].set()
             elif outcome == "stale":
                 log.warning("broker %d refused controller epoch %d as stale", broker.id,
-                            body["controller_epoch"])
+                            request.body["controller_epoch"])
                 self._acked[key] = generation  # retrying cannot help; a newer controller exists
                 self._progress.set()
                 self._on_stale(broker)
             else:
                 log.info("push to broker %d at %s failed (%s); retrying in %.1fs",
-                         broker.id, url, outcome, backoff)
+                         broker.id, broker.internal_url, outcome, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff)
                 self._wake[key].set()
 
-    async def _post(self, url: str, body: dict) -> str:
+    async def _post(self, url: str, request: cp.Request) -> str:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = client_session()
         try:
-            async with self._session.post(url, json=body) as resp:
-                if resp.status == 200:
-                    return "ok"
-                if resp.status == 409:
-                    return "stale"
-                return f"HTTP {resp.status}: {(await resp.text())[:200]}"
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            status, answer = await send(self._session, url, request, self._timeout)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
             return f"{type(e).__name__}: {e}"
+        if status == 200:
+            return "ok"
+        if status == 409:
+            return "stale"
+        return f"HTTP {status}: {str(answer)[:200]}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from odradek.cluster.control_plane import OngoingReassignment
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
 
@@ -160,10 +161,10 @@ def cancel(record: TopicRecord, partition: int, eligible: frozenset[int], contro
                 f"{record.name}-{partition}: reassignment cancelled, back to {list(origin)}{note}")
 
 
-def plan_request(snapshot: StoreSnapshot, entries: list[tuple[str, int, tuple[int, ...] | None]],
+def plan_request(snapshot: StoreSnapshot, entries: Iterable[tuple[str, int, tuple[int, ...] | None]],
                  eligible: frozenset[int], controller_epoch: int
                  ) -> tuple[list[tuple[str, int, KafkaError | None]], list[Move], dict[Key, tuple[int, ...]]]:
-    """``POST /internal/v1/reassignments`` (Kafka's AlterPartitionReassignments): per entry,
+    """``control_plane.REASSIGN`` (Kafka's AlterPartitionReassignments): per entry,
     start/replace (``replicas``) or cancel (``None``: NO_REASSIGNMENT_IN_PROGRESS if nothing
     runs). Returns (per-entry outcome, moves, the ``/admin/reassign_partitions`` entries after)."""
     requests = dict(snapshot.reassign_requests)
@@ -195,8 +196,8 @@ def plan_request(snapshot: StoreSnapshot, entries: list[tuple[str, int, tuple[in
     return results, list(moves.values()), requests
 
 
-def in_progress(snapshot: StoreSnapshot) -> list[dict]:
-    """``GET /internal/v1/reassignments``: running reassignments, as Kafka lists them."""
+def in_progress(snapshot: StoreSnapshot) -> list[OngoingReassignment]:
+    """``control_plane.LIST_REASSIGNMENTS``: running reassignments, as Kafka lists them."""
     out = []
     for name in sorted(snapshot.topics):
         record = snapshot.topics[name]
@@ -204,9 +205,8 @@ def in_progress(snapshot: StoreSnapshot) -> list[dict]:
             continue
         for p in sorted(record.assignment):
             if record.reassigning(p):
-                out.append({"topic": name, "partition": p, "replicas": list(record.assignment[p]),
-                            "adding_replicas": list(record.adding.get(p, ())),
-                            "removing_replicas": list(record.removing.get(p, ()))})
+                out.append(OngoingReassignment(name, p, tuple(record.assignment[p]), tuple(record.adding.get(p, ())),
+                                               tuple(record.removing.get(p, ()))))
     return out
 
 

@@ -15,9 +15,9 @@ Owns, each with Kafka's error codes and a one-line reason for the log:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
+from odradek.cluster.control_plane import AlterPartition, PartitionResult
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
 
@@ -47,17 +47,6 @@ def eligible_ids(snapshot: StoreSnapshot, shutting_down: Iterable[int]) -> froze
 
 
 # --- AlterPartition ----------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class AlterPartition:
-    broker_id: int
-    broker_epoch: int  # czxid of the leader's registration; -1 = not checked
-    topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-
-
 def alter_partition(snapshot: StoreSnapshot, req: AlterPartition, shutting_down: Iterable[int],
                     controller_epoch: int) -> PartitionChange | PartitionState:
     """Validate a leader's ISR change as Kafka's AlterPartition does, in this order:
@@ -153,21 +142,9 @@ def _live_topics(snapshot: StoreSnapshot) -> list[tuple[str, TopicRecord]]:
 
 
 # --- elections on request and the automatic rebalance ---------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ElectionResult:
-    topic: str
-    partition: int
-    error: ErrorCode
-    message: str | None
-
-    def to_json(self) -> dict:
-        return {"topic": self.topic, "partition": self.partition, "error_code": int(self.error),
-                "error": self.error.name.upper(), "message": self.message}
-
-
 def elect_leaders(snapshot: StoreSnapshot, election_type: int,
                   partitions: list[tuple[str, int]] | None, shutting_down: Iterable[int],
-                  controller_epoch: int) -> tuple[list[ElectionResult], list[PartitionChange]]:
+                  controller_epoch: int) -> tuple[list[PartitionResult], list[PartitionChange]]:
     """Kafka's ElectLeaders. Preferred: the first replica of the assignment becomes leader if it
     is eligible and in the ISR (ISR kept); ELECTION_NOT_NEEDED if it leads already,
     PREFERRED_LEADER_NOT_AVAILABLE otherwise. Unclean: only for partitions without a leader:
@@ -187,7 +164,7 @@ def elect_leaders(snapshot: StoreSnapshot, election_type: int,
         try:
             record = _record(snapshot, topic, p)
         except KafkaError as e:
-            results.append(ElectionResult(topic, p, e.code, e.message))
+            results.append(PartitionResult(topic, p, e.code, e.message))
             continue
         state = record.states[p]
         if election_type == PREFERRED:
@@ -197,7 +174,7 @@ def elect_leaders(snapshot: StoreSnapshot, election_type: int,
         if change is not None:
             changes.append(change)
         if not (every and error == ErrorCode.election_not_needed):
-            results.append(ElectionResult(topic, p, error, message))
+            results.append(PartitionResult(topic, p, error, message))
     return results, changes
 
 

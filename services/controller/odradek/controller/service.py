@@ -25,8 +25,10 @@ import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Sequence
 
-from odradek.cluster.model import ClusterMetadata, TopicMetadata
+from odradek.cluster import control_plane as cp
+from odradek.cluster.model import ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 
 from . import admin, decisions, reassignment, replication
@@ -335,12 +337,13 @@ class Controller:
                 await self._finish_deletion(name)
 
     # --- replication operations (called by the HTTP API) -----------------------------------------
-    def health(self) -> dict:
-        """Counts for ``GET /internal/v1/health`` (None on a standby)."""
+    def health(self) -> cp.Health:
+        """This instance's role and, when active, the replication counts (None on a standby)."""
         snapshot = self._snapshot if self.active else None
-        return {"under_replicated_partitions": replication.under_replicated(snapshot) if snapshot else None,
-                "offline_partitions": replication.offline(snapshot) if snapshot else None,
-                "shutting_down_brokers": sorted(self._shutting_down) if snapshot else None}
+        return cp.Health(self.settings.id, self.settings.url, self.active, self.epoch,
+                         replication.under_replicated(snapshot) if snapshot else None,
+                         replication.offline(snapshot) if snapshot else None,
+                         tuple(sorted(self._shutting_down)) if snapshot else None)
 
     def _patched(self, change: PartitionChange) -> None:
         """The cached snapshot after ``change`` was written (its znode version is now +1)."""
@@ -371,7 +374,7 @@ class Controller:
         await self._reconcile()
         return self._require_active()
 
-    async def alter_partition(self, req: replication.AlterPartition) -> dict:
+    async def alter_partition(self, req: cp.AlterPartition) -> PartitionState:
         """AlterPartition from a partition's leader; answers the partition's state afterwards."""
         async with self._acting() as (record, snapshot):
             registered = snapshot.broker(req.broker_id)
@@ -391,15 +394,15 @@ class Controller:
                         if await self._advance_reassignments(record):
                             self._snapshot = await asyncio.to_thread(self._store.load)
                 self._publish()
-            return self._snapshot.topics[req.topic].states[req.partition].to_json()
+            return self._snapshot.topics[req.topic].states[req.partition]
 
-    async def allocate_producer_ids(self, broker_id: int, size: int = 1000) -> dict:
+    async def allocate_producer_ids(self, broker_id: int, size: int = 1000) -> cp.ProducerIdBlock:
         """A block of producer ids for a broker's InitProducerId answers (Kafka's block size)."""
         async with self._acting():
             start, end = await self._write(self._store.allocate_producer_id_block, broker_id, size)
-            return {"broker": broker_id, "block_start": start, "block_end": end}
+            return cp.ProducerIdBlock(broker_id, start, end)
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[dict]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[cp.TopicPartition]:
         """Mark the broker as shutting down, move its leaderships and ISR memberships away;
         answers the leaderships it keeps (no other ISR member can take them)."""
         async with self._acting():
@@ -421,9 +424,10 @@ class Controller:
             if remaining:
                 log.info("broker %d still leads %d partitions: %s", broker_id, len(remaining),
                          ", ".join(f"{t}-{p}" for t, p in remaining[:10]))
-            return [{"topic": t, "partition": p} for t, p in remaining]
+            return [cp.TopicPartition(t, p) for t, p in remaining]
 
-    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None) -> list[dict]:
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+                            ) -> list[cp.PartitionResult]:
         async with self._acting():
             record, snapshot = await self._fresh()  # answers about the brokers registered now
             results, changes = replication.elect_leaders(snapshot, election_type, partitions,
@@ -431,9 +435,9 @@ class Controller:
             failed = {(c.topic, c.state.partition) for c in await self._apply(changes)}
             if changes:
                 self._publish()
-            return [(r if (r.topic, r.partition) not in failed else replication.ElectionResult(
+            return [r if (r.topic, r.partition) not in failed else cp.PartitionResult(
                 r.topic, r.partition, ErrorCode.unknown_server_error,
-                "the partition state changed meanwhile; retry")).to_json() for r in results]
+                "the partition state changed meanwhile; retry") for r in results]
 
     async def _rebalance_loop(self) -> None:
         """Kafka's auto leader rebalance: every interval, preferred elections for the brokers
@@ -459,12 +463,12 @@ class Controller:
             except KafkaError as e:
                 log.info("auto leader rebalance skipped: %s", e.message)
 
-    def reassignments(self) -> list[dict]:
+    def reassignments(self) -> list[cp.OngoingReassignment]:
         _, snapshot = self._require_active()
         return reassignment.in_progress(snapshot)
 
-    async def reassign(self, entries: list[tuple[str, int, tuple[int, ...] | None]]) -> list[dict]:
-        """AlterPartitionReassignments: per entry ``{"topic", "partition", "error_code", ...}``."""
+    async def reassign(self, entries: Sequence[cp.Reassignment]) -> list[cp.PartitionResult]:
+        """AlterPartitionReassignments: one result per entry."""
         async with self._acting():
             record, _ = await self._fresh()  # targets are checked against the brokers registered now
             for _attempt in range(3):
@@ -484,8 +488,7 @@ class Controller:
             else:
                 raise KafkaError(ErrorCode.request_timed_out,
                                  "/admin/reassign_partitions kept changing; retry.")
-            return [{"topic": t, "partition": p, "error_code": int(e.code) if e else 0,
-                     "error": e.to_json()["error"] if e else "NONE", "message": e.message if e else None}
+            return [cp.PartitionResult(t, p, e.code if e else ErrorCode.none, e.message if e else None)
                     for t, p, e in results]
 
     # --- shutdown --------------------------------------------------------------------------------
