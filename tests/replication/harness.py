@@ -23,6 +23,7 @@ from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.storage import LogManager
+from odradek.cluster import control_plane as cp
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.connection import KafkaConnection
@@ -89,8 +90,10 @@ class FakeController:
         for broker_id in sorted(self.reachable):
             self.nodes[broker_id].replicas.apply(snap)
 
-    async def call(self, method: str, path: str, body, *, timeout: float = 30.0):
-        assert path == "/internal/v1/alter-partition", path
+    async def call(self, request: cp.Request, *, timeout: float = 30.0):
+        """``ControllerClient.call``, answering AlterPartition only."""
+        assert request.route is cp.ALTER_PARTITION, request.path
+        body = request.body
         await asyncio.sleep(0)
         self.alters.append(body)
         if self.refusals:
@@ -102,7 +105,7 @@ class FakeController:
             raise KafkaError(ErrorCode.invalid_update_version, "stale partition epoch")
         self.state = replace(s, isr=tuple(body["isr"]), partition_epoch=s.partition_epoch + 1)
         self.push()
-        return self.state.to_json()
+        return request.decode(self.state.to_json())
 
     async def stop(self) -> None:
         self._stop.set()

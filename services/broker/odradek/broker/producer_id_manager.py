@@ -2,7 +2,7 @@
 
 Producer ids come in blocks the active controller reserves in ZooKeeper ``/producer_id_block``
 (Kafka's znode and JSON, compare-and-set on its version, fenced by the controller epoch) and
-hands out on ``POST /internal/v1/producer-ids``; a broker asks for the next block when its own
+hands out on ``control_plane.PRODUCER_IDS``; a broker asks for the next block when its own
 runs out. Ids of a block left unused at a restart are skipped, as in Kafka.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+
+from odradek.cluster import control_plane as cp
 
 if TYPE_CHECKING:
     from odradek.broker.controller_client import ControllerClient
@@ -25,8 +27,7 @@ class ProducerIdManager:
     async def allocate(self) -> int:
         async with self._lock:
             if self.next > self.end:
-                block = await self.controller.call(
-                    "POST", "/internal/v1/producer-ids", {"broker_id": self.broker_id})
-                self.next, self.end = int(block["block_start"]), int(block["block_end"])
+                block = await self.controller.call(cp.producer_ids(cp.ProducerIds(self.broker_id)))
+                self.next, self.end = block.block_start, block.block_end
             self.next += 1
             return self.next - 1

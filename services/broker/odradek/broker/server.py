@@ -4,7 +4,7 @@ log maintenance, replication. ``Broker.run`` owns their lifetimes in one asyncio
 group coordinator, producer-id manager) are built once here, as the ``BrokerContext``.
 
 Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
-to move its leaderships away (``POST /internal/v1/brokers/{id}/controlled-shutdown``),
+to move its leaderships away (``control_plane.CONTROLLED_SHUTDOWN``),
 retrying up to ``controlled.shutdown.max.retries`` times while some remain, and keeps
 serving meanwhile (clients get NOT_LEADER_OR_FOLLOWER, refresh metadata and retry on the
 new leaders); then it stops fetching, deregisters, stops serving and closes its logs.
@@ -13,7 +13,6 @@ new leaders); then it stops fetching, deregisters, stops serving and closes its 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -27,6 +26,8 @@ from odradek.broker.handlers import table
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.storage import LogManager
 from odradek.broker.zk import BrokerRegistration
+from odradek.cluster import control_plane as cp
+from odradek.cluster.control_plane_http import server_app
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.connection import KafkaConnection
@@ -94,17 +95,19 @@ class Broker:
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away; retry while some remain."""
         cfg = self.config
-        path = f"/internal/v1/brokers/{cfg.broker_id}/controlled-shutdown"
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             started = time.monotonic()
+            request = cp.controlled_shutdown(cfg.broker_id, cp.ControlledShutdown(self.registration.broker_epoch))
             try:
-                answer = await self.controller.call("POST", path, {"broker_epoch": self.registration.broker_epoch},
-                                                    timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
-                remaining = answer.get("remaining_leaderships", []) if isinstance(answer, dict) else []
+                answer = await self.controller.call(request, timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
+                remaining = answer.remaining_leaderships
             except KafkaError as e:
                 remaining = None
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, e.message)
-            if remaining == []:
+            except (KeyError, TypeError, ValueError) as e:
+                remaining = None
+                log.warning("controlled shutdown attempt %d: unreadable answer: %s", attempt, e)
+            if remaining is not None and not remaining:
                 log.info("controlled shutdown done: no leaderships left here")
                 await self._wait_for_followership(CONTROLLED_SHUTDOWN_TIMEOUT_S)
                 return
@@ -128,12 +131,10 @@ class Broker:
                             self.replicas.leaderships(movable_only=True), timeout)
                 break
 
-    # -- /internal/v1 ----------------------------------------------------------------------
+    # -- the broker's side of the control plane ----------------------------------------------
     def _internal_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/internal/v1/metadata", self._on_metadata)
-        app.router.add_get("/internal/v1/status", self._on_status)
-        return app
+        return server_app({cp.METADATA: self._on_metadata, cp.STATUS: self._on_status},
+                          client_max_size=64 * 1024 * 1024)
 
     async def _on_metadata(self, request: web.Request) -> web.Response:
         try:
@@ -145,7 +146,7 @@ class Broker:
             self.replicas.apply(snapshot)
         except KafkaError as e:
             return web.json_response(e.to_json(), status=409)
-        return web.json_response({"accepted": True})
+        return web.json_response(cp.Accepted().to_json())
 
     async def _on_status(self, request: web.Request) -> web.Response:
         roles = {p.key: p for p in self.replicas.partitions()}
@@ -153,16 +154,12 @@ class Broker:
         partitions = []
         for lg in self.logs.logs():
             part = roles.get((lg.topic, lg.partition))
-            partitions.append({
-                "topic": lg.topic, "partition": lg.partition, "log_start_offset": lg.log_start_offset,
-                "log_end_offset": lg.log_end_offset, "high_watermark": lg.high_watermark,
-                "role": "leader" if part is not None and part.leading else "follower" if part is not None else None,
-                "leader_epoch": part.leader_epoch if part is not None else None,
-                "isr": list(part.isr) if part is not None else None,
-                "fetching_from": following.get((lg.topic, lg.partition)),
-                "leader_epochs": [list(e) for e in lg.leader_epochs.entries]})
+            partitions.append(cp.ReplicaStatus(
+                lg.topic, lg.partition, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
+                "leader" if part is not None and part.leading else "follower" if part is not None else None,
+                part.leader_epoch if part is not None else None, tuple(part.isr) if part is not None else None,
+                following.get((lg.topic, lg.partition)), tuple(tuple(e) for e in lg.leader_epochs.entries)))
         meta = self.replicas.metadata
-        return web.Response(text=json.dumps({
-            "broker_id": self.config.broker_id, "kafka_port": self.kafka_port,
-            "controller_epoch": meta.controller_epoch if meta else None, "partitions": partitions}),
-            content_type="application/json")
+        status = cp.BrokerStatus(self.config.broker_id, self.kafka_port,
+                                 meta.controller_epoch if meta else None, tuple(partitions))
+        return web.json_response(status.to_json())

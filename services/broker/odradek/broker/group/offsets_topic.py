@@ -13,12 +13,14 @@ once the high watermark passes the batch. ``group_coordinator`` builds the broke
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -56,19 +58,19 @@ class OffsetsTopic:
     async def _create(self) -> None:
         config = self.config
         rf = max(1, min(config.offsets_replication_factor, len(self.replicas.live_brokers())))
-        body = {"name": OFFSETS_TOPIC, "partitions": config.offsets_partitions, "replication_factor": rf,
-                "configs": {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)}}
+        req = cp.CreateTopic(OFFSETS_TOPIC, config.offsets_partitions, rf, configs={
+            "cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)})
         while True:
             try:
-                await self.controller.call("POST", "/internal/v1/topics", body, timeout=10.0)
+                await self.controller.call(cp.create_topic(req), timeout=10.0)
                 log.info("asked the controller to create %s (%d partitions, RF %d)", OFFSETS_TOPIC,
-                         body["partitions"], body["replication_factor"])
+                         req.partitions, req.replication_factor)
                 return
             except KafkaError as e:
-                if e.code == E.invalid_replication_factor and body["replication_factor"] > 1:
+                if e.code == E.invalid_replication_factor and req.replication_factor > 1:
                     log.warning("the controller refused %s with RF %d (%s); creating it with RF 1",
-                                OFFSETS_TOPIC, body["replication_factor"], e.message)
-                    body["replication_factor"] = 1
+                                OFFSETS_TOPIC, req.replication_factor, e.message)
+                    req = dataclasses.replace(req, replication_factor=1)
                     continue
                 if e.code != E.topic_already_exists:
                     log.warning("creating %s failed: %s", OFFSETS_TOPIC, e.message)

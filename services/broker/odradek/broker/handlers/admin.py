@@ -15,6 +15,7 @@ from kio.static.constants import uuid_zero
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.handlers.configs import topic_entries
+from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -46,13 +47,12 @@ async def create_topics(ctx: BrokerContext, header, req):
 
 
 async def _create_one(ctx: BrokerContext, s, topic, req):
-    body = {"name": topic.name, "partitions": topic.num_partitions,
-            "replication_factor": topic.replication_factor,
-            "assignments": {str(a.partition_index): list(a.broker_ids) for a in topic.assignments},
-            "configs": {c.name: c.value for c in topic.configs}, "validate_only": req.validate_only}
+    create = cp.CreateTopic(topic.name, topic.num_partitions, topic.replication_factor,
+                            {a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+                            {c.name: c.value for c in topic.configs}, req.validate_only)
     timeout = _seconds(req.timeout)
     try:
-        created = await ctx.controller.call("POST", "/internal/v1/topics", body, timeout=max(timeout, 1.0))
+        created = await ctx.controller.call(cp.create_topic(create), timeout=max(timeout, 1.0))
         if not req.validate_only and not await _await_metadata(
                 ctx, lambda: ctx.replicas.topic(topic.name) is not None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "topic created; metadata not yet propagated")
@@ -60,17 +60,17 @@ async def _create_one(ctx: BrokerContext, s, topic, req):
         return make(s.CreatableTopicResult, name=topic.name, topic_id=uuid_zero, error_code=e.code,
                     error_message=e.message, topic_config_error_code=ErrorCode.none,
                     num_partitions=-1, replication_factor=-1, configs=None)
-    partitions = created.get("partitions", [])
+    partitions = created.partitions
     configs = None  # v5+ describes the new topic's configs
     if hasattr(s.module, "CreatableTopicConfigs"):
         configs = tuple(make(s.CreatableTopicConfigs, name=n, value=v, read_only=False, config_source=src,
                              is_sensitive=False)
-                        for n, v, src in topic_entries(ctx, created.get("configs", body["configs"])))
+                        for n, v, src in topic_entries(ctx, created.configs))
     return make(s.CreatableTopicResult, name=topic.name,
-                topic_id=uuid.UUID(created["topic_id"]) if created.get("topic_id") else uuid_zero,
+                topic_id=uuid.UUID(created.topic_id) if created.topic_id else uuid_zero,
                 error_code=ErrorCode.none, error_message=None, topic_config_error_code=ErrorCode.none,
                 num_partitions=len(partitions),
-                replication_factor=len(partitions[0]["replicas"]) if partitions else -1, configs=configs)
+                replication_factor=len(partitions[0].replicas) if partitions else -1, configs=configs)
 
 
 async def delete_topics(ctx: BrokerContext, header, req):
@@ -91,7 +91,7 @@ async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
         meta = ctx.replicas.topic(name)
-        await ctx.controller.call("DELETE", f"/internal/v1/topics/{name}", timeout=max(timeout, 1.0))
+        await ctx.controller.call(cp.delete_topic(name), timeout=max(timeout, 1.0))
         if not await _await_metadata(ctx, lambda: ctx.replicas.topic(name) is None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "deletion started; metadata not yet propagated")
         error, message = ErrorCode.none, None
@@ -110,10 +110,9 @@ async def create_partitions(ctx: BrokerContext, header, req):
 
 async def _grow_one(ctx: BrokerContext, s, topic, req):
     timeout = _seconds(req.timeout)
-    body = {"count": topic.count, "validate_only": req.validate_only}
+    grow = cp.CreatePartitions(topic.count, req.validate_only)
     try:
-        await ctx.controller.call("POST", f"/internal/v1/topics/{topic.name}/partitions", body,
-                                     timeout=max(timeout, 1.0))
+        await ctx.controller.call(cp.create_partitions(topic.name, grow), timeout=max(timeout, 1.0))
 
         def grown() -> bool:
             meta = ctx.replicas.topic(topic.name)

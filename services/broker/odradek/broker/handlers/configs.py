@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.cluster import control_plane as cp
 from odradek.config import TOPIC_CONFIGS, ConfigType
 from odradek.config.describe import Described, describe_broker, describe_topic
 from odradek.errors import ErrorCode, KafkaError
@@ -109,8 +110,8 @@ async def _alter(ctx: BrokerContext, res, validate_only: bool) -> None:
         else:
             raise KafkaError(ErrorCode.invalid_config,
                              f"operation {c.config_operation} is not valid for config {c.name}")
-    await ctx.controller.call("PATCH", f"/internal/v1/topics/{res.resource_name}/configs",
-                                 {"set": changes, "delete": deletes, "validate_only": validate_only})
+    await ctx.controller.call(cp.alter_configs(res.resource_name,
+                                               cp.AlterConfigs(changes, tuple(deletes), validate_only)))
 
 
 def _is_list(name: str) -> bool:

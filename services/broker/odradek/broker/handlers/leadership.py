@@ -1,63 +1,68 @@
 """ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: forwarded to the
-active controller (``/internal/v1/elect-leaders``, ``/internal/v1/reassignments``), whose
+active controller (``control_plane.ELECT_LEADERS``, ``REASSIGN``, ``LIST_REASSIGNMENTS``), whose
 per-partition answers carry Kafka's error codes."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Iterable, TypeVar
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 ELECT_LEADERS, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 43, 45, 46
+R = TypeVar("R", cp.PartitionResult, cp.OngoingReassignment)
 
 
 def _seconds(timeout) -> float:
     return max(timeout.total_seconds(), 1.0)
 
 
-def _by_topic(results: list[dict]) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = defaultdict(list)
+def _by_topic(results: Iterable[R]) -> dict[str, list[R]]:
+    grouped: dict[str, list[R]] = defaultdict(list)
     for r in results:
-        grouped[r["topic"]].append(r)
+        grouped[r.topic].append(r)
     return grouped
+
+
+def _message(r: cp.PartitionResult) -> str | None:
+    return r.message if r.error != ErrorCode.none else None
 
 
 async def elect_leaders(ctx: BrokerContext, header, req):
     s = Schemas(ELECT_LEADERS, header.api_version)
     partitions = None
     if req.topic_partitions is not None:
-        partitions = [{"topic": t.topic, "partition": p} for t in req.topic_partitions for p in t.partitions]
+        partitions = tuple(cp.TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions)
+    election = cp.ElectLeaders(getattr(req, "election_type", 0), partitions)
     try:
-        answer = await ctx.controller.call("POST", "/internal/v1/elect-leaders", {
-            "election_type": getattr(req, "election_type", 0), "partitions": partitions},
-            timeout=_seconds(req.timeout))
-        error, results = ErrorCode.none, answer["results"]
+        answer = await ctx.controller.call(cp.elect_leaders(election), timeout=_seconds(req.timeout))
+        error, results = ErrorCode.none, answer.results
     except KafkaError as e:
-        error, results = e.code, []
+        error, results = e.code, ()
     topics = tuple(make(s.ReplicaElectionResult, topic=topic, partition_result=tuple(
-        make(s.PartitionResult, partition_id=r["partition"], error_code=ErrorCode(r["error_code"]),
-             error_message=r.get("message") if r["error_code"] else None) for r in rs))
+        make(s.PartitionResult, partition_id=r.partition, error_code=r.error, error_message=_message(r))
+        for r in rs))
         for topic, rs in _by_topic(results).items())
     return make(s.ElectLeadersResponse, throttle_time=ZERO, error_code=error, replica_election_results=topics)
 
 
 async def alter_partition_reassignments(ctx: BrokerContext, header, req):
     s = Schemas(ALTER_REASSIGNMENTS, header.api_version)
-    body = {"reassignments": [{"topic": t.name, "partition": p.partition_index,
-                               "replicas": list(p.replicas) if p.replicas is not None else None}
-                              for t in req.topics for p in t.partitions]}
+    reassign = cp.Reassign(tuple(
+        cp.Reassignment(t.name, p.partition_index, tuple(p.replicas) if p.replicas is not None else None)
+        for t in req.topics for p in t.partitions))
     try:
-        answer = await ctx.controller.call("POST", "/internal/v1/reassignments", body,
-                                              timeout=_seconds(req.timeout))
-        error, message, results = ErrorCode.none, None, answer["results"]
+        answer = await ctx.controller.call(cp.reassign(reassign), timeout=_seconds(req.timeout))
+        error, message, results = ErrorCode.none, None, answer.results
     except KafkaError as e:
-        error, message, results = e.code, e.message, []
+        error, message, results = e.code, e.message, ()
     topics = tuple(make(s.ReassignableTopicResponse, name=topic, partitions=tuple(
-        make(s.ReassignablePartitionResponse, partition_index=r["partition"], error_code=ErrorCode(r["error_code"]),
-             error_message=r.get("message") if r["error_code"] else None) for r in rs))
+        make(s.ReassignablePartitionResponse, partition_index=r.partition, error_code=r.error,
+             error_message=_message(r)) for r in rs))
         for topic, rs in _by_topic(results).items())
     return make(s.AlterPartitionReassignmentsResponse, throttle_time=ZERO, allow_replication_factor_change=True,
                 error_code=error, error_message=message, responses=topics)
@@ -66,16 +71,16 @@ async def alter_partition_reassignments(ctx: BrokerContext, header, req):
 async def list_partition_reassignments(ctx: BrokerContext, header, req):
     s = Schemas(LIST_REASSIGNMENTS, header.api_version)
     try:
-        answer = await ctx.controller.call("GET", "/internal/v1/reassignments", timeout=_seconds(req.timeout))
-        error, message, ongoing = ErrorCode.none, None, answer["reassignments"]
+        answer = await ctx.controller.call(cp.list_reassignments(), timeout=_seconds(req.timeout))
+        error, message, ongoing = ErrorCode.none, None, answer.reassignments
     except KafkaError as e:
-        error, message, ongoing = e.code, e.message, []
+        error, message, ongoing = e.code, e.message, ()
     if req.topics is not None:
         wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
-        ongoing = [r for r in ongoing if (r["topic"], r["partition"]) in wanted]
+        ongoing = tuple(r for r in ongoing if (r.topic, r.partition) in wanted)
     topics = tuple(make(s.OngoingTopicReassignment, name=topic, partitions=tuple(
-        make(s.OngoingPartitionReassignment, partition_index=r["partition"], replicas=tuple(r["replicas"]),
-             adding_replicas=tuple(r["adding_replicas"]), removing_replicas=tuple(r["removing_replicas"]))
+        make(s.OngoingPartitionReassignment, partition_index=r.partition, replicas=r.replicas,
+             adding_replicas=r.adding_replicas, removing_replicas=r.removing_replicas)
         for r in rs)) for topic, rs in _by_topic(ongoing).items())
     return make(s.ListPartitionReassignmentsResponse, throttle_time=ZERO, error_code=error, error_message=message,
                 topics=topics)

@@ -14,6 +14,7 @@ from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -73,9 +74,7 @@ async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto:
     if name is None or not (allow_auto and ctx.config.auto_create_topics):
         return ErrorCode.unknown_topic_or_partition
     try:
-        await ctx.controller.call("POST", "/internal/v1/topics",
-                                     {"name": name, "partitions": -1, "replication_factor": -1, "configs": {}},
-                                     timeout=_AUTO_CREATE_TIMEOUT)
+        await ctx.controller.call(cp.create_topic(cp.CreateTopic(name)), timeout=_AUTO_CREATE_TIMEOUT)
     except KafkaError as e:
         if e.code == ErrorCode.invalid_topic_exception:
             return ErrorCode.invalid_topic_exception

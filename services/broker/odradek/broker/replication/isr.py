@@ -1,7 +1,7 @@
 """ISR changes requested by leaders (Kafka's AlterPartition path, over our control plane).
 
 The leader never writes the ISR itself: it asks the active controller
-(``POST /internal/v1/alter-partition`` with its broker epoch, leader epoch and the partition
+(``control_plane.ALTER_PARTITION`` with its broker epoch, leader epoch and the partition
 epoch it based the change on), and the controller writes ZooKeeper by compare-and-set and
 answers the new ``PartitionState`` (then pushes it to everyone).
 
@@ -25,18 +25,18 @@ import time
 from typing import Awaitable, Callable, Iterable
 
 from odradek.broker.replication.partition import Partition
+from odradek.cluster import control_plane as cp
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-ALTER_PARTITION = "/internal/v1/alter-partition"
 ALTER_TIMEOUT_S = 5.0
 RETRY_BACKOFF_MS = 500
 _WAIT_FOR_SNAPSHOT = {ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
                       ErrorCode.not_leader_or_follower, ErrorCode.stale_broker_epoch}
 
-Call = Callable[..., Awaitable[object]]
+Call = Callable[..., Awaitable[PartitionState]]  # ControllerClient.call
 
 
 def now_ms() -> int:
@@ -83,12 +83,10 @@ class IsrManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _alter(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...]) -> None:
-        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(), "topic": partition.topic,
-                "partition": partition.index, "leader_epoch": based_on.leader_epoch,
-                "partition_epoch": based_on.partition_epoch, "isr": list(isr)}
+        req = cp.AlterPartition(self.broker_id, self._broker_epoch(), partition.topic, partition.index,
+                                based_on.leader_epoch, based_on.partition_epoch, isr)
         try:
-            answer = await self._call("POST", ALTER_PARTITION, body, timeout=ALTER_TIMEOUT_S)
-            state = PartitionState.from_json(answer)
+            state = await self._call(cp.alter_partition(req), timeout=ALTER_TIMEOUT_S)
         except KafkaError as e:
             if partition.pending_isr == isr:
                 partition.pending_isr = None
