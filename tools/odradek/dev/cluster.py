@@ -58,11 +58,7 @@ def up(args: argparse.Namespace) -> int:
     root.mkdir(parents=True, exist_ok=True)
     state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
     try:
-        zk = zookeeper.start_detached(root / "zookeeper")
-        zk_rec = ProcessRecord("zookeeper", zk.pid, processes.start_time(zk.pid) or 0,
-                               str(zk.directory / zookeeper.LOG_NAME))
-        state["processes"]["zookeeper"] = zk_rec.to_json()
-        state["zookeeper"] = zk.connect
+        _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)
         state["controllers"] = []
         for i in range(args.controllers):
@@ -111,6 +107,15 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
+    """Start the cluster's ZooKeeper (its data under ``<data-dir>/zookeeper``) on ``port`` (0: a
+    free one) and wait until it serves; record its PID and connect string."""
+    zk = zookeeper.start_detached(Path(state["data_dir"]) / "zookeeper", port, timeout)
+    state["processes"]["zookeeper"] = ProcessRecord(
+        "zookeeper", zk.pid, processes.start_time(zk.pid) or 0, str(zk.directory / zookeeper.LOG_NAME)).to_json()
+    state["zookeeper"] = zk.connect
+
+
 def _start_process(state: dict, name: str) -> None:
     _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log")
     state["processes"][name] = rec.to_json()
@@ -142,17 +147,20 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def start(args: argparse.Namespace) -> int:
-    """Start one stopped broker (or a process by name, e.g. ``controller-0``) again, with the
-    same id, port and data."""
+    """Start one stopped broker (or a process by name, e.g. ``controller-0`` or ``zookeeper``)
+    again, with the same id, port and data."""
     path = args.data_dir.resolve() / STATE_FILE
     state = _load(path)
     name = f"broker-{args.broker}" if args.broker.isdigit() else args.broker
-    if name not in state.get("commands", {}):
-        raise SystemExit(f"cannot start {name!r}; known: {', '.join(state.get('commands', {}))}")
+    if name not in state.get("commands", {}) and name != "zookeeper":
+        raise SystemExit(f"cannot start {name!r}; known: {', '.join(['zookeeper', *state.get('commands', {})])}")
     if processes.alive(ProcessRecord.from_json(state["processes"][name])):
         print(f"{name} is already running", file=sys.stderr)
         return 1
-    _start_process(state, name)
+    if name == "zookeeper":  # the same port: brokers and controllers reconnect to their connect string
+        _start_zookeeper(state, int(state["zookeeper"].rsplit(":", 1)[1]), args.timeout)
+    else:
+        _start_process(state, name)
     _save(path, state)
     if name == "gateway":   # like `dev up`: return once it answers /readyz
         _wait_gateway_ready(state, timeout=60)
@@ -314,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("kill", help="stop one process (SIGKILL; --graceful for SIGTERM)")
     k.add_argument("process", help="a broker id, 'controller' (the active one) or a process name")
     k.add_argument("--graceful", action="store_true")
-    st = sub.add_parser("start", help="start a stopped broker (or controller-N) again")
-    st.add_argument("broker", help="a broker id or a process name such as controller-0")
+    st = sub.add_parser("start", help="start a stopped broker (or controller-N, zookeeper) again")
+    st.add_argument("broker", help="a broker id or a process name such as controller-0 or zookeeper "
+                                   "(same port and data)")
+    st.add_argument("--timeout", type=float, default=60.0, help="how long to wait for it to serve")
     u.add_argument("--cluster", default="odradek", help="cluster name (ZooKeeper chroot /odradek/<name>)")
     for sp in (u, s, d, k, st):
         sp.add_argument("--data-dir", type=Path, default=DEFAULT_DIR)
