@@ -21,15 +21,34 @@ class BrokerInfo:
     internal_url: str  # http://host:port of the broker's control-plane API
     rack: str | None = None
     epoch: int = -1  # the registration znode's czxid
+    # every listener's advertised address, (listener name, host, port); host/port above are the
+    # first listener's (the only one's, without ``listeners``)
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """The address a client of ``listener`` is told to use (Kafka answers Metadata with the
+        endpoints of the listener the request came in on); None if the broker has no such listener.
+        A registration without endpoints (one listener) answers for any."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((host, port) for name, host, port in self.endpoints if name == listener), None)
 
     def to_json(self) -> dict:
         return {"id": self.id, "host": self.host, "port": self.port,
-                "internal_url": self.internal_url, "rack": self.rack, "epoch": self.epoch}
+                "internal_url": self.internal_url, "rack": self.rack, "epoch": self.epoch,
+                "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.endpoints]}
 
     @classmethod
     def from_json(cls, d: Mapping) -> "BrokerInfo":
         return cls(int(d["id"]), d["host"], int(d["port"]), d["internal_url"],
-                   d.get("rack"), int(d.get("epoch", -1)))
+                   d.get("rack"), int(d.get("epoch", -1)), tuple(_endpoint(e) for e in d.get("endpoints", ())))
+
+
+def _endpoint(text: str) -> tuple[str, str, int]:
+    """``NAME://host:port`` (Kafka's form in ``/brokers/ids/<id>``) -> (NAME, host, port)."""
+    name, _, address = text.partition("://")
+    host, _, port = address.rpartition(":")
+    return name, host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True, slots=True)

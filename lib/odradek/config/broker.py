@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, integer, one_of, registry
+from odradek.config.security import SECURITY_CONFIGS, is_listener_key
 from odradek.config.topic import invalid, topic_defaults
 from odradek.errors import ErrorCode, KafkaError
 
@@ -28,6 +29,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),
     ConfigKey("log.cleaner.priority", one_of("idle", "nice10"), "idle",
               "the cleaner process's priority: idle (SCHED_IDLE and the idle I/O class) or nice10 (docs/compaction.md)"),
+    *SECURITY_CONFIGS.values(),
 )
 
 GROUP_CONFIGS: dict[str, ConfigKey] = registry(
@@ -54,6 +56,7 @@ class BrokerSettings:
     broker: dict[str, str]          # BROKER_CONFIGS keys
     group: dict[str, str]           # GROUP_CONFIGS keys
     topic_defaults: dict[str, str]  # topic keys (synonyms resolved, units converted)
+    listener: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys, as given
 
 
 def parse_broker_settings(settings: Mapping[str, str]) -> BrokerSettings:
@@ -64,14 +67,17 @@ def parse_broker_settings(settings: Mapping[str, str]) -> BrokerSettings:
     broker: dict[str, str] = {}
     group: dict[str, str] = {}
     rest: dict[str, str] = {}
+    listener = {name: value for name, value in settings.items() if is_listener_key(name)}
     for name, value in settings.items():
+        if name in listener:
+            continue
         own = BROKER_CONFIGS.get(name) or GROUP_CONFIGS.get(name)
         if own is None:
             rest[name] = value
             continue
         _check(own, value)
         (broker if name in BROKER_CONFIGS else group)[name] = value
-    return BrokerSettings(broker, group, topic_defaults(rest))
+    return BrokerSettings(broker, group, topic_defaults(rest), listener)
 
 
 def _check(key: ConfigKey, value: str) -> object:

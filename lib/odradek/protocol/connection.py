@@ -8,7 +8,8 @@ Fetch delays only its own connection.
 
 A response is a sequence of pieces: ``bytes``-like objects, written through the transport,
 and ``FileRegion``s, sent from the segment file with ``os.sendfile`` while the transport's
-buffer is empty (else read and written through the transport: ordering always holds).
+buffer is empty (else, and always over TLS, read and written through the transport: ordering
+always holds).
 Regions up to 64 KiB are read and gathered with the bytes around them into one write.
 
 A frame size that is negative or over ``max_frame_bytes`` (Kafka's
@@ -74,7 +75,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._transport = transport
         sock = transport.get_extra_info("socket")
-        self._sock_fd = sock.fileno() if sock is not None else -1
+        # over TLS the bytes must go through the transport's encryption: no sendfile (regions are
+        # read and written through the transport, see _send_file)
+        tls = transport.get_extra_info("sslcontext") is not None
+        self._sock_fd = sock.fileno() if sock is not None and not tls else -1
         peer = transport.get_extra_info("peername")
         self.name = self.name or f"{peer}"
         self._task = asyncio.get_running_loop().create_task(self._serve())

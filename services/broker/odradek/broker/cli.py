@@ -24,7 +24,8 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--data-dir", type=Path, required=True, help="log directory (log.dirs)")
     p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string host:port[,host:port]")
     p.add_argument("--cluster", default="odradek", help="cluster name: chroot /odradek/<cluster>")
-    p.add_argument("--listen", default="127.0.0.1:9092", help="Kafka listener host:port (port 0 = free port)")
+    p.add_argument("--listen", help="the PLAINTEXT listener host:port (port 0 = free port; default 127.0.0.1:9092 "
+                                    "when --config listeners=... is not given; with it, an extra listener named PLAINTEXT)")
     p.add_argument("--advertised", help="host:port clients are told to use (default: the listener)")
     p.add_argument("--internal-listen", default="127.0.0.1:0", help="control-plane API host:port")
     p.add_argument("--internal-advertised",
@@ -48,7 +49,7 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    host, port = _hostport(a.listen)
+    host, port = _hostport(a.listen or "127.0.0.1:9092")
     ihost, iport = _hostport(a.internal_listen)
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
     iadv_host, _, iadv_port = (a.internal_advertised or "").partition(":")
@@ -59,6 +60,7 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                         internal_advertised_port=int(iadv_port) if iadv_port else None,
                         rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
                         topic_defaults=settings.topic_defaults, group_settings=settings.group,
+                        listener_settings=settings.listener, listen_flag=a.listen is not None,
                         **bound_values(BrokerConfig, settings.broker))
 
 

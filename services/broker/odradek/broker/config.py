@@ -29,11 +29,28 @@ class BrokerConfig:
     internal_advertised_host: str | None = None  # what ZooKeeper tells the controller; defaults to internal_host
     internal_advertised_port: int | None = None
     rack: str | None = None
+    listen_flag: bool = True            # host/port given by --listen: with ``listeners`` too, an extra PLAINTEXT listener
     auto_create_topics: bool = setting("auto.create.topics.enable")
     socket_request_max_bytes: int = setting("socket.request.max.bytes")
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
     cleaner_priority: str = setting("log.cleaner.priority")
+    listeners: str = setting("listeners")
+    advertised_listeners: str = setting("advertised.listeners")
+    listener_security_protocol_map: str = setting("listener.security.protocol.map")
+    inter_broker_listener_name: str = setting("inter.broker.listener.name")
+    sasl_enabled_mechanisms: str = setting("sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str = setting("sasl.mechanism.inter.broker.protocol")
+    connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms")
+    ssl_keystore_type: str = setting("ssl.keystore.type")
+    ssl_keystore_location: str = setting("ssl.keystore.location")
+    ssl_keystore_certificate_chain: str = setting("ssl.keystore.certificate.chain")
+    ssl_keystore_key: str = setting("ssl.keystore.key")
+    ssl_truststore_location: str = setting("ssl.truststore.location")
+    ssl_client_auth: str = setting("ssl.client.auth")
+    ssl_principal_mapping_rules: str = setting("ssl.principal.mapping.rules")
+    ssl_endpoint_identification_algorithm: str = setting("ssl.endpoint.identification.algorithm")
+    listener_settings: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys (SASL JAAS)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
 

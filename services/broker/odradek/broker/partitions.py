@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from odradek.broker.replication.client import ClientSecurity
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
 from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
@@ -51,8 +52,10 @@ class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, *,
                  controller_call: Callable[..., Awaitable[object]] = _no_controller,
                  broker_epoch: Callable[[], int] = lambda: -1,
-                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
+                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                 inter_broker: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.inter_broker = inter_broker or ClientSecurity()  # followers fetch on this listener
         self.logs = logs
         self.metadata: ClusterMetadata | None = None
         self._topics: dict[str, TopicMetadata] = {}
@@ -69,12 +72,12 @@ class ReplicaManager:
     @property
     def fetchers(self) -> ReplicaFetcherManager:
         if self._fetchers is None:  # created lazily: its tasks need a running loop
-            self._fetchers = ReplicaFetcherManager(self.broker_id, self.logs.get, self._address)
+            self._fetchers = ReplicaFetcherManager(self.broker_id, self.logs.get, self._address, self.inter_broker)
         return self._fetchers
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         b = self._live.get(broker_id)
-        return (b.host, b.port) if b is not None else None
+        return b.endpoint(self.inter_broker.listener) if b is not None else None
 
     # -- metadata ------------------------------------------------------------------------
     def apply(self, snapshot: ClusterMetadata) -> None:

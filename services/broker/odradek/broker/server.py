@@ -24,13 +24,13 @@ from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.partitions import ReplicaManager
+from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.storage import LogManager
 from odradek.broker.zk import BrokerRegistration
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import server_app
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -43,35 +43,34 @@ class Broker:
         self.config = config
         self.logs = LogManager(config.data_dir, config.topic_defaults, cleaner_priority=config.cleaner_priority)
         self.registration: BrokerRegistration | None = None
+        self.security = BrokerSecurity(config, lambda: self.registration.client if self.registration else None)
         self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None)
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
-                                       replica_lag_time_max_ms=config.replica_lag_time_max_ms)
+                                       replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                                       inter_broker=self.security.client)
         self.context = BrokerContext.create(config, self.replicas, self.controller)
-        self.dispatcher = Dispatcher(table(self.context))
+        self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
         self.kafka_port = config.port
         self.internal_port = config.internal_port
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
         self.logs.open_all()
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: KafkaConnection(self.dispatcher, max_frame_bytes=cfg.socket_request_max_bytes),
-            cfg.host, cfg.port, reuse_address=True, backlog=1024)
-        self.kafka_port = server.sockets[0].getsockname()[1]
+        servers, endpoints = await self._listen()
         runner = web.AppRunner(self._internal_app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, cfg.internal_host, cfg.internal_port)
         await site.start()
         self.internal_port = site._server.sockets[0].getsockname()[1]
-        info = BrokerInfo(cfg.broker_id, cfg.advertised_host or cfg.host, cfg.advertised_port or self.kafka_port,
+        info = BrokerInfo(cfg.broker_id, endpoints[0][1], endpoints[0][2],
                           f"http://{cfg.internal_advertised_host or cfg.internal_host}:"
-                          f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack)
+                          f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,
+                          endpoints=tuple(endpoints) if cfg.listeners else ())
         self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info)
         await asyncio.to_thread(self.registration.start)
-        log.info("broker %d serving Kafka on %s:%d, internal API on %s", cfg.broker_id, cfg.host,
-                 self.kafka_port, info.internal_url)
+        log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
+                 ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
         maintenance = asyncio.create_task(self.logs.run(stop))
         isr_checks = asyncio.create_task(self.replicas.run(stop))
         clean = False
@@ -85,12 +84,29 @@ class Broker:
             await self.replicas.close()
             self.context.close()
             await asyncio.to_thread(self.registration.stop)
-            server.close()
+            for server in servers:
+                server.close()
             await maintenance
             await isr_checks
             await runner.cleanup()
             await self.controller.close()
             self.logs.close()
+
+    async def _listen(self) -> tuple[list[asyncio.AbstractServer], list[tuple[str, str, int]]]:
+        """One server per listener; returns them and each listener's advertised (name, host, port).
+        ``kafka_port`` is the first PLAINTEXT listener's port (else the first listener's)."""
+        loop = asyncio.get_running_loop()
+        servers, endpoints = [], []
+        for listener in self.security.listeners:
+            factory = self.security.protocol_factory(listener, self.dispatcher, self.config.socket_request_max_bytes)
+            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True, backlog=1024,
+                                              ssl=self.security.ssl_for(listener))
+            port = server.sockets[0].getsockname()[1]
+            servers.append(server)
+            endpoints.append((listener.name, listener.advertised_host, listener.advertised_port or port))
+        plaintext = [i for i, li in enumerate(self.security.listeners) if li.protocol == "PLAINTEXT"]
+        self.kafka_port = servers[plaintext[0] if plaintext else 0].sockets[0].getsockname()[1]
+        return servers, endpoints
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away; retry while some remain."""

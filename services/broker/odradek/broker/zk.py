@@ -34,6 +34,11 @@ class BrokerRegistration:
         self.broker_epoch = -1  # czxid of our registration znode (-1 until registered)
 
     @property
+    def client(self) -> KazooClient:
+        """The chrooted session (SCRAM credentials under /config/users are read and written with it)."""
+        return self._zk
+
+    @property
     def controller_url(self) -> str | None:
         return self._controller_url
 

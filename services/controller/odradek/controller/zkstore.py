@@ -172,7 +172,7 @@ class ZkStore(MetadataStore):
                 log.warning("ignoring unreadable broker registration %s: %r", b, got[0])
                 continue
             brokers.append(BrokerInfo(int(b), info.host, info.port, info.internal_url, info.rack,
-                                      got[1].czxid))
+                                      got[1].czxid, info.endpoints))
         topics = {}
         for name, (topic_read, config_read) in topic_reads.items():
             record = self._topic_record(name, topic_read, config_read)

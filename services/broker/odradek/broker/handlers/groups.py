@@ -15,6 +15,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.group.config import OFFSETS_TOPIC, partition_for
 from odradek.broker.group.records import OffsetValue
+from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -51,9 +52,10 @@ def _locate(ctx: BrokerContext, key: str, key_type: int) -> tuple:
         return E.coordinator_not_available, f"{OFFSETS_TOPIC} is being created", -1, "", -1
     state = topic.partitions[partition_for(key, len(topic.partitions))]
     leader = next((b for b in replicas.live_brokers() if b.id == state.leader), None)
-    if leader is None:
+    address = leader.endpoint(current().listener) if leader is not None else None
+    if address is None:  # Kafka: the coordinator is not available on this listener either
         return E.coordinator_not_available, f"{OFFSETS_TOPIC}-{state.partition} has no leader", -1, "", -1
-    return E.none, None, leader.id, leader.host, leader.port
+    return E.none, None, leader.id, *address
 
 
 # -- membership --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.session import current
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -36,11 +37,21 @@ async def metadata(ctx: BrokerContext, header, req):
         names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = [await _topic(ctx, s, name, allow_auto) for name in names]
-    brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=b.host, port=b.port, rack=b.rack)
-                    for b in replicas.live_brokers())
+    brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=host, port=port, rack=b.rack)
+                    for b, host, port in _endpoints(ctx))
     return make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), topics=tuple(topics),
                 cluster_authorized_operations=_NO_AUTHORIZED_OPS)
+
+
+def _endpoints(ctx: BrokerContext):
+    """Live brokers with their address on the listener this request came in on (as Kafka: a
+    broker without that listener is left out)."""
+    listener = current().listener
+    for b in ctx.replicas.live_brokers():
+        address = b.endpoint(listener)
+        if address is not None:
+            yield b, *address
 
 
 def _name_of(ctx: BrokerContext, topic_id) -> str | None:
@@ -86,8 +97,8 @@ async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto:
 
 async def describe_cluster(ctx: BrokerContext, header, req):
     s = Schemas(60, header.api_version)
-    brokers = tuple(make(s.DescribeClusterBroker, broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
-                    for b in ctx.replicas.live_brokers())
+    brokers = tuple(make(s.DescribeClusterBroker, broker_id=b.id, host=host, port=port, rack=b.rack)
+                    for b, host, port in _endpoints(ctx))
     return make(s.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                 error_message=None, endpoint_type=1, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), brokers=brokers,

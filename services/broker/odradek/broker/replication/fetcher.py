@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from odradek.broker.replication.client import KafkaClient
+from odradek.broker.replication.client import ClientSecurity, KafkaClient
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 from kio.static.constants import EntityType
@@ -58,8 +58,9 @@ class FetchState:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
-                 address_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.log_of = log_of
         self.address_of = address_of
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -170,7 +171,8 @@ class ReplicaFetcher:
             self._client.close()
             self._client = None
         if self._client is None:
-            self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}")
+            self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}",
+                                       security=self.manager.security)
         await self._client.connect()
         return self._client
 

@@ -1,0 +1,73 @@
+"""The broker's security set-up from its configuration: listeners, TLS contexts, the SASL
+server and the SCRAM store, the per-connection protocol factory, and the credentials a
+follower uses toward a leader's inter-broker listener.
+
+Kafka's per-listener JAAS keys give the SASL users: ``listener.name.<l>.plain.sasl.jaas.config``
+declares PLAIN users (``user_<name>="<password>"``), and on the inter-broker listener the
+``username``/``password`` options of ``listener.name.<l>.<mechanism>.sasl.jaas.config`` are
+what this broker logs in with (as Kafka's brokers do).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Callable
+
+from kazoo.client import KazooClient
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.replication.client import ClientSecurity
+from odradek.broker.security.gate import ConnectionGate, ListenerConnection
+from odradek.broker.security.listeners import (Listener, client_context, inter_broker_listener, listeners_of,
+                                               parse_mapping_rules, server_context)
+from odradek.broker.security.sasl import SaslServer, jaas_options
+from odradek.broker.security.scram_store import ScramStore
+from odradek.config.security import MECHANISMS
+from odradek.errors import ErrorCode, KafkaError
+
+
+def _jaas(cfg: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
+    return jaas_options(cfg.listener_settings.get(f"listener.name.{listener.lower()}.{mechanism.lower()}"
+                                                  ".sasl.jaas.config", ""))
+
+
+class BrokerSecurity:
+    def __init__(self, cfg: BrokerConfig, zk: Callable[[], KazooClient | None]) -> None:
+        self.listeners = listeners_of(cfg)
+        self.inter_broker = inter_broker_listener(cfg, self.listeners)
+        tls = any(li.tls for li in self.listeners)
+        self.server_ssl: ssl.SSLContext | None = server_context(cfg) if tls else None
+        self.mapping_rules = parse_mapping_rules(cfg.ssl_principal_mapping_rules)
+        self.store = ScramStore(zk)
+        mechanisms = [m.strip() for m in cfg.sasl_enabled_mechanisms.split(",") if m.strip()]
+        plain_users = {li.name: {k[5:]: v for k, v in _jaas(cfg, li.name, "PLAIN").items() if k.startswith("user_")}
+                       for li in self.listeners}
+        self.sasl = SaslServer(mechanisms, plain_users, self.store, cfg.connection_failed_authentication_delay_ms)
+        self.client = self._client_security(cfg)
+
+    def _client_security(self, cfg: BrokerConfig) -> ClientSecurity:
+        listener = self.inter_broker
+        context = client_context(cfg) if listener.tls else None
+        if not listener.sasl:
+            return ClientSecurity(listener.name, context)
+        mechanism = cfg.sasl_mechanism_inter_broker_protocol
+        if mechanism not in MECHANISMS:
+            raise KafkaError(ErrorCode.invalid_config, f"sasl.mechanism.inter.broker.protocol {mechanism} is not supported")
+        options = _jaas(cfg, listener.name, mechanism)
+        if "username" not in options or "password" not in options:
+            raise KafkaError(ErrorCode.invalid_config, f"the inter-broker listener {listener.name} uses SASL: "
+                             f"listener.name.{listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config needs "
+                             f"username and password")
+        return ClientSecurity(listener.name, context, mechanism, options["username"], options["password"])
+
+    def table(self) -> dict:
+        return {**self.sasl.table(), **self.store.table()}
+
+    def ssl_for(self, listener: Listener) -> ssl.SSLContext | None:
+        return self.server_ssl if listener.tls else None
+
+    def protocol_factory(self, listener: Listener, dispatcher, max_frame_bytes: int):
+        def connection() -> ListenerConnection:
+            gate = ConnectionGate(listener, dispatcher, self.sasl if listener.sasl else None, self.mapping_rules)
+            return ListenerConnection(gate, max_frame_bytes=max_frame_bytes)
+        return connection

@@ -1,0 +1,148 @@
+"""SASL on the Kafka wire: SaslHandshake (v0-1), SaslAuthenticate (v0-2), PLAIN and SCRAM.
+
+Kafka's sequence: SaslHandshake names a mechanism (UNSUPPORTED_SASL_MECHANISM with the enabled
+list otherwise); then the client's tokens come in SaslAuthenticate requests (v1 handshake) or,
+after a v0 handshake, as bare size-prefixed frames. SCRAM-SHA-256/512 is ``scramp``'s server
+with the credentials of ``/config/users/<user>`` (``ScramStore``); PLAIN checks the
+``user_<name>="<password>"`` entries of ``listener.name.<l>.plain.sasl.jaas.config``.
+
+A failed authentication is answered with SASL_AUTHENTICATION_FAILED and Kafka's message after
+``connection.failed.authentication.delay.ms``, then the connection is closed
+(``AuthenticationFailed``). ``ConnectionGate`` (odradek.broker.security.gate) lets nothing but
+ApiVersions, SaslHandshake and SaslAuthenticate through before success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import hmac
+import logging
+import re
+
+from scramp import ScramException, ScramMechanism
+
+from odradek.broker.security.scram_store import ScramStore
+from odradek.broker.security.session import current
+from odradek.errors import ErrorCode
+from odradek.protocol.codec import Schemas, make
+
+log = logging.getLogger(__name__)
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+NO_LIFETIME = datetime.timedelta(0)
+
+
+def jaas_options(text: str) -> dict[str, str]:
+    """``Module required k="v" ...;`` -> {k: v} (Kafka's JAAS option syntax)."""
+    return {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(text or "")}
+
+
+class AuthenticationFailed(Exception):
+    """Carries the response body to send before closing the connection."""
+
+    def __init__(self, body: object) -> None:
+        super().__init__(body.error_message)
+        self.body = body
+
+
+class SaslServer:
+    """The broker's SASL configuration and the two request handlers."""
+
+    def __init__(self, mechanisms: list[str], plain_users: dict[str, dict[str, str]], store: ScramStore,
+                 failure_delay_ms: int) -> None:
+        self.mechanisms = mechanisms
+        self.plain_users = plain_users   # listener name -> {user: password}
+        self.store = store
+        self.failure_delay_s = failure_delay_ms / 1000
+
+    def table(self) -> dict:
+        return {SASL_HANDSHAKE: (0, 1, self.handshake), SASL_AUTHENTICATE: (0, 2, self.authenticate)}
+
+    async def handshake(self, header, request) -> object:
+        s = Schemas(SASL_HANDSHAKE, header.api_version)
+        session = current()
+        if session.authenticated or session.mechanism is not None:
+            return make(s.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+        if request.mechanism not in self.mechanisms:
+            return make(s.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism,
+                        mechanisms=tuple(self.mechanisms))
+        session.mechanism = request.mechanism
+        session.raw_tokens = header.api_version == 0
+        return make(s.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(self.mechanisms))
+
+    async def authenticate(self, header, request) -> object:
+        s = Schemas(SASL_AUTHENTICATE, header.api_version)
+        session = current()
+        if session.authenticated or session.mechanism is None or session.raw_tokens:
+            message = ("SaslAuthenticate request received after successful authentication" if session.authenticated
+                       else f"Unexpected SaslAuthenticate request with mechanism {session.mechanism}")
+            return make(s.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state, error_message=message,
+                        auth_bytes=b"", session_lifetime=NO_LIFETIME)
+        try:
+            reply = await self.evaluate(request.auth_bytes)
+        except AuthenticationFailed as e:
+            raise AuthenticationFailed(make(s.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
+                                            error_message=e.body, auth_bytes=b"",
+                                            session_lifetime=NO_LIFETIME)) from None
+        return make(s.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None, auth_bytes=reply,
+                    session_lifetime=NO_LIFETIME)
+
+    async def evaluate(self, token: bytes) -> bytes:
+        """One client token -> the server's answer; raises AuthenticationFailed(message)."""
+        session = current()
+        try:
+            if session.mechanism == "PLAIN":
+                return self._plain(session, token)
+            return await self._scram(session, token)
+        except AuthenticationFailed as e:
+            log.info("authentication failed on %s from %s (%s): %s", session.listener, session.client_address,
+                     session.mechanism, e.body)
+            await asyncio.sleep(self.failure_delay_s)
+            raise
+
+    def _plain(self, session, token: bytes) -> bytes:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+        authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
+        if authzid and authzid != user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
+        expected = self.plain_users.get(session.listener, {}).get(user)
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        self._succeeded(session, user)
+        return b""
+
+    async def _scram(self, session, token: bytes) -> bytes:
+        failed = ("Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                  f"{session.mechanism}")
+        server = session.exchange
+        try:
+            if server is None:
+                found = await self.store.credentials_for_first_message(token, session.mechanism)
+                if found is None:
+                    raise AuthenticationFailed(failed)
+                user, credentials = found
+                server = ScramMechanism(session.mechanism).make_server(lambda _user: credentials)
+                server.set_client_first(token.decode())
+                session.exchange = (user, server)
+                return server.get_server_first().encode()
+            user, server = server
+            server.set_client_final(token.decode())
+            self._succeeded(session, user)
+            return server.get_server_final().encode()
+        except (ScramException, UnicodeDecodeError) as e:
+            log.debug("SCRAM exchange failed: %s", e)
+            raise AuthenticationFailed(failed) from None
+
+    @staticmethod
+    def _succeeded(session, user: str) -> None:
+        session.authenticated = True
+        session.exchange = None
+        session.principal = f"User:{user}"
+        log.info("authenticated %s on %s from %s with %s", session.principal, session.listener,
+                 session.client_address, session.mechanism)

@@ -1,0 +1,193 @@
+"""SCRAM credentials in ZooKeeper, where Kafka's ZooKeeper mode keeps them, and the admin APIs.
+
+``/config/users/<user>`` (under the cluster's chroot) holds Kafka's JSON:
+``{"version":1,"config":{"SCRAM-SHA-512":"salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=4096"}}``.
+As Kafka's ZooKeeper-mode brokers do (AdminZkClient), the broker that receives
+AlterUserScramCredentials writes the znode itself; every broker reads it at each SCRAM login,
+so a new user can log in anywhere at once. The client sends the salted password (never the
+password): the stored and server keys are derived from it as RFC 5802 defines them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import hashlib
+import hmac
+import json
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
+
+from odradek.errors import ErrorCode
+from odradek.protocol.codec import Schemas, make
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
+USERS = "/config/users"
+MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism type ids
+_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
+ZERO = datetime.timedelta(0)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def credential_string(mechanism: str, salt: bytes, salted_password: bytes, iterations: int) -> str:
+    digest = _HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return (f"salt={_b64(salt)},stored_key={_b64(digest(client_key).digest())},"
+            f"server_key={_b64(server_key)},iterations={iterations}")
+
+
+def parse_credential(text: str) -> tuple[bytes, bytes, bytes, int]:
+    """Kafka's credential string -> scramp's (salt, stored_key, server_key, iterations)."""
+    fields = dict(part.split("=", 1) for part in text.split(","))
+    return (base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
+            base64.b64decode(fields["server_key"]), int(fields["iterations"]))
+
+
+def scram_username(client_first: bytes) -> str | None:
+    """The ``n=`` attribute of a SCRAM client-first message, unescaped (=2C, =3D)."""
+    for attribute in client_first.decode("utf-8", "replace").split(",")[2:]:
+        if attribute.startswith("n="):
+            return attribute[2:].replace("=2C", ",").replace("=3D", "=")
+    return None
+
+
+class ScramStore:
+    def __init__(self, zk: Callable[[], KazooClient | None]) -> None:
+        self._zk = zk
+
+    def _read(self, user: str) -> tuple[dict, int]:
+        zk = self._zk()
+        if zk is None:
+            raise NoNodeError(USERS)
+        data, stat = zk.get(f"{USERS}/{user}")
+        return json.loads(data or b"{}"), stat.version
+
+    def lookup(self, user: str, mechanism: str) -> tuple[bytes, bytes, bytes, int] | None:
+        try:
+            doc, _ = self._read(user)
+        except (NoNodeError, ValueError):
+            return None
+        text = doc.get("config", {}).get(mechanism)
+        return parse_credential(text) if text else None
+
+    async def credentials_for_first_message(self, client_first: bytes, mechanism: str):
+        """(user, credentials) for a SCRAM client-first message, or None for an unknown user."""
+        user = scram_username(client_first)
+        if not user:
+            return None
+        credentials = await asyncio.to_thread(self.lookup, user, mechanism)
+        return (user, credentials) if credentials else None
+
+    def _update(self, user: str, change: Callable[[dict], None]) -> None:
+        """Read-modify-write of one user's znode, retried on a concurrent change."""
+        zk = self._zk()
+        path = f"{USERS}/{user}"
+        while True:
+            try:
+                doc, version = self._read(user)
+            except NoNodeError:
+                doc, version = {"version": 1, "config": {}}, -1
+            change(doc.setdefault("config", {}))
+            body = json.dumps(doc).encode()
+            try:
+                if version < 0:
+                    zk.create(path, body, makepath=True)
+                else:
+                    zk.set(path, body, version=version)
+                return
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
+
+    # -- AlterUserScramCredentials / DescribeUserScramCredentials -------------------------------
+    async def alter(self, header, request) -> object:
+        s = Schemas(ALTER_USER_SCRAM_CREDENTIALS, header.api_version)
+        names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        results = {}
+        for name in {n for n in names if names.count(n) > 1}:
+            results[name] = (ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
+        for d in request.deletions:
+            if d.name not in results:
+                results[d.name] = await asyncio.to_thread(self._delete, d)
+        for u in request.upsertions:
+            if u.name not in results:
+                results[u.name] = await asyncio.to_thread(self._upsert, u)
+        return make(s.AlterUserScramCredentialsResponse, throttle_time=ZERO, results=tuple(
+            make(s.AlterUserScramCredentialsResult, user=name, error_code=code, error_message=message)
+            for name, (code, message) in results.items()))
+
+    def _check(self, name: str, mechanism: int) -> tuple[ErrorCode, str] | None:
+        if not name:
+            return ErrorCode.unacceptable_credential, "Username must not be empty"
+        if mechanism not in MECHANISMS:
+            return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+        return None
+
+    def _upsert(self, u) -> tuple[ErrorCode, str | None]:
+        problem = self._check(u.name, u.mechanism)
+        if problem is None and u.iterations < MIN_ITERATIONS:
+            problem = ErrorCode.unacceptable_credential, f"Too few iterations: {u.iterations}"
+        if problem is None and u.iterations > MAX_ITERATIONS:
+            problem = ErrorCode.unacceptable_credential, f"Too many iterations: {u.iterations}"
+        if problem is not None:
+            return problem
+        mechanism = MECHANISMS[u.mechanism]
+        text = credential_string(mechanism, u.salt, u.salted_password, u.iterations)
+        self._update(u.name, lambda config: config.__setitem__(mechanism, text))
+        return ErrorCode.none, None
+
+    def _delete(self, d) -> tuple[ErrorCode, str | None]:
+        problem = self._check(d.name, d.mechanism)
+        if problem is not None:
+            return problem
+        mechanism = MECHANISMS[d.mechanism]
+        if self.lookup(d.name, mechanism) is None:
+            return ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
+        self._update(d.name, lambda config: config.pop(mechanism, None))
+        return ErrorCode.none, None
+
+    async def describe(self, header, request) -> object:
+        s = Schemas(DESCRIBE_USER_SCRAM_CREDENTIALS, header.api_version)
+        described = await asyncio.to_thread(self._describe, request.users)
+        results = tuple(make(s.DescribeUserScramCredentialsResult, user=user, error_code=code, error_message=message,
+                             credential_infos=tuple(make(s.CredentialInfo, mechanism=m, iterations=i) for m, i in infos))
+                        for user, code, message, infos in described)
+        return make(s.DescribeUserScramCredentialsResponse, throttle_time=ZERO, error_code=ErrorCode.none,
+                    error_message=None, results=results)
+
+    def _describe(self, users) -> list[tuple[str, ErrorCode, str | None, list[tuple[int, int]]]]:
+        zk = self._zk()
+        if users is None:
+            try:
+                names = sorted(zk.get_children(USERS))
+            except NoNodeError:
+                names = []
+        else:
+            names = [u.name for u in users]
+        out = []
+        for name in names:
+            infos = [(mid, parse_credential(text)[3]) for mid, m in MECHANISMS.items()
+                     if (text := self._config_of(name).get(m))]
+            if infos:
+                out.append((name, ErrorCode.none, None, infos))
+            elif users is not None:
+                out.append((name, ErrorCode.resource_not_found, f"Attempt to describe a user credential that does "
+                                                                f"not exist: {name}", []))
+        return out
+
+    def _config_of(self, user: str) -> dict:
+        try:
+            return self._read(user)[0].get("config", {})
+        except (NoNodeError, ValueError):
+            return {}
+
+    def table(self) -> dict:
+        return {DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, self.describe), ALTER_USER_SCRAM_CREDENTIALS: (0, 0, self.alter)}

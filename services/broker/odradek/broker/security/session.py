@@ -1,0 +1,37 @@
+"""Who is on the other end of a Kafka connection: the per-connection ``RequestContext``.
+
+One ``RequestContext`` per connection holds the listener it came in on, the client's address
+and the principal (``User:ANONYMOUS`` until TLS or SASL says otherwise). The connection's
+request loop sets it in the ``REQUEST_CONTEXT`` context variable before each request (each
+connection's loop is its own asyncio task, so the variable is per connection); handlers
+read it with ``current()`` — Metadata to answer with that listener's endpoints, the SASL
+handlers to authenticate, an authorizer to decide.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    listener: str
+    protocol: str
+    client_address: str
+    principal: str = ANONYMOUS
+    authenticated: bool = True          # False on a SASL listener until SaslAuthenticate succeeds
+    mechanism: str | None = None        # chosen by SaslHandshake
+    raw_tokens: bool = False            # SaslHandshake v0: tokens follow as bare frames
+    exchange: object = field(default=None, repr=False)  # the mechanism's server state
+
+
+_DEFAULT = RequestContext("PLAINTEXT", "PLAINTEXT", "")
+REQUEST_CONTEXT: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("odradek_request_context")
+
+
+def current() -> RequestContext:
+    """The connection's context; a plain PLAINTEXT one outside a connection (unit tests)."""
+    return REQUEST_CONTEXT.get(_DEFAULT)

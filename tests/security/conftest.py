@@ -1,0 +1,73 @@
+"""A secured three-broker cluster shared by the security tests: the PLAINTEXT listener of
+``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested) and
+INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``trustme``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trustme
+
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
+
+PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret"}
+INTERNAL_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+                 'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
+
+
+@dataclass
+class Secured:
+    cluster: Cluster
+    ca_file: str
+    client_cert: str          # PEM chain + key of CN=alice, from the cluster's CA
+    stranger_cert: str        # PEM chain + key from another CA
+    endpoints: dict[str, list[str]]   # listener -> host:port of every broker
+
+    def bootstrap(self, listener: str) -> str:
+        return ",".join(self.endpoints[listener])
+
+
+def _endpoints(data_dir: Path, brokers: int) -> dict[str, list[str]]:
+    """Each broker's listeners, as its start-up log line states them."""
+    out: dict[str, list[str]] = {}
+    for b in range(1, brokers + 1):
+        text = next((data_dir / "logs").glob(f"broker-{b}*.log")).read_text()
+        line = re.search(r"serving Kafka on (.*), internal API", text).group(1)
+        for name, address in re.findall(r"(\w+)://([\d.]+:\d+)", line):
+            out.setdefault(name, []).append(address)
+    return out
+
+
+@pytest.fixture(scope="package")
+def secured(tmp_path_factory) -> Secured:
+    certs = tmp_path_factory.mktemp("certs")
+    ca, other_ca = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(certs / "broker.pem"))
+    ca.issue_cert("alice@example.com", common_name="alice", organization_name="Example",
+                  organization_unit_name="eng").private_key_and_cert_chain_pem.write_to_path(str(certs / "alice.pem"))
+    other_ca.issue_cert("mallory@example.com", common_name="mallory").private_key_and_cert_chain_pem.write_to_path(
+        str(certs / "mallory.pem"))
+    config = {
+        "listeners": "SECURE://127.0.0.1:0,MTLS://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": INTERNAL_JAAS,
+        "listener.name.secure.plain.sasl.jaas.config": INTERNAL_JAAS,
+        "ssl.keystore.location": str(certs / "broker.pem"),
+        "ssl.truststore.location": str(certs / "ca.pem"),
+        "ssl.client.auth": "requested",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    data_dir = tmp_path_factory.mktemp("secured")
+    cluster = start_cluster(data_dir, brokers=3, min_insync_replicas=2,
+                            extra=tuple(arg for k, v in config.items() for arg in ("--config", f"{k}={v}")))
+    try:
+        yield Secured(cluster, str(certs / "ca.pem"), str(certs / "alice.pem"), str(certs / "mallory.pem"),
+                      _endpoints(data_dir, 3))
+    finally:
+        stop_cluster(cluster)
