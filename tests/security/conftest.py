@@ -30,7 +30,7 @@ class Secured:
         return ",".join(self.endpoints[listener])
 
 
-def _endpoints(data_dir: Path, brokers: int) -> dict[str, list[str]]:
+def listener_endpoints(data_dir: Path, brokers: int) -> dict[str, list[str]]:
     """Each broker's listeners, as its start-up log line states them."""
     out: dict[str, list[str]] = {}
     for b in range(1, brokers + 1):
@@ -68,6 +68,6 @@ def secured(tmp_path_factory) -> Secured:
                             extra=tuple(arg for k, v in config.items() for arg in ("--config", f"{k}={v}")))
     try:
         yield Secured(cluster, str(certs / "ca.pem"), str(certs / "alice.pem"), str(certs / "mallory.pem"),
-                      _endpoints(data_dir, 3))
+                      listener_endpoints(data_dir, 3))
     finally:
         stop_cluster(cluster)

@@ -21,6 +21,7 @@ from odradek.broker.dispatch import API_VERSIONS, Dispatcher
 from odradek.broker.security.listeners import Listener, principal_of
 from odradek.broker.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticationFailed, SaslServer
 from odradek.broker.security.session import REQUEST_CONTEXT, RequestContext
+from odradek.errors import KafkaError
 from odradek.protocol.codec import FrameError, encode_response, peek_header
 from odradek.protocol.connection import ConnectionClosed, KafkaConnection
 
@@ -43,10 +44,17 @@ class ConnectionGate:
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         ssl_object = transport.get_extra_info("ssl_object")
-        principal = principal_of(ssl_object, self.mapping_rules) if self.listener.tls else "User:ANONYMOUS"
+        try:
+            principal = principal_of(ssl_object, self.mapping_rules) if self.listener.tls else "User:ANONYMOUS"
+        except KafkaError as e:  # no ssl.principal.mapping.rules rule matches the subject: refused
+            log.warning("closing TLS connection from %s on %s: %s", address, self.listener.name, e.message)
+            principal = None
         self.context = RequestContext(self.listener.name, self.listener.protocol, address, principal,
-                                      authenticated=not self.listener.sasl)
+                                      authenticated=not self.listener.sasl and principal is not None)
         self.transport = transport
+        if principal is None:
+            transport.close()
+            return
         if ssl_object is not None and principal != "User:ANONYMOUS":
             log.info("TLS client %s on %s authenticated as %s", address, self.listener.name, principal)
 

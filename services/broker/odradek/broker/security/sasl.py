@@ -41,10 +41,11 @@ def jaas_options(text: str) -> dict[str, str]:
 
 
 class AuthenticationFailed(Exception):
-    """Carries the response body to send before closing the connection."""
+    """Carries Kafka's message, then (from SaslAuthenticate) the response body to send before
+    closing the connection."""
 
     def __init__(self, body: object) -> None:
-        super().__init__(body.error_message)
+        super().__init__(body if isinstance(body, str) else body.error_message)
         self.body = body
 
 
