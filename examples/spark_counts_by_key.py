@@ -9,8 +9,6 @@ import argparse
 
 from pyspark.sql import SparkSession
 
-import odradek.spark
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -19,7 +17,6 @@ def main() -> None:
     ap.add_argument("--output", required=True)
     args = ap.parse_args()
     spark = SparkSession.builder.appName("odradek-counts-by-key").getOrCreate()
-    odradek.spark.register(spark)
     orders = (spark.read.format("odradek").option("gateway", args.gateway)
               .option("subscribe", args.input).option("startingOffsets", "earliest").load())
     counts = orders.groupBy("key").count().selectExpr("key", "CAST(`count` AS STRING) AS value")

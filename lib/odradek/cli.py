@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from odradek import extras
+
 USAGE = """usage: odradek <command> [options]
 
 commands:
@@ -24,7 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
-    command, rest = args[0], args[1:]
+    try:
+        return _dispatch(args[0], args[1:])
+    except ModuleNotFoundError as e:
+        extra = extras.extra_of((e.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(extras.advice(extra, f"`odradek {args[0]}`", [e.name]), file=sys.stderr)
+        return 2
+
+
+def _dispatch(command: str, rest: list[str]) -> int:
     if command == "broker":
         from odradek.broker.cli import main as run
     elif command == "controller":

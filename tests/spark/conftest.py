@@ -15,12 +15,10 @@ from tests.support.spark import spark_env
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
-    import odradek.spark
     tmp = tmp_path_factory.mktemp("spark")
     os.environ.update(spark_env(tmp))
     session = (SparkSession.builder.master("local[2]").appName("odradek-tests")
                .config("spark.local.dir", str(tmp)).config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    odradek.spark.register(session)
     yield session
     session.stop()

@@ -101,14 +101,16 @@ def test_a_write_to_a_missing_topic_fails_the_job(spark, gw_cluster):
 
 
 def test_spark_submit_of_the_example_job_with_the_package_as_py_files(gw_cluster, tmp_path):
-    """Driver and workers run an interpreter without odradek installed: the zip is all they have."""
+    """Driver and workers run an interpreter without odradek installed: the zip is all they have,
+    and the job names format("odradek") with no registration call."""
     topic = fill(gw_cluster, 3, 200, int(time.time() * 1000) - 50_000)
     out = f"counts-{uuid.uuid4().hex[:6]}"
     gw_cluster.create_topic(out, partitions=1)
     bundle = build_bundle(tmp_path / "odradek-spark.zip")
     python = python_without_odradek(tmp_path / "bare")
     submit = Path(sys.executable).parent / "spark-submit"
-    env = {**os.environ, **spark_env(tmp_path), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    env = {**os.environ, **spark_env(tmp_path), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
+           "PYTHONPATH": str(bundle)}  # where the driver's data-source lookup looks (docs/spark.md)
     proc = subprocess.run([str(submit), "--master", "local[2]", "--conf", f"spark.local.dir={tmp_path}",
                            "--conf", "spark.ui.enabled=false", "--py-files", str(bundle),
                            str(ROOT / "examples" / "spark_counts_by_key.py"),

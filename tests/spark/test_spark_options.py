@@ -70,3 +70,26 @@ def test_admission_spreads_the_budget_by_backlog_and_always_progresses():
     assert _admit(start, {"t/0": 300, "t/1": 200}, 100) == {"t/0": 75, "t/1": 125}
     tiny = _admit(start, {"t/0": 300, "t/1": 200}, 1)
     assert sum(tiny[k] - start[k] for k in start) == 1
+
+
+def test_kafka_options_that_mean_something_pass_and_the_others_fail_clearly():
+    opts.check_kafka_options({"kafka.bootstrap.servers": "b:9092", "kafka.client.id": "job-7",
+                              "kafka.isolation.level": "read_uncommitted", "subscribe": "t"})
+    with pytest.raises(opts.OptionError, match="no transactions yet.*read_uncommitted"):
+        opts.check_kafka_options({"kafka.isolation.level": "read_committed"})
+    with pytest.raises(opts.OptionError, match="'kafka.group.id' is not supported.*kafka.client.id"):
+        opts.check_kafka_options({"kafka.group.id": "g"})
+    assert opts.client_id({"kafka.client.id": "job-7"}) == "job-7"
+
+
+def test_min_offsets_per_trigger_waits_for_enough_offsets_or_the_max_trigger_delay():
+    assert [opts.time_ms(t) for t in ("250", "500ms", "30s", "15m", "2h")] == [250, 500, 30_000, 900_000, 7_200_000]
+    with pytest.raises(opts.OptionError, match="duration"):
+        opts.time_ms("soon")
+    assert opts.trigger_delay({}) is None
+    delay = opts.trigger_delay({"minOffsetsPerTrigger": "100", "maxTriggerDelay": "10s"})
+    assert not delay.delays(5, now_ms=1_000_000)        # the first batch never waits (as Spark's source)
+    assert delay.delays(99, now_ms=1_001_000)           # too few, delay not over
+    assert not delay.delays(100, now_ms=1_002_000)      # enough
+    assert delay.delays(1, now_ms=1_011_000)
+    assert not delay.delays(1, now_ms=1_012_000)        # 10 s since the last batch: go with what there is

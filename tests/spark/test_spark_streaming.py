@@ -138,3 +138,32 @@ def test_partitions_added_between_runs_are_read_from_their_earliest(spark, gw_cl
     seen = [json.loads(line) for line in sink.read_text().splitlines()]
     assert sorted(int(v) for _, _, _, v in seen) == list(range(140))
     assert {p for _, p, _, _ in seen} == {0, 1, 2}
+
+
+def test_min_offsets_per_trigger_holds_small_batches_back_and_progress_reports_the_latest(spark, gw_cluster,
+                                                                                            tmp_path):
+    topic, name = f"min-{uuid.uuid4().hex[:6]}", f"min_{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(topic, partitions=2)
+    produce(gw_cluster, topic, 0, 50, 2)
+    stream = (spark.readStream.format("odradek").option("gateway", gw_cluster.gateway).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("minOffsetsPerTrigger", "100")
+              .option("maxTriggerDelay", "1h").option("kafka.client.id", "min-offsets-test").load())
+    query = (stream.writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+
+    def rows() -> int:
+        return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n
+    try:
+        query.processAllAvailable()
+        assert rows() == 50, "the first batch does not wait (as Spark's Kafka source)"
+        produce(gw_cluster, topic, 50, 30, 2)
+        query.processAllAvailable()
+        assert rows() == 50, "30 new offsets < minOffsetsPerTrigger: no batch yet"
+        produce(gw_cluster, topic, 80, 80, 2)
+        query.processAllAvailable()
+        assert rows() == 160
+        source = query.lastProgress["sources"][0]
+        latest = json.loads(source["latestOffset"]) if isinstance(source["latestOffset"], str) else source["latestOffset"]
+        assert latest == {f"{topic}/0": 80, f"{topic}/1": 80}, source
+    finally:
+        query.stop()

@@ -35,10 +35,14 @@ def _b64(data: bytes | None) -> str | None:
 
 
 class GatewayClient:
-    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0, ca_file: str | None = None):
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0, ca_file: str | None = None,
+                 client_id: str | None = None):
         """``ca_file``: a PEM file of the CA (or self-signed certificate) an https gateway's
-        certificate is checked against; without it, the system's CAs."""
+        certificate is checked against; without it, the system's CAs. ``client_id`` (the Spark
+        source's ``kafka.client.id``) names the caller as the requests' User-Agent."""
         headers = {"authorization": f"Bearer {token}"} if token else {}
+        if client_id:
+            headers["user-agent"] = client_id
         verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify)
 

@@ -1,9 +1,10 @@
 """PySpark data source "odradek": reads and writes topics through the gateway, with the column
 names and options of Spark's built-in Kafka source (docs/spark.md).
 
-    import odradek.spark
-    odradek.spark.register(spark)
     df = spark.read.format("odradek").option("gateway", url).option("subscribe", "orders").load()
+
+PySpark registers the source by itself through the ``pyspark_odradek`` package beside this one;
+``register`` is for a session whose Python path lacks it.
 """
 
 from odradek.spark.source import OdradekDataSource

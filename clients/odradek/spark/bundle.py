@@ -2,9 +2,10 @@
 
     python -m odradek.spark.bundle odradek-spark.zip
 
-It holds odradek.spark and odradek.client (all the executors import) and an
-``odradek/__init__.py``: Python's zipimport does not find namespace packages, which is what
-``odradek`` is in the source tree. httpx and pyarrow must be on the nodes (PySpark needs pyarrow).
+It holds odradek.spark and odradek.client (all the executors import), an
+``odradek/__init__.py`` (Python's zipimport does not find namespace packages, which is what
+``odradek`` is in the source tree) and ``pyspark_odradek``, through which PySpark registers
+``format("odradek")`` by itself. httpx and pyarrow must be on the nodes (PySpark needs pyarrow).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def build(out: Path) -> Path:
         for package in PACKAGES:
             for source in sorted((root / package).rglob("*.py")):
                 z.write(source, Path("odradek") / source.relative_to(root))
+        # beside odradek/ both in clients/ and in an installed wheel's site-packages
+        z.write(root.parent / "pyspark_odradek" / "__init__.py", "pyspark_odradek/__init__.py")
     return out
 
 

@@ -118,3 +118,66 @@ def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:
         step = math.ceil(r.size / pieces)
         out += [Range(r.topic, r.partition, s, min(s + step, r.end)) for s in range(r.start, r.end, step)]
     return out
+
+
+# -- kafka.* client options -------------------------------------------------------------------------
+# Reads are range reads and writes acks=all produces through the gateway: of the Kafka client
+# settings Spark's source passes on, these have a meaning here.
+KAFKA_OPTIONS = {
+    "kafka.bootstrap.servers": "accepted for jobs ported from Spark's Kafka source; the gateway knows the brokers",
+    "kafka.client.id": "sent as the User-Agent of the source's gateway requests",
+    "kafka.isolation.level": "read_uncommitted only (the default): Odradek has no transactions yet",
+}
+
+
+def check_kafka_options(options) -> None:
+    """Refuse a ``kafka.*`` option that would silently change nothing (keys arrive lower-cased)."""
+    for key in options:
+        if not key.lower().startswith("kafka."):
+            continue
+        if key.lower() not in KAFKA_OPTIONS:
+            raise OptionError(f"the option '{key}' is not supported: the source reaches the cluster through the "
+                              f"gateway, so only {', '.join(sorted(KAFKA_OPTIONS))} apply (docs/spark.md)")
+    level = str(options.get("kafka.isolation.level", "read_uncommitted")).lower()
+    if level != "read_uncommitted":
+        raise OptionError(f"kafka.isolation.level={level} is not possible: Odradek has no transactions yet, so every "
+                          "record is committed as written; use read_uncommitted (the default)")
+
+
+def client_id(options) -> str | None:
+    return options.get("kafka.client.id")
+
+
+# -- minOffsetsPerTrigger / maxTriggerDelay -------------------------------------------------------------
+TIME_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+
+
+def time_ms(text: str) -> int:
+    """Spark's time strings ("500ms", "30s", "15m", "1h"; a bare number is ms)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not match or (match.group(2) and match.group(2) not in TIME_UNITS_MS):
+        raise OptionError(f"'{text}' is not a duration like 500ms, 30s, 15m or 1h")
+    return int(match.group(1)) * TIME_UNITS_MS[match.group(2) or "ms"]
+
+
+@dataclass
+class TriggerDelay:
+    """Spark Kafka source's minOffsetsPerTrigger: a micro-batch waits until this many new offsets
+    (over every partition) or until maxTriggerDelay has passed since the last batch."""
+    min_offsets: int
+    max_delay_ms: int
+    last_batch_ms: float = 0.0
+
+    def delays(self, new_offsets: int, now_ms: float) -> bool:
+        if now_ms - self.last_batch_ms >= self.max_delay_ms or new_offsets >= self.min_offsets:
+            self.last_batch_ms = now_ms
+            return False
+        return True
+
+
+def trigger_delay(options) -> TriggerDelay | None:
+    minimum = options.get("minOffsetsPerTrigger")
+    if not minimum:
+        return None
+    return TriggerDelay(int(minimum), time_ms(options.get("maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)))

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+import httpx
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                     DataSourceWriter, InputPartition, WriterCommitMessage)
@@ -36,12 +37,29 @@ class OffsetRange(InputPartition):
     max_bytes: int
     headers: bool
     fail_on_loss: bool
+    client_id: str | None = None
 
 
 def _client(options: dict) -> GatewayClient:
     if not options.get("gateway"):
         raise opts.OptionError("the option 'gateway' (the gateway's URL, e.g. http://gw:8080) is required")
-    return GatewayClient(options["gateway"], options.get("token"))
+    opts.check_kafka_options(options)
+    return GatewayClient(options["gateway"], options.get("token"), client_id=opts.client_id(options))
+
+
+def _fetching_offsets(options: dict, fetch):
+    """Spark's fetchOffset.numRetries (default 3) and fetchOffset.retryIntervalMs (1000): the
+    driver's offset look-ups are retried when the gateway is unreachable or answers 5xx (a
+    leader election under way); a 4xx (unknown topic, bad option) fails at once."""
+    retries = int(options.get("fetchOffset.numRetries", 3))
+    interval_s = int(options.get("fetchOffset.retryIntervalMs", 1000)) / 1000
+    for attempt in range(retries + 1):
+        try:
+            return fetch()
+        except (GatewayError, httpx.TransportError) as e:
+            if attempt == retries or (isinstance(e, GatewayError) and e.status < 500):
+                raise
+            time.sleep(interval_s)
 
 
 def _flag(options: dict, key: str, default: bool) -> bool:
@@ -66,10 +84,22 @@ class OdradekDataSource(DataSource):
         return StreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _check_write(self.options, overwrite)
         return Writer(self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _check_write(self.options, overwrite)
         return StreamWriter(self.options)
+
+
+def _check_write(options, overwrite: bool) -> None:
+    """In the driver, before any task runs. A topic is appended to, never replaced: Spark's Kafka
+    sink refuses Overwrite too. (Spark itself refuses its default ErrorIfExists for every Python
+    data source before we are asked.)"""
+    opts.check_kafka_options(options)
+    if overwrite:
+        raise opts.OptionError('Save mode Overwrite not allowed for odradek topics: records are appended; '
+                               'use .mode("append")')
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -107,12 +137,12 @@ def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRan
     headers = _flag(options, "includeHeaders", False)
     fail_on_loss = _flag(options, "failOnDataLoss", True)
     return [OffsetRange(options["gateway"], options.get("token"), r.topic, r.partition, r.start, r.end,
-                        max_bytes, headers, fail_on_loss) for r in ranges]
+                        max_bytes, headers, fail_on_loss, opts.client_id(options)) for r in ranges]
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Executors: the range as Arrow record batches, one per gateway request."""
-    with GatewayClient(part.gateway, part.token) as gw:
+    with GatewayClient(part.gateway, part.token, client_id=part.client_id) as gw:
         offset, stalled_since = part.start, None
         while offset < part.end:
             try:
@@ -155,8 +185,10 @@ class BatchReader(DataSourceReader):
         start_spec = opts.offset_spec(self.options, "starting", "earliest")
         end_spec = opts.offset_spec(self.options, "ending", "latest")
         opts.check_batch_ends(start_spec, end_spec)
-        with _client(self.options) as gw:
-            ranges = _plan(gw, self.options, _partitions(gw, self.options), start_spec, end_spec)
+        def plan():
+            with _client(self.options) as gw:
+                return _plan(gw, self.options, _partitions(gw, self.options), start_spec, end_spec)
+        ranges = _fetching_offsets(self.options, plan)
         min_parts = self.options.get("minPartitions")
         return _input_partitions(self.options, opts.split(ranges, int(min_parts) if min_parts else None))
 
@@ -171,14 +203,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options):
         self.options = options
         self.target: dict | None = None   # Trigger.AvailableNow: never read past this
+        self.delay = opts.trigger_delay(options)
+        self.latest: dict | None = None   # what the last latestOffset call saw, for the query's progress
 
     def _positions(self, spec) -> dict[str, int]:
-        with _client(self.options) as gw:
-            out = {}
-            for topic, p in _partitions(gw, self.options):
-                low, high = gw.offsets(topic, p)
-                out[f"{topic}/{p}"] = opts.resolve(spec, topic, p, low, high, gw.offset_for_time)
-            return out
+        def fetch():
+            with _client(self.options) as gw:
+                out = {}
+                for topic, p in _partitions(gw, self.options):
+                    low, high = gw.offsets(topic, p)
+                    out[f"{topic}/{p}"] = opts.resolve(spec, topic, p, low, high, gw.offset_for_time)
+                return out
+        return _fetching_offsets(self.options, fetch)
 
     def initialOffset(self) -> dict:
         return self._positions(opts.offset_spec(self.options, "starting", "latest"))
@@ -193,20 +229,33 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         latest = self.target if self.target is not None else self._positions(("offsets", "latest"))
         latest = {**{k: v for k, v in start.items() if k not in latest}, **latest}
+        self.latest = latest
+        # minOffsetsPerTrigger holds a batch back, except under AvailableNow (as Spark's Kafka source)
+        new = sum(max(0, v - start.get(k, v)) for k, v in latest.items())
+        if self.delay is not None and self.target is None and self.delay.delays(new, time.time() * 1000):
+            return start
         if isinstance(limit, ReadMaxRows):
             return _admit(start, latest, limit.max_rows)
         return latest
 
+    def reportLatestOffset(self) -> dict | None:
+        """The query's progress shows it as the source's ``latestOffset`` beside ``endOffset``:
+        their difference per partition is how far the query is behind."""
+        return self.latest
+
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         fail_on_loss = _flag(self.options, "failOnDataLoss", True)
-        ranges = []
-        with _client(self.options) as gw:
-            for key, stop in sorted(end.items()):
-                topic, p = key.rsplit("/", 1)
-                low, _ = gw.offsets(topic, int(p))
-                begin = _check_loss(topic, int(p), start.get(key, low), low, fail_on_loss)
-                ranges.append(opts.Range(topic, int(p), begin, max(begin, stop)))
-        return _input_partitions(self.options, [r for r in ranges if r.size > 0])
+
+        def plan():
+            ranges = []
+            with _client(self.options) as gw:
+                for key, stop in sorted(end.items()):
+                    topic, p = key.rsplit("/", 1)
+                    low, _ = gw.offsets(topic, int(p))
+                    begin = _check_loss(topic, int(p), start.get(key, low), low, fail_on_loss)
+                    ranges.append(opts.Range(topic, int(p), begin, max(begin, stop)))
+            return ranges
+        return _input_partitions(self.options, [r for r in _fetching_offsets(self.options, plan) if r.size > 0])
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         yield from read_range(partition)

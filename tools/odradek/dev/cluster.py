@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from odradek import extras
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.dev import processes, zookeeper
@@ -50,6 +51,11 @@ def up(args: argparse.Namespace) -> int:
         args.min_insync_replicas = max(1, args.replication_factor - 1)
     if args.min_insync_replicas != 1:  # 1 is Kafka's own default: leave it unset, as Kafka does
         args.config = [f"min.insync.replicas={args.min_insync_replicas}", *args.config]
+    if not args.no_gateway and (absent := extras.missing("gateway")):
+        # stop before starting anything: a cluster without the gateway the user expects is a trap
+        print(extras.advice("gateway", "the dev cluster's HTTP gateway", absent)
+              + "; or run `odradek dev up --no-gateway` for the Kafka-protocol cluster alone", file=sys.stderr)
+        return 2
     state_path = root / STATE_FILE
     if state_path.exists() and any(processes.alive(r) for r in _records(_load(state_path))):
         print(f"a cluster is already running from {root}; `odradek dev down --data-dir {args.data_dir}` first",

@@ -1,0 +1,116 @@
+"""The docs runner: every fenced code block of README.md and docs/*.md runs, as pasted, against
+one dev cluster, so a README that drifts from the code fails CI.
+
+- ```python blocks run as a script; ```sh blocks run in bash with ``set -euo pipefail``, line
+  after line in one shell (an ``export`` carries to the next line), and the failing line is named.
+- A block that cannot run here says why on the line before its fence:
+  ``<!-- not-run: reason -->`` (Kubernetes, benchmarks of many minutes, synopses with
+  placeholders). Any other block must be sh or python.
+- Blocks run in document order from a scratch directory holding the cluster's ``var/dev``,
+  with ``.venv`` and ``examples`` linked from the checkout, as a reader's shell after ``make up``.
+- The docs name the default addresses (``127.0.0.1:9092``, the gateway on ``:8080``); the
+  runner swaps them for the cluster's actual ones, which are free ports on a shared CI machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.spark import spark_env
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\S*)\s*$")
+NOT_RUN = re.compile(r"^<!--\s*not-run:(.*?)-->\s*$")
+LANGUAGES = {"sh": "shell", "bash": "shell", "python": "python"}
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_GATEWAYS = ("http://127.0.0.1:8080", "http://localhost:8080", "localhost:8080")
+BLOCK_TIMEOUT_S = 600
+SHELL_PRELUDE = ("set -euo pipefail\n"
+                 "trap 'echo \"docs runner: this line failed: $BASH_COMMAND\" >&2' ERR\n")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int           # the opening fence's line (1-based)
+    language: str
+    text: str
+    not_run: str | None  # the marker's reason, if any
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    lines = path.read_text().splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == "```"), None)
+        assert end is not None, f"{path}:{i + 1}: a fence that is never closed"
+        before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = NOT_RUN.match(before.strip())
+        blocks.append(Block(path, i + 1, opening.group(1), "\n".join(lines[i + 1:end]) + "\n",
+                            marker.group(1).strip() if marker else None))
+        i = end + 1
+    return blocks
+
+
+ALL_BLOCKS = [b for doc in DOCUMENTS for b in fenced_blocks(doc)]
+RUNNABLE = [b for b in ALL_BLOCKS if b.not_run is None]
+
+
+def test_every_block_runs_or_says_why_not():
+    problems = [f"{b.where}: a ```{b.language or '(no language)'} block: make it sh or python, or mark it "
+                "<!-- not-run: reason -->" for b in RUNNABLE if b.language not in LANGUAGES]
+    problems += [f"{b.where}: a not-run marker without a reason" for b in ALL_BLOCKS if b.not_run == ""]
+    assert not problems, "\n".join(problems)
+    assert any(b.path.name == "README.md" and b.language == "python" for b in RUNNABLE)
+
+
+@pytest.fixture(scope="module")
+def workdir(docs_cluster) -> Path:
+    """The scratch directory holding ``var/dev``, as a checkout would."""
+    work = docs_cluster.data_dir.parent.parent
+    for name, target in ((".venv", Path(sys.prefix)), ("examples", ROOT / "examples")):
+        if not (work / name).exists():
+            (work / name).symlink_to(target)
+    return work
+
+
+def localised(text: str, cluster) -> str:
+    """The docs' default addresses replaced by the cluster's own."""
+    gateway = cluster.gateway.removeprefix("http://")
+    text = text.replace(DEFAULT_BOOTSTRAP, cluster.bootstrap)
+    for default in DEFAULT_GATEWAYS:
+        text = text.replace(default, ("http://" if default.startswith("http") else "") + gateway)
+    return text
+
+
+@pytest.mark.parametrize("block", [b for b in RUNNABLE if b.language in LANGUAGES], ids=lambda b: b.where)
+def test_block_runs_as_pasted(block: Block, docs_cluster, workdir: Path):
+    text = localised(block.text, docs_cluster)
+    env = {**os.environ, **spark_env(workdir),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if LANGUAGES[block.language] == "python":
+        script = workdir / f"block-{block.path.stem}-{block.line}.py"
+        script.write_text(text)
+        argv = [sys.executable, str(script)]
+    else:
+        argv = ["bash", "-c", SHELL_PRELUDE + text]
+    proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, (f"{block.where} failed (exit {proc.returncode}):\n{text}\n"
+                                  f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}")
