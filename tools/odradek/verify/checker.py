@@ -2,7 +2,7 @@
 
 ``check(history)`` looks at the ``send`` operations (what was invoked, acknowledged, failed
 or left indeterminate), the ``read`` operations (mid-run snapshots and the ``final`` read of
-every partition from offset 0 to its high watermark) and the nemesis' ``kill`` operations,
+every partition from offset 0 to its high watermark) and the nemesis' ``fault`` operations,
 and reports:
 
 - **lost**: acknowledged (``ok``) values that the final read does not hold. An acknowledged
@@ -22,6 +22,10 @@ and reports:
   different values at the same (partition, offset); a snapshot saw an offset the final
   read (complete up to the high watermark) no longer has; a value acknowledged at one offset
   but found at another; offsets not strictly increasing within one read.
+- **stale**: a snapshot ending below an offset acknowledged before it started (reported, not
+  failed; ``attribution``).
+- **per nemesis**: each anomaly counted under the kind of fault it happened during
+  (``attribution``), a table per kind.
 - **unavailability**: the longest time without any acknowledgement (across all producers,
   and per partition), bounded by the start and end of the workload.
 """
@@ -31,6 +35,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
+from . import attribution
 from .history import FAIL, INFO, INVOKE, OK, History, Op, parse_value, read_records
 
 EXAMPLES = 20
@@ -61,6 +66,8 @@ class Report:
     reordered: list[dict] = field(default_factory=list)
     phantom: list[dict] = field(default_factory=list)
     inconsistent: list[dict] = field(default_factory=list)
+    stale: list[dict] = field(default_factory=list)   # snapshots behind an acknowledgement (not failed)
+    per_nemesis: dict[str, dict[str, int]] = field(default_factory=dict)
     gaps_in_offsets: int = 0            # holes in a partition's offsets (reported, not failed)
     longest_unavailability: Gap | None = None
     unavailability_per_partition: dict[int, Gap] = field(default_factory=dict)
@@ -86,7 +93,7 @@ class Report:
 
     def to_json(self, examples: int = EXAMPLES) -> dict:
         d = asdict(self)
-        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent"):
+        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale"):
             items = getattr(self, name)
             d[name] = {"count": len(items), "examples": items[:examples]}
         d["unavailability_per_partition"] = {str(p): asdict(g) for p, g in
@@ -105,7 +112,9 @@ class Report:
                  f"  duplicated:   {len(self.duplicated)}",
                  f"  reordered:    {len(self.reordered)}",
                  f"  phantom:      {len(self.phantom)}",
-                 f"  inconsistent offsets: {len(self.inconsistent)}"]
+                 f"  inconsistent offsets: {len(self.inconsistent)}",
+                 f"  stale reads:  {len(self.stale)}"]
+        lines += attribution.table_lines(self.per_nemesis)
         if self.unrecovered:
             lines.append(f"  NOT RECOVERED (availability, not safety): {len(self.unrecovered)} restarts, "
                          f"first {self.unrecovered[0]}")
@@ -123,7 +132,7 @@ class Report:
         if self.unavailability_per_producer:
             lines.append("  per producer: " + ", ".join(
                 f"{p} {g.seconds:.1f}s" for p, g in sorted(self.unavailability_per_producer.items())))
-        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent"):
+        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale"):
             for ex in getattr(self, name)[:3]:
                 lines.append(f"  e.g. {name}: {ex}")
         problems = self.problems(fail_on_duplicates)
@@ -243,8 +252,11 @@ def check(history: History, topic: str | None = None) -> Report:
                 report.inconsistent.append({"kind": "offset-vanished", "partition": p, "offset": o,
                                             "value": v, "read": op.value, "final_end": end})
 
+    report.stale = attribution.stale_reads(snapshots, sends)
+
     # -- availability ----------------------------------------------------------------------
     _availability(report, ops, sends)
+    report.per_nemesis = attribution.per_nemesis(report, ops, sends, {str(op.value): op.mono for op in reads})
     return report
 
 
@@ -278,7 +290,7 @@ def _availability(report: Report, ops: list[Op], sends: dict[str, dict]) -> None
     start = min((op.mono for op in workload if op.type == INVOKE), default=min(invokes, default=0.0))
     end = max((op.mono for op in workload if op.type != INVOKE), default=max(invokes, default=start))
     report.duration = max(0.0, end - start)
-    kills = [op for op in ops if op.f == "kill" and op.type == INVOKE]
+    kills = attribution.fault_ops(ops)
     report.faults = dict(Counter((op.data or {}).get("kind", "kill") for op in kills))
     report.unrecovered = [{"process": op.value, "at": round(op.mono - start, 1), "error": op.error}
                           for op in ops if op.f == "recovered" and op.type == INFO]

@@ -13,13 +13,15 @@ import logging
 import sys
 from pathlib import Path
 
-from .nemesis import FAULTS
+from .faults import FAULTS, NEMESES
 from .runner import Config, ReplicationUnavailable, RunError, run
 from .workload import CLIENTS
 
 
-def _names(allowed: tuple[str, ...]):
+def _names(allowed: tuple[str, ...], mixed: tuple[str, ...] = ()):
     def parse(text: str) -> tuple[str, ...]:
+        if mixed and text.strip() == "mixed":
+            return mixed
         names = tuple(n.strip() for n in text.split(",") if n.strip())
         bad = [n for n in names if n not in allowed]
         if bad or not names:
@@ -30,7 +32,8 @@ def _names(allowed: tuple[str, ...]):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odradek verify", description=(
-        "Produce unique values with acks=all while crashing leaders, the controller or brokers; "
+        "Produce unique values with acks=all while killing, pausing, cutting off or filling the disk "
+        "of brokers, controllers and ZooKeeper; "
         "then read everything back and report lost, duplicated, reordered, phantom and "
         "inconsistent records and the longest unavailability."))
     p.add_argument("--data-dir", type=Path, default=Path("var/dev"), help="the dev cluster's data directory")
@@ -43,8 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="producer clients, used in turn (default confluent,kafka-python)")
     p.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     p.add_argument("--kills", type=int, default=20, help="how many faults")
-    p.add_argument("--faults", type=_names(FAULTS), default=FAULTS,
-                   help="kinds of fault, dealt from a shuffled deck (default leader,controller,broker)")
+    p.add_argument("--nemesis", "--faults", dest="faults", type=_names(FAULTS, NEMESES),
+                   default=("leader", "controller", "broker"),
+                   help=f"kinds of fault, dealt from a shuffled deck: {','.join(NEMESES)}, or 'mixed' "
+                        "(all of them); issue 3's leader,controller,broker (SIGKILLs) are the default")
+    p.add_argument("--session-timeout", type=float, default=None,
+                   help="the brokers' ZooKeeper session timeout, seconds (pauses go below and beyond it)")
     p.add_argument("--interval", type=float, default=2.5, help="mean seconds between faults")
     p.add_argument("--downtime", type=float, default=2.0, help="a killed process stays down 0..N seconds")
     p.add_argument("--no-wait-isr", dest="wait_isr", action="store_false",
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                  duration=args.duration, settle=args.settle,
                  snapshot_interval=args.snapshot_interval, snapshot_tail=args.snapshot_tail,
                  delivery_timeout=args.delivery_timeout,
+                 **({"session_timeout": args.session_timeout} if args.session_timeout else {}),
                  seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent)
     fail_on_duplicates = args.fail_on_duplicates or args.idempotent
     try:

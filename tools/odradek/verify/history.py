@@ -9,11 +9,12 @@ Functions (``f``):
 
 - ``send``: a producer sends ``value`` (``"<producer>-<seq>"``), aimed at ``partition``;
   the ``ok`` entry carries the partition and offset the broker acknowledged.
-- ``kill`` / ``start``: the nemesis crashes or restarts a process (``value`` names it,
-  ``data`` says why it was chosen).
+- ``fault`` / ``start`` / ``recovered``: the nemesis injects a fault into a process
+  (``value`` names it, ``data`` gives its ``kind``, why it was chosen and, when done, what it
+  did), restarts one, sees it back (older histories have ``kill`` for ``fault``).
 - ``read``: a consumer read of every partition; ``value`` is a label (``snapshot-3``,
   ``final``) and ``data`` holds ``{"records": {partition: [[offset, value], ...]},
-  "complete": [partitions read up to their high watermark]}``.
+  "complete": [partitions read up to their high watermark], "started": monotonic start}``.
 - ``workload`` / ``heal``: boundaries of the run (producers started / stopped, faults healed).
 """
 
@@ -81,10 +82,13 @@ class History:
         return self.record(process, INFO, f, value, **extra)
 
     def read(self, label: str, records: dict[int, list[tuple[int, str]]], complete: Iterable[int],
-             **extra: Any) -> Op:
-        """One consumer read: ``records`` is {partition: [(offset, value), ...]}."""
+             started: float | None = None, **extra: Any) -> Op:
+        """One consumer read: ``records`` is {partition: [(offset, value), ...]}; ``started``
+        its monotonic start (stale reads are judged against it)."""
         data = {"records": {str(p): [[o, v] for o, v in recs] for p, recs in records.items()},
                 "complete": sorted(complete)}
+        if started is not None:
+            data["started"] = started
         return self.record("reader", OK, "read", label, data=data, **extra)
 
     # -- queries ------------------------------------------------------------------------

@@ -1,39 +1,37 @@
-"""The nemesis: crashes (SIGKILL) and restarts processes of a dev cluster at random moments.
+"""The nemesis: faults injected into a dev cluster at random moments, one at a time.
 
-Faults, among those enabled, dealt from a shuffled deck (every kind once per round, in random
-order, so a short run with several kinds still has each of them):
+Kinds of fault (``faults.KINDS``: kills, pauses, ZooKeeper outages, a full disk, a network
+partition), among those enabled, are dealt from a shuffled deck (every kind once per round, in
+random order, so a short run with several kinds still has each of them).
 
-- ``leader``: the broker leading a random partition of the topic (from a Metadata request);
-- ``controller``: the active controller;
-- ``broker``: a random broker.
-
-One fault at a time: kill, stay down a random time (0..``downtime``), start again with
-``odradek dev start``, then wait until the process is back (the broker registered afresh, with
-a new registration epoch, and with ``wait_isr`` every partition's ISR full again; a controller
-active under a newer controller epoch) before the next fault, so at most one process is ever
-down: a minority for a 3-broker cluster. Every kill, start and
-recovery is recorded in the history with its times.
+One fault at a time: inject, hold, heal (``Kind.act``), then wait until the cluster is whole
+again before the next fault: a restarted process back as a new incarnation (a broker with a new
+registration epoch, a controller active under a newer controller epoch), every process running,
+every broker registered and, with ``wait_isr``, every partition's ISR full. At most one process
+is ever down or cut off: a minority of a 3-broker cluster. Every fault and recovery is recorded
+in the history (``fault`` with its kind, ``recovered``) with its times.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from odradek.dev.harness import partition_leaders
+from odradek.dev.processes import ProcessRecord, alive
 from odradek.dev.waiting import wait_until
 
+from .faults import FAULTS, KINDS
 from .history import History
 
 log = logging.getLogger("odradek.verify")
-
-FAULTS = ("leader", "controller", "broker")
 
 
 class DevCluster:
@@ -61,7 +59,8 @@ class DevCluster:
     def names(self, status: dict | None = None) -> list[str]:
         st = status or self.status()
         return ([f"broker-{b}" for b in sorted(st.get("brokers", {}), key=int)]
-                + [f"controller-{i}" for i in range(len(st.get("controllers", [])))])
+                + [f"controller-{i}" for i in range(len(st.get("controllers", [])))]
+                + (["zookeeper"] if st.get("zookeeper") else []))
 
     def down(self) -> list[str]:
         st = self.status()
@@ -78,12 +77,24 @@ class DevCluster:
     def start(self, name: str) -> None:
         self.dev("start", name.removeprefix("broker-") if name.startswith("broker-") else name)
 
+    def state(self) -> dict:
+        return json.loads((self.data_dir / "cluster.json").read_text())
+
+    def signal(self, name: str, sig: int) -> bool:
+        """Send ``sig`` to the process ``name`` if it is still the recorded one; False if gone."""
+        rec = ProcessRecord.from_json(self.state()["processes"][name])
+        if not alive(rec):
+            return False
+        os.kill(rec.pid, sig)
+        return True
+
 
 class Nemesis(threading.Thread):
     def __init__(self, cluster: DevCluster, bootstrap: str, topic: str, history: History, stop: threading.Event,
                  *, faults: tuple[str, ...] = FAULTS, kills: int = 20, interval: float = 2.5,
                  downtime: float = 2.0, wait_isr: bool = True, recovery_timeout: float = 60.0,
-                 max_unrecovered: int = 3, seed: int | None = None) -> None:
+                 max_unrecovered: int = 3, seed: int | None = None, session_timeout: float = 10.0,
+                 disk=None, partitioner=None) -> None:
         super().__init__(name="nemesis", daemon=True)
         unknown = set(faults) - set(FAULTS)
         if unknown or not faults:
@@ -93,6 +104,9 @@ class Nemesis(threading.Thread):
         self.faults, self.kills, self.interval, self.downtime = tuple(faults), kills, interval, downtime
         self.wait_isr, self.recovery_timeout = wait_isr, recovery_timeout
         self.max_unrecovered, self.unrecovered_in_a_row = max_unrecovered, 0
+        self.session_timeout = session_timeout  # the brokers' ZooKeeper session timeout, seconds
+        self.disk, self.partitioner = disk, partitioner
+        self.paused: set[str] = set()
         self.rng = random.Random(seed)
         self.deck: list[str] = []
         self.done = 0
@@ -120,32 +134,26 @@ class Nemesis(threading.Thread):
             self.deck = list(self.faults)
             self.rng.shuffle(self.deck)
         kind = self.deck.pop()
-        if kind == "controller":
-            name = self.cluster.active_controller()
-            return (kind, name, "active controller") if name else None
-        if kind == "leader":
-            leaders = {p: l for p, l in partition_leaders(self.bootstrap, self.topic).items() if l >= 0}
-            if not leaders:
-                return None
-            p = self.rng.choice(sorted(leaders))
-            return kind, f"broker-{leaders[p]}", f"leader of partition {p}"
-        brokers = [n for n in self.cluster.names() if n.startswith("broker-")]
-        return kind, self.rng.choice(brokers), "random broker"
+        target = KINDS[kind].target(self)
+        return None if target is None else (kind, *target)
 
     def fault(self) -> None:
         target = self.choose()
         if target is None:
-            self.history.info("nemesis", "kill", None, error="no target available")
+            self.history.info("nemesis", "fault", None, error="no target available")
             return
         kind, name, why = target
         self.done += 1
-        before = self.incarnation(name)
-        log.info("nemesis %d/%d: kill -9 %s (%s)", self.done, self.kills, name, why)
-        self.history.invoke("nemesis", "kill", name, data={"kind": kind, "why": why})
-        self.cluster.kill(name)
-        self.history.ok("nemesis", "kill", name, data={"kind": kind})
-        self.stop_event.wait(self.rng.uniform(0, self.downtime))
-        self.restart(name, before)
+        before = self.incarnation(name) if KINDS[kind].fresh else None
+        log.info("nemesis %d/%d: %s %s (%s)", self.done, self.kills, kind, name, why)
+        self.history.invoke("nemesis", "fault", name, data={"kind": kind, "why": why})
+        try:
+            done = KINDS[kind].act(self, name)
+        except Exception as e:
+            self.history.info("nemesis", "fault", name, data={"kind": kind}, error=repr(e))
+            raise
+        self.history.ok("nemesis", "fault", name, data={"kind": kind, **done})
+        self.await_recovery(name, before, KINDS[kind].fresh)
 
     def incarnation(self, name: str) -> int | None:
         """What must change for ``name`` to count as back: a broker's registration epoch (the
@@ -155,7 +163,7 @@ class Nemesis(threading.Thread):
             view = self.cluster.view()
         except Exception:
             return None
-        if view is None:
+        if view is None or name == "zookeeper":
             return None
         if name.startswith("controller-"):
             return view.get("controller_epoch")
@@ -166,8 +174,11 @@ class Nemesis(threading.Thread):
         self.history.invoke("nemesis", "start", name)
         self.cluster.start(name)
         self.history.ok("nemesis", "start", name)
+        self.await_recovery(name, before, name != "zookeeper")
+
+    def await_recovery(self, name: str, before: int | None, fresh: bool) -> None:
         started = time.monotonic()
-        recovered = self.wait_recovered(name, before)
+        recovered = self.wait_recovered(name, before, fresh)
         took = round(time.monotonic() - started, 3)
         self.unrecovered_in_a_row = 0 if recovered else self.unrecovered_in_a_row + 1
         if recovered:
@@ -177,28 +188,43 @@ class Nemesis(threading.Thread):
             self.history.info("nemesis", "recovered", name, error=f"not recovered after {took}s")
             log.warning("nemesis: %s not recovered after %.1fs", name, took)
 
-    def wait_recovered(self, name: str, before: int | None) -> bool:
+    def wait_recovered(self, name: str, before: int | None, fresh: bool = True) -> bool:
         # a failing check counts as "not yet": the controller may be between instances
+        check = (lambda: self.recovered(name, before)) if fresh else self.whole
         try:
-            return wait_until(lambda: self.recovered(name, before), self.recovery_timeout, f"{name} to recover", 0.2)
+            return wait_until(check, self.recovery_timeout, f"{name} to recover", 0.2)
         except TimeoutError as e:
             log.debug("%s", e)
             return False
 
     def recovered(self, name: str, before: int | None) -> bool:
         """Running again, and seen as a new incarnation by the active controller (a broker
-        registered afresh and, with ``wait_isr``, every partition's ISR full; a controller
-        active, or another one, under a newer controller epoch)."""
+        registered afresh; a controller active, or another one, under a newer controller
+        epoch), and the cluster whole."""
         if name not in self.cluster.status().get("pids", {}):
             return False
         view = self.cluster.view()
         if view is None:
             return False
         if name.startswith("controller-"):
-            return before is None or view.get("controller_epoch", -1) > before
+            return (before is None or view.get("controller_epoch", -1) > before) and self.whole(view)
         broker_id = int(name.removeprefix("broker-"))
         epoch = next((b.get("epoch") for b in view.get("brokers", []) if b["id"] == broker_id), None)
         if epoch is None or (before is not None and epoch == before):
+            return False
+        return self.whole(view)
+
+    def whole(self, view: dict | None = None) -> bool:
+        """Every process running, every broker registered and (``wait_isr``) every partition
+        of the topic led, with its ISR full."""
+        status = self.cluster.status()
+        if any(n not in status.get("pids", {}) for n in self.cluster.names(status)):
+            return False
+        view = view or self.cluster.view()
+        if view is None:
+            return False
+        registered = {b["id"] for b in view.get("brokers", [])}
+        if any(int(b) not in registered for b in status.get("brokers", {})):
             return False
         if not self.wait_isr:
             return True
@@ -208,8 +234,19 @@ class Nemesis(threading.Thread):
         return False
 
     def heal(self) -> list[str]:
-        """Start every process of the cluster that is down; returns their names."""
+        """Undo whatever fault is still in place (a paused process, a cut network, a filler
+        file) and start every process of the cluster that is down; returns their names."""
+        for name in list(self.paused):
+            self.cluster.signal(name, signal.SIGCONT)
+            self.paused.discard(name)
+        if self.partitioner is not None:
+            self.partitioner.heal()
+        if self.disk is not None:
+            self.disk.free()
         down = self.cluster.down()
+        if "zookeeper" in down:  # first: nothing else registers without it
+            down.remove("zookeeper")
+            down.insert(0, "zookeeper")
         for name in down:
             log.info("heal: starting %s", name)
             self.restart(name, self.incarnation(name))

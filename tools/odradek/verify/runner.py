@@ -23,9 +23,14 @@ from pathlib import Path
 
 from odradek.dev import harness
 
+from odradek.broker.zk import SESSION_TIMEOUT_S
+from odradek.dev.waiting import wait_until
+
 from .checker import Report, check
+from .diskfull import SmallDisk, SmallDiskUnavailable
+from .faults import FAULTS
 from .history import History
-from .nemesis import FAULTS, DevCluster, Nemesis
+from .nemesis import DevCluster, Nemesis
 from .reader import read_all
 from .workload import CLIENTS, make_producers
 
@@ -53,7 +58,9 @@ class Config:
     kills: int = 20
     interval: float = 2.5                  # mean seconds between one recovery and the next fault
     downtime: float = 2.0                  # a killed process stays down 0..downtime seconds
-    faults: tuple[str, ...] = FAULTS
+    faults: tuple[str, ...] = ("leader", "controller", "broker")
+    session_timeout: float = SESSION_TIMEOUT_S  # the brokers' ZooKeeper session timeout (pauses around it)
+    disk_headroom: int = 64 << 20          # disk-full: the small disk's free bytes at the start
     wait_isr: bool = True
     recovery_timeout: float = 60.0
     max_unrecovered: int = 3               # the nemesis stops after this many unrecovered faults in a row
@@ -110,6 +117,7 @@ class Snapshots(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
+            started = time.monotonic()
             try:
                 records, complete, errors = read_all(self.bootstrap, self.topic, self.partitions,
                                                      timeout=max(5.0, self.interval * 2), tail=self.tail)
@@ -117,7 +125,29 @@ class Snapshots(threading.Thread):
                 log.warning("snapshot read failed: %r", e)
                 continue
             self.count += 1
-            self.history.read(f"snapshot-{self.count}", records, complete, error="; ".join(errors[:5]) or None)
+            self.history.read(f"snapshot-{self.count}", records, complete, started=started,
+                              error="; ".join(errors[:5]) or None)
+
+
+def small_disk(cluster: DevCluster, cfg: Config, status: dict) -> SmallDisk:
+    """The disk-full nemesis' small disk under the highest-numbered broker, mounted and the
+    broker registered again."""
+    broker = f"broker-{max(int(b) for b in status['brokers'])}"
+    disk = SmallDisk(cluster, broker, cfg.topic, cfg.disk_headroom)
+    try:
+        disk.setup()
+    except (SmallDiskUnavailable, OSError) as e:
+        raise RunError(f"disk-full needs a tmpfs it can mount (root): {e}") from e
+
+    def registered() -> bool:
+        view = cluster.view()
+        return view is not None and int(broker.removeprefix("broker-")) in {b["id"] for b in view["brokers"]}
+    try:
+        wait_until(registered, cfg.recovery_timeout, f"{broker} to register on its small disk", 0.2)
+    except TimeoutError as e:
+        disk.teardown()
+        raise RunError(str(e)) from e
+    return disk
 
 
 def run(cfg: Config) -> tuple[Report, History]:
@@ -136,6 +166,16 @@ def run(cfg: Config) -> tuple[Report, History]:
     partitions = list(range(cfg.partitions))
     log.info("verify: topic %s, %d partitions, RF %d, min.insync.replicas %d, bootstrap %s",
              cfg.topic, cfg.partitions, cfg.replication_factor, cfg.min_insync, bootstrap)
+    disk = small_disk(cluster, cfg, status) if "disk-full" in cfg.faults and cfg.kills > 0 else None
+    try:
+        return _run(cfg, cluster, bootstrap, out, partitions, disk)
+    finally:
+        if disk is not None:
+            disk.teardown()
+
+
+def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions: list[int],
+         disk: SmallDisk | None) -> tuple[Report, History]:
     create_topic(bootstrap, cfg)
     wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, 60)
 
@@ -155,7 +195,7 @@ def run(cfg: Config) -> tuple[Report, History]:
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
-                      seed=cfg.seed)
+                      seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk)
     snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
                           cfg.snapshot_tail)
     history.invoke("runner", "workload", cfg.topic)

@@ -1,0 +1,139 @@
+"""The nemesis' kinds of fault: whom each one strikes and what it does to the dev cluster.
+
+- ``kill``: SIGKILL the broker leading a random partition, start it again after 0..downtime s
+  (``leader`` is its name from issue 3; ``controller`` and ``broker`` SIGKILL the active
+  controller or a random broker the same way);
+- ``pause``: SIGSTOP a partition leader, then SIGCONT, half the time beyond the brokers'
+  ZooKeeper session timeout (its session expires, leadership moves) and half the time below;
+- ``zk-kill``: SIGKILL ZooKeeper, start it again (same port, same data) after 0..downtime s;
+- ``zk-pause``: SIGSTOP / SIGCONT ZooKeeper, below or beyond the session timeout as ``pause``;
+- ``controller-pause``: SIGSTOP / SIGCONT the active controller (1 s .. the session timeout);
+- ``disk-full``: fill the small disk holding one broker's data (``diskfull.SmallDisk``),
+  hold, delete the filler, start the broker again if it exited;
+- ``partition``: cut one broker (a partition leader) off from the other brokers, the
+  controllers and ZooKeeper (``partition.Partitioner``), hold, heal.
+
+Each ``act`` injects, holds and heals, returning what it did for the history; ``fresh`` kinds
+restart their target, which then has to come back as a new incarnation.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+from odradek.dev.harness import partition_leaders
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    target: Callable  # (nemesis) -> (process name, why) | None
+    act: Callable     # (nemesis, process name) -> dict for the history
+    fresh: bool       # the target is restarted: it must come back as a new incarnation
+
+
+# -- targets -------------------------------------------------------------------------------
+def leader(n) -> tuple[str, str] | None:
+    leaders = {p: b for p, b in partition_leaders(n.bootstrap, n.topic).items() if b >= 0}
+    if not leaders:
+        return None
+    p = n.rng.choice(sorted(leaders))
+    return f"broker-{leaders[p]}", f"leader of partition {p}"
+
+
+def controller(n) -> tuple[str, str] | None:
+    name = n.cluster.active_controller()
+    return (name, "active controller") if name else None
+
+
+def random_broker(n) -> tuple[str, str] | None:
+    return n.rng.choice([b for b in n.cluster.names() if b.startswith("broker-")]), "random broker"
+
+
+def zookeeper(n) -> tuple[str, str]:
+    return "zookeeper", "the ZooKeeper server"
+
+
+def disk_broker(n) -> tuple[str, str] | None:
+    return (n.disk.broker, "broker on the small disk") if n.disk is not None else None
+
+
+# -- actions -------------------------------------------------------------------------------
+def kill_and_restart(n, name: str) -> dict:
+    n.cluster.kill(name)
+    down = n.rng.uniform(0, n.downtime)
+    n.stop_event.wait(down)
+    n.cluster.start(name)
+    return {"down": round(down, 3)}
+
+
+def pause_length(n) -> tuple[float, bool]:
+    """(seconds, beyond the session timeout?): half the pauses each way."""
+    beyond = n.rng.random() < 0.5
+    factor = n.rng.uniform(1.2, 1.5) if beyond else n.rng.uniform(0.2, 0.6)
+    return n.session_timeout * factor, beyond
+
+
+def pause(n, name: str, seconds: float) -> None:
+    n.paused.add(name)
+    n.cluster.signal(name, signal.SIGSTOP)
+    try:
+        n.stop_event.wait(seconds)
+    finally:
+        n.cluster.signal(name, signal.SIGCONT)
+        n.paused.discard(name)
+
+
+def pause_around_session(n, name: str) -> dict:
+    seconds, beyond = pause_length(n)
+    pause(n, name, seconds)
+    return {"paused": round(seconds, 3), "beyond_session_timeout": beyond}
+
+
+def pause_controller(n, name: str) -> dict:
+    seconds = n.rng.uniform(1.0, n.session_timeout)
+    pause(n, name, seconds)
+    return {"paused": round(seconds, 3)}
+
+
+def fill_disk(n, name: str) -> dict:
+    written = n.disk.fill()
+    held = n.rng.uniform(2.0, 2.0 + 2 * n.downtime)
+    try:
+        n.stop_event.wait(held)
+    finally:
+        n.disk.free()
+    exited = name not in n.cluster.status().get("pids", {})
+    if exited:  # a broker whose only log directory went offline shuts down, as Kafka's does
+        n.cluster.start(name)
+    return {"filler_bytes": written, "held": round(held, 3), "broker_exited": exited}
+
+
+def cut_off(n, name: str) -> dict:
+    held = n.rng.uniform(0.5, 1.5) * n.session_timeout
+    n.partitioner.isolate(name)
+    try:
+        n.stop_event.wait(held)
+    finally:
+        n.partitioner.heal()
+    return {"isolated": round(held, 3)}
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("kill", leader, kill_and_restart, True),
+    Kind("pause", leader, pause_around_session, False),
+    Kind("zk-kill", zookeeper, kill_and_restart, False),
+    Kind("zk-pause", zookeeper, pause_around_session, False),
+    Kind("controller-pause", controller, pause_controller, False),
+    Kind("disk-full", disk_broker, fill_disk, False),
+    Kind("partition", leader, cut_off, False),
+    # issue 3's names, kept for its tests and habits
+    Kind("leader", leader, kill_and_restart, True),
+    Kind("controller", controller, kill_and_restart, True),
+    Kind("broker", random_broker, kill_and_restart, True),
+)}
+
+NEMESES = ("kill", "pause", "zk-kill", "zk-pause", "controller-pause", "disk-full", "partition")
+FAULTS = tuple(KINDS)
