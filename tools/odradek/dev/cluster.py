@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from odradek import extras
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
-from odradek.dev import processes, zookeeper
+from odradek.dev import netns, processes, zookeeper
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
 
@@ -63,6 +64,11 @@ def up(args: argparse.Namespace) -> int:
         return 1
     root.mkdir(parents=True, exist_ok=True)
     state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
+    if args.netns:
+        if netns.ENV not in os.environ:  # create it and run this very command inside it
+            netns.enter(netns.create(), ["dev", *args.argv])
+        state["netns"] = os.environ[netns.ENV]
+        state["groups"] = {f"broker-{b}": netns.broker_gid(b) for b in range(1, args.brokers + 1)}
     try:
         _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)
@@ -98,6 +104,7 @@ def up(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"odradek dev up failed: {e}; logs in {root / 'logs'}", file=sys.stderr)
         _stop_all(state)
+        netns.delete(state.get("netns", ""))
         return 1
     print(_summary(state))
     if args.detach:
@@ -110,6 +117,7 @@ def up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("stopping...")
         _stop_all(state)
+        netns.delete(state.get("netns", ""))
     return 0
 
 
@@ -123,7 +131,8 @@ def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
 
 
 def _start_process(state: dict, name: str) -> None:
-    _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log")
+    _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log",
+                             group=state.get("groups", {}).get(name))
     state["processes"][name] = rec.to_json()
 
 
@@ -289,7 +298,9 @@ def down(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"no cluster state in {path.parent}", file=sys.stderr)
         return 1
-    _stop_all(_load(path))
+    state = _load(path)
+    _stop_all(state)
+    netns.delete(state.get("netns", ""))
     print("stopped")
     return 0
 
@@ -302,6 +313,16 @@ def _save(path: Path, state: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(path)
+
+
+def enter_netns(args: argparse.Namespace) -> None:
+    """A cluster started with ``--netns`` is reachable only from inside its namespace: run
+    this command there (nothing to do for ``up`` or a cluster without one)."""
+    path = args.data_dir.resolve() / STATE_FILE
+    if args.command != "up" and path.exists():
+        name = _load(path).get("netns")
+        if name:
+            netns.enter(name, ["dev", *args.argv])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
     u.add_argument("--timeout", type=float, default=60.0)
+    u.add_argument("--netns", action="store_true",
+                   help="run the cluster in a network namespace of its own (root), so that "
+                        "`odradek verify --nemesis partition` can cut brokers off; later commands enter it")
     s = sub.add_parser("status", help="show brokers, the active controller and partitions")
     s.add_argument("--json", action="store_true", help="print addresses as JSON")
     d = sub.add_parser("down", help="stop every process of the cluster")
@@ -335,5 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--cluster", default="odradek", help="cluster name (ZooKeeper chroot /odradek/<name>)")
     for sp in (u, s, d, k, st):
         sp.add_argument("--data-dir", type=Path, default=DEFAULT_DIR)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
+    args.argv = argv
+    enter_netns(args)
     return {"up": up, "status": status, "down": down, "kill": kill, "start": start}[args.command](args)

@@ -37,11 +37,14 @@ def start_time(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def spawn(name: str, argv: list[str], log_path: Path, env: dict | None = None) -> tuple[subprocess.Popen, ProcessRecord]:
+def spawn(name: str, argv: list[str], log_path: Path, env: dict | None = None,
+          group: int | None = None) -> tuple[subprocess.Popen, ProcessRecord]:
+    """Start ``argv`` in a session of its own, output to ``log_path``; ``group``: its group id
+    (how a network fault's iptables rule singles it out, ``netns``)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+                                start_new_session=True, env=env, group=group)
     return proc, ProcessRecord(name, proc.pid, start_time(proc.pid) or 0, str(log_path))
 
 

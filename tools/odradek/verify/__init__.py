@@ -1,11 +1,12 @@
 """``odradek verify``: a Jepsen-style safety check of a running dev cluster.
 
-Producers send unique values with acks=all while a nemesis crashes and restarts partition
-leaders, the active controller or random brokers; afterwards every partition is read from
-offset 0 and the checker reports lost, duplicated, reordered, phantom and inconsistent records
-and the longest unavailability. ``history`` (the operations log), ``workload`` (producers),
-``nemesis`` (faults), ``reader`` (consumer reads), ``checker`` (the analysis), ``runner`` (one
-run) and ``cli`` (the command).
+Producers send unique values with acks=all while a nemesis kills, pauses, cuts off or fills
+the disk of brokers, controllers and ZooKeeper; afterwards every partition is read from offset
+0 and the checker reports lost, duplicated, reordered, phantom, inconsistent and stale reads,
+per kind of fault, and the longest unavailability. ``history`` (the operations log),
+``workload`` (producers), ``nemesis`` (one fault at a time), ``faults`` (the kinds),
+``diskfull`` (the small disk), ``partition`` (network cuts), ``reader`` (consumer reads),
+``checker`` and ``attribution`` (the analysis), ``runner`` (one run) and ``cli`` (the command).
 """
 
 from .checker import Report, check

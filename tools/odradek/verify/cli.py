@@ -13,6 +13,8 @@ import logging
 import sys
 from pathlib import Path
 
+from odradek.dev import netns
+
 from .faults import FAULTS, NEMESES
 from .runner import Config, ReplicationUnavailable, RunError, run
 from .workload import CLIENTS
@@ -81,8 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def enter_netns(data_dir: Path, argv: list[str]) -> None:
+    """A cluster started with ``odradek dev up --netns`` is reachable only inside its network
+    namespace: run this command there."""
+    state = data_dir.resolve() / "cluster.json"
+    name = json.loads(state.read_text()).get("netns") if state.exists() else None
+    if name:
+        netns.enter(name, ["verify", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    enter_netns(args.data_dir, argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(message)s")
     if args.log_level != "DEBUG":  # the clients' own reconnection chatter
         logging.getLogger("kafka").setLevel(logging.CRITICAL)

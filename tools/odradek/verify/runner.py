@@ -31,6 +31,7 @@ from .diskfull import SmallDisk, SmallDiskUnavailable
 from .faults import FAULTS
 from .history import History
 from .nemesis import DevCluster, Nemesis
+from .partition import PartitionUnavailable, Partitioner
 from .reader import read_all
 from .workload import CLIENTS, make_producers
 
@@ -166,16 +167,24 @@ def run(cfg: Config) -> tuple[Report, History]:
     partitions = list(range(cfg.partitions))
     log.info("verify: topic %s, %d partitions, RF %d, min.insync.replicas %d, bootstrap %s",
              cfg.topic, cfg.partitions, cfg.replication_factor, cfg.min_insync, bootstrap)
+    partitioner = None
+    if "partition" in cfg.faults and cfg.kills > 0:
+        try:
+            partitioner = Partitioner(cluster.state())
+        except PartitionUnavailable as e:
+            raise RunError(str(e)) from e
     disk = small_disk(cluster, cfg, status) if "disk-full" in cfg.faults and cfg.kills > 0 else None
     try:
-        return _run(cfg, cluster, bootstrap, out, partitions, disk)
+        return _run(cfg, cluster, bootstrap, out, partitions, disk, partitioner)
     finally:
+        if partitioner is not None:
+            partitioner.heal()
         if disk is not None:
             disk.teardown()
 
 
 def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions: list[int],
-         disk: SmallDisk | None) -> tuple[Report, History]:
+         disk: SmallDisk | None, partitioner: Partitioner | None) -> tuple[Report, History]:
     create_topic(bootstrap, cfg)
     wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, 60)
 
@@ -195,7 +204,8 @@ def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions
     nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
-                      seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk)
+                      seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk,
+                      partitioner=partitioner)
     snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
                           cfg.snapshot_tail)
     history.invoke("runner", "workload", cfg.topic)
