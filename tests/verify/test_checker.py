@@ -352,3 +352,41 @@ def test_report_json_caps_examples():
 def test_parse_value():
     assert parse_value("kafka-python-1-17") == ("kafka-python-1", 17)
     assert parse_value("garbage") is None and parse_value("x-") is None
+
+
+def test_stale_snapshot_behind_an_acknowledgement_is_reported_not_failed():
+    r = Run().start()
+    for _ in range(3):
+        r.send("confluent-0", 0)
+    started = r.tick()
+    r.h.read("snapshot-1", {0: r.log[0][:2]}, [0], started=started, mono=r.tick())  # ends at offset 1 < 2
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.stale == [{"read": "snapshot-1", "partition": 0, "read_end": 1, "acknowledged_before": 2,
+                             "started": started}]
+    assert report.problems() == []
+    assert report.per_nemesis["none"]["stale"] == 1  # no fault: counted under "none"
+
+
+def test_anomalies_are_counted_under_the_fault_they_happened_during():
+    r = Run().start()
+    r.send("confluent-0", 0)
+    r.h.invoke("nemesis", "fault", "zookeeper", data={"kind": "zk-pause"}, mono=r.tick())
+    lost = r.invoke("confluent-0", 0)
+    r.ack("confluent-0", lost, 0, 1)          # acknowledged during the pause, never in the log
+    r.h.ok("nemesis", "recovered", "zookeeper", mono=r.tick())
+    r.t += 60                                 # long after the window and its slack
+    r.h.invoke("nemesis", "fault", "broker-1", data={"kind": "pause"}, mono=r.tick())
+    r.h.ok("nemesis", "recovered", "broker-1", mono=r.tick())
+    late = r.invoke("confluent-0", 0)
+    r.ack("confluent-0", late, 0, 2, dt=30)   # outside every window
+    r.end()
+    r.read("final")
+    report = check(r.h)
+    assert report.faults == {"zk-pause": 1, "pause": 1}
+    assert report.per_nemesis["zk-pause"]["lost"] == 1 and report.per_nemesis["zk-pause"]["faults"] == 1
+    assert report.per_nemesis["pause"] == {"faults": 1, "lost": 0, "duplicated": 0, "reordered": 0,
+                                           "phantom": 0, "stale": 0, "inconsistent": 0}
+    assert report.per_nemesis["none"]["lost"] == 1
+    assert "per nemesis" in report.summary()
