@@ -20,6 +20,7 @@ restart their target, which then has to come back as a new incarnation.
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -105,10 +106,24 @@ def fill_disk(n, name: str) -> dict:
         n.stop_event.wait(held)
     finally:
         n.disk.free()
-    exited = name not in n.cluster.status().get("pids", {})
-    if exited:  # a broker whose only log directory went offline shuts down, as Kafka's does
+    # a broker whose only log directory went offline shuts down, as Kafka's does: give a
+    # shutdown under way a moment to finish, then start it again
+    exited = _exits_within(n, name, EXIT_GRACE_S)
+    if exited:
         n.cluster.start(name)
     return {"filler_bytes": written, "held": round(held, 3), "broker_exited": exited}
+
+
+EXIT_GRACE_S = 2.0
+
+
+def _exits_within(n, name: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while name in n.cluster.status().get("pids", {}):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def cut_off(n, name: str) -> dict:
