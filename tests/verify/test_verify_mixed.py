@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,26 +27,48 @@ from odradek.verify.faults import NEMESES
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs and network namespaces need root")
 
+RUN_TIMEOUT_S = 720  # ~100 s on a quiet machine; 10 minutes once at a load average of 30
+
+
+def run_verify(argv: list[str]) -> tuple[int, str, str]:
+    """The command, stopped with SIGTERM past the deadline (it then removes its tmpfs and rules)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        pytest.fail(f"odradek verify still running after {RUN_TIMEOUT_S}s:\n{err[-4000:]}")
+    return proc.returncode, out, err
+
+
+def run_mounts(under: Path) -> list[str]:
+    """Mount points of the run's tmpfs under ``under`` (``odradek-verify-...``)."""
+    return [line.split()[1] for line in open("/proc/mounts")
+            if line.startswith("odradek-verify-") and line.split()[1].startswith(str(under))]
+
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(RUN_TIMEOUT_S + 240)
 def test_mixed_nemesis_loses_duplicates_and_reorders_nothing(tmp_path):
     seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
     print(f"VERIFY_SEED={seed}")
     cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=("--netns",))
     name = json.loads((cluster.data_dir / "cluster.json").read_text())["netns"]
     try:
-        proc = subprocess.run(
+        code, out, err = run_verify(
             [sys.executable, "-m", "odradek.cli", "verify", "--data-dir", str(cluster.data_dir),
              "--nemesis", "mixed", "--kills", str(len(NEMESES)), "--idempotent", "--json",
              "--partitions", "3", "--producers", "2", "--rate", "50", "--interval", "0.5", "--downtime", "1",
-             "--settle", "2", "--seed", str(seed), "--out", str(tmp_path / "verify")],
-            capture_output=True, text=True, timeout=540, stdin=subprocess.DEVNULL)
-        mounts = [line for line in open("/proc/mounts") if "odradek-verify-" in line]
+             "--settle", "2", "--seed", str(seed), "--out", str(tmp_path / "verify")])
     finally:
+        mounts = run_mounts(tmp_path)
+        for path in mounts:  # a run that could not clean up: do not leave its tmpfs behind
+            subprocess.run(["umount", "-l", path], check=False)
         stop_cluster(cluster)
-    assert proc.returncode in (0, 1), proc.stderr[-4000:]
-    report = json.loads(proc.stdout)
+    assert code in (0, 1), err[-4000:]
+    report = json.loads(out)
     summary = json.dumps({k: report[k] for k in ("faults", "acked", "per_nemesis", "problems", "unrecovered")})
     assert report["faults"] == dict.fromkeys(NEMESES, 1), summary
     assert report["acked"] > 500, summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     enter_netns(args.data_dir, argv)
+    # SIGTERM (a test's or a supervisor's deadline) unwinds like an error, so the run still
+    # removes its small disk and its network rules
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(message)s")
     if args.log_level != "DEBUG":  # the clients' own reconnection chatter
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
