@@ -180,3 +180,36 @@ def test_frames_larger_than_the_buffer_grow_it(server):
             s.sendall(_api_versions_v3(1) + big + _api_versions_v3(2))
             ids = [struct.unpack_from(">i", _read_frame(s), 0)[0] for _ in range(3)]
             assert ids == [1, 77, 2]
+
+
+class _OpenTransport:
+    """Just what ``_send_file`` asks of a transport."""
+    closed = False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_peer_gone_during_sendfile_closes_quietly(tmp_path, caplog):
+    import logging
+    import os
+    from odradek.protocol.connection import CloseReason
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 200_000)
+    ours, theirs = socket.socketpair()
+    theirs.close()  # the client left while its fetch response was due: sendfile gets EPIPE
+    fd = os.open(path, os.O_RDONLY)
+    conn = KafkaConnection(Dispatcher({}), max_frame_bytes=1024)
+    conn._transport, conn._sock_fd = _OpenTransport(), ours.fileno()
+    with caplog.at_level(logging.DEBUG, logger="odradek.protocol.connection"):
+        conn._send_file(FileRegion(fd, 0, 200_000))
+    os.close(fd)
+    ours.close()
+    assert conn.close_reason is CloseReason.PEER_CLOSED and conn._transport.closed
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]

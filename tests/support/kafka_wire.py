@@ -19,9 +19,10 @@ def batch(values: list[bytes], *, key: bytes | None = b"k", timestamp_ms: int = 
 
 
 class WireClient:
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, source: str | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self._correlation = 0
 
     def close(self) -> None:

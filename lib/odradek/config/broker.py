@@ -22,7 +22,18 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("auto.create.topics.enable", BOOLEAN, "true",
               "create a topic the first time a client's Metadata request names it"),
     ConfigKey("socket.request.max.bytes", integer(1, INT_MAX), "104857600",
-              "largest request frame a connection accepts"),
+              "largest request frame a connection accepts; a larger one closes that connection"),
+    # Kafka's default is -1 (unbounded); a finite one bounds the broker's memory under hostile
+    # or bursty clients (docs/broker.md, "Request memory and connection limits").
+    ConfigKey("queued.max.request.bytes", integer(-1, LONG_MAX), "104857600",
+              "request bytes read and not yet handled, over all connections; a request that does not fit "
+              "waits with its connection muted; -1: unbounded (Kafka's default)"),
+    ConfigKey("max.connections", integer(0, INT_MAX), "2147483647",
+              "connections the Kafka listener holds at once; beyond, new ones wait to be accepted"),
+    ConfigKey("max.connections.per.ip", integer(0, INT_MAX), "2147483647",
+              "connections one client address may hold; beyond, a new one is closed at once"),
+    ConfigKey("connections.max.idle.ms", integer(-1, LONG_MAX), "600000",
+              "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
     ConfigKey("replica.lag.time.max.ms", integer(1, INT_MAX), "30000",
               "a follower not caught up for this long leaves the ISR"),
     ConfigKey("controlled.shutdown.max.retries", integer(0, INT_MAX), "3",

@@ -1,10 +1,21 @@
-"""One Kafka connection on the server side: framing, in-order dispatch, zero-copy writes.
+"""One Kafka connection on the server side: framing, admission, in-order dispatch, zero-copy writes.
 
-Frames are ``int32 size`` + payload. Bytes arrive through ``asyncio.BufferedProtocol`` into
-one growing buffer (no per-read allocation); each complete frame is copied out once and
-queued. A single task per connection handles the queue in order, as Kafka does (one request
-in flight per connection on the broker side, responses in request order), so a long-polling
-Fetch delays only its own connection.
+Frames are ``int32 size`` + payload. Bytes arrive through ``asyncio.BufferedProtocol`` into a
+fixed receive buffer (64 KiB, no per-read allocation). A frame that fits in it is copied out
+once when complete; a larger one gets a buffer of its own, allocated when its header is read
+and the bytes it announces are admitted, which the socket then fills directly (no copy).
+
+**Admission** (Kafka's KIP-72): before a frame is copied out or its buffer allocated, its size
+is reserved in the listener's ``MemoryPool`` (``queued.max.request.bytes``), and released
+once its request has been handled. When the pool cannot take it, the connection is *muted*
+(reading paused; at most one receive buffer of its bytes is held) until a release makes room:
+a client announcing a huge frame costs memory only once admitted. A frame size that is
+negative or over ``max_frame_bytes`` (``socket.request.max.bytes``) closes the connection
+before anything is allocated.
+
+A single task per connection handles the queue in order, as Kafka does (one request in flight
+per connection on the broker side, responses in request order), so a long-polling Fetch
+delays only its own connection. More than 64 queued frames mute the connection too.
 
 A response is a sequence of pieces: ``bytes``-like objects, written through the transport,
 and ``FileRegion``s, sent from the segment file with ``os.sendfile`` while the transport's
@@ -12,8 +23,8 @@ buffer is empty (else, and always over TLS, read and written through the transpo
 always holds).
 Regions up to 64 KiB are read and gathered with the bytes around them into one write.
 
-A frame size that is negative or over ``max_frame_bytes`` (Kafka's
-``socket.request.max.bytes``, 100 MiB) closes the connection before anything is allocated.
+A peer that goes away (reset, broken pipe, even in the middle of a response) is an ordinary
+event, logged at debug; ERROR is kept for what an operator must act on.
 """
 
 from __future__ import annotations
@@ -23,15 +34,20 @@ import enum
 import logging
 import os
 import struct
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Union
+
+from odradek.protocol.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_INITIAL_BUFFER = 64 * 1024
+_RECEIVE_BUFFER = 64 * 1024
 _MAX_QUEUED_FRAMES = 64
 _INLINE_REGION_BYTES = 64 * 1024   # smaller regions are read and sent with the rest (no sendfile)
+_QUEUE_FULL, _NO_MEMORY = 1, 2     # why a connection is muted (a bit each)
+_now = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,32 +60,50 @@ class FileRegion:
 
 
 Piece = Union[bytes, bytearray, memoryview, FileRegion]
-Handler = Callable[[bytes], Awaitable[Iterable[Piece] | None]]
+Handler = Callable[[bytes | bytearray], Awaitable[Iterable[Piece] | None]]
 
 
 class CloseReason(enum.Enum):
     PEER_CLOSED = "peer closed the connection"
     FRAME_TOO_LARGE = "frame size over socket.request.max.bytes"
     BAD_FRAME = "frame could not be parsed"
+    IDLE = "idle for longer than connections.max.idle.ms"
     SERVER_STOPPING = "server stopping"
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, handler: Handler, *, max_frame_bytes: int, name: str = "") -> None:
+    """``pool``: the listener's request memory (unbounded if None); ``on_closed(conn)`` is
+    called once the connection is lost."""
+
+    def __init__(self, handler: Handler, *, max_frame_bytes: int, pool: MemoryPool | None = None,
+                 on_closed: Callable[[KafkaConnection], None] | None = None, name: str = "") -> None:
         self._handler = handler
         self._max_frame = max_frame_bytes
-        self._buf = bytearray(_INITIAL_BUFFER)
+        self._pool = pool if pool is not None else MemoryPool(0)
+        self._on_closed = on_closed
+        self._buf = bytearray(_RECEIVE_BUFFER)
         self._start = 0
         self._end = 0
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._frame: bytearray | None = None  # a frame larger than the receive buffer, being filled
+        self._frame_got = 0
+        self._reserved = 0                     # pool bytes of queued frames and of self._frame
+        self._queue: asyncio.Queue[bytes | bytearray] = asyncio.Queue()
         self._writable = asyncio.Event()
         self._writable.set()
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
-        self._task: asyncio.Task | None = None
+        self._muted = 0
         self._paused = False
+        self._busy = False
+        self.task: asyncio.Task | None = None
         self.name = name
+        self.peer_host: str | None = None
+        self.last_active = _now()
         self.close_reason: CloseReason | None = None
+
+    def attach(self, pool: MemoryPool, on_closed: Callable[[KafkaConnection], None], peer_host: str) -> None:
+        """Join a listener: its request memory pool, its bookkeeping (before ``connection_made``)."""
+        self._pool, self._on_closed, self.peer_host = pool, on_closed, peer_host
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -80,14 +114,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tls = transport.get_extra_info("sslcontext") is not None
         self._sock_fd = sock.fileno() if sock is not None and not tls else -1
         peer = transport.get_extra_info("peername")
+        self.peer_host = self.peer_host or (peer[0] if isinstance(peer, tuple) else None)
         self.name = self.name or f"{peer}"
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        self.task = asyncio.get_running_loop().create_task(self._serve())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close_reason = self.close_reason or CloseReason.PEER_CLOSED
+        log.debug("connection %s closed: %s", self.name, self.close_reason.value)
+        self._pool.forget(self)
+        self._frame = None
+        while not self._queue.empty():  # unhandled requests: dropped, their memory released
+            self._queue.get_nowait()
+        reserved, self._reserved = self._reserved, 0
+        if reserved:
+            self._pool.release(reserved)
         self._writable.set()
-        if self._task is not None:
-            self._task.cancel()
+        if self.task is not None:
+            self.task.cancel()
+        if self._on_closed is not None:
+            self._on_closed(self)
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -96,12 +141,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_got:]
         if self._end == len(self._buf):
-            self._make_room(len(self._buf))
+            self._compact()
         return memoryview(self._buf)[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = _now()
+        if self._frame is not None:
+            self._frame_got += nbytes
+            if self._frame_got == len(self._frame):
+                frame, self._frame = self._frame, None
+                self._enqueue(frame)
+            return
         self._end += nbytes
+        self._parse()
+
+    def eof_received(self) -> bool:
+        return False
+
+    # -- framing and admission ---------------------------------------------------------
+    def _parse(self) -> None:
+        """Queue every complete frame of the receive buffer that the pool admits."""
         buf = self._buf
         while self._end - self._start >= 4:
             (size,) = _SIZE.unpack_from(buf, self._start)
@@ -109,60 +171,117 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("closing %s: frame of %d bytes (limit %d)", self.name, size, self._max_frame)
                 self.close(CloseReason.FRAME_TOO_LARGE)
                 return
-            if self._end - self._start < 4 + size:
-                self._make_room(4 + size)
-                return
             begin = self._start + 4
+            if 4 + size > len(buf):
+                self._start_large_frame(begin, size)
+                return
+            if self._end - begin < size:
+                if self._start + 4 + size > len(buf):
+                    self._compact()
+                return
+            if not self._admit(size):
+                return
             with memoryview(buf) as view:  # one copy: slicing the bytearray would copy it twice
-                self._queue.put_nowait(bytes(view[begin:begin + size]))
+                self._enqueue(bytes(view[begin:begin + size]))
             self._start = begin + size
         if self._start == self._end:
             self._start = self._end = 0
-        if self._queue.qsize() >= _MAX_QUEUED_FRAMES and not self._paused:
-            self._paused = True
-            self._transport.pause_reading()
 
-    def eof_received(self) -> bool:
+    def _start_large_frame(self, begin: int, size: int) -> None:
+        """A frame larger than the receive buffer: once admitted, its own buffer, which the
+        socket fills from then on."""
+        if not self._admit(size):
+            return
+        frame = bytearray(size)
+        got = self._end - begin
+        with memoryview(self._buf) as view:
+            frame[:got] = view[begin:self._end]
+        self._frame, self._frame_got = frame, got
+        self._start = self._end = 0
+
+    def _admit(self, size: int) -> bool:
+        if self._pool.try_reserve(size):
+            self._reserved += size
+            return True
+        self._muted |= _NO_MEMORY
+        self._sync_reading()
+        self._pool.wait(self, size, self._memory_freed)
         return False
 
-    # -- buffer management -------------------------------------------------------------
-    def _make_room(self, needed: int) -> None:
-        """Make ``needed`` bytes fit from the start of the unparsed tail.
+    def _memory_freed(self) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._muted &= ~_NO_MEMORY
+        self._parse()
+        self._sync_reading()
+
+    def _enqueue(self, frame: bytes | bytearray) -> None:
+        self._queue.put_nowait(frame)
+        if self._queue.qsize() >= _MAX_QUEUED_FRAMES and not self._muted & _QUEUE_FULL:
+            self._muted |= _QUEUE_FULL
+            self._sync_reading()
+
+    def _sync_reading(self) -> None:
+        """Pause reading while muted for any reason, resume when no reason is left."""
+        paused = bool(self._muted)
+        if paused != self._paused and self._transport is not None and not self._transport.is_closing():
+            self._paused = paused
+            if paused:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
+
+    def _compact(self) -> None:
+        """Move the unparsed tail to the front of the receive buffer.
 
         The event loop may still hold the memoryview ``get_buffer`` handed out (uvloop does,
-        during ``buffer_updated``), so the bytearray is never resized in place: the tail moves
-        within it, or into a new one.
+        during ``buffer_updated``), so the bytearray is never resized: the tail moves within it.
         """
         pending = self._end - self._start
-        size = len(self._buf)
-        if needed > size or pending == size:
-            grown = bytearray(max(needed, 2 * size))
-            grown[:pending] = self._buf[self._start:self._end]
+        if pending == len(self._buf):  # cannot happen while the framing rules hold: stay safe
+            grown = bytearray(2 * len(self._buf))
+            grown[:pending] = self._buf
             self._buf = grown
-        elif size > 4 * _INITIAL_BUFFER and needed <= _INITIAL_BUFFER and pending <= _INITIAL_BUFFER:
-            small = bytearray(_INITIAL_BUFFER)  # give memory back after a large frame
-            small[:pending] = self._buf[self._start:self._end]
-            self._buf = small
         elif self._start:
-            self._buf[:pending] = self._buf[self._start:self._end]
+            with memoryview(self._buf) as view:
+                view[:pending] = view[self._start:self._end]
         self._start, self._end = 0, pending
 
     # -- request loop ------------------------------------------------------------------
+    def idle_since(self) -> float | None:
+        """When the connection last moved bytes, or None while a request is queued or handled."""
+        if self._busy or not self._queue.empty():
+            return None
+        return self.last_active
+
     async def _serve(self) -> None:
         try:
             while True:
                 frame = await self._queue.get()
-                if self._paused and self._queue.qsize() < _MAX_QUEUED_FRAMES // 2:
-                    self._paused = False
-                    self._transport.resume_reading()
-                response = await self._handler(frame)
+                size = len(frame)
+                self._reserved -= size
+                if self._muted & _QUEUE_FULL and self._queue.qsize() < _MAX_QUEUED_FRAMES // 2:
+                    self._muted &= ~_QUEUE_FULL
+                    self._sync_reading()
+                self._busy = True
+                try:
+                    response = await self._handler(frame)
+                finally:
+                    if size > _RECEIVE_BUFFER:  # give a large frame's memory back with its reservation
+                        frame = None  # (a small one may wait for the next: freeing each at once costs
+                    self._busy = False  # malloc trims and page faults, 5 us a 16 KiB frame)
+                    self._pool.release(size)
                 if response is not None:
                     await self._write(response)
+                    self.last_active = _now()
         except asyncio.CancelledError:
             pass
         except ConnectionClosed as e:
             log.info("closing %s: %s", self.name, e)
             self.close(CloseReason.BAD_FRAME)
+        except ConnectionError as e:  # the peer went away while we answered: ordinary
+            log.debug("%s went away: %r", self.name, e)
+            self.close(CloseReason.PEER_CLOSED)
         except Exception:
             log.exception("closing %s after an unexpected error", self.name)
             self.close(CloseReason.BAD_FRAME)
@@ -200,11 +319,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     remaining -= sent
             except (BlockingIOError, InterruptedError):
                 pass
+            except ConnectionError as e:  # reset or broken pipe: the client left mid-response
+                log.debug("%s went away during a fetch response: %r", self.name, e)
+                self.close(CloseReason.PEER_CLOSED)
+                return
         if remaining:  # socket full: the transport buffers the rest, in order
             self._transport.write(os.pread(region.fd, remaining, position))
 
     def close(self, reason: CloseReason) -> None:
-        self.close_reason = reason
+        self.close_reason = self.close_reason or reason
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.config import setting, settings_of
+from odradek.protocol.listener import ListenerLimits
 
 
 @dataclass
@@ -32,6 +33,10 @@ class BrokerConfig:
     listen_flag: bool = True            # host/port given by --listen: with ``listeners`` too, an extra PLAINTEXT listener
     auto_create_topics: bool = setting("auto.create.topics.enable")
     socket_request_max_bytes: int = setting("socket.request.max.bytes")
+    queued_max_request_bytes: int = setting("queued.max.request.bytes")
+    max_connections: int = setting("max.connections")
+    max_connections_per_ip: int = setting("max.connections.per.ip")
+    connections_max_idle_ms: int = setting("connections.max.idle.ms")
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
     cleaner_priority: str = setting("log.cleaner.priority")
@@ -53,6 +58,11 @@ class BrokerConfig:
     listener_settings: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys (SASL JAAS)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
+
+    @property
+    def listener_limits(self) -> ListenerLimits:
+        return ListenerLimits(self.socket_request_max_bytes, self.queued_max_request_bytes, self.max_connections,
+                              self.max_connections_per_ip, self.connections_max_idle_ms)
 
     @property
     def broker_settings(self) -> dict[str, str]:

@@ -31,6 +31,7 @@ from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import server_app
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.listener import KafkaListener
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Broker:
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
         self.logs.open_all()
-        servers, endpoints = await self._listen()
+        listeners, endpoints = self._listen()
         runner = web.AppRunner(self._internal_app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, cfg.internal_host, cfg.internal_port)
@@ -84,29 +85,28 @@ class Broker:
             await self.replicas.close()
             self.context.close()
             await asyncio.to_thread(self.registration.stop)
-            for server in servers:
-                server.close()
+            await listeners.stop()
             await maintenance
             await isr_checks
             await runner.cleanup()
             await self.controller.close()
             self.logs.close()
 
-    async def _listen(self) -> tuple[list[asyncio.AbstractServer], list[tuple[str, str, int]]]:
-        """One server per listener; returns them and each listener's advertised (name, host, port).
-        ``kafka_port`` is the first PLAINTEXT listener's port (else the first listener's)."""
-        loop = asyncio.get_running_loop()
-        servers, endpoints = [], []
+    def _listen(self) -> tuple[KafkaListener, list[tuple[str, str, int]]]:
+        """Every listener's socket, served by one ``KafkaListener`` (connection limits and request
+        memory are broker-wide, as Kafka's); returns it and each listener's advertised (name, host,
+        port). ``kafka_port`` is the first PLAINTEXT listener's port (else the first listener's)."""
+        listeners = KafkaListener(self.config.listener_limits)
+        endpoints, ports = [], []
         for listener in self.security.listeners:
             factory = self.security.protocol_factory(listener, self.dispatcher, self.config.socket_request_max_bytes)
-            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True, backlog=1024,
-                                              ssl=self.security.ssl_for(listener))
-            port = server.sockets[0].getsockname()[1]
-            servers.append(server)
+            port = listeners.listen(listener.host, listener.port, factory, self.security.ssl_for(listener))
+            ports.append(port)
             endpoints.append((listener.name, listener.advertised_host, listener.advertised_port or port))
         plaintext = [i for i, li in enumerate(self.security.listeners) if li.protocol == "PLAINTEXT"]
-        self.kafka_port = servers[plaintext[0] if plaintext else 0].sockets[0].getsockname()[1]
-        return servers, endpoints
+        self.kafka_port = ports[plaintext[0] if plaintext else 0]
+        listeners.start()
+        return listeners, endpoints
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away; retry while some remain."""
