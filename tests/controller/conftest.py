@@ -16,6 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from odradek.cluster import paths
+from odradek.cluster.zk_session import ZkTimeouts
 from odradek.controller.zkstore import ZkStore
 from tests.support.fake_peers import FakeBroker
 
@@ -39,7 +40,7 @@ def stores(zookeeper, cluster_name):
     made = []
 
     def make() -> ZkStore:
-        store = ZkStore(zookeeper.connect, cluster_name, session_timeout=5.0)
+        store = ZkStore(zookeeper.connect, cluster_name, ZkTimeouts(5000))
         store.start(30)
         made.append(store)
         return store

@@ -116,6 +116,19 @@ def test_partition_increase():
     assert code_of(admin.plan_partitions, deleting, "t", 3, 1) == ErrorCode.invalid_topic_exception
 
 
+def test_more_than_ten_thousand_partitions_is_kafkas_policy_violation():
+    """Checked first (even before the name), as Kafka's controller does; an increase alike."""
+    for kw in (dict(name="bad name!", partitions=10_001), dict(name="t", assignments={p: (1,) for p in range(10_001)})):
+        with pytest.raises(KafkaError) as e:
+            create(snapshot(), **kw)
+        assert (e.value.code, e.value.message) == (ErrorCode.policy_violation,
+                                                    "Excessively large number of partitions per request.")
+    assert code_of(lambda: create(snapshot(), admin.Defaults(partitions=10_001), name="t")) == ErrorCode.policy_violation
+    assert len(create(snapshot(), name="t", partitions=10_000).states) == 10_000
+    snap = snapshot(topics=[topic("t", [1, 2])])
+    assert code_of(admin.plan_partitions, snap, "t", 10_003, 1) == ErrorCode.policy_violation
+
+
 def test_incremental_alter_configs():
     snap = snapshot(topics=[topic("t", [1], {"retention.ms": "1000", "segment.bytes": "1048576"})])
     _, configs = admin.plan_configs(snap, "t", {"cleanup.policy": "compact"}, ["retention.ms"])

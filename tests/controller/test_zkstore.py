@@ -9,7 +9,8 @@ import pytest
 
 from odradek.cluster import paths
 from odradek.cluster.model import PartitionState
-from odradek.controller.store import ControllerMoved, StoreError, StoreUnavailable
+from odradek.cluster.zk_session import ZkTimeouts
+from odradek.controller.store import ControllerMoved, StoreError, StoreUnavailable, TooLarge
 from odradek.controller.zkstore import ZkStore
 
 
@@ -67,6 +68,18 @@ def test_a_failed_creation_leaves_nothing_behind(stores, zk):
         a.create_topic("t", "tid", states(3), {})
     assert zk.exists(paths.topic("t")) is None
     assert "t" not in a.load().topics
+
+
+def test_a_transaction_above_zookeepers_request_limit_is_refused_unsent(stores, zk):
+    """ZooKeeper drops the connection of a request above jute.maxbuffer (1 MiB): a topic of
+    2,000 partitions at RF 3 fits in one transaction, 5,000 is refused before it is sent."""
+    a = stores()
+    a.elect("a", "u")
+    rf3 = {p: dataclasses.replace(s, replicas=(1, 2, 3), isr=(1, 2, 3)) for p, s in states(5000).items()}
+    with pytest.raises(TooLarge):
+        a.create_topic("big", "tid", rf3, {})
+    assert zk.exists(paths.topic("big")) is None and a.load().cluster_id  # the session is intact
+    assert a.create_topic("fits", "tid", {p: rf3[p] for p in range(2000)}, {})
 
 
 def test_partition_state_cas(stores):
@@ -130,7 +143,7 @@ def test_brokers_carry_their_registration_czxid(stores, zk):
 
 
 def test_unreachable_store_raises(zookeeper, cluster_name):
-    store = ZkStore("127.0.0.1:1", cluster_name, session_timeout=1.0)
+    store = ZkStore("127.0.0.1:1", cluster_name, ZkTimeouts(1000))
     with pytest.raises(StoreUnavailable):
         store.start(timeout=1.0)
     store.close()

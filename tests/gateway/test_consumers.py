@@ -1,10 +1,13 @@
 """Consumer instances beyond test_gateway_v2.py, on a real dev cluster with httpx: max_bytes
 bounds a response without losing what was fetched past it, topic_pattern subscriptions, the
-v2 error bodies for bad create/subscribe requests, an instance created on one gateway replica
-asked for on another, and a graceful shutdown that commits nothing it was not asked to."""
+v2 error bodies for bad create/subscribe requests, client errors (a negative or unknown commit,
+a topic too large) answered 4xx on a connection that stays open, an instance created on one
+gateway replica asked for on another, and a graceful shutdown that commits nothing it was not
+asked to."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -82,6 +85,37 @@ def test_bad_create_and_subscribe_requests(gw):
     error(gw.post(f"{base}/subscription", json={}, headers={"content-type": V2}), 422, 422)
     assert gw.delete(base).status_code == 204
     error(gw.delete(base), 404, 40403)
+
+
+def _local_port(resp: httpx.Response) -> int:
+    """The client-side port of the connection that carried ``resp`` (same port: same connection)."""
+    return resp.extensions["network_stream"].get_extra_info("client_addr")[1]
+
+
+def test_client_errors_answer_4xx_and_keep_the_connection(gw_cluster, gw):
+    """Issue 15, finding 3: each was a 500 (the first one also reset the keep-alive connection)."""
+    topic = new_topic(gw_cluster, partitions=1)
+    base = _create(gw, f"g-{uuid.uuid4().hex[:6]}")
+    port = _local_port(gw.get(f"{base}/subscription"))
+
+    def commit(offset: int, topic: str = topic, partition: int = 0) -> httpx.Response:
+        return gw.post(f"{base}/offsets", json={"offsets": [{"topic": topic, "partition": partition, "offset": offset}]},
+                       headers={"content-type": V2})
+    refused = [(commit(-100), 422, 422),                                  # a body that does not validate
+               (commit(5, topic="no-such-topic"), 404, 40401),
+               (commit(5, partition=7), 404, 40402)]
+    cluster_id = gw.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    started = time.monotonic()
+    huge = gw.post(f"/v3/clusters/{cluster_id}/topics", json={"topic_name": f"huge-{uuid.uuid4().hex[:6]}",
+                                                              "partitions_count": 100_000})
+    refused.append((huge, 400, 40002))                                    # Kafka's POLICY_VIOLATION
+    assert time.monotonic() - started < 10, "answered at once, not after a timeout"
+    for resp, status, code in refused:
+        error(resp, status, code)
+        assert _local_port(resp) == port, f"{resp.request.url} was not answered on the kept-alive connection"
+    assert "Excessively large number of partitions" in huge.json()["message"]
+    assert commit(0).status_code == 200 and _committed(gw, base, topic, 1) == [1]
+    assert gw.delete(base).status_code == 204
 
 
 def test_an_instance_asked_for_on_another_replica_gets_a_clear_error(gw_cluster, gw, tmp_path):

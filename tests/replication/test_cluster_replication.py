@@ -1,6 +1,6 @@
 """Replication on a real cluster of processes (ZooKeeper, controller, 3 brokers), through
 real clients: acks=all, ISR shrink and rejoin, min.insync.replicas, controlled shutdown,
-unclean leader election.
+unclean leader election, a ZooKeeper restart that changes nothing.
 
 The brokers run with ``replica.lag.time.max.ms=3000`` (passed as a broker setting through
 ``odradek dev up --config``) so that a stopped follower leaves the ISR within seconds.
@@ -39,8 +39,11 @@ def isr(c: Cluster, topic: str, partition: int = 0) -> tuple[int, list[int]]:
 
 
 def broker_status(c: Cluster, broker_id: int) -> dict:
-    url = next(b["internal_url"] for b in c.status_cluster()["brokers"] if b["id"] == broker_id)
-    return call_blocking(url, control_plane.status(), timeout=5).to_json()
+    return status_at(next(b["internal_url"] for b in c.status_cluster()["brokers"] if b["id"] == broker_id))
+
+
+def status_at(internal_url: str) -> dict:
+    return call_blocking(internal_url, control_plane.status(), timeout=5).to_json()
 
 
 def partition_status(c: Cluster, broker_id: int, topic: str, partition: int = 0) -> dict:
@@ -226,3 +229,40 @@ def test_controlled_shutdown_does_not_wait_on_single_replica_partitions(rc):
     finally:
         rc.run("start", str(victim))
     wait_until(lambda: all(len(isr(rc, "cs-rf3", p)[1]) == 3 for p in range(3)), 60, "the broker to rejoin every ISR")
+
+
+def _broker_epochs(c: Cluster) -> dict[int, int]:
+    """Each registered broker's epoch (its registration znode's czxid), as the controller sees it."""
+    return {b["id"]: b["epoch"] for b in c.status_cluster()["brokers"]}
+
+
+def test_a_zookeeper_restart_within_the_session_timeout_changes_nothing(rc):
+    """Issue 15, finding 6: ZooKeeper killed and started again a few seconds later (well within
+    zookeeper.session.timeout.ms, 18 s): every session survives (same broker epochs), no ISR
+    shrinks at any moment, during the outage or after it, and acks=all produce works."""
+    topic = "zk-restart"
+    rc.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    wait_until(lambda: all(len(isr(rc, topic, p)[1]) == 3 for p in range(3)), 30, "every ISR full")
+    epochs = _broker_epochs(rc)
+    urls = [b["internal_url"] for b in rc.status_cluster()["brokers"]]  # the controller is out during the outage
+    shrunk = []
+
+    def watch(seconds: float) -> None:
+        """Every broker's view of every ISR, polled for ``seconds``; a short one is recorded."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for url in urls:
+                views = [p for p in status_at(url)["partitions"] if p["topic"] == topic]
+                assert len(views) == 3, views
+                shrunk.extend((url, p["partition"], p["isr"]) for p in views if len(p["isr"]) != 3)
+            time.sleep(0.2)
+    rc.run("kill", "zookeeper")
+    try:
+        watch(4.0)                                    # ZooKeeper down
+    finally:
+        rc.run("start", "zookeeper")
+    wait_until(lambda: rc.status_cluster()["brokers"], 30, "the controller to serve again")
+    watch(2 * LAG_MS / 1000)                          # long enough for a lagging follower to be dropped
+    assert shrunk == [], f"ISRs shrank: {shrunk[:5]}"
+    assert _broker_epochs(rc) == epochs, "a broker registered again: its ZooKeeper session had expired"
+    assert produce_acks_all(rc, topic, 200) == []

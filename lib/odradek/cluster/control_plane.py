@@ -176,6 +176,13 @@ class ClusterView:
         return cls(ClusterMetadata.from_json(d), int(d.get("under_replicated_partitions", 0)))
 
 
+# Kafka's controller refuses a CreateTopics request asking for more partitions than this in all
+# (POLICY_VIOLATION with this message, before any other check): the broker sums a request's
+# topics, the controller checks each topic it is asked to create.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
 @dataclass(frozen=True, slots=True)
 class CreateTopic:
     """-1 partitions / replication factor: the controller's defaults."""

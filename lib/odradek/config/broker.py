@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, integer, one_of, registry
+from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
 from odradek.config.topic import invalid, topic_defaults
 from odradek.errors import ErrorCode, KafkaError
@@ -40,6 +40,11 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),
     ConfigKey("log.cleaner.priority", one_of("idle", "nice10"), "idle",
               "the cleaner process's priority: idle (SCHED_IDLE and the idle I/O class) or nice10 (docs/compaction.md)"),
+    ConfigKey("zookeeper.session.timeout.ms", integer(1, INT_MAX), "18000",
+              "ZooKeeper session timeout: how long a broker cut off from ZooKeeper (or dead) stays registered; "
+              "also the controller's (docs/control-plane.md)"),
+    ConfigKey("zookeeper.connection.timeout.ms", optional(integer(1, INT_MAX), "zookeeper.session.timeout.ms"), "",
+              "how long start-up waits to connect to ZooKeeper"),
     *SECURITY_CONFIGS.values(),
 )
 
@@ -129,5 +134,7 @@ def settings_of(obj: object) -> dict[str, str]:
     out = {}
     for name, (attr, key, scale) in _bindings(type(obj)).items():
         value = getattr(obj, attr)
+        if value is None:  # an unset optional key: Kafka reports no value either
+            continue
         out[name] = key.type.format(value // scale if scale != 1 else value)
     return out

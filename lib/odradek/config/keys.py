@@ -35,7 +35,9 @@ class ValueType:
     describe: str  # the README's words for the accepted values
 
     def format(self, value: object) -> str:
-        """A typed value back to the string Kafka would show."""
+        """A typed value back to the string Kafka would show ('' for an unset optional key)."""
+        if value is None:
+            return ""
         return ("true" if value else "false") if self.code == ConfigType.BOOLEAN else str(value)
 
 
@@ -81,6 +83,12 @@ def _bound(n: float) -> str:
 # says INT for some, e.g. segment.bytes; no client acts on the difference).
 def integer(lo: int, hi: int) -> ValueType:
     return ValueType(ConfigType.LONG, _ranged(int, lo, hi), f"integer in [{_bound(lo)}, {_bound(hi)}]")
+
+
+def optional(kind: ValueType, unset: str) -> ValueType:
+    """``kind``, or no value (Kafka's null default, written ""): parses to None; ``unset`` says
+    what then applies."""
+    return ValueType(kind.code, lambda s: None if s == "" else kind.parse(s), f"{kind.describe}, or unset: {unset}")
 
 
 def fraction(lo: float, hi: float) -> ValueType:

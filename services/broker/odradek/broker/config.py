@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.cluster.zk_session import ZkTimeouts
 from odradek.config import setting, settings_of
 from odradek.protocol.listener import ListenerLimits
 
@@ -56,6 +57,8 @@ class BrokerConfig:
     ssl_principal_mapping_rules: str = setting("ssl.principal.mapping.rules")
     ssl_endpoint_identification_algorithm: str = setting("ssl.endpoint.identification.algorithm")
     listener_settings: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys (SASL JAAS)
+    zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int | None = setting("zookeeper.connection.timeout.ms")
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
 
@@ -68,3 +71,7 @@ class BrokerConfig:
     def broker_settings(self) -> dict[str, str]:
         """The broker's own keys and their values, as strings (DescribeConfigs)."""
         return settings_of(self)
+
+    @property
+    def zookeeper_timeouts(self) -> ZkTimeouts:
+        return ZkTimeouts(self.zookeeper_session_timeout_ms, self.zookeeper_connection_timeout_ms)

@@ -68,7 +68,7 @@ class Broker:
                           f"http://{cfg.internal_advertised_host or cfg.internal_host}:"
                           f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,
                           endpoints=tuple(endpoints) if cfg.listeners else ())
-        self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info)
+        self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts)
         await asyncio.to_thread(self.registration.start)
         log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
                  ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)

@@ -1,8 +1,13 @@
-"""The broker's ZooKeeper session (the only broker module importing kazoo).
+"""The broker's ZooKeeper session (the only broker module using kazoo's client).
 
 The broker registers itself with the ephemeral ``/brokers/ids/<id>`` znode (created again
 after a session expiry; its czxid is the broker epoch the controller fences requests with),
 and watches ``/controller`` to know where the active controller's internal API is.
+
+The session (``odradek.cluster.zk_session``: ``zookeeper.session.timeout.ms``, fast
+reconnection) outlives a ZooKeeper restart shorter than its timeout: a suspended connection
+changes nothing here; only a lost (expired) session makes the broker register again, under a
+new broker epoch.
 """
 
 from __future__ import annotations
@@ -11,21 +16,20 @@ import json
 import logging
 import time
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from odradek.cluster import paths
+from odradek.cluster import paths, zk_session
 from odradek.cluster.model import BrokerInfo
+from odradek.cluster.zk_session import ZkTimeouts
 
 log = logging.getLogger(__name__)
 
-SESSION_TIMEOUT_S = 10.0
-_REGISTRATION_WAIT_S = 3 * SESSION_TIMEOUT_S
-
 
 class BrokerRegistration:
-    def __init__(self, connect: str, cluster: str, info: BrokerInfo) -> None:
-        self._zk = KazooClient(hosts=connect + paths.chroot(cluster), timeout=SESSION_TIMEOUT_S)
+    def __init__(self, connect: str, cluster: str, info: BrokerInfo, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
+        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster))
+        self._timeouts = timeouts
         self._connect = connect
         self._cluster = cluster
         self._info = info
@@ -42,10 +46,11 @@ class BrokerRegistration:
     def controller_url(self) -> str | None:
         return self._controller_url
 
-    def start(self, timeout: float = 30.0) -> None:
-        _ensure_chroot(self._connect, self._cluster, timeout)
+    def start(self) -> None:
+        """Connect (within ``zookeeper.connection.timeout.ms``) and register."""
+        zk_session.ensure_chroot(self._connect, self._cluster, self._timeouts)
         self._zk.add_listener(self._on_state)
-        self._zk.start(timeout=timeout)
+        self._zk.start(timeout=self._timeouts.connection_s)
         self._register()
         self._zk.DataWatch(paths.CONTROLLER, self._on_controller)
 
@@ -64,7 +69,7 @@ class BrokerRegistration:
         body = json.dumps(self._info.to_json()).encode()
         path = paths.broker(self._info.id)
         self._zk.ensure_path(paths.BROKER_IDS)
-        deadline = time.monotonic() + _REGISTRATION_WAIT_S
+        deadline = time.monotonic() + 3 * self._timeouts.session_s
         while True:
             try:
                 self._zk.create(path, body, ephemeral=True)
@@ -92,6 +97,9 @@ class BrokerRegistration:
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session lost; registering again when it comes back")
+        elif state == KazooState.SUSPENDED:  # not a loss: the session outlives this by its timeout
+            log.warning("ZooKeeper connection lost; reconnecting (the session lasts %.0f s without it)",
+                        self._timeouts.session_s)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self._zk.handler.spawn(self._register_quietly)
@@ -113,14 +121,3 @@ class BrokerRegistration:
             log.info("active controller: %s", url)
         self._controller_url = url
 
-
-def _ensure_chroot(connect: str, cluster: str, timeout: float) -> None:
-    zk = KazooClient(hosts=connect, timeout=10.0)
-    zk.start(timeout=timeout)
-    try:
-        zk.ensure_path(paths.chroot(cluster))
-    except NoNodeError:
-        pass
-    finally:
-        zk.stop()
-        zk.close()

@@ -13,13 +13,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
-from odradek.cluster.control_plane import CreateTopic
+from odradek.cluster.control_plane import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS, CreateTopic
 from odradek.cluster.model import PartitionState
 from odradek.config import TOPIC_CONFIGS, validate_topic_configs
 from odradek.errors import ErrorCode, KafkaError
 
 from . import placement
 from .store import StoreSnapshot, TopicRecord
+
+# Kafka's controller refuses an operation producing more records than one batch holds (10,000)
+# with POLICY_VIOLATION and this message; the ZooKeeper store's own bound is smaller (zkstore).
+TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
+
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
@@ -52,6 +57,9 @@ def _not_being_deleted(snapshot: StoreSnapshot, name: str) -> None:
 
 def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
                 controller_epoch: int) -> TopicPlan:
+    asked = len(req.assignments) if req.assignments else defaults.partitions if req.partitions == -1 else req.partitions
+    if asked > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
     placement.validate_topic_name(req.name)
     if req.name in snapshot.topics:
         suffix = " and is marked for deletion" if req.name in snapshot.pending_deletions else ""
@@ -115,6 +123,8 @@ def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
                          f"increase.")
     if count == current:
         raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+    if count - current > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.policy_violation, TOO_LARGE_BATCH)
     rf = len(record.target(0))  # a running reassignment counts by its target
     live = snapshot.live_ids
     new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live),

@@ -18,6 +18,9 @@ import sys
 
 from aiohttp import web
 
+from odradek.cluster import zk_session
+from odradek.cluster.zk_session import ZkTimeouts
+
 from .admin import Defaults
 from .api import make_app
 from .service import Controller, Settings
@@ -59,9 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="partitions of a topic created with -1 (default %(default)s)")
     p.add_argument("--default-replication-factor", type=int, default=1,
                    help="replication factor of a topic created with -1 (default %(default)s)")
-    p.add_argument("--zk-session-timeout", type=float, default=10.0,
-                   help="ZooKeeper session timeout in seconds: how long a dead controller keeps "
-                        "/controller (default %(default)s)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="the ZooKeeper session's settings, as the brokers take them: "
+                        "zookeeper.session.timeout.ms (default 18000: how long a dead controller keeps "
+                        "/controller, and how long a ZooKeeper outage may last before it loses its role) and "
+                        "zookeeper.connection.timeout.ms (start-up's wait; default: the session timeout)")
+    p.add_argument("--zk-session-timeout", type=_positive, default=None,
+                   help="zookeeper.session.timeout.ms in seconds (wins over --config)")
     p.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction, default=True,
                    help="move leadership back to preferred replicas periodically "
                         "(Kafka's auto.leader.rebalance.enable; default on)")
@@ -81,7 +88,7 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    store = ZkStore(args.zookeeper, args.cluster, session_timeout=args.zk_session_timeout)
+    store = ZkStore(args.zookeeper, args.cluster, args.zk_timeouts)
     settings = Settings(id=args.id, url="", defaults=Defaults(args.default_partitions,
                                                               args.default_replication_factor),
                         auto_leader_rebalance=args.auto_leader_rebalance,
@@ -120,8 +127,22 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, with ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    settings = dict(kv.partition("=")[::2] for kv in args.config)
+    if args.zk_session_timeout is not None:
+        settings[zk_session.SESSION_TIMEOUT] = str(round(args.zk_session_timeout * 1000))
+    try:
+        args.zk_timeouts = ZkTimeouts.from_settings(settings)
+    except ValueError as e:
+        p.error(str(e))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))

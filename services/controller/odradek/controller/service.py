@@ -34,7 +34,7 @@ from odradek.errors import ErrorCode, KafkaError
 from . import admin, decisions, reassignment, replication
 from .decisions import PartitionChange
 from .push import Pusher
-from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable
+from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable, TooLarge
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Controller:
     # --- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self._store.start, 30.0)
+        await asyncio.to_thread(self._store.start)
         self._connected = True
         self.cluster_id = await asyncio.to_thread(self._store.cluster_id)
         log.info("controller %s at %s, cluster %s", self.settings.id, self.settings.url, self.cluster_id)
@@ -267,8 +267,10 @@ class Controller:
             self._lock.release()
 
     @contextlib.asynccontextmanager
-    async def _store_trouble_as_not_controller(self):
-        """Admin requests see a fenced or unreachable store as NOT_CONTROLLER (callers retry)."""
+    async def _store_trouble_as_kafka_errors(self):
+        """Admin requests see a fenced or unreachable store as NOT_CONTROLLER (callers retry), and
+        a write too large for the store as Kafka's controller answers an operation too large for
+        one batch of its records: POLICY_VIOLATION."""
         try:
             yield
         except ControllerMoved as e:
@@ -276,9 +278,12 @@ class Controller:
             raise KafkaError(ErrorCode.not_controller, f"no longer the controller: {e}") from None
         except StoreUnavailable as e:
             raise KafkaError(ErrorCode.not_controller, f"controller cannot reach ZooKeeper: {e}") from None
+        except TooLarge as e:
+            log.warning("refused a write: %s", e)
+            raise KafkaError(ErrorCode.policy_violation, admin.TOO_LARGE_BATCH) from None
 
     async def _write(self, fn, *args):
-        async with self._store_trouble_as_not_controller():
+        async with self._store_trouble_as_kafka_errors():
             return await asyncio.to_thread(fn, *args)
 
     async def _reload_after_write(self) -> StoreSnapshot:
@@ -333,7 +338,7 @@ class Controller:
             await self._write(self._store.mark_for_deletion, name)
             self._snapshot = dataclasses.replace(
                 snapshot, pending_deletions=snapshot.pending_deletions | {name})
-            async with self._store_trouble_as_not_controller():
+            async with self._store_trouble_as_kafka_errors():
                 await self._finish_deletion(name)
 
     # --- replication operations (called by the HTTP API) -----------------------------------------
@@ -390,7 +395,7 @@ class Controller:
                 log.info("partition %s", outcome.reason)
                 self._patched(outcome)
                 if self._snapshot.topics[req.topic].reassigning(req.partition):
-                    async with self._store_trouble_as_not_controller():
+                    async with self._store_trouble_as_kafka_errors():
                         if await self._advance_reassignments(record):
                             self._snapshot = await asyncio.to_thread(self._store.load)
                 self._publish()

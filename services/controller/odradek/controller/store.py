@@ -6,7 +6,8 @@ exceptions. Two ways to fail are kept apart, as Patroni does:
 
 - a lost race (the znode exists already, its version moved) returns ``False``;
 - an unreachable store (connection or session lost) raises ``StoreUnavailable``;
-- a write fenced off because another controller was elected since raises ``ControllerMoved``.
+- a write fenced off because another controller was elected since raises ``ControllerMoved``;
+- a write too large for one transaction raises ``TooLarge`` before anything is sent.
 
 Implementations are synchronous (kazoo is threaded); the service calls them through
 ``asyncio.to_thread`` and receives watch callbacks on the store's own threads.
@@ -31,6 +32,11 @@ class StoreUnavailable(StoreError):
 
 class ControllerMoved(StoreError):
     """A controller write was fenced: ``/controller_epoch`` moved past our election."""
+
+
+class TooLarge(StoreError):
+    """A write larger than the store takes at once (ZooKeeper refuses a request above its
+    ``jute.maxbuffer`` by dropping the connection): refused before it is sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +134,9 @@ class MetadataStore(abc.ABC):
 
     # --- lifecycle and session -------------------------------------------------------
     @abc.abstractmethod
-    def start(self, timeout: float) -> None:
-        """Connect; create the chroot and the persistent roots; raise StoreUnavailable."""
+    def start(self, timeout: float | None = None) -> None:
+        """Connect within ``timeout`` s (None: the store's own connection timeout); create the
+        chroot and the persistent roots; raise StoreUnavailable."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

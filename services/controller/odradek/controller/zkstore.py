@@ -19,17 +19,19 @@ import logging
 import uuid
 from typing import Any, Callable, Mapping
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionDropped,
                               ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
                               RolledBackError, RuntimeInconsistency, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Transaction
 
-from odradek.cluster import paths
+from odradek.cluster import paths, zk_session
 from odradek.cluster.model import BrokerInfo, PartitionState
+from odradek.cluster.zk_session import ZkTimeouts
 
 from .store import (Callback, ControllerMoved, ControllerRecord, MetadataStore, StoreError,
-                    StoreSnapshot, StoreUnavailable, TopicRecord, TopicWrite)
+                    StoreSnapshot, StoreUnavailable, TooLarge, TopicRecord, TopicWrite)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ CLUSTER_ID = "/cluster/id"
 _UNAVAILABLE = (ConnectionLoss, ConnectionDropped, ConnectionClosedError, SessionExpiredError,
                 OperationTimeoutError, KazooTimeoutError)
 _OP_TIMEOUT = 10.0
+# ZooKeeper drops a connection whose request exceeds jute.maxbuffer (0xfffff bytes by default),
+# and with it the session's standing for a while: a bigger transaction is refused here instead
+# (a topic of 2,500-3,000 partitions at RF 3 fits, depending on the length of its znode paths).
+MAX_TRANSACTION_BYTES = 1_000_000
 
 
 def _unavailable_as_store_error(fn):
@@ -104,23 +110,23 @@ def state_json(s: PartitionState) -> dict:
 
 
 class ZkStore(MetadataStore):
-    def __init__(self, connect: str, cluster: str, session_timeout: float = 10.0) -> None:
+    """``timeouts.session_ms`` is how long a dead controller keeps ``/controller`` and how long
+    a ZooKeeper outage may last before this instance loses its role (a suspended connection
+    only makes it inactive until it reconnects)."""
+
+    def __init__(self, connect: str, cluster: str, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
         self._connect = connect
         self._cluster = cluster
-        self._zk = KazooClient(hosts=connect + paths.chroot(cluster), timeout=session_timeout)
+        self._timeouts = timeouts
+        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster))
         self._fence_version: int | None = None  # /controller_epoch's version after our election
 
     # --- lifecycle --------------------------------------------------------------------------
     @_unavailable_as_store_error
-    def start(self, timeout: float = 30.0) -> None:
-        root = KazooClient(hosts=self._connect, timeout=10.0)
-        root.start(timeout=timeout)
-        try:
-            root.ensure_path(paths.chroot(self._cluster))
-        finally:
-            root.stop()
-            root.close()
-        self._zk.start(timeout=timeout)
+    def start(self, timeout: float | None = None) -> None:
+        timeouts = self._timeouts if timeout is None else ZkTimeouts(self._timeouts.session_ms, int(timeout * 1000))
+        zk_session.ensure_chroot(self._connect, self._cluster, timeouts)
+        self._zk.start(timeout=timeouts.connection_s)
         for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster",
                   "/admin"):
             self._zk.ensure_path(p)
@@ -287,6 +293,9 @@ class ZkStore(MetadataStore):
         return t
 
     def _commit(self, t) -> tuple[int, Exception] | None:
+        size = len(Transaction(t.operations).serialize())
+        if size > MAX_TRANSACTION_BYTES:
+            raise TooLarge(f"a transaction of {size} bytes exceeds {MAX_TRANSACTION_BYTES} bytes")
         failed = _failure(t.commit())
         if failed is not None and failed[0] == 0:
             raise ControllerMoved("/controller_epoch moved: another controller was elected")

@@ -12,7 +12,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from fastapi import Request, Response
 
 from odradek.gateway.auth import ADMIN, READ, require
-from odradek.gateway.errors import ClusterNotFound, GatewayError, InvalidTopicRequest, KafkaFailure, TopicNotFound
+from odradek.gateway.errors import (ClusterNotFound, GatewayError, InvalidTopicRequest, KafkaFailure,
+                                    RetriableKafkaFailure, TopicNotFound)
 from odradek.gateway.models import AlterConfigs, CreateTopic, PatchTopic
 
 TIMEOUT_S = 30.0
@@ -35,6 +36,8 @@ async def _wait(futures: dict, key, topic: str) -> object:
         return await asyncio.to_thread(futures[key].result, TIMEOUT_S)
     except KafkaException as e:
         raise _kafka_error(e.args[0], topic) from None
+    except TimeoutError:  # the future's own timeout: the cluster did not answer (Kafka's REQUEST_TIMED_OUT)
+        raise RetriableKafkaFailure(f"The cluster did not answer within {TIMEOUT_S:.0f} s") from None
 
 
 async def _cluster_id(request: Request, cluster_id: str | None = None) -> str:

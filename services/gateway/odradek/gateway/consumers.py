@@ -110,6 +110,8 @@ async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> 
     raw = await edge.read_body(request)
     body = edge.parse(raw, Offsets) if raw.strip() else Offsets()
     if body.offsets:
+        for o in body.offsets:  # 40401 / 40402 for what does not exist, rather than the broker's 50002
+            await request.app.state.kafka.partition(o.topic, o.partition)
         tps = [TopicPartition(o.topic, o.partition, o.offset + 1, metadata=o.metadata or "") for o in body.offsets]
     else:
         tps = [TopicPartition(t, p, off) for (t, p), off in inst.positions.items()]

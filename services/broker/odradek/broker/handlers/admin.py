@@ -42,8 +42,18 @@ def _seconds(timeout) -> float:
 
 async def create_topics(ctx: BrokerContext, header, req):
     s = Schemas(CREATE_TOPICS, header.api_version)
+    asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in req.topics)
+    if asked > cp.MAX_PARTITIONS_PER_REQUEST:  # Kafka refuses the whole request, each topic alike
+        refused = KafkaError(ErrorCode.policy_violation, cp.TOO_MANY_PARTITIONS)
+        return make(s.CreateTopicsResponse, throttle_time=ZERO,
+                    topics=tuple(_create_failed(s, t.name, refused) for t in req.topics))
     results = await asyncio.gather(*(_create_one(ctx, s, t, req) for t in req.topics))
     return make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
+
+
+def _create_failed(s, name: str, e: KafkaError):
+    return make(s.CreatableTopicResult, name=name, topic_id=uuid_zero, error_code=e.code, error_message=e.message,
+                topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
 
 
 async def _create_one(ctx: BrokerContext, s, topic, req):
@@ -57,9 +67,7 @@ async def _create_one(ctx: BrokerContext, s, topic, req):
                 ctx, lambda: ctx.replicas.topic(topic.name) is not None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "topic created; metadata not yet propagated")
     except KafkaError as e:
-        return make(s.CreatableTopicResult, name=topic.name, topic_id=uuid_zero, error_code=e.code,
-                    error_message=e.message, topic_config_error_code=ErrorCode.none,
-                    num_partitions=-1, replication_factor=-1, configs=None)
+        return _create_failed(s, topic.name, e)
     partitions = created.partitions
     configs = None  # v5+ describes the new topic's configs
     if hasattr(s.module, "CreatableTopicConfigs"):

@@ -1,0 +1,49 @@
+"""ZooKeeper sessions (``odradek.cluster.zk_session``, used by brokers and controllers) outlive a
+ZooKeeper restart: the server restores sessions from its database with a fresh timeout, and the
+client reconnects within 0.7 s of the server's return, so even an outage longer than the session
+timeout expires nothing. kazoo's own policy (backing off to minutes) came back too late.
+
+A private ZooKeeper server (the shared one must not restart under other tests), a 4 s session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kazoo.client import KazooState
+
+from odradek.cluster import zk_session
+from odradek.cluster.zk_session import ZkTimeouts
+from odradek.dev.waiting import wait_until
+from odradek.dev.zookeeper import ZooKeeperServer
+
+
+def test_a_session_outlives_a_zookeeper_restart_longer_than_its_timeout(tmp_path):
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    client = zk_session.client(server.connect, ZkTimeouts(session_ms=4000))
+    states: list[str] = []
+    connected = threading.Event()
+    try:
+        client.add_listener(lambda s: (states.append(s), connected.set() if s == KazooState.CONNECTED else None))
+        client.start(timeout=10)
+        client.create("/registration", b"x", ephemeral=True)
+        session, czxid = client.client_id[0], client.exists("/registration").czxid
+        port = server.port
+        server.stop()
+        wait_until(lambda: KazooState.SUSPENDED in states, 10, "the client to notice")
+        connected.clear()
+        time.sleep(5.0)                                 # down longer than the 4 s session timeout
+        server = ZooKeeperServer(tmp_path / "zk", port=port).start()
+        assert connected.wait(5.0), f"no reconnection within 5 s of the restart: {states}"
+        assert KazooState.LOST not in states, states
+        assert client.client_id[0] == session and client.exists("/registration").czxid == czxid
+    finally:
+        client.stop()
+        client.close()
+        server.stop()
+
+
+def test_timeouts_follow_kafka():
+    assert (ZkTimeouts().session_s, ZkTimeouts().connection_s) == (18.0, 18.0)   # connection: the session's
+    assert ZkTimeouts.from_settings({"zookeeper.connection.timeout.ms": "6000"}).connection_s == 6.0
