@@ -21,9 +21,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.cluster.zk_session import ZkTimeouts
 from odradek.dev import harness
-
-from odradek.broker.zk import SESSION_TIMEOUT_S
 from odradek.dev.waiting import wait_until
 
 from .checker import Report, check
@@ -60,7 +59,7 @@ class Config:
     interval: float = 2.5                  # mean seconds between one recovery and the next fault
     downtime: float = 2.0                  # a killed process stays down 0..downtime seconds
     faults: tuple[str, ...] = ("leader", "controller", "broker")
-    session_timeout: float = SESSION_TIMEOUT_S  # the brokers' ZooKeeper session timeout (pauses around it)
+    session_timeout: float = ZkTimeouts().session_s  # the brokers' ZooKeeper session timeout (pauses around it)
     disk_headroom: int = 64 << 20          # disk-full: the small disk's free bytes at the start
     wait_isr: bool = True
     recovery_timeout: float = 60.0
