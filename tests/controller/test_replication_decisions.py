@@ -262,3 +262,21 @@ def test_plan_request_and_pending_work():
     moves, requests, _ = reassignment.pending_work(snapshot(topics=[done], requests={("t", 0): (2, 3)}),
                                                    ELIGIBLE, CE)
     assert [(m.replicas, m.state.leader, m.done) for m in moves] == [((2, 3), 2, True)] and requests == {}
+
+
+# --- log directory failure events ---------------------------------------------------------------
+def test_a_broker_whose_log_dir_went_offline_loses_its_leaderships_and_isr_places():
+    from dataclasses import replace
+
+    from odradek.controller import decisions
+    base = snapshot(topics=[record("t", [((1, 2, 3), 3, 4, (1, 2, 3)), ((1, 2, 3), 1, 4, (1, 2, 3))])])
+    snap = replace(base, log_dir_events={"log_dir_event_0000000001": (3, 103)})  # 103: broker 3's epoch
+    assert snap.offline_dir_ids == {3}
+    changes = {c.state.partition: c.state for c in decisions.partition_changes(snap, CE)}
+    assert changes[0].leader in (1, 2) and 3 not in changes[0].isr and changes[0].leader_epoch == 5
+    assert changes[1].leader == 1 and changes[1].isr == (1, 2)
+    assert decisions.handled_log_dir_events(snap) == []
+    restarted = replace(snap, brokers=tuple(replace(b, epoch=200) if b.id == 3 else b for b in snap.brokers))
+    assert restarted.offline_dir_ids == frozenset()
+    assert decisions.handled_log_dir_events(restarted) == ["log_dir_event_0000000001"]
+    assert decisions.partition_changes(replace(base, log_dir_events={}), CE) == []

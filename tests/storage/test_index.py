@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -83,3 +84,49 @@ def test_time_index(tmp_path):
     reopened = TimeIndex(tmp_path / "a.timeindex", 100, 12 * 5)
     reopened.sanity_check()
     assert reopened.entries == 2
+
+
+def test_appending_on_a_full_disk_is_enospc_not_sigbus(tmp_path):
+    """The pre-allocated index is sparse: its blocks are allocated before entries are stored
+    in the mapping, so a full filesystem raises ENOSPC (a store to an unbacked page would be
+    SIGBUS, killing the process)."""
+    import errno
+
+    from tests.support.small_fs import fill, free, small_tmpfs
+
+    with small_tmpfs(tmp_path / "fs", 1) as fs:
+        index = OffsetIndex(fs / "a.index", 0, 8 * 100_000)
+        fill(fs)
+        with pytest.raises(OSError) as raised:
+            index.append(1, 10)
+        assert raised.value.errno == errno.ENOSPC and index.entries == 0
+        free(fs)
+        index.append(1, 10)
+        assert index.lookup(1) == OffsetPosition(1, 10)
+        index.close()
+
+
+
+def test_reopening_a_sparse_index_on_a_full_disk_reads_no_hole(tmp_path):
+    """After a crash the active index is still sparse at its pre-allocated size; reopened on a
+    full tmpfs (where reading a hole through the mapping needs a page: SIGBUS) its entries end
+    at the first hole, and rebuilding it is ENOSPC."""
+    import errno
+
+    from tests.support.small_fs import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "fs", 1) as fs:
+        index = OffsetIndex(fs / "a.index", 0, 8 * 100_000)
+        index.append(1, 10)
+        index._map.close()  # a crash: the file keeps its pre-allocated size
+        os.close(index._fd)
+        fill(fs)
+        reopened = OffsetIndex(fs / "a.index", 0, 8 * 100_000)
+        assert 1 <= reopened.entries <= 65536 // 8 and reopened.entry(0) == (1, 10)
+        with pytest.raises(CorruptIndex):  # zeros after the entry, up to the allocation chunk
+            reopened.sanity_check()
+        reopened.reset()
+        with pytest.raises(OSError) as raised:
+            for offset in range(1, 10_000):
+                reopened.append(offset, offset * 10)
+        assert raised.value.errno == errno.ENOSPC

@@ -12,8 +12,11 @@ CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/producer_id_block"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"  # persistent sequential children, Kafka's names
+LOG_DIR_FAILURE = 1  # the event's "event" field, as Kafka's LogDirEventNotificationHandler
 
-PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS)
+PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, LOG_DIR_EVENT_NOTIFICATION)
 
 
 def chroot(cluster: str) -> str:
@@ -42,3 +45,7 @@ def topic_config(name: str) -> str:
 
 def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
+
+
+def log_dir_event(name: str) -> str:
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{name}"

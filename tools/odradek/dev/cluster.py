@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 import urllib.error
@@ -27,6 +28,7 @@ from odradek.dev.waiting import wait_until
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = Path("var/dev")
+BROKER_SERVING = "serving Kafka on"  # the broker's log line once it listens and is registered
 
 
 def free_port(preferred: int = 0) -> int:
@@ -130,10 +132,29 @@ def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
     state["zookeeper"] = zk.connect
 
 
-def _start_process(state: dict, name: str) -> None:
-    _, rec = processes.spawn(name, state["commands"][name], Path(state["data_dir"]) / "logs" / f"{name}.log",
-                             group=state.get("groups", {}).get(name))
+def _start_process(state: dict, name: str) -> tuple[subprocess.Popen, int]:
+    """Spawn ``name``; its process and where its log stood before it started."""
+    log_path = Path(state["data_dir"]) / "logs" / f"{name}.log"
+    since = log_path.stat().st_size if log_path.exists() else 0
+    proc, rec = processes.spawn(name, state["commands"][name], log_path, group=state.get("groups", {}).get(name))
     state["processes"][name] = rec.to_json()
+    return proc, since
+
+
+def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout: float) -> str | None:
+    """None once the broker logs that it serves; why it did not if it exited first."""
+    def settled() -> str | bool:
+        with open(log_path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        if BROKER_SERVING in text:
+            return "serving"
+        if proc.poll() is None:
+            return False
+        errors = [line for line in text.splitlines() if " ERROR " in line or " CRITICAL " in line]
+        return f"exited with code {proc.returncode}: {errors[-1] if errors else text.strip()[-500:]}"
+    outcome = wait_until(settled, timeout, f"{log_path.stem} to serve", 0.1, retry_on=())
+    return None if outcome == "serving" else outcome
 
 
 def _process_name(state: dict, which: str) -> str:
@@ -175,10 +196,15 @@ def start(args: argparse.Namespace) -> int:
     if name == "zookeeper":  # the same port: brokers and controllers reconnect to their connect string
         _start_zookeeper(state, int(state["zookeeper"].rsplit(":", 1)[1]), args.timeout)
     else:
-        _start_process(state, name)
+        proc, since = _start_process(state, name)
     _save(path, state)
     if name == "gateway":   # like `dev up`: return once it answers /readyz
         _wait_gateway_ready(state, timeout=60)
+    elif name.startswith("broker-"):  # a broker that cannot start (a full disk) says why and exits
+        failure = _broker_failure(proc, Path(state["processes"][name]["log"]), since, args.timeout)
+        if failure is not None:
+            print(f"{name} failed to start: {failure}", file=sys.stderr)
+            return 1
     print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
 

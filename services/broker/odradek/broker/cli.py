@@ -81,16 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     from odradek.broker.server import Broker
 
-    async def run() -> None:
+    async def run() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await Broker(config).run(stop)
+        broker = Broker(config)
+        await broker.run(stop)
+        return broker.exit_code  # 1 after a start-up or log directory failure
 
     try:
         import uvloop
-        uvloop.run(run())
+        return uvloop.run(run())
     except ImportError:
-        asyncio.run(run())
-    return 0
+        return asyncio.run(run())

@@ -10,6 +10,8 @@ leader truncates and fetches). Logs of partitions no longer assigned here are de
 Handlers come here for "am I the leader of t-p?" (``leader``), leader appends, follower
 fetch positions (``record_follower_fetch``, which moves the HW, completes parked produces,
 wakes parked consumer fetches and asks for ISR expansion) and the long-poll wake-up.
+Once the data directory is offline (an append failed with an OSError, see
+storage.failure) every partition answers KAFKA_STORAGE_ERROR.
 The replication parts live in ``odradek.broker.replication`` (partition state, fetchers,
 ISR changes, purgatories). Event-loop thread only.
 """
@@ -72,8 +74,12 @@ class ReplicaManager:
     @property
     def fetchers(self) -> ReplicaFetcherManager:
         if self._fetchers is None:  # created lazily: its tasks need a running loop
-            self._fetchers = ReplicaFetcherManager(self.broker_id, self.logs.get, self._address, self.inter_broker)
+            self._fetchers = ReplicaFetcherManager(self.broker_id, self._online_log, self._address, self.inter_broker,
+                                                   storage_failed=self.logs.failures.fail)
         return self._fetchers
+
+    def _online_log(self, topic: str, partition: int) -> Log | None:
+        return None if self.logs.failures.offline else self.logs.get(topic, partition)
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         b = self._live.get(broker_id)
@@ -175,6 +181,7 @@ class ReplicaManager:
         if meta is None or not 0 <= partition < len(meta.partitions):
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"This server does not host this topic-partition: {topic}-{partition}")
+        self.logs.failures.check()
         part = self._partitions.get((topic, partition))
         if part is None or not part.leading or part.log.closed:
             raise KafkaError(ErrorCode.not_leader_or_follower,
@@ -192,7 +199,10 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_enough_replicas,
                              f"the ISR of {topic}-{partition} is {list(part.isr)}, below "
                              f"min.insync.replicas={part.min_isr}")
-        info = lp.log.append(records, leader_epoch=part.leader_epoch)
+        try:
+            info = lp.log.append(records, leader_epoch=part.leader_epoch)
+        except OSError as e:
+            raise self.logs.failures.fail(f"appending to {topic}-{partition}", e) from e
         if part.advance_high_watermark():
             part.complete_produces()
         self.wakeup.notify()

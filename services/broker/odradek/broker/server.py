@@ -8,6 +8,13 @@ to move its leaderships away (``control_plane.CONTROLLED_SHUTDOWN``),
 retrying up to ``controlled.shutdown.max.retries`` times while some remain, and keeps
 serving meanwhile (clients get NOT_LEADER_OR_FOLLOWER, refresh metadata and retry on the
 new leaders); then it stops fetching, deregisters, stops serving and closes its logs.
+
+When the data directory goes offline (a write failed with an OSError: a full disk, EIO; see
+storage.failure) the broker answers KAFKA_STORAGE_ERROR for its partitions and, its only log
+directory being offline, shuts down as Kafka does: it writes a log directory event for the
+controller (``/log_dir_event_notification``: the controller moves leadership and ISR
+membership away from it), stops fetching, deregisters and exits with ``exit_code`` 1 without
+writing checkpoints or the clean-shutdown marker, so the next start runs recovery.
 """
 
 from __future__ import annotations
@@ -54,10 +61,19 @@ class Broker:
         self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
         self.kafka_port = config.port
         self.internal_port = config.internal_port
+        self.exit_code = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
-        self.logs.open_all()
+        try:
+            self.logs.open_all()
+        except OSError as e:  # a full disk at start-up: say so and exit non-zero (dev start reports it)
+            log.error("broker %d cannot start: opening the log directory %s failed: %s", cfg.broker_id,
+                      cfg.data_dir, e)
+            self.exit_code = 1
+            return
+        loop = asyncio.get_running_loop()
+        self.logs.failures.subscribe(lambda _cause: loop.call_soon_threadsafe(self._log_dir_failed, stop))
         listeners, endpoints = self._listen()
         runner = web.AppRunner(self._internal_app(), access_log=None)
         await runner.setup()
@@ -80,7 +96,10 @@ class Broker:
             clean = True
         finally:
             log.info("broker %d shutting down", cfg.broker_id)
-            if clean:
+            offline = self.logs.failures.offline
+            if offline:
+                await asyncio.to_thread(self.registration.report_log_dir_failure)
+            elif clean:
                 await self._controlled_shutdown()
             await self.replicas.close()
             self.context.close()
@@ -90,7 +109,15 @@ class Broker:
             await isr_checks
             await runner.cleanup()
             await self.controller.close()
-            self.logs.close()
+            if offline:
+                self.logs.abandon()
+            else:
+                self.logs.close()
+
+    def _log_dir_failed(self, stop: asyncio.Event) -> None:
+        log.error("Shutdown broker because all log dirs in %s have failed", self.config.data_dir)
+        self.exit_code = 1
+        stop.set()
 
     def _listen(self) -> tuple[KafkaListener, list[tuple[str, str, int]]]:
         """Every listener's socket, served by one ``KafkaListener`` (connection limits and request

@@ -2,7 +2,9 @@
 
 The broker registers itself with the ephemeral ``/brokers/ids/<id>`` znode (created again
 after a session expiry; its czxid is the broker epoch the controller fences requests with),
-and watches ``/controller`` to know where the active controller's internal API is.
+and watches ``/controller`` to know where the active controller's internal API is. When its
+log directory goes offline it writes a sequential ``/log_dir_event_notification/log_dir_event_``
+znode (Kafka's log directory failure event) for the controller.
 
 The session (``odradek.cluster.zk_session``: ``zookeeper.session.timeout.ms``, fast
 reconnection) outlives a ZooKeeper restart shorter than its timeout: a suspended connection
@@ -61,6 +63,16 @@ class BrokerRegistration:
             pass
         self._zk.stop()
         self._zk.close()
+
+    def report_log_dir_failure(self) -> None:
+        """Tell the controller our log directory is offline (it moves our leaderships away)."""
+        body = {"version": 1, "broker": self._info.id, "event": paths.LOG_DIR_FAILURE,
+                "broker_epoch": self.broker_epoch}
+        try:
+            self._zk.create(paths.log_dir_event(paths.LOG_DIR_EVENT_PREFIX), json.dumps(body).encode(),
+                            sequence=True, makepath=True)
+        except Exception as e:  # noqa: BLE001 - the deregistration that follows moves leadership too
+            log.warning("could not write the log directory event: %s", e)
 
     def _register(self) -> None:
         """Create our ephemeral znode. After a crash, the previous process's znode lives until

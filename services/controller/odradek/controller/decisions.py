@@ -1,7 +1,8 @@
 """The controller loop's decisions: pure functions over a ``StoreSnapshot``, each with a reason.
 
 Owns: what the active controller must write after a change (partition leaders and ISRs
-over the live brokers), which topic deletions are pending, and the ``ClusterMetadata``
+over the live brokers, less those whose log directory is offline), which log directory
+events are handled, which topic deletions are pending, and the ``ClusterMetadata``
 snapshot that brokers receive (topics queued for deletion and incomplete ones left out).
 """
 
@@ -27,8 +28,10 @@ class PartitionChange:
 def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
                       shutting_down: Iterable[int] = ()) -> list[PartitionChange]:
     """Leader elections and ISR shrinks the registered broker set calls for (brokers shutting
-    down are registered but not elected)."""
-    live = set(snapshot.live_ids)
+    down are registered but not elected; a broker whose log directory went offline in its
+    current registration counts as dead: its replicas are offline, as Kafka's controller
+    treats them after a log directory event)."""
+    live = set(snapshot.live_ids) - snapshot.offline_dir_ids
     changes = []
     for name in sorted(snapshot.topics):
         if name in snapshot.pending_deletions:
@@ -41,6 +44,13 @@ def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
             if new is not None:
                 changes.append(PartitionChange(name, new, record.state_versions[p], f"{name}-{p}: {reason}"))
     return changes
+
+
+def handled_log_dir_events(snapshot: StoreSnapshot) -> list[str]:
+    """Log directory events that no longer matter: their broker's registration is gone or
+    newer (it restarted with its directory back), so the znodes can go."""
+    current = {(b.id, b.epoch) for b in snapshot.brokers}
+    return sorted(name for name, event in snapshot.log_dir_events.items() if event not in current)
 
 
 def still_controller(snapshot: StoreSnapshot, mine: ControllerRecord) -> tuple[bool, str]:

@@ -127,6 +127,7 @@ class Controller:
         self._store.watch_brokers(threadsafe(self._poke))
         self._store.watch_topics(threadsafe(self._poke))
         self._store.watch_reassignments(threadsafe(self._poke))
+        self._store.watch_log_dir_events(threadsafe(self._poke))
         rebalancer = asyncio.create_task(self._rebalance_loop(), name="leader-rebalance")
         try:
             await self._loop()
@@ -190,6 +191,11 @@ class Controller:
                                    if (b := snapshot.broker(i)) is not None and b.epoch == e}
             for topic in sorted(snapshot.pending_deletions):
                 await self._finish_deletion(topic)
+            for broker_id in sorted(snapshot.offline_dir_ids):
+                log.warning("broker %d reported its log directory offline: its replicas are offline", broker_id)
+            handled = decisions.handled_log_dir_events(snapshot)
+            if handled:
+                await asyncio.to_thread(self._store.delete_log_dir_events, handled)
             changes = decisions.partition_changes(self._snapshot, mine.epoch, self._shutting_down)
             for change in changes:
                 log.info("partition %s", change.reason)

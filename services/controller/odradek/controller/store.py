@@ -104,10 +104,17 @@ class StoreSnapshot:
     # (-1: no znode)
     reassign_requests: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     reassign_version: int = -1
+    # /log_dir_event_notification children: znode name -> (broker id, broker epoch it wrote in)
+    log_dir_events: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def live_ids(self) -> tuple[int, ...]:
         return tuple(b.id for b in self.brokers)
+
+    @property
+    def offline_dir_ids(self) -> frozenset[int]:
+        """Registered brokers whose log directory went offline in their current registration."""
+        return frozenset(b.id for b in self.brokers if (b.id, b.epoch) in set(self.log_dir_events.values()))
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.id == broker_id), None)
@@ -167,6 +174,14 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def watch_reassignments(self, callback: Callback) -> None:
         """Call ``callback`` when ``/admin/reassign_partitions`` is written or deleted."""
+
+    @abc.abstractmethod
+    def watch_log_dir_events(self, callback: Callback) -> None:
+        """Call ``callback`` when a log directory event notification appears or goes."""
+
+    @abc.abstractmethod
+    def delete_log_dir_events(self, names: list[str]) -> None:
+        """Remove handled log directory event notifications (missing ones are fine)."""
 
     @abc.abstractmethod
     def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:

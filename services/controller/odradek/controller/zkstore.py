@@ -128,7 +128,7 @@ class ZkStore(MetadataStore):
         zk_session.ensure_chroot(self._connect, self._cluster, timeouts)
         self._zk.start(timeout=timeouts.connection_s)
         for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster",
-                  "/admin"):
+                  "/admin", paths.LOG_DIR_EVENT_NOTIFICATION):
             self._zk.ensure_path(p)
         try:
             self._zk.create(paths.CONTROLLER_EPOCH, _dump(0))
@@ -163,6 +163,8 @@ class ZkStore(MetadataStore):
         broker_ids = zk.get_children(paths.BROKER_IDS)
         names = zk.get_children(paths.TOPICS)
         deletions = frozenset(zk.get_children(paths.DELETE_TOPICS))
+        event_reads = {e: zk.get_async(paths.log_dir_event(e))
+                       for e in zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)}
         reassign_read = zk.get_async(paths.REASSIGN_PARTITIONS)
         broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
         topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
@@ -188,7 +190,7 @@ class ZkStore(MetadataStore):
         requests = parse_reassign(reassign[0]) if reassign else {}
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
-                             requests, reassign[1].version if reassign else -1)
+                             requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads))
 
     def _topic_record(self, name: str, topic_read, config_read) -> TopicRecord | None:
         got = _result(topic_read)
@@ -232,6 +234,17 @@ class ZkStore(MetadataStore):
 
     def watch_reassignments(self, callback: Callback) -> None:
         self._zk.DataWatch(paths.REASSIGN_PARTITIONS, lambda _data, _stat: callback())
+
+    def watch_log_dir_events(self, callback: Callback) -> None:
+        self._zk.ChildrenWatch(paths.LOG_DIR_EVENT_NOTIFICATION, lambda _children: callback())
+
+    @_unavailable_as_store_error
+    def delete_log_dir_events(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                self._zk.delete(paths.log_dir_event(name))
+            except NoNodeError:
+                pass
 
     def watch_controller(self, callback: Callable[[ControllerRecord | None], None]) -> None:
         self._zk.DataWatch(paths.CONTROLLER,
@@ -441,6 +454,20 @@ def _lost_race(failed: tuple[int, Exception] | None) -> bool:
     if isinstance(failed[1], (BadVersionError, NoNodeError, NodeExistsError)):
         return False
     raise StoreError(f"transaction failed: {failed[1]!r}")
+
+
+def _log_dir_events(reads: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """{znode name: (broker, broker epoch)} of the readable log directory failure events."""
+    events = {}
+    for name, pending in reads.items():
+        got = _result(pending)
+        try:
+            body = json.loads(got[0]) if got else None
+            if body is not None and int(body["event"]) == paths.LOG_DIR_FAILURE:
+                events[name] = (int(body["broker"]), int(body.get("broker_epoch", -1)))
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring unreadable log directory event %s: %r", name, got[0])
+    return events
 
 
 def _controller_record(data: bytes | None) -> ControllerRecord | None:

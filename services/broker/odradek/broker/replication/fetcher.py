@@ -12,6 +12,8 @@ Errors per partition: NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and th
 off ``FETCH_BACKOFF_S`` (the next snapshot replaces the partition's state and retries at
 once); OFFSET_OUT_OF_RANGE truncates fully to the leader's log start when that is past our
 LEO, else truncates to the leader's HW. A broken connection backs off every partition.
+A write failing with an OSError is a storage failure (``storage_failed``): the data
+directory goes offline and ``log_of`` answers None from then on, so fetching stops.
 
 Event-loop thread only.
 """
@@ -58,11 +60,13 @@ class FetchState:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
-                 address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None) -> None:
+                 address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None,
+                 storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None) -> None:
         self.broker_id = broker_id
         self.security = security
         self.log_of = log_of
         self.address_of = address_of
+        self.storage_failed = storage_failed
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._source: dict[TP, int] = {}
 
@@ -266,6 +270,9 @@ class ReplicaFetcher:
                     log.warning("%s-%d: cannot append what broker %d sent (%s); truncating again",
                                 topic.topic, p.partition_index, self.source, e.message)
                     state.truncating = True
+                    self._delay([state])
+                except OSError as e:  # the data directory goes offline; log_of then answers None
+                    self.manager.storage_failed(f"appending to {lg.name} as a follower", e)
                     self._delay([state])
 
     def _apply(self, lg: "Log", state: FetchState, p) -> None:

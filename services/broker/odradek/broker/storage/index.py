@@ -9,6 +9,12 @@ indexes are disposable and the loader rebuilds them from the ``.log`` after a cr
 Keys are strictly increasing, so lookups are binary searches. The file of the active
 segment is pre-allocated to ``segment.index.bytes`` (rounded down to whole entries) and
 mmap'd; when the segment stops being active the file is trimmed to its valid entries.
+The pre-allocated file is sparse (as Kafka's ``setLength``); blocks are allocated with
+``posix_fallocate`` in ``_ALLOCATION_CHUNK`` steps before entries are written there: a store
+to a mapped page the filesystem cannot back (a full disk) kills the process with SIGBUS,
+while a failed allocation is an ``OSError`` (ENOSPC) the broker handles. An existing file's
+entries end at its first hole (``SEEK_HOLE``): a crash leaves the active index sparse at its
+full size, and on tmpfs even a read fault on a hole of a shared mapping needs a page.
 
 Not thread-safe: one event-loop thread owns every index (the loader may use one thread
 per partition, never two threads for one index).
@@ -24,6 +30,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["AbstractIndex", "CorruptIndex", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
+
+_ALLOCATION_CHUNK = 64 * 1024  # one fallocate per 8192 offset-index entries
 
 
 class OffsetPosition(NamedTuple):
@@ -52,7 +60,10 @@ class AbstractIndex(ABC):
         self._map: mmap.mmap | None = None
         length = self._length_at_open = os.fstat(self._fd).st_size
         self.entry_size = self.ENTRY.size
-        self.entries = length // self.entry_size
+        # After a crash the active index is still sparse at its pre-allocated size: its entries
+        # end at the first hole (reading a hole through the mapping needs a page on tmpfs).
+        self._backed = min(length, os.lseek(self._fd, 0, os.SEEK_HOLE)) if length else 0
+        self.entries = self._backed // self.entry_size
         self._length = 0
         self.resize(max(max_index_size, self.entries * self.entry_size))
 
@@ -79,6 +90,7 @@ class AbstractIndex(ABC):
             self._map = None
         os.ftruncate(self._fd, rounded)
         self._length = rounded
+        self._backed = min(self._backed, rounded)
         if rounded:
             self._map = mmap.mmap(self._fd, rounded)
 
@@ -114,8 +126,17 @@ class AbstractIndex(ABC):
         if self.entries >= self.max_entries:
             raise CorruptIndex(f"{self.path} is full ({self.entries} entries)")
         assert self._map is not None
-        self.ENTRY.pack_into(self._map, self.entries * self.entry_size, *fields)
+        position = self.entries * self.entry_size
+        if position + self.entry_size > self._backed:
+            self._allocate(position + self.entry_size)
+        self.ENTRY.pack_into(self._map, position, *fields)
         self.entries += 1
+
+    def _allocate(self, end: int) -> None:
+        """Give the file blocks up to at least ``end`` (ENOSPC raises here, not SIGBUS later)."""
+        target = min(-(-end // _ALLOCATION_CHUNK) * _ALLOCATION_CHUNK, self._length)
+        os.posix_fallocate(self._fd, self._backed, target - self._backed)
+        self._backed = target
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry that points at ``offset`` or beyond."""

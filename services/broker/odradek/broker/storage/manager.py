@@ -16,7 +16,8 @@ worker thread), the log cleaner (compacted logs are cleaned one at a time in a c
 process and swapped in on a later tick, see cleaner), and the checkpoints
 every ``checkpoint_interval_seconds`` (offsets taken on the loop, written and fsynced in a
 worker thread). ``close``
-flushes every log, writes the checkpoints, then the clean-shutdown marker.
+flushes every log, writes the checkpoints, then the clean-shutdown marker. A write that fails
+with an OSError takes the directory offline (``failures``, see failure): maintenance stops.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .cleaner import BackgroundCleaner, LogCleaner
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          CorruptCheckpoint, OffsetCheckpointFile, fsync_dir)
 from .config import LogConfig
+from .failure import LogDirFailureChannel
 from .log import Log
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager"]
@@ -70,6 +72,7 @@ class LogManager:
         self._log_starts = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._last_checkpoint = 0.0
         self.had_clean_shutdown = False
+        self.failures = LogDirFailureChannel(self.data_dir)
         self.cleaner = LogCleaner(self.data_dir)
         self._background_cleaner = BackgroundCleaner(self.cleaner, cleaner_priority)
 
@@ -82,7 +85,8 @@ class LogManager:
             return {}
 
     def open_all(self) -> None:
-        """Load every partition directory (recovering after a crash) and remove deleted ones."""
+        """Load every partition directory (recovering after a crash), remove deleted ones and
+        write the checkpoints; an OSError (a full disk) propagates."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
@@ -108,6 +112,9 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=self.recovery_threads, thread_name_prefix="log-loader") as pool:
             loaded = dict(zip(found, pool.map(load, found)))
         self._logs.update(loaded)
+        # Recovery moved the recovery points: make them durable now, which is also where a
+        # full disk shows at start-up (the caller logs it and exits) rather than at a first write.
+        self.checkpoint()
         marker.unlink(missing_ok=True)
         log.info("loaded %d logs from %s in %.2fs (%s shutdown)", len(loaded), self.data_dir,
                  time.monotonic() - started, "clean" if self.had_clean_shutdown else "unclean")
@@ -188,16 +195,20 @@ class LogManager:
                     await asyncio.to_thread(plan.run)
                     if not partition_log.closed:
                         partition_log.flushed(plan)
-            except OSError:
-                log.exception("maintenance of %s failed", partition_log.name)
+            except OSError as e:
+                self.failures.fail(f"maintenance of {partition_log.name}", e)
+                return
         self._background_cleaner.tend(self.logs(), self.defaults, now)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
             # six fsyncs: on the loop they stalled every request for 45-60 ms (bench/profile_broker.py)
-            await asyncio.to_thread(self._write_checkpoints, self._checkpoint_offsets())
+            try:
+                await asyncio.to_thread(self._write_checkpoints, self._checkpoint_offsets())
+            except OSError as e:
+                self.failures.fail("writing the checkpoints", e)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Maintenance until ``stop`` is set."""
-        while not stop.is_set():
+        while not stop.is_set() and not self.failures.offline:
             try:
                 await self.maintain()
             except Exception:  # noqa: BLE001 - the task must outlive one bad tick; the error is logged
@@ -223,6 +234,10 @@ class LogManager:
         self._high_watermarks.write(high_watermarks)
         self._log_starts.write(log_starts)
         self._last_checkpoint = time.monotonic()
+
+    def abandon(self) -> None:
+        """The directory is offline: stop the cleaner, write nothing more (a restart recovers)."""
+        self._background_cleaner.close()
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
