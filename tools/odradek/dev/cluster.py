@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,7 +29,9 @@ from odradek.dev.waiting import wait_until
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = Path("var/dev")
-BROKER_SERVING = "serving Kafka on"  # the broker's log line once it listens and is registered
+# The broker's log line once its logs are open (recovered, checkpointed): past the point where a
+# full disk stops it; waiting for "serving" would add the wait for a killed predecessor's session.
+BROKER_LOGS_OPEN = re.compile(r"loaded \d+ logs from ")
 
 
 def free_port(preferred: int = 0) -> int:
@@ -142,19 +145,19 @@ def _start_process(state: dict, name: str) -> tuple[subprocess.Popen, int]:
 
 
 def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout: float) -> str | None:
-    """None once the broker logs that it serves; why it did not if it exited first."""
+    """None once the broker has opened its logs; why it did not if it exited first."""
     def settled() -> str | bool:
         with open(log_path, "rb") as f:
             f.seek(since)
             text = f.read().decode(errors="replace")
-        if BROKER_SERVING in text:
-            return "serving"
+        if BROKER_LOGS_OPEN.search(text):
+            return "open"
         if proc.poll() is None:
             return False
         errors = [line for line in text.splitlines() if " ERROR " in line or " CRITICAL " in line]
         return f"exited with code {proc.returncode}: {errors[-1] if errors else text.strip()[-500:]}"
-    outcome = wait_until(settled, timeout, f"{log_path.stem} to serve", 0.1, retry_on=())
-    return None if outcome == "serving" else outcome
+    outcome = wait_until(settled, timeout, f"{log_path.stem} to open its logs", 0.1, retry_on=())
+    return None if outcome == "open" else outcome
 
 
 def _process_name(state: dict, which: str) -> str:
