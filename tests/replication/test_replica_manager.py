@@ -174,3 +174,33 @@ def test_expansion_refused_as_ineligible_is_retried_without_a_new_snapshot(tmp_p
         finally:
             await c.stop()
     run(scenario())
+
+
+def test_a_failed_write_takes_the_log_dir_offline_with_kafka_storage_error(tmp_path):
+    """ENOSPC on the leader's append: KAFKA_STORAGE_ERROR (56) for that produce and every later
+    request for the broker's partitions; the failure channel tells its listeners once."""
+    import errno
+
+    async def scenario():
+        c = FakeController(replicas=(1, 2), min_isr=1)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2))
+            leader = c.nodes[1]
+            told = []
+            leader.replicas.logs.failures.subscribe(told.append)
+
+            def full(*_args, **_kwargs):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            leader.log.append = full
+            for _ in range(2):
+                with pytest.raises(KafkaError) as e:
+                    leader.replicas.append(TOPIC, 0, batch(b"a"))
+                assert e.value.code == ErrorCode.kafka_storage_error
+            assert len(told) == 1 and "No space left on device" in told[0]
+            with pytest.raises(KafkaError) as e:
+                leader.replicas.leader(TOPIC, 0)
+            assert e.value.code == ErrorCode.kafka_storage_error
+        finally:
+            await c.stop()
+    run(scenario())
