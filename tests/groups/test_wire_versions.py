@@ -8,13 +8,13 @@ import dataclasses
 import datetime
 import types
 import typing
-from types import SimpleNamespace
 
 import pytest
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.groups import TABLE
+from odradek.cluster.model import BrokerInfo
 from odradek.protocol.codec import RequestHeader, encode_response
 from kio.index import load_request_schema
 from tests.groups.test_offsets import Replicas
@@ -63,7 +63,7 @@ def test_every_advertised_version_answers_and_encodes(tmp_path, api_key, version
     async def scenario():
         replicas = Replicas(tmp_path)
         replicas.subscribe = lambda listener: None
-        replicas.live_brokers = lambda: [SimpleNamespace(id=1, host="h", port=1)]
+        replicas.live_brokers = lambda: [BrokerInfo(1, "h", 1, "http://unused")]
         replicas.append = lambda *a, **k: None
         config = BrokerConfig(1, tmp_path, "unused", group_settings={"group.initial.rebalance.delay.ms": "0",
                                                                     "group.min.session.timeout.ms": "10"})
