@@ -28,6 +28,7 @@ from odradek.verify.faults import NEMESES
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs and network namespaces need root")
 
 RUN_TIMEOUT_S = 720  # ~100 s on a quiet machine; 10 minutes once at a load average of 30
+SESSION_TIMEOUT_S = 10
 
 
 def run_verify(argv: list[str]) -> tuple[int, str, str]:
@@ -54,14 +55,18 @@ def run_mounts(under: Path) -> list[str]:
 def test_mixed_nemesis_loses_duplicates_and_reorders_nothing(tmp_path):
     seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
     print(f"VERIFY_SEED={seed}")
-    cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=("--netns",))
+    # brokers' ZooKeeper sessions of 10 s (Kafka's 18 s default would stretch every pause and cut-off,
+    # which scale with it, by 80%); verify is told the same with --session-timeout
+    cluster = start_cluster(tmp_path / "cluster", brokers=3,
+                            extra=("--netns", "--config", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_S * 1000}"))
     name = json.loads((cluster.data_dir / "cluster.json").read_text())["netns"]
     try:
         code, out, err = run_verify(
             [sys.executable, "-m", "odradek.cli", "verify", "--data-dir", str(cluster.data_dir),
              "--nemesis", "mixed", "--kills", str(len(NEMESES)), "--idempotent", "--json",
              "--partitions", "3", "--producers", "2", "--rate", "50", "--interval", "0.5", "--downtime", "1",
-             "--settle", "2", "--seed", str(seed), "--out", str(tmp_path / "verify")])
+             "--settle", "2", "--session-timeout", str(SESSION_TIMEOUT_S), "--seed", str(seed),
+             "--out", str(tmp_path / "verify")])
     finally:
         mounts = run_mounts(tmp_path)
         for path in mounts:  # a run that could not clean up: do not leave its tmpfs behind
