@@ -27,11 +27,15 @@ def verify_run(tmp_path, kills: int, faults: tuple[str, ...], controllers: int =
     """One ``odradek verify`` run on a fresh 3-broker dev cluster; asserts the checker's verdict."""
     seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
     print(f"VERIFY_SEED={seed}")
-    cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=("--controllers", str(controllers)))
+    # 10 s ZooKeeper sessions (Kafka's default is 18 s): a SIGKILLed broker stays registered, and its
+    # restart waits, that long; 26 kills at 18 s would add minutes to CI for nothing this test checks
+    cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=(
+        "--controllers", str(controllers), "--config", "zookeeper.session.timeout.ms=10000"))
     try:
         cfg = Config(data_dir=cluster.data_dir, partitions=6, replication_factor=3, min_insync=2,
                      producers=3, clients=("confluent", "kafka-python"), rate=50, kills=kills,
-                     faults=faults, interval=1.0, downtime=1.0, seed=seed, out=tmp_path / "verify")
+                     faults=faults, interval=1.0, downtime=1.0, seed=seed, out=tmp_path / "verify",
+                     session_timeout=10.0)
         try:
             report, _ = run(cfg)
         except ReplicationUnavailable as e:
