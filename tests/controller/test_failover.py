@@ -9,6 +9,8 @@ import time
 import uuid
 import urllib.error
 
+from kazoo.exceptions import NoNodeError
+
 from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 
@@ -17,7 +19,10 @@ TAKEOVER_MARGIN_S = 20  # beyond the session timeout, on a noisy 2-core machine
 
 
 def controller_in_zk(zk) -> dict | None:
-    data = zk.exists(paths.CONTROLLER) and zk.get(paths.CONTROLLER)[0]
+    try:  # the ephemeral znode goes when the active controller's session ends: any time
+        data = zk.get(paths.CONTROLLER)[0]
+    except NoNodeError:
+        return None
     return json.loads(data) if data else None
 
 
