@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterator
 
-import pytest
+from tests.support.tools import tool_missing
 
 BALLAST = "ballast"
 
@@ -27,7 +27,7 @@ def small_tmpfs(directory: Path, size_mib: int) -> Iterator[Path]:
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(directory)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (needs root / CAP_SYS_ADMIN): {proc.stderr.strip()}")
+        tool_missing(f"cannot mount a tmpfs (needs root / CAP_SYS_ADMIN): {proc.stderr.strip()}")
     try:
         yield directory
     finally:
