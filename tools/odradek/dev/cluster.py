@@ -296,12 +296,19 @@ def _summary(state: dict) -> str:
             f"  data and logs:     {a['data_dir']}")
 
 
-def status(args: argparse.Namespace) -> int:
+def _saved_state(args: argparse.Namespace) -> dict | None:
+    """The state ``up`` saved in the data dir, or None (said on stderr) when there is none."""
     path = args.data_dir.resolve() / STATE_FILE
     if not path.exists():
         print(f"no cluster state in {path.parent}", file=sys.stderr)
+        return None
+    return _load(path)
+
+
+def status(args: argparse.Namespace) -> int:
+    state = _saved_state(args)
+    if state is None:
         return 1
-    state = _load(path)
     if args.json:
         print(json.dumps(_addresses(state), indent=2))
         return 0
@@ -323,11 +330,9 @@ def status(args: argparse.Namespace) -> int:
 
 
 def down(args: argparse.Namespace) -> int:
-    path = args.data_dir.resolve() / STATE_FILE
-    if not path.exists():
-        print(f"no cluster state in {path.parent}", file=sys.stderr)
+    state = _saved_state(args)
+    if state is None:
         return 1
-    state = _load(path)
     _stop_all(state)
     netns.delete(state.get("netns", ""))
     print("stopped")
