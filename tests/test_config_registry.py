@@ -115,3 +115,13 @@ def test_topic_validation_keeps_kafkas_messages():
         validate_topic_configs({"x": "1"})
     with pytest.raises(KafkaError, match="Null value not supported for topic config: retention.ms"):
         validate_topic_configs({"retention.ms": None})
+
+
+@pytest.mark.parametrize("configs, name, kafka_type", [
+    (TOPIC_CONFIGS, "segment.bytes", "INT"), (TOPIC_CONFIGS, "min.insync.replicas", "INT"),
+    (TOPIC_CONFIGS, "retention.ms", "LONG"), (TOPIC_CONFIGS, "retention.bytes", "LONG"),
+    (BROKER_CONFIGS, "replica.lag.time.max.ms", "LONG"), (BROKER_CONFIGS, "zookeeper.session.timeout.ms", "INT"),
+    (GROUP_CONFIGS, "offsets.topic.replication.factor", "SHORT"),
+])
+def test_describe_configs_reports_the_type_kafka_declares(configs, name, kafka_type):
+    assert configs[name].type.code.name == kafka_type

@@ -34,7 +34,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "connections one client address may hold; beyond, a new one is closed at once"),
     ConfigKey("connections.max.idle.ms", integer(-1, LONG_MAX), "600000",
               "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
-    ConfigKey("replica.lag.time.max.ms", integer(1, INT_MAX), "30000",
+    ConfigKey("replica.lag.time.max.ms", integer(1, LONG_MAX), "30000",
               "a follower not caught up for this long leaves the ISR"),
     ConfigKey("controlled.shutdown.max.retries", integer(0, INT_MAX), "3",
               "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),

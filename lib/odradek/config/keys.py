@@ -14,6 +14,7 @@ from typing import Callable
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+SHORT_MAX = 2**15 - 1
 
 
 class ConfigType(IntEnum):
@@ -76,13 +77,14 @@ def _ranged(kind: Callable[[str], int | float], lo: float, hi: float) -> Callabl
 
 
 def _bound(n: float) -> str:
-    return {LONG_MAX: "2^63-1", INT_MAX: "2^31-1"}.get(n, str(n))  # type: ignore[call-overload]
+    return {LONG_MAX: "2^63-1", INT_MAX: "2^31-1", SHORT_MAX: "2^15-1"}.get(n, str(n))  # type: ignore[call-overload]
 
 
-# Every integer key reports LONG: what DescribeConfigs has always answered here (Kafka itself
-# says INT for some, e.g. segment.bytes; no client acts on the difference).
 def integer(lo: int, hi: int) -> ValueType:
-    return ValueType(ConfigType.LONG, _ranged(int, lo, hi), f"integer in [{_bound(lo)}, {_bound(hi)}]")
+    """An integer key; DescribeConfigs reports the width Kafka declares, which follows its range
+    here: SHORT up to 2^15-1, INT up to 2^31-1, else LONG."""
+    code = ConfigType.SHORT if hi <= SHORT_MAX else ConfigType.INT if hi <= INT_MAX else ConfigType.LONG
+    return ValueType(code, _ranged(int, lo, hi), f"integer in [{_bound(lo)}, {_bound(hi)}]")
 
 
 def optional(kind: ValueType, unset: str) -> ValueType:
