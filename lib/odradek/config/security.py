@@ -49,6 +49,25 @@ def _text(s: str) -> str:
     return s
 
 
+# Kafka's ZooKeeper-mode authorizer class names (3.x and the pre-2.4 one) and our module's own
+# name all turn on the one ACL authorizer (docs/security.md, "ACLs"); empty: no authorizer.
+AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+               "odradek.broker.security.authorizer.AclAuthorizer")
+
+
+def _authorizer(s: str) -> str:
+    if s and s not in AUTHORIZERS:
+        raise ValueError(f"supported authorizers are {', '.join(AUTHORIZERS)} (or empty: none)")
+    return s
+
+
+def _principals(s: str) -> str:
+    for item in (p.strip() for p in s.split(";")):
+        if item and ":" not in item:
+            raise ValueError(f"expected principals as Type:name separated by ';', got {item!r}")
+    return s
+
+
 def parse_listeners(s: str) -> list[tuple[str, str, int]]:
     """``NAME://host:port,...`` -> [(NAME, host, port)] (IPv6 brackets removed)."""
     out = []
@@ -70,6 +89,8 @@ LISTENERS = ValueType(ConfigType.LIST, _listener_list, "NAME://host:port[,NAME:/
 PROTOCOL_MAP = ValueType(ConfigType.LIST, _protocol_map, "LISTENER:PROTOCOL[,...]")
 MECHANISM_LIST = ValueType(ConfigType.LIST, _mechanisms, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (comma-separated)")
 TEXT = ValueType(ConfigType.STRING, _text, "a string")
+AUTHORIZER = ValueType(ConfigType.STRING, _authorizer, f"empty, or one of {', '.join(AUTHORIZERS)}")
+PRINCIPALS = ValueType(ConfigType.STRING, _principals, "principals (User:name) separated by ';'")
 MECHANISM = ValueType(ConfigType.STRING, _mechanisms, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 
 SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
@@ -99,4 +120,9 @@ SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
               "RULE:pattern/replacement/[LU] list mapping a certificate's subject DN to a user name"),
     ConfigKey("ssl.endpoint.identification.algorithm", one_of("https", ""), "https",
               "whether a follower checks the leader's certificate host name (https) or not (empty)"),
+    ConfigKey("authorizer.class.name", AUTHORIZER, "",
+              "the ACL authorizer (Kafka's AclAuthorizer class names turn it on); empty: every request is allowed"),
+    ConfigKey("super.users", PRINCIPALS, "", "principals every ACL check allows (the brokers' own must be one)"),
+    ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, "false",
+              "with the authorizer on, allow a resource that no ACL matches (Kafka's default: deny)"),
 )
