@@ -13,6 +13,7 @@ import pytest
 
 from odradek.config import (BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, parse_broker_settings, settings_of,
                             validate_topic_configs)
+from odradek.config.keys import connection_overrides
 from odradek.config.describe import ConfigSource, describe_broker, describe_topic
 from odradek.config.reference import main as reference_main
 from odradek.errors import KafkaError
@@ -125,3 +126,10 @@ def test_topic_validation_keeps_kafkas_messages():
 ])
 def test_describe_configs_reports_the_type_kafka_declares(configs, name, kafka_type):
     assert configs[name].type.code.name == kafka_type
+
+
+def test_per_ip_overrides_are_checked_and_resolved():
+    assert parse_broker_settings({"max.connections.per.ip.overrides": "localhost:5, 10.0.0.7:0"})
+    with pytest.raises(KafkaError, match="max.connections.per.ip.overrides"):
+        parse_broker_settings({"max.connections.per.ip.overrides": "10.0.0.7"})
+    assert connection_overrides("localhost:5,[::1]:2") == {"127.0.0.1": 5, "::1": 2}

@@ -151,6 +151,16 @@ def test_max_connections_per_ip_closes_new_connections_beyond_it(listen):
         s.close()
 
 
+def test_max_connections_per_ip_overrides_set_other_counts_for_given_addresses(listen):
+    r = listen(max_connections_per_ip=1, max_connections_per_ip_overrides={"127.0.0.2": 2})
+    with _connect(r.port) as one, _connect(r.port) as extra:
+        assert _answers(one) and _closed(extra)
+    with _connect(r.port, source="127.0.0.2") as a, _connect(r.port, source="127.0.0.2") as b:
+        assert _answers(a) and _answers(b)
+        with _connect(r.port, source="127.0.0.2") as third:
+            assert _closed(third)
+
+
 def test_max_connections_makes_new_connections_wait(listen):
     r = listen(max_connections=2)
     held = [_connect(r.port) for _ in range(2)]

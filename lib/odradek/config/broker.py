@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, integer, one_of, optional, registry
+from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, PER_ADDRESS_COUNTS, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
 from odradek.config.topic import invalid, topic_defaults
 from odradek.errors import ErrorCode, KafkaError
@@ -32,6 +32,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "connections the Kafka listener holds at once; beyond, new ones wait to be accepted"),
     ConfigKey("max.connections.per.ip", integer(0, INT_MAX), "2147483647",
               "connections one client address may hold; beyond, a new one is closed at once"),
+    ConfigKey("max.connections.per.ip.overrides", PER_ADDRESS_COUNTS, "",
+              "per-address exceptions to max.connections.per.ip, e.g. 10.0.0.7:500,gateway.local:200 "
+              "(host names resolved at start)"),
     ConfigKey("connections.max.idle.ms", integer(-1, LONG_MAX), "600000",
               "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
     ConfigKey("replica.lag.time.max.ms", integer(1, LONG_MAX), "30000",

@@ -8,6 +8,7 @@ thread-safe: the registries built from these are module constants.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Callable
@@ -57,6 +58,31 @@ def _cleanup_policy(s: str) -> str:
 
 BOOLEAN = ValueType(ConfigType.BOOLEAN, _bool, "true or false")
 CLEANUP_POLICY = ValueType(ConfigType.LIST, _cleanup_policy, "delete, compact or compact,delete")
+
+
+def per_address_counts(s: str) -> str:
+    """``host:count[,host:count...]`` (Kafka's ``max.connections.per.ip.overrides``), checked;
+    ``connection_overrides`` turns it into counts per address."""
+    connection_overrides(s, resolve=lambda host: host)
+    return s
+
+
+def address_of(host: str) -> str:
+    """A host name or address literal (IPv4 or IPv6) as the address a connection comes from."""
+    return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+
+
+def connection_overrides(s: str, resolve: Callable[[str], str] = address_of) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in filter(None, (e.strip() for e in s.split(","))):
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"expected host:count, got {entry!r}")
+        counts[resolve(host.strip("[]"))] = int(count)
+    return counts
+
+
+PER_ADDRESS_COUNTS = ValueType(ConfigType.STRING, per_address_counts, "host:count pairs, comma-separated")
 
 
 def one_of(*allowed: str) -> ValueType:

@@ -7,7 +7,8 @@ Limits, as Apache Kafka's ``SocketServer`` applies them (``ListenerLimits``):
 - ``max.connections``: at the limit the listener stops accepting (new connections wait in the
   kernel's backlog) until one closes: Kafka's acceptor blocks the same way (KIP-402).
 - ``max.connections.per.ip``: a new connection from an address that has that many already is
-  accepted and closed at once (Kafka logs "Rejected connection ... maximum", at INFO).
+  accepted and closed at once (Kafka logs "Rejected connection ... maximum", at INFO);
+  ``max.connections.per.ip.overrides`` sets other counts for given addresses.
 - ``connections.max.idle.ms``: a connection that has moved no byte for that long, with no
   request queued or being handled, is closed (checked every quarter of it, at most every 30 s;
   negative: never).
@@ -30,8 +31,8 @@ import socket
 import ssl
 import time
 from collections import Counter
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 from odradek.protocol.connection import CloseReason, KafkaConnection
 from odradek.protocol.memory_pool import MemoryPool
@@ -47,6 +48,7 @@ class ListenerLimits:
     queued_max_request_bytes: int = 104857600   # <= 0: unbounded
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)  # address -> count
     connections_max_idle_ms: int = 600000       # < 0: never
 
 
@@ -109,9 +111,10 @@ class KafkaListener:
                 await self._slot_freed.wait()
             sock, address = await loop.sock_accept(listening)
             ip = address[0]
-            if self._per_ip[ip] >= self.limits.max_connections_per_ip:
+            limit = self.limits.max_connections_per_ip_overrides.get(ip, self.limits.max_connections_per_ip)
+            if self._per_ip[ip] >= limit:
                 log.info("rejected connection from %s: it has the configured maximum of %d connections "
-                         "(max.connections.per.ip)", ip, self.limits.max_connections_per_ip)
+                         "(max.connections.per.ip)", ip, limit)
                 sock.close()
                 continue
             conn = factory()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from odradek.cluster.zk_session import ZkTimeouts
 from odradek.config import setting, settings_of
+from odradek.config.keys import connection_overrides
 from odradek.protocol.listener import ListenerLimits
 
 
@@ -37,6 +38,7 @@ class BrokerConfig:
     queued_max_request_bytes: int = setting("queued.max.request.bytes")
     max_connections: int = setting("max.connections")
     max_connections_per_ip: int = setting("max.connections.per.ip")
+    max_connections_per_ip_overrides: str = setting("max.connections.per.ip.overrides")
     connections_max_idle_ms: int = setting("connections.max.idle.ms")
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
@@ -67,8 +69,9 @@ class BrokerConfig:
 
     @property
     def listener_limits(self) -> ListenerLimits:
+        overrides = connection_overrides(self.max_connections_per_ip_overrides)
         return ListenerLimits(self.socket_request_max_bytes, self.queued_max_request_bytes, self.max_connections,
-                              self.max_connections_per_ip, self.connections_max_idle_ms)
+                              self.max_connections_per_ip, overrides, self.connections_max_idle_ms)
 
     @property
     def broker_settings(self) -> dict[str, str]:
