@@ -39,9 +39,23 @@ def test_kafka_errors_become_domain_errors():
     assert edge.answer(exists) == (400, 40002)
     moved = KafkaError(KafkaError.LEADER_NOT_AVAILABLE, retriable=True)
     assert edge.answer(errors.KafkaFailure.of(moved)) == (503, 50003)
-    assert edge.answer(errors.KafkaFailure.of(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))) == (500, 50002)
     too_large = kafka.Delivery(error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)).failure()
     assert edge.body(too_large)["error_code"] == 41301
+
+
+def test_broker_refusals_answer_as_confluents_proxy():
+    """The brokers' ACL refusals answer 403 (40301) with Kafka's exception message, a refused
+    SASL login of a mapped user 401 (40101), as Confluent's REST Proxy answers them."""
+    denied = errors.KafkaFailure.of(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), topics="orders")
+    assert edge.response(denied).status_code == 403
+    assert edge.body(denied) == {"error_code": 40301, "message": "Not authorized to access topics: [orders]"}
+    group = errors.KafkaFailure.of(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), group="etl")
+    assert edge.body(group) == {"error_code": 40301, "message": "Not authorized to access group: etl"}
+    cluster = errors.KafkaFailure.of(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED))
+    assert edge.answer(cluster) == (403, 40301) and edge.body(cluster)["message"] == "Cluster authorization failed."
+    for code in (KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION):
+        refused = errors.KafkaFailure.of(KafkaError(code))
+        assert edge.answer(refused) == (401, 40101) and refused.message.startswith("Authentication Error: ")
 
 
 def test_the_app_answers_confluent_bodies():

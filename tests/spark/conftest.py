@@ -4,21 +4,12 @@ The dev cluster with its gateway is the root conftest's ``gw_cluster``."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.support.spark import spark_env
+from tests.support.spark import local_session
 
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
-    from pyspark.sql import SparkSession
-
-    tmp = tmp_path_factory.mktemp("spark")
-    os.environ.update(spark_env(tmp))
-    session = (SparkSession.builder.master("local[2]").appName("odradek-tests")
-               .config("spark.local.dir", str(tmp)).config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    yield session
-    session.stop()
+    with local_session(tmp_path_factory.mktemp("spark")) as session:
+        yield session

@@ -3,15 +3,32 @@ sees this venv's libraries but not the odradek packages (as a Spark worker witho
 
 from __future__ import annotations
 
+import os
 import site
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 
 def spark_env(tmp) -> dict[str, str]:
     return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp)}
+
+
+@contextmanager
+def local_session(tmp: Path):
+    """A local[2] SparkSession (start-up ~5 s), its scratch space in ``tmp``; stopped on exit."""
+    from pyspark.sql import SparkSession
+
+    os.environ.update(spark_env(tmp))
+    session = (SparkSession.builder.master("local[2]").appName("odradek-tests")
+               .config("spark.local.dir", str(tmp)).config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 def python_without_odradek(where: Path) -> str:

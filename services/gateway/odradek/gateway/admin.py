@@ -15,6 +15,7 @@ from odradek.gateway.auth import ADMIN, READ, require
 from odradek.gateway.errors import (ClusterNotFound, GatewayError, InvalidTopicRequest, KafkaFailure,
                                     RetriableKafkaFailure, TopicNotFound)
 from odradek.gateway.models import AlterConfigs, CreateTopic, PatchTopic
+from odradek.gateway.principals import kafka
 
 TIMEOUT_S = 30.0
 # what the cluster refuses as an invalid topic operation (an existing name, bad counts or configs)
@@ -28,7 +29,7 @@ def _kafka_error(err: KafkaError, topic: str) -> GatewayError:
         return TopicNotFound(topic)
     if err.code() in INVALID:
         return InvalidTopicRequest(err.str())
-    return KafkaFailure.of(err)
+    return KafkaFailure.of(err, topics=topic)
 
 
 async def _wait(futures: dict, key, topic: str) -> object:
@@ -41,7 +42,7 @@ async def _wait(futures: dict, key, topic: str) -> object:
 
 
 async def _cluster_id(request: Request, cluster_id: str | None = None) -> str:
-    md = await request.app.state.kafka.metadata()
+    md = await (await kafka(request, optional=True)).metadata()
     if cluster_id is not None and cluster_id != md.cluster_id:
         raise ClusterNotFound(cluster_id)
     return md.cluster_id
@@ -66,14 +67,14 @@ async def list_clusters(request: Request) -> dict:
 
 async def list_topics(cluster_id: str, request: Request) -> dict:
     await _cluster_id(request, cluster_id)
-    md = await request.app.state.kafka.metadata(fresh=True)
+    md = await (await kafka(request, optional=True)).metadata(fresh=True)
     return {"kind": "KafkaTopicList", "data": [_topic_json(_base(request), cluster_id, md.topics[n])
                                                 for n in sorted(md.topics) if md.topics[n].error is None]}
 
 
 async def get_topic(cluster_id: str, topic: str, request: Request, _=require(READ)) -> dict:
     await _cluster_id(request, cluster_id)
-    md = await request.app.state.kafka.metadata(fresh=True)
+    md = await (await kafka(request)).metadata(fresh=True)
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         raise TopicNotFound(topic)
@@ -82,39 +83,39 @@ async def get_topic(cluster_id: str, topic: str, request: Request, _=require(REA
 
 async def create_topic(cluster_id: str, body: CreateTopic, request: Request, _=require(ADMIN)) -> dict:
     await _cluster_id(request, cluster_id)
-    kafka = request.app.state.kafka
+    client = await kafka(request)
     new = NewTopic(body.topic_name, num_partitions=body.partitions_count or -1,
                    replication_factor=body.replication_factor or -1,
                    config={c.name: c.value for c in body.configs if c.value is not None})
-    await _wait(kafka.admin.create_topics([new], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S),
+    await _wait(client.admin.create_topics([new], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S),
                 body.topic_name, body.topic_name)
-    md = await kafka.metadata(fresh=True)
+    md = await client.metadata(fresh=True)
     t = md.topics.get(body.topic_name)
     return _topic_json(_base(request), cluster_id, t) if t is not None else {"topic_name": body.topic_name}
 
 
 async def delete_topic(cluster_id: str, topic: str, request: Request, _=require(ADMIN)) -> Response:
     await _cluster_id(request, cluster_id)
-    kafka = request.app.state.kafka
-    await _wait(kafka.admin.delete_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S),
+    client = await kafka(request)
+    await _wait(client.admin.delete_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S),
                 topic, topic)
-    await kafka.metadata(fresh=True)
+    await client.metadata(fresh=True)
     return Response(status_code=204)
 
 
 async def add_partitions(cluster_id: str, topic: str, body: PatchTopic, request: Request,
                          _=require(ADMIN)) -> dict:
     await _cluster_id(request, cluster_id)
-    kafka = request.app.state.kafka
-    await _wait(kafka.admin.create_partitions([NewPartitions(topic, body.partitions_count)],
+    client = await kafka(request)
+    await _wait(client.admin.create_partitions([NewPartitions(topic, body.partitions_count)],
                                               operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S), topic, topic)
-    return _topic_json(_base(request), cluster_id, (await kafka.metadata(fresh=True)).topics[topic])
+    return _topic_json(_base(request), cluster_id, (await client.metadata(fresh=True)).topics[topic])
 
 
 async def list_configs(cluster_id: str, topic: str, request: Request, _=require(READ)) -> dict:
     await _cluster_id(request, cluster_id)
     resource = ConfigResource("topic", topic)
-    configs = await _wait(request.app.state.kafka.admin.describe_configs([resource]), resource, topic)
+    configs = await _wait((await kafka(request)).admin.describe_configs([resource]), resource, topic)
     return {"kind": "KafkaTopicConfigList", "data": [
         {"kind": "KafkaTopicConfig", "cluster_id": cluster_id, "topic_name": topic, "name": name,
          "value": None if c.is_sensitive else c.value, "is_default": c.is_default, "is_read_only": c.is_read_only,
@@ -127,5 +128,5 @@ async def alter_configs(cluster_id: str, topic: str, body: AlterConfigs, request
     entries = [ConfigEntry(c.name, c.value, incremental_operation=(
         AlterConfigOpType.DELETE if c.operation.upper() == "DELETE" else AlterConfigOpType.SET)) for c in body.data]
     resource = ConfigResource("topic", topic, incremental_configs=entries)
-    await _wait(request.app.state.kafka.admin.incremental_alter_configs([resource]), resource, topic)
+    await _wait((await kafka(request)).admin.incremental_alter_configs([resource]), resource, topic)
     return Response(status_code=204)

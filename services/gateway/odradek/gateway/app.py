@@ -1,4 +1,4 @@
-"""The gateway's FastAPI application: lifespan (Kafka bridge, consumer-instance registry),
+"""The gateway's FastAPI application: lifespan (Kafka clients per principal, consumer-instance registry),
 middleware (metrics, body limit), the routes of ``routes`` and the one place domain errors
 become HTTP answers (``edge``'s handlers, registered here)."""
 
@@ -15,7 +15,7 @@ from odradek.gateway import edge, metrics, routes
 from odradek.gateway.auth import Tokens
 from odradek.gateway.errors import GatewayError
 from odradek.gateway.instances import ConsumerInstances
-from odradek.gateway.kafka import KafkaBridge
+from odradek.gateway.principals import KafkaClients, ReleaseLeases
 from odradek.gateway.settings import GatewaySettings
 
 log = logging.getLogger("odradek.gateway")
@@ -24,17 +24,18 @@ log = logging.getLogger("odradek.gateway")
 def create_app(settings: GatewaySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.kafka = KafkaBridge(settings.bootstrap_servers, settings.max_record_bytes,
-                                      settings.produce_timeout_ms)
-        app.state.consumers = ConsumerInstances(app.state.kafka, settings)
+        app.state.clients = KafkaClients(settings)
+        app.state.kafka = app.state.clients.own    # the gateway's own principal (readiness, metrics)
+        app.state.consumers = ConsumerInstances(settings)
+        await app.state.clients.start()
         await app.state.consumers.start()
-        log.info("gateway %s serving %s for cluster %s", settings.replica_id, settings.base_url,
-                 settings.bootstrap_servers)
+        log.info("gateway %s serving %s for cluster %s (%s)", settings.replica_id, settings.base_url,
+                 settings.bootstrap_servers, settings.kafka_security_protocol)
         try:
             yield
         finally:  # graceful: close consumers (leave groups, commit nothing unasked), flush produces
             await app.state.consumers.close()
-            await app.state.kafka.close()
+            await app.state.clients.close()
             log.info("gateway %s stopped", settings.replica_id)
 
     app = FastAPI(title="Odradek gateway", version="1", lifespan=lifespan,
@@ -49,5 +50,6 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(Exception, edge.unexpected)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(edge.BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(ReleaseLeases)
     routes.install(app)
     return app

@@ -7,6 +7,12 @@ Secret) is JSON::
 Rights per topic name pattern (fnmatch): ``r`` read, ``w`` write; ``admin`` allows topic
 administration (create, delete, alter). No file: every request is allowed. A missing or
 unknown token answers 401 (40101); a token without the right answers 403 (40301).
+
+Principal propagation: an entry with ``kafka_username`` and ``kafka_password`` (or
+``kafka_password_file``, relative to the tokens file) acts on the brokers as that Kafka
+principal (``principals``), so the brokers' ACLs decide too; an entry without them acts as the
+gateway's own principal. Both checks apply: these rights first, then the ACLs; a mapped entry
+without ``topics``/``admin`` has every right here, leaving the decision to the ACLs alone.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class Principal:
     name: str
     topics: dict[str, str] = field(default_factory=dict)
     admin: bool = False
+    kafka_username: str | None = None                        # None: the gateway's own principal
+    kafka_password: str | None = field(default=None, repr=False)
 
     def may(self, right: str, topic: str | None) -> bool:
         if right == ADMIN:
@@ -54,9 +62,20 @@ class Tokens:
         if mtime == self._mtime:
             return
         doc = json.loads(self.path.read_text())
-        self._by_token = {t["token"]: Principal(t.get("name", "?"), dict(t.get("topics", {})), bool(t.get("admin")))
-                          for t in doc.get("tokens", [])}
+        self._by_token = {t["token"]: self._principal(t) for t in doc.get("tokens", [])}
         self._mtime = mtime
+
+    def _principal(self, entry: dict) -> Principal:
+        password = entry.get("kafka_password")
+        if entry.get("kafka_password_file"):
+            password = (self.path.parent / entry["kafka_password_file"]).read_text().strip()
+        if bool(entry.get("kafka_username")) != (password is not None):
+            raise ValueError(f"{self.path}: the token of {entry.get('name', '?')} needs both kafka_username "
+                             "and kafka_password (or kafka_password_file)")
+        mapped = password is not None
+        # a mapped user's rights default to everything: the brokers' ACLs decide; given, they narrow
+        return Principal(entry.get("name", "?"), dict(entry.get("topics", {"*": "rw"} if mapped else {})),
+                         bool(entry.get("admin", mapped)), entry.get("kafka_username"), password)
 
     def principal(self, presented: str) -> Principal | None:
         self.reload()

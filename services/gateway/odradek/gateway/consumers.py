@@ -12,6 +12,7 @@ from odradek.gateway.auth import READ, authenticate, require
 from odradek.gateway.errors import FormatMismatch, Forbidden, IllegalState, InvalidBody
 from odradek.gateway.instances import ConsumerInstances, Instance
 from odradek.gateway.metrics import RECORDS_OUT
+from odradek.gateway.principals import kafka
 from odradek.gateway.models import CreateConsumer, Offsets, Partitions, Subscription
 
 V2_BODY = edge.content_type(formats.V2, formats.JSON)
@@ -22,7 +23,7 @@ def _instances(request: Request) -> ConsumerInstances:
 
 
 def _instance(request: Request, group: str, name: str) -> Instance:
-    return _instances(request).get(group, name)
+    return _instances(request).get(group, name, authenticate(request).name)
 
 
 def _may_read(request: Request, topics) -> None:
@@ -33,8 +34,8 @@ def _may_read(request: Request, topics) -> None:
 
 
 async def create_instance(group: str, body: CreateConsumer, request: Request, _k: str = V2_BODY,
-                          _=require(READ)) -> dict:
-    inst = _instances(request).create(group, body)
+                          who=require(READ)) -> dict:
+    inst = _instances(request).create(group, body, await kafka(request), who.name)
     return {"instance_id": inst.name, "base_uri": inst.base_uri}
 
 
@@ -76,7 +77,7 @@ async def assign(group: str, name: str, body: Partitions, request: Request, _k: 
         raise IllegalState()
     _may_read(request, [p.topic for p in body.partitions])
     for p in body.partitions:
-        await request.app.state.kafka.partition(p.topic, p.partition)
+        await (await kafka(request)).partition(p.topic, p.partition)
     inst.assigned = [TopicPartition(p.topic, p.partition) for p in body.partitions]
     await inst.call(inst.consumer.assign, inst.assigned)
     return Response(status_code=204)
@@ -111,7 +112,7 @@ async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> 
     body = edge.parse(raw, Offsets) if raw.strip() else Offsets()
     if body.offsets:
         for o in body.offsets:  # 40401 / 40402 for what does not exist, rather than the broker's 50002
-            await request.app.state.kafka.partition(o.topic, o.partition)
+            await (await kafka(request)).partition(o.topic, o.partition)
         tps = [TopicPartition(o.topic, o.partition, o.offset + 1, metadata=o.metadata or "") for o in body.offsets]
     else:
         tps = [TopicPartition(t, p, off) for (t, p), off in inst.positions.items()]

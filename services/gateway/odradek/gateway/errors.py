@@ -8,6 +8,8 @@ constructor words its message; the message is what the client reads.
 
 from __future__ import annotations
 
+import re
+
 
 class GatewayError(Exception):
     """Something the client is told about; ``message`` is the answer's text."""
@@ -136,13 +138,30 @@ class Forbidden(GatewayError):
     pass
 
 
+class KafkaAuthenticationFailure(Unauthenticated):
+    """The brokers refused the Kafka credentials an HTTP user is mapped to (SASL)."""
+
+
+class KafkaAuthorizationFailure(Forbidden):
+    """The brokers' ACLs refused the request's Kafka principal (Kafka's *_AUTHORIZATION_FAILED);
+    the message is the one Kafka's exception carries, as Confluent's REST Proxy answers it."""
+
+
 # -- the cluster failed -------------------------------------------------------------------------------
 class KafkaFailure(GatewayError):
     """A Kafka error the gateway cannot turn into anything more specific."""
 
     @staticmethod
-    def of(err) -> "KafkaFailure":
-        """From a librdkafka ``KafkaError``."""
+    def of(err, topics: str = "", group: str = "") -> GatewayError:
+        """From a librdkafka ``KafkaError``: a refusal by the brokers' ACLs or of the SASL
+        credentials as such (``topics``, ``group``: what it concerns, named in the message)."""
+        code = err.code()
+        if code in AUTHORIZATION_FAILED:
+            return KafkaAuthorizationFailure(AUTHORIZATION_FAILED[code].format(topics=topics, group=group))
+        if code in AUTHENTICATION_FAILED:
+            # librdkafka wraps the broker's message: "<broker>: SASL authentication error: <it> (after ..)"
+            found = re.search(r"SASL authentication error: (.*?)(?: \(after \d+ms.*)?$", err.str())
+            return KafkaAuthenticationFailure(f"Authentication Error: {found.group(1) if found else err.str()}")
         return (RetriableKafkaFailure if err.retriable() else KafkaFailure)(err.str())
 
 
@@ -156,3 +175,13 @@ class UndecodableRecord(KafkaFailure):
 
     def __init__(self):
         super().__init__("a record is not JSON; read it with the binary format")
+
+
+# Kafka's error codes (librdkafka's KafkaError values) and the messages of Kafka's exceptions
+AUTHORIZATION_FAILED = {
+    29: "Not authorized to access topics: [{topics}]",         # TOPIC_AUTHORIZATION_FAILED
+    30: "Not authorized to access group: {group}",            # GROUP_AUTHORIZATION_FAILED
+    31: "Cluster authorization failed.",                          # CLUSTER_AUTHORIZATION_FAILED
+    53: "Transactional Id authorization failed.",                 # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+}
+AUTHENTICATION_FAILED = (58, -169)   # SASL_AUTHENTICATION_FAILED; librdkafka's local _AUTHENTICATION

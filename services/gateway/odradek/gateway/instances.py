@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from odradek.gateway.errors import (ConsumerAlreadyExists, ConsumerInstanceNotFound, InvalidConsumerConfig,
-                                    KafkaFailure)
+from odradek.gateway.errors import (ConsumerAlreadyExists, ConsumerInstanceNotFound, Forbidden,
+                                    InvalidConsumerConfig, KafkaFailure)
 from odradek.gateway.metrics import CONSUMER_INSTANCES
 from odradek.gateway.models import CreateConsumer
 
@@ -37,6 +37,7 @@ class Instance:
     consumer: Consumer
     request_timeout_ms: int
     base_uri: str
+    owner: str = "anonymous"    # the HTTP user that created it: its consumer logs in as that user's principal
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)   # next offset per consumed partition
@@ -50,7 +51,8 @@ class Instance:
             try:
                 return await asyncio.to_thread(fn, *args)
             except KafkaException as e:
-                raise KafkaFailure.of(e.args[0]) from None
+                topics = ", ".join(self.subscription or sorted({tp.topic for tp in self.assigned}))
+                raise KafkaFailure.of(e.args[0], topics, self.group) from None
             finally:
                 self.last_used = time.monotonic()
 
@@ -117,8 +119,8 @@ class Instance:
 class ConsumerInstances:
     """The registry: instances by (group, name), and the reaper of idle ones."""
 
-    def __init__(self, kafka, settings) -> None:
-        self.kafka, self.settings = kafka, settings
+    def __init__(self, settings) -> None:
+        self.settings = settings
         self.instances: dict[tuple[str, str], Instance] = {}
         self._reaper: asyncio.Task | None = None
 
@@ -131,24 +133,29 @@ class ConsumerInstances:
         for key in list(self.instances):
             await self.remove(*key)
 
-    def create(self, group: str, req: CreateConsumer) -> Instance:
+    def create(self, group: str, req: CreateConsumer, kafka, owner: str) -> Instance:
+        """A new instance whose consumer is one of ``kafka``'s (the creating user's principal)."""
         name = req.name or f"rest-consumer-{self.settings.replica_id}-{uuid.uuid4().hex[:12]}"
         if (group, name) in self.instances:
             raise ConsumerAlreadyExists(group, name)
         try:
-            consumer = self.kafka.new_consumer(**_consumer_config(group, req))
+            consumer = kafka.new_consumer(**_consumer_config(group, req))
         except KafkaException as e:
             raise InvalidConsumerConfig(e.args[0].str()) from None
         inst = Instance(group, name, req.format, consumer, req.request_timeout_ms or 1000,
-                        f"{self.settings.base_url}/consumers/{group}/instances/{name}")
+                        f"{self.settings.base_url}/consumers/{group}/instances/{name}", owner)
         self.instances[(group, name)] = inst
         CONSUMER_INSTANCES.set(len(self.instances))
         log.info("consumer instance %s created in group %s", name, group)
         return inst
 
-    def get(self, group: str, name: str) -> Instance:
+    def get(self, group: str, name: str, user: str) -> Instance:
+        """The instance, if ``user`` (the HTTP user asking) created it: its consumer acts as the
+        creator's Kafka principal, which no other user may borrow."""
         inst = self.instances.get((group, name))
         if inst is not None:
+            if inst.owner != user:
+                raise Forbidden(f"{user} may not use consumer instance {name}: another user created it")
             return inst
         owner = re.match(r"rest-consumer-([0-9a-f]{8})-", name)
         if owner and owner.group(1) != self.settings.replica_id:

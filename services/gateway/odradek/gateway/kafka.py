@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
-from odradek.gateway.errors import (GatewayError, KafkaFailure, OffsetOutOfRange, PartitionNotFound, RecordTooLarge,
-                                    RetriableKafkaFailure, TopicNotFound)
+from odradek.gateway.errors import (AUTHENTICATION_FAILED, AUTHORIZATION_FAILED, GatewayError, KafkaFailure,
+                                    OffsetOutOfRange, PartitionNotFound, RecordTooLarge, RetriableKafkaFailure,
+                                    TopicNotFound)
 
 log = logging.getLogger("odradek.gateway")
 
@@ -79,9 +80,15 @@ def _resolve(future: asyncio.Future, results) -> None:
 
 
 class KafkaBridge:
-    def __init__(self, bootstrap_servers: str, max_record_bytes: int, produce_timeout_ms: int = 30_000):
+    """The Kafka clients of one principal: the gateway's own, or the one an HTTP user is mapped
+    to (``principals``); ``security`` is librdkafka's security settings for that principal."""
+
+    def __init__(self, bootstrap_servers: str, max_record_bytes: int, produce_timeout_ms: int = 30_000,
+                 security: dict | None = None, client_id: str = "odradek-gateway"):
         self.bootstrap = bootstrap_servers
-        self.common = {"bootstrap.servers": bootstrap_servers, "client.id": "odradek-gateway"}
+        self.auth_error: KafkaError | None = None   # the last SASL/TLS authentication failure seen
+        self.common = {"bootstrap.servers": bootstrap_servers, "client.id": client_id, **(security or {}),
+                       "error_cb": self._client_error}
         self.producer = Producer({**self.common, "acks": "all", "linger.ms": 2, "batch.size": 1 << 20,
                                   "message.max.bytes": max(max_record_bytes + 1024, 1_000_000),
                                   "message.timeout.ms": produce_timeout_ms,
@@ -96,6 +103,29 @@ class KafkaBridge:
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_deliveries, name="gateway-deliveries", daemon=True)
         self._poller.start()
+
+    def _client_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback: an authentication failure is kept for ``authenticate``
+        and ``metadata`` to answer with (librdkafka itself only retries and times out)."""
+        if err.code() in AUTHENTICATION_FAILED:
+            self.auth_error = err
+
+    async def authenticate(self, timeout_s: float = 10.0) -> None:
+        """Wait until the brokers accept this principal's credentials (a metadata request
+        answers); their refusal raises KafkaAuthenticationFailure at once, not at the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                md = await asyncio.to_thread(self.admin.list_topics, timeout=0.5)
+            except KafkaException as e:
+                self.admin.poll(0)   # serves the error callback
+                if self.auth_error is not None:
+                    raise KafkaFailure.of(self.auth_error) from None
+                if time.monotonic() > deadline:
+                    raise RetriableKafkaFailure(f"Cluster unreachable: {e.args[0].str()}") from None
+                continue
+            self._metadata = (time.monotonic(), md)
+            return
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _poll_deliveries(self) -> None:
@@ -116,17 +146,33 @@ class KafkaBridge:
             try:
                 md = await asyncio.to_thread(self.admin.list_topics, timeout=10)
             except KafkaException as e:
+                self.admin.poll(0)   # serves the error callback: refused credentials answer as such
+                if self.auth_error is not None:
+                    raise KafkaFailure.of(self.auth_error) from None
                 raise RetriableKafkaFailure(f"Cluster unreachable: {e.args[0].str()}") from e
             self._metadata = (time.monotonic(), md)
         return self._metadata[1]
 
     async def topic(self, name: str):
-        """The topic's metadata (refreshed once on a miss); 40401 if it does not exist."""
+        """The topic's metadata (refreshed once on a miss); 40401 if it does not exist, 40301 if
+        this principal may not describe it (Metadata hides such topics, DescribeTopics says why)."""
         for fresh in (False, True):
             t = (await self.metadata(fresh)).topics.get(name)
             if t is not None and t.error is None and not name.startswith("__"):
                 return t
+        if not name.startswith("__"):
+            await self._why_hidden(name)
         raise TopicNotFound(name)
+
+    async def _why_hidden(self, name: str) -> None:
+        """Raise KafkaAuthorizationFailure if the brokers refuse to describe ``name`` to this
+        principal. DescribeTopics, unlike a Metadata request naming the topic, never creates it."""
+        future = self.admin.describe_topics(TopicCollection([name]), request_timeout=10)[name]
+        try:
+            await asyncio.to_thread(future.result, 15)
+        except KafkaException as e:
+            if e.args[0].code() in AUTHORIZATION_FAILED:
+                raise KafkaFailure.of(e.args[0], topics=name) from None
 
     async def partition(self, topic: str, partition: int):
         """The partition's metadata; a partition the cached metadata lacks is looked up afresh
@@ -146,7 +192,7 @@ class KafkaBridge:
         try:
             return await asyncio.to_thread(lambda: self.admin.describe_configs([resource])[resource].result(10))
         except KafkaException as e:
-            raise KafkaFailure.of(e.args[0]) from None
+            raise KafkaFailure.of(e.args[0], topics=topic) from None
 
     # -- produce -----------------------------------------------------------------------------
     async def produce(self, topic: str, records: Sequence[OutRecord]) -> list[Delivery]:
@@ -175,7 +221,11 @@ class KafkaBridge:
                         continue
                     batch.callback(i)(e.args[0], None)
                     break
-        return await batch.future
+        deliveries = await batch.future
+        for d in deliveries:   # refused by the ACLs: the whole request is (403), as Confluent's proxy does
+            if d.error is not None and d.error.code() in (*AUTHORIZATION_FAILED, *AUTHENTICATION_FAILED):
+                raise KafkaFailure.of(d.error, topics=topic)
+        return deliveries
 
     # -- reads -------------------------------------------------------------------------------
     def new_consumer(self, **conf) -> Consumer:
@@ -183,7 +233,7 @@ class KafkaBridge:
                          "fetch.wait.max.ms": 100, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 8 << 20, **conf})
 
-    async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None):
+    async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None, topic: str = ""):
         """Run ``fn(reader, *args)`` in a thread with a pooled group-less consumer; the one left
         at ``position`` (topic, partition, offset) by the previous range read if there is one, so
         a client reading a partition chunk by chunk keeps its fetched-ahead data. A Kafka error
@@ -193,7 +243,7 @@ class KafkaBridge:
             try:
                 return await asyncio.to_thread(_with_fresh_metadata, fn, reader, *args)
             except KafkaException as e:
-                raise KafkaFailure.of(e.args[0]) from None
+                raise KafkaFailure.of(e.args[0], topics=topic or (position or ("",))[0]) from None
             finally:
                 self._idle_readers.append(reader)
 
@@ -217,7 +267,8 @@ class KafkaBridge:
 
     async def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         return await self.with_reader(
-            lambda r: r.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False))
+            lambda r: r.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False),
+            topic=topic)
 
     async def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         def lookup(r: RangeReader) -> int | None:
@@ -225,14 +276,14 @@ class KafkaBridge:
             if tp.error is not None:
                 raise KafkaException(tp.error)
             return tp.offset if tp.offset >= 0 else None
-        return await self.with_reader(lookup)
+        return await self.with_reader(lookup, topic=topic)
 
     async def read_failure(self, topic: str, partition: int, offset: int, error: KafkaError) -> GatewayError:
         """The domain error of a range read that failed with ``error`` before any record."""
         if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             low, high = await self.watermarks(topic, partition)
             return OffsetOutOfRange(topic, partition, offset, low, high)
-        return KafkaFailure.of(error)
+        return KafkaFailure.of(error, topics=topic)
 
 
 # What stale metadata gives: a partition librdkafka has not learnt of yet (it learns of added

@@ -1,5 +1,9 @@
 """The gateway's settings: command-line options, each also read from ``ODRADEK_GATEWAY_<NAME>``
-(upper case, dashes as underscores) so a Kubernetes Deployment can set them as env vars."""
+(upper case, dashes as underscores) so a Kubernetes Deployment can set them as env vars.
+
+``--kafka-*`` options are the Kafka client settings of the gateway's own principal, under
+librdkafka's names (``--kafka-security-protocol`` is ``security.protocol``, and so on);
+``client_config`` turns them into the configuration every Kafka client of the gateway shares."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import argparse
 import os
 import socket
 import uuid
+from pathlib import Path
 from dataclasses import dataclass, field
 
 ENV_PREFIX = "ODRADEK_GATEWAY_"
@@ -25,6 +30,16 @@ class GatewaySettings:
     produce_timeout_ms: int = 30_000
     ssl_certfile: str = ""              # PEM certificate (chain): serve HTTPS; empty: plain HTTP
     ssl_keyfile: str = ""               # its private key (PEM)
+    kafka_security_protocol: str = "PLAINTEXT"   # security.protocol
+    kafka_sasl_mechanism: str = ""      # sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    kafka_sasl_username: str = ""       # sasl.username of the gateway's own principal
+    kafka_sasl_password: str = field(default="", repr=False)   # sasl.password (or from a file)
+    kafka_ssl_ca_location: str = ""     # ssl.ca.location: PEM CA bundle the brokers' certificates chain to
+    kafka_ssl_certificate_location: str = ""   # ssl.certificate.location: client certificate (PEM)
+    kafka_ssl_key_location: str = ""    # ssl.key.location: its private key (PEM)
+    kafka_ssl_endpoint_identification_algorithm: str = "https"   # empty: the host name is not checked
+    principal_clients_max: int = 32     # HTTP users' Kafka principals with clients open at once
+    principal_clients_idle_ms: int = 300_000   # a principal's clients unused this long are closed
     replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # names this replica's instances
 
     @property
@@ -37,6 +52,23 @@ class GatewaySettings:
     @property
     def scheme(self) -> str:
         return "https" if self.ssl_certfile else "http"
+
+    def client_config(self, username: str | None = None, password: str | None = None) -> dict:
+        """librdkafka's security settings for the gateway's clients: the gateway's own principal,
+        or (``username``/``password``) the SASL credentials an HTTP user is mapped to."""
+        conf = {"security.protocol": self.kafka_security_protocol}
+        if self.kafka_security_protocol.upper().startswith("SASL_"):
+            conf |= {"sasl.mechanism": self.kafka_sasl_mechanism,
+                     "sasl.username": self.kafka_sasl_username if username is None else username,
+                     "sasl.password": self.kafka_sasl_password if password is None else password}
+        if self.kafka_security_protocol.upper().endswith("SSL"):
+            conf["ssl.endpoint.identification.algorithm"] = self.kafka_ssl_endpoint_identification_algorithm or "none"
+            for key, value in (("ssl.ca.location", self.kafka_ssl_ca_location),
+                               ("ssl.certificate.location", self.kafka_ssl_certificate_location),
+                               ("ssl.key.location", self.kafka_ssl_key_location)):
+                if value:
+                    conf[key] = value
+        return conf
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +89,19 @@ def parser() -> argparse.ArgumentParser:
     opt("max-record-bytes", 1_048_588, int)
     opt("ssl-certfile", "", str, "PEM certificate (chain) to serve HTTPS with; needs --ssl-keyfile")
     opt("ssl-keyfile", "", str, "PEM private key of --ssl-certfile")
+    opt("kafka-security-protocol", "PLAINTEXT", str, "security.protocol towards the brokers: PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT, SASL_SSL")
+    opt("kafka-sasl-mechanism", "", str, "sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    opt("kafka-sasl-username", "", str, "sasl.username of the gateway's own principal")
+    opt("kafka-sasl-password", "", str, "sasl.password (prefer the env var or --kafka-sasl-password-file)")
+    opt("kafka-sasl-password-file", "", str, "file holding sasl.password (e.g. a mounted Secret)")
+    opt("kafka-ssl-ca-location", "", str, "ssl.ca.location: PEM CA bundle to check the brokers' certificates")
+    opt("kafka-ssl-certificate-location", "", str, "ssl.certificate.location: client certificate (PEM)")
+    opt("kafka-ssl-key-location", "", str, "ssl.key.location: the client certificate's private key (PEM)")
+    opt("kafka-ssl-endpoint-identification-algorithm", "https", str, "https: check the brokers' host names; "
+        "empty: do not")
+    opt("principal-clients-max", 32, int, "HTTP users' Kafka principals with clients open at once")
+    opt("principal-clients-idle-ms", 300_000, int, "close a principal's Kafka clients unused this long")
     ap.add_argument("--log-level", default=env(ENV_PREFIX + "LOG_LEVEL", "INFO"))
     return ap
 
@@ -67,10 +112,24 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
         parser().error("--bootstrap-servers (or ODRADEK_GATEWAY_BOOTSTRAP_SERVERS) is required")
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         parser().error("--ssl-certfile and --ssl-keyfile go together")
+    protocol = args.kafka_security_protocol.upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        parser().error(f"--kafka-security-protocol {protocol}: one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
+    password = (Path(args.kafka_sasl_password_file).read_text().strip() if args.kafka_sasl_password_file
+                else args.kafka_sasl_password)
+    if protocol.startswith("SASL_") and not (args.kafka_sasl_mechanism and args.kafka_sasl_username and password):
+        parser().error(f"{protocol} needs --kafka-sasl-mechanism, --kafka-sasl-username and a password")
     settings = GatewaySettings(
         bootstrap_servers=args.bootstrap_servers, host=args.host, port=args.port,
         advertised_url=args.advertised_url, auth_file=args.auth_file,
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
         max_request_bytes=args.max_request_bytes, max_record_bytes=args.max_record_bytes,
-        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+        kafka_security_protocol=protocol, kafka_sasl_mechanism=args.kafka_sasl_mechanism.upper(),
+        kafka_sasl_username=args.kafka_sasl_username, kafka_sasl_password=password,
+        kafka_ssl_ca_location=args.kafka_ssl_ca_location,
+        kafka_ssl_certificate_location=args.kafka_ssl_certificate_location,
+        kafka_ssl_key_location=args.kafka_ssl_key_location,
+        kafka_ssl_endpoint_identification_algorithm=args.kafka_ssl_endpoint_identification_algorithm,
+        principal_clients_max=args.principal_clients_max, principal_clients_idle_ms=args.principal_clients_idle_ms)
     return settings, args

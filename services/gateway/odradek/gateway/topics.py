@@ -15,10 +15,12 @@ from odradek.gateway.errors import InvalidBody, PartitionNotFound, RecordTooLarg
 from odradek.gateway.kafka import Delivery, KafkaBridge, OutRecord, read_range
 from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
 from odradek.gateway.models import STREAM_RECORDS, StreamRecord, V2BinaryProduceRequest, V2ProduceRequest
+from odradek.gateway.principals import kafka as principal_kafka
 
 
-def bridge(request: Request) -> KafkaBridge:
-    return request.app.state.kafka
+async def bridge(request: Request, optional: bool = False) -> KafkaBridge:
+    """The Kafka clients of the request's principal (``principals``)."""
+    return await principal_kafka(request, optional)
 
 
 # -- metadata ---------------------------------------------------------------------------------------
@@ -28,31 +30,31 @@ def _partition_json(p) -> dict:
 
 
 async def list_topics(request: Request) -> list[str]:
-    md = await bridge(request).metadata(fresh=True)
+    md = await (await bridge(request, optional=True)).metadata(fresh=True)
     return sorted(n for n, t in md.topics.items() if t.error is None and not n.startswith("__"))
 
 
 async def get_topic(topic: str, request: Request, _=require(READ)) -> dict:
-    t = await bridge(request).topic(topic)
-    configs = await bridge(request).topic_configs(topic)
+    t = await (await bridge(request)).topic(topic)
+    configs = await (await bridge(request)).topic_configs(topic)
     overrides = {k: v.value for k, v in configs.items() if not v.is_default and v.value is not None}
     return {"name": topic, "configs": overrides,
             "partitions": [_partition_json(t.partitions[p]) for p in sorted(t.partitions)]}
 
 
 async def list_partitions(topic: str, request: Request, _=require(READ)) -> list[dict]:
-    t = await bridge(request).topic(topic)
+    t = await (await bridge(request)).topic(topic)
     return [_partition_json(t.partitions[p]) for p in sorted(t.partitions)]
 
 
 async def get_partition(topic: str, partition: int, request: Request, _=require(READ)) -> dict:
-    return _partition_json(await bridge(request).partition(topic, partition))
+    return _partition_json(await (await bridge(request)).partition(topic, partition))
 
 
 async def partition_offsets(topic: str, partition: int, request: Request, _=require(READ),
                             timestamp: int | None = Query(None, description="ms since the epoch: the "
                                                           "earliest offset whose timestamp is >= it")) -> dict:
-    kafka = bridge(request)
+    kafka = await bridge(request)
     await kafka.partition(topic, partition)
     if timestamp is not None:
         return {"timestamp": timestamp, "offset": await kafka.offset_for_time(topic, partition, timestamp)}
@@ -61,7 +63,7 @@ async def partition_offsets(topic: str, partition: int, request: Request, _=requ
 
 
 async def list_brokers(request: Request) -> dict:
-    md = await bridge(request).metadata(fresh=True)
+    md = await (await bridge(request, optional=True)).metadata(fresh=True)
     return {"brokers": sorted(md.brokers)}
 
 
@@ -74,7 +76,7 @@ async def _v2_produce(request: Request, topic: str, kind: str, partition: int | 
     body: V2ProduceRequest = await edge.parse_body(request, V2BinaryProduceRequest if binary else V2ProduceRequest)
     if body.key_schema or body.value_schema or body.key_schema_id or body.value_schema_id:
         raise SchemasUnsupported()
-    kafka = bridge(request)
+    kafka = await bridge(request)
     t = await kafka.topic(topic)
     limit = request.app.state.settings.max_record_bytes
     records = []
@@ -139,7 +141,7 @@ async def produce_stream(topic: str, request: Request, _k: str = edge.content_ty
                          _=require(WRITE)) -> Response:
     """Many records per request, one JSON object per line (key, value and header values base64);
     answers one line per record, in order: ``{"partition", "offset"}`` or an error."""
-    kafka = bridge(request)
+    kafka = await bridge(request)
     t = await kafka.topic(topic)
     limit = request.app.state.settings.max_record_bytes
     lines = [ln for ln in (await edge.read_body(request)).splitlines() if ln.strip()]
@@ -169,7 +171,7 @@ async def read_records(topic: str, partition: int, request: Request, _=require(R
                        max_bytes: int = Query(8 << 20, ge=1, le=256 << 20)) -> Response:
     """Offsets ``[offset, end)`` (end defaults to the high watermark), about ``max_bytes`` of
     record data; the header ``Odradek-Next-Offset`` says where to continue."""
-    kafka = bridge(request)
+    kafka = await bridge(request)
     await kafka.partition(topic, partition)
     stop = end if end is not None else (await kafka.watermarks(topic, partition))[1]
     media_type = formats.ARROW if formats.ARROW in request.headers.get("accept", "") else formats.JSON
