@@ -12,7 +12,7 @@ Principal propagation: an entry with ``kafka_username`` and ``kafka_password`` (
 ``kafka_password_file``, relative to the tokens file) acts on the brokers as that Kafka
 principal (``principals``), so the brokers' ACLs decide too; an entry without them acts as the
 gateway's own principal. Both checks apply: these rights first, then the ACLs; a mapped entry
-without ``topics``/``admin`` has every right here, leaving the decision to the ACLs alone.
+with neither ``topics`` nor ``admin`` has every right here, leaving the decision to the ACLs.
 """
 
 from __future__ import annotations
@@ -72,10 +72,11 @@ class Tokens:
         if bool(entry.get("kafka_username")) != (password is not None):
             raise ValueError(f"{self.path}: the token of {entry.get('name', '?')} needs both kafka_username "
                              "and kafka_password (or kafka_password_file)")
-        mapped = password is not None
-        # a mapped user's rights default to everything: the brokers' ACLs decide; given, they narrow
-        return Principal(entry.get("name", "?"), dict(entry.get("topics", {"*": "rw"} if mapped else {})),
-                         bool(entry.get("admin", mapped)), entry.get("kafka_username"), password)
+        # a mapped user without rights of its own has them all: the brokers' ACLs alone decide;
+        # rights given (topics or admin) narrow them, as for any user
+        everything = password is not None and "topics" not in entry and "admin" not in entry
+        return Principal(entry.get("name", "?"), {"*": "rw"} if everything else dict(entry.get("topics", {})),
+                         everything or bool(entry.get("admin")), entry.get("kafka_username"), password)
 
     def principal(self, presented: str) -> Principal | None:
         self.reload()

@@ -47,7 +47,7 @@ class KafkaClients:
         self.settings = settings
         self.own = self._bridge()
         self._mapped: dict[tuple[str, bytes], _Entry] = {}
-        self._opening: dict[tuple[str, bytes], asyncio.Lock] = {}
+        self._opening: dict[tuple[str, bytes], asyncio.Lock] = {}   # one per principal in the tokens file
         self._reaper: asyncio.Task | None = None
 
     def _bridge(self, username: str | None = None, password: str | None = None) -> KafkaBridge:
@@ -115,8 +115,7 @@ class KafkaClients:
             await self._drop(min(idle)[1])
 
     async def _drop(self, key) -> None:
-        entry = self._mapped.pop(key, None)
-        self._opening.pop(key, None)
+        entry = self._mapped.pop(key, None)   # its lock stays: a waiter on it must meet the next opening
         if entry is not None:
             log.info("Kafka clients of principal User:%s closed", entry.username)
             await entry.bridge.close()
