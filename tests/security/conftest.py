@@ -1,6 +1,12 @@
 """A secured three-broker cluster shared by the security tests: the PLAINTEXT listener of
 ``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested) and
-INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``trustme``."""
+INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``trustme``.
+
+The ACL authorizer is on, with the brokers' own principal (``User:admin``, their inter-broker
+PLAIN login) as the super user Kafka requires for replication. ``allow.everyone.if.no.acl.found``
+is true so that tests of other areas, whose topics and groups carry no ACLs, are not affected;
+tests/security/test_acls.py puts ACLs on its own ``acl-`` resources (and tests default-deny there).
+The PLAIN users ``ana`` and ``bert`` are test_acls.py's restricted principals."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import trustme
 
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 
-PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret"}
+PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret", "ana": "ana-secret", "bert": "bert-secret"}
 INTERNAL_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
                  'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
 
@@ -62,6 +68,9 @@ def secured(tmp_path_factory) -> Secured:
         "ssl.truststore.location": str(certs / "ca.pem"),
         "ssl.client.auth": "requested",
         "group.initial.rebalance.delay.ms": "0",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "allow.everyone.if.no.acl.found": "true",
     }
     data_dir = tmp_path_factory.mktemp("secured")
     cluster = start_cluster(data_dir, brokers=3, min_insync_replicas=2,

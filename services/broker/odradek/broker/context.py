@@ -17,6 +17,7 @@ from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.producer_id_manager import ProducerIdManager
+from odradek.broker.security.authorizer import Authorizer
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,14 @@ class BrokerContext:
     groups: GroupCoordinator
     offsets_topic: OffsetsTopic
     producer_ids: ProducerIdManager
+    authorizer: Authorizer | None = None   # None: no authorizer.class.name, every request allowed
 
     @classmethod
-    def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient) -> BrokerContext:
+    def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
+               authorizer: Authorizer | None = None) -> BrokerContext:
         offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
         return cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
-                   offsets_topic, ProducerIdManager(config.broker_id, controller))
+                   offsets_topic, ProducerIdManager(config.broker_id, controller), authorizer)
 
     @property
     def cluster_id(self) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 
 from aiohttp import web
 
@@ -31,6 +32,8 @@ from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.partitions import ReplicaManager
+from odradek.broker.security.acl import ResourceType
+from odradek.broker.security.authorizer import allowed, authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.storage import LogManager
 from odradek.broker.zk import BrokerRegistration
@@ -57,7 +60,9 @@ class Broker:
                                        broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                        inter_broker=self.security.client)
-        self.context = BrokerContext.create(config, self.replicas, self.controller)
+        self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(
+            config, lambda: self.registration.client if self.registration else None))
+        self.security.store.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
         self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
         self.kafka_port = config.port
         self.internal_port = config.internal_port
@@ -86,6 +91,8 @@ class Broker:
                           endpoints=tuple(endpoints) if cfg.listeners else ())
         self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts)
         await asyncio.to_thread(self.registration.start)
+        if self.context.authorizer is not None:  # until loaded, only super users get through
+            await asyncio.to_thread(self.context.authorizer.start)
         log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
                  ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
         maintenance = asyncio.create_task(self.logs.run(stop))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers import (admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
+from odradek.broker.handlers import (acls, admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
                                      offsets, produce, producer_ids)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
@@ -32,6 +32,7 @@ _TABLE = {
     60: (0, 1, metadata.describe_cluster),
 }
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
+_TABLE.update(acls.TABLE)    # CreateAcls, DescribeAcls, DeleteAcls
 
 
 def table(ctx: BrokerContext) -> dict:

@@ -15,6 +15,8 @@ from kio.static.constants import uuid_zero
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.handlers.configs import topic_entries
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import DENIED, allowed
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -47,13 +49,20 @@ async def create_topics(ctx: BrokerContext, header, req):
         refused = KafkaError(ErrorCode.policy_violation, cp.TOO_MANY_PARTITIONS)
         return make(s.CreateTopicsResponse, throttle_time=ZERO,
                     topics=tuple(_create_failed(s, t.name, refused) for t in req.topics))
-    results = await asyncio.gather(*(_create_one(ctx, s, t, req) for t in req.topics))
+    cluster_create = allowed(ctx, Operation.CREATE, ResourceType.CLUSTER)
+    results = await asyncio.gather(*(
+        _create_one(ctx, s, t, req) if cluster_create or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
+        else _denied(s, t.name) for t in req.topics))
     return make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
 def _create_failed(s, name: str, e: KafkaError):
     return make(s.CreatableTopicResult, name=name, topic_id=uuid_zero, error_code=e.code, error_message=e.message,
                 topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
+
+
+async def _denied(s, name: str):
+    return _create_failed(s, name, KafkaError(ErrorCode.topic_authorization_failed, DENIED))
 
 
 async def _create_one(ctx: BrokerContext, s, topic, req):
@@ -95,9 +104,12 @@ async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
     if name is None and topic_id is not None:
         meta = ctx.replicas.topic_by_id(str(topic_id))
         name = meta.name if meta else None
+    meta = None
     try:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id, f"unknown topic id {topic_id}")
+        if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, name):
+            raise KafkaError(ErrorCode.topic_authorization_failed, DENIED)
         meta = ctx.replicas.topic(name)
         await ctx.controller.call(cp.delete_topic(name), timeout=max(timeout, 1.0))
         if not await _await_metadata(ctx, lambda: ctx.replicas.topic(name) is None, timeout):
@@ -120,6 +132,8 @@ async def _grow_one(ctx: BrokerContext, s, topic, req):
     timeout = _seconds(req.timeout)
     grow = cp.CreatePartitions(topic.count, req.validate_only)
     try:
+        if not allowed(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name):
+            raise KafkaError(ErrorCode.topic_authorization_failed, DENIED)
         await ctx.controller.call(cp.create_partitions(topic.name, grow), timeout=max(timeout, 1.0))
 
         def grown() -> bool:

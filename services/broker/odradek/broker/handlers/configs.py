@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed, require_cluster
 from odradek.cluster import control_plane as cp
 from odradek.config import TOPIC_CONFIGS, ConfigType
 from odradek.config.describe import Described, describe_broker, describe_topic
@@ -26,6 +28,7 @@ async def describe_configs(ctx: BrokerContext, header, req):
     results = []
     for res in req.resources:
         try:
+            _authorize(ctx, Operation.DESCRIBE_CONFIGS, res)
             entries = _entries(ctx, res)
             wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
             synonyms = getattr(req, "include_synonyms", False)
@@ -37,6 +40,17 @@ async def describe_configs(ctx: BrokerContext, header, req):
                             resource_type=res.resource_type, resource_name=res.resource_name,
                             configs=configs))
     return make(s.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results))
+
+
+def _authorize(ctx: BrokerContext, op: Operation, res) -> None:
+    """Kafka's check: ``op`` on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the
+    cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    if ctx.authorizer is None:
+        return
+    if res.resource_type == TOPIC and not allowed(ctx, op, ResourceType.TOPIC, res.resource_name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
+    if res.resource_type == BROKER:
+        require_cluster(ctx, op)
 
 
 def _entries(ctx: BrokerContext, res) -> list[Described]:
@@ -76,6 +90,7 @@ async def incremental_alter_configs(ctx: BrokerContext, header, req):
     responses = []
     for res in req.resources:
         try:
+            _authorize(ctx, Operation.ALTER_CONFIGS, res)
             await _alter(ctx, res, req.validate_only)
             error, message = ErrorCode.none, None
         except KafkaError as e:

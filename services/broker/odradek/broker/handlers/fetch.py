@@ -21,6 +21,8 @@ import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import FileRegion
@@ -31,15 +33,25 @@ FETCH = 1
 
 async def fetch(ctx: BrokerContext, header, req):
     deadline = time.monotonic() + req.max_wait.total_seconds()
-    if req.replica_id >= 0:
+    denied = _denied_topics(ctx, req) if ctx.authorizer is not None else frozenset()
+    if req.replica_id >= 0 and not denied:
         _record_follower_positions(ctx, req)
     while True:
-        results, total, failed = _collect(ctx, req)
+        results, total, failed = _collect(ctx, req, denied)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
         await ctx.replicas.wait_for_data(remaining)
     return _encode(header, results)
+
+
+def _denied_topics(ctx: BrokerContext, req) -> frozenset[str]:
+    """Topics answered TOPIC_AUTHORIZATION_FAILED, as Kafka: all of them for a follower without
+    CLUSTER_ACTION on the cluster, else those a consumer may not READ."""
+    names = frozenset(t.topic for t in req.topics)
+    if req.replica_id >= 0:
+        return frozenset() if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
+    return frozenset(n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n))
 
 
 def _record_follower_positions(ctx: BrokerContext, req) -> None:
@@ -65,7 +77,7 @@ def _diverging(log, p) -> tuple[int, int] | None:
     return None
 
 
-def _collect(ctx: BrokerContext, req):
+def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
     """Per topic: [(partition, error, hw, log_start, FileRegion | None, diverging)], bytes, any error."""
     follower = req.replica_id >= 0
     budget = req.max_bytes
@@ -74,6 +86,11 @@ def _collect(ctx: BrokerContext, req):
     results = []
     for topic in req.topics:
         parts = []
+        if topic.topic in denied:
+            failed = True
+            results.append((topic.topic, [(p.partition, ErrorCode.topic_authorization_failed, -1, -1, None, None)
+                                          for p in topic.partitions]))
+            continue
         for p in topic.partitions:
             try:
                 lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))

@@ -15,12 +15,24 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.group.config import OFFSETS_TOPIC, partition_for
 from odradek.broker.group.records import OffsetValue
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 E = ErrorCode
 _NO_OPS = -2147483648
+
+
+def _require(ctx: BrokerContext, op: Operation, group_id: str) -> None:
+    """GROUP_AUTHORIZATION_FAILED unless ``op`` is allowed on the group."""
+    if not allowed(ctx, op, ResourceType.GROUP, group_id):
+        raise KafkaError(E.group_authorization_failed, "Group authorization failed.")
+
+
+def _topic_allowed(ctx: BrokerContext, op: Operation, topic: str) -> bool:
+    return allowed(ctx, op, ResourceType.TOPIC, topic)
 
 
 def _ms(td) -> int:
@@ -42,6 +54,10 @@ async def find_coordinator(ctx: BrokerContext, header, req):
 
 
 def _locate(ctx: BrokerContext, key: str, key_type: int) -> tuple:
+    if key_type == 0 and not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, key):
+        return E.group_authorization_failed, "Group authorization failed.", -1, "", -1
+    if key_type == 1 and not allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return E.transactional_id_authorization_failed, "Transactional Id authorization failed.", -1, "", -1
     if key_type != 0:
         return (E.coordinator_not_available, "transactions are not supported by this Odradek version",
                 -1, "", -1)
@@ -63,6 +79,7 @@ async def join_group(ctx: BrokerContext, header, req):
     s, v = Schemas(11, header.api_version), header.api_version
     coord = ctx.groups
     try:
+        _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
@@ -85,6 +102,7 @@ async def sync_group(ctx: BrokerContext, header, req):
     s = Schemas(14, header.api_version)
     coord = ctx.groups
     try:
+        _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
         r = await coord.membership.sync(
             req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
@@ -101,6 +119,7 @@ async def heartbeat(ctx: BrokerContext, header, req):
     s = Schemas(12, header.api_version)
     coord = ctx.groups
     try:
+        _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
         error = coord.membership.heartbeat(req.group_id, req.generation_id, req.member_id,
                                            getattr(req, "group_instance_id", None))
@@ -114,6 +133,7 @@ async def leave_group(ctx: BrokerContext, header, req):
     leaving = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     coord = ctx.groups
     try:
+        _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
         errors = coord.membership.leave(req.group_id, leaving)
     except KafkaError as e:
@@ -131,11 +151,15 @@ async def offset_commit(ctx: BrokerContext, header, req):
     now = int(time.time() * 1000)
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetValue] = {}
+    group_denied = not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id)
     for t in req.topics:
         meta = ctx.replicas.topic(t.name)
+        topic_denied = not group_denied and not _topic_allowed(ctx, Operation.READ, t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if meta is None or not 0 <= p.partition_index < len(meta.partitions):
+            if group_denied or topic_denied:
+                results[tp] = E.group_authorization_failed if group_denied else E.topic_authorization_failed
+            elif meta is None or not 0 <= p.partition_index < len(meta.partitions):
                 results[tp] = E.unknown_topic_or_partition
             else:
                 wanted[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
@@ -160,15 +184,21 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int):
     part_cls = getattr(s, "OffsetFetchResponsePartitions", None) or s.OffsetFetchResponsePartition
     topic_cls = getattr(s, "OffsetFetchResponseTopics", None) or s.OffsetFetchResponseTopic
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    denied = {tp: None for tp in (wanted or []) if not _topic_allowed(ctx, Operation.DESCRIBE, tp[0])}
     try:
-        found = ctx.groups.fetch(group_id, wanted)
+        _require(ctx, Operation.DESCRIBE, group_id)
+        found = ctx.groups.fetch(group_id, [tp for tp in wanted if tp not in denied] if wanted else wanted)
+        if ctx.authorizer is not None:
+            found = {tp: v for tp, v in found.items() if _topic_allowed(ctx, Operation.DESCRIBE, tp[0])}
         error = E.none
     except KafkaError as e:
         error = e.code
         found = {tp: None for tp in (wanted or [])}
     by_topic: dict[str, list] = {}
-    for (topic, partition), value in sorted(found.items()):
+    for (topic, partition), value in sorted({**found, **denied}.items()):
         part_error = error if version < 2 else E.none
+        if (topic, partition) in denied and error == E.none:
+            part_error = E.topic_authorization_failed
         by_topic.setdefault(topic, []).append(make(
             part_cls, partition_index=partition, committed_offset=value.offset if value else -1,
             committed_leader_epoch=value.leader_epoch if value else -1,
@@ -195,6 +225,7 @@ async def describe_groups(ctx: BrokerContext, header, req):
     out = []
     for group_id in req.groups:
         try:
+            _require(ctx, Operation.DESCRIBE, group_id)
             coord.check(group_id)
         except KafkaError as e:
             out.append(make(s.DescribedGroup, error_code=e.code, group_id=group_id, group_state="",
@@ -219,10 +250,12 @@ async def list_groups(ctx: BrokerContext, header, req):
     coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
+    everything = allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER)  # else only describable groups
     groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
                         group_state=g.state.value)
                    for g in list(coord.membership.groups.values())
-                   if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted))
+                   if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted)
+                   and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)))
     return make(s.ListGroupsResponse, throttle_time=ZERO,
                 error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
 
@@ -233,6 +266,7 @@ async def delete_groups(ctx: BrokerContext, header, req):
     results = []
     for group_id in req.groups_names:
         try:
+            _require(ctx, Operation.DELETE, group_id)
             error = await coord.delete_group(group_id)
         except KafkaError as e:
             error = e.code
@@ -244,7 +278,10 @@ async def offset_delete(ctx: BrokerContext, header, req):
     s = Schemas(47, header.api_version)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     try:
-        error, per = await ctx.groups.delete_offsets(req.group_id, wanted)
+        _require(ctx, Operation.DELETE, req.group_id)
+        unreadable = {tp for tp in wanted if not _topic_allowed(ctx, Operation.READ, tp[0])}
+        error, per = await ctx.groups.delete_offsets(req.group_id, [tp for tp in wanted if tp not in unreadable])
+        per = {**per, **dict.fromkeys(unreadable, E.topic_authorization_failed)}
     except KafkaError as e:
         error, per = e.code, {}
     topics = tuple(make(s.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(

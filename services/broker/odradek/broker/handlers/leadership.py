@@ -9,6 +9,8 @@ from typing import Iterable, TypeVar
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation
+from odradek.broker.security.authorizer import require_cluster
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -39,6 +41,7 @@ async def elect_leaders(ctx: BrokerContext, header, req):
         partitions = tuple(cp.TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions)
     election = cp.ElectLeaders(getattr(req, "election_type", 0), partitions)
     try:
+        require_cluster(ctx, Operation.ALTER)
         answer = await ctx.controller.call(cp.elect_leaders(election), timeout=_seconds(req.timeout))
         error, results = ErrorCode.none, answer.results
     except KafkaError as e:
@@ -56,6 +59,7 @@ async def alter_partition_reassignments(ctx: BrokerContext, header, req):
         cp.Reassignment(t.name, p.partition_index, tuple(p.replicas) if p.replicas is not None else None)
         for t in req.topics for p in t.partitions))
     try:
+        require_cluster(ctx, Operation.ALTER)
         answer = await ctx.controller.call(cp.reassign(reassign), timeout=_seconds(req.timeout))
         error, message, results = ErrorCode.none, None, answer.results
     except KafkaError as e:
@@ -71,6 +75,7 @@ async def alter_partition_reassignments(ctx: BrokerContext, header, req):
 async def list_partition_reassignments(ctx: BrokerContext, header, req):
     s = Schemas(LIST_REASSIGNMENTS, header.api_version)
     try:
+        require_cluster(ctx, Operation.DESCRIBE)
         answer = await ctx.controller.call(cp.list_reassignments(), timeout=_seconds(req.timeout))
         error, message, ongoing = ErrorCode.none, None, answer.reassignments
     except KafkaError as e:

@@ -14,6 +14,8 @@ from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
@@ -33,6 +35,8 @@ async def metadata(ctx: BrokerContext, header, req):
     replicas = ctx.replicas
     if req.topics is None:
         names = sorted(t.name for t in replicas.metadata.topics) if replicas.metadata else []
+        if ctx.authorizer is not None:  # as Kafka: topics the principal may not describe are left out
+            names = [n for n in names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)]
     else:
         names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -60,15 +64,20 @@ def _name_of(ctx: BrokerContext, topic_id) -> str | None:
 
 
 async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool):
+    if name is not None and not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return _no_topic(s, name, ErrorCode.topic_authorization_failed)
     meta = ctx.replicas.topic(name) if name else None
     if meta is None:
-        error = await _missing_topic_error(ctx, name, allow_auto)
-        return make(s.MetadataResponseTopic, error_code=error, name=name, topic_id=uuid_zero,
-                    is_internal=False, partitions=(), topic_authorized_operations=_NO_AUTHORIZED_OPS)
+        return _no_topic(s, name, await _missing_topic_error(ctx, name, allow_auto))
     partitions = tuple(_partition(ctx, s, p) for p in meta.partitions)
     return make(s.MetadataResponseTopic, error_code=ErrorCode.none, name=meta.name,
                 topic_id=uuid.UUID(meta.topic_id), is_internal=meta.name.startswith("__"),
                 partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPS)
+
+
+def _no_topic(s, name: str | None, error: ErrorCode):
+    return make(s.MetadataResponseTopic, error_code=error, name=name, topic_id=uuid_zero, is_internal=False,
+                partitions=(), topic_authorized_operations=_NO_AUTHORIZED_OPS)
 
 
 def _partition(ctx: BrokerContext, s, p):
@@ -84,6 +93,9 @@ async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto:
     """Kafka's answer for a topic it doesn't have, creating it if auto-creation applies."""
     if name is None or not (allow_auto and ctx.config.auto_create_topics):
         return ErrorCode.unknown_topic_or_partition
+    if not (allowed(ctx, Operation.CREATE, ResourceType.CLUSTER)
+            or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+        return ErrorCode.topic_authorization_failed
     try:
         await ctx.controller.call(cp.create_topic(cp.CreateTopic(name)), timeout=_AUTO_CREATE_TIMEOUT)
     except KafkaError as e:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -21,10 +23,26 @@ OFFSET_FOR_LEADER_EPOCH = 23
 async def offset_for_leader_epoch(ctx: BrokerContext, header, req):
     s = Schemas(OFFSET_FOR_LEADER_EPOCH, header.api_version)
     topics = []
+    follower = getattr(req, "replica_id", -1) >= 0
     for t in req.topics:
-        parts = tuple(_end_offset(ctx, s, t.topic, p) for p in t.partitions)
+        denied = _denial(ctx, t.topic, follower)
+        if denied is not None:
+            parts = tuple(make(s.EpochEndOffset, error_code=denied, partition=p.partition, leader_epoch=-1,
+                               end_offset=-1) for p in t.partitions)
+        else:
+            parts = tuple(_end_offset(ctx, s, t.topic, p) for p in t.partitions)
         topics.append(make(s.OffsetForLeaderTopicResult, topic=t.topic, partitions=parts))
     return make(s.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _denial(ctx: BrokerContext, topic: str, follower: bool) -> ErrorCode | None:
+    """A follower needs CLUSTER_ACTION on the cluster, a client DESCRIBE on the topic (as Kafka)."""
+    if ctx.authorizer is None:
+        return None
+    if follower:
+        return None if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) \
+            else ErrorCode.cluster_authorization_failed
+    return None if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic) else ErrorCode.topic_authorization_failed
 
 
 def _end_offset(ctx: BrokerContext, s, topic: str, p):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -18,7 +20,12 @@ async def list_offsets(ctx: BrokerContext, header, req):
     s = Schemas(2, header.api_version)
     topics = []
     for t in req.topics:
-        parts = tuple(_lookup(ctx, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+            parts = tuple(make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                               error_code=ErrorCode.topic_authorization_failed, timestamp=-1, offset=-1,
+                               leader_epoch=-1) for p in t.partitions)
+        else:
+            parts = tuple(_lookup(ctx, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
         topics.append(make(s.ListOffsetsTopicResponse, name=t.name, partitions=parts))
     return make(s.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 

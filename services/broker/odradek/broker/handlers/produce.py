@@ -16,6 +16,8 @@ import datetime
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import ConnectionClosed
@@ -28,10 +30,14 @@ async def produce(ctx: BrokerContext, header, req):
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
     order = []
+    denied = _denied_topics(ctx, req) if ctx.authorizer is not None else {}
     for td in req.topic_data:
         for pd in td.partition_data:
             key = (td.name, pd.index)
             order.append(key)
+            if td.name in denied:
+                results[key] = _failure(s, pd.index, denied[td.name], None)
+                continue
             try:
                 info = _append(ctx, td.name, pd, req.acks)
                 if req.acks == -1:
@@ -52,6 +58,17 @@ async def produce(ctx: BrokerContext, header, req):
         topics.setdefault(key[0], []).append(results[key])
     return make(s.ProduceResponse, throttle_time=ZERO, responses=tuple(
         make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()))
+
+
+def _denied_topics(ctx: BrokerContext, req) -> dict[str, ErrorCode]:
+    """Topics this producer may not write to, with Kafka's code (a transactional.id it may not
+    write covers every topic)."""
+    names = {td.name for td in req.topic_data}
+    if req.transactional_id is not None and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                        req.transactional_id):
+        return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
+    return {name: ErrorCode.topic_authorization_failed for name in names
+            if not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, name)}
 
 
 def _append(ctx: BrokerContext, topic: str, pd, acks: int):

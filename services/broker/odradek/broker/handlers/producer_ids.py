@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.security.authorizer import allowed, allowed_any
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
@@ -27,7 +29,12 @@ def _response(s, code: ErrorCode, producer_id: int = -1, epoch: int = -1):
 async def init_producer_id(ctx: BrokerContext, header, req):
     s = Schemas(INIT_PRODUCER_ID, header.api_version)
     if req.transactional_id is not None:
+        if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return _response(s, ErrorCode.transactional_id_authorization_failed)
         return _response(s, ErrorCode.coordinator_not_available)
+    if ctx.authorizer is not None and not (allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+                                           or allowed_any(ctx, Operation.WRITE, ResourceType.TOPIC)):
+        return _response(s, ErrorCode.cluster_authorization_failed)
     try:
         return _response(s, ErrorCode.none, await ctx.producer_ids.allocate(), 0)
     except KafkaError as e:  # no reachable active controller: retriable for the client

@@ -21,6 +21,8 @@ from typing import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
 
+from odradek.broker.security.acl import Operation
+from odradek.broker.security.authorizer import CLUSTER_DENIED
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, make
 
@@ -63,6 +65,8 @@ def scram_username(client_first: bytes) -> str | None:
 class ScramStore:
     def __init__(self, zk: Callable[[], KazooClient | None]) -> None:
         self._zk = zk
+        # the authorizer's verdict on ALTER / DESCRIBE of the cluster (set by the broker)
+        self.cluster_allowed: Callable[[Operation], bool] = lambda op: True
 
     def _read(self, user: str) -> tuple[dict, int]:
         zk = self._zk()
@@ -112,7 +116,9 @@ class ScramStore:
         s = Schemas(ALTER_USER_SCRAM_CREDENTIALS, header.api_version)
         names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
         results = {}
-        for name in {n for n in names if names.count(n) > 1}:
+        if not self.cluster_allowed(Operation.ALTER):
+            results = dict.fromkeys(names, (ErrorCode.cluster_authorization_failed, CLUSTER_DENIED))
+        for name in {n for n in names if names.count(n) > 1 and n not in results}:
             results[name] = (ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
         for d in request.deletions:
             if d.name not in results:
@@ -156,6 +162,9 @@ class ScramStore:
 
     async def describe(self, header, request) -> object:
         s = Schemas(DESCRIBE_USER_SCRAM_CREDENTIALS, header.api_version)
+        if not self.cluster_allowed(Operation.DESCRIBE):
+            return make(s.DescribeUserScramCredentialsResponse, throttle_time=ZERO,
+                        error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_DENIED, results=())
         described = await asyncio.to_thread(self._describe, request.users)
         results = tuple(make(s.DescribeUserScramCredentialsResult, user=user, error_code=code, error_message=message,
                              credential_infos=tuple(make(s.CredentialInfo, mechanism=m, iterations=i) for m, i in infos))
