@@ -35,6 +35,16 @@ _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 NO_LIFETIME = datetime.timedelta(0)
 
 
+def accept_kafka_nonce(server, client_final: str) -> None:
+    """Kafka 3.9 accepts a client-final whose nonce ends with the server's (ScramSaslServer's
+    ``endsWith``) and verifies the proof over the message as sent; librdkafka before 2.6.1
+    relies on it (it sends its own nonce in front of the combined one). scramp requires
+    equality, so it is given the nonce as sent; the proof still covers the server's nonce."""
+    nonce, expected = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), None), str(server.nonce)
+    if nonce is not None and nonce != expected and nonce.endswith(expected):
+        server.nonce = type(server.nonce)(nonce)   # scramp's Nonce (a str in older versions)
+
+
 def jaas_options(text: str) -> dict[str, str]:
     """``Module required k="v" ...;`` -> {k: v} (Kafka's JAAS option syntax)."""
     return {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(text or "")}
@@ -133,6 +143,7 @@ class SaslServer:
                 session.exchange = (user, server)
                 return server.get_server_first().encode()
             user, server = server
+            accept_kafka_nonce(server, token.decode())
             server.set_client_final(token.decode())
             self._succeeded(session, user)
             return server.get_server_final().encode()
