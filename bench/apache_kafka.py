@@ -18,7 +18,10 @@ benchmark needs that Kafka's tools do not offer) are compiled against those jars
 Clusters: every node is a combined KRaft broker+controller (`process.roles=broker,controller`)
 on free 127.0.0.1 ports, formatted with `kafka.tools.StorageTool format`, started with
 `kafka.Kafka` and the JVM options of Kafka's own start scripts (`-Xmx1G -Xms1G`, G1). PIDs and
-process start times go to `<dir>/cluster.json`; `down` signals exactly those PIDs.
+process start times go to `<dir>/cluster.json`; `down` signals exactly those PIDs. With
+``KafkaCluster(sasl_ssl=SaslSsl(...))`` every node also has a SASL_SSL listener named SECURE
+(PLAIN users from a JAAS config, SCRAM-SHA-256/512 from the cluster metadata, a PEM keystore)
+at ``secure_bootstrap``; the PLAINTEXT listener stays (unauthenticated admin, as in the tests).
 """
 
 from __future__ import annotations
@@ -130,6 +133,44 @@ def run_tool(main_class: str, *args: str, timeout: float = 300, input: str | Non
 
 # -- clusters ------------------------------------------------------------------------------------
 
+def pem_keystore(pem_file: str | Path) -> dict[str, str]:
+    """Kafka's PEM keystore settings for a file holding a private key (any format) and its
+    certificate chain: inline, as unencrypted PKCS#8 (a keystore given by location must hold an
+    encrypted key)."""
+    from cryptography.hazmat.primitives.serialization import (Encoding, NoEncryption, PrivateFormat,
+                                                              load_pem_private_key)
+    pem = Path(pem_file).read_bytes()
+    key = load_pem_private_key(pem, None).private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    chain = pem[pem.index(b"-----BEGIN CERTIFICATE-----"):]
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.key": key.decode(),
+            "ssl.keystore.certificate.chain": chain.decode()}
+
+
+def properties_text(props: dict[str, str]) -> str:
+    """A Java properties file; values escaped as java.util.Properties reads them (PEM spans lines)."""
+    def escape(value: str) -> str:
+        return value.replace("\\", "\\\\").replace("\n", "\\n")
+    return "".join(f"{k}={escape(v)}\n" for k, v in props.items())
+
+
+@dataclass
+class SaslSsl:
+    """The SECURE listener: ``keystore`` is a PEM file with the broker's private key and
+    certificate chain; ``plain_users`` are PLAIN's name -> password."""
+    keystore: Path
+    plain_users: dict[str, str]
+
+    def properties(self) -> dict[str, str]:
+        users = " ".join(f'user_{u}="{p}"' for u, p in self.plain_users.items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "listener.name.secure.plain.sasl.jaas.config":
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+                "listener.name.secure.scram-sha-256.sasl.jaas.config": scram,
+                "listener.name.secure.scram-sha-512.sasl.jaas.config": scram,
+                **pem_keystore(self.keystore)}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,7 +187,9 @@ class KafkaCluster:
     """A KRaft cluster of ``nodes`` combined broker+controller processes under ``dir``."""
     dir: Path
     nodes: int = 1
+    sasl_ssl: SaslSsl | None = None
     ports: dict[int, int] = field(default_factory=dict)
+    secure_ports: dict[int, int] = field(default_factory=dict)
     controller_ports: dict[int, int] = field(default_factory=dict)
     pids: dict[int, int] = field(default_factory=dict)
     start_times: dict[int, int | None] = field(default_factory=dict)
@@ -156,19 +199,24 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.ports))
 
+    @property
+    def secure_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.secure_ports[n]}" for n in sorted(self.secure_ports))
+
     def state_file(self) -> Path:
         return self.dir / "cluster.json"
 
     def save(self) -> None:
         self.state_file().write_text(json.dumps({
             "kafka_version": KAFKA_VERSION, "nodes": self.nodes, "bootstrap_servers": self.bootstrap,
-            "ports": self.ports, "controller_ports": self.controller_ports,
+            "ports": self.ports, "secure_ports": self.secure_ports, "controller_ports": self.controller_ports,
             "pids": self.pids, "start_times": self.start_times}, indent=2) + "\n")
 
     @classmethod
     def load(cls, dir: Path) -> "KafkaCluster":
         d = json.loads((dir / "cluster.json").read_text())
         return cls(dir=dir, nodes=d["nodes"], ports={int(k): v for k, v in d["ports"].items()},
+                   secure_ports={int(k): v for k, v in d.get("secure_ports", {}).items()},
                    controller_ports={int(k): v for k, v in d["controller_ports"].items()},
                    pids={int(k): v for k, v in d["pids"].items()},
                    start_times={int(k): v for k, v in d["start_times"].items()})
@@ -190,8 +238,14 @@ class KafkaCluster:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
         }
+        if self.sasl_ssl is not None:
+            secure = f"SECURE://127.0.0.1:{self.secure_ports[node]}"
+            props["listeners"] += f",{secure}"
+            props["advertised.listeners"] += f",{secure}"
+            props["listener.security.protocol.map"] += ",SECURE:SASL_SSL"
+            props.update(self.sasl_ssl.properties())
         props.update(extra)
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+        return properties_text(props)
 
     def start(self, extra: dict[str, str] | None = None, timeout: float = 120) -> "KafkaCluster":
         home = resolve()
@@ -199,6 +253,7 @@ class KafkaCluster:
         ids = list(range(1, self.nodes + 1))
         self.ports = {n: free_port() for n in ids}
         self.controller_ports = {n: free_port() for n in ids}
+        self.secure_ports = {n: free_port() for n in ids} if self.sasl_ssl is not None else {}
         voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in ids)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         try:

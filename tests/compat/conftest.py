@@ -10,7 +10,6 @@ repository; any other resolution failure is an error.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -18,22 +17,12 @@ import pytest
 
 from bench import apache_kafka
 from odradek.dev.harness import start_cluster, stop_cluster
-from tests.support.kafka_tools import UNREACHABLE, Endpoint
-from tests.support.tools import tool_missing
+from tests.support.kafka_tools import Endpoint, require_kafka
 
 
 @pytest.fixture(scope="session")
 def kafka_home() -> Path:
-    """``scripts/kafka.sh resolve``: installs Maven and a JDK if missing, resolves once (cached)."""
-    proc = subprocess.run([str(apache_kafka.ROOT / "scripts" / "kafka.sh"), "resolve"], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=1200)
-    if proc.returncode != 0:
-        output = proc.stdout + proc.stderr
-        if UNREACHABLE.search(output):
-            tool_missing(f"compatibility suite skipped: Maven cannot reach its repository to resolve "
-                         f"Apache Kafka {apache_kafka.KAFKA_VERSION} ({output.strip().splitlines()[-1][:200]})")
-        pytest.fail(f"scripts/kafka.sh resolve exited {proc.returncode}:\n{output[-4000:]}")
-    return apache_kafka.resolve()
+    return require_kafka()
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 
 ``Endpoint.tool`` runs a Java main class (``TOPIC_COMMAND``, ``CONSOLE_PRODUCER``, ...) with
 ``--bootstrap-server`` set to the endpoint (``bench.apache_kafka`` resolves the jars);
-``UNREACHABLE`` recognises Maven's output when it cannot reach its repository.
+``require_kafka`` resolves them first (a test tool: missing only when Maven cannot reach its
+repository).
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 
 from bench import apache_kafka
 from odradek.dev.waiting import wait_until
+from tests.support.tools import tool_missing
 
 # what Maven prints when it cannot reach a repository at all
 UNREACHABLE = re.compile(r"UnknownHostException|Unknown host|Connection refused|Network is unreachable|"
@@ -26,6 +31,20 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def require_kafka() -> Path:
+    """``scripts/kafka.sh resolve``: installs Maven and a JDK if missing, resolves once (cached).
+    Maven unable to reach its repository is a missing tool; any other failure fails the test."""
+    proc = subprocess.run([str(apache_kafka.ROOT / "scripts" / "kafka.sh"), "resolve"], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=1200)
+    if proc.returncode != 0:
+        output = proc.stdout + proc.stderr
+        if UNREACHABLE.search(output):
+            tool_missing(f"Maven cannot reach its repository to resolve Apache Kafka {apache_kafka.KAFKA_VERSION} "
+                         f"({output.strip().splitlines()[-1][:200]})")
+        pytest.fail(f"scripts/kafka.sh resolve exited {proc.returncode}:\n{output[-4000:]}")
+    return apache_kafka.resolve()
 
 
 @dataclass
