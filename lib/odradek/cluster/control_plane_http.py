@@ -2,11 +2,15 @@
 each side, so that transport security is added here and nowhere else.
 
 - Servers (the controller's API, each broker's internal API): ``server_app`` builds the
-  aiohttp application from ``{Route: handler}``.
+  aiohttp application from ``{Route: handler}``; ``serve`` binds it, over mutual TLS when the
+  process has a ``ControlPlaneTls`` (``control_plane_tls``), plaintext HTTP otherwise.
 - Asynchronous callers (a broker calling the controller, the controller pushing snapshots):
   ``client_session`` opens their aiohttp session; ``send`` makes one call with its own timeout.
 - Blocking callers (the operator in kopf's thread pool, dev tooling, benchmarks):
   ``send_blocking`` (urllib), and ``call_blocking`` for the decoded answer.
+
+Every caller passes the process's ``ControlPlaneTls`` (None: plaintext): with it, the client
+presents its certificate and checks the server's against the cluster CA.
 
 Routes, bodies and answers are ``control_plane``'s; error bodies are ``KafkaError.to_json()``.
 """
@@ -22,6 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from odradek.cluster.control_plane import Request, Route
+from odradek.cluster.control_plane_tls import ControlPlaneTls, MutualTlsSite, client_context
 from odradek.errors import ErrorCode, KafkaError
 
 A = TypeVar("A")
@@ -38,10 +43,29 @@ def server_app(handlers: Mapping[Route, Handler], *, middlewares: Iterable = (),
     return app
 
 
+async def serve(app: web.Application, host: str, port: int, tls: ControlPlaneTls | None,
+                what: str) -> tuple[web.AppRunner, tuple[str, int]]:
+    """Serve ``app`` on ``host:port`` (0: a free port); HTTPS requiring client certificates with
+    ``tls``. Returns the runner (``cleanup`` stops it) and the bound (host, port). ``what``
+    names the server in the log lines of refused connections."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    if tls is None:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        return runner, runner.addresses[0][:2]
+    tls_site = MutualTlsSite(runner, host, port, tls, what)
+    await tls_site.start()
+    return runner, tls_site.address
+
+
 # --- asynchronous callers ----------------------------------------------------------------------
-def client_session() -> aiohttp.ClientSession:
-    """A session for control-plane calls; each ``send`` sets its own timeout."""
-    return aiohttp.ClientSession()
+def client_session(tls: ControlPlaneTls | None = None) -> aiohttp.ClientSession:
+    """A session for control-plane calls (presenting this process's certificate with ``tls``);
+    each ``send`` sets its own timeout."""
+    if tls is None:
+        return aiohttp.ClientSession()
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context(tls)))
 
 
 async def send(session: aiohttp.ClientSession, base_url: str, request: Request, timeout: float) -> tuple[int, Any]:
@@ -53,14 +77,16 @@ async def send(session: aiohttp.ClientSession, base_url: str, request: Request, 
 
 
 # --- blocking callers --------------------------------------------------------------------------
-def send_blocking(base_url: str, request: Request, timeout: float) -> tuple[int, Any]:
+def send_blocking(base_url: str, request: Request, timeout: float,
+                  tls: ControlPlaneTls | None = None) -> tuple[int, Any]:
     """(HTTP status, decoded JSON body); an error body that is not JSON (a proxy's page) reads as
     UNKNOWN_SERVER_ERROR. Raises ``OSError`` when the server cannot be reached."""
     data = None if request.body is None else json.dumps(request.body).encode()
     req = urllib.request.Request(base_url.rstrip("/") + request.path, data=data, method=request.method,
                                  headers={"Content-Type": "application/json", "Accept": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        context = client_context(tls) if tls is not None else None
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as e:
         raw = e.read()
@@ -71,10 +97,10 @@ def send_blocking(base_url: str, request: Request, timeout: float) -> tuple[int,
             return e.code, error.to_json()
 
 
-def call_blocking(base_url: str, request: Request[A], timeout: float) -> A:
+def call_blocking(base_url: str, request: Request[A], timeout: float, tls: ControlPlaneTls | None = None) -> A:
     """The decoded answer. Raises ``KafkaError`` for an error answer (a standby's NOT_CONTROLLER
     too), ``OSError`` when the server cannot be reached."""
-    status, payload = send_blocking(base_url, request, timeout)
+    status, payload = send_blocking(base_url, request, timeout, tls)
     if status >= 400:
         raise KafkaError.from_json(payload)
     return request.decode(payload)

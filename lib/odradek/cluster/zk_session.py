@@ -2,7 +2,9 @@
 
 Owns: the session's timeouts (``zookeeper.session.timeout.ms`` and
 ``zookeeper.connection.timeout.ms``, stated in the config registry), kazoo's reconnection
-policy, and creating a cluster's chroot before a chrooted session starts.
+policy, creating a cluster's chroot before a chrooted session starts, and the session's
+security (``ZkSecurity``): ZooKeeper digest authentication and, with ``zookeeper.set.acl``,
+Kafka's znode ACLs on every znode the session creates (docs/security.md, "ZooKeeper").
 
 Why a reconnection policy of our own: kazoo's default backs off exponentially without bound
 (0.1 s, 0.2 s, 0.4 s ... up to an hour), so after a ZooKeeper restart of ten seconds a client
@@ -16,14 +18,17 @@ connection (kazoo's SUSPENDED) is not a lost session: only LOST (expiry) is, for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from odradek.cluster import paths
 from odradek.config import BROKER_CONFIGS
+from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
 
 SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
 CONNECTION_TIMEOUT = "zookeeper.connection.timeout.ms"
@@ -63,19 +68,95 @@ class ZkTimeouts:
         return (self.connection_ms if self.connection_ms is not None else self.session_ms) / 1000
 
 
-def client(connect: str, timeouts: ZkTimeouts, chroot: str = "") -> KazooClient:
-    """A kazoo client (not started) asking for ``timeouts.session_ms`` and reconnecting fast."""
-    return KazooClient(hosts=connect + chroot, timeout=timeouts.session_s,
-                       connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
-                                                   max_delay=RECONNECT_MAX_DELAY_S))
+# Kafka's ZkData: znodes under these prefixes (a plain startsWith, as Kafka's sensitivePath)
+# hold credentials and are readable by their creator only; /consumers (the old consumers'
+# path) stays open to all.
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+OPEN_PATH = "/consumers"
 
 
-def ensure_chroot(connect: str, cluster: str, timeouts: ZkTimeouts) -> None:
-    """Create ``/odradek/<cluster>`` with a short-lived unchrooted session."""
-    zk = client(connect, timeouts)
+@dataclass(frozen=True, slots=True)
+class ZkSecurity:
+    """``digest``: ``user:password`` the session authenticates with (ZooKeeper's digest
+    scheme), None: none; ``set_acl``: znodes are created with Kafka's ACLs (``acl``)."""
+    digest: str | None = None
+    set_acl: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> "ZkSecurity":
+        """From ``{key: string}`` (other keys ignored). ``ValueError`` for an unreadable or
+        malformed credentials file, or ``zookeeper.set.acl`` without credentials (Kafka refuses
+        to start then too: ACLs naming no one would lock the cluster out of its own znodes)."""
+        set_acl = BROKER_CONFIGS[ZK_SET_ACL].parse(settings.get(ZK_SET_ACL, BROKER_CONFIGS[ZK_SET_ACL].default))
+        digest = None
+        if credentials := settings.get(ZK_DIGEST_FILE, ""):
+            try:
+                digest = Path(credentials).read_text().strip()
+            except OSError as e:
+                raise ValueError(f"{ZK_DIGEST_FILE}: cannot read {credentials}: {e.strerror}") from None
+            user, colon, _ = digest.partition(":")
+            if not user or not colon or "\n" in digest:
+                raise ValueError(f"{ZK_DIGEST_FILE}: {credentials} must hold one line user:password")
+        if set_acl and digest is None:
+            raise ValueError(f"{ZK_SET_ACL} is true but {ZK_DIGEST_FILE} is not set")
+        return cls(digest, set_acl)
+
+    def acl(self, path: str) -> list[ACL]:
+        """The ACL of a znode at ``path`` (relative to the cluster's chroot), as Kafka's
+        ZkData.defaultAcls: its creator may do everything, the world may read, except under
+        the sensitive paths (the creator only) and /consumers (open)."""
+        if not self.set_acl or path == OPEN_PATH:
+            return list(OPEN_ACL_UNSAFE)
+        if any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS):
+            return list(CREATOR_ALL_ACL)
+        return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
+class _AclClient(KazooClient):
+    """A kazoo client whose every created znode gets ``ZkSecurity.acl`` of its own path
+    (kazoo's ``default_acl`` is one ACL for all paths). Every creation (``create``,
+    ``ensure_path``, ``makepath``'s parents) reaches ``_create_async_inner`` with its final
+    path; transactions make their own requests, hence ``_AclTransaction``."""
+
+    def __init__(self, security: ZkSecurity, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.security = security
+
+    def _create_async_inner(self, path, value, acl, flags, trailing=False, include_data=False):
+        return super()._create_async_inner(path, value, self.security.acl(path), flags, trailing, include_data)
+
+    def transaction(self) -> TransactionRequest:
+        return _AclTransaction(self)
+
+
+class _AclTransaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, ephemeral=False, sequence=False):
+        super().create(path, value, self.client.security.acl(path), ephemeral, sequence)
+
+
+def client(connect: str, timeouts: ZkTimeouts, chroot: str = "", security: ZkSecurity = ZkSecurity()) -> KazooClient:
+    """A kazoo client (not started) asking for ``timeouts.session_ms``, reconnecting fast and,
+    with ``security``, authenticating and creating znodes with Kafka's ACLs."""
+    options = dict(hosts=connect + chroot, timeout=timeouts.session_s,
+                   connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S),
+                   auth_data=[("digest", security.digest)] if security.digest else None)
+    return _AclClient(security, **options) if security.set_acl else KazooClient(**options)
+
+
+def ensure_chroot(connect: str, cluster: str, timeouts: ZkTimeouts, security: ZkSecurity = ZkSecurity()) -> None:
+    """Create ``/odradek/<cluster>`` with a short-lived unchrooted session. ``/odradek`` is
+    shared by every cluster of the ensemble, which may hold other credentials: it stays open
+    (it holds no data; nobody can remove it while a cluster lives under it); the chroot gets
+    the ACL of the cluster's root."""
+    zk = client(connect, timeouts, security=ZkSecurity(security.digest))
     zk.start(timeout=timeouts.connection_s)
     try:
-        zk.ensure_path(paths.chroot(cluster))
+        for path, acl in ((paths.chroot(cluster).rsplit("/", 1)[0], OPEN_ACL_UNSAFE),
+                          (paths.chroot(cluster), security.acl("/"))):
+            try:
+                zk.create(path, acl=acl)
+            except NodeExistsError:
+                pass
     except NoNodeError:  # a concurrent creator removed a parent meanwhile: theirs to finish
         pass
     finally:

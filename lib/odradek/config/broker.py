@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from odradek.config.cluster_security import CLUSTER_SECURITY_CONFIGS
 from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, PER_ADDRESS_COUNTS, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
 from odradek.config.topic import invalid, topic_defaults
@@ -49,6 +50,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("zookeeper.connection.timeout.ms", optional(integer(1, INT_MAX), "zookeeper.session.timeout.ms"), "",
               "how long start-up waits to connect to ZooKeeper"),
     *SECURITY_CONFIGS.values(),
+    *CLUSTER_SECURITY_CONFIGS.values(),
 )
 
 GROUP_CONFIGS: dict[str, ConfigKey] = registry(

@@ -23,6 +23,8 @@ from pathlib import Path
 from odradek import extras
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
+from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
+from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
 from odradek.dev import netns, processes, zookeeper
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
@@ -78,15 +80,19 @@ def up(args: argparse.Namespace) -> int:
         _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)
         state["controllers"] = []
+        # the cluster's own security keys (control-plane mTLS, ZooKeeper ACLs) go to the controllers too
+        state["cluster_security"] = {k: v for k, _, v in (c.partition("=") for c in args.config)
+                                     if k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS)}
         for i in range(args.controllers):
             port = free_port()
-            url = f"http://127.0.0.1:{port}"
+            url = f"{scheme(_control_plane_tls(state))}://127.0.0.1:{port}"
             state.setdefault("commands", {})[f"controller-{i}"] = _python() + [
                 "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
                 "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}",
                 "--default-partitions", str(args.partitions),
                 "--default-replication-factor", str(args.replication_factor),
-                "--leader-imbalance-check-interval-seconds", "10"]
+                "--leader-imbalance-check-interval-seconds", "10",
+                *sum((["--config", f"{k}={v}"] for k, v in state["cluster_security"].items()), [])]
             _start_process(state, f"controller-{i}")
             state["controllers"].append(url)
             _save(state_path, state)
@@ -249,12 +255,17 @@ def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
         raise TimeoutError(f"cluster not ready after {timeout:.0f}s: {seen[0]}") from None
 
 
+def _control_plane_tls(state: dict) -> ControlPlaneTls | None:
+    """The control plane's TLS (client side: the dev tools present the cluster's certificate)."""
+    return ControlPlaneTls.from_settings(state.get("cluster_security", {}))
+
+
 def active_cluster(state: dict) -> dict | None:
     """The active controller's view (``control_plane.CLUSTER``'s JSON plus its
     ``controller_url``), or None."""
     for url in state.get("controllers", []):
         try:
-            status, body = send_blocking(url, control_plane.cluster(), timeout=2)
+            status, body = send_blocking(url, control_plane.cluster(), timeout=2, tls=_control_plane_tls(state))
         except (OSError, ValueError):
             continue
         if status == 200:

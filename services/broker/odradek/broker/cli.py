@@ -54,14 +54,20 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)
     iadv_host, _, iadv_port = (a.internal_advertised or "").partition(":")
     settings = _settings(p, a)
-    return BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
-                        host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
-                        internal_host=ihost, internal_port=iport, internal_advertised_host=iadv_host or None,
-                        internal_advertised_port=int(iadv_port) if iadv_port else None,
-                        rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
-                        topic_defaults=settings.topic_defaults, group_settings=settings.group,
-                        listener_settings=settings.listener, listen_flag=a.listen is not None,
-                        **bound_values(BrokerConfig, settings.broker))
+    config = BrokerConfig(broker_id=a.id, data_dir=a.data_dir, zookeeper=a.zookeeper, cluster=a.cluster,
+                          host=host, port=port, advertised_host=adv_host, advertised_port=adv_port,
+                          internal_host=ihost, internal_port=iport, internal_advertised_host=iadv_host or None,
+                          internal_advertised_port=int(iadv_port) if iadv_port else None,
+                          rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
+                          topic_defaults=settings.topic_defaults, group_settings=settings.group,
+                          listener_settings=settings.listener, listen_flag=a.listen is not None,
+                          **bound_values(BrokerConfig, settings.broker))
+    try:  # the control plane's certificates and ZooKeeper's credentials load now, or the start fails here
+        config.control_plane_tls()
+        config.zookeeper_security()
+    except ValueError as e:
+        p.error(str(e))
+    return config
 
 
 def _settings(p: argparse.ArgumentParser, a: argparse.Namespace) -> BrokerSettings:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.cluster.zk_session import ZkTimeouts
+from odradek.cluster.control_plane_tls import ControlPlaneTls
+from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 from odradek.config import setting, settings_of
 from odradek.config.keys import connection_overrides
 from odradek.protocol.listener import ListenerLimits
@@ -64,6 +65,12 @@ class BrokerConfig:
     listener_settings: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys (SASL JAAS)
     zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = setting("zookeeper.connection.timeout.ms")
+    zookeeper_set_acl: bool = setting("zookeeper.set.acl")
+    zookeeper_digest_credentials_file: str = setting("zookeeper.digest.credentials.file")
+    control_plane_ssl_keystore_location: str = setting("control.plane.ssl.keystore.location")
+    control_plane_ssl_truststore_location: str = setting("control.plane.ssl.truststore.location")
+    control_plane_ssl_endpoint_identification_algorithm: str = setting(
+        "control.plane.ssl.endpoint.identification.algorithm")
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
 
@@ -81,3 +88,11 @@ class BrokerConfig:
     @property
     def zookeeper_timeouts(self) -> ZkTimeouts:
         return ZkTimeouts(self.zookeeper_session_timeout_ms, self.zookeeper_connection_timeout_ms)
+
+    def zookeeper_security(self) -> ZkSecurity:
+        """Reads the credentials file: ``ValueError`` when it cannot."""
+        return ZkSecurity.from_settings(self.broker_settings)
+
+    def control_plane_tls(self) -> ControlPlaneTls | None:
+        """Loads the certificate files: ``ValueError`` when they do not."""
+        return ControlPlaneTls.from_settings(self.broker_settings)

@@ -18,6 +18,7 @@ import aiohttp
 
 from odradek.cluster.control_plane import Request
 from odradek.cluster.control_plane_http import client_session, send
+from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.errors import ErrorCode, KafkaError
 
 A = TypeVar("A")
@@ -26,8 +27,9 @@ RETRY_BACKOFF_S = 0.1
 
 
 class ControllerClient:
-    def __init__(self, url_source: Callable[[], str | None]) -> None:
+    def __init__(self, url_source: Callable[[], str | None], tls: ControlPlaneTls | None = None) -> None:
         self._url_source = url_source
+        self._tls = tls
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -41,7 +43,7 @@ class ControllerClient:
         """The JSON answer of the active controller (undecoded: an unreadable answer must not
         be mistaken for an unreachable controller and sent again)."""
         if self._session is None:
-            self._session = client_session()
+            self._session = client_session(self._tls)
         deadline = time.monotonic() + timeout
         last = "no active controller"
         while (remaining := deadline - time.monotonic()) > 0:

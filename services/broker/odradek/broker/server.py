@@ -38,7 +38,8 @@ from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.storage import LogManager
 from odradek.broker.zk import BrokerRegistration
 from odradek.cluster import control_plane as cp
-from odradek.cluster.control_plane_http import server_app
+from odradek.cluster.control_plane_http import serve, server_app
+from odradek.cluster.control_plane_tls import scheme
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.listener import KafkaListener
@@ -54,8 +55,11 @@ class Broker:
         self.config = config
         self.logs = LogManager(config.data_dir, config.topic_defaults, cleaner_priority=config.cleaner_priority)
         self.registration: BrokerRegistration | None = None
+        self.control_plane_tls = config.control_plane_tls()
+        self.zookeeper_security = config.zookeeper_security()
         self.security = BrokerSecurity(config, lambda: self.registration.client if self.registration else None)
-        self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None)
+        self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None,
+                                           self.control_plane_tls)
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
@@ -80,16 +84,14 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.logs.failures.subscribe(lambda _cause: loop.call_soon_threadsafe(self._log_dir_failed, stop))
         listeners, endpoints = self._listen()
-        runner = web.AppRunner(self._internal_app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, cfg.internal_host, cfg.internal_port)
-        await site.start()
-        self.internal_port = site._server.sockets[0].getsockname()[1]
+        runner, (_, self.internal_port) = await serve(self._internal_app(), cfg.internal_host, cfg.internal_port,
+                                                      self.control_plane_tls, f"broker {cfg.broker_id} internal API")
         info = BrokerInfo(cfg.broker_id, endpoints[0][1], endpoints[0][2],
-                          f"http://{cfg.internal_advertised_host or cfg.internal_host}:"
+                          f"{scheme(self.control_plane_tls)}://{cfg.internal_advertised_host or cfg.internal_host}:"
                           f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,
                           endpoints=tuple(endpoints) if cfg.listeners else ())
-        self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts)
+        self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts,
+                                               self.zookeeper_security)
         await asyncio.to_thread(self.registration.start)
         if self.context.authorizer is not None:  # until loaded, only super users get through
             await asyncio.to_thread(self.context.authorizer.start)

@@ -23,14 +23,16 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from odradek.cluster import paths, zk_session
 from odradek.cluster.model import BrokerInfo
-from odradek.cluster.zk_session import ZkTimeouts
+from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
 log = logging.getLogger(__name__)
 
 
 class BrokerRegistration:
-    def __init__(self, connect: str, cluster: str, info: BrokerInfo, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
-        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster))
+    def __init__(self, connect: str, cluster: str, info: BrokerInfo, timeouts: ZkTimeouts = ZkTimeouts(),
+                 security: ZkSecurity = ZkSecurity()) -> None:
+        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster), security)
+        self._security = security
         self._timeouts = timeouts
         self._connect = connect
         self._cluster = cluster
@@ -50,7 +52,7 @@ class BrokerRegistration:
 
     def start(self) -> None:
         """Connect (within ``zookeeper.connection.timeout.ms``) and register."""
-        zk_session.ensure_chroot(self._connect, self._cluster, self._timeouts)
+        zk_session.ensure_chroot(self._connect, self._cluster, self._timeouts, self._security)
         self._zk.add_listener(self._on_state)
         self._zk.start(timeout=self._timeouts.connection_s)
         self._register()

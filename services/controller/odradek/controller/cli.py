@@ -16,10 +16,11 @@ import signal
 import socket
 import sys
 
-from aiohttp import web
-
 from odradek.cluster import zk_session
-from odradek.cluster.zk_session import ZkTimeouts
+from odradek.cluster.control_plane_http import serve as serve_http
+from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
+from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
+from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
 
 from .admin import Defaults
 from .api import make_app
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:0", type=_host_port, metavar="HOST:PORT",
                    help="internal HTTP API address; port 0 picks a free port (default %(default)s)")
     p.add_argument("--advertised-url", default=None,
-                   help="URL other services use to reach this instance (default: http://<bound address>)")
+                   help="URL other services use to reach this instance (default: http://<bound address>, "
+                        "https:// with control.plane.ssl.keystore.location)")
     p.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}",
                    help="instance id written to /controller (default hostname-pid)")
     p.add_argument("--default-partitions", type=int, default=1,
@@ -66,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the ZooKeeper session's settings, as the brokers take them: "
                         "zookeeper.session.timeout.ms (default 18000: how long a dead controller keeps "
                         "/controller, and how long a ZooKeeper outage may last before it loses its role) and "
-                        "zookeeper.connection.timeout.ms (start-up's wait; default: the session timeout)")
+                        "zookeeper.connection.timeout.ms (start-up's wait; default: the session timeout); "
+                        "and the cluster's own security, as the brokers take it (docs/security.md): "
+                        "control.plane.ssl.* (mutual TLS on the internal API), zookeeper.set.acl and "
+                        "zookeeper.digest.credentials.file")
     p.add_argument("--zk-session-timeout", type=_positive, default=None,
                    help="zookeeper.session.timeout.ms in seconds (wins over --config)")
     p.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction, default=True,
@@ -88,19 +93,16 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    store = ZkStore(args.zookeeper, args.cluster, args.zk_timeouts)
+    store = ZkStore(args.zookeeper, args.cluster, args.zk_timeouts, args.zk_security)
     settings = Settings(id=args.id, url="", defaults=Defaults(args.default_partitions,
                                                               args.default_replication_factor),
                         auto_leader_rebalance=args.auto_leader_rebalance,
                         leader_imbalance_check_interval=args.leader_imbalance_check_interval_seconds,
-                        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage)
+                        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
+                        tls=args.tls)
     controller = Controller(store, settings)
-    runner = web.AppRunner(make_app(controller), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0]
-    url = args.advertised_url or f"http://{_url_host(bound[0])}:{bound[1]}"
+    runner, bound = await serve_http(make_app(controller), host, port, args.tls, f"controller {args.id} API")
+    url = args.advertised_url or f"{scheme(args.tls)}://{_url_host(bound[0])}:{bound[1]}"
     controller.settings = dataclasses.replace(settings, url=url)
     log.info("controller %s serving the internal API on %s", args.id, url)
 
@@ -128,14 +130,18 @@ def _url_host(host: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The arguments, with ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout."""
+    """The arguments, with ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout,
+    ``zk_security`` (``ZkSecurity``) and ``tls`` (``ControlPlaneTls`` or None) from --config."""
     p = build_parser()
     args = p.parse_args(argv)
     settings = dict(kv.partition("=")[::2] for kv in args.config)
     if args.zk_session_timeout is not None:
         settings[zk_session.SESSION_TIMEOUT] = str(round(args.zk_session_timeout * 1000))
+    security = {k: settings.pop(k) for k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS) if k in settings}
     try:
         args.zk_timeouts = ZkTimeouts.from_settings(settings)
+        args.zk_security = ZkSecurity.from_settings(security)
+        args.tls = ControlPlaneTls.from_settings(security)
     except ValueError as e:
         p.error(str(e))
     return args

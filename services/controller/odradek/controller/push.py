@@ -18,6 +18,7 @@ import aiohttp
 
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import client_session, send
+from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,10 @@ log = logging.getLogger(__name__)
 
 class Pusher:
     def __init__(self, on_stale: Callable[[BrokerInfo], None] = lambda b: None,
-                 debounce: float = 0.05, max_backoff: float = 5.0, request_timeout: float = 5.0) -> None:
+                 debounce: float = 0.05, max_backoff: float = 5.0, request_timeout: float = 5.0,
+                 tls: ControlPlaneTls | None = None) -> None:
         self._on_stale = on_stale
+        self._tls = tls
         self._debounce = debounce
         self._max_backoff = max_backoff
         self._timeout = request_timeout
@@ -114,7 +117,7 @@ class Pusher:
 
     async def _post(self, url: str, request: cp.Request) -> str:
         if self._session is None:
-            self._session = client_session()
+            self._session = client_session(self._tls)
         try:
             status, answer = await send(self._session, url, request, self._timeout)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.cluster.model import ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 
@@ -49,6 +50,7 @@ class Settings:
     auto_leader_rebalance: bool = True  # Kafka's auto.leader.rebalance.enable
     leader_imbalance_check_interval: float = 300.0  # leader.imbalance.check.interval.seconds
     leader_imbalance_per_broker_percentage: float = 10.0  # leader.imbalance.per.broker.percentage
+    tls: ControlPlaneTls | None = None  # the control plane's mutual TLS (None: plaintext HTTP)
 
 
 class Controller:
@@ -62,7 +64,7 @@ class Controller:
         self._dirty = asyncio.Event()  # active: something changed in ZooKeeper
         self._vacant = asyncio.Event()  # standby: /controller may be free
         self._stopping = asyncio.Event()
-        self._pusher = Pusher(on_stale=lambda b: self._poke())
+        self._pusher = Pusher(on_stale=lambda b: self._poke(), tls=settings.tls)
         self._shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
 
     # --- role -------------------------------------------------------------------------------

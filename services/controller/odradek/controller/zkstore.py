@@ -28,7 +28,7 @@ from kazoo.protocol.serialization import Transaction
 
 from odradek.cluster import paths, zk_session
 from odradek.cluster.model import BrokerInfo, PartitionState
-from odradek.cluster.zk_session import ZkTimeouts
+from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
 from .store import (Callback, ControllerMoved, ControllerRecord, MetadataStore, StoreError,
                     StoreSnapshot, StoreUnavailable, TooLarge, TopicRecord, TopicWrite)
@@ -114,18 +114,20 @@ class ZkStore(MetadataStore):
     a ZooKeeper outage may last before this instance loses its role (a suspended connection
     only makes it inactive until it reconnects)."""
 
-    def __init__(self, connect: str, cluster: str, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
+    def __init__(self, connect: str, cluster: str, timeouts: ZkTimeouts = ZkTimeouts(),
+                 security: ZkSecurity = ZkSecurity()) -> None:
         self._connect = connect
         self._cluster = cluster
         self._timeouts = timeouts
-        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster))
+        self._security = security
+        self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster), security)
         self._fence_version: int | None = None  # /controller_epoch's version after our election
 
     # --- lifecycle --------------------------------------------------------------------------
     @_unavailable_as_store_error
     def start(self, timeout: float | None = None) -> None:
         timeouts = self._timeouts if timeout is None else ZkTimeouts(self._timeouts.session_ms, int(timeout * 1000))
-        zk_session.ensure_chroot(self._connect, self._cluster, timeouts)
+        zk_session.ensure_chroot(self._connect, self._cluster, timeouts, self._security)
         self._zk.start(timeout=timeouts.connection_s)
         for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster",
                   "/admin", paths.LOG_DIR_EVENT_NOTIFICATION):

@@ -1,0 +1,159 @@
+"""Mutual TLS on the control plane (the internal HTTP API of the controller and of each broker).
+
+Owns: the control plane's TLS settings (``ControlPlaneTls``, from the ``control.plane.ssl.*``
+keys of ``odradek.config.cluster_security``), the TLS contexts of both sides (TLS 1.2 and
+later; the server requires a client certificate chaining to the cluster CA, every client
+presents its own), and ``MutualTlsSite``, the aiohttp site that runs each connection's
+handshake before the HTTP server sees it.
+
+Why a site of our own: with aiohttp's ``TCPSite(ssl_context=...)`` a failed handshake (no
+client certificate, one from another CA, plain HTTP on the TLS port) is dropped by asyncio
+with a DEBUG line at most; the control plane must log every refused peer at WARNING with its
+address. So the site accepts sockets itself and hands each to aiohttp's protocol through
+``loop.connect_accepted_socket``, which completes the handshake or raises (as the Kafka
+listener does). (``loop.start_tls`` on an accepted transport was tried first: uvloop may
+deliver the ClientHello before the hand-over, and the handshake then hangs.)
+
+Without ``control.plane.ssl.keystore.location`` there is no ``ControlPlaneTls`` (None) and
+the control plane is plaintext HTTP, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Mapping
+
+from aiohttp import web
+
+from odradek.config import BROKER_CONFIGS
+from odradek.config.cluster_security import (CONTROL_PLANE_ENDPOINT_IDENTIFICATION, CONTROL_PLANE_KEYSTORE,
+                                             CONTROL_PLANE_TRUSTSTORE)
+
+log = logging.getLogger("odradek.control_plane")
+
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneTls:
+    """``keystore``: PEM with this process's certificate chain and key; ``truststore``: the
+    cluster CA every peer's certificate must chain to; ``check_hostname``: a client checks the
+    server's certificate against the URL's host."""
+    keystore: str
+    truststore: str
+    check_hostname: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> "ControlPlaneTls | None":
+        """From ``{key: string}`` (other keys ignored); None without a keystore. ``ValueError``
+        when the keystore comes without a truststore, or a file does not load."""
+        def value(key: str) -> str:
+            return str(settings.get(key, BROKER_CONFIGS[key].default))
+        keystore, truststore = value(CONTROL_PLANE_KEYSTORE), value(CONTROL_PLANE_TRUSTSTORE)
+        if not keystore:
+            return None
+        if not truststore:
+            raise ValueError(f"{CONTROL_PLANE_KEYSTORE} needs {CONTROL_PLANE_TRUSTSTORE} (the cluster CA)")
+        tls = cls(keystore, truststore, BROKER_CONFIGS[CONTROL_PLANE_ENDPOINT_IDENTIFICATION].parse(
+            value(CONTROL_PLANE_ENDPOINT_IDENTIFICATION)) == "https")
+        try:  # fail at start-up, not at the first push
+            tls.server_context()
+            client_context(tls)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"control-plane TLS files do not load ({keystore}, {truststore}): {e}") from None
+        return tls
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.keystore)
+        context.load_verify_locations(self.truststore)
+        context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
+@functools.lru_cache(maxsize=8)
+def client_context(tls: ControlPlaneTls) -> ssl.SSLContext:
+    """The context of a control-plane client (one per settings: contexts are reusable)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_verify_locations(tls.truststore)
+    context.check_hostname = tls.check_hostname
+    context.load_cert_chain(tls.keystore)
+    return context
+
+
+def scheme(tls: ControlPlaneTls | None) -> str:
+    """The scheme of this process's control-plane URL."""
+    return "https" if tls is not None else "http"
+
+
+# --- the server side ---------------------------------------------------------------------------
+def _address(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+class MutualTlsSite(web.BaseSite):
+    """An aiohttp site serving HTTPS that requires client certificates from the cluster CA.
+    It accepts sockets itself and runs each handshake in a task of its own
+    (``connect_accepted_socket`` raises when it fails), so that a refused peer is logged, at
+    WARNING, with its address; ``what`` names the server in those lines."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, tls: ControlPlaneTls, what: str) -> None:
+        super().__init__(runner)
+        self._context = tls.server_context()
+        self._what = what
+        self._sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                          backlog=self._backlog)
+        self._sock.setblocking(False)
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._sock.getsockname()[:2]
+
+    @property
+    def name(self) -> str:
+        host, port = self.address
+        return f"https://{host}:{port}"
+
+    async def start(self) -> None:
+        await super().start()  # registers the site with the runner
+        self._hold(asyncio.get_running_loop().create_task(self._accept(), name=f"{self._what} accept"))
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        self._sock.close()
+        await super().stop()
+
+    def _hold(self, task: asyncio.Task) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(self._sock)
+            except OSError as e:  # out of descriptors, say: try again shortly
+                log.warning("%s: accept failed: %s", self._what, e)
+                await asyncio.sleep(0.1)
+                continue
+            self._hold(loop.create_task(self._handshake(loop, conn, peer)))
+
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, peer: object) -> None:
+        try:
+            await loop.connect_accepted_socket(self._runner.server, conn, ssl=self._context,
+                                               ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
+            log.warning("%s: refused the connection from %s: TLS handshake failed (a client certificate from "
+                        "the cluster CA is required): %r", self._what, _address(peer), e)
+            conn.close()

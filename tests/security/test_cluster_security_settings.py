@@ -1,0 +1,55 @@
+"""The cluster-security settings alone (no cluster): Kafka's znode ACLs per path, and the
+start-up refusals of bad ``zookeeper.*`` / ``control.plane.ssl.*`` settings."""
+
+from __future__ import annotations
+
+import pytest
+import trustme
+from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+
+from odradek.cluster.control_plane_tls import ControlPlaneTls
+from odradek.cluster.zk_session import ZkSecurity
+from odradek.controller.cli import parse_args
+
+
+def test_znode_acls_are_kafkas():
+    secure = ZkSecurity("odradek:secret", set_acl=True)
+    assert secure.acl("/brokers/topics/t") == [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+    for sensitive in ("/config/users", "/config/users/alice", "/config/brokers/1", "/delegation_token/tokens/x"):
+        assert secure.acl(sensitive) == CREATOR_ALL_ACL, sensitive
+    assert secure.acl("/consumers") == OPEN_ACL_UNSAFE
+    assert ZkSecurity("odradek:secret").acl("/brokers/topics/t") == OPEN_ACL_UNSAFE  # authenticated, no ACLs
+
+
+def test_zookeeper_settings(tmp_path):
+    assert ZkSecurity.from_settings({}) == ZkSecurity()
+    creds = tmp_path / "zk"
+    creds.write_text("odradek:secret\n")
+    assert ZkSecurity.from_settings({"zookeeper.set.acl": "true", "zookeeper.digest.credentials.file": str(creds)}) \
+        == ZkSecurity("odradek:secret", True)
+    with pytest.raises(ValueError, match="zookeeper.set.acl is true but zookeeper.digest.credentials.file"):
+        ZkSecurity.from_settings({"zookeeper.set.acl": "true"})
+    creds.write_text("no-colon\n")
+    with pytest.raises(ValueError, match="user:password"):
+        ZkSecurity.from_settings({"zookeeper.digest.credentials.file": str(creds)})
+    with pytest.raises(ValueError, match="cannot read"):
+        ZkSecurity.from_settings({"zookeeper.digest.credentials.file": str(tmp_path / "absent")})
+
+
+def test_control_plane_settings(tmp_path):
+    assert ControlPlaneTls.from_settings({}) is None
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "me.pem"))
+    keystore = {"control.plane.ssl.keystore.location": str(tmp_path / "me.pem")}
+    with pytest.raises(ValueError, match="needs control.plane.ssl.truststore.location"):
+        ControlPlaneTls.from_settings(keystore)
+    with pytest.raises(ValueError, match="do not load"):
+        ControlPlaneTls.from_settings({**keystore, "control.plane.ssl.truststore.location": str(tmp_path / "none")})
+    tls = ControlPlaneTls.from_settings({**keystore, "control.plane.ssl.truststore.location": str(tmp_path / "ca.pem")})
+    assert tls == ControlPlaneTls(str(tmp_path / "me.pem"), str(tmp_path / "ca.pem"), check_hostname=True)
+    args = parse_args(["--zookeeper", "127.0.0.1:2181", "--config", "zookeeper.session.timeout.ms=6000",
+                       *[a for k, v in {**keystore, "control.plane.ssl.truststore.location": str(tmp_path / "ca.pem"),
+                                        "control.plane.ssl.endpoint.identification.algorithm": ""}.items()
+                         for a in ("--config", f"{k}={v}")]])
+    assert args.tls.check_hostname is False and args.zk_timeouts.session_ms == 6000 and args.zk_security == ZkSecurity()
