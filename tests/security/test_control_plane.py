@@ -4,9 +4,11 @@ of the controller and the brokers, ZooKeeper digest authentication and Kafka's z
 One two-broker dev cluster for the module, with ``control.plane.ssl.*``, ``zookeeper.set.acl``
 and ``zookeeper.digest.credentials.file`` on (certificates from ``trustme``, as the package's
 conftest makes them). It still elects leaders, creates topics and replicates; forged pushes
-(plain HTTP, no client certificate, a certificate from another CA) to the controller's and a
-broker's API are refused at the TLS layer, logged, and change nothing; a ZooKeeper client
-without the digest reads Odradek's znodes but cannot change them, nor read credentials.
+to the controller's and a broker's API are refused and logged, and change nothing: plain
+HTTP, no client certificate and a certificate from another CA at the TLS layer, a certificate
+of the cluster CA whose CN is not one of the cluster's processes with 403 before any handler.
+A ZooKeeper client without the digest reads Odradek's znodes but cannot change them, nor read
+credentials.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Guarded:
     tls: ControlPlaneTls      # the cluster's own identity: what a legitimate peer presents
     ca_file: str
     stranger_cert: str        # chain + key from another CA
+    user_cert: str            # chain + key of CN=alice from the cluster CA
     controller_url: str
     broker_url: str           # broker 1's internal API
 
@@ -57,11 +60,14 @@ def guarded(tmp_path_factory) -> Guarded:
     ca.cert_pem.write_to_path(str(certs / "ca.pem"))
     ca.issue_cert("127.0.0.1", "localhost", common_name="odradek").private_key_and_cert_chain_pem.write_to_path(
         str(certs / "odradek.pem"))
+    ca.issue_cert("alice@example.com", common_name="alice").private_key_and_cert_chain_pem.write_to_path(
+        str(certs / "alice.pem"))  # a Kafka user's certificate from the same CA: not a process of the cluster
     other_ca.issue_cert("127.0.0.1", common_name="odradek").private_key_and_cert_chain_pem.write_to_path(
         str(certs / "stranger.pem"))
     (certs / "zk-digest").write_text(f"{ZK_USER}:{ZK_PASSWORD}\n")
     config = {"control.plane.ssl.keystore.location": str(certs / "odradek.pem"),
               "control.plane.ssl.truststore.location": str(certs / "ca.pem"),
+              "control.plane.ssl.peer.common.name.pattern": "odradek|broker-[0-9]+",
               "zookeeper.set.acl": "true",
               "zookeeper.digest.credentials.file": str(certs / "zk-digest")}
     cluster = start_cluster(tmp_path_factory.mktemp("guarded"), brokers=2,
@@ -71,7 +77,8 @@ def guarded(tmp_path_factory) -> Guarded:
         url = cluster.status()["controller_url"]
         view = call_blocking(url, cp.cluster(), timeout=10, tls=tls)
         broker_url = next(b.internal_url for b in view.metadata.brokers if b.id == 1)
-        yield Guarded(cluster, tls, str(certs / "ca.pem"), str(certs / "stranger.pem"), url, broker_url)
+        yield Guarded(cluster, tls, str(certs / "ca.pem"), str(certs / "stranger.pem"), str(certs / "alice.pem"),
+                      url, broker_url)
     finally:
         stop_cluster(cluster)
 
@@ -141,6 +148,15 @@ def test_forged_pushes_are_refused_and_change_nothing(guarded: Guarded, topic: s
             assert _refused(url, request, context), f"{how} to {url} got through"
     wait_until(lambda: guarded.logs().count(REFUSED) >= 6, 10, "the six refusals logged")
     assert all(" WARNING " in line for line in guarded.logs().splitlines() if REFUSED in line)
+    user = ssl.create_default_context(cafile=guarded.ca_file)
+    user.load_cert_chain(guarded.user_cert)
+    for url, request in forged.items():  # TLS passes; the CN check refuses before any handler runs
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url + request.path, method=request.method,
+                                                          data=json.dumps(request.body or {}).encode()),
+                                   timeout=10, context=user)
+        assert refused.value.code == 403 and json.loads(refused.value.read())["error_code"] == 31
+    assert guarded.logs().count("does not match odradek|broker-[0-9]+") == 2
     after = _metadata(guarded)
     assert after.topic(topic) == before.topic(topic) and after.controller_epoch == before.controller_epoch
     status, answer = send_blocking(guarded.broker_url, cp.status(), timeout=10, tls=guarded.tls)

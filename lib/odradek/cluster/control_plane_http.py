@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from odradek.cluster.control_plane import Request, Route
-from odradek.cluster.control_plane_tls import ControlPlaneTls, MutualTlsSite, client_context
+from odradek.cluster.control_plane_tls import ControlPlaneTls, MutualTlsSite, client_context, peer_check
 from odradek.errors import ErrorCode, KafkaError
 
 A = TypeVar("A")
@@ -48,6 +48,8 @@ async def serve(app: web.Application, host: str, port: int, tls: ControlPlaneTls
     """Serve ``app`` on ``host:port`` (0: a free port); HTTPS requiring client certificates with
     ``tls``. Returns the runner (``cleanup`` stops it) and the bound (host, port). ``what``
     names the server in the log lines of refused connections."""
+    if tls is not None and (check := peer_check(tls, what)) is not None:
+        app.middlewares.insert(0, check)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     if tls is None:

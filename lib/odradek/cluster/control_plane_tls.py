@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from aiohttp import web
 
 from odradek.config import BROKER_CONFIGS
 from odradek.config.cluster_security import (CONTROL_PLANE_ENDPOINT_IDENTIFICATION, CONTROL_PLANE_KEYSTORE,
-                                             CONTROL_PLANE_TRUSTSTORE)
+                                             CONTROL_PLANE_PEER_CN, CONTROL_PLANE_TRUSTSTORE)
+from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("odradek.control_plane")
 
@@ -43,10 +45,12 @@ HANDSHAKE_TIMEOUT_S = 10.0
 class ControlPlaneTls:
     """``keystore``: PEM with this process's certificate chain and key; ``truststore``: the
     cluster CA every peer's certificate must chain to; ``check_hostname``: a client checks the
-    server's certificate against the URL's host."""
+    server's certificate against the URL's host; ``peer_common_name``: a regular expression a
+    client certificate's CN must match ("": any certificate from the CA)."""
     keystore: str
     truststore: str
     check_hostname: bool = True
+    peer_common_name: str = ""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "ControlPlaneTls | None":
@@ -60,7 +64,8 @@ class ControlPlaneTls:
         if not truststore:
             raise ValueError(f"{CONTROL_PLANE_KEYSTORE} needs {CONTROL_PLANE_TRUSTSTORE} (the cluster CA)")
         tls = cls(keystore, truststore, BROKER_CONFIGS[CONTROL_PLANE_ENDPOINT_IDENTIFICATION].parse(
-            value(CONTROL_PLANE_ENDPOINT_IDENTIFICATION)) == "https")
+            value(CONTROL_PLANE_ENDPOINT_IDENTIFICATION)) == "https",
+            str(BROKER_CONFIGS[CONTROL_PLANE_PEER_CN].parse(value(CONTROL_PLANE_PEER_CN))))
         try:  # fail at start-up, not at the first push
             tls.server_context()
             client_context(tls)
@@ -94,6 +99,28 @@ def scheme(tls: ControlPlaneTls | None) -> str:
 
 
 # --- the server side ---------------------------------------------------------------------------
+def peer_check(tls: ControlPlaneTls, what: str) -> Callable | None:
+    """An aiohttp middleware refusing (403 CLUSTER_AUTHORIZATION_FAILED, logged at WARNING) a
+    request whose client certificate's CN does not match ``tls.peer_common_name``; None when
+    no pattern is set. It runs before any handler: a refused request changes nothing."""
+    if not tls.peer_common_name:
+        return None
+    pattern = re.compile(tls.peer_common_name)
+
+    @web.middleware
+    async def check(request: web.Request, handler):
+        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        names = [v for rdn in (cert or {}).get("subject", ()) for k, v in rdn if k == "commonName"]
+        if not any(pattern.fullmatch(name) for name in names):
+            log.warning("%s: refused %s %s from %s: the client certificate's CN %s does not match %s", what,
+                        request.method, request.path, request.remote, names or "(none)", tls.peer_common_name)
+            error = KafkaError(ErrorCode.cluster_authorization_failed,
+                               "the client certificate is not one of this cluster's processes")
+            return web.json_response(error.to_json(), status=403)
+        return await handler(request)
+    return check
+
+
 def _address(peer: object) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"

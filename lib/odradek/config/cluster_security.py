@@ -12,12 +12,26 @@ material, so that DescribeConfigs shows nothing secret.
 
 from __future__ import annotations
 
-from odradek.config.keys import BOOLEAN, ConfigKey, one_of, registry
+import re
+
+from odradek.config.keys import BOOLEAN, ConfigKey, ConfigType, ValueType, one_of, registry
 from odradek.config.security import TEXT
+
+
+def _pattern(s: str) -> str:
+    try:
+        re.compile(s)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    return s
+
+
+PATTERN = ValueType(ConfigType.STRING, _pattern, "a regular expression (Python's re), empty: none")
 
 CONTROL_PLANE_KEYSTORE = "control.plane.ssl.keystore.location"
 CONTROL_PLANE_TRUSTSTORE = "control.plane.ssl.truststore.location"
 CONTROL_PLANE_ENDPOINT_IDENTIFICATION = "control.plane.ssl.endpoint.identification.algorithm"
+CONTROL_PLANE_PEER_CN = "control.plane.ssl.peer.common.name.pattern"
 ZK_SET_ACL = "zookeeper.set.acl"
 ZK_DIGEST_FILE = "zookeeper.digest.credentials.file"
 
@@ -29,6 +43,9 @@ CLUSTER_SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
               "PEM file of the CA every control-plane peer's certificate must chain to (required with the keystore)"),
     ConfigKey(CONTROL_PLANE_ENDPOINT_IDENTIFICATION, one_of("https", ""), "https",
               "whether a control-plane client checks the server certificate's host name (https) or not (empty)"),
+    ConfigKey(CONTROL_PLANE_PEER_CN, PATTERN, "",
+              "regular expression a control-plane client certificate's CN must match (empty: any certificate "
+              "from the CA)"),
     ConfigKey(ZK_SET_ACL, BOOLEAN, "false",
               "create every znode with Kafka's ACLs: its creator may do all, others only read "
               "(credentials: nothing)"),
@@ -36,5 +53,6 @@ CLUSTER_SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
               "file holding user:password for ZooKeeper's digest authentication (Kafka: the JAAS Client section)"),
 )
 
-CONTROL_PLANE_KEYS = (CONTROL_PLANE_KEYSTORE, CONTROL_PLANE_TRUSTSTORE, CONTROL_PLANE_ENDPOINT_IDENTIFICATION)
+CONTROL_PLANE_KEYS = (CONTROL_PLANE_KEYSTORE, CONTROL_PLANE_TRUSTSTORE, CONTROL_PLANE_ENDPOINT_IDENTIFICATION,
+                      CONTROL_PLANE_PEER_CN)
 ZOOKEEPER_SECURITY_KEYS = (ZK_SET_ACL, ZK_DIGEST_FILE)

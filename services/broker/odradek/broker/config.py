@@ -71,6 +71,7 @@ class BrokerConfig:
     control_plane_ssl_truststore_location: str = setting("control.plane.ssl.truststore.location")
     control_plane_ssl_endpoint_identification_algorithm: str = setting(
         "control.plane.ssl.endpoint.identification.algorithm")
+    control_plane_ssl_peer_common_name_pattern: str = setting("control.plane.ssl.peer.common.name.pattern")
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
 
