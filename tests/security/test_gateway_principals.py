@@ -1,7 +1,8 @@
 """The HTTP gateway as a Kafka principal: it reaches the secured cluster over SASL_SSL with its
 own credentials, maps HTTP users (bearer tokens) to Kafka principals whose clients it keeps and
 closes when idle, answers a refused login 401 (40101), keeps consumer instances to their
-creator, and the Spark data source reads through it with its token."""
+creator, lets the brokers' ACLs decide what each mapped user may do (403 with Confluent's
+body), and the Spark data source reads through it with its token."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import uuid
 
 import httpx
 import pytest
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                   ResourceType)
 
 from odradek.dev.waiting import wait_until
 from tests.security.conftest import PLAIN_USERS, Secured
@@ -18,6 +21,8 @@ TOKENS = [
     {"token": "own-token", "name": "ops", "topics": {"*": "rw"}, "admin": True},        # the gateway's principal
     {"token": "paula-token", "name": "paula-http", "kafka_username": "paula", "kafka_password_file": "paula.pw"},
     {"token": "wrong-token", "name": "typo", "kafka_username": "paula", "kafka_password": "not-her-password"},
+    {"token": "ana-token", "name": "ana-http", "kafka_username": "ana", "kafka_password": PLAIN_USERS["ana"]},
+    {"token": "bert-token", "name": "bert-http", "kafka_username": "bert", "kafka_password": PLAIN_USERS["bert"]},
 ]
 IDLE_MS = 3000
 
@@ -132,3 +137,38 @@ def test_spark_reads_through_the_secured_gateway_with_its_token(secured: Secured
         rows = (spark.read.format("odradek").option("gateway", gateway.url).option("token", "paula-token")
                 .option("subscribe", topic).load().select("value", "offset").collect())
     assert sorted((bytes(r.value), r.offset) for r in rows) == [(b"v%d" % i, i) for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def acl_topic(secured: Secured):
+    """A topic whose ACLs let paula write and describe it and ana only describe it; bert, whom
+    they do not name, may do nothing with it (a resource with ACLs is closed to everyone else)."""
+    name = f"gwacl-{uuid.uuid4().hex[:8]}"
+    secured.cluster.create_topic(name, partitions=1, replication_factor=3)
+    grants = [("User:paula", AclOperation.WRITE), ("User:paula", AclOperation.DESCRIBE),
+              ("User:ana", AclOperation.DESCRIBE)]
+    admin = secured.cluster.admin()
+    for future in admin.create_acls([AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, who, "*", op,
+                                                AclPermissionType.ALLOW) for who, op in grants]).values():
+        future.result(timeout=60)
+    yield name
+    every = AclBindingFilter(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    for future in admin.delete_acls([every]).values():
+        future.result(timeout=60)
+
+
+def test_the_acls_decide_what_each_mapped_user_may_do(gateway: GatewayProcess, acl_topic: str):
+    denied = {"error_code": 40301, "message": f"Not authorized to access topics: [{acl_topic}]"}
+    with client(gateway, "paula-token") as paula, client(gateway, "ana-token") as ana, \
+            client(gateway, "bert-token") as bert:
+        wait_until(lambda: produce(paula, acl_topic, [b"by paula"]).status_code == 200, 10,
+                   "the brokers to enforce the new ACLs")
+        refused = produce(ana, acl_topic, [b"by ana"])          # may describe, not write: the produce fails
+        assert (refused.status_code, refused.json()) == (403, denied)
+        unread = ana.get(f"/topics/{acl_topic}/partitions/0/records", params={"offset": 0})   # no READ either
+        assert (unread.status_code, unread.json()) == (403, denied)
+        hidden = produce(bert, acl_topic, [b"by bert"])         # may not even describe it: Metadata hides it
+        assert (hidden.status_code, hidden.json()) == (403, denied)
+        assert bert.get(f"/topics/{acl_topic}").status_code == 403
+        assert bert.get("/topics/no-such-topic-here").status_code == 404   # a topic that does not exist stays 404
