@@ -142,19 +142,21 @@ def test_spark_reads_through_the_secured_gateway_with_its_token(secured: Secured
 @pytest.fixture(scope="module")
 def acl_topic(secured: Secured):
     """A topic whose ACLs let paula write and describe it and ana only describe it; bert, whom
-    they do not name, may do nothing with it (a resource with ACLs is closed to everyone else)."""
+    they do not name, may do nothing with it (a resource with ACLs is closed to everyone else);
+    the group of the same name is paula's alone."""
     name = f"gwacl-{uuid.uuid4().hex[:8]}"
     secured.cluster.create_topic(name, partitions=1, replication_factor=3)
-    grants = [("User:paula", AclOperation.WRITE), ("User:paula", AclOperation.DESCRIBE),
-              ("User:ana", AclOperation.DESCRIBE)]
+    grants = [(ResourceType.TOPIC, "User:paula", AclOperation.WRITE), (ResourceType.TOPIC, "User:paula",
+              AclOperation.DESCRIBE), (ResourceType.TOPIC, "User:ana", AclOperation.DESCRIBE),
+              (ResourceType.GROUP, "User:paula", AclOperation.READ)]     # the group named as the topic
     admin = secured.cluster.admin()
-    for future in admin.create_acls([AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, who, "*", op,
-                                                AclPermissionType.ALLOW) for who, op in grants]).values():
+    for future in admin.create_acls([AclBinding(kind, name, ResourcePatternType.LITERAL, who, "*", op,
+                                                AclPermissionType.ALLOW) for kind, who, op in grants]).values():
         future.result(timeout=60)
     yield name
-    every = AclBindingFilter(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
-                             AclPermissionType.ANY)
-    for future in admin.delete_acls([every]).values():
+    every = [AclBindingFilter(kind, name, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
+                              AclPermissionType.ANY) for kind in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for future in admin.delete_acls(every).values():
         future.result(timeout=60)
 
 
@@ -172,3 +174,20 @@ def test_the_acls_decide_what_each_mapped_user_may_do(gateway: GatewayProcess, a
         assert (hidden.status_code, hidden.json()) == (403, denied)
         assert bert.get(f"/topics/{acl_topic}").status_code == 403
         assert bert.get("/topics/no-such-topic-here").status_code == 404   # a topic that does not exist stays 404
+
+
+def test_the_acls_decide_for_a_users_consumer_instance(gateway: GatewayProcess, acl_topic: str):
+    with client(gateway, "ana-token") as ana:
+        made = ana.post(f"/consumers/{acl_topic}", headers={"content-type": V2}, json={"format": "binary"})
+        instance = f"/consumers/{acl_topic}/instances/{made.json()['instance_id']}"
+        assert ana.post(f"{instance}/subscription", headers={"content-type": V2},
+                        json={"topics": [acl_topic]}).status_code == 204
+        answers = []
+
+        def refused() -> bool:
+            answers.append(ana.get(f"{instance}/records", headers={"accept": V2_BINARY}, params={"timeout": 500}))
+            return answers[-1].status_code != 200
+        wait_until(refused, 30, "ana's consumer to be refused the group")
+        assert (answers[-1].status_code, answers[-1].json()) == (
+            403, {"error_code": 40301, "message": f"Not authorized to access group: {acl_topic}"})
+        assert ana.delete(instance).status_code == 204
