@@ -8,14 +8,16 @@ bootstrap:
 
 # What only the tests need, cached under .cache/: Apache Kafka's jars (compatibility suite),
 # kcat from Debian (security tests),
-# kube-apiserver/kubectl/helm built from the Go module proxy (operator tests; ~18 min cold), and
-# the e2e suite's local node (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS;
-# images made with debootstrap + podman). A tool that does not build fails this target (a test
+# kube-apiserver/kubectl/helm built from the Go module proxy (operator tests; ~18 min cold),
+# Debian's prometheus (the observability acceptance test), and the e2e suite's local node
+# (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS; images made with
+# debootstrap + podman). A tool that does not build fails this target (a test
 # that skipped instead would hide the failure), except Karapace: PyPI has no `karapace` and its
 # source does not build here (docs/gateway.md), so its parity test is a documented skip.
 test-tools: bootstrap
 	scripts/kafka.sh resolve
 	scripts/kcat.sh
+	scripts/prometheus.sh
 	scripts/k8s/build.sh
 	scripts/karapace.sh || echo "NOTE: Karapace cannot be installed here (docs/gateway.md): its parity test skips"
 	scripts/e2e_node.sh

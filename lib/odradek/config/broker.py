@@ -49,6 +49,14 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "also the controller's (docs/control-plane.md)"),
     ConfigKey("zookeeper.connection.timeout.ms", optional(integer(1, INT_MAX), "zookeeper.session.timeout.ms"), "",
               "how long start-up waits to connect to ZooKeeper"),
+    # Not Kafka keys (Kafka exports JMX; Strimzi's JMX exporter serves it on 9404): Odradek's own
+    # Prometheus endpoint, a plain-HTTP port of its own (docs/observability.md).
+    ConfigKey("metrics.port", integer(-1, 65535), "-1",
+              "port of the plain-HTTP Prometheus endpoint /metrics (on the internal API's address; "
+              "0: any free port; -1: none; the chart uses 9404, as Strimzi)"),
+    ConfigKey("metrics.partition.level.enabled", BOOLEAN, "true",
+              "export per-partition series (log sizes and offsets, consumer lag per partition); "
+              "false keeps only per-topic and per-broker ones, for very large clusters"),
     *SECURITY_CONFIGS.values(),
     *CLUSTER_SECURITY_CONFIGS.values(),
 )

@@ -23,6 +23,10 @@ buffer is empty (else, and always over TLS, read and written through the transpo
 always holds).
 Regions up to 64 KiB are read and gathered with the bytes around them into one write.
 
+An ``observer`` (the broker's request metrics) is told, after each request, when its frame
+was complete, when its handling started and ended, and when its response was written
+(monotonic seconds): one call per request, no per-record work.
+
 A peer that goes away (reset, broken pipe, even in the middle of a response) is an ordinary
 event, logged at debug; ERROR is kept for what an operator must act on.
 """
@@ -30,6 +34,7 @@ event, logged at debug; ERROR is kept for what an operator must act on.
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 import os
@@ -48,6 +53,10 @@ _MAX_QUEUED_FRAMES = 64
 _INLINE_REGION_BYTES = 64 * 1024   # smaller regions are read and sent with the rest (no sendfile)
 _QUEUE_FULL, _NO_MEMORY = 1, 2     # why a connection is muted (a bit each)
 _now = time.monotonic
+
+_API = struct.Struct(">hh")        # a request header's api key and version
+# observer(api key, api version, received, started, handled, written): monotonic seconds of one request
+Observer = Callable[[int, int, float, float, float, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +97,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame_got = 0
         self._reserved = 0                     # pool bytes of queued frames and of self._frame
         self._queue: asyncio.Queue[bytes | bytearray] = asyncio.Queue()
+        self._arrivals: collections.deque[float] = collections.deque()  # when each queued frame was complete
+        self.observer: Observer | None = None
+        self.listener_name = ""  # the listener that accepted it (per-listener connection counts)
         self._writable = asyncio.Event()
         self._writable.set()
         self._transport: asyncio.Transport | None = None
@@ -125,6 +137,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame = None
         while not self._queue.empty():  # unhandled requests: dropped, their memory released
             self._queue.get_nowait()
+        self._arrivals.clear()
         reserved, self._reserved = self._reserved, 0
         if reserved:
             self._pool.release(reserved)
@@ -217,6 +230,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _enqueue(self, frame: bytes | bytearray) -> None:
         self._queue.put_nowait(frame)
+        self._arrivals.append(_now())
         if self._queue.qsize() >= _MAX_QUEUED_FRAMES and not self._muted & _QUEUE_FULL:
             self._muted |= _QUEUE_FULL
             self._sync_reading()
@@ -258,12 +272,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 frame = await self._queue.get()
+                received = self._arrivals.popleft() if self._arrivals else _now()
                 size = len(frame)
                 self._reserved -= size
                 if self._muted & _QUEUE_FULL and self._queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     self._muted &= ~_QUEUE_FULL
                     self._sync_reading()
                 self._busy = True
+                api = _API.unpack_from(frame) if self.observer is not None and size >= 4 else None
+                started = _now()
                 try:
                     response = await self._handler(frame)
                 finally:
@@ -271,9 +288,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         frame = None  # (a small one may wait for the next: freeing each at once costs
                     self._busy = False  # malloc trims and page faults, 5 us a 16 KiB frame)
                     self._pool.release(size)
+                handled = written = _now()
                 if response is not None:
                     await self._write(response)
-                    self.last_active = _now()
+                    self.last_active = written = _now()
+                if api is not None:
+                    self.observer(api[0], api[1], received, started, handled, written)
         except asyncio.CancelledError:
             pass
         except ConnectionClosed as e:

@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from odradek.protocol.connection import CloseReason, KafkaConnection
+from odradek.protocol.connection import CloseReason, KafkaConnection, Observer
 from odradek.protocol.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class KafkaListener:
     def __init__(self, limits: ListenerLimits = ListenerLimits()) -> None:
         self.limits = limits
         self.pool = MemoryPool(limits.queued_max_request_bytes)
-        self._sockets: list[tuple[socket.socket, ConnectionFactory, ssl.SSLContext | None]] = []
+        self._sockets: list[tuple[socket.socket, ConnectionFactory, ssl.SSLContext | None, str]] = []
+        self.observer: Observer | None = None  # given to every connection (the broker's request metrics)
         self._connections: set[KafkaConnection] = set()
         self._tasks: set[asyncio.Task] = set()
         self._per_ip: Counter[str] = Counter()
@@ -70,13 +71,17 @@ class KafkaListener:
     def connections(self) -> int:
         return len(self._connections)
 
+    def connection_counts(self) -> Counter[str]:
+        """Open connections per listener name (read at scrape time)."""
+        return Counter(conn.listener_name for conn in self._connections)
+
     def listen(self, host: str, port: int, factory: ConnectionFactory, ssl_context: ssl.SSLContext | None = None,
-               backlog: int = 1024) -> int:
-        """Bind a listener socket (served from ``start``); returns its port."""
+               backlog: int = 1024, name: str = "") -> int:
+        """Bind a listener socket (served from ``start``) named ``name``; returns its port."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host, port), family=family, backlog=backlog)
         sock.setblocking(False)
-        self._sockets.append((sock, factory, ssl_context))
+        self._sockets.append((sock, factory, ssl_context, name))
         return sock.getsockname()[1]
 
     def start(self) -> None:
@@ -89,7 +94,7 @@ class KafkaListener:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        for sock, _, _ in self._sockets:
+        for sock, *_ in self._sockets:
             sock.close()
         for conn in list(self._connections):
             conn.close(CloseReason.SERVER_STOPPING)
@@ -103,7 +108,7 @@ class KafkaListener:
 
     # -- accepting ---------------------------------------------------------------------
     async def _accept_loop(self, listening: socket.socket, factory: ConnectionFactory,
-                           ssl_context: ssl.SSLContext | None) -> None:
+                           ssl_context: ssl.SSLContext | None, name: str) -> None:
         loop = asyncio.get_running_loop()
         while True:
             while len(self._connections) >= self.limits.max_connections:
@@ -119,6 +124,7 @@ class KafkaListener:
                 continue
             conn = factory()
             conn.attach(self.pool, self._forget, ip)
+            conn.listener_name, conn.observer = name, self.observer
             self._connections.add(conn)
             self._per_ip[ip] += 1
             self._hold(asyncio.create_task(self._set_up(loop, conn, sock, ssl_context)))

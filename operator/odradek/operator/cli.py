@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
+
+from odradek import logs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -15,7 +16,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (default)")
     p.add_argument("--liveness", metavar="URL", default=None,
                    help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    logs.add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.operator.rack import main as rack
         return rack(argv[1:])
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure("operator", args.log_level, args.log_format)
     import kopf
 
     from odradek.operator import handlers

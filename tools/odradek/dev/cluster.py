@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from odradek import extras
+from odradek import extras, metrics_http
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
@@ -84,11 +84,12 @@ def up(args: argparse.Namespace) -> int:
         state["cluster_security"] = {k: v for k, _, v in (c.partition("=") for c in args.config)
                                      if k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS)}
         for i in range(args.controllers):
-            port = free_port()
+            port, metrics_port = free_port(), free_port()
             url = f"{scheme(_control_plane_tls(state))}://127.0.0.1:{port}"
+            state.setdefault("metrics", {})[f"controller-{i}"] = metrics_http.url("127.0.0.1", metrics_port)
             state.setdefault("commands", {})[f"controller-{i}"] = _python() + [
                 "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}",
+                "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}", "--metrics-port", str(metrics_port),
                 "--default-partitions", str(args.partitions),
                 "--default-replication-factor", str(args.replication_factor),
                 "--leader-imbalance-check-interval-seconds", "10",
@@ -101,10 +102,13 @@ def up(args: argparse.Namespace) -> int:
         for broker_id in range(1, args.brokers + 1):
             port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
             name = f"broker-{broker_id}"
+            metrics_port = free_port()
+            state.setdefault("metrics", {})[name] = metrics_http.url("127.0.0.1", metrics_port)
             state["commands"][name] = _python() + [
                 "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / name),
                 "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                "--listen", f"127.0.0.1:{port}", *sum((["--config", c] for c in args.config), [])]
+                "--listen", f"127.0.0.1:{port}", "--config", f"metrics.port={metrics_port}",
+                *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
             _start_process(state, name)
             _save(state_path, state)
@@ -221,6 +225,7 @@ def start(args: argparse.Namespace) -> int:
 def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
     port = free_port(preferred_port)
     state["gateway"] = f"http://127.0.0.1:{port}"
+    state.setdefault("metrics", {})["gateway"] = state["gateway"] + metrics_http.PATH
     state["commands"]["gateway"] = _python() + [
         "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
         "--host", "127.0.0.1", "--port", str(port)]
@@ -294,6 +299,8 @@ def _addresses(state: dict) -> dict:
             "gateway": state.get("gateway"),
             "data_dir": state.get("data_dir"),
             "brokers": {k: v for k, v in state.get("brokers", {}).items()},
+            # process name (broker-1, controller-0, gateway) -> its Prometheus endpoint
+            "metrics_url": dict(state.get("metrics", {})),
             "pids": {r.name: r.pid for r in _records(state) if processes.alive(r)}}
 
 

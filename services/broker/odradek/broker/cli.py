@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 from pathlib import Path
 
+from odradek import logs
 from odradek.broker.config import BrokerConfig
 from odradek.config import BrokerSettings, bound_values, parse_broker_settings
 from odradek.errors import KafkaError
@@ -46,9 +46,9 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                         "retention.ms=60000 or log.segment.bytes=1048576, the broker's own keys "
                         "(replica.lag.time.max.ms...) and the group coordinator's group.* / offsets.* keys "
                         "(e.g. group.initial.rebalance.delay.ms=0, offsets.retention.minutes=10080)")
-    p.add_argument("--log-level", default="INFO")
+    logs.add_arguments(p)
     a = p.parse_args(argv)
-    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure("broker", a.log_level, a.log_format, broker_id=a.id)
     host, port = _hostport(a.listen or "127.0.0.1:9092")
     ihost, iport = _hostport(a.internal_listen)
     adv_host, adv_port = _hostport(a.advertised) if a.advertised else (None, None)

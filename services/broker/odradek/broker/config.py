@@ -63,6 +63,8 @@ class BrokerConfig:
     super_users: str = setting("super.users")
     allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found")
     listener_settings: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys (SASL JAAS)
+    metrics_port: int = setting("metrics.port")
+    metrics_partition_level: bool = setting("metrics.partition.level.enabled")
     zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = setting("zookeeper.connection.timeout.ms")
     zookeeper_set_acl: bool = setting("zookeeper.set.acl")

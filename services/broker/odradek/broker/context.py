@@ -8,13 +8,14 @@ is frozen: handlers translate requests into calls on these parts and keep no sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_client import ControllerClient
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
+from odradek.broker.metrics.stats import TopicStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.security.authorizer import Authorizer
@@ -29,13 +30,16 @@ class BrokerContext:
     offsets_topic: OffsetsTopic
     producer_ids: ProducerIdManager
     authorizer: Authorizer | None = None   # None: no authorizer.class.name, every request allowed
+    topic_stats: TopicStats = field(default_factory=TopicStats)  # BrokerTopicMetrics (odradek.broker.metrics)
 
     @classmethod
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
                authorizer: Authorizer | None = None) -> BrokerContext:
         offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
-        return cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
-                   offsets_topic, ProducerIdManager(config.broker_id, controller), authorizer)
+        ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
+                  offsets_topic, ProducerIdManager(config.broker_id, controller), authorizer)
+        replicas.topic_deleted = ctx.topic_stats.forget
+        return ctx
 
     @property
     def cluster_id(self) -> str | None:

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from odradek import logs
 from odradek.broker.replication.client import ClientSecurity
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
 from odradek.broker.replication.isr import IsrManager, now_ms
@@ -66,6 +67,7 @@ class ReplicaManager:
         self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []  # called after each applied snapshot
+        self.topic_deleted: Callable[[str], None] = lambda _name: None  # its metrics go (BrokerContext)
         self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
                               self._after_isr_change)
         self._fetchers: ReplicaFetcherManager | None = None
@@ -105,7 +107,9 @@ class ReplicaManager:
                     partition_log = self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
                     self._transition(topic.name, p, partition_log, min_isr)
         for name in {lg.topic for lg in self.logs.logs()} - set(self._topics):
-            log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name)
+            log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name,
+                     extra=logs.tp(name))
+            self.topic_deleted(name)
             for key in [k for k in self._partitions if k[0] == name]:
                 self._drop(key)
             self.logs.delete_topic(name)
@@ -136,14 +140,15 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             if part.become_leader(state, now_ms()):
                 log.info("%s-%d: leader at epoch %d from offset %d (ISR %s)", topic, state.partition,
-                         state.leader_epoch, part.epoch_start_offset, list(state.isr))
+                         state.leader_epoch, part.epoch_start_offset, list(state.isr),
+                         extra=logs.tp(topic, state.partition))
                 if self._fetchers is not None:
                     self._fetchers.remove(key)
             self._after_isr_change(part)
         elif part.become_follower(state):
             if state.leader >= 0:
                 log.info("%s-%d: following broker %d at epoch %d", topic, state.partition, state.leader,
-                         state.leader_epoch)
+                         state.leader_epoch, extra=logs.tp(topic, state.partition))
                 self.fetchers.add(key, state.leader, state.leader_epoch)
             elif self._fetchers is not None:
                 self._fetchers.remove(key)

@@ -26,11 +26,14 @@ from functools import partial
 
 from aiohttp import web
 
+from odradek import metrics_http
 from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
+from odradek.broker.metrics.collector import BrokerCollector
+from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.security.acl import ResourceType
 from odradek.broker.security.authorizer import allowed, authorizer_of
@@ -70,6 +73,9 @@ class Broker:
         self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
         self.kafka_port = config.port
         self.internal_port = config.internal_port
+        self.metrics_port: int | None = None  # bound once serving, when metrics.port >= 0
+        self.requests = RequestStats()
+        self.listeners: KafkaListener | None = None
         self.exit_code = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -86,6 +92,7 @@ class Broker:
         listeners, endpoints = self._listen()
         runner, (_, self.internal_port) = await serve(self._internal_app(), cfg.internal_host, cfg.internal_port,
                                                       self.control_plane_tls, f"broker {cfg.broker_id} internal API")
+        metrics = await self._serve_metrics()
         info = BrokerInfo(cfg.broker_id, endpoints[0][1], endpoints[0][2],
                           f"{scheme(self.control_plane_tls)}://{cfg.internal_advertised_host or cfg.internal_host}:"
                           f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,
@@ -117,6 +124,8 @@ class Broker:
             await maintenance
             await isr_checks
             await runner.cleanup()
+            if metrics is not None:
+                await metrics.cleanup()
             await self.controller.close()
             if offline:
                 self.logs.abandon()
@@ -132,17 +141,36 @@ class Broker:
         """Every listener's socket, served by one ``KafkaListener`` (connection limits and request
         memory are broker-wide, as Kafka's); returns it and each listener's advertised (name, host,
         port). ``kafka_port`` is the first PLAINTEXT listener's port (else the first listener's)."""
-        listeners = KafkaListener(self.config.listener_limits)
+        listeners = self.listeners = KafkaListener(self.config.listener_limits)
+        if self.config.metrics_port >= 0:  # request timing only when someone can read it
+            listeners.observer = self.requests.on_request
         endpoints, ports = [], []
         for listener in self.security.listeners:
             factory = self.security.protocol_factory(listener, self.dispatcher, self.config.socket_request_max_bytes)
-            port = listeners.listen(listener.host, listener.port, factory, self.security.ssl_for(listener))
+            port = listeners.listen(listener.host, listener.port, factory, self.security.ssl_for(listener),
+                                    name=listener.name)
             ports.append(port)
             endpoints.append((listener.name, listener.advertised_host, listener.advertised_port or port))
         plaintext = [i for i, li in enumerate(self.security.listeners) if li.protocol == "PLAINTEXT"]
         self.kafka_port = ports[plaintext[0] if plaintext else 0]
         listeners.start()
         return listeners, endpoints
+
+    async def _serve_metrics(self) -> web.AppRunner | None:
+        """``/metrics`` on ``metrics.port`` (plain HTTP, the internal API's address), unless it is -1."""
+        cfg = self.config
+        if cfg.metrics_port < 0:
+            return None
+        collector = BrokerCollector(
+            self.replicas, self.context.groups, self.context.topic_stats, self.requests,
+            zk_state=lambda: self.registration.client.state if self.registration else None,
+            connections=lambda: self.listeners.connection_counts() if self.listeners else {},
+            auth_failures=lambda: dict(self.security.sasl.failures), partition_level=cfg.metrics_partition_level)
+        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector), cfg.internal_host,
+                                                             cfg.metrics_port)
+        log.info("broker %d serving Prometheus metrics on %s", cfg.broker_id,
+                 metrics_http.url(cfg.internal_host, self.metrics_port))
+        return runner
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away; retry while some remain."""

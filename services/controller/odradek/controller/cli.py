@@ -14,8 +14,8 @@ import logging
 import os
 import signal
 import socket
-import sys
 
+from odradek import logs, metrics_http
 from odradek.cluster import zk_session
 from odradek.cluster.control_plane_http import serve as serve_http
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
@@ -24,6 +24,7 @@ from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURI
 
 from .admin import Defaults
 from .api import make_app
+from .metrics import ControllerCollector
 from .service import Controller, Settings
 from .zkstore import ZkStore
 
@@ -82,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-imbalance-per-broker-percentage", type=float, default=10.0,
                    help="rebalance a broker when more than this percentage of the partitions whose "
                         "preferred replica it is are led by others (default %(default)s)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--metrics-port", type=int, default=-1,
+                   help="port of the plain-HTTP Prometheus endpoint /metrics, on --listen's address "
+                        "(0: any free port; default -1: none; the chart uses 9404)")
+    logs.add_arguments(p)
     return p
 
 
@@ -105,6 +109,11 @@ async def serve(args: argparse.Namespace) -> int:
     url = args.advertised_url or f"{scheme(args.tls)}://{_url_host(bound[0])}:{bound[1]}"
     controller.settings = dataclasses.replace(settings, url=url)
     log.info("controller %s serving the internal API on %s", args.id, url)
+    metrics = None
+    if args.metrics_port >= 0:
+        metrics, bound_port = await metrics_http.serve(metrics_http.registry(ControllerCollector(controller)),
+                                                       host, args.metrics_port)
+        log.info("controller %s serving Prometheus metrics on %s", args.id, metrics_http.url(host, bound_port))
 
     loop_task = asyncio.create_task(controller.run(), name="controller-loop")
     stopper = asyncio.create_task(stop.wait())
@@ -122,6 +131,8 @@ async def serve(args: argparse.Namespace) -> int:
         except (asyncio.TimeoutError, Exception):
             loop_task.cancel()
     await runner.cleanup()
+    if metrics is not None:
+        await metrics.cleanup()
     return code
 
 
@@ -149,8 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure("controller", args.log_level, args.log_format)
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
     try:
         return asyncio.run(serve(args))

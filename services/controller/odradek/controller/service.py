@@ -66,12 +66,20 @@ class Controller:
         self._stopping = asyncio.Event()
         self._pusher = Pusher(on_stale=lambda b: self._poke(), tls=settings.tls)
         self._shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
+        self.zk_state: str | None = None  # the ZooKeeper session's last state (metrics)
+        self.elections_won = 0            # times this instance became the active controller (metrics)
+        self.leader_elections = 0         # partition leader changes this instance wrote (metrics)
 
     # --- role -------------------------------------------------------------------------------
     @property
     def active(self) -> bool:
         """Elected, connected to ZooKeeper, and holding a snapshot loaded since the election."""
         return self._record is not None and self._connected and self._snapshot is not None
+
+    @property
+    def active_snapshot(self) -> StoreSnapshot | None:
+        """The cached snapshot while active, else None (metrics)."""
+        return self._snapshot if self.active else None
 
     @property
     def epoch(self) -> int | None:
@@ -98,6 +106,7 @@ class Controller:
     def _on_session(self, state: str) -> None:
         log.info("ZooKeeper session %s", state)
         self._connected = state == "connected"
+        self.zk_state = state.upper()
         if state == "lost" and self._record is not None:
             asyncio.ensure_future(self._step_down("ZooKeeper session lost"))
         self._dirty.set()
@@ -114,6 +123,7 @@ class Controller:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._store.start)
         self._connected = True
+        self.zk_state = "CONNECTED"
         self.cluster_id = await asyncio.to_thread(self._store.cluster_id)
         log.info("controller %s at %s, cluster %s", self.settings.id, self.settings.url, self.cluster_id)
 
@@ -174,6 +184,7 @@ class Controller:
             return
         log.info("elected controller %s at epoch %d (%s)", record.id, record.epoch, why)
         self._record = record
+        self.elections_won += 1
         async with self._lock:
             await self._reconcile()
 
@@ -373,8 +384,12 @@ class Controller:
         failed = []
         for change in changes:
             log.info("partition %s", change.reason)
+            record = self._snapshot.topics.get(change.topic)
+            before = record.states.get(change.state.partition) if record is not None else None
             if await self._write(self._store.update_partition_state, change.topic, change.state, change.version):
                 self._patched(change)
+                if before is None or before.leader != change.state.leader:
+                    self.leader_elections += 1
             else:
                 failed.append(change)
         if failed:

@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import gc
-import json
-import logging
 import sys
 
 import uvicorn
 
+from odradek import logs
 from odradek.gateway.app import create_app
 from odradek.gateway.settings import from_args
 
 
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        out = {"ts": self.formatTime(record), "level": record.levelname, "logger": record.name,
-               "message": record.getMessage()}
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
 def main(argv: list[str] | None = None) -> int:
     settings, args = from_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(_JsonFormatter())
-    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    logs.configure("gateway", args.log_level, args.log_format)
     # Produce requests allocate a few objects per record; freezing the start-up heap and a larger
     # first generation keep the cyclic GC from scanning it every few hundred records.
     gc.freeze()

@@ -11,8 +11,10 @@ import argparse
 import os
 import socket
 import uuid
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from odradek import logs
 
 ENV_PREFIX = "ODRADEK_GATEWAY_"
 
@@ -102,7 +104,7 @@ def parser() -> argparse.ArgumentParser:
         "empty: do not")
     opt("principal-clients-max", 32, int, "HTTP users' Kafka principals with clients open at once")
     opt("principal-clients-idle-ms", 300_000, int, "close a principal's Kafka clients unused this long")
-    ap.add_argument("--log-level", default=env(ENV_PREFIX + "LOG_LEVEL", "INFO"))
+    logs.add_arguments(ap, env(ENV_PREFIX + "LOG_LEVEL", "INFO").upper())
     return ap
 
 

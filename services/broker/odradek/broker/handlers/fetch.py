@@ -21,6 +21,7 @@ import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.metrics.stats import remote_time
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
@@ -41,7 +42,11 @@ async def fetch(ctx: BrokerContext, header, req):
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
+        parked = time.monotonic()
         await ctx.replicas.wait_for_data(remaining)
+        remote_time(time.monotonic() - parked)
+    if req.replica_id < 0:  # BytesOut counts consumers' fetches (followers' are replication)
+        _count_bytes_out(ctx, results)
     return _encode(header, results)
 
 
@@ -52,6 +57,13 @@ def _denied_topics(ctx: BrokerContext, req) -> frozenset[str]:
     if req.replica_id >= 0:
         return frozenset() if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
     return frozenset(n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n))
+
+
+def _count_bytes_out(ctx: BrokerContext, results) -> None:
+    stats = ctx.topic_stats
+    for topic, parts in results:
+        if ctx.replicas.topic(topic) is not None:  # no series for names a client made up
+            stats.fetched(topic, sum(region.size for _, _, _, _, region, _ in parts if region is not None))
 
 
 def _record_follower_positions(ctx: BrokerContext, req) -> None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
@@ -40,14 +42,19 @@ async def produce(ctx: BrokerContext, header, req):
                 continue
             try:
                 info = _append(ctx, td.name, pd, req.acks)
+                ctx.topic_stats.produced(td.name, info.valid_bytes, info.records_count)
                 if req.acks == -1:
                     waits[key] = (ctx.replicas.replicated(td.name, pd.index, info.last_offset), info)
                 else:
                     results[key] = _success(s, pd.index, info)
             except KafkaError as e:
+                if ctx.replicas.topic(td.name) is not None:  # no series for names a client made up
+                    ctx.topic_stats.failed(td.name, FAILED_PRODUCE)
                 results[key] = _failure(s, pd.index, e.code, e.message)
     if waits:
+        parked = time.monotonic()
         await _await_replication(s, waits, results, req.timeout)
+        remote_time(time.monotonic() - parked)
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
         if failed:

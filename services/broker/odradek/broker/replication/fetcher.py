@@ -56,6 +56,7 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    lag: int = 0  # the leader's HW minus our log end, as of the last fetch (Kafka's fetcher lag)
 
 
 class ReplicaFetcherManager:
@@ -86,6 +87,10 @@ class ReplicaFetcherManager:
 
     def following(self) -> dict[TP, int]:
         return dict(self._source)
+
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of a followed partition."""
+        return max((s.lag for f in self._fetchers.values() for s in f.states.values()), default=0)
 
     def metadata_changed(self) -> None:
         """Leaders' addresses may have changed: wake fetchers sleeping on a backoff."""
@@ -281,6 +286,7 @@ class ReplicaFetcher:
             if p.records:
                 lg.append_as_follower(p.records)
             lg.high_watermark = min(p.high_watermark, lg.log_end_offset)
+            state.lag = max(0, p.high_watermark - lg.log_end_offset)
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:
                 lg.increment_log_start_offset(start)

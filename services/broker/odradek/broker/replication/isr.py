@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Awaitable, Callable, Iterable
 
+from odradek import logs
 from odradek.broker.replication.partition import Partition
 from odradek.cluster import control_plane as cp
 from odradek.cluster.model import PartitionState
@@ -52,6 +53,8 @@ class IsrManager:
         self.lag_ms = lag_ms
         self._on_change = on_change
         self._tasks: set[asyncio.Task] = set()
+        self.shrinks = 0  # ISR changes this leader made (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)
+        self.expands = 0
 
     async def run(self, partitions: Callable[[], Iterable[Partition]], stop: asyncio.Event) -> None:
         """The shrink check, every lag/2 until ``stop``."""
@@ -68,12 +71,14 @@ class IsrManager:
                 lagging = partition.lagging(now, self.lag_ms)
                 if lagging:
                     log.info("%s-%d: followers %s are not caught up within %d ms: leaving the ISR",
-                             partition.topic, partition.index, list(lagging), self.lag_ms)
+                             partition.topic, partition.index, list(lagging), self.lag_ms,
+                             extra=logs.tp(partition.topic, partition.index))
                     self._submit(partition, tuple(r for r in partition.isr if r not in lagging))
 
     def expand(self, partition: Partition, replica_id: int) -> None:
         if partition.may_alter(now_ms()) and partition.may_join(replica_id):
-            log.info("%s-%d: follower %d caught up: joining the ISR", partition.topic, partition.index, replica_id)
+            log.info("%s-%d: follower %d caught up: joining the ISR", partition.topic, partition.index, replica_id,
+                     extra=logs.tp(partition.topic, partition.index))
             self._submit(partition, partition.isr + (replica_id,))
 
     def _submit(self, partition: Partition, isr: tuple[int, ...]) -> None:
@@ -108,9 +113,13 @@ class IsrManager:
         if partition.pending_isr == isr:
             partition.pending_isr = None
         if partition.leading and not partition.is_stale(state) and state.leader == self.broker_id:
+            if len(state.isr) < len(based_on.isr):
+                self.shrinks += 1
+            elif len(state.isr) > len(based_on.isr):
+                self.expands += 1
             partition.state = state
             log.info("%s-%d: ISR is now %s (partition epoch %d)", partition.topic, partition.index,
-                     list(state.isr), state.partition_epoch)
+                     list(state.isr), state.partition_epoch, extra=logs.tp(partition.topic, partition.index))
         self._on_change(partition)
 
     async def close(self) -> None:

@@ -57,6 +57,7 @@ class ProducePurgatory:
 class FetchWakeup:
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self.waiting = 0  # parked fetches (Kafka's Fetch purgatory size)
 
     def notify(self) -> None:
         event, self._event = self._event, asyncio.Event()
@@ -66,7 +67,10 @@ class FetchWakeup:
         """Sleep until the next ``notify`` or ``timeout`` seconds."""
         if timeout <= 0:
             return
+        self.waiting += 1
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
         except asyncio.TimeoutError:
             pass
+        finally:
+            self.waiting -= 1

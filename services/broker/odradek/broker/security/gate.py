@@ -74,6 +74,8 @@ class ConnectionGate:
                                            f"on listener {context.listener}")
             return await self.dispatcher(frame)
         except AuthenticationFailed as e:
+            if self.sasl is not None:  # failed-authentication-total (docs/observability.md)
+                self.sasl.failures[context.listener] += 1
             if not isinstance(e.body, str):  # a SaslAuthenticate response is due before the close
                 api_key, version, correlation_id = peek_header(memoryview(frame))
                 self.transport.write(encode_response(api_key, version, correlation_id, e.body))

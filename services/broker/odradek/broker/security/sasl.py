@@ -19,6 +19,7 @@ import datetime
 import hmac
 import logging
 import re
+from collections import Counter
 
 from scramp import ScramException, ScramMechanism
 
@@ -68,6 +69,7 @@ class SaslServer:
         self.plain_users = plain_users   # listener name -> {user: password}
         self.store = store
         self.failure_delay_s = failure_delay_ms / 1000
+        self.failures: Counter[str] = Counter()  # listener name -> failed authentications (the gate counts)
 
     def table(self) -> dict:
         return {SASL_HANDSHAKE: (0, 1, self.handshake), SASL_AUTHENTICATE: (0, 2, self.authenticate)}
