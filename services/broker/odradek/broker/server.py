@@ -35,7 +35,7 @@ from odradek.broker.handlers import table
 from odradek.broker.metrics.collector import BrokerCollector
 from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
-from odradek.broker.security.acl import ResourceType
+from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.storage import LogManager
@@ -70,6 +70,8 @@ class Broker:
         self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(
             config, lambda: self.registration.client if self.registration else None))
         self.security.store.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
+        self.security.quotas.describe_configs_allowed = partial(allowed, self.context, Operation.DESCRIBE_CONFIGS,
+                                                                ResourceType.CLUSTER)
         self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
         self.kafka_port = config.port
         self.internal_port = config.internal_port

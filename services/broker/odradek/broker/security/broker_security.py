@@ -1,5 +1,5 @@
 """The broker's security set-up from its configuration: listeners, TLS contexts, the SASL
-server and the SCRAM store, the per-connection protocol factory, and the credentials a
+server, the SCRAM store and the client quotas read beside it, the per-connection protocol factory, and the credentials a
 follower uses toward a leader's inter-broker listener.
 
 Kafka's per-listener JAAS keys give the SASL users: ``listener.name.<l>.plain.sasl.jaas.config``
@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.replication.client import ClientSecurity
+from odradek.broker.security.client_quotas import ClientQuotas
 from odradek.broker.security.gate import ConnectionGate, ListenerConnection
 from odradek.broker.security.listeners import (Listener, client_context, inter_broker_listener, listeners_of,
                                                parse_mapping_rules, server_context)
@@ -39,6 +40,7 @@ class BrokerSecurity:
         self.server_ssl: ssl.SSLContext | None = server_context(cfg) if tls else None
         self.mapping_rules = parse_mapping_rules(cfg.ssl_principal_mapping_rules)
         self.store = ScramStore(zk)
+        self.quotas = ClientQuotas(zk)
         mechanisms = [m.strip() for m in cfg.sasl_enabled_mechanisms.split(",") if m.strip()]
         plain_users = {li.name: {k[5:]: v for k, v in _jaas(cfg, li.name, "PLAIN").items() if k.startswith("user_")}
                        for li in self.listeners}
@@ -61,7 +63,7 @@ class BrokerSecurity:
         return ClientSecurity(listener.name, context, mechanism, options["username"], options["password"])
 
     def table(self) -> dict:
-        return {**self.sasl.table(), **self.store.table()}
+        return {**self.sasl.table(), **self.store.table(), **self.quotas.table()}
 
     def ssl_for(self, listener: Listener) -> ssl.SSLContext | None:
         return self.server_ssl if listener.tls else None
