@@ -4,7 +4,9 @@ Apache Kafka (3.9.x, resolved by `bench.apache_kafka` with Maven into `.cache/ka
 Session fixtures: ``kafka`` (a one-node KRaft Kafka) and ``odradek`` (a one-broker Odradek dev
 cluster through ``odradek.dev.harness.start_cluster``), each an ``Endpoint`` whose ``tool``
 runs a Java main class against it. Both are started once for the whole suite and stopped by
-PID. The whole directory is skipped, with the reason, only when Maven cannot reach its
+PID. Both run with their ACL authorizer on and ``User:ANONYMOUS`` (every PLAINTEXT client here)
+as a super user, so that Kafka's ``kafka-acls`` can be compared and nothing else is affected.
+The whole directory is skipped, with the reason, only when Maven cannot reach its
 repository; any other resolution failure is an error.
 """
 
@@ -19,6 +21,8 @@ from bench import apache_kafka
 from odradek.dev.harness import start_cluster, stop_cluster
 from tests.support.kafka_tools import Endpoint, require_kafka
 
+SUPER_USERS = "User:ANONYMOUS"
+
 
 @pytest.fixture(scope="session")
 def kafka_home() -> Path:
@@ -27,7 +31,9 @@ def kafka_home() -> Path:
 
 @pytest.fixture(scope="session")
 def kafka(kafka_home, tmp_path_factory) -> Endpoint:
-    cluster = apache_kafka.KafkaCluster(tmp_path_factory.mktemp("kafka"), nodes=1).start()
+    cluster = apache_kafka.KafkaCluster(tmp_path_factory.mktemp("kafka"), nodes=1).start(extra={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": SUPER_USERS})
     try:
         yield Endpoint("kafka", cluster.bootstrap)
     finally:
@@ -37,7 +43,9 @@ def kafka(kafka_home, tmp_path_factory) -> Endpoint:
 
 @pytest.fixture(scope="session")
 def odradek(kafka_home, tmp_path_factory) -> Endpoint:
-    cluster = start_cluster(tmp_path_factory.mktemp("odradek"), brokers=1)
+    cluster = start_cluster(tmp_path_factory.mktemp("odradek"), brokers=1, extra=(
+        "--config", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+        "--config", f"super.users={SUPER_USERS}"))
     try:
         yield Endpoint("odradek", cluster.bootstrap)
     finally:

@@ -26,6 +26,7 @@ UNREACHABLE = re.compile(r"UnknownHostException|Unknown host|Connection refused|
 
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+ACL_COMMAND = "kafka.admin.AclCommand"
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"

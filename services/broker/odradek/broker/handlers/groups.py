@@ -31,8 +31,8 @@ def _require(ctx: BrokerContext, op: Operation, group_id: str) -> None:
         raise KafkaError(E.group_authorization_failed, "Group authorization failed.")
 
 
-def _topic_allowed(ctx: BrokerContext, op: Operation, topic: str) -> bool:
-    return allowed(ctx, op, ResourceType.TOPIC, topic)
+def _topic_allowed(ctx: BrokerContext, op: Operation, topic: str, log_denied: bool = True) -> bool:
+    return allowed(ctx, op, ResourceType.TOPIC, topic, log_denied)
 
 
 def _ms(td) -> int:
@@ -189,7 +189,7 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int):
         _require(ctx, Operation.DESCRIBE, group_id)
         found = ctx.groups.fetch(group_id, [tp for tp in wanted if tp not in denied] if wanted else wanted)
         if ctx.authorizer is not None:
-            found = {tp: v for tp, v in found.items() if _topic_allowed(ctx, Operation.DESCRIBE, tp[0])}
+            found = {tp: v for tp, v in found.items() if _topic_allowed(ctx, Operation.DESCRIBE, tp[0], False)}
         error = E.none
     except KafkaError as e:
         error = e.code
@@ -250,12 +250,12 @@ async def list_groups(ctx: BrokerContext, header, req):
     coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
-    everything = allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER)  # else only describable groups
+    everything = allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, log_denied=False)  # else describable groups
     groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
                         group_state=g.state.value)
                    for g in list(coord.membership.groups.values())
                    if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted)
-                   and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)))
+                   and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id, False)))
     return make(s.ListGroupsResponse, throttle_time=ZERO,
                 error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
 

@@ -36,7 +36,7 @@ async def metadata(ctx: BrokerContext, header, req):
     if req.topics is None:
         names = sorted(t.name for t in replicas.metadata.topics) if replicas.metadata else []
         if ctx.authorizer is not None:  # as Kafka: topics the principal may not describe are left out
-            names = [n for n in names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)]
+            names = [n for n in names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False)]
     else:
         names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)

@@ -32,8 +32,9 @@ async def init_producer_id(ctx: BrokerContext, header, req):
         if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
             return _response(s, ErrorCode.transactional_id_authorization_failed)
         return _response(s, ErrorCode.coordinator_not_available)
-    if ctx.authorizer is not None and not (allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
-                                           or allowed_any(ctx, Operation.WRITE, ResourceType.TOPIC)):
+    if ctx.authorizer is not None and not (
+            allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, log_denied=False)
+            or allowed_any(ctx, Operation.WRITE, ResourceType.TOPIC)):
         return _response(s, ErrorCode.cluster_authorization_failed)
     try:
         return _response(s, ErrorCode.none, await ctx.producer_ids.allocate(), 0)

@@ -44,14 +44,15 @@ class Authorizer:
     def start(self) -> None:
         self.store.start()
 
-    def authorize(self, who: RequestContext, op: Operation, rtype: ResourceType, name: str) -> bool:
+    def authorize(self, who: RequestContext, op: Operation, rtype: ResourceType, name: str,
+                  log_denied: bool = True) -> bool:
         principal = who.principal
         if principal in self.super_users:
             return True
         host = host_of(who.client_address)
         entries = self.store.snapshot.matching(rtype, name)
         allowed = self._decide(entries, principal, host, op)
-        if not allowed:
+        if not allowed and log_denied:
             log.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
                      principal, op.name, host, rtype.name, name)
         return allowed
@@ -88,11 +89,12 @@ class Authorizer:
         return False
 
 
-def allowed(ctx, op: Operation, rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
+def allowed(ctx, op: Operation, rtype: ResourceType, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
     """May the current connection's principal do ``op`` on this resource? (Always, with no
-    authorizer configured.)"""
+    authorizer configured.) ``log_denied=False`` where a denial only filters a listing, as
+    Kafka's authorizer logger does not report those."""
     authorizer = ctx.authorizer
-    return authorizer is None or authorizer.authorize(current(), op, rtype, name)
+    return authorizer is None or authorizer.authorize(current(), op, rtype, name, log_denied)
 
 
 def require_cluster(ctx, op: Operation) -> None:
