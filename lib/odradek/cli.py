@@ -17,6 +17,7 @@ commands:
   produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
   consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
+  top          live view of brokers, controller, URP, topics, group lag (odradek top --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
 
@@ -53,6 +54,8 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from odradek.client.cli import consume as run
     elif command == "operator":
         from odradek.operator.cli import main as run
+    elif command == "top":
+        from odradek.top import main as run
     elif command == "verify":
         from odradek.verify.cli import main as run
     else:

@@ -11,6 +11,7 @@ MODULES = {
     "gateway": ("fastapi", "uvicorn", "pyarrow", "prometheus_client", "httpx", "confluent_kafka"),
     "operator": ("kopf", "kubernetes"),
     "spark": ("pyspark", "pyarrow", "httpx"),
+    "top": ("rich",),
 }
 
 

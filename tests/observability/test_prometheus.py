@@ -6,7 +6,9 @@ PromQL answering, as a platform team's dashboards and alerts would ask:
   session not yet expired (a failover), then 1 again;
 - bytes in grows by what a produce sent (within 5%: the batch headers);
 - a group's lag equals its unconsumed records;
-- under-replicated partitions > 0 after a broker is killed, back to 0 after its restart.
+- under-replicated partitions > 0 after a broker is killed, back to 0 after its restart;
+- every query of the chart's Grafana dashboard names only metrics a scrape exports;
+- ``odradek top`` in a real terminal (tmux) shows the brokers and a URP change.
 
 One cluster and one Prometheus for the module; the tests run in file order (the controller
 failover last: it leaves one controller).
@@ -14,12 +16,18 @@ failover last: it leaves one controller).
 
 from __future__ import annotations
 
+import re
+import sys
+import urllib.request
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
+from tests.support.monitoring import metric_names, panel_queries
 from tests.support.prometheus import PrometheusServer, binary
+from tests.support.tmux import TmuxPane
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -31,7 +39,7 @@ LAG_S = 2.0  # replica.lag.time.max.ms: a killed follower leaves the ISR after t
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     binary()  # skip (or fail under make test) before starting anything
-    c = start_cluster(tmp_path_factory.mktemp("observability"), brokers=3,
+    c = start_cluster(tmp_path_factory.mktemp("observability"), brokers=3, gateway=True,
                       extra=("--controllers", "2", "--config", f"replica.lag.time.max.ms={int(LAG_S * 1000)}"))
     c.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
     yield c
@@ -100,6 +108,19 @@ def test_group_lag_equals_unconsumed_records(cluster, prometheus):
         raise AssertionError(f"{e}; PromQL says {prometheus.query(f'kafka_consumergroup_lag')}") from None
 
 
+def test_every_dashboard_query_names_only_exported_metrics(cluster):
+    """The chart's Grafana dashboard against a live scrape of every broker, controller and the
+    gateway (after the produce and the group commit above: per-topic and per-group series exist)."""
+    exported = set()
+    for url in cluster.status()["metrics_url"].values():
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            exported |= {line.split("{")[0].split(" ")[0] for line in resp.read().decode().splitlines()
+                         if line and not line.startswith("#")}
+    missing = {title: sorted(names - exported) for title, exprs in panel_queries().items()
+               for names in [set().union(*map(metric_names, exprs))] if names - exported}
+    assert not missing, f"dashboard panels naming metrics no scrape exports: {missing}"
+
+
 def test_under_replicated_partitions_after_a_broker_kill_and_restart(cluster, prometheus):
     urp = "sum(kafka_server_replicamanager_underreplicatedpartitions)"
     wait_until(_equals(prometheus, urp, 0), 30, "no under-replicated partitions", 0.5)
@@ -107,6 +128,20 @@ def test_under_replicated_partitions_after_a_broker_kill_and_restart(cluster, pr
     wait_until(lambda: (prometheus.scalar(urp) or 0) > 0, 60, "URP > 0 after broker 3 was killed", 0.5)
     cluster.run("start", "3")
     wait_until(_equals(prometheus, urp, 0), 90, "URP back to 0 after broker 3 restarted", 0.5)
+
+
+def test_odradek_top_in_a_real_terminal_shows_brokers_and_a_urp_change(cluster, tmp_path):
+    """``odradek top`` in a detached tmux session (its own server socket) against the cluster:
+    the pane shows the three brokers, then URP > 0 and a DOWN broker after broker 2 is killed,
+    and URP 0 again after its restart."""
+    with TmuxPane(tmp_path / "tmux.sock", [sys.executable, "-m", "odradek.cli", "top", "--data-dir",
+                                           str(cluster.data_dir), "--interval", "1"]) as pane:
+        pane.wait_for(lambda t: all(f"broker-{i}" in t for i in (1, 2, 3)) and "URP: 0" in t,
+                      "the three brokers and URP 0")
+        cluster.run("kill", "2")
+        pane.wait_for(lambda t: re.search(r"URP: [1-9]", t) and "DOWN" in t, "URP > 0 and broker-2 DOWN")
+        cluster.run("start", "2")
+        pane.wait_for(lambda t: "URP: 0" in t and "DOWN" not in t, "URP back to 0 after broker 2 restarted", 90)
 
 
 def test_active_controller_count_is_zero_during_a_failover(cluster, prometheus):

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from odradek.dev.cluster import free_port
 from odradek.dev.waiting import wait_until
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
@@ -87,10 +88,12 @@ def operator(k8s, control_plane, tmp_path_factory):
     env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
            "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1"}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
+    metrics_port = free_port()
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces"],
+        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
+                                 "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port)],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
-    op = OperatorProcess(proc, log)
+    op = OperatorProcess(proc, log, f"http://127.0.0.1:{metrics_port}/metrics")
     try:
         # kopf logs "Activity 'configure' succeeded." once the startup handler ran.
         wait_until(lambda: proc.poll() is not None or "'configure' succeeded" in log.read_text(),

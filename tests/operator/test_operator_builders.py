@@ -56,7 +56,8 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert args[args.index("--internal-advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9093"
     assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
     configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
-    assert configs == ["min.insync.replicas=2", "retention.ms=60000"]
+    assert configs == ["metrics.port=9404", "min.insync.replicas=2", "retention.ms=60000"]
+    assert {"name": "metrics", "containerPort": 9404} in c["ports"]  # the chart's PodMonitor scrapes it
     env = {e["name"]: e for e in c["env"]}
     assert env["BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
     assert env["ODRADEK_ZOOKEEPER"]["valueFrom"]["configMapKeyRef"] == {"name": "prod-config", "key": "zookeeper.connect"}
@@ -119,6 +120,8 @@ def test_controller_deployment_advertises_its_pod_ip():
     assert c["image"] == "reg/odradek:1"
     assert c["args"][0] == "controller"
     assert c["args"][c["args"].index("--advertised-url") + 1] == "http://$(POD_IP):8080"
+    assert c["args"][c["args"].index("--metrics-port") + 1] == "9404"
+    assert {"name": "metrics", "containerPort": 9404} in c["ports"]
     assert by_kind(children, "Service", "c-controller")["spec"]["clusterIP"] == "None"
 
 

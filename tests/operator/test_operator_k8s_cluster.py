@@ -6,7 +6,9 @@ object, its spec, owner references, status conditions, pause, and garbage collec
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 
 import pytest
 
@@ -67,6 +69,11 @@ def test_cluster_children_specs_owner_references_and_status(k8s, operator, names
     assert ready["status"] == "False" and ready["reason"] == "ChildrenNotReady", ready
     assert condition({"status": status}, "NotReady")["status"] == "True"
     assert status["phase"] == "NotReady"
+    # the operator's own /metrics counted this cluster's reconcile (odradek.operator.metrics)
+    scrape = urllib.request.urlopen(operator.metrics_url, timeout=10).read().decode()
+    assert re.search(r'^odradek_operator_reconcile_total\{handler="reconcile_cluster",kind="OdradekCluster",'
+                     r'outcome="(success|retry)"\} [1-9]', scrape, re.M), scrape
+    assert 'odradek_operator_reconcile_duration_seconds_count{handler="reconcile_cluster",kind="OdradekCluster"}' in scrape
 
 
 def test_spec_change_reaches_existing_children(k8s, operator, namespace):

@@ -131,8 +131,8 @@ def _rss_kb(pid: int, field: str) -> int:
 
 
 class OperatorProcess:
-    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
-        self.proc, self.log = proc, log
+    def __init__(self, proc: subprocess.Popen, log: Path, metrics_url: str | None = None) -> None:
+        self.proc, self.log, self.metrics_url = proc, log, metrics_url
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

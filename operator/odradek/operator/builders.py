@@ -38,6 +38,7 @@ KAFKA_PORT = 9092
 BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
+METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporter port; the chart's PodMonitor)
 ZK_CLIENT_PORT = 2181
 GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
 RACK_DIR = "/etc/odradek/rack"
@@ -240,9 +241,10 @@ def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> l
     n = names(cluster)
     args = ["controller", "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
             "--listen", f"0.0.0.0:{CONTROLLER_PORT}", "--advertised-url", f"http://$(POD_IP):{CONTROLLER_PORT}",
-            "--id", "$(POD_NAME)"]
+            "--id", "$(POD_NAME)", "--metrics-port", str(METRICS_PORT)]
     probe = {"httpGet": {"path": control_plane.HEALTH.path(), "port": CONTROLLER_PORT}, "periodSeconds": 5}
-    container = _container("controller", spec, args, [{"name": "http", "containerPort": CONTROLLER_PORT}],
+    container = _container("controller", spec, args, [{"name": "http", "containerPort": CONTROLLER_PORT},
+                                                      {"name": "metrics", "containerPort": METRICS_PORT}],
                            ctl.get("resources"), _config_env(cluster), probe)
     pod = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     deployment = {
@@ -276,7 +278,8 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
             "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
             "--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", f"{host}:{KAFKA_PORT}",
             "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
-            "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}"]
+            "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}",
+            "--config", f"metrics.port={METRICS_PORT}"]
     for key, value in broker_settings(spec).items():
         args += ["--config", f"{key}={value}"]
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
@@ -284,7 +287,8 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     probe = {"httpGet": {"path": control_plane.STATUS.path(), "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
     container = _container("broker", spec, args,
                            [{"name": "kafka", "containerPort": KAFKA_PORT},
-                            {"name": "internal", "containerPort": BROKER_INTERNAL_PORT}],
+                            {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
+                            {"name": "metrics", "containerPort": METRICS_PORT}],
                            brokers.get("resources"), env, probe)
     container["volumeMounts"] = [{"name": "data", "mountPath": DATA_DIR}]
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,

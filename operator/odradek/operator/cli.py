@@ -16,6 +16,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (default)")
     p.add_argument("--liveness", metavar="URL", default=None,
                    help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--metrics-port", type=int, default=-1, metavar="PORT",
+                   help="serve Prometheus metrics (reconcile counts and durations) at PORT/metrics; "
+                        "-1: none (default; the chart uses 9404)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="the address --metrics-port binds (default 0.0.0.0)")
     logs.add_arguments(p)
     return p.parse_args(argv)
 
@@ -28,11 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure("operator", args.log_level, args.log_format)
     import kopf
 
-    from odradek.operator import handlers
+    from odradek.operator import handlers, metrics
     from odradek.operator.settings import OperatorSettings
 
     # The environment, read once; kopf's default registry also holds its own login handlers.
     handlers.register(kopf.get_default_registry(), OperatorSettings.from_env())
+    if args.metrics_port >= 0:
+        metrics.serve(args.metrics_host, args.metrics_port)
     # One operator instance per cluster (the chart's Deployment has one replica, Recreate
     # strategy): standalone, no KopfPeering objects.
     kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from odradek.operator import admin, kube, reconcile
+from odradek.operator import admin, kube, metrics, reconcile
 from odradek.operator.status import is_paused, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
@@ -154,19 +154,21 @@ def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, lo
 
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> None:
     """Register every handler into ``registry`` with ``settings`` bound (what the decorators
-    would do at import time, once the settings are known)."""
+    would do at import time, once the settings are known), each counted and timed per kind
+    (``odradek.operator.metrics``)."""
     on, retry = kopf.on, settings.retry_delay
 
-    def bind(fn: Any) -> Any:
-        return functools.partial(fn, operator_settings=settings)
+    def bind(kind: str, fn: Any) -> Any:
+        return metrics.instrument(kind, functools.partial(fn, operator_settings=settings))
 
     on.startup(registry=registry)(configure)
-    for resource, reconcile_fn, delete_fn, when in ((CLUSTER, reconcile_cluster, unbind_rack_reader, _uses_racks),
-                                                    (TOPIC, reconcile_topic, delete_topic, None)):
+    for resource, kind, reconcile_fn, delete_fn, when in (
+            (CLUSTER, "OdradekCluster", reconcile_cluster, unbind_rack_reader, _uses_racks),
+            (TOPIC, "OdradekTopic", reconcile_topic, delete_topic, None)):
         for event in (on.update, on.create, on.resume):
-            event(*resource, backoff=retry, registry=registry)(bind(reconcile_fn))
-        on.delete(*resource, when=when, retries=30, backoff=retry, registry=registry)(bind(delete_fn))
+            event(*resource, backoff=retry, registry=registry)(bind(kind, reconcile_fn))
+        on.delete(*resource, when=when, retries=30, backoff=retry, registry=registry)(bind(kind, delete_fn))
     on.timer(*CLUSTER, interval=settings.status_interval, initial_delay=1.0,
-             registry=registry)(bind(refresh_cluster_status))
+             registry=registry)(bind("OdradekCluster", refresh_cluster_status))
     on.timer(*TOPIC, interval=settings.drift_interval, initial_delay=settings.drift_interval,
-             registry=registry)(bind(reconcile_topic))
+             registry=registry)(bind("OdradekTopic", reconcile_topic))
