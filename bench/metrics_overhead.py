@@ -8,7 +8,10 @@ often than Prometheus' usual 15-30 s), one with ``metrics.port=-1`` (no endpoint
 timing; the per-topic byte and record counts are plain int additions either way). Kafka's
 ProducerPerformance (acks=1, the side-by-side suite's producer settings) writes to each in
 turn, alternating which goes first each round so that drift on a shared machine falls on
-both; the figure is the ratio of the median records/s. Also measures, per call, what the
+both. Figures: the ratio of the median records/s; the geometric mean of each round's on/off
+ratio (paired: robust to load that drifts between rounds); and the broker's CPU time per
+record, off ÷ on (what throughput would be when the broker is CPU-bound, the least sensitive
+to other processes on the machine). Also measures, per call, what the
 counting costs: prometheus-client's ``Counter.labels(topic).inc`` against ``TopicStats.produced``.
 Writes bench/results/metrics-overhead-<time>.json.
 """
@@ -21,11 +24,12 @@ import json
 import statistics
 import tempfile
 import threading
+import time
 import timeit
 import urllib.request
 from pathlib import Path
 
-from bench.side_by_side import RESULTS, producer_performance
+from bench.side_by_side import RESULTS, cpu_seconds, producer_performance
 from odradek.dev.harness import start_cluster, stop_cluster
 
 
@@ -36,12 +40,13 @@ class _Target:
         self.bootstrap = bootstrap
 
 
-def _scraper(url: str, stop: threading.Event, interval: float, counts: list[int]) -> threading.Thread:
+def _scraper(url: str, stop: threading.Event, interval: float, counts: list[float]) -> threading.Thread:
     def run() -> None:
         while not stop.wait(interval):
+            started = time.perf_counter()
             with urllib.request.urlopen(url, timeout=10) as resp:
                 resp.read()
-            counts[0] += 1
+            counts.append(time.perf_counter() - started)
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -69,15 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="odradek-metrics-bench-"))
     clusters = {"on": start_cluster(root / "on", brokers=1),
                 "off": start_cluster(root / "off", brokers=1, extra=("--config", "metrics.port=-1"))}
-    stop, scrapes = threading.Event(), [0]
+    stop, scrapes = threading.Event(), []
     results: dict[str, list[dict]] = {"on": [], "off": []}
     try:
         url = clusters["on"].status()["metrics_url"]["broker-1"]
         _scraper(url, stop, args.scrape_interval, scrapes)
         for r in range(args.rounds):
             for which in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                pid = [clusters[which].pids["broker-1"]]
+                cpu0 = cpu_seconds(pid)
                 run = producer_performance(_Target(clusters[which].bootstrap), f"bench-{r}", args.records,
                                            args.size, "1")
+                run["broker_cpu_us_per_record"] = round((cpu_seconds(pid) - cpu0) * 1e6 / args.records, 2)
                 results[which].append(run)
                 print(f"round {r} metrics {which}: {run['records_s']} records/s ({run['mb_s']} MB/s)", flush=True)
     finally:
@@ -85,12 +93,21 @@ def main(argv: list[str] | None = None) -> int:
         for c in clusters.values():
             stop_cluster(c, strict=False)
     median = {k: statistics.median(x["records_s"] for x in v) for k, v in results.items()}
+    paired = statistics.geometric_mean(on["records_s"] / off["records_s"]
+                                       for on, off in zip(results["on"], results["off"]))
+    cpu = {k: statistics.median(x["broker_cpu_us_per_record"] for x in v) for k, v in results.items()}
     summary = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "args": vars(args), "median_records_s": median, "ratio_on_off": round(median["on"] / median["off"], 3),
-               "scrapes": scrapes[0], "runs": results, "per_call": counting_cost()}
+               "paired_ratio_on_off": round(paired, 3), "median_broker_cpu_us_per_record": cpu,
+               "cpu_ratio_off_on": round(cpu["off"] / cpu["on"], 3),
+               "scrapes": len(scrapes),
+               "median_scrape_ms": round(statistics.median(scrapes) * 1000, 2) if scrapes else None,
+               "runs": results, "per_call": counting_cost()}
     out = RESULTS / f"metrics-overhead-{datetime.datetime.now():%Y-%m-%d-%H%M}.json"
     out.write_text(json.dumps(summary, indent=2))
-    print(json.dumps({k: summary[k] for k in ("median_records_s", "ratio_on_off", "scrapes", "per_call")}, indent=2))
+    shown = ("median_records_s", "ratio_on_off", "paired_ratio_on_off", "median_broker_cpu_us_per_record",
+             "cpu_ratio_off_on", "scrapes", "median_scrape_ms", "per_call")
+    print(json.dumps({k: summary[k] for k in shown}, indent=2))
     print(f"written to {out}")
     return 0
 

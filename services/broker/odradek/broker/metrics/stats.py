@@ -94,20 +94,22 @@ class ApiTimes:
             self.previous, self.current = self.current, _Window(now)
 
     def quantiles(self, phase: int) -> list[tuple[float, float]]:
-        """(quantile, upper bound in ms) over the last one to two windows."""
-        counts = [a + b for a, b in zip(self.current.buckets[phase], self.previous.buckets[phase])]
-        total = sum(counts)
-        out = []
-        for q in QUANTILES:
-            if total == 0:
-                out.append((q, 0.0))
-                continue
-            rank, seen = q * total, 0
-            for i, n in enumerate(counts):
-                seen += n
-                if seen >= rank:
-                    out.append((q, BOUNDS_MS[min(i, len(BOUNDS_MS) - 1)]))
-                    break
+        """(quantile, upper bound in ms) over the last one to two windows: one pass over the
+        buckets for all quantiles (a scrape computes this per API and phase)."""
+        current, previous = self.current.buckets[phase], self.previous.buckets[phase]
+        total = sum(current) + sum(previous)
+        if total == 0:
+            return [(q, 0.0) for q in QUANTILES]
+        out, ranks, seen = [], iter(QUANTILES), 0
+        q = next(ranks)
+        last = len(BOUNDS_MS) - 1
+        for i, (a, b) in enumerate(zip(current, previous)):
+            seen += a + b
+            while q is not None and seen >= q * total:
+                out.append((q, BOUNDS_MS[min(i, last)]))
+                q = next(ranks, None)
+            if q is None:
+                break
         return out
 
 
