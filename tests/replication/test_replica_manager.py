@@ -176,31 +176,82 @@ def test_expansion_refused_as_ineligible_is_retried_without_a_new_snapshot(tmp_p
     run(scenario())
 
 
+def _no_space(*_args, **_kwargs):
+    import errno
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _answers_storage_error(call) -> None:
+    with pytest.raises(KafkaError) as e:
+        call()
+    assert e.value.code == ErrorCode.kafka_storage_error
+
+
+def _failures_told(node) -> list[str]:
+    """What the node's failure channel tells its listeners (the broker: shut down)."""
+    told: list[str] = []
+    node.replicas.logs.failures.subscribe(told.append)
+    return told
+
+
 def test_a_failed_write_takes_the_log_dir_offline_with_kafka_storage_error(tmp_path):
     """ENOSPC on the leader's append: KAFKA_STORAGE_ERROR (56) for that produce and every later
     request for the broker's partitions; the failure channel tells its listeners once."""
-    import errno
-
     async def scenario():
         c = FakeController(replicas=(1, 2), min_isr=1)
         await c.start(tmp_path)
         try:
             c.set_state(leader=1, leader_epoch=1, isr=(1, 2))
             leader = c.nodes[1]
-            told = []
-            leader.replicas.logs.failures.subscribe(told.append)
-
-            def full(*_args, **_kwargs):
-                raise OSError(errno.ENOSPC, "No space left on device")
-            leader.log.append = full
+            told = _failures_told(leader)
+            leader.log.append = _no_space
             for _ in range(2):
-                with pytest.raises(KafkaError) as e:
-                    leader.replicas.append(TOPIC, 0, batch(b"a"))
-                assert e.value.code == ErrorCode.kafka_storage_error
+                _answers_storage_error(lambda: leader.replicas.append(TOPIC, 0, batch(b"a")))
             assert len(told) == 1 and "No space left on device" in told[0]
-            with pytest.raises(KafkaError) as e:
-                leader.replicas.leader(TOPIC, 0)
-            assert e.value.code == ErrorCode.kafka_storage_error
+            _answers_storage_error(lambda: leader.replicas.leader(TOPIC, 0))
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_a_failed_checkpoint_write_on_becoming_leader_takes_the_log_dir_offline(tmp_path):
+    """Issue 15's duplicates: a broker on a full disk whose leader-epoch checkpoint write failed
+    while it became leader was left half-switched (leading, still fetching) and kept being made
+    leader; partitions stalled past the producers' message.timeout.ms. Kafka's answer: the write
+    takes the log directory offline (KAFKA_STORAGE_ERROR everywhere, the broker then exits)."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2), min_isr=1)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2))
+            n2 = c.nodes[2]
+            told = _failures_told(n2)
+            n2.log.leader_epochs._flush = _no_space
+            _answers_storage_error(lambda: c.set_state(leader=2, leader_epoch=2, isr=(1, 2)))
+            assert len(told) == 1 and "No space left on device" in told[0]
+            _answers_storage_error(lambda: n2.replicas.append(TOPIC, 0, batch(b"a")))
+            _answers_storage_error(c.push)  # later snapshots: the offline directory's partitions answer the same
+        finally:
+            await c.stop()
+    run(scenario())
+
+
+def test_a_failed_truncation_takes_the_log_dir_offline(tmp_path):
+    """A follower whose truncation (OffsetForLeaderEpoch) fails with ENOSPC: the directory goes
+    offline, as for a failed append, instead of the fetcher retrying for ever."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2), min_isr=1)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1,))
+            n1, n2 = c.nodes[1], c.nodes[2]
+            n2.replicas.fetchers.remove((TOPIC, 0))
+            n2.log.append(batch(b"divergent"), leader_epoch=1)  # n2 has a record n1 never had
+            n2.log.truncate_to = _no_space
+            c.set_state(leader=1, leader_epoch=2, isr=(1,))  # a new epoch: broker 2 truncates first
+            await eventually(lambda: n2.replicas.logs.failures.offline, 10, "broker 2's log dir to go offline")
+            assert "truncating" in n2.replicas.logs.failures.cause
+            assert n1.log.log_end_offset == 0
         finally:
             await c.stop()
     run(scenario())

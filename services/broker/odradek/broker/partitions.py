@@ -89,12 +89,25 @@ class ReplicaManager:
 
     # -- metadata ------------------------------------------------------------------------
     def apply(self, snapshot: ClusterMetadata) -> None:
-        """Adopt a full snapshot from the controller; older controller epochs are refused."""
+        """Adopt a full snapshot from the controller; older controller epochs are refused.
+
+        A write failing on the way (a leader-epoch checkpoint, a new log, on a full disk) takes
+        the data directory offline, as Kafka's LogDirFailureChannel does, and answers
+        KAFKA_STORAGE_ERROR: a partition half-switched to leader, still fetching as a follower,
+        must not keep taking produces and leadership (issue 15, the duplicates of the 210-fault run).
+        """
         current = self.metadata
         if current is not None and snapshot.controller_epoch < current.controller_epoch:
             raise KafkaError(ErrorCode.stale_controller_epoch,
                              f"controller epoch {snapshot.controller_epoch} is older than "
                              f"{current.controller_epoch}")
+        self.logs.failures.check()
+        try:
+            self._adopt(snapshot)
+        except OSError as e:
+            raise self.logs.failures.fail("applying the controller's metadata", e) from e
+
+    def _adopt(self, snapshot: ClusterMetadata) -> None:
         self.metadata = snapshot
         self._topics = {t.name: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}

@@ -12,8 +12,9 @@ Errors per partition: NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and th
 off ``FETCH_BACKOFF_S`` (the next snapshot replaces the partition's state and retries at
 once); OFFSET_OUT_OF_RANGE truncates fully to the leader's log start when that is past our
 LEO, else truncates to the leader's HW. A broken connection backs off every partition.
-A write failing with an OSError is a storage failure (``storage_failed``): the data
-directory goes offline and ``log_of`` answers None from then on, so fetching stops.
+A write failing with an OSError (an append, a truncation) is a storage failure
+(``storage_failed``): the data directory goes offline and ``log_of`` answers None from then
+on, so fetching stops.
 
 Event-loop thread only.
 """
@@ -195,8 +196,8 @@ class ReplicaFetcher:
                 continue
             epoch = lg.leader_epochs.latest_epoch
             if epoch < 0:  # no epoch known (empty log, lost checkpoint): Kafka falls back to the HW
-                lg.truncate_to(lg.high_watermark)
-                state.truncating = False
+                if self._truncate_log(lg, state, lg.high_watermark):
+                    state.truncating = False
                 continue
             asked[(state.topic, state.partition)] = (state, epoch)
         if not asked:
@@ -225,8 +226,19 @@ class ReplicaFetcher:
                 if target < lg.log_end_offset:
                     log.info("%s-%d: truncating from %d to %d (leader %d says epoch %d ends at %d)", topic.topic,
                              p.partition, lg.log_end_offset, target, self.source, p.leader_epoch, p.end_offset)
-                    lg.truncate_to(target)
-                state.truncating = False
+                if self._truncate_log(lg, state, target):
+                    state.truncating = False
+
+    def _truncate_log(self, lg: "Log", state: FetchState, offset: int) -> bool:
+        """Truncate ``lg`` to ``offset``; an OSError (a checkpoint on a full disk) is a storage
+        failure, as for appends: the directory goes offline rather than the fetcher retrying."""
+        try:
+            lg.truncate_to(offset)
+        except OSError as e:
+            self.manager.storage_failed(f"truncating {lg.name}", e)
+            self._delay([state])
+            return False
+        return True
 
     @staticmethod
     def _truncation_offset(lg: "Log", asked_epoch: int, leader_epoch: int, end_offset: int) -> int:
