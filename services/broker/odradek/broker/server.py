@@ -227,7 +227,10 @@ class Broker:
         try:
             self.replicas.apply(snapshot)
         except KafkaError as e:
-            return web.json_response(e.to_json(), status=409)
+            # 409 is the controller's "you are stale"; an offline log directory (this broker is
+            # shutting down) is unavailability: the controller retries until we deregister
+            status = 503 if e.code == ErrorCode.kafka_storage_error else 409
+            return web.json_response(e.to_json(), status=status)
         return web.json_response(cp.Accepted().to_json())
 
     async def _on_status(self, request: web.Request) -> web.Response:
