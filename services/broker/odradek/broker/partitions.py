@@ -106,8 +106,15 @@ class ReplicaManager:
             self._adopt(snapshot)
         except OSError as e:
             raise self.logs.failures.fail("applying the controller's metadata", e) from e
+        if self._fetchers is not None:
+            self._fetchers.metadata_changed()
+        self.metadata_changed.set()
+        self.metadata_changed = asyncio.Event()
+        for listener in self._listeners:
+            listener()
 
     def _adopt(self, snapshot: ClusterMetadata) -> None:
+        """The partitions' transitions and the deletions ``snapshot`` asks for (log directory writes)."""
         self.metadata = snapshot
         self._topics = {t.name: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}
@@ -131,12 +138,6 @@ class ReplicaManager:
             if key not in assigned and lg.topic in self._topics:
                 self._drop(key)
                 self._delete_log(key)
-        if self._fetchers is not None:
-            self._fetchers.metadata_changed()
-        self.metadata_changed.set()
-        self.metadata_changed = asyncio.Event()
-        for listener in self._listeners:
-            listener()
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every snapshot applied from now on (the group coordinator)."""
