@@ -3,7 +3,7 @@ connections per second, for Odradek and Apache Kafka 3.9 configured the same way
 
     .venv/bin/python -m bench.tls_throughput [--mb 256] [--size 1024] [--handshakes 300] [--first odradek]
 
-Each system is one broker with a PLAINTEXT listener and a SASL_SSL listener (a ``trustme`` CA;
+Each system is one broker with a PLAINTEXT listener and a SASL_SSL listener (a CA from ``odradek.dev.certs``;
 PEM keystore; PLAIN and SCRAM-SHA-256/512 enabled; Kafka: a KRaft node from
 ``bench.apache_kafka`` with its start scripts' JVM options). A SCRAM-SHA-512 user (4096
 iterations) is made with AlterUserScramCredentials. For each listener confluent-kafka produces
@@ -28,10 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import trustme
 from confluent_kafka import Consumer, Producer
 
 from bench.apache_kafka import KafkaCluster, SaslSsl
+from odradek.dev.certs import CertificateAuthority
 from odradek.dev.harness import start_cluster, stop_cluster
 from tests.security.conftest import listener_endpoints
 from tests.support.kafka_tools import Endpoint
@@ -157,9 +157,9 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        ca = trustme.CA()
-        ca.cert_pem.write_to_path(str(root / "ca.pem"))
-        ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(root / "broker.pem"))
+        ca = CertificateAuthority.create()
+        ca.write_ca(root / "ca.pem")
+        ca.write_issued(root / "broker.pem", "127.0.0.1")
         runs = {"kafka": run_kafka, "odradek": run_odradek}
         order = [a.first, *(n for n in runs if n != a.first)]
         results = {name: runs[name](root, str(root / "ca.pem"), a) for name in order}

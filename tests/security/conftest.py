@@ -1,6 +1,6 @@
 """A secured three-broker cluster shared by the security tests: the PLAINTEXT listener of
 ``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested) and
-INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``trustme``.
+INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``odradek.dev.certs``.
 
 The ACL authorizer is on, with the brokers' own principal (``User:admin``, their inter-broker
 PLAIN login) as the super user Kafka requires for replication. ``allow.everyone.if.no.acl.found``
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import trustme
 
+from odradek.dev.certs import CertificateAuthority
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 
 PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret", "ana": "ana-secret", "bert": "bert-secret"}
@@ -50,13 +50,12 @@ def listener_endpoints(data_dir: Path, brokers: int) -> dict[str, list[str]]:
 @pytest.fixture(scope="package")
 def secured(tmp_path_factory) -> Secured:
     certs = tmp_path_factory.mktemp("certs")
-    ca, other_ca = trustme.CA(), trustme.CA()
-    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(certs / "broker.pem"))
-    ca.issue_cert("alice@example.com", common_name="alice", organization_name="Example",
-                  organization_unit_name="eng").private_key_and_cert_chain_pem.write_to_path(str(certs / "alice.pem"))
-    other_ca.issue_cert("mallory@example.com", common_name="mallory").private_key_and_cert_chain_pem.write_to_path(
-        str(certs / "mallory.pem"))
+    ca, other_ca = CertificateAuthority.create(), CertificateAuthority.create("another CA")
+    ca.write_ca(certs / "ca.pem")
+    ca.write_issued(certs / "broker.pem", "127.0.0.1", "localhost")
+    ca.write_issued(certs / "alice.pem", "alice@example.com", common_name="alice", organization="Example",
+                    unit="eng")
+    other_ca.write_issued(certs / "mallory.pem", "mallory@example.com", common_name="mallory")
     config = {
         "listeners": "SECURE://127.0.0.1:0,MTLS://127.0.0.1:0,INTERNAL://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL,INTERNAL:SASL_SSL",
