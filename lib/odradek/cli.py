@@ -14,6 +14,8 @@ commands:
   dev          a local cluster of processes     (odradek dev up|down|status --help)
   gateway      the HTTP gateway                 (odradek gateway --help)
   groups       consumer groups: list, describe, reset-offsets (odradek groups --help)
+  users        SCRAM users: list, add, remove    (odradek users --help)
+  acls         Kafka ACLs: list, add, remove     (odradek acls --help)
   produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
   consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
@@ -48,6 +50,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from odradek.gateway.cli import main as run
     elif command == "groups":
         from odradek.groups_cli import main as run
+    elif command == "users":
+        from odradek.users_cli import main as run
+    elif command == "acls":
+        from odradek.acls_cli import main as run
     elif command == "produce":
         from odradek.client.cli import produce as run
     elif command == "consume":

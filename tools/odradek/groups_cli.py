@@ -10,22 +10,17 @@ behind an active member's back would be overwritten by its next commit).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from odradek.admin_cli import run, table
 
 TIMEOUT_S = 30
 
 
 def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def _table(rows: list[list[object]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in [header, *rows])
 
 
 def _offsets(admin: AdminClient, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
@@ -45,7 +40,7 @@ def list_groups(admin: AdminClient, args) -> dict:
     result = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result()
     groups = sorted((g.group_id, g.state.name if g.state is not None else "UNKNOWN") for g in result.valid)
     if not args.json:
-        print(_table([list(g) for g in groups], ["GROUP", "STATE"]))
+        print(table([list(g) for g in groups], ["GROUP", "STATE"]))
     return {"groups": [{"group": g, "state": s} for g, s in groups]}
 
 
@@ -69,7 +64,7 @@ def describe_group(admin: AdminClient, args) -> dict:
                      "host": member.host if member else None, "client_id": member.client_id if member else None})
     if not args.json:
         print(f"Consumer group '{group}': state {description.state.name}, {len(description.members)} member(s)\n")
-        print(_table([[group, r["topic"], r["partition"], _dash(r["current_offset"]), _dash(r["log_end_offset"]),
+        print(table([[group, r["topic"], r["partition"], _dash(r["current_offset"]), _dash(r["log_end_offset"]),
                        _dash(r["lag"]), _dash(r["consumer_id"]), _dash(r["host"]), _dash(r["client_id"])]
                       for r in rows],
                      ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
@@ -113,7 +108,7 @@ def reset_offsets(admin: AdminClient, args) -> dict:
             raise SystemExit(f"odradek groups: could not reset {failed}")
     rows = [[group, t, p, o] for (t, p), o in sorted(targets.items())]
     if not args.json:
-        print(_table(rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]))
+        print(table(rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]))
         if not args.execute:
             print("\n(dry run: add --execute to commit these offsets)")
     return {"group": group, "executed": args.execute,
@@ -144,11 +139,4 @@ COMMANDS = {"list": list_groups, "describe": describe_group, "reset-offsets": re
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    try:
-        answer = COMMANDS[args.command](_admin(args.bootstrap_server), args)
-    except KafkaException as e:
-        print(f"odradek groups: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(answer, indent=2))
-    return 0
+    return run("odradek groups", COMMANDS, args, _admin(args.bootstrap_server))

@@ -25,7 +25,7 @@ from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
-from odradek.dev import netns, processes, zookeeper
+from odradek.dev import netns, processes, security, zookeeper
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
 
@@ -71,6 +71,8 @@ def up(args: argparse.Namespace) -> int:
         return 1
     root.mkdir(parents=True, exist_ok=True)
     state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
+    if args.security != "none":
+        state["security"] = security.prepare(root)
     if args.netns:
         if netns.ENV not in os.environ:  # create it and run this very command inside it
             netns.enter(netns.create(), ["dev", *args.argv])
@@ -79,6 +81,8 @@ def up(args: argparse.Namespace) -> int:
     try:
         _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)
+        if "security" in state:   # the brokers' own SCRAM user, before any broker logs in with it
+            security.create_admin(state["zookeeper"], args.cluster, state["security"])
         state["controllers"] = []
         # the cluster's own security keys (control-plane mTLS, ZooKeeper ACLs) go to the controllers too
         state["cluster_security"] = {k: v for k, _, v in (c.partition("=") for c in args.config)
@@ -107,7 +111,7 @@ def up(args: argparse.Namespace) -> int:
             state["commands"][name] = _python() + [
                 "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / name),
                 "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                "--listen", f"127.0.0.1:{port}", "--config", f"metrics.port={metrics_port}",
+                *_broker_listener(state, port), "--config", f"metrics.port={metrics_port}",
                 *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
             _start_process(state, name)
@@ -134,6 +138,13 @@ def up(args: argparse.Namespace) -> int:
         _stop_all(state)
         netns.delete(state.get("netns", ""))
     return 0
+
+
+def _broker_listener(state: dict, port: int) -> list[str]:
+    """A broker's listener arguments: PLAINTEXT on ``port``, or the secured cluster's SASL_SSL one."""
+    if "security" not in state:
+        return ["--listen", f"127.0.0.1:{port}"]
+    return sum((["--config", c] for c in security.broker_config(state["security"], port)), [])
 
 
 def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
@@ -298,6 +309,7 @@ def _addresses(state: dict) -> dict:
             "zookeeper": state.get("zookeeper"), "cluster": state.get("cluster"),
             "gateway": state.get("gateway"),
             "data_dir": state.get("data_dir"),
+            **({"security": state["security"]} if "security" in state else {}),
             "brokers": {k: v for k, v in state.get("brokers", {}).items()},
             # process name (broker-1, controller-0, gateway) -> its Prometheus endpoint
             "metrics_url": dict(state.get("metrics", {})),
@@ -311,7 +323,8 @@ def _summary(state: dict) -> str:
             f"  controller:        {a['controller_url']}\n"
             + (f"  gateway (HTTP):    {a['gateway']}\n" if a["gateway"] else "") +
             f"  zookeeper:         {a['zookeeper']}\n"
-            f"  data and logs:     {a['data_dir']}")
+            f"  data and logs:     {a['data_dir']}"
+            + (f"\n{security.summary(a['security'])}" if "security" in a else ""))
 
 
 def _saved_state(args: argparse.Namespace) -> dict | None:
@@ -336,6 +349,8 @@ def status(args: argparse.Namespace) -> int:
     if cluster is None:
         print("no active controller")
         return 1
+    if "security" in state:
+        print(security.summary(state["security"]))
     print(f"\nactive controller {cluster.get('controller_id')} (epoch {cluster.get('controller_epoch')}) "
           f"at {cluster['controller_url']}")
     for b in cluster.get("brokers", []):
@@ -395,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
     u.add_argument("--timeout", type=float, default=60.0)
+    u.add_argument("--security", choices=security.CHOICES, default="none",
+                   help="sasl_ssl: a CA and certificates under the data dir, SASL_SSL listeners (SCRAM-SHA-512) "
+                        "for clients and between brokers, the ACL authorizer on, an admin super user "
+                        "(docs/security.md, 'Dev mode')")
     u.add_argument("--netns", action="store_true",
                    help="run the cluster in a network namespace of its own (root), so that "
                         "`odradek verify --nemesis partition` can cut brokers off; later commands enter it")

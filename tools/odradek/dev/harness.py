@@ -4,7 +4,8 @@
 returns a ``Cluster``; ``stop_cluster`` runs ``odradek dev down`` and afterwards kills, by PID,
 every process the cluster ever recorded (PID *and* start time, so a reused PID is never
 signalled) that is still alive, failing when there was one. ``partition_leaders`` and
-``wait_for_leaders`` read leadership from Kafka Metadata (confluent-kafka).
+``wait_for_leaders`` read leadership from Kafka Metadata (confluent-kafka). A secured cluster
+(``--security sasl_ssl``) is reached with the security block of its status (``Cluster.access``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.dev import processes
+from odradek.dev.access import KafkaAccess
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
 
@@ -39,6 +41,7 @@ class Cluster:
     bootstrap: str = ""
     brokers: dict[int, str] = field(default_factory=dict)
     gateway: str | None = None                      # the HTTP gateway's URL, if started
+    security: dict | None = None                    # status --json's "security" block, if secured
     _seen: dict[tuple[int, int], ProcessRecord] = field(default_factory=dict)
 
     # -- the odradek CLI -------------------------------------------------------------------
@@ -65,6 +68,11 @@ class Cluster:
         self.bootstrap = st["bootstrap_servers"]
         self.brokers = {int(k): v for k, v in st["brokers"].items()}
         self.gateway = st.get("gateway")
+        self.security = st.get("security")
+
+    @property
+    def access(self) -> KafkaAccess:
+        return KafkaAccess(self.bootstrap, self.security)
 
     def _remember_processes(self) -> None:
         state = self.data_dir / "cluster.json"
@@ -83,7 +91,7 @@ class Cluster:
     # -- Kafka-side helpers (confluent-kafka's AdminClient / metadata) ----------------------
     def admin(self):
         from confluent_kafka.admin import AdminClient
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        return AdminClient(self.access.confluent())
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      config: dict[str, str] | None = None, timeout: float = 60.0) -> None:
@@ -97,10 +105,10 @@ class Cluster:
         self.wait_for_leaders(name, partitions, timeout=timeout)
 
     def partition_leaders(self, topic: str) -> dict[int, int]:
-        return partition_leaders(self.bootstrap, topic)
+        return partition_leaders(self.access, topic)
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, int]:
-        return wait_for_leaders(self.bootstrap, topic, partitions, timeout)
+        return wait_for_leaders(self.access, topic, partitions, timeout)
 
     def leader_id(self, topic: str, partition: int) -> int:
         return self.partition_leaders(topic)[partition]
@@ -157,19 +165,20 @@ def stop_cluster(c: Cluster, strict: bool = True) -> None:
         raise AssertionError("; ".join(problems))
 
 
-def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+def partition_leaders(kafka: str | KafkaAccess, topic: str) -> dict[int, int]:
     """{partition: leader broker id} from a fresh Metadata request (-1 = no leader)."""
     from confluent_kafka.admin import AdminClient
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    md = AdminClient(KafkaAccess.of(kafka).confluent()).list_topics(topic, timeout=10)
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         return {}
     return {p.id: (p.leader if p.error is None else -1) for p in t.partitions.values()}
 
 
-def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, int]:
+def wait_for_leaders(kafka: str | KafkaAccess, topic: str, partitions: int,
+                     timeout: float = 60.0) -> dict[int, int]:
     """Leaders once Metadata shows every one of ``partitions`` partitions with one."""
     def ready():
-        leaders = partition_leaders(bootstrap, topic)
+        leaders = partition_leaders(kafka, topic)
         return leaders if (len(leaders) == partitions and all(l >= 0 for l in leaders.values())) else None
     return wait_until(ready, timeout, f"a leader for each of {partitions} partitions of {topic!r}", 0.2)

@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="duplicates fail the run (default: reported only, until the idempotent producer)")
     p.add_argument("--idempotent", action="store_true",
                    help="producers with enable.idempotence=true; duplicates then fail the run")
+    p.add_argument("--command-config", type=Path, metavar="PROPERTIES",
+                   help="Kafka client properties (security.protocol, sasl.*, ssl.truststore.location) for the "
+                        "clients; default: the dev cluster's own security block (`odradek dev status --json`)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                  snapshot_interval=args.snapshot_interval, snapshot_tail=args.snapshot_tail,
                  delivery_timeout=args.delivery_timeout,
                  **({"session_timeout": args.session_timeout} if args.session_timeout else {}),
-                 seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent)
+                 seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent,
+                 command_config=args.command_config)
     fail_on_duplicates = args.fail_on_duplicates or args.idempotent
     try:
         report, _ = run(cfg)

@@ -37,7 +37,7 @@ class Kind:
 
 # -- targets -------------------------------------------------------------------------------
 def leader(n) -> tuple[str, str] | None:
-    leaders = {p: b for p, b in partition_leaders(n.bootstrap, n.topic).items() if b >= 0}
+    leaders = {p: b for p, b in partition_leaders(n.kafka, n.topic).items() if b >= 0}
     if not leaders:
         return None
     p = n.rng.choice(sorted(leaders))

@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from odradek.dev.access import KafkaAccess
 from odradek.dev.processes import ProcessRecord, alive
 from odradek.dev.waiting import wait_until
 
@@ -90,7 +91,7 @@ class DevCluster:
 
 
 class Nemesis(threading.Thread):
-    def __init__(self, cluster: DevCluster, bootstrap: str, topic: str, history: History, stop: threading.Event,
+    def __init__(self, cluster: DevCluster, kafka: KafkaAccess, topic: str, history: History, stop: threading.Event,
                  *, faults: tuple[str, ...] = FAULTS, kills: int = 20, interval: float = 2.5,
                  downtime: float = 2.0, wait_isr: bool = True, recovery_timeout: float = 60.0,
                  max_unrecovered: int = 3, seed: int | None = None, session_timeout: float = 10.0,
@@ -99,7 +100,7 @@ class Nemesis(threading.Thread):
         unknown = set(faults) - set(FAULTS)
         if unknown or not faults:
             raise ValueError(f"faults must be among {FAULTS}, got {faults}")
-        self.cluster, self.bootstrap, self.topic, self.history = cluster, bootstrap, topic, history
+        self.cluster, self.kafka, self.topic, self.history = cluster, kafka, topic, history
         self.stop_event = stop
         self.faults, self.kills, self.interval, self.downtime = tuple(faults), kills, interval, downtime
         self.wait_isr, self.recovery_timeout = wait_isr, recovery_timeout

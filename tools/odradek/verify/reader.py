@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 
+from odradek.dev.access import KafkaAccess
 
-def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float = 30.0, tail: int = 0
+
+def read_all(kafka: KafkaAccess, topic: str, partitions: list[int], timeout: float = 30.0, tail: int = 0
              ) -> tuple[dict[int, list[tuple[int, str]]], set[int], list[str]]:
     """({partition: [(offset, value)]}, partitions read to their high watermark, errors).
 
@@ -20,10 +22,10 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float =
     (where a truncation would strike), so that repeated snapshots of a long run stay small."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
     deadline = time.monotonic() + timeout
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-verify-reader",
+    consumer = Consumer(kafka.confluent({"group.id": "odradek-verify-reader",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          "auto.offset.reset": "error", "fetch.wait.max.ms": 100,
-                         "topic.metadata.refresh.interval.ms": 1000})
+                         "topic.metadata.refresh.interval.ms": 1000}))
     records: dict[int, list[tuple[int, str]]] = {p: [] for p in partitions}
     complete: set[int] = set()
     errors: list[str] = []

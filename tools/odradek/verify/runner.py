@@ -23,6 +23,7 @@ from pathlib import Path
 
 from odradek.cluster.zk_session import ZkTimeouts
 from odradek.dev import harness
+from odradek.dev.access import KafkaAccess
 from odradek.dev.waiting import wait_until
 
 from .checker import Report, check
@@ -75,13 +76,14 @@ class Config:
     client_debug: str = ""                 # librdkafka debug contexts (e.g. "broker,topic,msg") -> out/rdkafka.log
     out: Path | None = None
     idempotent: bool = False               # idempotent producers: duplicates then fail the run
+    command_config: Path | None = None     # Kafka client properties (security) instead of the dev cluster's
     topic_config: dict[str, str] = field(default_factory=dict)
 
 
-def create_topic(bootstrap: str, cfg: Config) -> None:
+def create_topic(kafka: KafkaAccess, cfg: Config) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka.confluent())
     conf = {"min.insync.replicas": str(cfg.min_insync), **cfg.topic_config}
     fut = admin.create_topics([NewTopic(cfg.topic, num_partitions=cfg.partitions,
                                         replication_factor=cfg.replication_factor, config=conf)],
@@ -97,9 +99,9 @@ def create_topic(bootstrap: str, cfg: Config) -> None:
         raise RunError(f"cannot create topic {cfg.topic!r}: {err.str()}") from e
 
 
-def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> dict[int, int]:
+def wait_for_leaders(kafka: KafkaAccess, topic: str, partitions: int, timeout: float) -> dict[int, int]:
     try:
-        return harness.wait_for_leaders(bootstrap, topic, partitions, timeout)
+        return harness.wait_for_leaders(kafka, topic, partitions, timeout)
     except TimeoutError as e:
         raise RunError(f"not every partition of {topic!r} has a leader: {e}") from e
 
@@ -108,10 +110,10 @@ class Snapshots(threading.Thread):
     """Reads every partition (its last ``tail`` offsets) every ``interval`` seconds while the
     workload runs."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: list[int], history: History,
+    def __init__(self, kafka: KafkaAccess, topic: str, partitions: list[int], history: History,
                  stop: threading.Event, interval: float, tail: int) -> None:
         super().__init__(name="snapshots", daemon=True)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.kafka, self.topic, self.partitions = kafka, topic, partitions
         self.history, self.stop_event, self.interval, self.tail = history, stop, interval, tail
         self.count = 0
 
@@ -119,7 +121,7 @@ class Snapshots(threading.Thread):
         while not self.stop_event.wait(self.interval):
             started = time.monotonic()
             try:
-                records, complete, errors = read_all(self.bootstrap, self.topic, self.partitions,
+                records, complete, errors = read_all(self.kafka, self.topic, self.partitions,
                                                      timeout=max(5.0, self.interval * 2), tail=self.tail)
             except Exception as e:
                 log.warning("snapshot read failed: %r", e)
@@ -156,7 +158,9 @@ def run(cfg: Config) -> tuple[Report, History]:
         status = cluster.status()
     except Exception as e:
         raise RunError(f"no dev cluster at {cfg.data_dir}: {e}") from e
-    bootstrap = status["bootstrap_servers"]
+    kafka = KafkaAccess.from_status(status)
+    if cfg.command_config is not None:   # the clients' security from a Kafka properties file instead
+        kafka = KafkaAccess.from_properties(kafka.bootstrap, cfg.command_config)
     cfg.topic = cfg.topic or f"verify-{uuid.uuid4().hex[:8]}"
     cfg.min_insync = cfg.min_insync or min(2, cfg.replication_factor)
     if cfg.min_insync > cfg.replication_factor:
@@ -164,8 +168,8 @@ def run(cfg: Config) -> tuple[Report, History]:
                        "acks=all could never succeed")
     out = cfg.out or cfg.data_dir / "verify" / cfg.topic
     partitions = list(range(cfg.partitions))
-    log.info("verify: topic %s, %d partitions, RF %d, min.insync.replicas %d, bootstrap %s",
-             cfg.topic, cfg.partitions, cfg.replication_factor, cfg.min_insync, bootstrap)
+    log.info("verify: topic %s, %d partitions, RF %d, min.insync.replicas %d, bootstrap %s (%s)",
+             cfg.topic, cfg.partitions, cfg.replication_factor, cfg.min_insync, kafka.bootstrap, kafka.protocol)
     partitioner = None
     if "partition" in cfg.faults and cfg.kills > 0:
         try:
@@ -174,7 +178,7 @@ def run(cfg: Config) -> tuple[Report, History]:
             raise RunError(str(e)) from e
     disk = small_disk(cluster, cfg, status) if "disk-full" in cfg.faults and cfg.kills > 0 else None
     try:
-        return _run(cfg, cluster, bootstrap, out, partitions, disk, partitioner)
+        return _run(cfg, cluster, kafka, out, partitions, disk, partitioner)
     finally:
         if partitioner is not None:
             partitioner.heal()
@@ -182,10 +186,10 @@ def run(cfg: Config) -> tuple[Report, History]:
             disk.teardown()
 
 
-def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions: list[int],
+def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partitions: list[int],
          disk: SmallDisk | None, partitioner: Partitioner | None) -> tuple[Report, History]:
-    create_topic(bootstrap, cfg)
-    wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, 60)
+    create_topic(kafka, cfg)
+    wait_for_leaders(kafka, cfg.topic, cfg.partitions, 60)
 
     if cfg.client_debug:
         out.mkdir(parents=True, exist_ok=True)
@@ -197,15 +201,15 @@ def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions
         rdkafka.propagate = False
     history = History()
     stop_producers, stop_faults, stop_snapshots = threading.Event(), threading.Event(), threading.Event()
-    producers = make_producers(cfg.producers, cfg.clients, bootstrap, cfg.topic, partitions, history,
+    producers = make_producers(cfg.producers, cfg.clients, kafka, cfg.topic, partitions, history,
                                stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
                                client_debug=cfg.client_debug, idempotent=cfg.idempotent)
-    nemesis = Nemesis(cluster, bootstrap, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
+    nemesis = Nemesis(cluster, kafka, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
                       seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk,
                       partitioner=partitioner)
-    snapshots = Snapshots(bootstrap, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
+    snapshots = Snapshots(kafka, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
                           cfg.snapshot_tail)
     history.invoke("runner", "workload", cfg.topic)
     started = time.monotonic()
@@ -238,7 +242,7 @@ def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions
             nemesis.join(cfg.recovery_timeout + 60)
         nemesis.heal()
         try:
-            wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, cfg.recovery_timeout)
+            wait_for_leaders(kafka, cfg.topic, cfg.partitions, cfg.recovery_timeout)
         finally:
             time.sleep(cfg.settle)
             stop_producers.set()
@@ -251,8 +255,8 @@ def _run(cfg: Config, cluster: DevCluster, bootstrap: str, out: Path, partitions
     errors = [f"{p.name}: {p.error!r}" for p in producers if p.error is not None]
     if errors:
         raise RunError("producer failed: " + "; ".join(errors))
-    wait_for_leaders(bootstrap, cfg.topic, cfg.partitions, cfg.recovery_timeout)
-    records, complete, read_errors = read_all(bootstrap, cfg.topic, partitions, timeout=cfg.read_timeout)
+    wait_for_leaders(kafka, cfg.topic, cfg.partitions, cfg.recovery_timeout)
+    records, complete, read_errors = read_all(kafka, cfg.topic, partitions, timeout=cfg.read_timeout)
     history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
     report = check(history, topic=cfg.topic)
     out.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ import logging
 import threading
 import time
 
+from odradek.dev.access import KafkaAccess
+
 from .history import History
 
 log = logging.getLogger("odradek.verify")
@@ -29,11 +31,11 @@ CLIENTS = ("confluent", "kafka-python")
 class ProducerWorker(threading.Thread):
     client = "abstract"
 
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: list[int], history: History,
+    def __init__(self, name: str, kafka: KafkaAccess, topic: str, partitions: list[int], history: History,
                  stop: threading.Event, rate: float = 100.0, max_outstanding: int = 1000,
                  delivery_timeout_s: float = 60.0, client_debug: str = "", idempotent: bool = False) -> None:
         super().__init__(name=name, daemon=True)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, list(partitions)
+        self.kafka, self.topic, self.partitions = kafka, topic, list(partitions)
         self.history, self.stop_event = history, stop
         self.rate, self.max_outstanding, self.delivery_timeout_s = rate, max_outstanding, delivery_timeout_s
         self.client_debug = client_debug  # librdkafka debug contexts, logged to odradek.verify.rdkafka.<name>
@@ -109,13 +111,13 @@ class ConfluentWorker(ProducerWorker):
 
     def open(self) -> None:
         from confluent_kafka import Producer
-        self.producer = Producer({
-            "bootstrap.servers": self.bootstrap, "client.id": self.name, "acks": "all",
+        self.producer = Producer(self.kafka.confluent({
+            "client.id": self.name, "acks": "all",
             "enable.idempotence": self.idempotent, "max.in.flight.requests.per.connection": 1,
             "linger.ms": 5, "message.timeout.ms": int(self.delivery_timeout_s * 1000),
             "topic.metadata.refresh.interval.ms": 5000,
             **({"debug": self.client_debug, "logger": logging.getLogger(f"odradek.verify.rdkafka.{self.name}")}
-               if self.client_debug else {})})
+               if self.client_debug else {})}))
 
     def send(self, value: str, partition: int) -> None:
         def report(err, msg, value=value, partition=partition):
@@ -149,12 +151,12 @@ class KafkaPythonWorker(ProducerWorker):
     def open(self) -> None:
         from kafka import KafkaProducer
         request_timeout_ms = min(15_000, int(self.delivery_timeout_s * 1000) // 2)
-        self.producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap.split(","), client_id=self.name, acks="all",
+        self.producer = KafkaProducer(**self.kafka.kafka_python(
+            client_id=self.name, acks="all",
             enable_idempotence=self.idempotent, max_in_flight_requests_per_connection=1, linger_ms=5,
             request_timeout_ms=request_timeout_ms,
             delivery_timeout_ms=int(self.delivery_timeout_s * 1000) + request_timeout_ms + 5,
-            max_block_ms=10_000, metadata_max_age_ms=5000)
+            max_block_ms=10_000, metadata_max_age_ms=5000))
 
     def send(self, value: str, partition: int) -> None:
         future = self.producer.send(self.topic, value=value.encode(), key=self.name.encode(),
@@ -180,7 +182,7 @@ class KafkaPythonWorker(ProducerWorker):
 WORKERS = {"confluent": ConfluentWorker, "kafka-python": KafkaPythonWorker}
 
 
-def make_producers(count: int, clients: tuple[str, ...], bootstrap: str, topic: str, partitions: list[int],
+def make_producers(count: int, clients: tuple[str, ...], kafka: KafkaAccess, topic: str, partitions: list[int],
                    history: History, stop: threading.Event, *, partition_sets: list[list[int]] | None = None,
                    **options) -> list[ProducerWorker]:
     """``count`` workers, the i-th with client ``clients[i % len(clients)]``, named
@@ -190,5 +192,5 @@ def make_producers(count: int, clients: tuple[str, ...], bootstrap: str, topic: 
         client = clients[i % len(clients)]
         cls = WORKERS[client]
         parts = partition_sets[i % len(partition_sets)] if partition_sets else partitions
-        workers.append(cls(f"{client}-{i}", bootstrap, topic, parts, history, stop, **options))
+        workers.append(cls(f"{client}-{i}", kafka, topic, parts, history, stop, **options))
     return workers

@@ -16,6 +16,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import os
 from typing import Callable
 
 from kazoo.client import KazooClient
@@ -111,6 +112,14 @@ class ScramStore:
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue
 
+    def set_password(self, user: str, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> None:
+        """Write ``user``'s credential from a password, as Kafka's ``kafka-configs --zookeeper``
+        does: how the first user (the brokers' own) exists before any broker can take requests."""
+        salt = os.urandom(24)
+        salted = hashlib.pbkdf2_hmac(_HASHES[mechanism]().name, password.encode(), salt, iterations)
+        text = credential_string(mechanism, salt, salted, iterations)
+        self._update(user, lambda config: config.__setitem__(mechanism, text))
+
     # -- AlterUserScramCredentials / DescribeUserScramCredentials -------------------------------
     async def alter(self, header, request) -> object:
         s = Schemas(ALTER_USER_SCRAM_CREDENTIALS, header.api_version)
@@ -174,7 +183,7 @@ class ScramStore:
 
     def _describe(self, users) -> list[tuple[str, ErrorCode, str | None, list[tuple[int, int]]]]:
         zk = self._zk()
-        if users is None:
+        if not users:   # null or empty: every user, as Kafka reads it (librdkafka sends an empty array)
             try:
                 names = sorted(zk.get_children(USERS))
             except NoNodeError:
@@ -187,7 +196,7 @@ class ScramStore:
                      if (text := self._config_of(name).get(m))]
             if infos:
                 out.append((name, ErrorCode.none, None, infos))
-            elif users is not None:
+            elif users:
                 out.append((name, ErrorCode.resource_not_found, f"Attempt to describe a user credential that does "
                                                                 f"not exist: {name}", []))
         return out

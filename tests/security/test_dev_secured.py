@@ -1,0 +1,105 @@
+"""``odradek dev up --security sasl_ssl`` (issue 17, item 6), on one shared cluster: RF 3,
+min.insync.replicas 2, every broker with one SASL_SSL listener (SCRAM-SHA-512) for clients
+and replication, the authorizer on, ``admin`` the super user.
+
+- ``dev status --json``'s security block, and its client properties file with Kafka's own
+  ``kafka-topics --command-config``;
+- ``odradek users`` against it;
+- a short leader-kill ``odradek verify`` over SASL_SSL, idempotent producers: 0 lost,
+  0 duplicated, 0 reordered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from odradek.dev.access import KafkaAccess
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
+from odradek.verify import Config, run
+from tests.support.kafka_tools import TOPIC_COMMAND, Endpoint, require_kafka
+
+KILLS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    c = start_cluster(tmp_path_factory.mktemp("dev-secured"), brokers=3, replication_factor=3,
+                      min_insync_replicas=2, extra=("--security", "sasl_ssl"))
+    try:
+        yield c
+    finally:
+        stop_cluster(c)
+
+
+def odradek(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "odradek.cli", *args], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def as_user(cluster: Cluster, user: str, password: str) -> AdminClient:
+    return AdminClient(KafkaAccess(cluster.bootstrap, {**cluster.security, "username": user,
+                                                       "password": password}).confluent())
+
+
+def test_status_reports_the_security_block(cluster):
+    security = cluster.status()["security"]
+    assert {k: security[k] for k in ("protocol", "mechanism", "username")} == {
+        "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "admin"}
+    assert os.path.exists(security["ca_file"]) and security["password"]
+    text = cluster.run("status").stdout
+    assert security["client_properties"] in text and "SASL_SSL (SCRAM-SHA-512)" in text
+
+
+def test_plaintext_and_wrong_password_are_refused(cluster):
+    plaintext = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 3000})
+    with pytest.raises(KafkaException):
+        plaintext.list_topics(timeout=3)
+    with pytest.raises(KafkaException):
+        as_user(cluster, "admin", "not-the-password").list_topics(timeout=5)
+
+
+def test_kafka_topics_takes_the_client_properties(cluster):
+    require_kafka()
+    cluster.create_topic("listed-by-kafka-topics", partitions=1, replication_factor=3)
+    proc = Endpoint("odradek", cluster.bootstrap).tool(
+        TOPIC_COMMAND, "--list", "--command-config", cluster.security["client_properties"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "listed-by-kafka-topics" in proc.stdout.split()
+
+
+def test_users_add_list_remove(cluster):
+    data_dir = str(cluster.data_dir)
+    assert odradek("users", "add", "carol", "--password", "carol-secret", "--data-dir", data_dir).returncode == 0
+    listed = json.loads(odradek("users", "list", "--json", "--data-dir", data_dir).stdout)["users"]
+    assert {"user": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 8192} in listed
+    assert "admin" in {u["user"] for u in listed}
+    as_user(cluster, "carol", "carol-secret").list_topics(timeout=10)   # she logs in
+    removed = odradek("users", "remove", "carol", "--bootstrap-server", cluster.bootstrap,
+                      "--command-config", cluster.security["client_properties"])
+    assert removed.returncode == 0, removed.stderr
+    with pytest.raises(KafkaException):
+        as_user(cluster, "carol", "carol-secret").list_topics(timeout=5)
+
+
+@pytest.mark.timeout(600)
+def test_leader_kills_over_sasl_ssl_lose_and_duplicate_nothing(cluster, tmp_path):
+    seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
+    print(f"VERIFY_SEED={seed}")
+    cfg = Config(data_dir=cluster.data_dir, partitions=3, replication_factor=3, min_insync=2, producers=2,
+                 clients=("confluent", "kafka-python"), rate=40, kills=KILLS, faults=("leader",), interval=1.0,
+                 downtime=1.0, seed=seed, out=tmp_path / "verify", idempotent=True)
+    report, _ = run(cfg)
+    summary = report.summary(True)
+    print(summary)
+    assert report.faults == {"leader": KILLS}, summary
+    assert report.acked > 200, summary
+    assert report.lost == [] and report.duplicated == [] and report.reordered == [], summary
+    assert report.problems(True) == [], summary

@@ -1,0 +1,84 @@
+"""The secured dev cluster: ``odradek dev up --security sasl_ssl``.
+
+Under ``<data-dir>/security`` it makes a CA and the brokers' certificate (``odradek.dev.certs``),
+an admin password, and ``client.properties`` (Kafka's ``--command-config`` file). Every
+broker then has one listener, ``SASL_SSL://127.0.0.1:<port>``, SCRAM-SHA-512 only, which is
+both the client listener and the inter-broker listener (the brokers log in as ``admin``); the
+ACL authorizer is on with ``super.users=User:admin``. ``admin``'s SCRAM credential is written
+to ZooKeeper (``/config/users/admin``, as ``kafka-configs --zookeeper`` would) after ZooKeeper
+starts and before any broker does, so the brokers' own logins succeed from the first fetch.
+
+The security block (``status --json``'s ``"security"``) is what every dev tool reads to
+connect (``odradek.dev.access.KafkaAccess``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from odradek.cluster import paths, zk_session
+from odradek.cluster.zk_session import ZkTimeouts
+from odradek.dev.access import KafkaAccess, jaas_config
+from odradek.dev.certs import CertificateAuthority
+
+CHOICES = ("none", "sasl_ssl")
+PROTOCOL, MECHANISM, LISTENER = "SASL_SSL", "SCRAM-SHA-512", "SASL_SSL"
+ADMIN = "admin"
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"   # Kafka's name: turns Odradek's authorizer on
+DIRECTORY = "security"
+
+
+def prepare(root: Path) -> dict:
+    """Certificates, the admin password and the client properties file: the security block."""
+    directory = root / DIRECTORY
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority.create("Odradek dev CA")
+    ca.write_ca(directory / "ca.pem")
+    ca.write_issued(directory / "broker.pem", "127.0.0.1", "localhost", common_name="odradek-broker")
+    block = {"protocol": PROTOCOL, "mechanism": MECHANISM, "ca_file": str(directory / "ca.pem"),
+             "username": ADMIN, "password": secrets.token_urlsafe(18),
+             "client_properties": str(directory / "client.properties")}
+    properties = Path(block["client_properties"])
+    properties.touch(mode=0o600, exist_ok=True)   # it holds the admin password
+    properties.write_text(KafkaAccess("", block).properties())
+    return block
+
+
+def broker_config(block: dict, port: int) -> list[str]:
+    """A broker's ``--config`` entries: its one SASL_SSL listener on ``port`` and the rest."""
+    directory = Path(block["ca_file"]).parent
+    settings = {
+        "listeners": f"{LISTENER}://127.0.0.1:{port}",
+        "inter.broker.listener.name": LISTENER,
+        "sasl.enabled.mechanisms": MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": MECHANISM,
+        f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config":
+            jaas_config(MECHANISM, block["username"], block["password"]),
+        "ssl.keystore.location": str(directory / "broker.pem"),
+        "ssl.truststore.location": block["ca_file"],
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": f"User:{block['username']}",
+    }
+    return [f"{k}={v}" for k, v in settings.items()]
+
+
+def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
+    """Write the admin's SCRAM credential into the cluster's ZooKeeper chroot."""
+    from odradek.broker.security.scram_store import ScramStore
+    zk_session.ensure_chroot(zookeeper, cluster, timeouts)
+    zk = zk_session.client(zookeeper, timeouts, paths.chroot(cluster))
+    zk.start(timeout=timeouts.connection_s)
+    try:
+        ScramStore(lambda: zk).set_password(block["username"], block["mechanism"], block["password"])
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def summary(block: dict) -> str:
+    """The lines ``dev up`` and ``dev status`` print about the cluster's security."""
+    return (f"  security:          {block['protocol']} ({block['mechanism']}), user {block['username']!r}, "
+            f"password {block['password']!r}\n"
+            f"  CA certificate:    {block['ca_file']}\n"
+            f"  client properties: {block['client_properties']} (Kafka tools: --command-config)")
