@@ -3,7 +3,9 @@ package: the docs runner and the wheel checks share it (each start costs seconds
 
 It lives in ``<tmp>/var/dev``, the data directory ``odradek dev`` and ``odradek produce`` use
 by default, so commands pasted from the docs, run from ``<tmp>``, find it as a reader's
-``make up`` cluster."""
+``make up`` cluster. A cluster the docs start themselves in another directory of ``<tmp>/var``
+(docs/security.md's secured one) is stopped afterwards too, should a block have failed before
+its ``odradek dev down``."""
 
 from __future__ import annotations
 
@@ -19,4 +21,7 @@ def docs_cluster(tmp_path_factory) -> Cluster:
     try:
         yield c
     finally:
+        for state in sorted((work / "var").glob("*/cluster.json")):
+            if state.parent != c.data_dir:
+                stop_cluster(Cluster(state.parent), strict=False)
         stop_cluster(c)

@@ -7,7 +7,8 @@ one dev cluster, so a README that drifts from the code fails CI.
   ``<!-- not-run: reason -->`` (Kubernetes, benchmarks of many minutes, synopses with
   placeholders). Any other block must be sh or python.
 - Blocks run in document order from a scratch directory holding the cluster's ``var/dev``,
-  with ``.venv`` and ``examples`` linked from the checkout, as a reader's shell after ``make up``.
+  with ``.venv``, ``examples``, ``scripts`` and ``bench`` (``scripts/kafka.sh run``: Kafka's own
+  tools) linked from the checkout, as a reader's shell after ``make up``.
 - The docs name the default addresses (``127.0.0.1:9092``, the gateway on ``:8080``); the
   runner swaps them for the cluster's actual ones, which are free ports on a shared CI machine.
 """
@@ -82,9 +83,11 @@ def test_every_block_runs_or_says_why_not():
 
 @pytest.fixture(scope="module")
 def workdir(docs_cluster) -> Path:
-    """The scratch directory holding ``var/dev``, as a checkout would."""
+    """The scratch directory holding ``var/dev``, as a checkout would (``.cache/kafka`` is found
+    through ``bench``'s resolved path)."""
     work = docs_cluster.data_dir.parent.parent
-    for name, target in ((".venv", Path(sys.prefix)), ("examples", ROOT / "examples")):
+    for name, target in ((".venv", Path(sys.prefix)), ("examples", ROOT / "examples"),
+                         ("scripts", ROOT / "scripts"), ("bench", ROOT / "bench")):
         if not (work / name).exists():
             (work / name).symlink_to(target)
     return work

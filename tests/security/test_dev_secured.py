@@ -4,7 +4,7 @@ and replication, the authorizer on, ``admin`` the super user.
 
 - ``dev status --json``'s security block, and its client properties file with Kafka's own
   ``kafka-topics --command-config``;
-- ``odradek users`` against it;
+- ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL;
 - a short leader-kill ``odradek verify`` over SASL_SSL, idempotent producers: 0 lost,
   0 duplicated, 0 reordered.
 """
@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from confluent_kafka import KafkaException
@@ -26,13 +27,13 @@ from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.verify import Config, run
 from tests.support.kafka_tools import TOPIC_COMMAND, Endpoint, require_kafka
 
-KILLS = 4
+KILLS = 3
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Cluster:
     c = start_cluster(tmp_path_factory.mktemp("dev-secured"), brokers=3, replication_factor=3,
-                      min_insync_replicas=2, extra=("--security", "sasl_ssl"))
+                      min_insync_replicas=2, gateway=True, extra=("--security", "sasl_ssl"))
     try:
         yield c
     finally:
@@ -75,6 +76,15 @@ def test_kafka_topics_takes_the_client_properties(cluster):
     assert "listed-by-kafka-topics" in proc.stdout.split()
 
 
+def test_the_gateway_produces_over_sasl_ssl(cluster):
+    cluster.create_topic("through-the-gateway", partitions=1, replication_factor=3)
+    body = json.dumps({"records": [{"value": {"n": 1}}]}).encode()
+    request = urllib.request.Request(f"{cluster.gateway}/topics/through-the-gateway", data=body, method="POST",
+                                     headers={"Content-Type": "application/vnd.kafka.json.v2+json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert json.loads(resp.read())["offsets"][0]["offset"] == 0
+
+
 def test_users_add_list_remove(cluster):
     data_dir = str(cluster.data_dir)
     assert odradek("users", "add", "carol", "--password", "carol-secret", "--data-dir", data_dir).returncode == 0
@@ -87,6 +97,22 @@ def test_users_add_list_remove(cluster):
     assert removed.returncode == 0, removed.stderr
     with pytest.raises(KafkaException):
         as_user(cluster, "carol", "carol-secret").list_topics(timeout=5)
+
+
+def test_acls_add_list_remove(cluster):
+    data_dir = str(cluster.data_dir)
+    added = odradek("acls", "add", "--allow-principal", "User:dave", "--operation", "Read", "--operation",
+                    "Describe", "--topic", "dave-", "--resource-pattern-type", "prefixed", "--data-dir", data_dir)
+    assert added.returncode == 0, added.stderr
+    listed = json.loads(odradek("acls", "list", "--json", "--principal", "User:dave", "--data-dir", data_dir).stdout)
+    assert sorted((a["operation"], a["name"], a["pattern_type"]) for a in listed["acls"]) == [
+        ("Describe", "dave-", "Prefixed"), ("Read", "dave-", "Prefixed")]
+    removed = odradek("acls", "remove", "--allow-principal", "User:dave", "--topic", "dave-",
+                      "--resource-pattern-type", "prefixed", "--json", "--data-dir", data_dir)
+    assert removed.returncode == 0, removed.stderr
+    assert len(json.loads(removed.stdout)["removed"]) == 2
+    assert json.loads(odradek("acls", "list", "--json", "--principal", "User:dave",
+                              "--data-dir", data_dir).stdout)["acls"] == []
 
 
 @pytest.mark.timeout(600)

@@ -239,7 +239,8 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
     state.setdefault("metrics", {})["gateway"] = state["gateway"] + metrics_http.PATH
     state["commands"]["gateway"] = _python() + [
         "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
-        "--host", "127.0.0.1", "--port", str(port)]
+        "--host", "127.0.0.1", "--port", str(port),
+        *(security.gateway_arguments(state["security"]) if "security" in state else [])]
     _start_process(state, "gateway")
     _wait_gateway_ready(state, timeout)
 

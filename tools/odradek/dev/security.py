@@ -7,6 +7,7 @@ both the client listener and the inter-broker listener (the brokers log in as ``
 ACL authorizer is on with ``super.users=User:admin``. ``admin``'s SCRAM credential is written
 to ZooKeeper (``/config/users/admin``, as ``kafka-configs --zookeeper`` would) after ZooKeeper
 starts and before any broker does, so the brokers' own logins succeed from the first fetch.
+The HTTP gateway connects over SASL_SSL as ``admin`` too (its ``--kafka-*`` options).
 
 The security block (``status --json``'s ``"security"``) is what every dev tool reads to
 connect (``odradek.dev.access.KafkaAccess``).
@@ -27,6 +28,7 @@ PROTOCOL, MECHANISM, LISTENER = "SASL_SSL", "SCRAM-SHA-512", "SASL_SSL"
 ADMIN = "admin"
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"   # Kafka's name: turns Odradek's authorizer on
 DIRECTORY = "security"
+PASSWORD_FILE = "admin.password"
 
 
 def prepare(root: Path) -> dict:
@@ -39,9 +41,10 @@ def prepare(root: Path) -> dict:
     block = {"protocol": PROTOCOL, "mechanism": MECHANISM, "ca_file": str(directory / "ca.pem"),
              "username": ADMIN, "password": secrets.token_urlsafe(18),
              "client_properties": str(directory / "client.properties")}
-    properties = Path(block["client_properties"])
-    properties.touch(mode=0o600, exist_ok=True)   # it holds the admin password
-    properties.write_text(KafkaAccess("", block).properties())
+    for path, text in ((Path(block["client_properties"]), KafkaAccess("", block).properties()),
+                       (directory / PASSWORD_FILE, block["password"])):
+        path.touch(mode=0o600, exist_ok=True)   # they hold the admin password
+        path.write_text(text)
     return block
 
 
@@ -61,6 +64,14 @@ def broker_config(block: dict, port: int) -> list[str]:
         "super.users": f"User:{block['username']}",
     }
     return [f"{k}={v}" for k, v in settings.items()]
+
+
+def gateway_arguments(block: dict) -> list[str]:
+    """The gateway's ``--kafka-*`` options: it reaches the brokers over SASL_SSL as the admin."""
+    return ["--kafka-security-protocol", block["protocol"], "--kafka-sasl-mechanism", block["mechanism"],
+            "--kafka-sasl-username", block["username"],
+            "--kafka-sasl-password-file", str(Path(block["ca_file"]).parent / PASSWORD_FILE),
+            "--kafka-ssl-ca-location", block["ca_file"]]
 
 
 def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
