@@ -71,13 +71,13 @@ def up(args: argparse.Namespace) -> int:
         return 1
     root.mkdir(parents=True, exist_ok=True)
     state: dict = {"data_dir": str(root), "cluster": args.cluster, "processes": {}}
-    if args.security != "none":
-        state["security"] = security.prepare(root)
     if args.netns:
         if netns.ENV not in os.environ:  # create it and run this very command inside it
             netns.enter(netns.create(), ["dev", *args.argv])
         state["netns"] = os.environ[netns.ENV]
         state["groups"] = {f"broker-{b}": netns.broker_gid(b) for b in range(1, args.brokers + 1)}
+    if args.security != "none":   # inside the namespace, if any: `up` runs again there
+        state["security"] = security.prepare(root)
     try:
         _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)
