@@ -4,12 +4,12 @@ start-up refusals of bad ``zookeeper.*`` / ``control.plane.ssl.*`` settings."""
 from __future__ import annotations
 
 import pytest
-import trustme
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.cluster.zk_session import ZkSecurity
 from odradek.controller.cli import parse_args
+from odradek.dev.certs import CertificateAuthority
 
 
 def test_znode_acls_are_kafkas():
@@ -38,9 +38,9 @@ def test_zookeeper_settings(tmp_path):
 
 def test_control_plane_settings(tmp_path):
     assert ControlPlaneTls.from_settings({}) is None
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "me.pem"))
+    ca = CertificateAuthority.create()
+    ca.write_ca(tmp_path / "ca.pem")
+    ca.write_issued(tmp_path / "me.pem", "127.0.0.1")
     keystore = {"control.plane.ssl.keystore.location": str(tmp_path / "me.pem")}
     with pytest.raises(ValueError, match="needs control.plane.ssl.truststore.location"):
         ControlPlaneTls.from_settings(keystore)

@@ -2,8 +2,8 @@
 of the controller and the brokers, ZooKeeper digest authentication and Kafka's znode ACLs.
 
 One two-broker dev cluster for the module, with ``control.plane.ssl.*``, ``zookeeper.set.acl``
-and ``zookeeper.digest.credentials.file`` on (certificates from ``trustme``, as the package's
-conftest makes them). It still elects leaders, creates topics and replicates; forged pushes
+and ``zookeeper.digest.credentials.file`` on (certificates from ``odradek.dev.certs``, as the
+package's conftest makes them). It still elects leaders, creates topics and replicates; forged pushes
 to the controller's and a broker's API are refused and logged, and change nothing: plain
 HTTP, no client certificate and a certificate from another CA at the TLS layer, a certificate
 of the cluster CA whose CN is not one of the cluster's processes with 403 before any handler.
@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-import trustme
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
@@ -31,6 +30,7 @@ from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 from odradek.cluster.control_plane_http import call_blocking, send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls
+from odradek.dev.certs import CertificateAuthority
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 
@@ -56,14 +56,12 @@ class Guarded:
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory) -> Guarded:
     certs = tmp_path_factory.mktemp("plane-certs")
-    ca, other_ca = trustme.CA(), trustme.CA()
-    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost", common_name="odradek").private_key_and_cert_chain_pem.write_to_path(
-        str(certs / "odradek.pem"))
-    ca.issue_cert("alice@example.com", common_name="alice").private_key_and_cert_chain_pem.write_to_path(
-        str(certs / "alice.pem"))  # a Kafka user's certificate from the same CA: not a process of the cluster
-    other_ca.issue_cert("127.0.0.1", common_name="odradek").private_key_and_cert_chain_pem.write_to_path(
-        str(certs / "stranger.pem"))
+    ca, other_ca = CertificateAuthority.create(), CertificateAuthority.create("another CA")
+    ca.write_ca(certs / "ca.pem")
+    ca.write_issued(certs / "odradek.pem", "127.0.0.1", "localhost", common_name="odradek")
+    # a Kafka user's certificate from the same CA: not a process of the cluster
+    ca.write_issued(certs / "alice.pem", "alice@example.com", common_name="alice")
+    other_ca.write_issued(certs / "stranger.pem", "127.0.0.1", common_name="odradek")
     (certs / "zk-digest").write_text(f"{ZK_USER}:{ZK_PASSWORD}\n")
     config = {"control.plane.ssl.keystore.location": str(certs / "odradek.pem"),
               "control.plane.ssl.truststore.location": str(certs / "ca.pem"),

@@ -2,6 +2,8 @@
 min.insync.replicas 2, every broker with one SASL_SSL listener (SCRAM-SHA-512) for clients
 and replication, the authorizer on, ``admin`` the super user.
 
+- the cluster's own traffic: the controller's API over mutual TLS (https), the admin's SCRAM
+  credential unreadable in ZooKeeper without the cluster's digest;
 - ``dev status --json``'s security block, and its client properties file with Kafka's own
   ``kafka-topics --command-config``;
 - ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL;
@@ -21,7 +23,10 @@ import urllib.request
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
+from odradek.cluster import paths
 from odradek.dev.access import KafkaAccess
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.verify import Config, run
@@ -57,6 +62,19 @@ def test_status_reports_the_security_block(cluster):
     assert os.path.exists(security["ca_file"]) and security["password"]
     text = cluster.run("status").stdout
     assert security["client_properties"] in text and "SASL_SSL (SCRAM-SHA-512)" in text
+
+
+def test_control_plane_and_zookeeper_are_secured(cluster):
+    status = cluster.status()
+    assert status["controller_url"].startswith("https://"), status
+    zk = KazooClient(hosts=status["zookeeper"] + paths.chroot(status["cluster"]))
+    zk.start(timeout=30)
+    try:
+        with pytest.raises(NoAuthError):
+            zk.get("/config/users/admin")
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def test_plaintext_and_wrong_password_are_refused(cluster):

@@ -78,6 +78,7 @@ def up(args: argparse.Namespace) -> int:
         state["groups"] = {f"broker-{b}": netns.broker_gid(b) for b in range(1, args.brokers + 1)}
     if args.security != "none":   # inside the namespace, if any: `up` runs again there
         state["security"] = security.prepare(root)
+        args.config = [*security.cluster_config(state["security"]), *args.config]
     try:
         _start_zookeeper(state, timeout=args.timeout)
         _save(state_path, state)

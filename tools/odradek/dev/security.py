@@ -9,17 +9,27 @@ to ZooKeeper (``/config/users/admin``, as ``kafka-configs --zookeeper`` would) a
 starts and before any broker does, so the brokers' own logins succeed from the first fetch.
 The HTTP gateway connects over SASL_SSL as ``admin`` too (its ``--kafka-*`` options).
 
+The cluster's own traffic is secured as well (``cluster_config``, given to the controllers
+and the brokers): the internal HTTP APIs take mutual TLS with the brokers' certificate
+(``control.plane.ssl.*``, only that certificate's CN admitted), and every process
+authenticates to ZooKeeper with a digest and creates znodes with Kafka's ACLs
+(``zookeeper.set.acl``); the admin's credential is written with the same digest.
+
 The security block (``status --json``'s ``"security"``) is what every dev tool reads to
 connect (``odradek.dev.access.KafkaAccess``).
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
 from odradek.cluster import paths, zk_session
-from odradek.cluster.zk_session import ZkTimeouts
+from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
+from odradek.config.cluster_security import (CONTROL_PLANE_KEYSTORE, CONTROL_PLANE_PEER_CN, CONTROL_PLANE_TRUSTSTORE,
+                                             ZK_SET_ACL)
+from odradek.config.cluster_security import ZK_DIGEST_FILE as ZK_DIGEST_FILE_KEY
 from odradek.dev.access import KafkaAccess, jaas_config
 from odradek.dev.certs import CertificateAuthority
 
@@ -29,6 +39,8 @@ ADMIN = "admin"
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"   # Kafka's name: turns Odradek's authorizer on
 DIRECTORY = "security"
 PASSWORD_FILE = "admin.password"
+ZK_DIGEST_FILE = "zookeeper.digest"
+PROCESS_CN = "odradek-broker"    # the one certificate of the dev cluster's processes
 
 
 def prepare(root: Path) -> dict:
@@ -37,13 +49,14 @@ def prepare(root: Path) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     ca = CertificateAuthority.create("Odradek dev CA")
     ca.write_ca(directory / "ca.pem")
-    ca.write_issued(directory / "broker.pem", "127.0.0.1", "localhost", common_name="odradek-broker")
+    ca.write_issued(directory / "broker.pem", "127.0.0.1", "localhost", common_name=PROCESS_CN)
     block = {"protocol": PROTOCOL, "mechanism": MECHANISM, "ca_file": str(directory / "ca.pem"),
              "username": ADMIN, "password": secrets.token_urlsafe(18),
              "client_properties": str(directory / "client.properties")}
     for path, text in ((Path(block["client_properties"]), KafkaAccess("", block).properties()),
-                       (directory / PASSWORD_FILE, block["password"])):
-        path.touch(mode=0o600, exist_ok=True)   # they hold the admin password
+                       (directory / PASSWORD_FILE, block["password"]),
+                       (directory / ZK_DIGEST_FILE, f"odradek:{secrets.token_urlsafe(18)}\n")):
+        path.touch(mode=0o600, exist_ok=True)   # they hold passwords
         path.write_text(text)
     return block
 
@@ -66,6 +79,16 @@ def broker_config(block: dict, port: int) -> list[str]:
     return [f"{k}={v}" for k, v in settings.items()]
 
 
+def cluster_config(block: dict) -> list[str]:
+    """``--config`` entries for the controllers and the brokers alike: control-plane mutual TLS
+    and ZooKeeper digest authentication with Kafka's znode ACLs."""
+    directory = Path(block["ca_file"]).parent
+    settings = {CONTROL_PLANE_KEYSTORE: str(directory / "broker.pem"), CONTROL_PLANE_TRUSTSTORE: block["ca_file"],
+                CONTROL_PLANE_PEER_CN: re.escape(PROCESS_CN),
+                ZK_SET_ACL: "true", ZK_DIGEST_FILE_KEY: str(directory / ZK_DIGEST_FILE)}
+    return [f"{k}={v}" for k, v in settings.items()]
+
+
 def gateway_arguments(block: dict) -> list[str]:
     """The gateway's ``--kafka-*`` options: it reaches the brokers over SASL_SSL as the admin."""
     return ["--kafka-security-protocol", block["protocol"], "--kafka-sasl-mechanism", block["mechanism"],
@@ -77,8 +100,9 @@ def gateway_arguments(block: dict) -> list[str]:
 def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
     """Write the admin's SCRAM credential into the cluster's ZooKeeper chroot."""
     from odradek.broker.security.scram_store import ScramStore
-    zk_session.ensure_chroot(zookeeper, cluster, timeouts)
-    zk = zk_session.client(zookeeper, timeouts, paths.chroot(cluster))
+    zk_security = ZkSecurity.from_settings(dict(c.split("=", 1) for c in cluster_config(block)))
+    zk_session.ensure_chroot(zookeeper, cluster, timeouts, zk_security)
+    zk = zk_session.client(zookeeper, timeouts, paths.chroot(cluster), zk_security)
     zk.start(timeout=timeouts.connection_s)
     try:
         ScramStore(lambda: zk).set_password(block["username"], block["mechanism"], block["password"])

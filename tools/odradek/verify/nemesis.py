@@ -55,7 +55,7 @@ class DevCluster:
     def view(self) -> dict | None:
         """The active controller's view of the cluster (brokers, partitions, ISR), or None."""
         from odradek.dev.cluster import active_cluster
-        return active_cluster({"controllers": self.status().get("controllers", [])})
+        return active_cluster(self.state())   # the saved state: controllers and their TLS settings
 
     def names(self, status: dict | None = None) -> list[str]:
         st = status or self.status()
