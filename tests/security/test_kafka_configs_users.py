@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trustme
 
 from bench.apache_kafka import KafkaCluster, SaslSsl, properties_text
+from odradek.dev.certs import CertificateAuthority
 from tests.security.conftest import PLAIN_USERS, Secured
 from tests.support.kafka_tools import CONFIG_COMMAND, TOPIC_COMMAND, Endpoint, require_kafka
 
@@ -55,9 +55,9 @@ class System:
 def kafka(tmp_path_factory) -> System:
     require_kafka()
     root = tmp_path_factory.mktemp("kafka-sasl")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(root / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(root / "broker.pem"))
+    ca = CertificateAuthority.create()
+    ca.write_ca(root / "ca.pem")
+    ca.write_issued(root / "broker.pem", "127.0.0.1", "localhost")
     cluster = KafkaCluster(root / "kafka", nodes=1, sasl_ssl=SaslSsl(root / "broker.pem", PLAIN_USERS)).start()
     try:
         yield System("kafka", cluster.secure_bootstrap, str(root / "ca.pem"), root)
