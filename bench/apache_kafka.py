@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.dev import processes
+from odradek.dev.access import properties_text
 from odradek.dev.processes import ProcessRecord, start_time
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,13 +145,6 @@ def pem_keystore(pem_file: str | Path) -> dict[str, str]:
     chain = pem[pem.index(b"-----BEGIN CERTIFICATE-----"):]
     return {"ssl.keystore.type": "PEM", "ssl.keystore.key": key.decode(),
             "ssl.keystore.certificate.chain": chain.decode()}
-
-
-def properties_text(props: dict[str, str]) -> str:
-    """A Java properties file; values escaped as java.util.Properties reads them (PEM spans lines)."""
-    def escape(value: str) -> str:
-        return value.replace("\\", "\\\\").replace("\n", "\\n")
-    return "".join(f"{k}={escape(v)}\n" for k, v in props.items())
 
 
 @dataclass

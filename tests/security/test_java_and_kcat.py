@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.apache_kafka import pem_keystore, properties_text
+from bench.apache_kafka import pem_keystore
+from odradek.dev.access import properties_text
 from tests.security.conftest import Secured
 from tests.security.test_sasl_ssl_clients import (MECHANISMS, RECORDS, TIMEOUT_S, _topic, _user,  # noqa: F401
                                                   scram_users)

@@ -28,6 +28,16 @@ def jaas_config(mechanism: str, username: str, password: str) -> str:
     return f'{module} required username="{username}" password="{password}";'
 
 
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def properties_text(props: dict[str, str]) -> str:
+    """A Java properties file; values escaped as java.util.Properties reads them (PEM spans lines)."""
+    def escape(value: str) -> str:
+        return value.replace("\\", "\\\\").replace("\n", "\\n")
+    return "".join(f"{k}={escape(v)}\n" for k, v in props.items())
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """A Java properties file's ``key=value`` lines (comments and blank lines skipped)."""
     out = {}
@@ -35,7 +45,7 @@ def read_properties(path: Path) -> dict[str, str]:
         line = line.strip()
         if line and not line.startswith(("#", "!")):
             key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
+            out[key.strip()] = _UNESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), value.strip())
     return out
 
 
@@ -105,14 +115,14 @@ class KafkaAccess:
 
     def properties(self) -> str:
         """The Kafka client properties (Java clients, ``--command-config``) for this access."""
-        lines = [f"security.protocol={self.protocol}"]
+        props = {"security.protocol": self.protocol}
         if self._sasl:
             s = self.security
-            lines += [f"sasl.mechanism={s['mechanism']}",
-                      f"sasl.jaas.config={jaas_config(s['mechanism'], s['username'], s['password'])}"]
+            props.update({"sasl.mechanism": s["mechanism"],
+                          "sasl.jaas.config": jaas_config(s["mechanism"], s["username"], s["password"])})
         if self._tls and self.security.get("ca_file"):
-            lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={self.security['ca_file']}"]
-        return "\n".join(lines) + "\n"
+            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.security["ca_file"]})
+        return properties_text(props)
 
 
 def common_parser() -> argparse.ArgumentParser:
