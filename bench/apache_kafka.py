@@ -27,7 +27,6 @@ at ``secure_bootstrap``; the PLAINTEXT listener stays (unauthenticated admin, as
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import json
 import os
@@ -38,10 +37,10 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.controller.zkstore import new_cluster_id
 from odradek.dev import processes
 from odradek.dev.access import properties_text
 from odradek.dev.processes import ProcessRecord, start_time
@@ -249,7 +248,7 @@ class KafkaCluster:
         self.controller_ports = {n: free_port() for n in ids}
         self.secure_ports = {n: free_port() for n in ids} if self.sasl_ssl is not None else {}
         voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in ids)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         try:
             for n in ids:
                 nd = self.dir / f"node-{n}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import statistics
 import tempfile
 import threading
@@ -38,6 +39,12 @@ class _Target:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
+
+    def delete_topic(self, name: str) -> None:
+        """Each round writes records x size bytes: drop them so long runs do not fill the disk."""
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.delete_topics([name], operation_timeout=60, request_timeout=60)[name].result(timeout=90)
 
 
 def _scraper(url: str, stop: threading.Event, interval: float, counts: list[float]) -> threading.Thread:
@@ -81,17 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         _scraper(url, stop, args.scrape_interval, scrapes)
         for r in range(args.rounds):
             for which in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                pid = [clusters[which].pids["broker-1"]]
+                pid, target = [clusters[which].pids["broker-1"]], _Target(clusters[which].bootstrap)
                 cpu0 = cpu_seconds(pid)
-                run = producer_performance(_Target(clusters[which].bootstrap), f"bench-{r}", args.records,
-                                           args.size, "1")
+                run = producer_performance(target, f"bench-{r}", args.records, args.size, "1")
                 run["broker_cpu_us_per_record"] = round((cpu_seconds(pid) - cpu0) * 1e6 / args.records, 2)
                 results[which].append(run)
+                target.delete_topic(f"bench-{r}")
                 print(f"round {r} metrics {which}: {run['records_s']} records/s ({run['mb_s']} MB/s)", flush=True)
     finally:
         stop.set()
         for c in clusters.values():
             stop_cluster(c, strict=False)
+        shutil.rmtree(root, ignore_errors=True)
     median = {k: statistics.median(x["records_s"] for x in v) for k, v in results.items()}
     paired = statistics.geometric_mean(on["records_s"] / off["records_s"]
                                        for on, off in zip(results["on"], results["off"]))

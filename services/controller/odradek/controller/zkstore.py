@@ -60,8 +60,11 @@ def _dump(obj: Any) -> bytes:
 
 
 def new_cluster_id() -> str:
-    """A random UUID in URL-safe base64 without padding, as Kafka's cluster ids."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random UUID in URL-safe base64 without padding, as Kafka's cluster ids; never starting
+    with "-" (Kafka's ``Uuid.randomUuid`` rule: tools would read such an id as an option)."""
+    while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()).startswith("-"):
+        pass
+    return cid
 
 
 def topic_json(topic_id: str, assignment: Mapping[int, tuple[int, ...]],
