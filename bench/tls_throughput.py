@@ -3,7 +3,7 @@ connections per second, for Odradek and Apache Kafka 3.9 configured the same way
 
     .venv/bin/python -m bench.tls_throughput [--mb 256] [--size 1024] [--handshakes 300] [--first odradek]
 
-Each system is one broker with a PLAINTEXT listener and a SASL_SSL listener (a CA from ``odradek.dev.certs``;
+Each system is one broker with a PLAINTEXT listener and a SASL_SSL listener (a CA from ``odradek.certs``;
 PEM keystore; PLAIN and SCRAM-SHA-256/512 enabled; Kafka: a KRaft node from
 ``bench.apache_kafka`` with its start scripts' JVM options). A SCRAM-SHA-512 user (4096
 iterations) is made with AlterUserScramCredentials. For each listener confluent-kafka produces
@@ -31,7 +31,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from bench.apache_kafka import KafkaCluster, SaslSsl
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 from odradek.dev.harness import start_cluster, stop_cluster
 from tests.security.conftest import listener_endpoints
 from tests.support.kafka_tools import Endpoint

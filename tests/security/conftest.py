@@ -1,6 +1,6 @@
 """A secured three-broker cluster shared by the security tests: the PLAINTEXT listener of
 ``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested) and
-INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``odradek.dev.certs``.
+INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``odradek.certs``.
 
 The ACL authorizer is on, with the brokers' own principal (``User:admin``, their inter-broker
 PLAIN login) as the super user Kafka requires for replication. ``allow.everyone.if.no.acl.found``
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 
 PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret", "ana": "ana-secret", "bert": "bert-secret"}

@@ -9,7 +9,7 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.cluster.zk_session import ZkSecurity
 from odradek.controller.cli import parse_args
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 
 
 def test_znode_acls_are_kafkas():

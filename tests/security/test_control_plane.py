@@ -2,7 +2,7 @@
 of the controller and the brokers, ZooKeeper digest authentication and Kafka's znode ACLs.
 
 One two-broker dev cluster for the module, with ``control.plane.ssl.*``, ``zookeeper.set.acl``
-and ``zookeeper.digest.credentials.file`` on (certificates from ``odradek.dev.certs``, as the
+and ``zookeeper.digest.credentials.file`` on (certificates from ``odradek.certs``, as the
 package's conftest makes them). It still elects leaders, creates topics and replicates; forged pushes
 to the controller's and a broker's API are refused and logged, and change nothing: plain
 HTTP, no client certificate and a certificate from another CA at the TLS layer, a certificate
@@ -30,7 +30,7 @@ from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
 from odradek.cluster.control_plane_http import call_blocking, send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 

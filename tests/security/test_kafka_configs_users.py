@@ -11,7 +11,7 @@ import pytest
 
 from bench.apache_kafka import KafkaCluster, SaslSsl
 from odradek.dev.access import properties_text
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 from tests.security.conftest import PLAIN_USERS, Secured
 from tests.support.kafka_tools import CONFIG_COMMAND, TOPIC_COMMAND, Endpoint, require_kafka
 

@@ -18,6 +18,7 @@ FIELD_MANAGER = "odradek-operator"
 # (apiVersion, kind) -> (plural, namespaced)
 RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
     ("v1", "Service"): ("services", True),
     ("v1", "Pod"): ("pods", True),
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),

@@ -1,6 +1,6 @@
 """The secured dev cluster: ``odradek dev up --security sasl_ssl``.
 
-Under ``<data-dir>/security`` it makes a CA and the brokers' certificate (``odradek.dev.certs``),
+Under ``<data-dir>/security`` it makes a CA and the brokers' certificate (``odradek.certs``),
 an admin password, and ``client.properties`` (Kafka's ``--command-config`` file). Every
 broker then has one listener, ``SASL_SSL://127.0.0.1:<port>``, SCRAM-SHA-512 only, which is
 both the client listener and the inter-broker listener (the brokers log in as ``admin``); the
@@ -31,7 +31,7 @@ from odradek.config.cluster_security import (CONTROL_PLANE_KEYSTORE, CONTROL_PLA
                                              ZK_SET_ACL)
 from odradek.config.cluster_security import ZK_DIGEST_FILE as ZK_DIGEST_FILE_KEY
 from odradek.dev.access import KafkaAccess, jaas_config
-from odradek.dev.certs import CertificateAuthority
+from odradek.certs import CertificateAuthority
 
 CHOICES = ("none", "sasl_ssl")
 PROTOCOL, MECHANISM, LISTENER = "SASL_SSL", "SCRAM-SHA-512", "SASL_SSL"
