@@ -14,6 +14,7 @@ from typing import Mapping
 from aiohttp import web
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import server_app
 from odradek.errors import ErrorCode, KafkaError
 
@@ -113,9 +114,22 @@ def make_app(controller: Controller) -> web.Application:
                                                  list(req.delete_configs), req.validate_only)
         return _answer(cp.TopicConfigs(configs))
 
+    async def user(request: web.Request) -> web.Response:
+        name, principal = request.match_info["name"], request.query.get("principal")
+        return _answer(await controller.users(lambda u: u.describe(name, principal)))
+
+    async def put_user(request: web.Request) -> web.Response:
+        name, spec = request.match_info["name"], cpu.UserSpec.from_json(await _body(request))
+        return _answer(await controller.users(lambda u: u.sync(name, spec)))
+
+    async def delete_user(request: web.Request) -> web.Response:
+        name, principal = request.match_info["name"], request.query.get("principal")
+        return _answer(await controller.users(lambda u: u.delete(name, principal)))
+
     return server_app({
         cp.HEALTH: health, cp.CLUSTER: cluster, cp.ALTER_PARTITION: alter_partition,
         cp.CONTROLLED_SHUTDOWN: controlled_shutdown, cp.PRODUCER_IDS: producer_ids,
         cp.ELECT_LEADERS: elect_leaders, cp.REASSIGN: reassign, cp.LIST_REASSIGNMENTS: reassignments,
         cp.CREATE_TOPIC: create_topic, cp.DELETE_TOPIC: delete_topic, cp.CREATE_PARTITIONS: create_partitions,
-        cp.ALTER_CONFIGS: alter_configs}, middlewares=[_errors])
+        cp.ALTER_CONFIGS: alter_configs,
+        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors])

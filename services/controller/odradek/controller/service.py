@@ -424,6 +424,11 @@ class Controller:
                 self._publish()
             return self._snapshot.topics[req.topic].states[req.partition]
 
+    async def users(self, call):
+        """``call(UserAdmin)`` (credentials, ACLs, quotas of OdradekUsers) as the active controller."""
+        async with self._acting():
+            return await self._write(self._store.user_call, call)
+
     async def allocate_producer_ids(self, broker_id: int, size: int = 1000) -> cp.ProducerIdBlock:
         """A block of producer ids for a broker's InitProducerId answers (Kafka's block size)."""
         async with self._acting():

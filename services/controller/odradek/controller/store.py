@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+
+if TYPE_CHECKING:
+    from .users import UserAdmin
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -230,3 +235,8 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def delete_topic(self, topic: str) -> None:
         """Remove the topic's znodes, its config and its deletion marker, atomically."""
+
+    # --- Kafka users (OdradekUser): credentials, ACLs, quotas, written as the brokers write them
+    @abc.abstractmethod
+    def user_call(self, call: Callable[["UserAdmin"], T]) -> T:
+        """``call`` with the users' admin on this session; raise StoreUnavailable."""

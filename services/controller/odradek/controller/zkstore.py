@@ -31,7 +31,8 @@ from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
 from .store import (Callback, ControllerMoved, ControllerRecord, MetadataStore, StoreError,
-                    StoreSnapshot, StoreUnavailable, TooLarge, TopicRecord, TopicWrite)
+                    StoreSnapshot, StoreUnavailable, T, TooLarge, TopicRecord, TopicWrite)
+from .users import UserAdmin
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,7 @@ class ZkStore(MetadataStore):
         self._security = security
         self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster), security)
         self._fence_version: int | None = None  # /controller_epoch's version after our election
+        self._users = UserAdmin(lambda: self._zk)
 
     # --- lifecycle --------------------------------------------------------------------------
     @_unavailable_as_store_error
@@ -406,6 +408,11 @@ class ZkStore(MetadataStore):
                 t.set_data(paths.PRODUCER_ID_BLOCK, block, version=stat.version)
             if self._commit(t) is None:
                 return start, start + size - 1
+
+    @_unavailable_as_store_error
+    def user_call(self, call: Callable[[UserAdmin], T]) -> T:
+        # Not fenced: brokers write these znodes too (AlterUserScramCredentials, CreateAcls).
+        return call(self._users)
 
     @_unavailable_as_store_error
     def mark_for_deletion(self, topic: str) -> None:

@@ -107,19 +107,25 @@ class AclStore:
         for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
             zk.ensure_path(path)
             self._seen[path] = max((self._seq(c) for c in zk.get_children(path)), default=-1)
-        bindings = {}
-        for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
-            for rtype in SPECIFIC_TYPES:
-                for name in self._children(zk, f"{root}/{rtype.zk_name}"):
-                    p = Pattern(rtype, name, pattern)
-                    entries = self._read(zk, p)[0]
-                    if entries:
-                        bindings[p] = entries
+        bindings = self.read_all(zk)
         with self._lock:
             self.snapshot = AclSnapshot(bindings)
         for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
             ChildrenWatch(zk, path, lambda children, path=path: self._on_changes(path, children))
         log.info("ACLs loaded: %d resource patterns", len(bindings))
+
+    @classmethod
+    def read_all(cls, zk: KazooClient) -> dict[Pattern, frozenset[Entry]]:
+        """Every binding in ZooKeeper, read once (no watch)."""
+        bindings = {}
+        for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
+            for rtype in SPECIFIC_TYPES:
+                for name in cls._children(zk, f"{root}/{rtype.zk_name}"):
+                    p = Pattern(rtype, name, pattern)
+                    entries = cls._read(zk, p)[0]
+                    if entries:
+                        bindings[p] = entries
+        return bindings
 
     @staticmethod
     def _children(zk: KazooClient, path: str) -> list[str]:

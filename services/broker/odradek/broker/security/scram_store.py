@@ -17,10 +17,11 @@ import hashlib
 import hmac
 import json
 import os
+import time
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, NotEmptyError
 
 from odradek.broker.security.acl import Operation
 from odradek.broker.security.authorizer import CLUSTER_DENIED
@@ -30,6 +31,8 @@ from odradek.protocol.codec import Schemas, make
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 USERS = "/config/users"
+CONFIG_CHANGES, CONFIG_CHANGE_PREFIX = "/config/changes", "config_change_"
+CHANGE_EXPIRY_S = 15 * 60   # notifications older than this are removed, as Kafka does
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism type ids
 _HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
@@ -46,6 +49,13 @@ def credential_string(mechanism: str, salt: bytes, salted_password: bytes, itera
     server_key = hmac.new(salted_password, b"Server Key", digest).digest()
     return (f"salt={_b64(salt)},stored_key={_b64(digest(client_key).digest())},"
             f"server_key={_b64(server_key)},iterations={iterations}")
+
+
+def credential_from_password(mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> str:
+    """Kafka's credential string for ``password`` with a fresh random salt."""
+    salt = os.urandom(24)
+    salted = hashlib.pbkdf2_hmac(_HASHES[mechanism]().name, password.encode(), salt, iterations)
+    return credential_string(mechanism, salt, salted, iterations)
 
 
 def parse_credential(text: str) -> tuple[bytes, bytes, bytes, int]:
@@ -92,8 +102,12 @@ class ScramStore:
         credentials = await asyncio.to_thread(self.lookup, user, mechanism)
         return (user, credentials) if credentials else None
 
-    def _update(self, user: str, change: Callable[[dict], None]) -> None:
-        """Read-modify-write of one user's znode, retried on a concurrent change."""
+    def update_config(self, user: str, change: Callable[[dict], None]) -> bool:
+        """Read-modify-write of one user's znode config (SCRAM keys and quota keys live there
+        together), retried on a concurrent change; True if it changed. A user left with no
+        config and no children loses its znode. A change is announced as Kafka's ZooKeeper mode
+        announces entity config changes (``/config/changes/config_change_<n>``,
+        ``{"version":2,"entity_path":"users/<user>"}``), for the brokers' quota caches."""
         zk = self._zk()
         path = f"{USERS}/{user}"
         while True:
@@ -101,24 +115,56 @@ class ScramStore:
                 doc, version = self._read(user)
             except NoNodeError:
                 doc, version = {"version": 1, "config": {}}, -1
-            change(doc.setdefault("config", {}))
+            config = doc.setdefault("config", {})
+            before = dict(config)
+            change(config)
+            if config == before:
+                return False
             body = json.dumps(doc).encode()
             try:
                 if version < 0:
                     zk.create(path, body, makepath=True)
-                else:
+                elif config or zk.get_children(path):
                     zk.set(path, body, version=version)
-                return
-            except (BadVersionError, NodeExistsError, NoNodeError):
+                else:
+                    zk.delete(path, version=version)
+                break
+            except (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError):
                 continue
+        self._announce(zk, f"users/{user}")
+        return True
+
+    @staticmethod
+    def _announce(zk: KazooClient, entity_path: str) -> None:
+        zk.create(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}",
+                  json.dumps({"version": 2, "entity_path": entity_path}).encode(), sequence=True, makepath=True)
+        cutoff = (time.time() - CHANGE_EXPIRY_S) * 1000
+        for child in zk.get_children(CONFIG_CHANGES):
+            try:
+                if zk.exists(f"{CONFIG_CHANGES}/{child}").ctime < cutoff:
+                    zk.delete(f"{CONFIG_CHANGES}/{child}")
+            except (NoNodeError, AttributeError):
+                continue
+
+    def verify(self, user: str, mechanism: str, password: str) -> bool:
+        """Does ``user``'s stored ``mechanism`` credential belong to ``password``?"""
+        stored = self.lookup(user, mechanism)
+        if stored is None:
+            return False
+        salt, stored_key, _, iterations = stored
+        salted = hashlib.pbkdf2_hmac(_HASHES[mechanism]().name, password.encode(), salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", _HASHES[mechanism]).digest()
+        return hmac.compare_digest(_HASHES[mechanism](client_key).digest(), stored_key)
+
+    def config(self, user: str) -> dict:
+        """The user's stored config (SCRAM credentials and quota keys); {} for none."""
+        return self._config_of(user)
 
     def set_password(self, user: str, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> None:
         """Write ``user``'s credential from a password, as Kafka's ``kafka-configs --zookeeper``
         does: how the first user (the brokers' own) exists before any broker can take requests."""
-        salt = os.urandom(24)
-        salted = hashlib.pbkdf2_hmac(_HASHES[mechanism]().name, password.encode(), salt, iterations)
-        text = credential_string(mechanism, salt, salted, iterations)
-        self._update(user, lambda config: config.__setitem__(mechanism, text))
+        text = credential_from_password(mechanism, password, iterations)
+        self.update_config(user, lambda config: config.__setitem__(mechanism, text))
 
     # -- AlterUserScramCredentials / DescribeUserScramCredentials -------------------------------
     async def alter(self, header, request) -> object:
@@ -156,7 +202,7 @@ class ScramStore:
             return problem
         mechanism = MECHANISMS[u.mechanism]
         text = credential_string(mechanism, u.salt, u.salted_password, u.iterations)
-        self._update(u.name, lambda config: config.__setitem__(mechanism, text))
+        self.update_config(u.name, lambda config: config.__setitem__(mechanism, text))
         return ErrorCode.none, None
 
     def _delete(self, d) -> tuple[ErrorCode, str | None]:
@@ -166,7 +212,7 @@ class ScramStore:
         mechanism = MECHANISMS[d.mechanism]
         if self.lookup(d.name, mechanism) is None:
             return ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
-        self._update(d.name, lambda config: config.pop(mechanism, None))
+        self.update_config(d.name, lambda config: config.pop(mechanism, None))
         return ErrorCode.none, None
 
     async def describe(self, header, request) -> object:
