@@ -10,6 +10,8 @@ and a JVM start on a loaded machine took most of a 4 s session (a CI run saw LOS
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -19,6 +21,7 @@ from odradek.cluster import zk_session
 from odradek.cluster.zk_session import ZkTimeouts
 from odradek.dev.waiting import wait_until
 from odradek.dev.zookeeper import ZooKeeperServer
+from tests.support.controllers import CONTROLLER_SESSION_TIMEOUT_S, ControllerProcess
 
 
 def test_a_session_outlives_a_zookeeper_restart_longer_than_its_timeout(tmp_path):
@@ -49,3 +52,25 @@ def test_a_session_outlives_a_zookeeper_restart_longer_than_its_timeout(tmp_path
 def test_timeouts_follow_kafka():
     assert (ZkTimeouts().session_s, ZkTimeouts().connection_s) == (18.0, 18.0)   # connection: the session's
     assert ZkTimeouts.from_settings({"zookeeper.connection.timeout.ms": "6000"}).connection_s == 6.0
+
+
+def test_sigterm_ends_an_active_controller_while_zookeeper_is_down(tmp_path):
+    """Resigning waits on ZooKeeper; with ZooKeeper gone that wait is bounded (it used to last
+    until SIGKILL): the controller exits and ``/controller`` goes with its session."""
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    controller = None
+    try:
+        controller = ControllerProcess(
+            ["--zookeeper", server.connect, "--cluster", "sigterm", "--id", "a", "--listen", "127.0.0.1:0",
+             "--zk-session-timeout", str(CONTROLLER_SESSION_TIMEOUT_S)], tmp_path / "controller.log",
+            CONTROLLER_SESSION_TIMEOUT_S).wait_listening()
+        controller.wait_active()
+        server.stop()
+        wait_until(lambda: "ZooKeeper session suspended" in controller.log(), 30, "the controller to notice")
+        os.kill(controller.pid, signal.SIGTERM)
+        assert controller.proc.wait(30) == 0, controller.log()
+        assert "could not resign cleanly" in controller.log()
+    finally:
+        if controller is not None:
+            controller.kill()
+        server.stop()

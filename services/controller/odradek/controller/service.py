@@ -38,6 +38,7 @@ from .push import Pusher
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable, TooLarge
 
 log = logging.getLogger(__name__)
+RESIGN_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,9 +532,11 @@ class Controller:
         record, self._record = self._record, None
         await self._pusher.stop()
         if record is not None:
+            # A request to an unreachable ZooKeeper waits for a reconnection that may never come:
+            # bounded, so that SIGTERM ends the process (/controller then goes with the session).
             try:
-                await asyncio.to_thread(self._store.resign, record)
+                await asyncio.wait_for(asyncio.to_thread(self._store.resign, record), RESIGN_TIMEOUT_S)
                 log.info("resigned as controller (epoch %d)", record.epoch)
-            except StoreUnavailable as e:
-                log.warning("could not resign cleanly: %s", e)
-        await asyncio.to_thread(self._store.close)
+            except (StoreUnavailable, asyncio.TimeoutError) as e:
+                log.warning("could not resign cleanly: %s", str(e) or "ZooKeeper unreachable")
+        await asyncio.to_thread(self._store.close)  # also fails the requests still waiting
