@@ -29,6 +29,7 @@ import json
 from typing import Any, Mapping
 
 from odradek.cluster import control_plane
+from odradek.operator import listeners as listener_specs
 
 GROUP = "odradek.dev"
 VERSION = "v1alpha1"
@@ -42,6 +43,8 @@ METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporte
 ZK_CLIENT_PORT = 2181
 GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
 RACK_DIR = "/etc/odradek/rack"
+LISTENERS_DIR = "/etc/odradek/listeners"     # the ConfigMap's advertised-listeners table
+ADVERTISED_DIR = "/etc/odradek/advertised"   # the pod's own advertised.listeners (init container)
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
@@ -90,8 +93,15 @@ def zookeeper_connect(cluster: str, namespace: str, spec: Mapping[str, Any]) -> 
     return f"{names(cluster)['zookeeper']}.{namespace}.svc:{ZK_CLIENT_PORT}"
 
 
-def bootstrap_servers(cluster: str, namespace: str) -> str:
-    return f"{names(cluster)['bootstrap']}.{namespace}.svc:{KAFKA_PORT}"
+def bootstrap_servers(cluster: str, namespace: str, spec: Mapping[str, Any] | None = None) -> str:
+    """The bootstrap Service at the first listener of ``spec.listeners`` (9092 without them)."""
+    listeners = listener_specs.parse(spec or {})
+    return f"{names(cluster)['bootstrap']}.{namespace}.svc:{listeners[0].port if listeners else KAFKA_PORT}"
+
+
+def broker_host(cluster: str, namespace: str, ordinal: int) -> str:
+    n = names(cluster)
+    return f"{n['brokers']}-{ordinal}.{n['brokers']}.{namespace}.svc"
 
 
 def broker_address(cluster: str, namespace: str, ordinal: int) -> str:
@@ -113,25 +123,42 @@ def broker_settings(spec: Mapping[str, Any]) -> dict[str, str]:
             for k, v in sorted(config.items())}
 
 
-def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any]) -> str:
-    """What a broker restart must pick up: settings, image, ZooKeeper, resources."""
+def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any],
+                external: Mapping[tuple[str, int], str | None] | None = None) -> str:
+    """What a broker restart must pick up: settings, image, ZooKeeper, resources, listeners
+    and authorization, load balancers' addresses (node ports stay once allocated)."""
     brokers = spec.get("brokers") or {}
     material = {"config": broker_settings(spec), "image": spec.get("image", DEFAULT_IMAGE),
                 "zookeeper": zookeeper_connect(cluster, namespace, spec),
                 "resources": brokers.get("resources") or {}, "rack": spec.get("rack") or {},
                 "template": spec.get("template") or {}}
+    for key in ("listeners", "authorization"):  # only when set: older clusters keep their hash
+        if spec.get(key) is not None:
+            material[key] = spec[key]
+    hosts = sorted(a for a in (external or {}).values() if a and listener_specs.HOST_IP not in a)
+    if hosts:
+        material["loadBalancers"] = hosts
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_config_map(cluster: str, namespace: str, spec: Mapping[str, Any]) -> dict:
+def build_config_map(cluster: str, namespace: str, spec: Mapping[str, Any],
+                     external: Mapping[tuple[str, int], str | None] | None = None, replicas: int | None = None) -> dict:
     props = "".join(f"{k}={v}\n" for k, v in broker_settings(spec).items())
+    data = {"zookeeper.connect": zookeeper_connect(cluster, namespace, spec),
+            "cluster": cluster,
+            "bootstrap.servers": bootstrap_servers(cluster, namespace, spec),
+            "broker.properties": props}
+    listeners = listener_specs.parse(spec)
+    if any(li.external for li in listeners):
+        count = int((spec.get("brokers") or {}).get("replicas", 3) if replicas is None else replicas)
+        fallback = {(li.name, i): f"{svc}.{namespace}.svc:{li.port}" for li in listeners if li.external
+                    for i, svc in enumerate(listener_specs.service_names(cluster, li, count)[1])}
+        data[listener_specs.ADVERTISED_TABLE] = listener_specs.advertised_table(
+            {i: broker_host(cluster, namespace, i) for i in range(count)}, listeners, external or {}, fallback)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": _meta(names(cluster)["config"], namespace, cluster, "config"),
-        "data": {"zookeeper.connect": zookeeper_connect(cluster, namespace, spec),
-                 "cluster": cluster,
-                 "bootstrap.servers": bootstrap_servers(cluster, namespace),
-                 "broker.properties": props},
+        "data": data,
     }
 
 
@@ -263,11 +290,39 @@ def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> l
     return [service, deployment]
 
 
-def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replicas: int | None = None) -> list[dict]:
+def kafka_ports(spec: Mapping[str, Any]) -> list[dict]:
+    """The brokers' Kafka ports: 9092 without ``spec.listeners``; else replication and each listener."""
+    listeners = listener_specs.parse(spec)
+    if not listeners:
+        return [{"name": "kafka", "port": KAFKA_PORT}]
+    return [{"name": "replication", "port": listener_specs.REPLICATION_PORT},
+            *({"name": li.name, "port": li.port} for li in listeners)]
+
+
+def _listener_args(cluster: str, spec: Mapping[str, Any], host: str,
+                   tls: listener_specs.BrokerTls | None) -> list[str]:
+    """The Kafka listeners' arguments: the ``--listen`` flag's PLAINTEXT listener, or
+    ``spec.listeners`` as Kafka's settings (with external listeners each pod reads its own
+    ``advertised.listeners`` from the init container's argument file)."""
+    listeners = listener_specs.parse(spec)
+    if not listeners:
+        return ["--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", f"{host}:{KAFKA_PORT}"]
+    external = any(li.external for li in listeners)
+    advertised = "" if external else ",".join(listener_specs.internal_advertised(host, listeners))
+    args = [f"@{ADVERTISED_DIR}/broker.args"] if external else []
+    for key, value in listener_specs.broker_settings(spec, listeners, advertised, tls).items():
+        args += ["--config", f"{key}={value}"]
+    return args
+
+
+def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replicas: int | None = None,
+                  external: Mapping[tuple[str, int], str | None] | None = None,
+                  tls: listener_specs.BrokerTls | None = None) -> list[dict]:
     """Headless and bootstrap Services, the PodDisruptionBudget and the brokers' StatefulSet.
 
     ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
-    Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``)."""
+    Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
+    ``external``: the external listeners' addresses (``listeners.external_address``)."""
     brokers = spec.get("brokers") or {}
     n = names(cluster)
     count = int(brokers.get("replicas", 3) if replicas is None else replicas)
@@ -276,7 +331,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     host = f"$(POD_NAME).{n['brokers']}.$(POD_NAMESPACE).svc"
     args = ["broker", "--id", "$(BROKER_ID)", "--data-dir", DATA_DIR,
             "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
-            "--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", f"{host}:{KAFKA_PORT}",
+            *_listener_args(cluster, spec, host, tls),
             "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
             "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}",
             "--config", f"metrics.port={METRICS_PORT}"]
@@ -285,14 +340,17 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
            *_config_env(cluster)]
     probe = {"httpGet": {"path": control_plane.STATUS.path(), "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
+    ports = kafka_ports(spec)
     container = _container("broker", spec, args,
-                           [{"name": "kafka", "containerPort": KAFKA_PORT},
+                           [*({"name": p["name"], "containerPort": p["port"]} for p in ports),
                             {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
                             {"name": "metrics", "containerPort": METRICS_PORT}],
                            brokers.get("resources"), env, probe)
     container["volumeMounts"] = [{"name": "data", "mountPath": DATA_DIR}]
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,
                            "securityContext": {"runAsNonRoot": True, "fsGroup": 10001}}
+    if any(li.external for li in listener_specs.parse(spec)):
+        _add_advertise_init(cluster, spec, pod, container)
     rack_key = rack_topology_key(spec)
     if rack_key:
         _add_rack_init(cluster, spec, pod, container, rack_key)
@@ -306,7 +364,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
         "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector(cluster, "broker")},
         "template": _pod_template(cluster, "broker", spec, pod,
-                                  {CONFIG_HASH_ANNOTATION: config_hash(cluster, namespace, spec)}),
+                                  {CONFIG_HASH_ANNOTATION: config_hash(cluster, namespace, spec, external)}),
     }
     if persistent:
         claim = {"metadata": {"name": "data", "labels": labels(cluster, "broker")},
@@ -317,7 +375,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
         sts_spec["volumeClaimTemplates"] = [claim]
         policy = "Delete" if storage.get("deleteClaim") else "Retain"
         sts_spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": policy, "whenScaled": policy}
-    kafka_port = [{"name": "kafka", "port": KAFKA_PORT}]
+    kafka_port = ports
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["brokers"], namespace, cluster, "broker"),
@@ -351,10 +409,28 @@ def _add_rack_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dic
     init["volumeMounts"] = [mount]
     broker["volumeMounts"].append({**mount, "readOnly": True})
     broker["args"] += ["--rack-file", rack_file]
-    pod["initContainers"] = [init]
+    pod["initContainers"] = [*pod.get("initContainers", []), init]
     pod["serviceAccountName"] = names(cluster)["brokers"]
     pod["automountServiceAccountToken"] = True
     pod["volumes"] = [*pod.get("volumes", []), {"name": "rack", "emptyDir": {}}]
+
+
+def _add_advertise_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dict) -> None:
+    """An init container writes the pod's ``advertised.listeners`` (its node's address and its
+    own node port or load balancer, from the ConfigMap's table) for the broker's ``@file``."""
+    init = _container("advertise", spec, [
+        "operator", "advertise", "--ordinal", "$(BROKER_ID)", "--host-ip", "$(HOST_IP)",
+        "--table", f"{LISTENERS_DIR}/{listener_specs.ADVERTISED_TABLE}",
+        "--output", f"{ADVERTISED_DIR}/broker.args"], [], None, [
+        broker["env"][0], {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}], {})
+    del init["ports"], init["readinessProbe"]  # init containers take neither
+    init["volumeMounts"] = [{"name": "listeners", "mountPath": LISTENERS_DIR, "readOnly": True},
+                            {"name": "advertised", "mountPath": ADVERTISED_DIR}]
+    broker["volumeMounts"].append({"name": "advertised", "mountPath": ADVERTISED_DIR, "readOnly": True})
+    pod["initContainers"] = [*pod.get("initContainers", []), init]
+    pod["volumes"] = [*pod.get("volumes", []), {"name": "advertised", "emptyDir": {}},
+                      {"name": "listeners", "configMap": {"name": names(cluster)["config"], "items": [
+                          {"key": listener_specs.ADVERTISED_TABLE, "path": listener_specs.ADVERTISED_TABLE}]}}]
 
 
 def build_broker_account(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
@@ -387,7 +463,10 @@ def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list
     n = names(cluster)
     # Each replica advertises its own pod IP: consumer instances live in one replica, and
     # their base_uri must lead back to it (the CLI is fixed in docs/gateway.md).
-    args = ["gateway", "--bootstrap-servers", bootstrap_servers(cluster, namespace),
+    # With spec.listeners the gateway uses the replication listener, as the brokers do.
+    bootstrap = (f"{n['bootstrap']}.{namespace}.svc:{listener_specs.REPLICATION_PORT}"
+                 if listener_specs.parse(spec) else bootstrap_servers(cluster, namespace))
+    args = ["gateway", "--bootstrap-servers", bootstrap,
             "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
             "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}"]
     if gw.get("authSecret"):
@@ -415,14 +494,26 @@ def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list
     ]
 
 
+def build_listener_services(cluster: str, namespace: str, spec: Mapping[str, Any],
+                            broker_replicas: int | None = None) -> list[dict]:
+    """The external listeners' Services (applied first: the brokers advertise their node ports
+    and load balancers' addresses)."""
+    count = int((spec.get("brokers") or {}).get("replicas", 3) if broker_replicas is None else broker_replicas)
+    return listener_specs.build_external_services(cluster, namespace, listener_specs.parse(spec), count,
+                                                  labels(cluster, "broker"), selector(cluster, "broker"))
+
+
 def build_children(cluster: str, namespace: str, spec: Mapping[str, Any],
-                   broker_replicas: int | None = None) -> list[dict]:
-    """Every child, in apply order (config, ZooKeeper, controller, brokers, gateway)."""
-    return [build_config_map(cluster, namespace, spec),
+                   broker_replicas: int | None = None,
+                   external: Mapping[tuple[str, int], str | None] | None = None,
+                   tls: listener_specs.BrokerTls | None = None) -> list[dict]:
+    """Every child but the listeners' Services, in apply order (config, ZooKeeper, controller,
+    brokers, gateway)."""
+    return [build_config_map(cluster, namespace, spec, external, broker_replicas),
             *build_zookeeper(cluster, namespace, spec),
             *build_controller(cluster, namespace, spec),
             *build_broker_account(cluster, namespace, spec),
-            *build_brokers(cluster, namespace, spec, broker_replicas),
+            *build_brokers(cluster, namespace, spec, broker_replicas, external, tls),
             *build_gateway(cluster, namespace, spec)]
 
 

@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "rack":  # the brokers' init container (odradek.operator.rack)
         from odradek.operator.rack import main as rack
         return rack(argv[1:])
+    if argv and argv[0] == "advertise":  # the brokers' init container for external listeners
+        from odradek.operator.listeners import main as advertise
+        return advertise(argv[1:])
     args = parse_args(argv)
     logs.configure("operator", args.log_level, args.log_format)
     import kopf

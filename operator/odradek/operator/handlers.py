@@ -92,6 +92,7 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     patch.status["activeController"] = health.active_controller
     patch.status["underReplicatedPartitions"] = health.under_replicated
     patch.status["phase"] = health.phase()
+    patch.status["listeners"] = reconcile.listener_status(kube.shared(), body)
     patch.status["conditions"] = readiness(
         status.get("conditions"), ready, reason, message, meta.get("generation"))
 

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from odradek.operator import admin, builders, rolling, topics, validation
+from odradek.operator import admin, builders, listeners, rolling, topics, validation
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.status import ClusterHealth
@@ -75,6 +75,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
     validation.validate_cluster(spec)
+    specs = listeners.validate(spec)
     rack_role = rack_cluster_role(spec, settings)
     names = builders.names(name)
     live_sts = kube.get("apps/v1", "StatefulSet", namespace, names["brokers"])
@@ -90,9 +91,13 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
             logger.warning("scale-down check: %s", e)
     scale = rolling.plan_scale(current, desired, metadata)
 
-    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas)
+    services = builders.build_listener_services(name, namespace, spec, scale.replicas)
+    adopt(services)
+    live = {s["metadata"]["name"]: kube.apply(s) for s in services}
+    external = external_addresses(name, specs, scale.replicas, live)
+    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas, external=external)
     adopt(children)
-    applied = []
+    applied = [f"Service/{n}" for n in live]
     for child in children:
         if child["kind"] == "StatefulSet":
             live = live_sts if child["metadata"]["name"] == names["brokers"] else \
@@ -107,17 +112,57 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
 
     waiting = None
     if live_sts is not None:
-        step = roll_step(kube, body, scale.replicas, settings, client)
+        step = roll_step(kube, body, scale.replicas, settings, client, external)
         if not step.done:
             waiting = step.reason
     status = {
         "observedGeneration": meta.get("generation"),
         "desiredBrokers": desired,
-        "bootstrapServers": builders.bootstrap_servers(name, namespace),
+        "bootstrapServers": builders.bootstrap_servers(name, namespace, spec),
+        "listeners": listener_status(kube, body, specs, live),
         "gatewayAddress": builders.gateway_address(name, namespace) if builders.build_gateway(name, namespace, spec) else None,
         "rolling": waiting,
     }
     return ClusterOutcome(status, None if scale.allowed else scale.reason, waiting, applied)
+
+
+def external_addresses(name: str, specs: list[listeners.Listener], replicas: int,
+                       live: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, int], str | None]:
+    """(listener, ordinal) -> what that broker advertises, from its live Service."""
+    out = {}
+    for li in (li for li in specs if li.external):
+        for ordinal, service in enumerate(listeners.service_names(name, li, replicas)[1]):
+            out[(li.name, ordinal)] = listeners.external_address(li, live.get(service))
+    return out
+
+
+def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.Listener] | None = None,
+                    live: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict] | None:
+    """``status.listeners``: each listener's type, bootstrap address and the CA Secret to trust."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    specs = listeners.parse(spec) if specs is None else specs
+    if not specs:
+        return None
+    host_ips: list[str] = []
+    if any(li.type == "nodeport" for li in specs):
+        host_ips = [p["status"]["hostIP"] for p in kube.list("v1", "Pod", namespace,
+                                                            _selector(builders.selector(name, "broker")))
+                    if (p.get("status") or {}).get("hostIP")]
+    out = []
+    for li in specs:
+        bootstrap_service = listeners.service_names(name, li, 0)[0]
+        service = (live or {}).get(bootstrap_service)
+        if li.external and service is None:
+            service = kube.get("v1", "Service", namespace, bootstrap_service)
+        entry = {"name": li.name, "type": li.type, "tls": li.tls}
+        bootstrap = listeners.bootstrap_address(name, namespace, li, service, host_ips)
+        if bootstrap:  # unknown until a node port's pods or a load balancer exist
+            entry["bootstrapServers"] = bootstrap
+        if li.tls:
+            entry["caSecret"] = listeners.ca_secret(name)
+        out.append(entry)
+    return out
 
 
 def rack_cluster_role(spec: Mapping[str, Any], settings: OperatorSettings) -> str | None:
@@ -167,13 +212,14 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], 
 
 
 def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int, settings: OperatorSettings,
-              client: admin.ControllerClient | None = None) -> rolling.RollStep:
+              client: admin.ControllerClient | None = None,
+              external: Mapping[tuple[str, int], str | None] | None = None) -> rolling.RollStep:
     """One step of a rolling restart: delete at most one outdated broker pod."""
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
     pods = [rolling.PodView.from_pod(p) for p in
             kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))]
-    desired_hash = builders.config_hash(name, namespace, spec)
+    desired_hash = builders.config_hash(name, namespace, spec, external)
     if all(p.config_hash == desired_hash for p in pods):
         return rolling.plan_roll(pods, desired_hash, replicas, 0)
     urp = None

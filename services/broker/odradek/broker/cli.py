@@ -19,7 +19,10 @@ def _hostport(value: str) -> tuple[str, int]:
 
 
 def parse_args(argv: list[str] | None) -> BrokerConfig:
-    p = argparse.ArgumentParser(prog="odradek broker", description="Run an Odradek broker.")
+    # @FILE reads more arguments from FILE, one a line (the operator's init container writes a
+    # pod's own advertised.listeners there: one StatefulSet template cannot vary per pod).
+    p = argparse.ArgumentParser(prog="odradek broker", description="Run an Odradek broker.",
+                                fromfile_prefix_chars="@")
     p.add_argument("--id", type=int, required=True, help="broker id (broker.id)")
     p.add_argument("--data-dir", type=Path, required=True, help="log directory (log.dirs)")
     p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string host:port[,host:port]")

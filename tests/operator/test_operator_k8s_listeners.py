@@ -1,0 +1,65 @@
+"""spec.listeners against a real kube-apiserver with the operator running: bad listener lists
+are refused with the reason in status and nothing applied; a NodePort listener gets its
+Services, node ports allocated by the API server, and brokers advertising them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.dev.waiting import wait_until
+from odradek.operator import listeners
+from tests.support.k8s import condition
+
+pytestmark = pytest.mark.timeout(3000)
+
+BASE = {"brokers": {"replicas": 2, "storage": {"size": "1Gi"}}, "controller": {"replicas": 1},
+        "zookeeper": {"managed": {"replicas": 1}}}
+SCRAM = {"type": "scram-sha-512"}
+
+
+@pytest.mark.parametrize("items, reason", [
+    ([{"name": "ext", "port": 9094, "type": "route"}], "unknown listener type 'route'"),
+    ([{"name": "a", "port": 9094}, {"name": "b", "port": 9094}], "port 9094 is used by both"),
+    ([{"name": "a", "port": 9094}, {"name": "a", "port": 9095}], "duplicate listener name 'a'"),
+    ([{"name": "a", "port": 9094, "authentication": {"type": "tls"}}], "authentication type tls needs a TLS listener"),
+])
+def test_bad_listeners_fail_with_the_reason_and_change_nothing(k8s, operator, namespace, items, reason):
+    k8s.apply_cluster(namespace, "badl", {**BASE, "listeners": items})
+
+    def failed():
+        cr = k8s.cluster(namespace, "badl")
+        return cr if (cr.get("status") or {}).get("phase") == "Failed" else None
+    ready = condition(wait_until(failed, 30, "status phase Failed"), "Ready")
+    assert ready["reason"] == "InvalidSpec" and reason in ready["message"], ready
+    for kind, name in (("ConfigMap", "badl-config"), ("StatefulSet", "badl-brokers"), ("Service", "badl-a-bootstrap"),
+                       ("Service", "badl-ext-bootstrap")):
+        assert k8s.child(namespace, kind, name) is None, (kind, name)
+
+
+def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
+    spec = {**BASE, "listeners": [{"name": "scram", "port": 9094, "authentication": SCRAM},
+                                  {"name": "ext", "port": 9095, "type": "nodeport", "authentication": SCRAM}],
+            "authorization": {"type": "simple", "superUsers": ["ops"]}}
+    k8s.apply_cluster(namespace, "np", spec)
+    names = ["np-ext-bootstrap", "np-brokers-0-ext", "np-brokers-1-ext"]
+    services = wait_until(lambda: [k8s.child(namespace, "Service", n) for n in names]
+                          if all(k8s.child(namespace, "Service", n) for n in names) else None, 30, "external Services")
+    node_ports = [s["spec"]["ports"][0]["nodePort"] for s in services]
+    assert all(30000 <= p <= 32767 for p in node_ports) and len(set(node_ports)) == 3
+    config = wait_until(lambda: k8s.child(namespace, "ConfigMap", "np-config"), 30, "the ConfigMap")
+    table = json.loads(config["data"][listeners.ADVERTISED_TABLE])
+    assert table["1"].endswith(f"EXT://{{host_ip}}:{node_ports[2]}"), table
+    sts = wait_until(lambda: k8s.child(namespace, "StatefulSet", "np-brokers"), 30, "the brokers")
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["initContainers"][0]["args"][:2] == ["operator", "advertise"]
+    args = pod["containers"][0]["args"]
+    assert "super.users=User:ANONYMOUS;User:ops" in args
+
+    def listed():
+        return (k8s.cluster(namespace, "np").get("status") or {}).get("listeners")
+    status = wait_until(listed, 30, "status.listeners")
+    assert status[0] == {"name": "scram", "type": "internal", "tls": False,
+                         "bootstrapServers": f"np-bootstrap.{namespace}.svc:9094"}
+    assert status[1]["name"] == "ext" and status[1]["type"] == "nodeport"
