@@ -78,10 +78,12 @@ def assert_ids_in_reserved_blocks(cluster, ids):
     assert len({i // 1000 for i in ids}) == len(cluster.brokers)  # one block per broker
 
 
-def test_transactional_id_is_coordinator_not_available(cluster):
+def test_transactional_id_goes_to_the_transaction_coordinator(cluster):
+    """No ``__transaction_state`` yet (no FindCoordinator for a transactional id): no broker
+    coordinates the id, as Kafka answers (tests/transactions cover the coordinator)."""
     with WireClient(cluster.bootstrap.split(",")[0]) as c:
         r = init_producer_id(c, "tx-1")
-    assert (r.error_code, r.producer_id) == (ErrorCode.coordinator_not_available, -1)
+    assert (r.error_code, r.producer_id) == (ErrorCode.not_coordinator, -1)
 
 
 def test_produce_error_codes(cluster, topic):

@@ -17,6 +17,7 @@ from odradek.config.cluster_security import CLUSTER_SECURITY_CONFIGS
 from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, PER_ADDRESS_COUNTS, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
 from odradek.config.topic import invalid, topic_defaults
+from odradek.config.transactions import TXN_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
 
 BROKER_CONFIGS: dict[str, ConfigKey] = registry(
@@ -74,6 +75,7 @@ GROUP_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("offsets.retention.check.interval.ms", integer(0, LONG_MAX), "600000",
               "how often expired offsets are looked for"),
     ConfigKey("offset.metadata.max.bytes", integer(0, INT_MAX), "4096", "largest metadata string of a commit"),
+    *TXN_CONFIGS.values(),  # the transaction coordinator's (odradek.config.transactions)
 )
 
 _BOUND = "odradek.config"  # dataclass field metadata: (ConfigKey, scale)
@@ -83,7 +85,7 @@ _BOUND = "odradek.config"  # dataclass field metadata: (ConfigKey, scale)
 class BrokerSettings:
     """A broker's ``KEY=VALUE`` settings, validated and split by who consumes them."""
     broker: dict[str, str]          # BROKER_CONFIGS keys
-    group: dict[str, str]           # GROUP_CONFIGS keys
+    group: dict[str, str]           # GROUP_CONFIGS keys (group and transaction coordinators)
     topic_defaults: dict[str, str]  # topic keys (synonyms resolved, units converted)
     listener: dict[str, str] = field(default_factory=dict)  # listener.name.<l>.* keys, as given
 

@@ -24,7 +24,7 @@ _SECTIONS = (
      "defaults with `odradek broker --config KEY=VALUE` under the key's own name or a Kafka broker "
      "synonym (values of `*.hours` / `*.minutes` synonyms are converted to ms).", "topic"),
     ("Broker settings (`odradek broker --config KEY=VALUE`, or the operator's `brokers.config`):", "broker"),
-    ("Group coordinator settings (same way):", "group"),
+    ("Group and transaction coordinator settings (same way):", "group"),
 )
 
 

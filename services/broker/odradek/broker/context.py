@@ -1,7 +1,8 @@
 """What request handlers work with: the broker's long-lived parts, built once at start-up.
 
-``BrokerContext.create`` wires them (the group coordinator following the ReplicaManager's
-snapshots, the ``__consumer_offsets`` creator, the producer-id manager); ``Broker`` builds one
+``BrokerContext.create`` wires them (the group and transaction coordinators following the
+ReplicaManager's snapshots, the ``__consumer_offsets`` and ``__transaction_state`` creators,
+the producer-id manager); ``Broker`` builds one
 and every handler in ``odradek.broker.handlers`` takes it as its first argument. The context
 is frozen: handlers translate requests into calls on these parts and keep no state of their own.
 """
@@ -19,6 +20,8 @@ from odradek.broker.metrics.stats import TopicStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.security.authorizer import Authorizer
+from odradek.broker.txn.config import TxnConfig
+from odradek.broker.txn.state_topic import TxnCoordination, TxnStateTopic
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class BrokerContext:
     groups: GroupCoordinator
     offsets_topic: OffsetsTopic
     producer_ids: ProducerIdManager
+    txn: TxnCoordination
     authorizer: Authorizer | None = None   # None: no authorizer.class.name, every request allowed
     topic_stats: TopicStats = field(default_factory=TopicStats)  # BrokerTopicMetrics (odradek.broker.metrics)
 
@@ -36,8 +40,10 @@ class BrokerContext:
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
                authorizer: Authorizer | None = None) -> BrokerContext:
         offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
+        producer_ids = ProducerIdManager(config.broker_id, controller)
+        txn_topic = TxnStateTopic(TxnConfig.from_settings(config.group_settings), replicas, controller)
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
-                  offsets_topic, ProducerIdManager(config.broker_id, controller), authorizer)
+                  offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer)
         replicas.topic_deleted = ctx.topic_stats.forget
         return ctx
 
@@ -46,6 +52,7 @@ class BrokerContext:
         return self.replicas.metadata.cluster_id if self.replicas.metadata else None
 
     def close(self) -> None:
-        """Stop the coordinator's loads and timers and a pending ``__consumer_offsets`` creation."""
+        """Stop the coordinators' loads, timers and markers and pending internal-topic creations."""
         self.groups.close()
         self.offsets_topic.close()
+        self.txn.close()

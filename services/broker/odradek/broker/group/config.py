@@ -13,6 +13,7 @@ from typing import Mapping
 
 from odradek.broker.group.membership import MembershipConfig
 from odradek.config import bound_values, setting
+from odradek.config.transactions import TXN_CONFIGS
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -34,7 +35,7 @@ class GroupConfig:
     def from_settings(cls, settings: Mapping[str, str]) -> "GroupConfig":
         """Kafka's broker keys (``group.initial.rebalance.delay.ms=0``...); INVALID_CONFIG
         (``KafkaError``) for an unknown key or a bad value."""
-        return cls(**bound_values(cls, settings))
+        return cls(**bound_values(cls, {k: v for k, v in settings.items() if k not in TXN_CONFIGS}))
 
     @property
     def membership(self) -> MembershipConfig:

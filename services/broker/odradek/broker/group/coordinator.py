@@ -9,6 +9,11 @@ through ``append`` (the leader append; the answer waits for it) and applied in m
 written. A periodic task expires the offsets of Empty groups after
 ``offsets.retention.minutes`` (KIP-211: counted from when the group became Empty; per commit
 for groups that never used group management) and writes their tombstones.
+
+Transactional commits (TxnOffsetCommit) are written as a transactional batch of the producer
+and kept pending in the group (``pending_txn``) until the transaction's marker reaches the
+group's partition: ``complete_txn`` (called for the WriteTxnMarkers of ``__consumer_offsets``
+partitions) applies them on commit and drops them on abort.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
@@ -25,6 +29,7 @@ from odradek.broker.group.membership import Membership
 from odradek.broker.group.model import Group, GroupState
 from odradek.broker.group.records import (GroupValue, MemberValue, OffsetValue, group_key, group_value,
                                           offset_key, offset_value)
+from odradek.broker.internal_topic import APPEND_ERRORS, LedPartition, led_partitions, serving, wall_ms
 from odradek.errors import ErrorCode, KafkaError
 from odradek.records import Record, build_batch
 
@@ -33,34 +38,12 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 S = GroupState
 Append = Callable[[int, bytearray], Awaitable[None]]  # (partition, batch) -> written
-
-# Kafka's mapping of append errors to what group clients understand
-_APPEND_ERRORS = {
-    E.unknown_topic_or_partition: E.coordinator_not_available,
-    E.not_enough_replicas: E.coordinator_not_available,
-    E.not_enough_replicas_after_append: E.coordinator_not_available,
-    E.request_timed_out: E.coordinator_not_available,
-    E.not_leader_or_follower: E.not_coordinator,
-    E.kafka_storage_error: E.not_coordinator,
-}
-
-
-def _ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass(eq=False)
-class _Owned:
-    """A ``__consumer_offsets`` partition this broker leads."""
-
-    epoch: int
-    loaded: bool = False
-    task: asyncio.Task | None = None
+_Owned = LedPartition  # a ``__consumer_offsets`` partition this broker leads
 
 
 class GroupCoordinator:
     def __init__(self, broker_id: int, config: GroupConfig, append: Append,
-                 now_ms: Callable[[], int] = _ms) -> None:
+                 now_ms: Callable[[], int] = wall_ms) -> None:
         self.broker_id = broker_id
         self.config = config
         self._append_batch = append
@@ -74,18 +57,8 @@ class GroupCoordinator:
     def on_metadata(self, replicas) -> None:
         """Load the offsets partitions this broker now leads, unload those it no longer does.
         ``replicas`` is the ReplicaManager (``topic`` and ``leader`` are all we use)."""
-        topic = replicas.topic(OFFSETS_TOPIC)
-        led: dict[int, tuple[int, object]] = {}
-        if topic is not None:
-            self.partitions = len(topic.partitions)
-            for state in topic.partitions:
-                if state.leader != self.broker_id:
-                    continue
-                try:
-                    lp = replicas.leader(OFFSETS_TOPIC, state.partition)
-                except KafkaError:
-                    continue
-                led[state.partition] = (lp.state.leader_epoch, lp.log)
+        count, led = led_partitions(replicas, OFFSETS_TOPIC, self.broker_id)
+        self.partitions = count or self.partitions
         for p, owned in list(self.owned.items()):
             if p not in led or led[p][0] != owned.epoch:
                 self._resign(p)
@@ -139,11 +112,7 @@ class GroupCoordinator:
     def check(self, group_id: str) -> int:
         """The group's partition if this broker serves it now, else the error to answer."""
         p = self.partition_of(group_id)
-        owned = self.owned.get(p)
-        if owned is None:
-            raise KafkaError(E.not_coordinator, f"broker {self.broker_id} is not the coordinator of {group_id}")
-        if not owned.loaded:
-            raise KafkaError(E.coordinator_load_in_progress, f"{OFFSETS_TOPIC}-{p} is loading")
+        serving(self.owned, p, OFFSETS_TOPIC, self.broker_id, group_id)
         return p
 
     def serves(self, group_id: str) -> bool:
@@ -151,11 +120,14 @@ class GroupCoordinator:
         return owned is not None and owned.loaded
 
     # -- persistence ----------------------------------------------------------------------------
-    async def _append(self, partition: int, records: list[Record]) -> None:
+    async def _append(self, partition: int, records: list[Record], producer: tuple[int, int] | None = None) -> None:
+        """Write ``records``; ``producer`` (id, epoch): as that producer's transactional batch."""
+        batch = build_batch(records) if producer is None else build_batch(
+            records, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, transactional=True)
         try:
-            await self._append_batch(partition, build_batch(records))
+            await self._append_batch(partition, batch)
         except KafkaError as e:
-            code = _APPEND_ERRORS.get(e.code, E.unknown_server_error)
+            code = APPEND_ERRORS.get(e.code, E.unknown_server_error)
             raise KafkaError(code, f"writing to {OFFSETS_TOPIC}-{partition} failed: {e.message}") from e
 
     async def _store_group(self, group: Group, assignments: dict[str, bytes]) -> None:
@@ -211,6 +183,49 @@ class GroupCoordinator:
                 group.offsets.update(valid)
             results.update({tp: E.none for tp in valid})
         return results
+
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, generation: int, member_id: str,
+                         instance_id: str | None, offsets: dict[tuple[str, int], OffsetValue]
+                         ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: errors per partition; the offsets wait for the transaction's marker."""
+        partition = self.check(group_id)
+        group = self.membership.groups.get(group_id)
+        if group is None:
+            group = self.membership.groups[group_id] = Group(group_id, state_ms=self._now())
+        if group.state == S.DEAD:
+            error = E.coordinator_not_available
+        elif generation >= 0 or member_id or instance_id:  # Kafka's validateOffsetCommit, transactional
+            error = self.membership.check_member(group, member_id, instance_id, generation)
+        else:
+            error = E.none
+        if error != E.none:
+            return {tp: error for tp in offsets}
+        big = {tp for tp, v in offsets.items() if len(v.metadata.encode()) > self.config.offset_metadata_max_bytes}
+        valid = {tp: v for tp, v in offsets.items() if tp not in big}
+        results = dict.fromkeys(big, E.offset_metadata_too_large)
+        if valid:
+            records = [Record(offset_value(v), offset_key(group_id, t, p)) for (t, p), v in valid.items()]
+            try:
+                await self._append(partition, records, (producer_id, producer_epoch))
+            except KafkaError as e:
+                return {**results, **{tp: e.code for tp in valid}}
+            group.pending_txn.setdefault(producer_id, {}).update(valid)
+            results.update(dict.fromkeys(valid, E.none))
+        return results
+
+    def complete_txn(self, producer_id: int, partitions: set[int], commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction was written to these ``__consumer_offsets``
+        partitions: its pending offsets become committed (or are dropped, on abort)."""
+        for group in list(self.membership.groups.values()):
+            if producer_id in group.pending_txn and self.partition_of(group.group_id) in partitions:
+                pending = group.pending_txn.pop(producer_id)
+                if commit and group.state != S.DEAD:
+                    group.offsets.update(pending)
+
+    def has_pending(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """An open transaction holds an offset of ``tp`` (OffsetFetch's require_stable)."""
+        group = self.membership.groups.get(group_id)
+        return group is not None and any(tp in p for p in group.pending_txn.values())
 
     def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetValue | None]:
         """Committed offsets (None = no commit); every partition of the group if ``partitions`` is None."""

@@ -4,22 +4,23 @@ The coordinator of a partition replays it from the log start to the log end when
 the partition's leader (Kafka's GroupMetadataManager.loadGroupsAndOffsets): the last record
 per key wins, a tombstone deletes its key. Groups with members are restored Stable with
 their generation and assignments (their members then get fresh session timers); groups with
-only offsets are Empty. Reading is chunked (1 MiB) and yields to the event loop between
-chunks so that a large partition never stalls the broker.
+only offsets are Empty. Offsets committed in a transaction (TxnOffsetCommit: a transactional
+batch of the producer) stay pending until that producer's control batch: a commit marker
+applies them, an abort marker drops them; those still pending at the log end are the groups'
+pending transactional offsets. Reading is ``internal_topic.replay``'s (chunked, yielding).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
 from dataclasses import dataclass, field
 
 from odradek.broker.group.model import Group, GroupState, Member
 from odradek.broker.group.records import (GroupKey, GroupValue, OffsetKey, OffsetValue, decode_group_value,
                                           decode_key, decode_offset_value)
-from odradek.records import Record, iter_batches, iter_records
+from odradek.broker.internal_topic import replay
+from odradek.records import Record, RecordBatch, iter_records
 
-CHUNK = 1 << 20
+_COMMIT = 1  # a control record's type (key: int16 version, int16 type; 0 = abort)
 
 
 @dataclass
@@ -28,14 +29,34 @@ class PartitionContents:
 
     groups: dict[str, GroupValue | None] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
+    # producer id -> group -> (topic, partition) -> offset, awaiting that producer's marker
+    pending: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = field(default_factory=dict)
     records: int = 0
 
-    def replay(self, record: Record) -> None:
+    def replay_batch(self, batch: RecordBatch) -> None:
+        if batch.is_control:
+            records = list(iter_records(batch))
+            if records and records[0].key is not None and len(records[0].key) >= 4:
+                self.complete(batch.producer_id, int.from_bytes(records[0].key[2:4], "big") == _COMMIT)
+            return
+        txn = batch.producer_id if batch.is_transactional else None
+        for record in iter_records(batch):
+            self.replay(record, txn)
+
+    def complete(self, producer_id: int, commit: bool) -> None:
+        for group, offsets in self.pending.pop(producer_id, {}).items():
+            if commit:
+                self.offsets.setdefault(group, {}).update(offsets)
+
+    def replay(self, record: Record, producer_id: int | None = None) -> None:
         if record.key is None:
             return
         key = decode_key(record.key)
         self.records += 1
-        if isinstance(key, OffsetKey):
+        if isinstance(key, OffsetKey) and producer_id is not None and record.value is not None:
+            self.pending.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = \
+                decode_offset_value(record.value)
+        elif isinstance(key, OffsetKey):
             per_group = self.offsets.setdefault(key.group, {})
             if record.value is None:
                 per_group.pop((key.topic, key.partition), None)
@@ -46,12 +67,17 @@ class PartitionContents:
 
     def build(self, now_ms: int) -> list[Group]:
         out = []
-        for group_id in set(self.offsets) | {g for g, v in self.groups.items() if v is not None}:
+        waiting = {g for per_producer in self.pending.values() for g in per_producer}
+        for group_id in set(self.offsets) | waiting | {g for g, v in self.groups.items() if v is not None}:
             value = self.groups.get(group_id)
             offsets = self.offsets.get(group_id, {})
-            if value is None and not offsets:
+            if value is None and not offsets and group_id not in waiting:
                 continue
-            out.append(_group(group_id, value, offsets, now_ms))
+            group = _group(group_id, value, offsets, now_ms)
+            for producer_id, per_group in self.pending.items():
+                if group_id in per_group:
+                    group.pending_txn[producer_id] = dict(per_group[group_id])
+            out.append(group)
         return out
 
 
@@ -80,20 +106,4 @@ def _group(group_id: str, value: GroupValue | None, offsets: dict, now_ms: int) 
 async def read_partition(log, should_continue=lambda: True) -> PartitionContents | None:
     """Replay ``log`` (a storage ``Log``) up to its end; None if ``should_continue()`` turns false."""
     contents = PartitionContents()
-    offset, end = log.log_start_offset, log.log_end_offset
-    while offset < end:
-        chunk = log.read(offset, CHUNK, max_offset=end)
-        if chunk.size == 0:
-            break
-        data = memoryview(os.pread(chunk.fd, chunk.size, chunk.position))
-        for batch in iter_batches(data):
-            if batch.is_control:
-                continue
-            for record in iter_records(batch):
-                if record.offset >= offset:
-                    contents.replay(record)
-        offset = chunk.next_offset
-        await asyncio.sleep(0)
-        if not should_continue():
-            return None
-    return contents
+    return contents if await replay(log, contents.replay_batch, should_continue) else None

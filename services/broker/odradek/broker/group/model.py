@@ -97,6 +97,8 @@ class Group:
     static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending: dict[str, object] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids -> expiry handle
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # TxnOffsetCommit: producer id -> offsets written in its open transaction (applied by its commit marker)
+    pending_txn: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     new_member_added: bool = False
     initial_delay: bool = False  # the first delayed join of an empty group is running
     join_timer: object | None = None

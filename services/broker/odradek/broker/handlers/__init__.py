@@ -11,7 +11,7 @@ from functools import partial
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import (acls, admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
-                                     offsets, produce, producer_ids)
+                                     offsets, produce, producer_ids, transactions)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -33,6 +33,7 @@ _TABLE = {
 }
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
 _TABLE.update(acls.TABLE)    # CreateAcls, DescribeAcls, DeleteAcls
+_TABLE.update(transactions.TABLE)  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Describe/ListTransactions
 
 
 def table(ctx: BrokerContext) -> dict:

@@ -2,9 +2,10 @@
 OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 Only translation between wire versions and the broker's ``GroupCoordinator`` (``ctx.groups``,
-built at start-up; see ``odradek.broker.group``). While ``__consumer_offsets`` is missing,
-FindCoordinator has it created (``ctx.offsets_topic.ensure()``) and, like Kafka, answers
-COORDINATOR_NOT_AVAILABLE until the group's partition has a leader.
+built at start-up; see ``odradek.broker.group``). While ``__consumer_offsets`` (or, for a
+transactional id, ``__transaction_state``) is missing, FindCoordinator has it created
+(``InternalTopic.ensure()``) and, like Kafka, answers COORDINATOR_NOT_AVAILABLE until the
+key's partition has a leader.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
-from odradek.broker.group.config import OFFSETS_TOPIC, partition_for
+from odradek.broker.group.config import partition_for
 from odradek.broker.group.records import OffsetValue
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
@@ -58,19 +59,19 @@ def _locate(ctx: BrokerContext, key: str, key_type: int) -> tuple:
         return E.group_authorization_failed, "Group authorization failed.", -1, "", -1
     if key_type == 1 and not allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return E.transactional_id_authorization_failed, "Transactional Id authorization failed.", -1, "", -1
-    if key_type != 0:
-        return (E.coordinator_not_available, "transactions are not supported by this Odradek version",
-                -1, "", -1)
+    if key_type not in (0, 1):
+        return E.invalid_request, f"Unknown coordinator type: {key_type}", -1, "", -1
+    internal = ctx.offsets_topic if key_type == 0 else ctx.txn.topic
     replicas = ctx.replicas
-    topic = replicas.topic(OFFSETS_TOPIC)
+    topic = replicas.topic(internal.name)
     if topic is None:
-        ctx.offsets_topic.ensure()
-        return E.coordinator_not_available, f"{OFFSETS_TOPIC} is being created", -1, "", -1
+        internal.ensure()
+        return E.coordinator_not_available, f"{internal.name} is being created", -1, "", -1
     state = topic.partitions[partition_for(key, len(topic.partitions))]
     leader = next((b for b in replicas.live_brokers() if b.id == state.leader), None)
     address = leader.endpoint(current().listener) if leader is not None else None
     if address is None:  # Kafka: the coordinator is not available on this listener either
-        return E.coordinator_not_available, f"{OFFSETS_TOPIC}-{state.partition} has no leader", -1, "", -1
+        return E.coordinator_not_available, f"{internal.name}-{state.partition} has no leader", -1, "", -1
     return E.none, None, leader.id, *address
 
 

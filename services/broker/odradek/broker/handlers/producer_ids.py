@@ -1,10 +1,10 @@
-"""InitProducerId (key 22, v0-4) for idempotent producers; transactions are not served.
+"""InitProducerId (key 22, v0-4).
 
 Ids come from the broker's ``ProducerIdManager`` (``odradek.broker.producer_id_manager``),
 which reserves them from the active controller in blocks.
 
-A transactional id gets COORDINATOR_NOT_AVAILABLE, what Kafka answers while no transaction
-coordinator can serve it. Without a transactional id Kafka's coordinator ignores the producer
+A transactional id goes to the transaction coordinator (``handlers.transactions``: epoch bump,
+fencing, KIP-360 recovery). Without a transactional id Kafka's coordinator ignores the producer
 id and epoch a v3+ request carries (epoch bumps are for transactional ids) and hands out a new
 producer id at epoch 0: so does this.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.transactions import init_transactional
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, allowed_any
 from odradek.errors import ErrorCode, KafkaError
@@ -29,9 +30,7 @@ def _response(s, code: ErrorCode, producer_id: int = -1, epoch: int = -1):
 async def init_producer_id(ctx: BrokerContext, header, req):
     s = Schemas(INIT_PRODUCER_ID, header.api_version)
     if req.transactional_id is not None:
-        if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-            return _response(s, ErrorCode.transactional_id_authorization_failed)
-        return _response(s, ErrorCode.coordinator_not_available)
+        return _response(s, *await init_transactional(ctx, header, req))
     if ctx.authorizer is not None and not (
             allowed(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, log_denied=False)
             or allowed_any(ctx, Operation.WRITE, ResourceType.TOPIC)):

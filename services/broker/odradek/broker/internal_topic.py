@@ -1,0 +1,173 @@
+"""A coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``): asking the
+controller to create it, and the coordinator's writes to it.
+
+``InternalTopic.ensure`` is what FindCoordinator calls while the topic is missing: it starts
+one creation task (RF = min(the configured factor, live brokers), RF 1 if the controller
+refuses more, the topic configs given) and starts another only once that one is done and
+``_CREATE_RETRY_S`` has passed. ``InternalTopic.append`` is the coordinator's writer: the
+leader append at acks=all, answered once the high watermark passes the batch.
+``replay`` is how a coordinator loads a partition it comes to lead: every batch from the log
+start to the log end, read in 1 MiB chunks with a yield to the event loop between chunks so
+that a large partition never stalls the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from odradek.cluster import control_plane as cp
+from odradek.errors import ErrorCode, KafkaError
+from odradek.records import RecordBatch, iter_batches
+
+if TYPE_CHECKING:
+    from odradek.broker.controller_client import ControllerClient
+    from odradek.broker.partitions import ReplicaManager
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+# Kafka's mapping of internal-topic append errors to what coordinator clients understand
+APPEND_ERRORS = {
+    E.unknown_topic_or_partition: E.coordinator_not_available,
+    E.not_enough_replicas: E.coordinator_not_available,
+    E.not_enough_replicas_after_append: E.coordinator_not_available,
+    E.request_timed_out: E.coordinator_not_available,
+    E.not_leader_or_follower: E.not_coordinator,
+    E.kafka_storage_error: E.not_coordinator,
+    E.message_too_large: E.unknown_server_error,
+    E.record_list_too_large: E.unknown_server_error,
+}
+_COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms, transaction.state.log's request timeout
+_CREATE_RETRY_S = 1.0
+CHUNK = 1 << 20
+
+
+class InternalTopic:
+    def __init__(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                 replicas: ReplicaManager, controller: ControllerClient) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.configs = dict(configs)
+        self.replicas = replicas
+        self.controller = controller
+        self._task: asyncio.Task | None = None
+        self._started_at = 0.0
+
+    def ensure(self) -> None:
+        """Ask the controller to create the topic, unless an attempt is running or just ended."""
+        task = self._task
+        if task is not None and (not task.done() or time.monotonic() - self._started_at < _CREATE_RETRY_S):
+            return
+        self._started_at = time.monotonic()
+        self._task = asyncio.get_running_loop().create_task(self._create())
+
+    def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def _configs(self, rf: int) -> dict[str, str]:
+        """The topic configs at replication factor ``rf`` (min.insync.replicas never above it)."""
+        configs = dict(self.configs)
+        if "min.insync.replicas" in configs:
+            configs["min.insync.replicas"] = str(max(1, min(int(configs["min.insync.replicas"]), rf)))
+        return configs
+
+    async def _create(self) -> None:
+        rf = max(1, min(self.replication_factor, len(self.replicas.live_brokers())))
+        req = cp.CreateTopic(self.name, self.partitions, rf, configs=self._configs(rf))
+        while True:
+            try:
+                await self.controller.call(cp.create_topic(req), timeout=10.0)
+                log.info("asked the controller to create %s (%d partitions, RF %d)", self.name,
+                         req.partitions, req.replication_factor)
+                return
+            except KafkaError as e:
+                if e.code == E.invalid_replication_factor and req.replication_factor > 1:
+                    log.warning("the controller refused %s with RF %d (%s); creating it with RF 1",
+                                self.name, req.replication_factor, e.message)
+                    req = dataclasses.replace(req, replication_factor=1, configs=self._configs(1))
+                    continue
+                if e.code != E.topic_already_exists:
+                    log.warning("creating %s failed: %s", self.name, e.message)
+                return
+
+    async def append(self, partition: int, batch: bytearray) -> None:
+        """Leader append with acks=all; returns once the high watermark passes the batch."""
+        replicas = self.replicas
+        info = replicas.append(self.name, partition, memoryview(batch), acks=-1)
+        done = replicas.replicated(self.name, partition, info.last_offset)
+        try:
+            error = await asyncio.wait_for(asyncio.shield(done), _COMMIT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise KafkaError(E.request_timed_out, f"the {self.name} write was not replicated in time") from None
+        if error != E.none:
+            raise KafkaError(error)
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class LedPartition:
+    """A partition of a coordinator's topic that this broker leads: its leader epoch, and
+    whether its log has been replayed (``task`` replays it)."""
+    epoch: int
+    loaded: bool = False
+    task: asyncio.Task | None = None
+
+
+def led_partitions(replicas: ReplicaManager, topic_name: str, broker_id: int) -> tuple[int | None, dict]:
+    """(the topic's partition count or None, {partition: (leader epoch, Log)} of those this broker
+    leads now): what a coordinator compares with what it has loaded after each snapshot."""
+    topic = replicas.topic(topic_name)
+    if topic is None:
+        return None, {}
+    led = {}
+    for state in topic.partitions:
+        if state.leader != broker_id:
+            continue
+        try:
+            lp = replicas.leader(topic_name, state.partition)
+        except KafkaError:
+            continue
+        led[state.partition] = (lp.state.leader_epoch, lp.log)
+    return len(topic.partitions), led
+
+
+def serving(owned: Mapping, partition: int, topic_name: str, broker_id: int, key: str):
+    """``owned[partition]`` if this coordinator has it loaded, else raises what to answer
+    (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) for ``key`` (a group or transactional id)."""
+    entry = owned.get(partition)
+    if entry is None:
+        raise KafkaError(E.not_coordinator, f"broker {broker_id} is not the coordinator of {key}")
+    if not entry.loaded:
+        raise KafkaError(E.coordinator_load_in_progress, f"{topic_name}-{partition} is loading")
+    return entry
+
+
+async def replay(log, on_batch: Callable[[RecordBatch], None], should_continue: Callable[[], bool] = lambda: True,
+                 ) -> bool:
+    """Call ``on_batch`` for every batch of ``log`` (a storage ``Log``) up to its end, in order;
+    False if ``should_continue()`` turned false on the way (the leadership went)."""
+    offset, end = log.log_start_offset, log.log_end_offset
+    while offset < end:
+        chunk = log.read(offset, CHUNK, max_offset=end)
+        if chunk.size == 0:
+            break
+        data = memoryview(os.pread(chunk.fd, chunk.size, chunk.position))
+        for batch in iter_batches(data):
+            if batch.next_offset > offset:
+                on_batch(batch)
+        offset = chunk.next_offset
+        await asyncio.sleep(0)
+        if not should_continue():
+            return False
+    return True

@@ -1,0 +1,124 @@
+"""Sending a transaction's markers (WriteTxnMarkers, API 27) to the leaders of its partitions.
+
+Kafka's TransactionMarkerChannelManager: the coordinator writes PrepareCommit/PrepareAbort,
+answers the client, then asks every partition leader to write the commit/abort control
+batch, carrying the producer id, the (bumped) epoch and the coordinator epoch (the leader
+epoch of the ``__transaction_state`` partition). ``MarkerSender.send`` groups the partitions
+by leader (one request per broker, v1), removes each partition from the set it is given as
+its leader confirms, and retries the rest (refreshed leaders) every ``RETRY_BACKOFF_S`` on
+retriable errors, until none is left or ``still_valid()`` turns false (the coordinator lost
+the partition). A partition of a topic that no longer exists is dropped, as in Kafka;
+INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED end the sending (a newer
+coordinator or epoch owns the transaction). Requests go over the inter-broker listener,
+this broker's own partitions included; one connection per broker, one request at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from kio.static.constants import EntityType
+
+from odradek.broker.replication.client import KafkaClient
+from odradek.errors import ErrorCode
+from odradek.protocol.codec import Schemas, make
+
+if TYPE_CHECKING:
+    from odradek.broker.partitions import ReplicaManager
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+WRITE_TXN_MARKERS = 27
+_VERSION = 1
+RETRY_BACKOFF_S = 0.1
+_TIMEOUT_S = 10.0
+_RETRIABLE = frozenset({E.unknown_topic_or_partition, E.not_leader_or_follower, E.not_enough_replicas,
+                        E.not_enough_replicas_after_append, E.request_timed_out, E.kafka_storage_error,
+                        E.leader_not_available, E.network_exception, E.coordinator_load_in_progress})
+_FENCED = frozenset({E.invalid_producer_epoch, E.transaction_coordinator_fenced})
+
+
+class MarkerSender:
+    def __init__(self, broker_id: int, replicas: ReplicaManager) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self._clients: dict[int, tuple[KafkaClient, asyncio.Lock]] = {}
+
+    async def send(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+                   partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
+        """True once every partition has its marker (emptying ``partitions``); False if stopped."""
+        while partitions:
+            if not still_valid():
+                return False
+            by_leader = self._leaders(partitions)
+            results = await asyncio.gather(*(self._request(b, producer_id, epoch, commit, coordinator_epoch, tps)
+                                             for b, tps in by_leader.items()))
+            for errors in results:
+                for tp, error in errors.items():
+                    if error == E.none:
+                        partitions.discard(tp)
+                    elif error in _FENCED:
+                        log.info("markers of producer %d stopped: %s from %s-%d", producer_id, error.name, *tp)
+                        return False
+                    elif error not in _RETRIABLE:
+                        log.warning("marker of producer %d on %s-%d: %s; retrying", producer_id, *tp, error.name)
+            if partitions:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        return True
+
+    def _leaders(self, partitions: set[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
+        """Partitions by leader; those of deleted topics are dropped, leaderless ones wait."""
+        out: dict[int, list[tuple[str, int]]] = {}
+        for topic, p in list(partitions):
+            meta = self.replicas.topic(topic)
+            if meta is None or not 0 <= p < len(meta.partitions):
+                log.info("dropping the marker of %s-%d: the partition no longer exists", topic, p)
+                partitions.discard((topic, p))
+                continue
+            leader = meta.partitions[p].leader
+            if leader >= 0 and self.replicas.is_live(leader):
+                out.setdefault(leader, []).append((topic, p))
+        return out
+
+    async def _request(self, broker: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+                       tps: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        s = Schemas(WRITE_TXN_MARKERS, _VERSION, EntityType.request)
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        marker = make(s.WritableTxnMarker, producer_id=producer_id, producer_epoch=epoch, transaction_result=commit,
+                      topics=tuple(make(s.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps))
+                                   for t, ps in by_topic.items()), coordinator_epoch=coordinator_epoch)
+        try:
+            client, lock = self._client(broker)
+            async with lock:
+                answer = await client.request(WRITE_TXN_MARKERS, _VERSION, make(s.WriteTxnMarkersRequest,
+                                                                                markers=(marker,)), timeout=_TIMEOUT_S)
+        except (ConnectionError, StopIteration) as e:
+            log.info("WriteTxnMarkers to broker %d failed: %s", broker, e)
+            return dict.fromkeys(tps, E.network_exception)
+        return {(t.name, p.partition_index): ErrorCode(p.error_code)
+                for m in answer.markers for t in m.topics for p in t.partitions}
+
+    def _client(self, broker: int) -> tuple[KafkaClient, asyncio.Lock]:
+        info = next(b for b in self.replicas.live_brokers() if b.id == broker)
+        address = info.endpoint(self.replicas.inter_broker.listener)
+        if address is None:
+            raise ConnectionError(f"broker {broker} has no {self.replicas.inter_broker.listener} listener")
+        entry = self._clients.get(broker)
+        if entry is not None and (entry[0].host, entry[0].port) != address:
+            entry[0].close()
+            entry = None
+        if entry is None:
+            host, port = address
+            entry = self._clients[broker] = (KafkaClient(host, port, client_id=f"broker-{self.broker_id}-txn-markers",
+                                                         security=self.replicas.inter_broker), asyncio.Lock())
+        return entry
+
+    def close(self) -> None:
+        for client, _ in self._clients.values():
+            client.close()
+        self._clients.clear()
