@@ -35,6 +35,7 @@ WRITE_TXN_MARKERS = 27
 _VERSION = 1
 RETRY_BACKOFF_S = 0.1
 _TIMEOUT_S = 10.0
+_LOG_EVERY = 600
 _RETRIABLE = frozenset({E.unknown_topic_or_partition, E.not_leader_or_follower, E.not_enough_replicas,
                         E.not_enough_replicas_after_append, E.request_timed_out, E.kafka_storage_error,
                         E.leader_not_available, E.network_exception, E.coordinator_load_in_progress})
@@ -50,6 +51,7 @@ class MarkerSender:
     async def send(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
                    partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
         """True once every partition has its marker (emptying ``partitions``); False if stopped."""
+        rounds = 0
         while partitions:
             if not still_valid():
                 return False
@@ -63,8 +65,10 @@ class MarkerSender:
                     elif error in _FENCED:
                         log.info("markers of producer %d stopped: %s from %s-%d", producer_id, error.name, *tp)
                         return False
-                    elif error not in _RETRIABLE:
-                        log.warning("marker of producer %d on %s-%d: %s; retrying", producer_id, *tp, error.name)
+                    elif rounds % _LOG_EVERY == 0:  # once, then every minute or so of retrying
+                        log.log(logging.INFO if error in _RETRIABLE else logging.WARNING,
+                                "marker of producer %d on %s-%d: %s; retrying", producer_id, *tp, error.name)
+            rounds += 1
             if partitions:
                 await asyncio.sleep(RETRY_BACKOFF_S)
         return True
@@ -98,7 +102,7 @@ class MarkerSender:
                 answer = await client.request(WRITE_TXN_MARKERS, _VERSION, make(s.WriteTxnMarkersRequest,
                                                                                 markers=(marker,)), timeout=_TIMEOUT_S)
         except (ConnectionError, StopIteration) as e:
-            log.info("WriteTxnMarkers to broker %d failed: %s", broker, e)
+            log.debug("WriteTxnMarkers to broker %d failed: %s", broker, e)
             return dict.fromkeys(tps, E.network_exception)
         return {(t.name, p.partition_index): ErrorCode(p.error_code)
                 for m in answer.markers for t in m.topics for p in t.partitions}
