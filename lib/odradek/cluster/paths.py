@@ -15,6 +15,10 @@ PRODUCER_ID_BLOCK = "/producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"  # persistent sequential children, Kafka's names
 LOG_DIR_FAILURE = 1  # the event's "event" field, as Kafka's LogDirEventNotificationHandler
+CONFIG = "/config"                       # /config/<entity type>/<entity>: Kafka's dynamic configs
+CONFIG_CHANGES = "/config/changes"       # config_change_<seq>: which entity changed (Kafka's notification)
+CONFIG_CHANGE_PREFIX = "config_change_"
+DEFAULT_ENTITY = "<default>"             # the entity name of a type's cluster-wide default
 
 PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, LOG_DIR_EVENT_NOTIFICATION)
 
@@ -45,6 +49,11 @@ def topic_config(name: str) -> str:
 
 def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
+
+
+def entity_config(entity_type: str, name: str) -> str:
+    """``/config/brokers/<id>``, ``/config/brokers/<default>``, ``/config/users/<user>``..."""
+    return f"{CONFIG}/{entity_type}/{name}"
 
 
 def log_dir_event(name: str) -> str:

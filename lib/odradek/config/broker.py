@@ -20,6 +20,8 @@ from odradek.config.topic import invalid, topic_defaults
 from odradek.config.transactions import TXN_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("auto.create.topics.enable", BOOLEAN, "true",
               "create a topic the first time a client's Metadata request names it"),
@@ -58,6 +60,13 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("metrics.partition.level.enabled", BOOLEAN, "true",
               "export per-partition series (log sizes and offsets, consumer lag per partition); "
               "false keeps only per-topic and per-broker ones, for very large clusters"),
+    ConfigKey("quota.window.num", integer(1, INT_MAX), "11",
+              "samples kept for client quota rates (docs/quotas.md)"),
+    ConfigKey("quota.window.size.seconds", integer(1, INT_MAX), "1",
+              "time span of each client quota sample (docs/quotas.md)"),
+    ConfigKey("replica.selector.class", optional(one_of(RACK_AWARE_SELECTOR), "the leader serves every fetch"), "",
+              "how a partition's leader picks the replica a consumer should fetch from (KIP-392): unset, "
+              "always the leader; RackAwareReplicaSelector, a replica in the consumer's client.rack (docs/racks.md)"),
     *SECURITY_CONFIGS.values(),
     *CLUSTER_SECURITY_CONFIGS.values(),
 )

@@ -15,7 +15,9 @@ before anything is allocated.
 
 A single task per connection handles the queue in order, as Kafka does (one request in flight
 per connection on the broker side, responses in request order), so a long-polling Fetch
-delays only its own connection. More than 64 queued frames mute the connection too.
+delays only its own connection. More than 64 queued frames mute the connection too, and so
+does a quota throttle (``throttle``: once the response is written, the connection is not read
+for the throttle time, Kafka's KIP-219).
 
 A response is a sequence of pieces: ``bytes``-like objects, written through the transport,
 and ``FileRegion``s, sent from the segment file with ``os.sendfile`` while the transport's
@@ -51,7 +53,7 @@ _SIZE = struct.Struct(">i")
 _RECEIVE_BUFFER = 64 * 1024
 _MAX_QUEUED_FRAMES = 64
 _INLINE_REGION_BYTES = 64 * 1024   # smaller regions are read and sent with the rest (no sendfile)
-_QUEUE_FULL, _NO_MEMORY = 1, 2     # why a connection is muted (a bit each)
+_QUEUE_FULL, _NO_MEMORY, _THROTTLED = 1, 2, 4   # why a connection is muted (a bit each)
 _now = time.monotonic
 
 _API = struct.Struct(">hh")        # a request header's api key and version
@@ -105,6 +107,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
         self._muted = 0
+        self._throttle_s = 0.0  # quota throttle: mute this long once the current response is written
         self._paused = False
         self._busy = False
         self.task: asyncio.Task | None = None
@@ -294,6 +297,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.last_active = written = _now()
                 if api is not None:
                     self.observer(api[0], api[1], received, started, handled, written)
+                if self._throttle_s:
+                    await self._mute_for_throttle()
         except asyncio.CancelledError:
             pass
         except ConnectionClosed as e:
@@ -305,6 +310,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing %s after an unexpected error", self.name)
             self.close(CloseReason.BAD_FRAME)
+
+    def throttle(self, seconds: float) -> None:
+        """Mute the connection for ``seconds`` once the response being prepared is written
+        (Kafka's KIP-219: the client learns the throttle time at once and is not read meanwhile)."""
+        self._throttle_s = max(self._throttle_s, seconds)
+
+    async def _mute_for_throttle(self) -> None:
+        seconds, self._throttle_s = self._throttle_s, 0.0
+        self._muted |= _THROTTLED
+        self._sync_reading()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._muted &= ~_THROTTLED
+            self._sync_reading()
+        self.last_active = _now()  # a muted connection is not idle
 
     async def _write(self, pieces: Iterable[Piece]) -> None:
         """Consecutive bytes and small file regions go out in one writev: a write per piece

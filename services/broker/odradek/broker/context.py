@@ -19,6 +19,7 @@ from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
 from odradek.broker.metrics.stats import TopicStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.producer_id_manager import ProducerIdManager
+from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.broker.security.authorizer import Authorizer
 from odradek.broker.txn.config import TxnConfig
 from odradek.broker.txn.state_topic import TxnCoordination, TxnStateTopic
@@ -35,6 +36,7 @@ class BrokerContext:
     txn: TxnCoordination
     authorizer: Authorizer | None = None   # None: no authorizer.class.name, every request allowed
     topic_stats: TopicStats = field(default_factory=TopicStats)  # BrokerTopicMetrics (odradek.broker.metrics)
+    quotas: ClientQuotaManager = field(default_factory=ClientQuotaManager)  # client quotas (docs/quotas.md)
 
     @classmethod
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
@@ -43,7 +45,8 @@ class BrokerContext:
         producer_ids = ProducerIdManager(config.broker_id, controller)
         txn_topic = TxnStateTopic(TxnConfig.from_settings(config.group_settings), replicas, controller)
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
-                  offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer)
+                  offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer,
+                  quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds))
         replicas.topic_deleted = ctx.topic_stats.forget
         return ctx
 

@@ -13,6 +13,8 @@ import datetime
 import logging
 from typing import Awaitable, Callable, Iterable
 
+from odradek.broker.quotas.manager import ClientQuotaManager
+from odradek.broker.quotas.throttling import request_finished, request_started
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import FrameError, Schemas, decode_request, encode_response, make, peek_header
 from odradek.protocol.connection import ConnectionClosed, Piece
@@ -26,10 +28,14 @@ Handler = Callable[..., Awaitable[object]]
 
 
 class Dispatcher:
-    """Maps api key -> (min version, max version, handler(header, request))."""
+    """Maps api key -> (min version, max version, handler(header, request)). With ``quotas``,
+    each request's handling time counts against ``request_percentage`` and a response's
+    ``throttle_time_ms`` is the connection's throttle (odradek.broker.quotas.throttling)."""
 
-    def __init__(self, handlers: dict[int, tuple[int, int, Handler]]) -> None:
+    def __init__(self, handlers: dict[int, tuple[int, int, Handler]], quotas: ClientQuotaManager | None = None
+                 ) -> None:
         self.handlers = dict(handlers)
+        self.quotas = quotas
         self.handlers[API_VERSIONS] = (0, 4, self._api_versions)
 
     async def __call__(self, frame: bytes) -> Iterable[Piece] | None:
@@ -47,7 +53,11 @@ class Dispatcher:
             header, request = decode_request(view)
         except FrameError as e:
             raise ConnectionClosed(str(e)) from None
+        quotas = self.quotas
+        started = request_started(quotas, api_key) if quotas is not None else 0
         body = await entry[2](header, request)
+        if quotas is not None:
+            body = request_finished(quotas, started, header, request, body)
         if body is None:
             return None
         if isinstance(body, list):  # pre-encoded pieces (Fetch, with file regions)

@@ -35,7 +35,8 @@ from odradek.broker.handlers import table
 from odradek.broker.metrics.collector import BrokerCollector
 from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
-from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.quotas.manager import load as load_quotas
+from odradek.broker.security.acl import ResourceType
 from odradek.broker.security.authorizer import allowed, authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.storage import LogManager
@@ -70,15 +71,16 @@ class Broker:
         self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(
             config, lambda: self.registration.client if self.registration else None))
         self.security.store.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
-        self.security.quotas.describe_configs_allowed = partial(allowed, self.context, Operation.DESCRIBE_CONFIGS,
-                                                                ResourceType.CLUSTER)
-        self.dispatcher = Dispatcher({**table(self.context), **self.security.table()})
+        self.security.quotas.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
+        self.security.quotas.changed = lambda _paths: self.reload_quotas()
+        self.dispatcher = Dispatcher({**table(self.context), **self.security.table()}, quotas=self.context.quotas)
         self.kafka_port = config.port
         self.internal_port = config.internal_port
         self.metrics_port: int | None = None  # bound once serving, when metrics.port >= 0
         self.requests = RequestStats()
         self.listeners: KafkaListener | None = None
         self.exit_code = 0
+        self._quota_loads: set[asyncio.Task] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
@@ -102,6 +104,7 @@ class Broker:
         self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts,
                                                self.zookeeper_security)
         await asyncio.to_thread(self.registration.start)
+        await self._load_quotas()
         if self.context.authorizer is not None:  # until loaded, only super users get through
             await asyncio.to_thread(self.context.authorizer.start)
         log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
@@ -133,6 +136,18 @@ class Broker:
                 self.logs.abandon()
             else:
                 self.logs.close()
+
+    async def _load_quotas(self) -> None:
+        """Read the client quotas ZooKeeper holds (at start and after each change)."""
+        client = self.registration.client if self.registration else None
+        if client is not None:
+            self.context.quotas.apply(await asyncio.to_thread(load_quotas, client))
+
+    def reload_quotas(self) -> None:
+        """A quota entity changed (a config change notification, or our own AlterClientQuotas)."""
+        task = asyncio.get_running_loop().create_task(self._load_quotas())
+        self._quota_loads.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(self._quota_loads.discard)
 
     def _log_dir_failed(self, stop: asyncio.Event) -> None:
         log.error("Shutdown broker because all log dirs in %s have failed", self.config.data_dir)

@@ -12,16 +12,19 @@ an append wakes it or ``max_wait`` passes. Byte limits follow KIP-74: ``max_byte
 response and ``partition_max_bytes`` per partition, except that the first batch of the
 first non-empty partition is always sent whole so that a consumer can always progress.
 No fetch sessions are created (session id 0), which every client handles by sending full
-fetch requests.
+fetch requests. A consumer's fetch counts its record bytes against ``consumer_byte_rate``
+(docs/quotas.md); when that throttles, the answer is empty with the throttle time, as Kafka's.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
 from odradek.broker.metrics.stats import remote_time
+from odradek.broker.quotas.entities import CONSUMER_BYTE_RATE
+from odradek.broker.quotas.throttling import record_bytes, unrecord_bytes
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
@@ -45,9 +48,14 @@ async def fetch(ctx: BrokerContext, header, req):
         parked = time.monotonic()
         await ctx.replicas.wait_for_data(remaining)
         remote_time(time.monotonic() - parked)
-    if req.replica_id < 0:  # BytesOut counts consumers' fetches (followers' are replication)
-        _count_bytes_out(ctx, results)
-    return _encode(header, results)
+    throttle = 0
+    if req.replica_id < 0:
+        throttle = record_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total)
+        if throttle:  # as Kafka: a throttled fetch is answered empty and its bytes taken back
+            unrecord_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total)
+            results = []
+        _count_bytes_out(ctx, results)  # BytesOut counts consumers' fetches (followers' are replication)
+    return _encode(header, results, throttle)
 
 
 def _denied_topics(ctx: BrokerContext, req) -> frozenset[str]:
@@ -136,7 +144,7 @@ def _offsets(ctx: BrokerContext, topic: str, partition: int) -> tuple[int, int]:
     return (log.high_watermark, log.log_start_offset) if log is not None else (-1, -1)
 
 
-def _encode(header, results):
+def _encode(header, results, throttle_ms: int = 0):
     s = Schemas(FETCH, header.api_version)
     regions: list[FileRegion] = []
     topics = []
@@ -154,7 +162,8 @@ def _encode(header, results):
                               **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
                                                           end_offset=diverging[1])} if diverging else {})))
         topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))
-    body = make(s.FetchResponse, throttle_time=ZERO, error_code=ErrorCode.none, session_id=0,
+    body = make(s.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                error_code=ErrorCode.none, session_id=0,
                 responses=tuple(topics))
     return encode_with_regions(FETCH, header.api_version, header.correlation_id, body, regions,
                                flexible=header.api_version >= 12)

@@ -16,10 +16,12 @@ import datetime
 import time
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
 from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
 from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.quotas.entities import PRODUCER_BYTE_RATE
+from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
+from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import ConnectionClosed
@@ -55,6 +57,7 @@ async def produce(ctx: BrokerContext, header, req):
         parked = time.monotonic()
         await _await_replication(s, waits, results, req.timeout)
         remote_time(time.monotonic() - parked)
+    throttle = record_bytes(ctx.quotas, PRODUCER_BYTE_RATE, header, current().request_bytes)  # 0: no quota
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
         if failed:
@@ -63,7 +66,7 @@ async def produce(ctx: BrokerContext, header, req):
     topics: dict[str, list] = {}
     for key in order:
         topics.setdefault(key[0], []).append(results[key])
-    return make(s.ProduceResponse, throttle_time=ZERO, responses=tuple(
+    return make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
         make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()))
 
 

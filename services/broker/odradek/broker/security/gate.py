@@ -39,6 +39,7 @@ class ConnectionGate:
         self.mapping_rules = mapping_rules
         self.context: RequestContext | None = None
         self.transport = None
+        self.connection: KafkaConnection | None = None  # muted after a throttled response
 
     def bind(self, transport) -> None:
         peer = transport.get_extra_info("peername")
@@ -61,6 +62,7 @@ class ConnectionGate:
     async def __call__(self, frame: bytes):
         context = self.context
         REQUEST_CONTEXT.set(context)
+        context.request_bytes = len(frame)
         try:
             if context.raw_tokens and not context.authenticated:
                 return [_SIZE.pack(len(reply := await self.sasl.evaluate(frame))) + reply]
@@ -72,7 +74,12 @@ class ConnectionGate:
                 if api_key not in _BEFORE_AUTHENTICATION:
                     raise ConnectionClosed(f"unexpected request (api key {api_key}) before SASL authentication "
                                            f"on listener {context.listener}")
-            return await self.dispatcher(frame)
+            pieces = await self.dispatcher(frame)
+            if context.throttle_ms:  # KIP-219: answered at once, then muted for the throttle time
+                if self.connection is not None:
+                    self.connection.throttle(context.throttle_ms / 1000.0)
+                context.throttle_ms = 0
+            return pieces
         except AuthenticationFailed as e:
             if self.sasl is not None:  # failed-authentication-total (docs/observability.md)
                 self.sasl.failures[context.listener] += 1
@@ -87,6 +94,7 @@ class ListenerConnection(KafkaConnection):
     def __init__(self, gate: ConnectionGate, *, max_frame_bytes: int) -> None:
         super().__init__(gate, max_frame_bytes=max_frame_bytes)
         self._gate = gate
+        gate.connection = self
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self._gate.bind(transport)

@@ -26,6 +26,8 @@ class RequestContext:
     mechanism: str | None = None        # chosen by SaslHandshake
     raw_tokens: bool = False            # SaslHandshake v0: tokens follow as bare frames
     exchange: object = field(default=None, repr=False)  # the mechanism's server state
+    request_bytes: int = 0              # size of the request being handled (the produce quota counts it)
+    throttle_ms: int = 0                # quota throttle of the request being handled: the mute after it
 
 
 _DEFAULT = RequestContext("PLAINTEXT", "PLAINTEXT", "")

@@ -1,0 +1,1 @@
+"""Client quotas (docs/quotas.md): sampled rates, Kafka's resolution order, enforcement."""

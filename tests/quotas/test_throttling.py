@@ -1,0 +1,131 @@
+"""Client quotas enforced on a one-broker dev cluster, with real clients (librdkafka).
+
+A ``producer_byte_rate`` quota of N bytes/s on one client id: once its rate's samples are
+full (Kafka's 11 windows of 1 s; the first ~10 s of bytes pass at once, as on Kafka), the
+producer's rate over a span of 11 s stays within 20% of N and librdkafka reports throttle times; a second client
+on the same broker, without a quota, keeps its own rate and is never throttled. A
+``consumer_byte_rate`` quota throttles a consumer the same way."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.protocol.codec import EntityType, Schemas, make
+from tests.support.kafka_wire import WireClient
+
+N = 100_000                 # the slow client's quota, bytes/s
+VALUE = b"q" * 2000
+# seconds: the rate measured once the samples are full, over one whole span of samples (the
+# bytes of a sample that expires are room for a burst: any shorter span may catch one)
+STEADY_FROM, STEADY_TO = 11.0, 22.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("quotas"), brokers=1)
+    try:
+        yield c
+    finally:
+        stop_cluster(c)
+
+
+def alter_client_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
+    s = Schemas(49, 1, EntityType.request)
+    body = make(s.AlterClientQuotasRequest, validate_only=False, entries=(make(
+        s.EntryData, entity=(make(s.EntityData, entity_type="client-id", entity_name=client_id),),
+        ops=(make(s.OpData, key=key, value=value, remove=False),)),))
+    with WireClient(bootstrap) as wire:
+        answer = wire.request(49, 1, body)
+    assert [e.error_code for e in answer.entries] == [0], answer
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(30)
+
+
+class Paced:
+    """A producer sending ``VALUE``s as fast as it may (or at ``target`` bytes/s), recording
+    when each was acknowledged and the throttle times librdkafka reports."""
+
+    def __init__(self, bootstrap: str, client_id: str, topic: str, target: float | None = None) -> None:
+        self.throttles: list[float] = []
+        self.acked: list[float] = []
+        self.topic, self.target = topic, target
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                                  "queue.buffering.max.kbytes": 256, "throttle_cb": self._throttled})
+        self.sent = 0
+
+    def _throttled(self, event) -> None:
+        if event.throttle_time > 0:
+            self.throttles.append(event.throttle_time)
+
+    def _delivered(self, err, _msg) -> None:
+        if err is None:
+            self.acked.append(time.monotonic())
+
+    def step(self, started: float) -> None:
+        if self.target is not None and self.sent * len(VALUE) > self.target * (time.monotonic() - started):
+            return
+        try:
+            self.producer.produce(self.topic, VALUE, on_delivery=self._delivered)
+            self.sent += 1
+        except BufferError:
+            pass
+
+    def rate(self, started: float, lo: float, hi: float) -> float:
+        return sum(1 for t in self.acked if lo <= t - started < hi) * len(VALUE) / (hi - lo)
+
+
+def test_a_producer_quota_holds_the_rate_and_leaves_other_clients_alone(cluster):
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "quota-produce")
+    alter_client_quota(bootstrap, "slow", "producer_byte_rate", N)
+    slow = Paced(bootstrap, "slow", "quota-produce")
+    other = Paced(bootstrap, "other", "quota-produce", target=3 * N)
+    started = time.monotonic()
+    while time.monotonic() - started < STEADY_TO:
+        slow.step(started)
+        other.step(started)
+        slow.producer.poll(0.001)
+        other.producer.poll(0)
+    for p in (slow, other):
+        p.producer.flush(30)
+    slow_rate = slow.rate(started, STEADY_FROM, STEADY_TO)
+    other_rate = other.rate(started, STEADY_FROM, STEADY_TO)
+    assert 0.8 * N <= slow_rate <= 1.2 * N, (slow_rate, len(slow.throttles))
+    assert slow.throttles, "librdkafka reported no throttle time"
+    assert other_rate >= 2.5 * N and not other.throttles, (other_rate, other.throttles)
+
+
+def test_a_consumer_quota_throttles_fetches(cluster):
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "quota-fetch")
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for _ in range(1500):   # 3 MB
+        producer.produce("quota-fetch", VALUE)
+    producer.flush(30)
+    alter_client_quota(bootstrap, "slow-reader", "consumer_byte_rate", N)
+    throttles = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quota-readers", "client.id": "slow-reader",
+                         "auto.offset.reset": "earliest",
+                         "max.partition.fetch.bytes": 200_000,
+                         "throttle_cb": lambda e: throttles.append(e.throttle_time) if e.throttle_time else None})
+    consumer.subscribe(["quota-fetch"])
+    got, started = 0, time.monotonic()
+    try:
+        while time.monotonic() - started < 15 and got < 1500:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got += 1
+    finally:
+        consumer.close()
+    elapsed = time.monotonic() - started
+    # ~1 MB passes at once (10 windows of N), then N per second: 3 MB take ~20 s
+    assert got * len(VALUE) <= N * (elapsed + 11) * 1.2, (got, elapsed)
+    assert throttles, "librdkafka reported no throttle time"
