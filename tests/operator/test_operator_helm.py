@@ -84,8 +84,9 @@ def test_install_into_the_api_server(helm, k8s, control_plane, k8s_bins, namespa
         sa = f"system:serviceaccount:{namespace}:odk-odradek"
         allowed = [("patch", "statefulsets.apps"), ("create", "poddisruptionbudgets.policy"), ("delete", "pods"),
                    ("patch", "persistentvolumeclaims"), ("patch", "odradekclusters.odradek.dev/status"),
-                   ("list", "endpointslices.discovery.k8s.io"), ("get", "namespaces")]
-        denied = [("get", "secrets"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
+                   ("list", "endpointslices.discovery.k8s.io"), ("get", "namespaces"), ("get", "secrets"),
+                   ("patch", "secrets"), ("patch", "odradekusers.odradek.dev/status")]
+        denied = [("list", "secrets"), ("delete", "secrets"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
                   ("create", "pods"), ("patch", "nodes")]
         for verb, resource in allowed + denied:
             proc = run(kubectl, "auth", "can-i", verb, resource, "--as", sa, "-n", namespace, env=env, check=False)

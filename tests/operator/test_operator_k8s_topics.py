@@ -14,7 +14,7 @@ from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
-from tests.support.k8s import condition
+from tests.support.k8s import condition, ready_check
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
@@ -46,13 +46,7 @@ def controller_topic(url: str, name: str) -> dict | None:
 
 
 def ready(k8s, ns, name, generation=None):
-    def check():
-        t = k8s.topic(ns, name)
-        c = condition(t, "Ready")
-        if c and c["status"] == "True" and (generation is None or t["status"].get("observedGeneration") == generation):
-            return t
-        return None
-    return check
+    return ready_check(lambda: k8s.topic(ns, name), generation)
 
 
 def test_topic_create_alter_increase_delete(k8s, namespace, odc, dev_cluster):

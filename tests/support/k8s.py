@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from tests.support.tools import tool_missing
@@ -102,6 +102,16 @@ class K8s:
                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
         return self.apply(self.cr_path(namespace, "odradektopics", name), obj)
 
+    def apply_user(self, namespace: str, name: str, cluster: str, spec: dict) -> dict:
+        """An OdradekUser naming its cluster by the label, as Strimzi's KafkaUser does."""
+        obj = {"apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekUser",
+               "metadata": {"name": name, "namespace": namespace, "labels": {"odradek.dev/cluster": cluster}},
+               "spec": spec}
+        return self.apply(self.cr_path(namespace, "odradekusers", name), obj)
+
+    def user(self, namespace: str, name: str) -> dict | None:
+        return self.get(self.cr_path(namespace, "odradekusers", name))
+
     def cluster(self, namespace: str, name: str) -> dict | None:
         return self.get(self.cr_path(namespace, "odradekclusters", name))
 
@@ -112,8 +122,20 @@ class K8s:
         group = {"StatefulSet": "apis/apps/v1", "Deployment": "apis/apps/v1", "PodDisruptionBudget": "apis/policy/v1"}
         plural = {"StatefulSet": "statefulsets", "Deployment": "deployments", "PodDisruptionBudget": "poddisruptionbudgets",
                   "Service": "services", "ConfigMap": "configmaps", "Pod": "pods",
-                  "PersistentVolumeClaim": "persistentvolumeclaims"}[kind]
+                  "PersistentVolumeClaim": "persistentvolumeclaims", "Secret": "secrets"}[kind]
         return self.get(f"/{group.get(kind, 'api/v1')}/namespaces/{namespace}/{plural}/{name}")
+
+
+def ready_check(get: Callable[[], dict | None], generation: int | None = None) -> Callable[[], dict | None]:
+    """A ``wait_until`` check: the resource ``get()`` reads, once its Ready condition is True
+    (and its status reports ``generation``, when given)."""
+    def check() -> dict | None:
+        obj = get()
+        c = condition(obj, "Ready")
+        if c and c["status"] == "True" and (generation is None or obj["status"].get("observedGeneration") == generation):
+            return obj
+        return None
+    return check
 
 
 def condition(obj: dict | None, type_: str) -> dict | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import send_blocking
 
 TIMEOUT_S = 5.0
@@ -107,3 +108,12 @@ class ControllerClient:
 
     def alter_configs(self, name: str, set_: dict[str, str], delete: list[str]) -> dict:
         return self.request(cp.alter_configs(name, cp.AlterConfigs(set_, tuple(delete))))
+
+    def put_user(self, name: str, spec: cpu.UserSpec) -> dict:
+        return self.request(cpu.put_user(name, spec))
+
+    def delete_user(self, name: str, principal: str | None = None) -> dict:
+        return self.request(cpu.delete_user(name, principal))
+
+    def describe_user(self, name: str, principal: str | None = None) -> dict:
+        return self.request(cpu.describe_user(name, principal))

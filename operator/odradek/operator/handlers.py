@@ -1,5 +1,5 @@
-"""kopf handlers for OdradekCluster and OdradekTopic: a few lines each, delegating to
-``reconcile`` and mapping its outcomes onto kopf (PermanentError for invalid specs with the
+"""kopf handlers for OdradekCluster, OdradekTopic and OdradekUser: a few lines each, delegating to
+``reconcile`` (and ``users``) and mapping its outcomes onto kopf (PermanentError for invalid specs with the
 reason in status, TemporaryError while waiting) and onto status conditions.
 
 Settings: progress and diff-base are kept in ``operator.odradek.dev/*`` annotations (the CRDs' status
@@ -12,17 +12,18 @@ the settings to every handler (handler ids stay the functions' names).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, kube, metrics, reconcile
+from odradek.operator import admin, kube, metrics, reconcile, users
 from odradek.operator.status import is_paused, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
 
 CLUSTER = ("odradek.dev", "v1alpha1", "odradekclusters")
 TOPIC = ("odradek.dev", "v1alpha1", "odradektopics")
+USER = ("odradek.dev", "v1alpha1", "odradekusers")
 KOPF_PREFIX = "operator.odradek.dev"
 
 
@@ -110,13 +111,11 @@ def unbind_rack_reader(name: str, namespace: str, operator_settings: OperatorSet
 
 # -- OdradekTopic ---------------------------------------------------------------------------
 
-def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
-                    patch: kopf.Patch, logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
-    old, generation = dict(status), meta.get("generation")
-    if _paused(patch, old, dict(meta)):
-        return
+def _attempt(patch: kopf.Patch, old: dict, generation: int | None, retry_delay: float, step: Callable[[], Any]) -> Any:
+    """``step()``, its failures mapped onto status and kopf: an invalid spec or a refusal of
+    the controller fails for good (PermanentError, reason in status), waiting retries."""
     try:
-        fields = reconcile.sync_topic(kube.shared(), name, namespace, meta, spec, logger, operator_settings)
+        return step()
     except SpecError as e:
         _fail(patch, old, generation, "InvalidSpec", str(e))
         raise kopf.PermanentError(str(e)) from None
@@ -125,10 +124,19 @@ def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec,
             _fail(patch, old, generation, e.name, e.message)
             raise kopf.PermanentError(f"{e.name}: {e.message}") from None
         _waiting(patch, old, generation, e.name, e.message)
-        raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
-    except (reconcile.ClusterMissing, reconcile.Waiting, admin.Unreachable) as e:
+        raise kopf.TemporaryError(str(e), delay=retry_delay) from None
+    except (reconcile.ClusterMissing, reconcile.Waiting, users.Waiting, admin.Unreachable) as e:
         _waiting(patch, old, generation, type(e).__name__, str(e))
-        raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
+        raise kopf.TemporaryError(str(e), delay=retry_delay) from None
+
+
+def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
+                    patch: kopf.Patch, logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
+    old, generation = dict(status), meta.get("generation")
+    if _paused(patch, old, dict(meta)):
+        return
+    fields = _attempt(patch, old, generation, operator_settings.retry_delay, lambda: reconcile.sync_topic(
+        kube.shared(), name, namespace, meta, spec, logger, operator_settings))
     patch.status.update(fields)
     patch.status["phase"] = "Ready"
     patch.status["conditions"] = readiness(
@@ -151,6 +159,39 @@ def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, lo
     logger.info(outcome)
 
 
+# -- OdradekUser ----------------------------------------------------------------------------
+
+def reconcile_user(body: kopf.Body, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
+                   patch: kopf.Patch, logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
+    old, generation = dict(status), meta.get("generation")
+    if _paused(patch, old, dict(meta)):
+        return
+
+    def sync() -> dict:
+        cluster = reconcile.topic_cluster(kube.shared(), namespace, meta, spec)
+        client = reconcile.controller_client(kube.shared(), cluster, operator_settings)
+        return users.sync_user(kube.shared(), client, body, cluster["metadata"]["name"],
+                               lambda objs: kopf.adopt(objs, owner=body), logger)
+    fields = _attempt(patch, old, generation, operator_settings.retry_delay, sync)
+    patch.status.update(fields)
+    patch.status["phase"] = "Ready"
+    patch.status["conditions"] = readiness(old.get("conditions"), True, "UserReady",
+                                           users.describe(spec, fields), generation)
+
+
+def delete_user(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, logger: Any,
+                operator_settings: OperatorSettings, **_: Any) -> None:
+    cluster, why = reconcile.cluster_for_cleanup(kube.shared(), namespace, meta, spec)
+    if cluster is None:
+        logger.info("%s: releasing without removing the user", why)
+        return
+    try:
+        logger.info(users.remove_user(reconcile.controller_client(kube.shared(), cluster, operator_settings),
+                                      name, spec, status))
+    except (admin.AdminError, admin.Unreachable) as e:
+        raise kopf.TemporaryError(f"removing the user: {e}", delay=operator_settings.retry_delay) from None
+
+
 # -- registration ---------------------------------------------------------------------------
 
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> None:
@@ -165,7 +206,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
     on.startup(registry=registry)(configure)
     for resource, kind, reconcile_fn, delete_fn, when in (
             (CLUSTER, "OdradekCluster", reconcile_cluster, unbind_rack_reader, _uses_racks),
-            (TOPIC, "OdradekTopic", reconcile_topic, delete_topic, None)):
+            (TOPIC, "OdradekTopic", reconcile_topic, delete_topic, None),
+            (USER, "OdradekUser", reconcile_user, delete_user, None)):
         for event in (on.update, on.create, on.resume):
             event(*resource, backoff=retry, registry=registry)(bind(kind, reconcile_fn))
         on.delete(*resource, when=when, retries=30, backoff=retry, registry=registry)(bind(kind, delete_fn))
@@ -173,3 +215,5 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
              registry=registry)(bind("OdradekCluster", refresh_cluster_status))
     on.timer(*TOPIC, interval=settings.drift_interval, initial_delay=settings.drift_interval,
              registry=registry)(bind("OdradekTopic", reconcile_topic))
+    on.timer(*USER, interval=settings.drift_interval, initial_delay=settings.drift_interval,
+             registry=registry)(bind("OdradekUser", reconcile_user))

@@ -25,6 +25,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Namespace"): ("namespaces", False),
     ("v1", "Node"): ("nodes", False),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("v1", "Secret"): ("secrets", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
     ("apps/v1", "StatefulSet"): ("statefulsets", True),
     ("apps/v1", "Deployment"): ("deployments", True),
@@ -32,6 +33,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("discovery.k8s.io/v1", "EndpointSlice"): ("endpointslices", True),
     ("odradek.dev/v1alpha1", "OdradekCluster"): ("odradekclusters", True),
     ("odradek.dev/v1alpha1", "OdradekTopic"): ("odradektopics", True),
+    ("odradek.dev/v1alpha1", "OdradekUser"): ("odradekusers", True),
 }
 
 

@@ -271,7 +271,7 @@ def _selector(labels: Mapping[str, str]) -> str:
 # -- OdradekTopic ---------------------------------------------------------------------------
 
 def topic_cluster(kube: Kube, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict:
-    """The OdradekCluster a topic belongs to (``spec.cluster`` or label ``odradek.dev/cluster``)."""
+    """The OdradekCluster a topic (or user) belongs to (``spec.cluster`` or label ``odradek.dev/cluster``)."""
     cluster = spec.get("cluster") or (meta.get("labels") or {}).get(builders.CLUSTER_LABEL)
     if not cluster:
         raise validation.SpecError("no cluster: set spec.cluster or the label odradek.dev/cluster")
@@ -311,17 +311,30 @@ def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], s
             "replicas": rf, "cluster": cluster["metadata"]["name"], "observedGeneration": meta.get("generation")}
 
 
+def cluster_for_cleanup(kube: Kube, namespace: str, meta: Mapping[str, Any],
+                        spec: Mapping[str, Any]) -> tuple[dict | None, str]:
+    """The cluster a deleted resource is cleaned up in, or (None, why) when its finalizer must be
+    released at once instead: the namespace is terminating (the controller's pods go with it),
+    the cluster is gone or being deleted, or the resource never named one."""
+    ns = kube.get("v1", "Namespace", None, namespace)
+    if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
+        return None, f"namespace {namespace} is terminating"
+    try:
+        return topic_cluster(kube, namespace, meta, spec), ""
+    except (ClusterMissing, validation.SpecError) as e:
+        return None, str(e)
+
+
 def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
                             spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings) -> str:
     """On OdradekTopic deletion: delete the topic, or release when its cluster is gone."""
-    ns = kube.get("v1", "Namespace", None, namespace)
-    if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
-        return f"namespace {namespace} is terminating: releasing without deleting the topic"
     try:
         topic = validation.topic_name(name, spec)
-        cluster = topic_cluster(kube, namespace, meta, spec)
-    except (ClusterMissing, validation.SpecError) as e:
+    except validation.SpecError as e:
         return f"{e}: releasing without deleting the topic"
+    cluster, why = cluster_for_cleanup(kube, namespace, meta, spec)
+    if cluster is None:
+        return f"{why}: releasing without deleting the topic"
     try:
         controller_client(kube, cluster, settings).delete_topic(topic)
     except admin.AdminError as e:

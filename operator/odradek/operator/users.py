@@ -1,0 +1,183 @@
+"""OdradekUser: a Kafka user of an OdradekCluster and the Secret its clients log in with.
+
+Pure part: the spec in Kafka's terms (``user_request``: the principal, each ACL operation as one
+``UserAcl``, the quota keys), the spec checks a schema cannot make (``SpecError``), the
+Secret's manifest (``build_secret``). I/O part (``sync_user``, ``remove_user``): the password
+(from ``password.valueFrom.secretKeyRef``, else the user's own Secret, else generated), then the
+active controller's users route (``PUT /internal/v1/users/{name}``, which checks the whole
+request before writing anything: a bad ACL changes nothing), then the Secret (owned by the
+OdradekUser, so it goes with it). Deletion removes the credential, the ACLs and the quotas
+(finalizer), or releases at once when the cluster or namespace is gone, as for topics.
+
+Users with ``tls`` authentication get a certificate (``CN=<name>``) signed by the cluster's
+clients CA; their principal is ``User:CN=<name>`` (Kafka's DEFAULT principal mapping).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+import string
+from typing import Any, Callable, Mapping
+
+from odradek.cluster.control_plane_users import ScramPassword, UserAcl, UserSpec
+from odradek.operator import admin, builders
+from odradek.operator.kube import Kube
+from odradek.operator.settings import OperatorSettings
+from odradek.operator.validation import SpecError
+
+SCRAM, TLS = "scram-sha-512", "tls"
+MECHANISM = "SCRAM-SHA-512"
+PASSWORD_LENGTH = 32  # Strimzi's default length of generated passwords
+QUOTAS = {"producerByteRate": "producer_byte_rate", "consumerByteRate": "consumer_byte_rate",
+          "requestPercentage": "request_percentage"}
+CLUSTER_RESOURCE = "kafka-cluster"
+
+
+def auth_type(spec: Mapping[str, Any]) -> str | None:
+    return (spec.get("authentication") or {}).get("type")
+
+
+def identity(name: str, spec: Mapping[str, Any]) -> tuple[str, str]:
+    """(Kafka user name, principal): a certificate user is named by its subject."""
+    username = f"CN={name}" if auth_type(spec) == TLS else name
+    return username, f"User:{username}"
+
+
+def _acls(spec: Mapping[str, Any], principal: str) -> tuple[UserAcl, ...]:
+    authorization = spec.get("authorization") or {}
+    out = []
+    for i, acl in enumerate(authorization.get("acls") or []):
+        where = f"authorization.acls[{i}]"
+        resource = acl.get("resource") or {}
+        rtype = str(resource.get("type", ""))
+        name = resource.get("name")
+        if rtype.lower() == "cluster":
+            name = name or CLUSTER_RESOURCE
+        if not name:
+            raise SpecError(f"{where}.resource.name is required for a {rtype or 'resource'}")
+        operations = acl.get("operations") or []
+        if not operations:
+            raise SpecError(f"{where}.operations: name at least one operation")
+        pattern = "PREFIXED" if resource.get("patternType") == "prefix" else "LITERAL"
+        for op in operations:
+            out.append(UserAcl(rtype, str(name), pattern, str(op), str(acl.get("host") or "*"),
+                               str(acl.get("type") or "allow").upper()))
+    return tuple(out)
+
+
+def validate_user(spec: Mapping[str, Any]) -> None:
+    """What the schema cannot say; ACL names are checked by the controller (the ACL model lives
+    with the brokers' authorizer), still before anything is written."""
+    authentication = spec.get("authentication") or {}
+    if authentication.get("password") is not None and authentication.get("type") != SCRAM:
+        raise SpecError("authentication.password applies only to type scram-sha-512")
+    authorization = spec.get("authorization")
+    if authorization is not None and authorization.get("type") != "simple":
+        raise SpecError(f"authorization.type {authorization.get('type')!r} is not supported (simple)")
+
+
+def user_request(name: str, spec: Mapping[str, Any], password: str | None) -> UserSpec:
+    """What the controller makes of this user (``password`` for SCRAM users)."""
+    _, principal = identity(name, spec)
+    quotas = {QUOTAS[k]: v for k, v in (spec.get("quotas") or {}).items() if k in QUOTAS and v is not None}
+    scram = ScramPassword(password, MECHANISM) if password is not None else None
+    return UserSpec(principal, scram, _acls(spec, principal), quotas)
+
+
+def jaas_config(name: str, password: str) -> str:
+    """Kafka's client ``sasl.jaas.config`` line for this user (JAAS quoting of ``\\`` and ``"``)."""
+    def quoted(s: str) -> str:
+        return s.replace("\\", "\\\\").replace('"', '\\"')
+    return (f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{quoted(name)}" '
+            f'password="{quoted(password)}";')
+
+
+def generate_password() -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(PASSWORD_LENGTH))
+
+
+def build_secret(name: str, namespace: str, cluster: str, data: Mapping[str, str]) -> dict:
+    """The user's Secret (named after the user; the caller adopts it)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {**builders.labels(cluster, "user"), "odradek.dev/user": name}},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())}}
+
+
+def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
+    raw = ((secret or {}).get("data") or {}).get(key)
+    return None if raw is None else base64.b64decode(raw).decode()
+
+
+def describe(spec: Mapping[str, Any], fields: Mapping[str, Any]) -> str:
+    """The Ready condition's message."""
+    credential = {SCRAM: "SCRAM-SHA-512 credential", TLS: "certificate"}.get(auth_type(spec), "no credential")
+    acls = sum(len(a.get("operations") or []) for a in (spec.get("authorization") or {}).get("acls") or [])
+    quotas = len(spec.get("quotas") or {})
+    return f"{fields['principal']}: {credential}, {acls} ACLs, {quotas} quotas; Secret {fields['secret']}"
+
+
+# -- I/O ------------------------------------------------------------------------------------
+
+class Waiting(Exception):
+    """Something the user needs does not exist yet (the password's Secret)."""
+
+
+def _password(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+    ref = (((spec.get("authentication") or {}).get("password") or {}).get("valueFrom") or {}).get("secretKeyRef")
+    if ref:
+        secret = kube.get("v1", "Secret", namespace, ref["name"])
+        value = secret_value(secret, ref["key"])
+        if not value:
+            raise Waiting(f"authentication.password: Secret {namespace}/{ref['name']} "
+                          f"{'has no key ' + repr(ref['key']) if secret else 'does not exist'}")
+        return value
+    return secret_value(kube.get("v1", "Secret", namespace, name), "password") or generate_password()
+
+
+def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any], cluster: str,
+              adopt: Callable[[list[dict]], None], logger: logging.Logger,
+              certificate: Callable[[str], Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """Make the cluster's user and the Secret match the OdradekUser; returns the status fields.
+    ``certificate(cn)``: ``user.crt``/``user.key``/``ca.crt`` signed by the clients CA (tls users)."""
+    meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    validate_user(spec)
+    username, principal = identity(name, spec)
+    if auth_type(spec) == TLS and certificate is None:
+        raise SpecError(f"authentication.type tls needs the clients CA of OdradekCluster {cluster}, "
+                        "which this operator does not manage")
+    password = _password(kube, name, namespace, spec) if auth_type(spec) == SCRAM else None
+    request = user_request(name, spec, password)
+    old = status.get("username")
+    if old and old != username:  # tls <-> scram: the old identity goes first
+        client.delete_user(old, status.get("principal"))
+    state = client.put_user(username, request)
+    if state.get("changed"):
+        logger.info("user %s: wrote %s", username, ", ".join(state["changed"]))
+    if password is not None:
+        data = {"password": password, "sasl.jaas.config": jaas_config(username, password)}
+    elif auth_type(spec) == TLS:
+        data = dict(certificate(username))
+    else:
+        data = {}
+    secret = build_secret(name, namespace, cluster, data)
+    adopt([secret])
+    kube.apply(secret)
+    return {"cluster": cluster, "username": username, "principal": principal, "secret": name,
+            "observedGeneration": meta.get("generation")}
+
+
+def remove_user(client: admin.ControllerClient, name: str, spec: Mapping[str, Any],
+                status: Mapping[str, Any]) -> str:
+    """Remove the user's credential, quotas and ACLs (both identities, if it changed kind)."""
+    username, principal = identity(name, spec)
+    names = {(username, principal)}
+    if status.get("username"):
+        names.add((status["username"], status.get("principal") or f"User:{status['username']}"))
+    for user, who in sorted(names):
+        client.delete_user(user, who)
+    return f"user {username} removed (credential, ACLs, quotas)"

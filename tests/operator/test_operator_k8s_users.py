@@ -1,0 +1,190 @@
+"""OdradekUser against a real kube-apiserver and a real Odradek dev cluster with SCRAM and the
+ACL authorizer on: the Secret, a real Kafka client (confluent-kafka, SASL SCRAM-SHA-512 with
+the Secret's password) whose ACLs decide, deletion, bad specs.
+
+The dev broker has the harness's PLAINTEXT listener (its tools; ``User:ANONYMOUS`` is the super
+user there) and a SASL_PLAINTEXT listener with SCRAM-SHA-512 for the users; no ACL means deny.
+The OdradekCluster points the operator at the dev controller (``odradek.dev/controller-url``).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from odradek.cluster import control_plane, control_plane_users
+from odradek.cluster.control_plane_http import call_blocking
+from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
+from tests.security.conftest import listener_endpoints
+from tests.support.k8s import condition, ready_check
+
+pytestmark = pytest.mark.timeout(3000)  # the first API-server test may pay the Kubernetes build
+
+BROKER_CONFIG = {
+    "listeners": "SASL://127.0.0.1:0",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def scram_cluster(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("users-cluster")
+    c = start_cluster(data_dir, brokers=1,
+                      extra=tuple(a for k, v in BROKER_CONFIG.items() for a in ("--config", f"{k}={v}")))
+    try:
+        st = c.status()
+        for topic in ("orders", "payroll"):
+            call_blocking(st["controller_url"], control_plane.create_topic(control_plane.CreateTopic(topic, 1, 1)), 10)
+        yield st, listener_endpoints(data_dir, 1)["SASL"][0]
+    finally:
+        stop_cluster(c)
+
+
+@pytest.fixture
+def odc(k8s, operator, namespace, scram_cluster):
+    st, bootstrap = scram_cluster
+    k8s.apply_cluster(namespace, "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
+                                         "zookeeper": {"external": {"connect": st["zookeeper"]}}},
+                      {"odradek.dev/controller-url": st["controller_url"]})
+    return st["controller_url"], bootstrap
+
+
+def stored(url: str, name: str, principal: str | None = None) -> control_plane_users.UserState:
+    return call_blocking(url, control_plane_users.describe_user(name, principal), timeout=5)
+
+
+def secret_data(k8s, ns: str, name: str) -> dict[str, str] | None:
+    secret = k8s.child(ns, "Secret", name)
+    return None if secret is None else {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+def client_config(bootstrap: str, user: str, password: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": password}
+
+
+def produce(config: dict, topic: str) -> KafkaError | None:
+    """The delivery error of one record (None: delivered)."""
+    outcome = []
+    p = Producer({**config, "message.timeout.ms": 10000, "error_cb": lambda e: None})
+    p.produce(topic, b"v", on_delivery=lambda err, msg: outcome.append(err))
+    p.flush(15)
+    assert outcome, f"no delivery report for {topic}"
+    return outcome[0]
+
+
+def logs_in(config: dict) -> bool:
+    errors = []
+    admin = AdminClient({**config, "error_cb": errors.append})
+    try:
+        admin.list_topics(timeout=5)
+        return True
+    except KafkaException:
+        return False
+
+
+def ready(k8s, ns, name, generation=None):
+    return ready_check(lambda: k8s.user(ns, name), generation)
+
+
+def failed(k8s, ns, name):
+    return lambda: (u := k8s.user(ns, name)) and (u.get("status") or {}).get("phase") == "Failed" and u
+
+
+ALICE_ACLS = {"type": "simple", "acls": [
+    {"resource": {"type": "topic", "name": "orders"}, "operations": ["Read", "Write", "Describe"]},
+    {"resource": {"type": "group", "name": "alice-", "patternType": "prefix"}, "operations": ["Read"]}]}
+
+
+def test_scram_user_logs_in_with_its_secret_and_its_acls_decide(k8s, namespace, odc):
+    ns, (url, bootstrap) = namespace, odc
+    k8s.apply_user(ns, "alice", "dev", {"authentication": {"type": "scram-sha-512"}, "authorization": ALICE_ACLS,
+                                        "quotas": {"producerByteRate": 1048576, "requestPercentage": 50}})
+    u = wait_until(ready(k8s, ns, "alice"), 60, "the user to be Ready", 0.05)
+    assert (u["status"]["username"], u["status"]["principal"], u["status"]["secret"]) == ("alice", "User:alice", "alice")
+    secret = k8s.child(ns, "Secret", "alice")
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "OdradekUser"
+    data = secret_data(k8s, ns, "alice")
+    assert len(data["password"]) == 32
+    assert data["sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                        f'username="alice" password="{data["password"]}";')
+    state = stored(url, "alice")
+    assert state.scram == {"SCRAM-SHA-512": 4096}
+    assert state.quotas == {"producer_byte_rate": 1048576.0, "request_percentage": 50.0}
+    assert len(state.acls) == 4
+
+    config = client_config(bootstrap, "alice", data["password"])
+    assert produce(config, "orders") is None
+    denied = produce(config, "payroll")
+    assert denied is not None and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
+    consumer = Consumer({**config, "group.id": f"alice-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["orders"])
+        msg = wait_until(lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m, 30, "a record")
+        assert msg.value() == b"v"
+    finally:
+        consumer.close()
+
+    # the password comes from another Secret once the spec says so; the Secret follows
+    k8s.core.create_namespaced_secret(ns, {"metadata": {"name": "alice-pw"},
+                                           "stringData": {"pw": "alice-chosen-secret"}})
+    cr = k8s.apply_user(ns, "alice", "dev", {
+        "authentication": {"type": "scram-sha-512",
+                           "password": {"valueFrom": {"secretKeyRef": {"name": "alice-pw", "key": "pw"}}}},
+        "authorization": ALICE_ACLS})
+    wait_until(ready(k8s, ns, "alice", cr["metadata"]["generation"]), 60, "the new password")
+    assert secret_data(k8s, ns, "alice")["password"] == "alice-chosen-secret"
+    assert stored(url, "alice").quotas == {}
+    assert not logs_in(client_config(bootstrap, "alice", data["password"]))
+    assert produce(client_config(bootstrap, "alice", "alice-chosen-secret"), "orders") is None
+
+    # deletion: the login fails and the ACLs are gone
+    k8s.delete(k8s.cr_path(ns, "odradekusers", "alice"))
+    wait_until(lambda: k8s.user(ns, "alice") is None, 30, "the OdradekUser to go (finalizer)")
+    state = stored(url, "alice")
+    assert (state.scram, state.acls, state.quotas) == ({}, (), {})
+    assert not logs_in(client_config(bootstrap, "alice", "alice-chosen-secret"))
+
+
+def test_bad_user_specs_get_a_clear_status_and_change_nothing(k8s, namespace, odc):
+    ns, (url, _) = namespace, odc
+    k8s.apply_user(ns, "bob", "dev", {"authentication": {"type": "scram-sha-512"}, "authorization": {
+        "type": "simple", "acls": [{"resource": {"type": "topic", "name": "orders"}, "operations": ["Read"]},
+                                   {"resource": {"type": "topic", "name": "orders"}, "operations": ["Fly"]}]}})
+    u = wait_until(failed(k8s, ns, "bob"), 30, "the unknown operation to be refused")
+    c = condition(u, "Ready")
+    assert c["status"] == "False" and c["reason"] == "INVALID_REQUEST"
+    assert "unknown ACL operation 'Fly'" in c["message"], c
+    assert k8s.child(ns, "Secret", "bob") is None
+    state = stored(url, "bob")
+    assert (state.scram, state.acls) == ({}, ())
+
+    k8s.apply_user(ns, "carol", "dev", {"authorization": {"type": "simple", "acls": [
+        {"resource": {"type": "queue", "name": "x"}, "operations": ["Read"]}]}})
+    u = wait_until(failed(k8s, ns, "carol"), 30, "the unknown resource type to be refused")
+    assert "unknown ACL resource type 'queue'" in condition(u, "Ready")["message"]
+
+    k8s.apply_user(ns, "dave", "dev", {"authentication": {"type": "tls"}})
+    u = wait_until(failed(k8s, ns, "dave"), 30, "tls without a clients CA to be refused")
+    c = condition(u, "Ready")
+    assert c["reason"] == "InvalidSpec" and "clients CA" in c["message"], c
+
+    k8s.apply_user(ns, "erin", "dev", {"authentication": {"type": "scram-sha-512", "password": {
+        "valueFrom": {"secretKeyRef": {"name": "missing", "key": "pw"}}}}})
+    u = wait_until(lambda: (x := k8s.user(ns, "erin")) and condition(x, "NotReady") and x, 30, "NotReady")
+    assert "Secret" in condition(u, "NotReady")["message"] and "missing" in condition(u, "NotReady")["message"]
+    assert stored(url, "erin").scram == {}
+    for name in ("bob", "carol", "dave", "erin"):
+        k8s.delete(k8s.cr_path(ns, "odradekusers", name))
+    wait_until(lambda: all(k8s.user(ns, n) is None for n in ("bob", "carol", "dave", "erin")), 30, "deletions")
