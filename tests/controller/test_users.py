@@ -31,7 +31,7 @@ def test_sync_writes_kafka_znodes_and_is_idempotent(stores, zk):
         ("TOPIC", "orders", "LITERAL", "READ"), ("TOPIC", "orders", "LITERAL", "WRITE"),
         ("GROUP", "app-", "PREFIXED", "READ")]
     config = json.loads(zk.get("/config/users/alice")[0])["config"]
-    assert config["producer_byte_rate"] == "1048576.0" and config["SCRAM-SHA-512"].endswith("iterations=4096")
+    assert config["producer_byte_rate"] == "1048576" and config["SCRAM-SHA-512"].endswith("iterations=4096")
     assert ScramStore(lambda: zk).verify("alice", "SCRAM-SHA-512", "alice-secret")
     acls = json.loads(zk.get("/kafka-acl/Topic/orders")[0])["acls"]
     assert {a["operation"] for a in acls} == {"Read", "Write"} and acls[0]["principal"] == ALICE
@@ -53,7 +53,7 @@ def test_sync_writes_kafka_znodes_and_is_idempotent(stores, zk):
 
     gone = store.user_call(lambda u: u.delete("alice"))
     assert (gone.scram, gone.acls, gone.quotas) == ({}, (), {})
-    assert not zk.exists("/config/users/alice")
+    assert json.loads(zk.get("/config/users/alice")[0])["config"] == {}   # Kafka keeps the znode too
     assert {a["principal"] for a in json.loads(zk.get("/kafka-acl/Topic/orders")[0])["acls"]} == {"User:bob"}
 
 
@@ -77,3 +77,5 @@ def test_tls_user_names_are_sanitized_and_have_no_credential(stores, zk):
     state = store.user_call(lambda u: u.sync("CN=dave", UserSpec("User:CN=dave", quotas={"request_percentage": 50})))
     assert state.scram == {} and state.quotas == {"request_percentage": 50.0}
     assert json.loads(zk.get("/config/users/CN%3Ddave")[0])["config"] == {"request_percentage": "50.0"}
+    assert json.loads(zk.get("/config/changes/" + max(zk.get_children("/config/changes")))[0]) == {
+        "version": 2, "entity_path": "users/CN%3Ddave"}

@@ -1,6 +1,6 @@
 """Kafka users as the operator's ``OdradekUser`` declares them: one user's SCRAM credential,
 its principal's ACLs and its quotas, in Kafka's ZooKeeper layout, written with the brokers' own
-stores (``scram_store`` for ``/config/users/<user>``, ``acl_store`` for ``/kafka-acl*`` and its
+stores (``scram_store`` for ``/config/users/<user>`` through ``entity_config``, ``acl_store`` for ``/kafka-acl*`` and its
 change notifications), so that every broker sees them as it sees ``kafka-configs`` and
 ``kafka-acls`` changes.
 
@@ -10,12 +10,12 @@ mechanism and iterations as AlterUserScramCredentials checks them), and the sync
 credential and quota keys in one read-modify-write of the user's znode (written only when they
 differ: a password that already matches the stored credential is left alone), then the ACLs
 pattern by pattern. Entity names are sanitized as Kafka's ``Sanitizer`` does (``CN=a`` ->
-``CN%3Da``). Blocking: the controller runs these calls in a thread, as the active controller.
+``CN%3Da``, ``entity_config.sanitize``). Blocking: the controller runs these calls in a thread,
+as the active controller.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any, Callable
 
 from odradek.broker.security.acl import Entry, Operation, Pattern, PatternType, Permission, ResourceType, \
@@ -23,6 +23,7 @@ from odradek.broker.security.acl import Entry, Operation, Pattern, PatternType, 
 from odradek.broker.security.acl_store import AclStore
 from odradek.broker.security.scram_store import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramStore, \
     credential_from_password
+from odradek.cluster.entity_config import sanitize
 from odradek.cluster.control_plane_users import QUOTA_KEYS, UserAcl, UserSpec, UserState
 from odradek.errors import ErrorCode, KafkaError
 
@@ -72,11 +73,6 @@ def parse_acl(acl: UserAcl, principal: str) -> tuple[Pattern, Entry]:
     if problem:
         raise KafkaError(ErrorCode.invalid_request, problem)
     return p, e
-
-
-def sanitize(name: str) -> str:
-    """Kafka's ``Sanitizer.sanitize``: a user name as a znode name (URL-encoded, ``*`` too)."""
-    return urllib.parse.quote(name, safe="-._")
 
 
 def _check_scram(spec: UserSpec) -> None:
@@ -135,7 +131,7 @@ class UserAdmin:
         credential = None
         if scram is not None and not keep:
             credential = credential_from_password(scram.mechanism, scram.password, scram.iterations)
-        quotas = {k: _number(v) for k, v in spec.quotas.items()}
+        quotas = {k: _number(k, v) for k, v in spec.quotas.items()}
         changed: list[str] = []
 
         def change(config: dict) -> None:
@@ -172,9 +168,9 @@ class UserAdmin:
         return True
 
 
-def _number(value: float) -> str:
-    """Kafka stores quota values as the text of a double (``1048576.0``)."""
-    return repr(float(value))
+def _number(key: str, value: float) -> str:
+    """The text Kafka stores for a quota: the byte rates are LONGs, request_percentage a DOUBLE."""
+    return repr(float(value)) if key == "request_percentage" else str(int(value))
 
 
 def _order(item) -> tuple:

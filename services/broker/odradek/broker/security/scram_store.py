@@ -17,22 +17,21 @@ import hashlib
 import hmac
 import json
 import os
-import time
 from typing import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, NotEmptyError
+from kazoo.exceptions import NoNodeError
 
 from odradek.broker.security.acl import Operation
 from odradek.broker.security.authorizer import CLUSTER_DENIED
+from odradek.cluster import entity_config as ec
+from odradek.cluster.entity_config import read_entity_config, write_entity_config
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, make
 
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 USERS = "/config/users"
-CONFIG_CHANGES, CONFIG_CHANGE_PREFIX = "/config/changes", "config_change_"
-CHANGE_EXPIRY_S = 15 * 60   # notifications older than this are removed, as Kafka does
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism type ids
 _HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
@@ -103,48 +102,22 @@ class ScramStore:
         return (user, credentials) if credentials else None
 
     def update_config(self, user: str, change: Callable[[dict], None]) -> bool:
-        """Read-modify-write of one user's znode config (SCRAM keys and quota keys live there
-        together), retried on a concurrent change; True if it changed. A user left with no
-        config and no children loses its znode. A change is announced as Kafka's ZooKeeper mode
-        announces entity config changes (``/config/changes/config_change_<n>``,
-        ``{"version":2,"entity_path":"users/<user>"}``), for the brokers' quota caches."""
+        """Change one user's config (SCRAM keys and quota keys live there together) as Kafka's
+        AdminZkClient does (``entity_config``: compare-and-set, then the change notification the
+        brokers' quota caches follow); True if it changed. Nothing is written when ``change``
+        leaves the config as it is (the operator's periodic syncs)."""
         zk = self._zk()
-        path = f"{USERS}/{user}"
-        while True:
-            try:
-                doc, version = self._read(user)
-            except NoNodeError:
-                doc, version = {"version": 1, "config": {}}, -1
-            config = doc.setdefault("config", {})
-            before = dict(config)
-            change(config)
-            if config == before:
-                return False
-            body = json.dumps(doc).encode()
-            try:
-                if version < 0:
-                    zk.create(path, body, makepath=True)
-                elif config or zk.get_children(path):
-                    zk.set(path, body, version=version)
-                else:
-                    zk.delete(path, version=version)
-                break
-            except (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError):
-                continue
-        self._announce(zk, f"users/{user}")
-        return True
+        current, _ = read_entity_config(zk, ec.USERS, user)
+        probe = dict(current)
+        change(probe)
+        if probe == current:
+            return False
 
-    @staticmethod
-    def _announce(zk: KazooClient, entity_path: str) -> None:
-        zk.create(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}",
-                  json.dumps({"version": 2, "entity_path": entity_path}).encode(), sequence=True, makepath=True)
-        cutoff = (time.time() - CHANGE_EXPIRY_S) * 1000
-        for child in zk.get_children(CONFIG_CHANGES):
-            try:
-                if zk.exists(f"{CONFIG_CHANGES}/{child}").ctime < cutoff:
-                    zk.delete(f"{CONFIG_CHANGES}/{child}")
-            except (NoNodeError, AttributeError):
-                continue
+        def apply(config: dict) -> dict:
+            change(config)
+            return config
+        write_entity_config(zk, ec.USERS, user, apply)
+        return True
 
     def verify(self, user: str, mechanism: str, password: str) -> bool:
         """Does ``user``'s stored ``mechanism`` credential belong to ``password``?"""
