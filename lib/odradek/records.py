@@ -536,6 +536,48 @@ def filter_batch(batch: RecordBatch, keep: Callable[[int, bytes | None, bool], b
     return _rebuilt(batch, kept_block, batch.attributes, len(kept))
 
 
+# -- control batches (transaction markers) ------------------------------------------------------
+class ControlType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+class ControlMarker(NamedTuple):
+    type: ControlType
+    coordinator_epoch: int
+
+
+_CONTROL_KEY, _MARKER_VALUE = struct.Struct(">hh"), struct.Struct(">hi")
+
+
+def build_control_batch(control_type: ControlType, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int, *, base_offset: int = 0, partition_leader_epoch: int = -1,
+                        now_ms: int | None = None) -> bytearray:
+    """A commit or abort marker batch, as a transaction coordinator's WriteTxnMarkers appends it."""
+    record = Record(_MARKER_VALUE.pack(0, coordinator_epoch), _CONTROL_KEY.pack(0, control_type))
+    return build_batch([record], base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=-1,
+                       partition_leader_epoch=partition_leader_epoch, transactional=True, control=True,
+                       now_ms=now_ms)
+
+
+def read_control(batch: RecordBatch) -> ControlMarker:
+    """The marker a control batch carries; CORRUPT_MESSAGE if it is not a v0 end-transaction marker."""
+    record = next(iter_records(batch), None)
+    if record is None or record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise _corrupt(f"control batch at offset {batch.base_offset} has no control record key")
+    version, kind = _CONTROL_KEY.unpack_from(record.key)
+    if version != 0 or kind not in (ControlType.ABORT, ControlType.COMMIT):
+        raise _corrupt(f"control record at offset {batch.base_offset}: version {version}, type {kind} "
+                       f"is not an end-transaction marker")
+    if record.value is None or len(record.value) < _MARKER_VALUE.size:
+        raise _corrupt(f"end-transaction marker at offset {batch.base_offset} has a short value")
+    value_version, coordinator_epoch = _MARKER_VALUE.unpack_from(record.value)
+    if value_version != 0:
+        raise _corrupt(f"end-transaction marker version {value_version} at offset {batch.base_offset}")
+    return ControlMarker(ControlType(kind), coordinator_epoch)
+
+
 def empty_batch(header: BatchHeader) -> bytes:
     """Kafka's empty batch: a header without records that keeps the batch's offsets, producer
     id, epoch and base sequence (its codec dropped, both timestamps its max timestamp).

@@ -2,7 +2,7 @@
 
 ``BrokerContext.create`` wires them (the group and transaction coordinators following the
 ReplicaManager's snapshots, the ``__consumer_offsets`` and ``__transaction_state`` creators,
-the producer-id manager); ``Broker`` builds one
+the producer-id manager, the transaction-marker writer); ``Broker`` builds one
 and every handler in ``odradek.broker.handlers`` takes it as its first argument. The context
 is frozen: handlers translate requests into calls on these parts and keep no state of their own.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_client import ControllerClient
-from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
 from odradek.broker.metrics.stats import TopicStats
@@ -23,6 +23,7 @@ from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.broker.security.authorizer import Authorizer
 from odradek.broker.txn.config import TxnConfig
 from odradek.broker.txn.state_topic import TxnCoordination, TxnStateTopic
+from odradek.broker.txn_markers import TxnMarkerWriter
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class BrokerContext:
     authorizer: Authorizer | None = None   # None: no authorizer.class.name, every request allowed
     topic_stats: TopicStats = field(default_factory=TopicStats)  # BrokerTopicMetrics (odradek.broker.metrics)
     quotas: ClientQuotaManager = field(default_factory=ClientQuotaManager)  # client quotas (docs/quotas.md)
+    txn_markers: TxnMarkerWriter | None = None   # writes WriteTxnMarkers' markers on partitions led here
 
     @classmethod
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
@@ -46,9 +48,18 @@ class BrokerContext:
         txn_topic = TxnStateTopic(TxnConfig.from_settings(config.group_settings), replicas, controller)
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
                   offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer,
-                  quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds))
+                  quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
+                  txn_markers=TxnMarkerWriter(replicas))
         replicas.topic_deleted = ctx.topic_stats.forget
+        ctx.txn_markers.listeners.append(ctx._offsets_marked)
         return ctx
+
+    def _offsets_marked(self, producer_id: int, commit: bool, written) -> None:
+        """Markers written on ``__consumer_offsets`` partitions settle the producer's pending
+        transactional offset commits (Kafka's ``onTransactionCompleted``)."""
+        partitions = {p for t, p in written if t == OFFSETS_TOPIC}
+        if partitions:
+            self.groups.complete_txn(producer_id, partitions, commit)
 
     @property
     def cluster_id(self) -> str | None:

@@ -33,6 +33,7 @@ from odradek.broker.storage import AppendInfo, Log, LogManager
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.config import effective
 from odradek.errors import ErrorCode, KafkaError
+from odradek.records import ControlType
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +213,16 @@ class ReplicaManager:
     def append(self, topic: str, partition: int, records: memoryview, *, acks: int = 1) -> AppendInfo:
         """Append as leader. acks=all is refused with NOT_ENOUGH_REPLICAS when the ISR is below
         min.insync.replicas; waiting for replication is ``replicated``'s job."""
+        return self._append(topic, partition, acks, lambda log, epoch: log.append(records, leader_epoch=epoch))
+
+    def append_marker(self, topic: str, partition: int, control_type: ControlType, producer_id: int,
+                      producer_epoch: int, coordinator_epoch: int) -> AppendInfo:
+        """Append a transaction coordinator's marker as leader, an acks=all write as in Kafka
+        (the caller waits with ``replicated``)."""
+        return self._append(topic, partition, -1, lambda log, epoch: log.append_marker(
+            control_type, producer_id, producer_epoch, coordinator_epoch, leader_epoch=epoch))
+
+    def _append(self, topic: str, partition: int, acks: int, write: Callable[[Log, int], AppendInfo]) -> AppendInfo:
         lp = self.leader(topic, partition)
         part = lp.partition
         if acks == -1 and len(part.isr) < part.min_isr:
@@ -219,7 +230,7 @@ class ReplicaManager:
                              f"the ISR of {topic}-{partition} is {list(part.isr)}, below "
                              f"min.insync.replicas={part.min_isr}")
         try:
-            info = lp.log.append(records, leader_epoch=part.leader_epoch)
+            info = write(lp.log, part.leader_epoch)
         except OSError as e:
             raise self.logs.failures.fail(f"appending to {topic}-{partition}", e) from e
         if part.advance_high_watermark():

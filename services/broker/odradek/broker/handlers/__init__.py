@@ -11,7 +11,7 @@ from functools import partial
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import (acls, admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
-                                     offsets, produce, producer_ids, transactions)
+                                     offsets, produce, producer_ids, transactions, txn_markers)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -23,6 +23,7 @@ _TABLE = {
     20: (1, 6, admin.delete_topics),
     22: (0, 4, producer_ids.init_producer_id),
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
+    27: (1, 1, txn_markers.write_txn_markers),
     32: (1, 4, configs.describe_configs),
     37: (0, 3, admin.create_partitions),
     43: (0, 2, leadership.elect_leaders),

@@ -14,12 +14,19 @@ first non-empty partition is always sent whole so that a consumer can always pro
 No fetch sessions are created (session id 0), which every client handles by sending full
 fetch requests. A consumer's fetch counts its record bytes against ``consumer_byte_rate``
 (docs/quotas.md); when that throttles, the answer is empty with the throttle time, as Kafka's.
+
+Isolation (KIP-98): a read_committed consumer (``isolation_level`` 1) reads below the last
+stable offset and gets the aborted transactions overlapping what it was sent (from the
+segments' ``.txnindex``), to drop their records; a read_uncommitted one gets null there.
+Every response carries the partition's ``last_stable_offset``. Followers read markers and
+transactional batches like any other batch.
 """
 
 from __future__ import annotations
 
 import datetime
 import time
+from typing import NamedTuple
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.metrics.stats import remote_time
@@ -33,6 +40,18 @@ from odradek.protocol.connection import FileRegion
 from odradek.protocol.regions import encode_with_regions, marker
 
 FETCH = 1
+READ_COMMITTED = 1
+
+
+class _Part(NamedTuple):
+    partition: int
+    error: ErrorCode
+    hw: int = -1
+    start: int = -1
+    region: FileRegion | None = None
+    diverging: tuple[int, int] | None = None
+    lso: int = -1
+    aborted: tuple | None = None    # (producer id, first offset) pairs, read_committed only
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -71,7 +90,7 @@ def _count_bytes_out(ctx: BrokerContext, results) -> None:
     stats = ctx.topic_stats
     for topic, parts in results:
         if ctx.replicas.topic(topic) is not None:  # no series for names a client made up
-            stats.fetched(topic, sum(region.size for _, _, _, _, region, _ in parts if region is not None))
+            stats.fetched(topic, sum(p.region.size for p in parts if p.region is not None))
 
 
 def _record_follower_positions(ctx: BrokerContext, req) -> None:
@@ -98,8 +117,9 @@ def _diverging(log, p) -> tuple[int, int] | None:
 
 
 def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
-    """Per topic: [(partition, error, hw, log_start, FileRegion | None, diverging)], bytes, any error."""
+    """Per topic: [_Part], bytes, any error."""
     follower = req.replica_id >= 0
+    committed = not follower and getattr(req, "isolation_level", 0) == READ_COMMITTED
     budget = req.max_bytes
     total = 0
     failed = False
@@ -108,7 +128,7 @@ def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
         parts = []
         if topic.topic in denied:
             failed = True
-            results.append((topic.topic, [(p.partition, ErrorCode.topic_authorization_failed, -1, -1, None, None)
+            results.append((topic.topic, [_Part(p.partition, ErrorCode.topic_authorization_failed)
                                           for p in topic.partitions]))
             continue
         for p in topic.partitions:
@@ -119,22 +139,28 @@ def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
                 diverging = None if follower else _diverging(log, p)
                 if diverging is not None:
                     failed = True  # answered at once, as Kafka does
-                    parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, None,
-                                  diverging))
+                    parts.append(_Part(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
+                                       diverging=diverging, lso=log.last_stable_offset))
                     continue
-                upper = log.log_end_offset if follower else log.high_watermark
+                lso = log.last_stable_offset
+                upper = log.log_end_offset if follower else lso if committed else log.high_watermark
                 limit = min(p.partition_max_bytes, budget - total)
+                aborted = () if committed else None
                 if limit > 0 or total == 0:
                     chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper,
                                      min_one_batch=total == 0)
                     if chunk.size:
                         region = FileRegion(chunk.fd, chunk.position, chunk.size)
                         total += chunk.size
-                parts.append((p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region, None))
+                        if committed:
+                            aborted = tuple((t.producer_id, t.first_offset)
+                                            for t in log.aborted_transactions(p.fetch_offset, chunk.next_offset))
+                parts.append(_Part(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region,
+                                   lso=lso, aborted=aborted))
             except KafkaError as e:
                 failed = True
                 hw, start = _offsets(ctx, topic.topic, p.partition)
-                parts.append((p.partition, e.code, hw, start, None, None))
+                parts.append(_Part(p.partition, e.code, hw, start))
         results.append((topic.topic, parts))
     return results, total, failed
 
@@ -150,14 +176,17 @@ def _encode(header, results, throttle_ms: int = 0):
     topics = []
     for name, parts in results:
         datas = []
-        for partition, error, hw, start, region, diverging in parts:
+        for part in parts:
             records = b""
-            if region is not None:
+            if part.region is not None:
                 records = marker(len(regions))
-                regions.append(region)
-            datas.append(make(s.PartitionData, partition_index=partition, error_code=error,
-                              high_watermark=hw, last_stable_offset=hw, log_start_offset=start,
-                              aborted_transactions=None,
+                regions.append(part.region)
+            aborted = None if part.aborted is None else tuple(
+                make(s.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in part.aborted)
+            diverging = part.diverging
+            datas.append(make(s.PartitionData, partition_index=part.partition, error_code=part.error,
+                              high_watermark=part.hw, last_stable_offset=part.lso, log_start_offset=part.start,
+                              aborted_transactions=aborted,
                               preferred_read_replica=-1, records=records,
                               **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
                                                           end_offset=diverging[1])} if diverging else {})))

@@ -1,7 +1,9 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
 
 Leader only; ``current_leader_epoch`` (v4+) is fenced as Kafka does. Latest is the high
-watermark for clients and the log end offset for a replica (``replica_id`` >= 0).
+watermark for clients, the last stable offset for read_committed ones (``isolation_level`` 1,
+which also hides offsets found by timestamp at or past the LSO, as Kafka does) and the log
+end offset for a replica (``replica_id`` >= 0).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+READ_COMMITTED = 1
 
 
 async def list_offsets(ctx: BrokerContext, header, req):
@@ -25,15 +28,16 @@ async def list_offsets(ctx: BrokerContext, header, req):
                                error_code=ErrorCode.topic_authorization_failed, timestamp=-1, offset=-1,
                                leader_epoch=-1) for p in t.partitions)
         else:
-            parts = tuple(_lookup(ctx, s, t.name, p, req.replica_id >= 0) for p in t.partitions)
+            committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+            parts = tuple(_lookup(ctx, s, t.name, p, req.replica_id >= 0, committed) for p in t.partitions)
         topics.append(make(s.ListOffsetsTopicResponse, name=t.name, partitions=parts))
     return make(s.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool):
+def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool, committed: bool):
     try:
         lp = ctx.replicas.leader(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
-        timestamp, offset = _find(lp.log, p.timestamp, replica)
+        timestamp, offset = _find(lp.log, p.timestamp, replica, committed)
         epoch = lp.state.leader_epoch if offset >= 0 else -1
         return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                     error_code=ErrorCode.none, timestamp=timestamp, offset=offset, leader_epoch=epoch)
@@ -42,12 +46,12 @@ def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool):
                     error_code=e.code, timestamp=-1, offset=-1, leader_epoch=-1)
 
 
-def _find(log, timestamp: int, replica: bool) -> tuple[int, int]:
+def _find(log, timestamp: int, replica: bool, committed: bool) -> tuple[int, int]:
     if timestamp == EARLIEST:
         return -1, log.log_start_offset
     if timestamp == LATEST:
-        return -1, log.log_end_offset if replica else log.high_watermark
+        return -1, log.log_end_offset if replica else log.last_stable_offset if committed else log.high_watermark
     found = log.latest_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (committed and not replica and found.offset >= log.last_stable_offset):
         return -1, -1
     return found.timestamp, found.offset

@@ -2,7 +2,9 @@
 
 - ``index``: memory-mapped offset and time indexes (disposable, rebuilt from the log);
 - ``file_records``: a segment's ``.log`` file (appends, batch scans, sendfile regions);
-- ``segment``: one ``.log`` + ``.index`` + ``.timeindex``, named by the base offset;
+- ``segment``: one ``.log`` + ``.index`` + ``.timeindex`` (+ ``.txnindex``), named by the base offset;
+- ``txn_index``: a segment's aborted transactions; ``producer_state``: idempotence and
+  ongoing transactions per producer;
 - ``validator``: checks and offset assignment of appended batches;
 - ``log``: one partition's sorted segments (append, read, roll, retention, truncation, flush);
 - ``loader``: opening a partition directory, recovering it after a crash;

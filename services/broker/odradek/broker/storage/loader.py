@@ -130,7 +130,7 @@ class LogLoader:
         bases = sorted(b for p in self.dir.glob("*.log") if (b := _base_offset(p)) is not None)
         for path in self.dir.iterdir():
             base = _base_offset(path)
-            if base is not None and path.suffix in (".index", ".timeindex") and base not in bases:
+            if base is not None and path.suffix in (".index", ".timeindex", ".txnindex") and base not in bases:
                 log.info("%s: removing index %s without a log", self.dir.name, path.name)
                 path.unlink()
         segments = []

@@ -10,6 +10,14 @@ The log is a sorted map base offset -> segment whose last segment is active. It 
 sendfile, looks up by timestamp, applies retention (whole segments, oldest first, never
 past the high watermark), truncates (replication), and flushes.
 
+Transactions: ``append_marker`` writes a coordinator's commit/abort marker (a control batch)
+as leader; every write (leader or follower) feeds the producer state, and each aborted
+transaction it completes is recorded in the ``.txnindex`` of the segment holding its marker.
+``last_stable_offset`` is min(high watermark, first offset of the oldest transaction not yet
+decided and replicated); ``aborted_transactions`` answers read_committed fetches. Loading
+replays the batches after the last producer snapshot at or below the recovery point, which
+restores the ongoing transactions and re-adds any abort missing from a ``.txnindex``.
+
 Segments removed by retention or truncation are renamed ``.deleted`` at once but closed and
 unlinked only by ``purge_deleted`` once ``file.delete.delay.ms`` has passed (the manager calls
 it every tick, before retention), so a FetchSlice's fd stays valid at least until the
@@ -27,13 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.errors import ErrorCode, KafkaError
+from odradek.records import ControlType, build_control_batch
 
 from .checkpoint import LEADER_EPOCH_CHECKPOINT
 from .config import LogConfig
 from .epoch import LeaderEpochCache
 from .index import TimestampOffset
-from .producer_state import BatchMetadata, ProducerStateManager, snapshot_offsets, snapshot_path
+from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager, snapshot_offsets, snapshot_path
 from .segment import FetchSlice, LogSegment
+from .txn_index import AbortedTxn
 from .validator import ValidatedAppend, validate_append
 
 __all__ = ["AppendInfo", "FlushPlan", "Log"]
@@ -131,6 +141,13 @@ class Log:
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
 
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to (Kafka's LSO)."""
+        first = self.producer_state.first_unstable_offset(self._high_watermark)
+        return self._high_watermark if first is None else max(min(first, self._high_watermark),
+                                                               self.log_start_offset)
+
     def _new_segment(self, base_offset: int) -> LogSegment:
         c = self.config
         return LogSegment(self.dir, base_offset, index_bytes=c.segment_index_bytes,
@@ -161,16 +178,27 @@ class Log:
                           self.log_start_offset, 0, 0)
 
     def _rebuild_producer_state(self) -> None:
-        """Producer state from the last usable ``<offset>.snapshot`` plus the batch headers after it."""
+        """Producer state from the last usable ``<offset>.snapshot`` at or below the recovery point
+        (above it, the log may have lost what the snapshot saw) plus the batches after it."""
         start = 0
         for offset in reversed(snapshot_offsets(self.dir)):
-            if offset <= self.log_end_offset and self.producer_state.load_snapshot(snapshot_path(self.dir, offset)):
+            if offset <= self.recovery_point and self.producer_state.load_snapshot(snapshot_path(self.dir, offset)):
                 start = offset
                 break
         else:
             self.producer_state.clear()
         for segment in self._segments[self._floor(start):]:
-            self.producer_state.update(b for b in segment.log.batches_from(0) if b.base_offset >= start)
+            done = self.producer_state.update(
+                segment.log.read_batch(b.position, b.size) if b.is_control else b
+                for b in segment.log.batches_from(0) if b.base_offset >= start)
+            for txn in done:
+                if txn.aborted and (txn.producer_id, txn.last_offset) not in segment.txn_index:
+                    self._index_abort(segment, txn)
+
+    def _index_abort(self, segment: LogSegment, txn: CompletedTxn) -> None:
+        first = next(iter(self.producer_state.ongoing.values()), None)
+        lso = txn.last_offset + 1 if first is None or first > txn.last_offset else first
+        segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
 
     def _drop_snapshots_above(self, offset: int) -> None:
         for stale in (o for o in snapshot_offsets(self.dir) if o > offset):
@@ -191,10 +219,41 @@ class Log:
             self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         return self._write(v, now)
 
+    def append_marker(self, control_type: ControlType, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, *, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+        """Append a transaction coordinator's commit/abort marker as leader (WriteTxnMarkers).
+
+        INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED for a stale producer or
+        coordinator epoch, as Kafka's ProducerAppendInfo checks a COORDINATOR-origin append.
+        """
+        self._check_open()
+        now = _clock_ms() if now_ms is None else now_ms
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = build_control_batch(control_type, producer_id, producer_epoch, coordinator_epoch,
+                                    base_offset=self.log_end_offset, partition_leader_epoch=leader_epoch,
+                                    now_ms=now)
+        v = validate_append(batch, self.config, next_offset=self.log_end_offset, leader_epoch=-1,
+                            now_ms=now, assign_offsets=False)
+        self.leader_epochs.assign(leader_epoch, v.first_offset)
+        return self._write(v, now)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start``, ``upper``) (a read_committed fetch),
+        searched from the segment holding ``start`` until an entry's LSO reaches ``upper``."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._floor(start):]:
+            entries, complete = segment.txn_index.collect(start, upper)
+            found += entries
+            if complete:
+                break
+        return found
+
     def _write(self, v: ValidatedAppend, now: int) -> AppendInfo:
         segment = self._maybe_roll(len(v.data), v.max_timestamp, v.last_offset, now)
         segment.append(v.batches, v.data)
-        self.producer_state.update(v.batches)
+        for txn in self.producer_state.update(v.batches):
+            if txn.aborted:
+                self._index_abort(segment, txn)
         self._unflushed_records += v.records_count
         if self._unflushed_records >= self.config.flush_messages:
             self.flush()
@@ -400,6 +459,7 @@ class Log:
             if segment.log.fd >= 0:
                 segment.offset_index.flush()
                 segment.time_index.flush()
+                segment.txn_index.flush()
         if plan.up_to >= self.log_end_offset:
             self._unflushed_records = 0
             self.last_flush_ms = _clock_ms()

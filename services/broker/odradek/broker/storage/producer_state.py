@@ -1,4 +1,4 @@
-"""Per-partition idempotent-producer state (Kafka's ProducerStateManager, without transactions).
+"""Per-partition producer state (Kafka's ProducerStateManager): idempotence and transactions.
 
 For every producer id seen in the log: its epoch and the metadata of its last five batches
 (first/last sequence, first/last offset). The leader checks each idempotent batch before
@@ -11,9 +11,22 @@ append, with Kafka 3.9's answers:
 A producer id the partition has never seen is accepted at any sequence (KIP-360: Kafka no
 longer answers UNKNOWN_PRODUCER_ID on produce). Followers and log loading only ``update``.
 
+Transactions (Kafka 3.9's rules, without KIP-890's partition verification): a producer's first
+transactional batch opens its transaction at that batch's offset (``ongoing``: producer id ->
+first offset, in offset order); a control batch (commit/abort marker) closes it and yields a
+``CompletedTxn`` (none for a marker without data). A data batch that is not transactional while
+the producer's transaction is open is INVALID_TXN_STATE. Before a leader writes a marker,
+``check_marker`` answers INVALID_PRODUCER_EPOCH for an epoch below the producer's and
+TRANSACTION_COORDINATOR_FENCED for a coordinator epoch below the last one seen. A marker
+moves the producer to its epoch (a coordinator's abort after fencing bumps it) and records the
+coordinator epoch. Completed transactions whose marker is not yet below the high watermark
+stay *unreplicated*: with the ongoing ones they hold back the last stable offset
+(``first_unstable_offset``).
+
 Snapshots are Kafka's ``<20-digit offset>.snapshot`` files (version 1: version i16, CRC-32C u32
 of the rest, then per producer: id i64, epoch i16, last sequence i32, last offset i64, offset
-delta i32, timestamp i64, coordinator epoch i32, transaction first offset i64). Like Kafka's
+delta i32, timestamp i64, coordinator epoch i32, current transaction first offset i64, -1 when
+none: the ongoing transactions survive a reload). Like Kafka's
 they keep only each producer's last batch, so after a load from a snapshot a retry of that batch
 is deduplicated, and older ones only if the replayed log tail holds them.
 """
@@ -30,8 +43,9 @@ from typing import Iterable
 from crc32c import crc32c
 
 from odradek.errors import ErrorCode, KafkaError
+from odradek.records import ControlType, read_control
 
-__all__ = ["BatchMetadata", "ProducerStateManager"]
+__all__ = ["BatchMetadata", "CompletedTxn", "ProducerStateManager"]
 
 RETAINED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -48,10 +62,23 @@ class BatchMetadata:
     last_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: its first data offset, the marker's offset, how it ended."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=RETAINED_BATCHES))
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1      # the open transaction's first offset, -1 when none
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -69,6 +96,32 @@ def _next_seq(seq: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}          # producer id -> first offset, in offset order
+        self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the HW
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction not yet decided and replicated, or None."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        first = next(iter(self.ongoing.values()), None)
+        if self.unreplicated:
+            oldest = min(t.first_offset for t in self.unreplicated)
+            first = oldest if first is None else min(first, oldest)
+        return first
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's checks of a coordinator's marker before the leader appends it."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch,
+                             f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller than "
+                             f"the last seen epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.transaction_coordinator_fenced,
+                             f"Invalid coordinator epoch for producerId {producer_id}: {coordinator_epoch} "
+                             f"(zombie), {entry.coordinator_epoch} (current)")
 
     def find_duplicate(self, batch) -> BatchMetadata | None:
         """The retained batch that ``batch`` repeats, if any."""
@@ -92,15 +145,20 @@ class ProducerStateManager:
             entry = self.producers.get(batch.producer_id)
             epoch, last_seq = pending.get(batch.producer_id) or (
                 (entry.epoch, entry.last_seq) if entry else (-1, -1))
-            self._check_batch(batch, epoch, last_seq, known=entry is not None or batch.producer_id in pending)
+            self._check_batch(batch, epoch, last_seq, known=entry is not None or batch.producer_id in pending,
+                              txn_open=entry is not None and entry.txn_first_offset >= 0
+                              and batch.producer_epoch == entry.epoch)
             pending[batch.producer_id] = (batch.producer_epoch, _last_seq(batch))
         return None
 
     @staticmethod
-    def _check_batch(batch, epoch: int, last_seq: int, *, known: bool) -> None:
+    def _check_batch(batch, epoch: int, last_seq: int, *, known: bool, txn_open: bool = False) -> None:
         pid, seq = batch.producer_id, batch.base_sequence
         if not known:
             return
+        if txn_open and not batch.is_transactional:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"Expected transactional write from producer {pid} at offset {batch.base_offset}")
         if batch.producer_epoch < epoch:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
                              f"Epoch of producer {pid} is {batch.producer_epoch}, which is smaller than the "
@@ -115,26 +173,64 @@ class ProducerStateManager:
                              f"Out of order sequence number for producer {pid} at epoch {epoch}: "
                              f"{seq} (incoming seq. number), {last_seq} (current end sequence number)")
 
-    def update(self, batches: Iterable) -> None:
-        """Record written batches (leader after append, follower, log load)."""
+    def update(self, batches: Iterable) -> list[CompletedTxn]:
+        """Record written batches (leader after append, follower, log load); control batches
+        must be ``RecordBatch`` views (their marker is read). Returns the transactions closed."""
+        completed = []
         for batch in batches:
-            if batch.producer_id < 0 or batch.is_control:
+            if batch.producer_id < 0:
                 continue
-            entry = self.producers.get(batch.producer_id)
-            if entry is None or batch.producer_epoch > entry.epoch:
-                entry = self.producers[batch.producer_id] = ProducerEntry(batch.producer_epoch)
+            entry = self._entry(batch.producer_id, batch.producer_epoch)
+            entry.last_timestamp = batch.max_timestamp
+            if batch.is_control:
+                done = self._end_txn(batch, entry)
+                if done is not None:
+                    completed.append(done)
+                continue
             entry.batches.append(BatchMetadata(batch.base_sequence, _last_seq(batch),
                                                batch.base_offset, batch.last_offset))
+            if batch.is_transactional and entry.txn_first_offset < 0:
+                entry.txn_first_offset = batch.base_offset
+                self.ongoing[batch.producer_id] = batch.base_offset
+        return completed
+
+    def _entry(self, producer_id: int, epoch: int) -> ProducerEntry:
+        """The producer's entry, started afresh (sequences forgotten) at a newer epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        return entry
+
+    def _end_txn(self, batch, entry: ProducerEntry) -> CompletedTxn | None:
+        if batch.records_count == 0:
+            return None   # the cleaner emptied it: its transaction's data is gone too
+        try:
+            marker = read_control(batch)
+        except KafkaError:
+            return None   # another kind of control record: no transaction ends here
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first, entry.txn_first_offset = entry.txn_first_offset, -1
+        if first < 0:
+            return None   # a marker without data: no effect on the LSO nor the transaction index
+        self.ongoing.pop(batch.producer_id, None)
+        done = CompletedTxn(batch.producer_id, first, batch.base_offset, marker.type == ControlType.ABORT)
+        self.unreplicated.append(done)
+        return done
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
 
     # -- snapshots ----------------------------------------------------------------------------
     def write_snapshot(self, directory: Path, offset: int) -> Path:
         """The state as of ``offset`` (the log end) to ``<offset>.snapshot``, atomically."""
-        entries = b"".join(_ENTRY.pack(pid, e.epoch, e.batches[-1].last_seq, e.batches[-1].last_offset,
-                                       e.batches[-1].last_seq - e.batches[-1].first_seq, -1, -1, -1)
-                           for pid, e in self.producers.items() if e.batches)
+        entries = b"".join(_ENTRY.pack(pid, e.epoch, *_last_batch_fields(e), e.last_timestamp,
+                                       e.coordinator_epoch, e.txn_first_offset)
+                           for pid, e in self.producers.items())
         body = struct.pack(">i", len(self.producers)) + entries
         path = snapshot_path(directory, offset)
         tmp = path.with_name(path.name + ".tmp")
@@ -155,10 +251,24 @@ class ProducerStateManager:
         if version != 1 or crc32c(data[6:]) != crc or len(data) != _HEADER.size + count * _ENTRY.size:
             return False
         for i in range(count):
-            pid, epoch, last_seq, last_offset, delta, *_ = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
-            entry = self.producers[pid] = ProducerEntry(epoch)
-            entry.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset))
+            pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch, txn_first = _ENTRY.unpack_from(
+                data, _HEADER.size + i * _ENTRY.size)
+            entry = self.producers[pid] = ProducerEntry(epoch, coordinator_epoch=coordinator_epoch,
+                                                        txn_first_offset=txn_first, last_timestamp=timestamp)
+            if last_offset >= 0:
+                entry.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset))
+            if txn_first >= 0:
+                self.ongoing[pid] = txn_first
+        self.ongoing = dict(sorted(self.ongoing.items(), key=lambda item: item[1]))
         return True
+
+
+def _last_batch_fields(entry: ProducerEntry) -> tuple[int, int, int]:
+    """last sequence, last offset, offset delta of the producer's last batch (-1, -1, 0 if none)."""
+    if not entry.batches:
+        return -1, -1, 0
+    last = entry.batches[-1]
+    return last.last_seq, last.last_offset, last.last_seq - last.first_seq
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:

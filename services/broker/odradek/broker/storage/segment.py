@@ -2,8 +2,9 @@
 
 On disk, in the partition directory, three files named by the segment's base offset
 (20 digits, zero-padded): ``00000000000000000042.log`` (record batches, see file_records),
-``.index`` and ``.timeindex`` (see index). A segment scheduled for deletion gets a
-``.deleted`` suffix on all three and is closed and unlinked later, so that a fetch that
+``.index`` and ``.timeindex`` (see index), and ``.txnindex`` when a transaction was aborted in
+it (see txn_index). A segment scheduled for deletion gets a
+``.deleted`` suffix on all of them and is closed and unlinked later, so that a fetch that
 was handed its fd can still send from it.
 
 The segment appends batches, indexes one batch every ``index.interval.bytes``, translates
@@ -26,6 +27,7 @@ from odradek.records import RecordBatch, TimestampType, iter_records
 
 from .file_records import BatchLocation, FileRecords
 from .index import CorruptIndex, OffsetIndex, TimeIndex, TimestampOffset
+from .txn_index import TransactionIndex
 
 __all__ = ["DELETED_SUFFIX", "FetchSlice", "LogSegment", "segment_path"]
 
@@ -66,6 +68,7 @@ class LogSegment:
                                         base_offset, index_bytes)
         self.time_index = TimeIndex(segment_path(directory, base_offset, ".timeindex" + suffix),
                                     base_offset, index_bytes)
+        self.txn_index = TransactionIndex(segment_path(directory, base_offset, ".txnindex" + suffix))
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = random.randrange(segment_jitter_ms) if segment_jitter_ms > 0 else 0
         self.created_ms = now_ms
@@ -117,7 +120,9 @@ class LogSegment:
             self._index_batch(batch, position)
 
         valid = self.log.valid_prefix(visit)
-        return self.log.truncate_to(valid)
+        removed = self.log.truncate_to(valid)
+        self.txn_index.truncate_to(self.next_offset)
+        return removed
 
     # -- appending --------------------------------------------------------------------
     def _index_batch(self, batch: RecordBatch, position: int) -> None:
@@ -246,6 +251,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.log.truncate_to(location.position)
+        self.txn_index.truncate_to(offset)
         self._bytes_since_index = 0
         self.next_offset = max(self.base_offset, location.base_offset)
         self._first_batch_timestamp = None
@@ -261,11 +267,12 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def mark_deleted(self) -> None:
         """Rename the three files with a ``.deleted`` suffix; they stay open until delete()."""
         if not self.deleted:
-            for f in (self.log, self.offset_index, self.time_index):
+            for f in (self.log, self.offset_index, self.time_index, self.txn_index):
                 f.rename(f.path.with_name(f.path.name + DELETED_SUFFIX))
             self.deleted = True
 
@@ -280,7 +287,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink the files (wherever they are now)."""
         self.close()
-        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+        for path in (self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

@@ -1,0 +1,165 @@
+"""Transactions in the partition log on a dev cluster, driven on the wire: transactional
+batches, WriteTxnMarkers (its per-partition errors), ListOffsets read_committed, and a real
+confluent-kafka consumer with isolation.level=read_committed that never sees aborted records
+and stops at the last stable offset while a transaction is open; a leader restart keeps it."""
+
+import datetime
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
+
+from odradek.records import Record, build_batch
+from tests.idempotence.test_wire import init_producer_id
+from tests.support.kafka_wire import WireClient
+
+PRODUCE, LIST_OFFSETS, WRITE_TXN_MARKERS = 0, 2, 27
+TOPIC = "txn-log"
+
+
+class Txn:
+    """One producer's transactional batches and markers, sent to the partition leader."""
+
+    def __init__(self, cluster, pid: int, epoch: int = 0) -> None:
+        self.cluster, self.pid, self.epoch, self.seq = cluster, pid, epoch, 0
+
+    def produce(self, *values: bytes, transactional: bool = True) -> int:
+        records = bytes(build_batch([Record(v, b"k") for v in values], producer_id=self.pid,
+                                    producer_epoch=self.epoch, base_sequence=self.seq, transactional=transactional))
+        request = ProduceRequest(transactional_id="tx", acks=-1, timeout=datetime.timedelta(seconds=20),
+                                 topic_data=(TopicProduceData(name=TOPIC, partition_data=(
+                                     PartitionProduceData(index=0, records=records),)),))
+        with WireClient(self.cluster.leader_address(TOPIC, 0)) as c:
+            r = c.request(PRODUCE, 9, request).responses[0].partition_responses[0]
+        assert r.error_code == ErrorCode.none, r
+        self.seq += len(values)
+        return r.base_offset
+
+    def end(self, commit: bool, *, coordinator_epoch: int = 0, epoch: int | None = None,
+            address: str | None = None, partitions=(0,)) -> ErrorCode:
+        return write_marker(address or self.cluster.leader_address(TOPIC, 0), self.pid,
+                            self.epoch if epoch is None else epoch, commit, coordinator_epoch, partitions)
+
+
+def write_marker(address, pid, epoch, commit, coordinator_epoch, partitions=(0,)):
+    request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
+        topics=(WritableTxnMarkerTopic(name=TOPIC, partition_indexes=tuple(partitions)),)),))
+    with WireClient(address) as c:
+        (marker,) = c.request(WRITE_TXN_MARKERS, 1, request).markers
+    assert marker.producer_id == pid
+    return [p.error_code for p in marker.topics[0].partitions]
+
+
+def latest(cluster, isolation: int, check: bool = True) -> int | None:
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(ListOffsetsTopic(
+        name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    with WireClient(cluster.leader_address(TOPIC, 0)) as c:
+        (p,) = c.request(LIST_OFFSETS, 7, request).topics[0].partitions
+    if not check and p.error_code != ErrorCode.none:
+        return None
+    assert p.error_code == ErrorCode.none
+    return p.offset
+
+
+def lso_or_none(cluster) -> int | None:
+    """The read_committed latest offset, or None while the partition has no (ready) leader."""
+    try:
+        return latest(cluster, 1, check=False)
+    except (KeyError, OSError):
+        return None
+
+
+def read_committed(cluster, until_offset: int, timeout: float = 30.0) -> list[tuple[int, bytes]]:
+    """(offset, value) of what a read_committed confluent-kafka consumer gets from the start,
+    reading until it reaches ``until_offset`` (its position) or the deadline."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-log-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": False})
+    got = []
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=1000, timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+            position = consumer.position([TopicPartition(TOPIC, 0)])[0].offset
+            if position >= until_offset:
+                break
+        consumer.consume(num_messages=1000, timeout=1.0) and pytest.fail("read past the last stable offset")
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.fixture(scope="module")
+def topic(cluster):
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    cluster.wait_for_leaders(TOPIC, 1)
+    return TOPIC
+
+
+@pytest.fixture(scope="module")
+def pids(cluster):
+    with WireClient(cluster.bootstrap.split(",")[0]) as c:
+        return [init_producer_id(c).producer_id for _ in range(6)]
+
+
+def test_read_committed_skips_aborted_data_and_stops_at_the_lso(cluster, topic, pids):
+    committed, aborted, open_ = (Txn(cluster, pid) for pid in pids[:3])
+    committed.produce(b"c1", b"c2")
+    aborted.produce(b"a1")
+    committed.produce(b"c3")
+    assert committed.end(True) == [ErrorCode.none]
+    assert aborted.end(False) == [ErrorCode.none]
+    first_open = open_.produce(b"o1")
+    aborted.produce(b"a2")                              # a second transaction of the same producer
+    assert aborted.end(False) == [ErrorCode.none]
+    assert latest(cluster, 1) == first_open < latest(cluster, 0)
+    got = read_committed(cluster, first_open)
+    assert [v for _, v in got] == [b"c1", b"c2", b"c3"]
+    assert open_.end(True) == [ErrorCode.none]
+    end = latest(cluster, 0)
+    assert latest(cluster, 1) == end
+    assert [v for _, v in read_committed(cluster, end)] == [b"c1", b"c2", b"c3", b"o1"]
+
+
+def test_marker_errors_are_kafkas(cluster, topic, pids):
+    txn = Txn(cluster, pids[3])
+    txn.produce(b"x")
+    assert txn.end(True, coordinator_epoch=5) == [ErrorCode.none]
+    assert txn.end(False, coordinator_epoch=4) == [ErrorCode.transaction_coordinator_fenced]
+    assert txn.end(False, coordinator_epoch=5, epoch=1) == [ErrorCode.none]   # an abort bumping the epoch
+    assert txn.end(False, coordinator_epoch=5, epoch=0) == [ErrorCode.invalid_producer_epoch]
+    assert txn.end(True, partitions=(0, 7)) == [ErrorCode.invalid_producer_epoch,
+                                                ErrorCode.unknown_topic_or_partition]
+    leader = cluster.leader_id(TOPIC, 0)
+    other = next(a for b, a in cluster.brokers.items() if b != leader)
+    assert txn.end(True, epoch=1, coordinator_epoch=5, address=other) == [ErrorCode.not_leader_or_follower]
+
+
+# last: the restart moves leadership
+def test_a_restarted_leader_keeps_the_lso_and_the_aborted_transactions(cluster, topic, pids):
+    txn = Txn(cluster, pids[4])
+    before = latest(cluster, 1)
+    txn.produce(b"gone")
+    assert txn.end(False) == [ErrorCode.none]
+    hanging = Txn(cluster, pids[5])
+    first_open = hanging.produce(b"pending")
+    leader = cluster.leader_id(TOPIC, 0)
+    cluster.run("kill", str(leader))              # not graceful: recovery rebuilds the state
+    cluster.run("start", str(leader))
+    cluster.wait_for_leaders(TOPIC, 1)
+    cluster.refresh()
+    assert first_open > before
+    deadline = time.monotonic() + 30
+    while lso_or_none(cluster) != first_open and time.monotonic() < deadline:
+        time.sleep(0.2)   # the restarted broker loads its logs; leadership may move
+    assert latest(cluster, 1) == first_open
+    values = [v for _, v in read_committed(cluster, first_open)]
+    assert values == [b"c1", b"c2", b"c3", b"o1", b"x"]   # neither "gone" (aborted) nor "pending" (open)
