@@ -15,6 +15,7 @@ from odradek.config import (BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, parse_
                             validate_topic_configs)
 from odradek.config.keys import connection_overrides
 from odradek.config.describe import ConfigSource, describe_broker, describe_topic
+from odradek.config.dynamic import BrokerLayers, validate_dynamic
 from odradek.config.reference import main as reference_main
 from odradek.errors import KafkaError
 
@@ -96,10 +97,37 @@ def test_describe_reports_kafkas_synonym_chain():
     assert by_name["segment.bytes"].synonyms[-1] == ("log.segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG)
     assert by_name["flush.ms"].synonyms == (("log.flush.scheduler.interval.ms", "9223372036854775807",
                                              ConfigSource.DEFAULT_CONFIG),)
-    broker = {d.name: d.value for d in describe_broker(3, {"auto.create.topics.enable": "true"}, {},
-                                                       {"retention.ms": "60000", "max.message.bytes": "5"})}
-    assert broker == {"broker.id": "3", "auto.create.topics.enable": "true", "log.retention.ms": "60000",
-                      "message.max.bytes": "5"}
+    layers = BrokerLayers(3, {"auto.create.topics.enable": "true"}, {"retention.ms": "60000", "max.message.bytes": "5"})
+    broker = {d.name: d for d in describe_broker(layers)}
+    assert {n: broker[n].value for n in ("broker.id", "auto.create.topics.enable", "log.retention.ms",
+                                         "message.max.bytes", "log.retention.hours")} == {
+        "broker.id": "3", "auto.create.topics.enable": "true", "log.retention.ms": "60000",
+        "message.max.bytes": "5", "log.retention.hours": "168"}
+    assert broker["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG
+    assert broker["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG
+    assert broker["log.retention.minutes"].value is None
+
+
+def test_dynamic_layers_as_kafka_reports_them():
+    layers = BrokerLayers(1, {}, {"retention.ms": "60000"}, dynamic_default={"log.retention.ms": "5000"},
+                          dynamic_broker={"max.connections": "100"})
+    assert layers.topic_defaults()["retention.ms"] == "5000"
+    broker = {d.name: d for d in describe_broker(layers)}
+    assert broker["log.retention.ms"].synonyms == (
+        ("log.retention.ms", "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.ms", "60000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG))
+    assert broker["max.connections"].source == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert not broker["max.connections"].read_only and broker["auto.create.topics.enable"].read_only
+    default = describe_broker(layers, per_broker=False)
+    assert [(d.name, d.value, d.source) for d in default] == [
+        ("log.retention.ms", "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    topic = {d.name: d for d in describe_topic({}, layers)}
+    assert topic["retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    with pytest.raises(KafkaError, match="Cannot update these configs dynamically: Set\\(auto.create.topics.enable\\)"):
+        validate_dynamic({"auto.create.topics.enable": "false"}, "1")
+    with pytest.raises(KafkaError, match="Invalid value x for configuration log.retention.ms"):
+        validate_dynamic({"log.retention.ms": "x"}, "")
 
 
 def test_the_operator_validates_with_the_registry_without_the_broker_package():

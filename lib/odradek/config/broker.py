@@ -33,12 +33,12 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "request bytes read and not yet handled, over all connections; a request that does not fit "
               "waits with its connection muted; -1: unbounded (Kafka's default)"),
     ConfigKey("max.connections", integer(0, INT_MAX), "2147483647",
-              "connections the Kafka listener holds at once; beyond, new ones wait to be accepted"),
+              "connections the Kafka listener holds at once; beyond, new ones wait to be accepted", dynamic=True),
     ConfigKey("max.connections.per.ip", integer(0, INT_MAX), "2147483647",
-              "connections one client address may hold; beyond, a new one is closed at once"),
+              "connections one client address may hold; beyond, a new one is closed at once", dynamic=True),
     ConfigKey("max.connections.per.ip.overrides", PER_ADDRESS_COUNTS, "",
               "per-address exceptions to max.connections.per.ip, e.g. 10.0.0.7:500,gateway.local:200 "
-              "(host names resolved at start)"),
+              "(host names resolved when set)", dynamic=True),
     ConfigKey("connections.max.idle.ms", integer(-1, LONG_MAX), "600000",
               "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
     ConfigKey("replica.lag.time.max.ms", integer(1, LONG_MAX), "30000",

@@ -146,8 +146,9 @@ class Synonym:
 
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
-    """One key, stated once. ``dynamic``: changeable at run time (per topic, through
-    IncrementalAlterConfigs); static keys are read at the broker's start-up."""
+    """One key, stated once. ``dynamic``: changeable at run time (topic keys per topic and, under
+    their first broker synonym, as dynamic broker configs; broker keys as dynamic broker configs,
+    odradek.config.dynamic); static keys are read at the broker's start-up."""
     name: str
     type: ValueType
     default: str

@@ -64,6 +64,7 @@ def parse_args(argv: list[str] | None) -> BrokerConfig:
                           rack=a.rack or (a.rack_file.read_text().strip() or None if a.rack_file else None),
                           topic_defaults=settings.topic_defaults, group_settings=settings.group,
                           listener_settings=settings.listener, listen_flag=a.listen is not None,
+                          given_settings=dict(settings.broker),
                           **bound_values(BrokerConfig, settings.broker))
     try:  # the control plane's certificates and ZooKeeper's credentials load now, or the start fails here
         config.control_plane_tls()

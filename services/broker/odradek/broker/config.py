@@ -8,8 +8,9 @@ bound with ``setting("key")`` takes them from there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
@@ -79,12 +80,20 @@ class BrokerConfig:
     control_plane_ssl_peer_common_name_pattern: str = setting("control.plane.ssl.peer.common.name.pattern")
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
+    given_settings: dict[str, str] = field(default_factory=dict)  # the broker keys it was started with (static)
 
     @property
     def listener_limits(self) -> ListenerLimits:
         overrides = connection_overrides(self.max_connections_per_ip_overrides)
         return ListenerLimits(self.socket_request_max_bytes, self.queued_max_request_bytes, self.max_connections,
                               self.max_connections_per_ip, overrides, self.connections_max_idle_ms)
+
+    def listener_limits_with(self, value: Callable[[str], str]) -> ListenerLimits:
+        """The limits with the connection keys' values now in force (``value(key)``: dynamic
+        broker configs, odradek.config.dynamic)."""
+        return replace(self.listener_limits, max_connections=int(value("max.connections")),
+                       max_connections_per_ip=int(value("max.connections.per.ip")),
+                       max_connections_per_ip_overrides=connection_overrides(value("max.connections.per.ip.overrides")))
 
     @property
     def broker_settings(self) -> dict[str, str]:

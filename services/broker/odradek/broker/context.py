@@ -10,9 +10,13 @@ is frozen: handlers translate requests into calls on these parts and keep no sta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
+
+from kazoo.client import KazooClient
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_client import ControllerClient
+from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.offsets_topic import OffsetsTopic, group_coordinator
@@ -39,17 +43,20 @@ class BrokerContext:
     topic_stats: TopicStats = field(default_factory=TopicStats)  # BrokerTopicMetrics (odradek.broker.metrics)
     quotas: ClientQuotaManager = field(default_factory=ClientQuotaManager)  # client quotas (docs/quotas.md)
     txn_markers: TxnMarkerWriter | None = None   # writes WriteTxnMarkers' markers on partitions led here
+    zk: Callable[[], KazooClient | None] = lambda: None  # the broker's ZooKeeper session, once registered
+    dynamic: DynamicBrokerConfig | None = None           # dynamic broker configs (None: a test without ZooKeeper)
 
     @classmethod
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
-               authorizer: Authorizer | None = None) -> BrokerContext:
+               authorizer: Authorizer | None = None,
+               zk: Callable[[], KazooClient | None] = lambda: None) -> BrokerContext:
         offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
         producer_ids = ProducerIdManager(config.broker_id, controller)
         txn_topic = TxnStateTopic(TxnConfig.from_settings(config.group_settings), replicas, controller)
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
                   offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer,
                   quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
-                  txn_markers=TxnMarkerWriter(replicas))
+                  txn_markers=TxnMarkerWriter(replicas), zk=zk, dynamic=DynamicBrokerConfig(config, zk))
         replicas.topic_deleted = ctx.topic_stats.forget
         ctx.txn_markers.listeners.append(ctx._offsets_marked)
         return ctx

@@ -245,9 +245,10 @@ class ReplicaManager:
         part.complete_produces()
         return future
 
-    def record_follower_fetch(self, lp: LeaderPartition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, lp: LeaderPartition, replica_id: int, fetch_offset: int,
+                              log_start_offset: int = -1) -> None:
         part = lp.partition
-        part.record_follower_fetch(replica_id, fetch_offset, now_ms())
+        part.record_follower_fetch(replica_id, fetch_offset, now_ms(), log_start_offset)
         if part.advance_high_watermark():
             part.complete_produces()
             self.wakeup.notify()

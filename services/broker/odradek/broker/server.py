@@ -28,6 +28,7 @@ from aiohttp import web
 
 from odradek import metrics_http
 from odradek.broker.config import BrokerConfig
+from odradek.broker.config_changes import ConfigChangeListener
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
@@ -68,8 +69,9 @@ class Broker:
                                        broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                        inter_broker=self.security.client)
-        self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(
-            config, lambda: self.registration.client if self.registration else None))
+        zk = self._zk_client
+        self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(config, zk), zk)
+        self.config_changes = ConfigChangeListener(zk)
         self.security.store.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
         self.security.quotas.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
         self.security.quotas.changed = lambda _paths: self.reload_quotas()
@@ -107,6 +109,8 @@ class Broker:
         await self._load_quotas()
         if self.context.authorizer is not None:  # until loaded, only super users get through
             await asyncio.to_thread(self.context.authorizer.start)
+        self._follow_dynamic_configs(loop)
+        await asyncio.to_thread(self.config_changes.start)
         log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
                  ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
         maintenance = asyncio.create_task(self.logs.run(stop))
@@ -148,6 +152,21 @@ class Broker:
         task = asyncio.get_running_loop().create_task(self._load_quotas())
         self._quota_loads.add(task)  # held until done (the loop keeps only weak references)
         task.add_done_callback(self._quota_loads.discard)
+    def _zk_client(self):
+        return self.registration.client if self.registration else None
+
+    def _follow_dynamic_configs(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Dynamic broker configs (``/config/brokers``) applied live: topic defaults to the logs,
+        connection limits to the listener."""
+        dynamic = self.context.dynamic
+
+        def apply(layers) -> None:
+            self.config.topic_defaults = layers.topic_defaults()
+            self.logs.update_defaults(self.config.topic_defaults)
+            if self.listeners is not None:
+                self.listeners.limits = self.config.listener_limits_with(layers.broker_value)
+        dynamic.on_apply(apply)
+        dynamic.listen(self.config_changes, loop)
 
     def _log_dir_failed(self, stop: asyncio.Event) -> None:
         log.error("Shutdown broker because all log dirs in %s have failed", self.config.data_dir)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers import (acls, admin, configs, fetch, groups, leadership, metadata, offset_for_leader_epoch,
-                                     offsets, produce, producer_ids, transactions, txn_markers)
+from odradek.broker.handlers import (acls, admin, configs, fetch, groups, leadership, log_admin, metadata,
+                                     offset_for_leader_epoch, offsets, produce, producer_ids, transactions, txn_markers)
 
 # api key: (min version, max version, handler). ApiVersions (18) is added by the Dispatcher.
 _TABLE = {
@@ -25,6 +25,7 @@ _TABLE = {
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
     27: (1, 1, txn_markers.write_txn_markers),
     32: (1, 4, configs.describe_configs),
+    33: (0, 2, configs.alter_configs),
     37: (0, 3, admin.create_partitions),
     43: (0, 2, leadership.elect_leaders),
     44: (0, 1, configs.incremental_alter_configs),
@@ -35,6 +36,7 @@ _TABLE = {
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
 _TABLE.update(acls.TABLE)    # CreateAcls, DescribeAcls, DeleteAcls
 _TABLE.update(transactions.TABLE)  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Describe/ListTransactions
+_TABLE.update(log_admin.TABLE)  # DeleteRecords, DescribeLogDirs, DescribeProducers
 
 
 def table(ctx: BrokerContext) -> dict:

@@ -100,7 +100,8 @@ def _record_follower_positions(ctx: BrokerContext, req) -> None:
                 lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
             except KafkaError:
                 continue  # answered with the error by _collect
-            ctx.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset)
+            ctx.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset,
+                                               getattr(p, "log_start_offset", -1))  # Fetch v5+
 
 
 def _diverging(log, p) -> tuple[int, int] | None:

@@ -17,13 +17,12 @@ from odradek.broker.dispatch import ZERO
 from odradek.broker.group.config import partition_for
 from odradek.broker.group.records import OffsetValue
 from odradek.broker.security.acl import Operation, ResourceType
-from odradek.broker.security.authorizer import allowed
+from odradek.broker.security.authorizer import OPERATIONS_OMITTED, allowed, authorized_operations
 from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
 E = ErrorCode
-_NO_OPS = -2147483648
 
 
 def _require(ctx: BrokerContext, op: Operation, group_id: str) -> None:
@@ -230,7 +229,7 @@ async def describe_groups(ctx: BrokerContext, header, req):
             coord.check(group_id)
         except KafkaError as e:
             out.append(make(s.DescribedGroup, error_code=e.code, group_id=group_id, group_state="",
-                            protocol_type="", protocol_data="", members=(), authorized_operations=_NO_OPS))
+                            protocol_type="", protocol_data="", members=(), authorized_operations=OPERATIONS_OMITTED))
             continue
         g = coord.membership.groups.get(group_id)
         state = g.state.value if g is not None else "Dead"
@@ -242,7 +241,8 @@ async def describe_groups(ctx: BrokerContext, header, req):
         out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=state,
                         protocol_type=(g.protocol_type or "") if g else "",
                         protocol_data=(g.protocol_name or "") if g else "", members=members,
-                        authorized_operations=_NO_OPS))
+                        authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id,
+                                                                    getattr(req, "include_authorized_operations", False))))
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 

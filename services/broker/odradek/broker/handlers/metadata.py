@@ -15,13 +15,12 @@ from kio.static.constants import uuid_zero
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
-from odradek.broker.security.authorizer import allowed
+from odradek.broker.security.authorizer import OPERATIONS_OMITTED, allowed, authorized_operations
 from odradek.broker.security.session import current
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 
-_NO_AUTHORIZED_OPS = -2147483648
 _AUTO_CREATE_TIMEOUT = 5.0
 
 
@@ -40,12 +39,14 @@ async def metadata(ctx: BrokerContext, header, req):
     else:
         names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
-    topics = [await _topic(ctx, s, name, allow_auto) for name in names]
+    with_ops = getattr(req, "include_topic_authorized_operations", False)
+    topics = [await _topic(ctx, s, name, allow_auto, with_ops) for name in names]
     brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=host, port=port, rack=b.rack)
                     for b, host, port in _endpoints(ctx))
     return make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), topics=tuple(topics),
-                cluster_authorized_operations=_NO_AUTHORIZED_OPS)
+                cluster_authorized_operations=authorized_operations(
+                    ctx, ResourceType.CLUSTER, wanted=getattr(req, "include_cluster_authorized_operations", False)))
 
 
 def _endpoints(ctx: BrokerContext):
@@ -63,7 +64,7 @@ def _name_of(ctx: BrokerContext, topic_id) -> str | None:
     return meta.name if meta else None
 
 
-async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool):
+async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool, with_ops: bool):
     if name is not None and not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
         return _no_topic(s, name, ErrorCode.topic_authorization_failed)
     meta = ctx.replicas.topic(name) if name else None
@@ -72,12 +73,13 @@ async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool):
     partitions = tuple(_partition(ctx, s, p) for p in meta.partitions)
     return make(s.MetadataResponseTopic, error_code=ErrorCode.none, name=meta.name,
                 topic_id=uuid.UUID(meta.topic_id), is_internal=meta.name.startswith("__"),
-                partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPS)
+                partitions=partitions,
+                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, meta.name, with_ops))
 
 
 def _no_topic(s, name: str | None, error: ErrorCode):
     return make(s.MetadataResponseTopic, error_code=error, name=name, topic_id=uuid_zero, is_internal=False,
-                partitions=(), topic_authorized_operations=_NO_AUTHORIZED_OPS)
+                partitions=(), topic_authorized_operations=OPERATIONS_OMITTED)
 
 
 def _partition(ctx: BrokerContext, s, p):
@@ -114,5 +116,6 @@ async def describe_cluster(ctx: BrokerContext, header, req):
     return make(s.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                 error_message=None, endpoint_type=1, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), brokers=brokers,
-                cluster_authorized_operations=_NO_AUTHORIZED_OPS)
+                cluster_authorized_operations=authorized_operations(
+                    ctx, ResourceType.CLUSTER, wanted=req.include_cluster_authorized_operations))
 

@@ -39,6 +39,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1  # the leader's LEO when that fetch arrived
+    log_start_offset: int = -1       # its log start offset, as its last fetch said (DeleteRecords' low watermark)
 
 
 class Partition:
@@ -130,11 +131,13 @@ class Partition:
                              f"leader epoch {current_leader_epoch} of {self.topic}-{self.index} is newer "
                              f"than the current {self.leader_epoch}")
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              log_start_offset: int = -1) -> None:
         follower = self.followers.get(replica_id)
         leo = self.log.log_end_offset
         if follower is None or fetch_offset > leo:
             return
+        follower.log_start_offset = log_start_offset
         if fetch_offset >= leo:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.last_fetch_leader_leo >= 0:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
 from kazoo.recipe.watchers import ChildrenWatch
 
+from odradek.broker.config_changes import purge_expired
 from odradek.broker.security.acl import (SPECIFIC_TYPES, Entry, Pattern, PatternType, ResourceType,
                                          decode_entries, encode_entries)
 
@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 LITERAL_ROOT, PREFIXED_ROOT = "/kafka-acl", "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES, EXTENDED_CHANGES = "/kafka-acl-changes", "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-CHANGE_EXPIRY_S = 15 * 60
 
 
 def znode_path(p: Pattern) -> str:
@@ -154,16 +153,7 @@ class AclStore:
                 continue
             except (ValueError, KeyError) as e:
                 log.warning("ignoring unreadable ACL change %s/%s: %s", path, child, e)
-        self._purge(zk, path, children)
-
-    def _purge(self, zk: KazooClient, path: str, children: Iterable[str]) -> None:
-        cutoff = (time.time() - CHANGE_EXPIRY_S) * 1000
-        for child in children:
-            try:
-                if zk.exists(f"{path}/{child}").ctime < cutoff:
-                    zk.delete(f"{path}/{child}")
-            except (NoNodeError, AttributeError):
-                continue
+        purge_expired(zk, path, children)
 
     def reload(self, p: Pattern) -> None:
         entries = self._read(self._zk(), p)[0]

@@ -103,6 +103,26 @@ def require_cluster(ctx, op: Operation) -> None:
         raise KafkaError(ErrorCode.cluster_authorization_failed, CLUSTER_DENIED)
 
 
+# Kafka's AclEntry.supportedOperations: what include_*_authorized_operations reports on
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
+                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+}
+OPERATIONS_OMITTED = -2147483648   # Kafka's sentinel when the client did not ask for them
+
+
+def authorized_operations(ctx, rtype: ResourceType, name: str = CLUSTER_NAME, wanted: bool = True) -> int:
+    """Kafka's bit field (bit ``op.value``) of the operations the current principal may perform on
+    the resource (every supported one with no authorizer); the sentinel unless ``wanted``."""
+    if not wanted:
+        return OPERATIONS_OMITTED
+    ops = SUPPORTED_OPERATIONS[rtype]
+    return sum(1 << op.value for op in ops if allowed(ctx, op, rtype, name, log_denied=False))
+
+
 def allowed_any(ctx, op: Operation, rtype: ResourceType) -> bool:
     authorizer = ctx.authorizer
     return authorizer is None or authorizer.authorize_any(current(), op, rtype)

@@ -153,6 +153,15 @@ class LogManager:
             if t == topic:
                 partition_log.update_config(config)
 
+    def update_defaults(self, defaults: Mapping[str, str]) -> None:
+        """New broker-wide topic defaults (a dynamic broker config change): every log's config
+        is rebuilt; retention and rolling follow from the next maintenance tick."""
+        if dict(defaults) == self.defaults:
+            return
+        self.defaults = dict(defaults)
+        for (topic, _), partition_log in self._logs.items():
+            partition_log.update_config(self.config_for(topic))
+
     def delete_topic(self, topic: str) -> None:
         """Take the topic's logs away now; their renamed directories go after file.delete.delay.ms."""
         for key in [k for k in self._logs if k[0] == topic]:
