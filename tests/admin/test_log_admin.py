@@ -96,6 +96,7 @@ def test_describe_producers(cluster):
     assert ok.error_code == 0 and missing.error_code == 3
     (producer,) = ok.active_producers
     assert producer.producer_id >= 0 and producer.producer_epoch >= 0 and producer.last_sequence == 9
+    assert producer.last_timestamp > 0 and producer.current_txn_start_offset == -1  # no open transaction
 
 
 def test_authorized_operations_without_an_authorizer_are_all_supported(cluster):

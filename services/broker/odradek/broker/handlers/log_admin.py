@@ -141,18 +141,11 @@ def _producers_of(ctx: BrokerContext, s, topic: str, partition: int, read: bool)
     except KafkaError as e:
         return failed(e.code, e.message)
     producers = tuple(make(s.ProducerState, producer_id=pid, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
-                           last_timestamp=getattr(entry, "last_timestamp", -1),
-                           coordinator_epoch=getattr(entry, "coordinator_epoch", -1),
-                           current_txn_start_offset=_txn_start(entry))
+                           last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
+                           current_txn_start_offset=entry.txn_first_offset)
                       for pid, entry in sorted(lp.log.producer_state.producers.items()))
     return make(s.PartitionResponse, partition_index=partition, error_code=ErrorCode.none, error_message=None,
                 active_producers=producers)
-
-
-def _txn_start(entry) -> int:
-    """The first offset of the producer's ongoing transaction, -1 for none (or not tracked)."""
-    start = getattr(entry, "current_txn_first_offset", None)
-    return -1 if start is None else start
 
 
 TABLE = {
