@@ -69,6 +69,12 @@ def hashes(k8s, ns, cluster):
             for n, p in pods(k8s, ns, cluster).items()}
 
 
+def template_hash(k8s, ns, cluster):
+    """The config hash of the brokers' pod template (settings and certificates)."""
+    sts = k8s.child(ns, "StatefulSet", f"{cluster}-brokers")
+    return sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+
+
 def test_config_change_rolls_brokers_one_at_a_time(k8s, operator, namespace, fake_controller):
     ns, c = namespace, "roll"
     k8s.apply_cluster(ns, c, spec(config={"retention.ms": "1000"}), {ANNOTATION: fake_controller.url})
@@ -82,14 +88,21 @@ def test_config_change_rolls_brokers_one_at_a_time(k8s, operator, namespace, fak
 
     fake_controller.under_replicated = 2
     k8s.apply_cluster(ns, c, spec(config={"retention.ms": "2000"}), {ANNOTATION: fake_controller.url})
-    new = builders.config_hash(c, ns, k8s.cluster(ns, c)["spec"])
-    cr = wait_until(lambda: (x := k8s.cluster(ns, c)) and "under-replicated" in (x["status"].get("rolling") or "") and x,
-                    30, "the roll to wait for in-sync replicas")
-    assert cr["status"]["phase"] == "Rolling"
+    new = wait_until(lambda: (h := template_hash(k8s, ns, c)) not in old and h, 30, "the new pod template")
+    # (the status timer reports NotReady between the handler's retries here: no pod has a
+    # kubelet, so the controller Deployment is never available)
+    wait_until(lambda: (x := k8s.cluster(ns, c)) and "under-replicated" in (x["status"].get("rolling") or "")
+               and x["status"]["phase"] == "Rolling", 30, "the roll to wait for in-sync replicas")
     time.sleep(2)
     assert set(hashes(k8s, ns, c).values()) == old, "a broker restarted while partitions were under-replicated"
 
     fake_controller.under_replicated = 0
+    assert_rolls_one_at_a_time(k8s, ns, c, new)
+
+
+def assert_rolls_one_at_a_time(k8s, ns, c, new):
+    """Play the kubelet through a roll of 3 brokers to the template hash ``new``: the operator
+    must restart them highest ordinal first, one at a time, each after the previous is ready."""
     order = []
     deadline = time.monotonic() + 90
     while len(order) < 3:

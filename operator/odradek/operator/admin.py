@@ -7,7 +7,9 @@ instance's health route and re-resolves once when a call meets ``NOT_CONTROLLER`
 built by ``odradek.cluster.control_plane``; answers stay JSON, the form the operator's decisions
 (``topics``, ``rolling``) read.
 
-Blocking (``control_plane_http.send_blocking``): the kopf handlers that use it are synchronous
+With the cluster's control plane on mutual TLS the client presents the operator's own
+certificate (``tls``; CN ``<cluster>-operator``, which the controller admits). Blocking
+(``control_plane_http.send_blocking``): the kopf handlers that use it are synchronous
 and run in kopf's thread pool.
 """
 
@@ -18,6 +20,7 @@ from typing import Any, Iterable
 from odradek.cluster import control_plane as cp
 from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import send_blocking
+from odradek.cluster.control_plane_tls import ControlPlaneTls
 
 TIMEOUT_S = 5.0
 NOT_CONTROLLER = 41
@@ -43,10 +46,18 @@ class Unreachable(Exception):
 
 
 class ControllerClient:
-    def __init__(self, candidates: Iterable[str], timeout: float = TIMEOUT_S) -> None:
+    """``tls``: the operator's control-plane certificate (``principals.operator_tls``), used
+    for ``https://`` candidates; None: plaintext only."""
+
+    def __init__(self, candidates: Iterable[str], timeout: float = TIMEOUT_S,
+                 tls: ControlPlaneTls | None = None) -> None:
         self.candidates = [c.rstrip("/") for c in candidates]
         self.timeout = timeout
+        self.tls = tls
         self._active: str | None = None
+
+    def _send(self, url: str, request: cp.Request) -> tuple[int, Any]:
+        return send_blocking(url, request, self.timeout, self.tls if url.startswith("https:") else None)
 
     def active_url(self, refresh: bool = False) -> str:
         if self._active and not refresh:
@@ -54,7 +65,7 @@ class ControllerClient:
         errors = []
         for url in self.candidates:
             try:
-                status, health = send_blocking(url, cp.health(), self.timeout)
+                status, health = self._send(url, cp.health())
             except OSError as e:
                 errors.append(f"{url}: {e}")
                 continue
@@ -63,7 +74,7 @@ class ControllerClient:
                 # An instance advertises the URL it was told; trust it only if it answers.
                 if self._active != url:
                     try:
-                        send_blocking(self._active, cp.health(), self.timeout)
+                        self._send(self._active, cp.health())
                     except OSError:
                         self._active = url
                 return self._active
@@ -76,7 +87,7 @@ class ControllerClient:
         for attempt in range(2):
             url = self.active_url(refresh=attempt > 0)
             try:
-                status, answer = send_blocking(url, request, self.timeout)
+                status, answer = self._send(url, request)
             except OSError as e:
                 if attempt:
                     raise Unreachable(f"{url}: {e}") from None

@@ -124,9 +124,10 @@ def broker_settings(spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any],
-                external: Mapping[tuple[str, int], str | None] | None = None) -> str:
+                external: Mapping[tuple[str, int], str | None] | None = None, certificates: str = "") -> str:
     """What a broker restart must pick up: settings, image, ZooKeeper, resources, listeners
-    and authorization, load balancers' addresses (node ports stay once allocated)."""
+    and authorization, load balancers' addresses (node ports stay once allocated), and the
+    version of the brokers' certificates (``certs.CertificatePlan.versions``)."""
     brokers = spec.get("brokers") or {}
     material = {"config": broker_settings(spec), "image": spec.get("image", DEFAULT_IMAGE),
                 "zookeeper": zookeeper_connect(cluster, namespace, spec),
@@ -138,6 +139,8 @@ def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any],
     hosts = sorted(a for a in (external or {}).values() if a and listener_specs.HOST_IP not in a)
     if hosts:
         material["loadBalancers"] = hosts
+    if certificates:
+        material["certificates"] = certificates
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -317,12 +320,13 @@ def _listener_args(cluster: str, spec: Mapping[str, Any], host: str,
 
 def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replicas: int | None = None,
                   external: Mapping[tuple[str, int], str | None] | None = None,
-                  tls: listener_specs.BrokerTls | None = None) -> list[dict]:
+                  tls: listener_specs.BrokerTls | None = None, certificates: str = "") -> list[dict]:
     """Headless and bootstrap Services, the PodDisruptionBudget and the brokers' StatefulSet.
 
     ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
     Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
-    ``external``: the external listeners' addresses (``listeners.external_address``)."""
+    ``external``: the external listeners' addresses (``listeners.external_address``);
+    ``certificates``: the brokers' certificate version, part of the config hash."""
     brokers = spec.get("brokers") or {}
     n = names(cluster)
     count = int(brokers.get("replicas", 3) if replicas is None else replicas)
@@ -364,7 +368,8 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
         "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector(cluster, "broker")},
         "template": _pod_template(cluster, "broker", spec, pod,
-                                  {CONFIG_HASH_ANNOTATION: config_hash(cluster, namespace, spec, external)}),
+                                  {CONFIG_HASH_ANNOTATION: config_hash(cluster, namespace, spec, external,
+                                                                       certificates)}),
     }
     if persistent:
         claim = {"metadata": {"name": "data", "labels": labels(cluster, "broker")},
@@ -506,14 +511,14 @@ def build_listener_services(cluster: str, namespace: str, spec: Mapping[str, Any
 def build_children(cluster: str, namespace: str, spec: Mapping[str, Any],
                    broker_replicas: int | None = None,
                    external: Mapping[tuple[str, int], str | None] | None = None,
-                   tls: listener_specs.BrokerTls | None = None) -> list[dict]:
+                   tls: listener_specs.BrokerTls | None = None, certificates: str = "") -> list[dict]:
     """Every child but the listeners' Services, in apply order (config, ZooKeeper, controller,
     brokers, gateway)."""
     return [build_config_map(cluster, namespace, spec, external, broker_replicas),
             *build_zookeeper(cluster, namespace, spec),
             *build_controller(cluster, namespace, spec),
             *build_broker_account(cluster, namespace, spec),
-            *build_brokers(cluster, namespace, spec, broker_replicas, external, tls),
+            *build_brokers(cluster, namespace, spec, broker_replicas, external, tls, certificates),
             *build_gateway(cluster, namespace, spec)]
 
 

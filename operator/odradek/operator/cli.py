@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "advertise":  # the brokers' init container for external listeners
         from odradek.operator.listeners import main as advertise
         return advertise(argv[1:])
+    if argv and argv[0] == "probe":  # readiness probes of mutual-TLS control planes (odradek.operator.probe)
+        from odradek.operator.probe import main as probe
+        return probe(argv[1:])
     args = parse_args(argv)
     logs.configure("operator", args.log_level, args.log_format)
     import kopf

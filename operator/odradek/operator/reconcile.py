@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from odradek.operator import admin, builders, listeners, rolling, topics, validation
+from odradek.operator import admin, builders, certs, listeners, principals, rolling, topics, validation
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.status import ClusterHealth
@@ -35,7 +35,8 @@ class ClusterMissing(Exception):
 def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: OperatorSettings) -> list[str]:
     """Where the controller instances are: the cluster's ``odradek.dev/controller-url``
     annotation, else the operator's override (``ODRADEK_OPERATOR_CONTROLLER_URL``), else the
-    ready endpoints of the ``<cluster>-controller`` Service."""
+    ready endpoints of the ``<cluster>-controller`` Service, by the names their certificates
+    carry (``https://<pod>.<cluster>-controller.<ns>.svc:8080``: the control plane takes mutual TLS)."""
     meta = cluster["metadata"]
     annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
     if annotated:
@@ -49,14 +50,19 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: Oper
         for ep in eps.get("endpoints") or []:
             if (ep.get("conditions") or {}).get("ready") is False:
                 continue
-            for address in ep.get("addresses") or []:
-                host = f"[{address}]" if ":" in address else address
-                urls.append(f"http://{host}:{builders.CONTROLLER_PORT}")
+            pod = (ep.get("targetRef") or {}).get("name")
+            if pod:
+                urls.append(principals.controller_url(meta["name"], pod, meta["namespace"]))
     return urls
 
 
 def controller_client(kube: Kube, cluster: Mapping[str, Any], settings: OperatorSettings) -> admin.ControllerClient:
-    return admin.ControllerClient(controller_candidates(kube, cluster, settings))
+    """A client of the active controller; over https it presents the operator's certificate."""
+    candidates = controller_candidates(kube, cluster, settings)
+    tls = None
+    if any(url.startswith("https:") for url in candidates):
+        tls = principals.operator_tls(kube, cluster["metadata"]["name"], cluster["metadata"]["namespace"])
+    return admin.ControllerClient(candidates, tls=tls)
 
 
 # -- OdradekCluster -------------------------------------------------------------------------
@@ -91,11 +97,20 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
             logger.warning("scale-down check: %s", e)
     scale = rolling.plan_scale(current, desired, metadata)
 
+    # Certificates first: a bad clusterCa/clientsCa raises SpecError before anything is applied.
+    plan = certs.sync_certificates(kube, name, namespace, spec, adopt, scale.replicas)
+    if plan.renewed:
+        logger.info("certificates issued: %s", ", ".join(plan.renewed))
+    for warning in plan.warnings:
+        logger.warning(warning)
+    sync_zookeeper_digest(kube, name, namespace, adopt)
     services = builders.build_listener_services(name, namespace, spec, scale.replicas)
     adopt(services)
     live = {s["metadata"]["name"]: kube.apply(s) for s in services}
     external = external_addresses(name, specs, scale.replicas, live)
-    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas, external=external)
+    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas, external=external,
+                                       certificates=plan.versions["broker"])
+    principals.secure_children(children, name, namespace, plan.versions)
     adopt(children)
     applied = [f"Service/{n}" for n in live]
     for child in children:
@@ -112,7 +127,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
 
     waiting = None
     if live_sts is not None:
-        step = roll_step(kube, body, scale.replicas, settings, client, external)
+        step = roll_step(kube, body, scale.replicas, settings, client, external, plan.versions["broker"])
         if not step.done:
             waiting = step.reason
     status = {
@@ -165,6 +180,14 @@ def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.L
     return out
 
 
+def sync_zookeeper_digest(kube: Kube, name: str, namespace: str, adopt: Callable[[list[dict]], None]) -> None:
+    """The brokers' and controllers' ZooKeeper digest credentials (generated once, then kept)."""
+    secret = principals.zookeeper_secret(
+        name, namespace, kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name)))
+    adopt([secret])
+    kube.apply(secret)
+
+
 def rack_cluster_role(spec: Mapping[str, Any], settings: OperatorSettings) -> str | None:
     """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
     uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);
@@ -213,13 +236,15 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], 
 
 def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int, settings: OperatorSettings,
               client: admin.ControllerClient | None = None,
-              external: Mapping[tuple[str, int], str | None] | None = None) -> rolling.RollStep:
-    """One step of a rolling restart: delete at most one outdated broker pod."""
+              external: Mapping[tuple[str, int], str | None] | None = None,
+              certificates: str = "") -> rolling.RollStep:
+    """One step of a rolling restart: delete at most one outdated broker pod (``external`` and
+    ``certificates``, the brokers' certificate version, are part of the config hash)."""
     meta, spec = body["metadata"], body.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
     pods = [rolling.PodView.from_pod(p) for p in
             kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))]
-    desired_hash = builders.config_hash(name, namespace, spec, external)
+    desired_hash = builders.config_hash(name, namespace, spec, external, certificates)
     if all(p.config_hash == desired_hash for p in pods):
         return rolling.plan_roll(pods, desired_hash, replicas, 0)
     urp = None

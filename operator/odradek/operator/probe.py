@@ -1,0 +1,46 @@
+"""``odradek operator probe``: the readiness probe of a pod whose control plane takes mutual
+TLS (the kubelet's ``httpGet`` cannot present a client certificate).
+
+It GETs ``--path`` (the builders pass ``control_plane``'s route, as they did for ``httpGet``)
+from the pod's own API on the loopback address with the pod's certificate, checking the CA
+but not the host name (the certificate names the pod's DNS names, not 127.0.0.1), and exits 0
+when the answer is below 400, as ``httpGet`` would, else 1 with the reason on stderr.
+
+Standard library only: it runs every few seconds in every broker and controller pod, and
+importing the control-plane modules (aiohttp, the protocol schemas) would cost a second of
+CPU each time. The context matches ``control_plane_tls.client_context`` (TLS 1.2 minimum).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import ssl
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="odradek operator probe", description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, required=True, help="the API's port on 127.0.0.1")
+    p.add_argument("--path", required=True, help="the route, e.g. /internal/v1/health")
+    p.add_argument("--keystore", required=True, help="PEM: the pod's certificate chain and key")
+    p.add_argument("--truststore", required=True, help="PEM: the cluster CA")
+    p.add_argument("--timeout", type=float, default=4.0)
+    args = p.parse_args(argv)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    try:
+        context.load_verify_locations(args.truststore)
+        context.load_cert_chain(args.keystore)
+        conn = http.client.HTTPSConnection("127.0.0.1", args.port, timeout=args.timeout, context=context)
+        conn.request("GET", args.path)
+        status = conn.getresponse().status
+        conn.close()
+    except (OSError, http.client.HTTPException) as e:
+        print(f"127.0.0.1:{args.port}{args.path}: {e}", file=sys.stderr)
+        return 1
+    if status >= 400:
+        print(f"127.0.0.1:{args.port}{args.path}: HTTP {status}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,133 @@
+"""The cluster's processes as principals (``odradek.operator.principals``), without an API
+server: the pods' arguments parse with the real CLIs against the Secrets' files, the control
+plane admits the operator's and the probe's certificates and refuses the gateway's."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from odradek.cluster import control_plane, control_plane_http
+from odradek.cluster.control_plane_tls import ControlPlaneTls
+from odradek.operator import admin, builders, certs, principals
+from odradek.operator.probe import main as probe
+
+NS = "ns"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """The children of cluster ``c`` with their certificates, and the Secrets' files laid out
+    where the pods mount them (under a temporary root)."""
+    root = tmp_path_factory.mktemp("pod")
+    plan = certs.plan_certificates("c", NS, {}, {}, 1)
+    children = builders.build_children("c", NS, {}, certificates=plan.versions["broker"])
+    principals.secure_children(children, "c", NS, plan.versions)
+    secrets = {s["metadata"]["name"]: certs.decode(s) for s in
+               [*plan.secrets, principals.zookeeper_secret("c", NS, None)]}
+    for kind, name in (("Deployment", "c-controller"), ("StatefulSet", "c-brokers")):
+        pod = next(c for c in children if (c["kind"], c["metadata"]["name"]) == (kind, name))["spec"]["template"]["spec"]
+        volumes = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        for mount in pod["containers"][0]["volumeMounts"]:
+            if mount["name"] in volumes:
+                target = root / mount["mountPath"].lstrip("/")
+                target.mkdir(parents=True, exist_ok=True)
+                for key, data in secrets[volumes[mount["name"]]].items():
+                    (target / key).write_bytes(data)
+    return root, children, plan
+
+
+def args_of(secured, kind, name):
+    root, children, _ = secured
+    child = next(c for c in children if (c["kind"], c["metadata"]["name"]) == (kind, name))
+    container = child["spec"]["template"]["spec"]["containers"][0]
+    pod_name = "c-brokers-0" if kind == "StatefulSet" else "c-controller-5d-x"
+    subst = {"$(POD_NAME)": pod_name, "$(POD_NAMESPACE)": NS, "$(BROKER_ID)": "0", "$(ODRADEK_ZOOKEEPER)": "zk:2181",
+             "$(ODRADEK_CLUSTER)": "c", "/etc/odradek": str(root / "etc/odradek")}
+    out = []
+    for arg in container["args"]:
+        for k, v in subst.items():
+            arg = arg.replace(k, v)
+        out.append(arg)
+    return child, container, out
+
+
+def test_controller_and_broker_arguments_parse_with_their_clis(secured):
+    from odradek.broker.cli import parse_args as broker_args
+    from odradek.controller.cli import parse_args as controller_args
+    child, container, args = args_of(secured, "Deployment", "c-controller")
+    parsed = controller_args(args[1:])
+    assert parsed.tls is not None and parsed.tls.peer_common_name == r"c-(broker|controller|operator)"
+    assert parsed.zk_security.set_acl and parsed.zk_security.digest.startswith("odradek:")
+    assert args[args.index("--advertised-url") + 1] == f"https://c-controller-5d-x.c-controller.{NS}.svc:8080"
+    assert child["spec"]["template"]["spec"]["subdomain"] == "c-controller"
+    assert container["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
+    _, _, args = args_of(secured, "StatefulSet", "c-brokers")
+    config = broker_args(args[1:])
+    assert config.control_plane_tls() is not None and config.zookeeper_security().set_acl
+
+
+def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured, tmp_path):
+    root, _, plan = secured
+    ctl = root / "etc/odradek/certs"
+    server_tls = ControlPlaneTls(str(ctl / "controller/controller.pem"), str(ctl / "cluster-ca/ca.crt"),
+                                 peer_common_name=certs.control_plane_config("c", "controller")[
+                                     "control.plane.ssl.peer.common.name.pattern"])
+    health = {"id": "ctl-0", "url": "", "active": True, "epoch": 1, "under_replicated_partitions": 0}
+
+    async def answer(_: web.Request) -> web.Response:
+        return web.json_response(health)
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    app = control_plane_http.server_app({control_plane.HEALTH: answer})
+    runner, (_, port) = asyncio.run_coroutine_threadsafe(
+        control_plane_http.serve(app, "127.0.0.1", 0, server_tls, "test controller"), loop).result(10)
+    try:
+        url = f"https://127.0.0.1:{port}"
+        health["url"] = url
+        secrets = {s["metadata"]["name"]: certs.decode(s) for s in plan.secrets}
+
+        class FakeKube:
+            def get(self, api_version, kind, namespace, name):
+                return next(s for s in plan.secrets if s["metadata"]["name"] == name)
+
+        tls = principals.operator_tls(FakeKube(), "c", NS)
+        assert Path(tls.keystore).stat().st_mode & 0o077 == 0
+        # 127.0.0.1 is not among the certificate's names: the host name check is tested by the cluster
+        tls = ControlPlaneTls(tls.keystore, tls.truststore, check_hostname=False)
+        assert admin.ControllerClient([url], tls=tls).health()["active"] is True
+        path = control_plane.HEALTH.path()
+        assert probe(["--port", str(port), "--path", path, "--keystore", str(ctl / "controller/controller.pem"),
+                      "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 0
+        gateway = tmp_path / "gateway.pem"
+        gateway.write_bytes(secrets["c-gateway-certs"]["gateway.pem"])
+        assert probe(["--port", str(port), "--path", path, "--keystore", str(gateway),
+                      "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 1   # 403: its CN is not admitted
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def test_gateway_gets_its_certificate_and_the_cluster_ca(secured):
+    plan = certs.plan_certificates("c", NS, {}, {}, 1)
+    children = builders.build_children("c", NS, {"gateway": {"replicas": 1}})
+    principals.secure_children(children, "c", NS, plan.versions)
+    from odradek.gateway.settings import from_args
+    dep = next(c for c in children if c["metadata"]["name"] == "c-gateway" and c["kind"] == "Deployment")
+    settings, _ = from_args(dep["spec"]["template"]["spec"]["containers"][0]["args"][1:]
+                            + ["--kafka-security-protocol", "SSL"])
+    conf = settings.client_config()
+    assert conf["ssl.certificate.location"] == "/etc/odradek/certs/gateway/gateway.crt"
+    assert conf["ssl.ca.location"] == "/etc/odradek/certs/cluster-ca/ca.crt"
+    assert dep["spec"]["template"]["metadata"]["annotations"][certs.CERTS_ANNOTATION] == plan.versions["gateway"]
+
+
+def test_zookeeper_credentials_are_kept():
+    first = principals.zookeeper_secret("c", NS, None)
+    assert principals.zookeeper_secret("c", NS, first)["data"] == first["data"]
+    assert principals.zookeeper_secret("c", NS, None)["data"] != first["data"]
