@@ -247,16 +247,15 @@ def test_controller_candidates_from_endpoint_slices():
     class FakeKube:
         def list(self, api_version, kind, namespace, selector):
             assert (kind, namespace, selector) == ("EndpointSlice", NS, "kubernetes.io/service-name=c-controller")
-            pod = {"kind": "Pod", "name": "c-controller-7f-x"}
-            return [{"endpoints": [{"addresses": ["10.0.0.5"], "conditions": {"ready": True}, "targetRef": pod},
+            return [{"endpoints": [{"addresses": ["10.0.0.5"], "conditions": {"ready": True}},
                                    {"addresses": ["10.0.0.6"], "conditions": {"ready": False}},
-                                   {"addresses": ["fd00::7"], "targetRef": {**pod, "name": "c-controller-7f-y"}}]}]
+                                   {"addresses": ["fd00::7"]}]}]
 
     body = {"metadata": {"name": "c", "namespace": NS}}
     plain = OperatorSettings.from_env({})
     # by the names the controllers' certificates carry (the control plane takes mutual TLS)
     assert reconcile.controller_candidates(FakeKube(), body, plain) == [
-        f"https://c-controller-7f-x.c-controller.{NS}.svc:8080", f"https://c-controller-7f-y.c-controller.{NS}.svc:8080"]
+        f"https://10-0-0-5.c-controller.{NS}.svc:8080", f"https://fd00--7.c-controller.{NS}.svc:8080"]
     override = OperatorSettings.from_env({"ODRADEK_OPERATOR_CONTROLLER_URL": "http://a:1, http://b:2/"})
     assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://a:1", "http://b:2"]
     body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}

@@ -160,7 +160,9 @@ def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins,
     assert "persistent-claim (a PVC per broker" in explained and "deleteClaim" in explained
     assert "It can only increase." in " ".join(run("explain", "odt.spec.partitions").split())
     k8s.apply_cluster(namespace, "cols", SPEC)
-    wait_until(lambda: ((k8s.cluster(namespace, "cols") or {}).get("status") or {}).get("brokers"), 30, "status")
+    # the status timer's fields (the first reconcile may still be writing phase Reconciling)
+    wait_until(lambda: (st := (k8s.cluster(namespace, "cols") or {}).get("status") or {}).get("brokers")
+               and st.get("phase") == "NotReady", 30, "status")
     header, row = run("get", "odc", "-n", namespace).splitlines()[:2]
     assert header.split() == ["NAME", "PHASE", "BROKERS", "READY", "BOOTSTRAP", "AGE"]
     assert row.split()[:4] == ["cols", "NotReady", "0/3", "False"]

@@ -5,6 +5,10 @@ plane admits the operator's and the probe's certificates and refuses the gateway
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import ssl
+import subprocess
 import threading
 from pathlib import Path
 
@@ -42,18 +46,27 @@ def secured(tmp_path_factory):
 
 
 def args_of(secured, kind, name):
+    """The container's arguments as the process gets them: ``$(VAR)`` expanded as the kubelet
+    does, then, for a ``sh -c`` command, through a real shell (with ``odradek`` replaced by
+    printing its arguments)."""
     root, children, _ = secured
     child = next(c for c in children if (c["kind"], c["metadata"]["name"]) == (kind, name))
     container = child["spec"]["template"]["spec"]["containers"][0]
-    pod_name = "c-brokers-0" if kind == "StatefulSet" else "c-controller-5d-x"
-    subst = {"$(POD_NAME)": pod_name, "$(POD_NAMESPACE)": NS, "$(BROKER_ID)": "0", "$(ODRADEK_ZOOKEEPER)": "zk:2181",
-             "$(ODRADEK_CLUSTER)": "c", "/etc/odradek": str(root / "etc/odradek")}
-    out = []
-    for arg in container["args"]:
+    subst = {"$(POD_NAME)": "c-brokers-0", "$(POD_NAMESPACE)": NS, "$(BROKER_ID)": "0",
+             "$(ODRADEK_ZOOKEEPER)": "zk:2181", "$(ODRADEK_CLUSTER)": "c", "/etc/odradek": str(root / "etc/odradek")}
+
+    def kubelet(arg):
         for k, v in subst.items():
             arg = arg.replace(k, v)
-        out.append(arg)
-    return child, container, out
+        return arg
+    if "command" not in container:
+        return child, container, [kubelet(a) for a in container["args"]]
+    shell, flag, script = container["command"]
+    assert (shell, flag) == ("sh", "-c") and script.startswith("exec odradek ")
+    script = "exec printf '%s\\n' " + kubelet(script)[len("exec odradek "):]
+    out = subprocess.run([shell, flag, script], capture_output=True, text=True, check=True,
+                         env={"PATH": os.environ["PATH"], "POD_IP": "10.0.0.5", "POD_NAMESPACE": NS})
+    return child, container, out.stdout.splitlines()
 
 
 def test_controller_and_broker_arguments_parse_with_their_clis(secured):
@@ -61,10 +74,10 @@ def test_controller_and_broker_arguments_parse_with_their_clis(secured):
     from odradek.controller.cli import parse_args as controller_args
     child, container, args = args_of(secured, "Deployment", "c-controller")
     parsed = controller_args(args[1:])
+    assert args[0] == "controller"
     assert parsed.tls is not None and parsed.tls.peer_common_name == r"c-(broker|controller|operator)"
     assert parsed.zk_security.set_acl and parsed.zk_security.digest.startswith("odradek:")
-    assert args[args.index("--advertised-url") + 1] == f"https://c-controller-5d-x.c-controller.{NS}.svc:8080"
-    assert child["spec"]["template"]["spec"]["subdomain"] == "c-controller"
+    assert args[args.index("--advertised-url") + 1] == f"https://10-0-0-5.c-controller.{NS}.svc:8080"
     assert container["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
     _, _, args = args_of(secured, "StatefulSet", "c-brokers")
     config = broker_args(args[1:])
@@ -101,6 +114,14 @@ def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured
         # 127.0.0.1 is not among the certificate's names: the host name check is tested by the cluster
         tls = ControlPlaneTls(tls.keystore, tls.truststore, check_hostname=False)
         assert admin.ControllerClient([url], tls=tls).health()["active"] is True
+        # what a broker or the operator checks: the controller's certificate covers its DNS name
+        context = ssl.create_default_context(cafile=tls.truststore)
+        context.load_cert_chain(tls.keystore)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname=f"10-0-0-5.c-controller.{NS}.svc"):
+                pass
+        with pytest.raises(ssl.SSLCertVerificationError), socket.create_connection(("127.0.0.1", port)) as raw:
+            context.wrap_socket(raw, server_hostname=f"c-brokers-0.c-brokers.{NS}.svc")
         path = control_plane.HEALTH.path()
         assert probe(["--port", str(port), "--path", path, "--keystore", str(ctl / "controller/controller.pem"),
                       "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 0

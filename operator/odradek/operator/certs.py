@@ -158,8 +158,8 @@ def broker_names(cluster: str, namespace: str, ordinal: int, extra: Iterable[str
 
 
 def component_names(cluster: str, namespace: str, component: str) -> list[str]:
-    """SANs of the controller (its Service, and ``<pod>.<c>-controller.<ns>.svc``, the name
-    it advertises: pods set ``subdomain``), the gateway (its Service); the operator: none."""
+    """SANs of the controller (its Service, and ``*.<c>-controller.<ns>.svc``: it advertises
+    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service); the operator: none."""
     n = builders.names(cluster)
     if component == "controller":
         svc = n["controller"]

@@ -5,10 +5,13 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
 - **Control plane** (docs/control-plane.md): the controller and every broker serve their
   internal API over mutual TLS with their certificates from the cluster CA
   (``certs.control_plane_config``: only the CNs ``<c>-broker``, ``<c>-controller``,
-  ``<c>-operator`` are admitted); the controller advertises
-  ``https://<pod>.<c>-controller.<ns>.svc:8080`` (its pods set ``subdomain``, so that name
-  resolves and its certificate covers it); readiness probes call the API with the pod's own
-  certificate (``odradek operator probe``), since the kubelet cannot present one.
+  ``<c>-operator`` are admitted); a controller advertises
+  ``https://<pod-ip-dashed>.<c>-controller.<ns>.svc:8080``, the name cluster DNS gives each
+  endpoint of a headless Service (a Deployment's pods have no stable names; its certificate
+  covers ``*.<c>-controller.<ns>.svc``). No downward API field gives the dashed address, so the
+  controller container starts through ``sh -c`` which makes it from ``$POD_IP``. Readiness
+  probes call the API with the pod's own certificate (``odradek operator probe``), since the
+  kubelet cannot present one.
 - **The operator** calls the controller with ``<c>-operator-certs`` (``operator_tls``: the
   Secret's PEMs written to files of its own, as Python's ``ssl`` needs files).
 - **ZooKeeper**: digest credentials generated once into the Secret ``<c>-zookeeper-digest``
@@ -28,6 +31,7 @@ import base64
 import hashlib
 import os
 import secrets
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -63,9 +67,23 @@ def zookeeper_config() -> dict[str, str]:
     return {ZK_DIGEST_FILE: f"{ZK_DIR}/{ZK_SECRET_KEY}", ZK_SET_ACL: "true"}
 
 
-def controller_url(cluster: str, pod: str, namespace: str) -> str:
-    """The name a controller pod advertises (and the operator calls) with TLS on."""
-    return f"https://{pod}.{builders.names(cluster)['controller']}.{namespace}.svc:{builders.CONTROLLER_PORT}"
+def controller_url(cluster: str, pod_ip: str, namespace: str) -> str:
+    """The URL of the controller pod at ``pod_ip``, by its DNS name (what it advertises and
+    what the operator calls)."""
+    host = pod_ip.replace(".", "-").replace(":", "-")
+    return f"https://{host}.{builders.names(cluster)['controller']}.{namespace}.svc:{builders.CONTROLLER_PORT}"
+
+
+def _advertise_by_name(cluster: str, container: dict) -> None:
+    """Run the controller through ``sh -c`` so that its ``--advertised-url`` is its DNS name,
+    made from ``$POD_IP`` (dots and colons to dashes). The other arguments are quoted as they
+    are (the kubelet has expanded their ``$(VAR)`` references before the shell runs)."""
+    args = list(container.pop("args"))
+    i = args.index("--advertised-url")
+    del args[i:i + 2]
+    dashed = '$(printf %s "$POD_IP" | tr .: --)'
+    url = f"https://{dashed}.{builders.names(cluster)['controller']}.$POD_NAMESPACE.svc:{builders.CONTROLLER_PORT}"
+    container["command"] = ["sh", "-c", f"exec odradek {shlex.join(args)} --advertised-url \"{url}\""]
 
 
 # -- the manifests -------------------------------------------------------------------------
@@ -120,9 +138,7 @@ def secure_children(children: list[dict], cluster: str, namespace: str, versions
             template = child["spec"]["template"]
             container = _secure_control_plane(cluster, "controller", template, builders.CONTROLLER_PORT,
                                               control_plane.HEALTH)
-            args = container["args"]
-            args[args.index("--advertised-url") + 1] = controller_url(cluster, "$(POD_NAME)", "$(POD_NAMESPACE)")
-            template["spec"]["subdomain"] = n["controller"]
+            _advertise_by_name(cluster, container)
             _annotate(template, versions["controller"])
         elif kind == "StatefulSet" and name == n["brokers"]:
             # The brokers' certificates are in the config hash (rolling.py restarts them one at a time).

@@ -36,7 +36,8 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: Oper
     """Where the controller instances are: the cluster's ``odradek.dev/controller-url``
     annotation, else the operator's override (``ODRADEK_OPERATOR_CONTROLLER_URL``), else the
     ready endpoints of the ``<cluster>-controller`` Service, by the names their certificates
-    carry (``https://<pod>.<cluster>-controller.<ns>.svc:8080``: the control plane takes mutual TLS)."""
+    carry (``https://<pod-ip-dashed>.<cluster>-controller.<ns>.svc:8080``: the control plane
+    takes mutual TLS)."""
     meta = cluster["metadata"]
     annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
     if annotated:
@@ -50,9 +51,8 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: Oper
         for ep in eps.get("endpoints") or []:
             if (ep.get("conditions") or {}).get("ready") is False:
                 continue
-            pod = (ep.get("targetRef") or {}).get("name")
-            if pod:
-                urls.append(principals.controller_url(meta["name"], pod, meta["namespace"]))
+            for address in ep.get("addresses") or []:
+                urls.append(principals.controller_url(meta["name"], address, meta["namespace"]))
     return urls
 
 
