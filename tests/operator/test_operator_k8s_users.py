@@ -15,6 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
+from cryptography import x509
 
 from odradek.cluster import control_plane, control_plane_users
 from odradek.cluster.control_plane_http import call_blocking
@@ -175,10 +176,14 @@ def test_bad_user_specs_get_a_clear_status_and_change_nothing(k8s, namespace, od
     u = wait_until(failed(k8s, ns, "carol"), 30, "the unknown resource type to be refused")
     assert "unknown ACL resource type 'queue'" in condition(u, "Ready")["message"]
 
+    # (not a bad spec: a tls user gets a certificate of the cluster's clients CA, CN=dave)
     k8s.apply_user(ns, "dave", "dev", {"authentication": {"type": "tls"}})
-    u = wait_until(failed(k8s, ns, "dave"), 30, "tls without a clients CA to be refused")
-    c = condition(u, "Ready")
-    assert c["reason"] == "InvalidSpec" and "clients CA" in c["message"], c
+    assert wait_until(ready(k8s, ns, "dave"), 30, "the tls user")["status"]["principal"] == "User:CN=dave"
+    data, ca = secret_data(k8s, ns, "dave"), secret_data(k8s, ns, "dev-clients-ca-cert")["ca.crt"]
+    assert set(data) == {"user.crt", "user.key", "ca.crt"} and data["ca.crt"] == ca
+    cert = x509.load_pem_x509_certificate(data["user.crt"].encode())
+    assert cert.subject.rfc4514_string() == "CN=dave"
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.encode()))
 
     k8s.apply_user(ns, "erin", "dev", {"authentication": {"type": "scram-sha-512", "password": {
         "valueFrom": {"secretKeyRef": {"name": "missing", "key": "pw"}}}}})

@@ -370,3 +370,27 @@ def read_ca(kube: Any, cluster: str, namespace: str, which: str = "clients") -> 
     cert = decode(kube.get("v1", "Secret", namespace, n[f"{which}_ca_cert"])).get(CA_CERT_KEY)
     key = decode(kube.get("v1", "Secret", namespace, n[f"{which}_ca"])).get(CA_KEY_KEY)
     return CertificateAuthority.from_pem(cert, key) if cert and key else None
+
+
+def user_certificate(kube: Any, cluster_body: Mapping[str, Any],
+                     user_secret: str) -> Callable[[str], dict[str, str]] | None:
+    """For an OdradekUser with ``tls`` authentication: ``cn`` -> ``user.crt``, ``user.key`` and
+    ``ca.crt`` (PEM text) from the cluster's clients CA, subject ``CN=<cn>`` (principal
+    ``User:CN=<cn>``). The certificate already in the user's Secret is kept while it can stay
+    (same CN, signed by the CA's key, more than ``clientsCa.renewalDays`` left). None while the
+    clients CA does not exist (the cluster not reconciled yet, or a user-supplied CA missing)."""
+    meta, spec = cluster_body["metadata"], cluster_body.get("spec") or {}
+    ca = read_ca(kube, meta["name"], meta["namespace"], "clients")
+    if ca is None:
+        return None
+    settings = CaSettings.from_spec(spec, "clientsCa")
+    existing = decode(kube.get("v1", "Secret", meta["namespace"], user_secret))
+
+    def issue(cn: str) -> dict[str, str]:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        current = {"user.crt": existing.get("user.crt"), "user.key": existing.get("user.key")}
+        cert = _keep({k: v for k, v in current.items() if v}, "user", ca, [], cn, settings, now)
+        if cert is None:
+            cert = ca.issue_certificate(common_name=cn, validity=settings.validity)
+        return {"user.crt": cert.cert_pem.decode(), "user.key": cert.key_pem.decode(), "ca.crt": ca.cert_pem.decode()}
+    return issue

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, kube, metrics, reconcile, users
+from odradek.operator import admin, certs, kube, metrics, reconcile, users
 from odradek.operator.status import is_paused, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
@@ -171,7 +171,9 @@ def reconcile_user(body: kopf.Body, namespace: str, meta: kopf.Meta, spec: kopf.
         cluster = reconcile.topic_cluster(kube.shared(), namespace, meta, spec)
         client = reconcile.controller_client(kube.shared(), cluster, operator_settings)
         return users.sync_user(kube.shared(), client, body, cluster["metadata"]["name"],
-                               lambda objs: kopf.adopt(objs, owner=body), logger)
+                               lambda objs: kopf.adopt(objs, owner=body), logger,
+                               certs.user_certificate(kube.shared(), cluster, body["metadata"]["name"])
+                               if users.auth_type(spec) == users.TLS else None)
     fields = _attempt(patch, old, generation, operator_settings.retry_delay, sync)
     patch.status.update(fields)
     patch.status["phase"] = "Ready"

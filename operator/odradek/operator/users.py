@@ -147,9 +147,9 @@ def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any
     name, namespace = meta["name"], meta["namespace"]
     validate_user(spec)
     username, principal = identity(name, spec)
-    if auth_type(spec) == TLS and certificate is None:
-        raise SpecError(f"authentication.type tls needs the clients CA of OdradekCluster {cluster}, "
-                        "which this operator does not manage")
+    if auth_type(spec) == TLS and certificate is None:   # the cluster's reconcile makes it
+        raise Waiting(f"authentication.type tls needs the clients CA of OdradekCluster {cluster} "
+                      f"(Secrets {cluster}-clients-ca-cert, {cluster}-clients-ca), which does not exist yet")
     password = _password(kube, name, namespace, spec) if auth_type(spec) == SCRAM else None
     request = user_request(name, spec, password)
     old = status.get("username")
