@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 
 import pytest
@@ -95,3 +96,39 @@ def test_interface_for_pods_and_listeners():
     import re
     pattern = cp["control.plane.ssl.peer.common.name.pattern"]
     assert re.fullmatch(pattern, "c-operator") and not re.fullmatch(pattern, "c-gateway")
+
+
+def test_user_certificates_come_from_the_clients_ca_and_are_kept():
+    plan = certs.plan_certificates("c", "ns", {}, {}, 1)
+    secrets = {s["metadata"]["name"]: s for s in plan.secrets}
+
+    class FakeKube:
+        def get(self, api_version, kind, namespace, name):
+            return secrets.get(name)
+    body = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {}}
+    issued = certs.user_certificate(FakeKube(), body, "dave")("dave")
+    cert = x509.load_pem_x509_certificate(issued["user.crt"].encode())
+    assert cert.subject.rfc4514_string() == "CN=dave"
+    cert.verify_directly_issued_by(plan.clients_ca.cert)
+    secrets["dave"] = {"data": {k: base64.b64encode(v.encode()).decode() for k, v in issued.items()}}
+    assert certs.user_certificate(FakeKube(), body, "dave")("dave") == issued        # kept while valid
+    assert certs.user_certificate(FakeKube(), body, "dave")("erin")["user.crt"] != issued["user.crt"]
+    assert certs.user_certificate(FakeKube(), {**body, "metadata": {"name": "other", "namespace": "ns"}}, "d") is None
+
+
+def test_expiring_is_what_time_alone_renews():
+    plan = certs.plan_certificates("c", "ns", {}, {}, 1)
+    existing = existing_of(plan)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert certs.expiring("c", {}, existing, now) == []
+    later = certs.expiring("c", {}, existing, now + datetime.timedelta(days=340))
+    assert "c-cluster-ca-cert/ca.crt" in later and "c-broker-certs/c-brokers-0.crt" in later
+    assert certs.expiring("c", {}, {}, now) == []   # nothing made yet: the reconcile is under way
+    # a user-supplied CA close to its end caps its certificates: nothing to renew, no restarts
+    ca = CertificateAuthority.create("short", validity=datetime.timedelta(days=10))
+    spec = {"clusterCa": {"generateCertificateAuthority": False}}
+    supplied = {"c-cluster-ca-cert": {"ca.crt": ca.cert_pem}, "c-cluster-ca": {"ca.key": ca.key_pem}}
+    first = certs.plan_certificates("c", "ns", spec, supplied, 1)
+    assert first.warnings and certs.expiring("c", spec, {**supplied, **existing_of(first)}, now) == []
+    again = certs.plan_certificates("c", "ns", spec, {**supplied, **existing_of(first)}, 1)
+    assert again.versions == first.versions

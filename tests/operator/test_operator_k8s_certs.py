@@ -7,6 +7,7 @@ No kubelet: the test plays its part as test_operator_k8s_brokers does (its helpe
 from __future__ import annotations
 
 import base64
+import datetime
 
 import pytest
 from cryptography import x509
@@ -78,6 +79,19 @@ def test_user_supplied_ca(k8s, operator, namespace, fake_controller):
     x509.load_pem_x509_certificate(brokers[f"{c}-brokers-0.crt"]).verify_directly_issued_by(user_ca.cert)
     assert secret(k8s, ns, f"{c}-cluster-ca")["ca.key"] == user_ca.key_pem
     assert not k8s.child(ns, "Secret", f"{c}-cluster-ca")["metadata"].get("ownerReferences")  # the user's
+
+    # time alone: a certificate with 2 days left (under renewalDays 30) is renewed by the status
+    # timer's check, with nothing else changing the cluster
+    short = user_ca.issue_certificate(*certs.broker_names(c, ns, 0), common_name=f"{c}-broker",
+                                      organization=certs.ORGANIZATION, validity=datetime.timedelta(days=2))
+    k8s.merge(f"/api/v1/namespaces/{ns}/secrets/{c}-broker-certs", {"data": {
+        f"{c}-brokers-0.crt": base64.b64encode(short.cert_pem).decode(),
+        f"{c}-brokers-0.key": base64.b64encode(short.key_pem).decode()}})
+    renewed = wait_until(lambda: (d := secret(k8s, ns, f"{c}-broker-certs")) and d[f"{c}-brokers-0.crt"] != short.cert_pem
+                         and d, 30, "the renewal of a certificate close to its end")
+    leaf = x509.load_pem_x509_certificate(renewed[f"{c}-brokers-0.crt"])
+    assert (leaf.not_valid_after_utc - leaf.not_valid_before_utc).days >= 364
+    assert certs.RENEWAL_ANNOTATION in k8s.cluster(ns, c)["metadata"]["annotations"]
 
 
 def test_missing_user_ca_fails_without_partial_change(k8s, operator, namespace):

@@ -162,7 +162,7 @@ def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins,
     k8s.apply_cluster(namespace, "cols", SPEC)
     # the status timer's fields (the first reconcile may still be writing phase Reconciling)
     wait_until(lambda: (st := (k8s.cluster(namespace, "cols") or {}).get("status") or {}).get("brokers")
-               and st.get("phase") == "NotReady", 30, "status")
+               and st.get("bootstrapServers") and st.get("phase") == "NotReady", 30, "status")
     header, row = run("get", "odc", "-n", namespace).splitlines()[:2]
     assert header.split() == ["NAME", "PHASE", "BROKERS", "READY", "BOOTSTRAP", "AGE"]
     assert row.split()[:4] == ["cols", "NotReady", "0/3", "False"]

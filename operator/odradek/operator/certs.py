@@ -56,6 +56,7 @@ CERTS_DIR = "/etc/odradek/certs"
 COMPONENTS = ("broker", "controller", "gateway", "operator")
 CA_CERT_KEY, CA_KEY_KEY, BUNDLE_KEY = "ca.crt", "ca.key", "ca-bundle.crt"
 CERTS_ANNOTATION = "odradek.dev/certificates-hash"
+RENEWAL_ANNOTATION = "odradek.dev/certificates-renewal"   # set on the cluster: reconcile to renew
 DEFAULT_VALIDITY_DAYS, DEFAULT_RENEWAL_DAYS = 365, 30
 CLUSTER_DOMAIN = "cluster.local"
 
@@ -278,9 +279,17 @@ def _keep(data: Mapping[str, bytes], stem: str, ca: CertificateAuthority, names:
         return None
     cns = [a.value for a in cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)]
     if (cns != [cn] or not _signed_by(cert, ca) or sorted(alt_names(cert_pem)) != sorted(names)
-            or not_after(cert_pem) - now < settings.renewal):
+            or _due(cert.not_valid_after_utc, ca.cert.not_valid_after_utc, settings, now)):
         return None
     return IssuedCertificate(cert_pem, key_pem, ca.cert_pem)
+
+
+def _due(end: datetime.datetime, cap: datetime.datetime | None, settings: CaSettings,
+         now: datetime.datetime) -> bool:
+    """A certificate ending at ``end`` is renewed with less than ``renewalDays`` left, unless
+    its CA's end ``cap`` caps it (a user-supplied CA about to expire: a new one would end as
+    soon, and reissuing it at every reconcile would restart pods for nothing)."""
+    return end - now < settings.renewal and (cap is None or end < cap)
 
 
 def _issue(data: Mapping[str, bytes], stem: str, ca: CertificateAuthority, names: list[str], cn: str,
@@ -335,6 +344,32 @@ def plan_certificates(cluster: str, namespace: str, spec: Mapping[str, Any], exi
         plan.secrets.append(_secret(n[component], namespace, cluster, data))
         plan.versions[component] = _version({**data, CA_CERT_KEY: ca.cert_pem})
     return plan
+
+
+def expiring(cluster: str, spec: Mapping[str, Any], existing: Mapping[str, Mapping[str, bytes]],
+             now: datetime.datetime | None = None) -> list[str]:
+    """What the next reconcile would renew because of time alone (``Secret/key``): operator-made
+    CAs and process certificates with fewer than ``renewalDays`` left. The operator's status
+    timer asks this (cheap: no keys made), so a cluster nobody edits is still renewed in time.
+    ``SpecError`` for bad CA settings."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    n, out = secret_names(cluster), []
+    settings = {w: CaSettings.from_spec(spec, f"{w}Ca") for w in ("cluster", "clients")}
+    for which in ("cluster", "clients"):
+        cert_pem, key_pem = existing.get(n[f"{which}_ca_cert"], {}).get(CA_CERT_KEY), \
+            existing.get(n[f"{which}_ca"], {}).get(CA_KEY_KEY)
+        if not cert_pem or not key_pem:
+            return []   # not made yet: the reconcile that makes them is under way
+        ca = CertificateAuthority.from_pem(cert_pem, key_pem)
+        if settings[which].generate and ca.cert.not_valid_after_utc - now < settings[which].renewal:
+            out.append(f"{n[which + '_ca_cert']}/{CA_CERT_KEY}")
+        if which == "cluster":   # an operator-made CA is renewed first: it caps nothing
+            cap = None if settings[which].generate else ca.cert.not_valid_after_utc
+            for component in COMPONENTS:
+                for key, data in sorted(existing.get(n[component], {}).items()):
+                    if key.endswith(".crt") and key != BUNDLE_KEY and _due(not_after(data), cap, settings[which], now):
+                        out.append(f"{n[component]}/{key}")
+    return out
 
 
 # -- with the API server ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import kopf
 
 from odradek.operator import admin, certs, kube, metrics, reconcile, users
-from odradek.operator.status import is_paused, readiness, set_condition
+from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
 
@@ -82,9 +82,13 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
-                           operator_settings: OperatorSettings, **_: Any) -> None:
+                           logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     if status.get("phase") in ("Failed", "Paused") or is_paused(meta):
         return
+    due = reconcile.renewal_due(kube.shared(), body)
+    if due:  # a changed annotation runs the update handler, which renews and rolls the pods
+        logger.info("certificates to renew: %s", due)
+        patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
     health = reconcile.cluster_health(kube.shared(), body, operator_settings)
     ready, reason, message = health.verdict()
     patch.status["readyBrokers"] = health.brokers_ready

@@ -188,6 +188,18 @@ def sync_zookeeper_digest(kube: Kube, name: str, namespace: str, adopt: Callable
     kube.apply(secret)
 
 
+def renewal_due(kube: Kube, body: Mapping[str, Any]) -> str | None:
+    """The certificates the cluster's next reconcile would renew because of time alone (for the
+    status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None."""
+    meta = body["metadata"]
+    try:
+        due = certs.expiring(meta["name"], body.get("spec") or {},
+                             certs.read_existing(kube, meta["name"], meta["namespace"]))
+    except (validation.SpecError, ValueError):   # the reconcile reports it
+        return None
+    return ", ".join(due) or None
+
+
 def rack_cluster_role(spec: Mapping[str, Any], settings: OperatorSettings) -> str | None:
     """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
     uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);

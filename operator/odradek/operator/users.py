@@ -161,7 +161,7 @@ def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any
     if password is not None:
         data = {"password": password, "sasl.jaas.config": jaas_config(username, password)}
     elif auth_type(spec) == TLS:
-        data = dict(certificate(username))
+        data = dict(certificate(name))   # the subject CN=<name>, whose principal is User:CN=<name>
     else:
         data = {}
     secret = build_secret(name, namespace, cluster, data)
