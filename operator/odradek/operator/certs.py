@@ -27,8 +27,10 @@ restart one at a time); a process certificate is reissued when it is missing, ha
 hash per component of what its pods load) goes into the pod templates: a change rolls the
 brokers with the rolling logic (``rolling.py``) and the Deployments by their own strategy.
 
-The interface for the listeners (``listeners.py``) and the pod builders: ``pod_tls_volumes``,
-``broker_ssl_config``, ``control_plane_config``, ``gateway_kafka_args``, ``principal``.
+The interface for the listeners (``listeners.py``), users (``users.py``) and the pod builders:
+``pod_tls_volumes``, ``broker_ssl_config``, ``control_plane_config``, ``gateway_kafka_args``,
+``principal``, ``user_certificate`` (a tls OdradekUser's certificate from the clients CA),
+``read_ca``; ``expiring`` is the status timer's check of what time alone makes due.
 ``plan_certificates`` is pure (validates everything before anything is written: no partial
 change on bad input); ``sync_certificates`` reads the Secrets and applies the plan.
 """
@@ -91,7 +93,8 @@ def pod_tls_volumes(cluster: str, component: str) -> tuple[list[dict], list[dict
     (``<stem>.crt``, ``.key``, ``.pem``; for brokers also ``ca-bundle.crt``) and the cluster
     CA's certificate at ``/etc/odradek/certs/cluster-ca/ca.crt``. Mounted as directories (not
     subPath), so renewed Secrets reach running pods; processes load them at start, which is
-    why a change rolls the pods (``CERTS_ANNOTATION``)."""
+    why a change rolls the pods (``CERTS_ANNOTATION``). ``principals.secure_children`` mounts
+    them in every broker, controller and gateway pod: builders need not add them again."""
     n = secret_names(cluster)
     volumes = [{"name": "cluster-ca", "secret": {"secretName": n["cluster_ca_cert"]}},
                {"name": f"{component}-certs", "secret": {"secretName": n[component]}}]
