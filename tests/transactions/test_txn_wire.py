@@ -143,6 +143,52 @@ def test_marker_errors_are_kafkas(cluster, topic, pids):
     assert txn.end(True, epoch=1, coordinator_epoch=5, address=other) == [ErrorCode.not_leader_or_follower]
 
 
+def test_confluent_transactional_producer_and_read_committed_consumer(cluster):
+    """End to end with the transaction coordinator: committed records are read, aborted ones
+    never, and an open transaction holds the consumer back until it commits."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    topic = "txn-e2e"
+    cluster.create_topic(topic, partitions=2, replication_factor=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "txn-log-e2e",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+
+    def transaction(prefix: str, commit: bool | None) -> None:
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, f"{prefix}-{i}".encode(), key=str(i).encode())
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+
+    transaction("committed", True)
+    transaction("aborted", False)
+    transaction("open", None)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-e2e-reader",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
+    seen: list[bytes] = []
+
+    def read_until(count: int, quiet_s: float) -> None:
+        deadline = time.monotonic() + 30
+        while len(seen) < count and time.monotonic() < deadline:
+            seen.extend(m.value() for m in consumer.consume(100, 0.5) if m.error() is None)
+        end = time.monotonic() + quiet_s
+        while time.monotonic() < end:
+            seen.extend(m.value() for m in consumer.consume(100, 0.5) if m.error() is None)
+    try:
+        read_until(20, quiet_s=2.0)
+        assert sorted(seen) == sorted(f"committed-{i}".encode() for i in range(20))
+        producer.commit_transaction(30)
+        read_until(40, quiet_s=1.0)
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted([f"committed-{i}".encode() for i in range(20)]
+                                  + [f"open-{i}".encode() for i in range(20)])
+
+
 # last: the restart moves leadership
 def test_a_restarted_leader_keeps_the_lso_and_the_aborted_transactions(cluster, topic, pids):
     txn = Txn(cluster, pids[4])

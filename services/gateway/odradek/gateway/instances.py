@@ -184,7 +184,7 @@ def _consumer_config(group: str, req: CreateConsumer) -> dict:
     """librdkafka's configuration for an instance created with ``req``."""
     conf = {"group.id": group, "auto.offset.reset": "error" if req.auto_offset_reset == "none"
             else req.auto_offset_reset, "enable.auto.commit": req.auto_commit_enable == "true",
-            "enable.partition.eof": False, "fetch.wait.max.ms": 100}
+            "enable.partition.eof": False, "fetch.wait.max.ms": 100, "isolation.level": req.isolation_level}
     if req.fetch_min_bytes is not None and req.fetch_min_bytes > 0:
         conf["fetch.min.bytes"] = req.fetch_min_bytes
     return conf

@@ -65,6 +65,8 @@ class CreateConsumer(BaseModel):
     auto_offset_reset: str = Field("latest", alias="auto.offset.reset", pattern="^(earliest|latest|none)$")
     auto_commit_enable: str = Field("true", alias="auto.commit.enable", pattern="^(true|false)$")
     fetch_min_bytes: int | None = Field(None, alias="fetch.min.bytes", ge=-1)
+    isolation_level: str = Field("read_uncommitted", alias="isolation.level",
+                                 pattern="^(read_uncommitted|read_committed)$")
     request_timeout_ms: int | None = Field(None, alias="consumer.request.timeout.ms", ge=0)
 
 

@@ -92,7 +92,7 @@ class CleanedLog:
             new = None if cleaned.new_base is None else _open_segment(self.log, cleaned.new_base, SWAP_SUFFIX)
             self.log.replace_segment(cleaned.old, new, now_ms)   # the old files become .deleted first
             if new is not None:
-                for f in (new.log, new.offset_index, new.time_index):
+                for f in (new.log, new.offset_index, new.time_index, new.txn_index):
                     f.rename(f.path.with_name(f.path.name[:-len(SWAP_SUFFIX)]))
         fsync_dir(self.log.dir)
         return True
@@ -127,12 +127,14 @@ class LogCleaner:
 
     @staticmethod
     def cleanable(target: Log, settings: CleanerSettings, now_ms: int) -> list[LogSegment]:
-        """The closed segments wholly below the high watermark and older than the compaction lag."""
+        """The closed segments wholly below the last stable offset (so below the high watermark,
+        and no undecided transaction in them) and older than the compaction lag."""
         segments = target.segments[:-1]
         out = []
+        stable = target.last_stable_offset
         for i, segment in enumerate(segments):
             upper = target.segments[i + 1].base_offset
-            if upper > target.high_watermark:
+            if upper > stable:
                 break
             if settings.min_compaction_lag_ms > 0 and now_ms - segment.largest_timestamp < settings.min_compaction_lag_ms:
                 break
@@ -175,9 +177,11 @@ class LogCleaner:
         c = target.config
         last_batches = {pid: entry.batches[-1].last_offset
                         for pid, entry in target.producer_state.producers.items() if entry.batches}
+        aborted = tuple((t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)   # markers may lie later
+                        for t in target.aborted_transactions(segments[0].base_offset, segments[-1].next_offset))
         return CleaningJob(target.dir, [(s.base_offset, s.next_offset) for s in segments], self.first_dirty(target),
                            settings.delete_retention_ms, now_ms, c.segment_index_bytes, c.index_interval_bytes,
-                           last_batches, self.io_max_bytes_per_second)
+                           last_batches, self.io_max_bytes_per_second, aborted)
 
     @staticmethod
     def adopt(target: Log, segments: list[LogSegment], done: CleaningDone) -> CleanedLog:

@@ -15,6 +15,9 @@ never the Log object the event-loop thread owns.
    producer's last batch, which stays as an empty batch;
 3. fsync the ``.cleaned`` files, then rename them ``.swap``: from here the cleaning is
    complete on disk (the swap itself: see cleaner; after a crash: see loader).
+Transactions (see cleaning_txn): aborted data stays out of the key map and is removed;
+markers go by Kafka's rules; a cleaned segment's ``.txnindex`` keeps the aborts whose marker
+stayed.
 
 The batch format is ``odradek.records``'s: headers are read as ``BatchHeader`` values, keys
 with ``record_keys`` (no per-record objects), kept records with ``filter_batch``.
@@ -32,17 +35,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from odradek.records import (BatchHeader, RecordBatch, empty_batch, filter_batch, iter_headers, record_keys,
-                             record_offsets, records_block)
+from odradek.errors import KafkaError
+from odradek.records import (BatchHeader, RecordBatch, empty_batch, filter_batch, iter_headers, read_control,
+                             record_keys, record_offsets, records_block)
 
 from .checkpoint import fsync_dir
+from .cleaning_txn import Abort, TxnCleaning
 from .segment import LogSegment, segment_path
+from .txn_index import AbortedTxn
 
 __all__ = ["CLEANED_SUFFIX", "SEGMENT_FILES", "SWAP_SUFFIX", "CleaningDone", "CleaningJob", "run_job"]
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-SEGMENT_FILES = (".log", ".index", ".timeindex")
+SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex")
 _WRITE_CHUNK = 1 << 20          # the cleaned segment is written in writes of about this size
 
 
@@ -66,11 +72,12 @@ class CleaningJob:
     index_interval_bytes: int
     producer_last_offsets: Mapping[int, int] = field(default_factory=dict)   # producer id -> its last data offset
     io_max_bytes_per_second: float = math.inf
+    aborted: tuple[Abort, ...] = ()             # the range's aborted transactions (its .txnindex entries)
 
     def run(self) -> CleaningDone:
         """Build the key map and write every cleaned segment as ``.swap`` files."""
         files = [_SegmentBytes.open(self.directory, base) for base, _ in self.segments]
-        state = _Progress(_Throttle(self.io_max_bytes_per_second))
+        state = _Progress(_Throttle(self.io_max_bytes_per_second), TxnCleaning(self.aborted))
         try:
             last_offsets, irregular = self._offset_map(files, state)
             survivors = sorted(last_offsets.values())
@@ -98,7 +105,8 @@ class CleaningJob:
                 state.throttle.spend(header.batch_length)
                 state.read += header.size
                 base, count, delta = header.base_offset, header.records_count, header.last_offset_delta
-                if header.is_control or base + delta < first_dirty:
+                if header.is_control or base + delta < first_dirty or (
+                        header.is_transactional and state.txns.aborted_at(header.producer_id, base)):
                     continue
                 block = records_block(data.buf, header)
                 keys, special = record_keys(block, count)
@@ -117,13 +125,28 @@ class CleaningJob:
         for suffix in SEGMENT_FILES:   # a leftover of an earlier, abandoned cleaning
             segment_path(self.directory, base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
         out = _CleanedWriter(self, base)
+        kept_aborts = len(state.txns.kept_aborts)
         for header in data.headers():
             kept = self._clean_batch(header, data, last_offsets, survivors, irregular, state)
             if kept is not None:
                 state.throttle.spend(len(kept))
                 out.add(kept)
                 state.written += len(kept)
-        return out.finish()
+        return out.finish(state.txns.kept_aborts[kept_aborts:])
+
+    def _clean_marker(self, header: BatchHeader, data: "_SegmentBytes", state: "_Progress") -> memoryview | None:
+        """A control batch stays unless its transaction's data is gone and delete.retention.ms passed."""
+        try:
+            control_type = read_control(RecordBatch(data.view(header))).type if header.records_count else None
+        except KafkaError:
+            control_type = -1   # not an end-transaction marker: kept, as Kafka does
+        if not state.txns.on_marker(header.producer_id, control_type, header.base_offset):
+            return data.view(header)
+        due = header.max_timestamp + self.delete_retention_ms + 1
+        if due <= self.now_ms:
+            return None
+        state.tombstones_due_ms = min(state.tombstones_due_ms or due, due)
+        return data.view(header)
 
     def _clean_batch(self, header: BatchHeader, data: "_SegmentBytes", last_offsets: dict,
                      survivors: list[int], irregular: set[int], state: "_Progress") -> bytes | memoryview | None:
@@ -131,7 +154,9 @@ class CleaningJob:
         producer_id = header.producer_id
         retain = producer_id >= 0 and self.producer_last_offsets.get(producer_id) == last
         if header.is_control:
-            return data.view(header)
+            return self._clean_marker(header, data, state)
+        if state.txns.on_data(producer_id, header.is_transactional, last):
+            return empty_batch(header) if retain else None      # aborted data goes
         if count == 0:                 # an empty batch kept earlier: only while it is still the producer's last
             return data.view(header) if retain else None
         if base >= self.first_dirty and base not in irregular:
@@ -186,15 +211,18 @@ class _CleanedWriter:
         self.pending.clear()
         self.positions.clear()
 
-    def finish(self) -> int | None:
-        """Flush, then rename the files ``.swap``; None when nothing was kept."""
+    def finish(self, aborts: list[Abort]) -> int | None:
+        """Record ``aborts`` in the ``.txnindex``, flush, then rename the files ``.swap``; None when
+        nothing was kept."""
         self._write()
         new = self.segment
         if new is None:
             return None
         new.on_become_inactive()
+        for abort in aborts:
+            new.txn_index.append(AbortedTxn(*abort))
         new.flush()
-        for f in (new.log, new.offset_index, new.time_index):
+        for f in (new.log, new.offset_index, new.time_index, new.txn_index):
             f.rename(f.path.with_name(f.path.name[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
         new.close()
         return self.base
@@ -220,6 +248,7 @@ class _Throttle:
 @dataclass(slots=True)
 class _Progress:
     throttle: _Throttle
+    txns: TxnCleaning
     read: int = 0
     written: int = 0
     tombstones_due_ms: int | None = None

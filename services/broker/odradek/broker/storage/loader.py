@@ -111,7 +111,7 @@ class LogLoader:
             if base is None or not _whole_and_valid(swap):
                 continue   # not a finished cleaning (those are fsynced before the rename): dropped below
             log.info("%s: completing the interrupted swap of cleaned segment %d", self.dir.name, base)
-            for suffix in SEGMENT_SUFFIXES:
+            for suffix in (*SEGMENT_SUFFIXES, ".txnindex"):   # a .txnindex only where an abort stayed
                 pending = segment_path(self.dir, base, suffix + ".swap")
                 final = segment_path(self.dir, base, suffix)
                 if pending.exists():

@@ -99,6 +99,7 @@ class Log:
         self._doomed: list[tuple[LogSegment, int]] = []
         self.closed = False
         self.producer_state = ProducerStateManager()
+        self._drop_snapshots_above(self.log_end_offset)   # a recovery cut the log below them
         self._rebuild_producer_state()
 
     @classmethod
