@@ -98,6 +98,18 @@ class InternalTopic:
                     log.warning("creating %s failed: %s", self.name, e.message)
                 return
 
+    def next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
+        """The sequence a coordinator's transactional batch of ``producer_id`` (TxnOffsetCommit)
+        takes on this leader: after the producer's last one at ``epoch``, else 0. (Kafka skips
+        the sequence check for the coordinator's own appends; continuing the sequence passes it.)"""
+        try:
+            entry = self.replicas.leader(self.name, partition).log.producer_state.producers.get(producer_id)
+        except KafkaError:
+            return 0
+        if entry is None or entry.epoch != epoch or entry.last_seq < 0:
+            return 0
+        return (entry.last_seq + 1) % (1 << 31)
+
     async def append(self, partition: int, batch: bytearray) -> None:
         """Leader append with acks=all; returns once the high watermark passes the batch."""
         replicas = self.replicas

@@ -38,15 +38,17 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 S = GroupState
 Append = Callable[[int, bytearray], Awaitable[None]]  # (partition, batch) -> written
+Sequence = Callable[[int, int, int], int]  # (partition, producer id, epoch) -> its next sequence there
 _Owned = LedPartition  # a ``__consumer_offsets`` partition this broker leads
 
 
 class GroupCoordinator:
     def __init__(self, broker_id: int, config: GroupConfig, append: Append,
-                 now_ms: Callable[[], int] = wall_ms) -> None:
+                 now_ms: Callable[[], int] = wall_ms, sequence: Sequence = lambda _p, _pid, _epoch: 0) -> None:
         self.broker_id = broker_id
         self.config = config
         self._append_batch = append
+        self._sequence = sequence
         self._now = now_ms
         self.partitions = config.offsets_partitions  # replaced by the topic's real count
         self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
@@ -123,7 +125,8 @@ class GroupCoordinator:
     async def _append(self, partition: int, records: list[Record], producer: tuple[int, int] | None = None) -> None:
         """Write ``records``; ``producer`` (id, epoch): as that producer's transactional batch."""
         batch = build_batch(records) if producer is None else build_batch(
-            records, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, transactional=True)
+            records, producer_id=producer[0], producer_epoch=producer[1], transactional=True,
+            base_sequence=self._sequence(partition, *producer))
         try:
             await self._append_batch(partition, batch)
         except KafkaError as e:

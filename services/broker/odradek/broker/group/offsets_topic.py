@@ -31,7 +31,7 @@ class OffsetsTopic(InternalTopic):
 def group_coordinator(broker_id: int, offsets: OffsetsTopic) -> GroupCoordinator:
     """The broker's coordinator, writing through ``offsets`` and following every snapshot the
     ReplicaManager applies (it loads the offsets partitions this broker comes to lead)."""
-    coord = GroupCoordinator(broker_id, offsets.config, offsets.append)
+    coord = GroupCoordinator(broker_id, offsets.config, offsets.append, sequence=offsets.next_sequence)
     replicas = offsets.replicas
     replicas.subscribe(lambda: coord.on_metadata(replicas))
     coord.on_metadata(replicas)

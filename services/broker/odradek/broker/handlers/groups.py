@@ -179,8 +179,9 @@ async def offset_commit(ctx: BrokerContext, header, req):
         make(s.OffsetCommitResponseTopic, name=n, partitions=tuple(ps)) for n, ps in topics.items()))
 
 
-def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int):
-    """(group error, response topics) for one group of an OffsetFetch."""
+def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, require_stable: bool = False):
+    """(group error, response topics) for one group of an OffsetFetch; with ``require_stable``
+    (v7+, read_committed consumers) an offset an open transaction holds is UNSTABLE_OFFSET_COMMIT."""
     part_cls = getattr(s, "OffsetFetchResponsePartitions", None) or s.OffsetFetchResponsePartition
     topic_cls = getattr(s, "OffsetFetchResponseTopics", None) or s.OffsetFetchResponseTopic
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -199,6 +200,8 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int):
         part_error = error if version < 2 else E.none
         if (topic, partition) in denied and error == E.none:
             part_error = E.topic_authorization_failed
+        elif require_stable and error == E.none and ctx.groups.has_pending(group_id, (topic, partition)):
+            part_error, value = E.unstable_offset_commit, None
         by_topic.setdefault(topic, []).append(make(
             part_cls, partition_index=partition, committed_offset=value.offset if value else -1,
             committed_leader_epoch=value.leader_epoch if value else -1,
@@ -211,10 +214,10 @@ async def offset_fetch(ctx: BrokerContext, header, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(ctx, s, g.group_id, g.topics, v)
+            error, topics = _fetch_group(ctx, s, g.group_id, g.topics, v, req.require_stable)
             groups.append(make(s.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return make(s.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
-    error, topics = _fetch_group(ctx, s, req.group_id, req.topics, v)
+    error, topics = _fetch_group(ctx, s, req.group_id, req.topics, v, getattr(req, "require_stable", False))
     return make(s.OffsetFetchResponse, throttle_time=ZERO, topics=topics, error_code=error)
 
 
