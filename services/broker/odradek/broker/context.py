@@ -53,10 +53,11 @@ class BrokerContext:
         offsets_topic = OffsetsTopic(GroupConfig.from_settings(config.group_settings), replicas, controller)
         producer_ids = ProducerIdManager(config.broker_id, controller)
         txn_topic = TxnStateTopic(TxnConfig.from_settings(config.group_settings), replicas, controller)
+        markers = TxnMarkerWriter(replicas)
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
-                  offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids), authorizer,
-                  quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
-                  txn_markers=TxnMarkerWriter(replicas), zk=zk, dynamic=DynamicBrokerConfig(config, zk))
+                  offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids, markers),
+                  authorizer, quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
+                  txn_markers=markers, zk=zk, dynamic=DynamicBrokerConfig(config, zk))
         replicas.topic_deleted = ctx.topic_stats.forget
         ctx.txn_markers.listeners.append(ctx._offsets_marked)
         return ctx

@@ -9,19 +9,21 @@ its leader confirms, and retries the rest (refreshed leaders) every ``RETRY_BACK
 retriable errors, until none is left or ``still_valid()`` turns false (the coordinator lost
 the partition). A partition of a topic that no longer exists is dropped, as in Kafka;
 INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED end the sending (a newer
-coordinator or epoch owns the transaction). Requests go over the inter-broker listener,
-this broker's own partitions included; one connection per broker, one request at a time.
+coordinator or epoch owns the transaction). Partitions this broker leads are written
+directly (``TxnMarkerWriter.write``, what the WriteTxnMarkers handler calls); the others over
+the inter-broker listener, one connection per broker, one request at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from kio.static.constants import EntityType
 
 from odradek.broker.replication.client import KafkaClient
+from odradek.broker.txn_markers import MARKER_TIMEOUT_S, TxnMarker
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, make
 
@@ -34,7 +36,7 @@ E = ErrorCode
 WRITE_TXN_MARKERS = 27
 _VERSION = 1
 RETRY_BACKOFF_S = 0.1
-_TIMEOUT_S = 10.0
+_TIMEOUT_S = MARKER_TIMEOUT_S + 5   # the leader answers within MARKER_TIMEOUT_S
 _LOG_EVERY = 600
 _RETRIABLE = frozenset({E.unknown_topic_or_partition, E.not_leader_or_follower, E.not_enough_replicas,
                         E.not_enough_replicas_after_append, E.request_timed_out, E.kafka_storage_error,
@@ -42,10 +44,14 @@ _RETRIABLE = frozenset({E.unknown_topic_or_partition, E.not_leader_or_follower, 
 _FENCED = frozenset({E.invalid_producer_epoch, E.transaction_coordinator_fenced})
 
 
+LocalWrite = Callable[[TxnMarker], Awaitable[dict[tuple[str, int], ErrorCode]]]
+
+
 class MarkerSender:
-    def __init__(self, broker_id: int, replicas: ReplicaManager) -> None:
+    def __init__(self, broker_id: int, replicas: ReplicaManager, local: LocalWrite | None = None) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
+        self.local = local
         self._clients: dict[int, tuple[KafkaClient, asyncio.Lock]] = {}
 
     async def send(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
@@ -89,6 +95,8 @@ class MarkerSender:
 
     async def _request(self, broker: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
                        tps: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        if broker == self.broker_id and self.local is not None:
+            return await self.local(TxnMarker(producer_id, epoch, coordinator_epoch, commit, tuple(tps)))
         s = Schemas(WRITE_TXN_MARKERS, _VERSION, EntityType.request)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from odradek.broker.controller_client import ControllerClient
     from odradek.broker.partitions import ReplicaManager
     from odradek.broker.producer_id_manager import ProducerIdManager
+    from odradek.broker.txn_markers import TxnMarkerWriter
 
 
 class TxnStateTopic(InternalTopic):
@@ -34,11 +35,12 @@ class TxnStateTopic(InternalTopic):
 class TxnCoordination:
     """The coordinator, its topic and its timers, started and stopped together."""
 
-    def __init__(self, broker_id: int, topic: TxnStateTopic, producer_ids: ProducerIdManager) -> None:
+    def __init__(self, broker_id: int, topic: TxnStateTopic, producer_ids: ProducerIdManager,
+                 markers: TxnMarkerWriter) -> None:
         replicas = topic.replicas
         self.topic = topic
         self.coordinator = TransactionCoordinator(broker_id, topic.config, topic.append, producer_ids.allocate,
-                                                  MarkerSender(broker_id, replicas))
+                                                  MarkerSender(broker_id, replicas, markers.write))
         self.timers = TxnTimers(self.coordinator)
         replicas.subscribe(self._on_metadata)
 
