@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import threading
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from aiohttp import web
@@ -125,6 +126,15 @@ def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured
         path = control_plane.HEALTH.path()
         assert probe(["--port", str(port), "--path", path, "--keystore", str(ctl / "controller/controller.pem"),
                       "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 0
+        # a broker's probe as the kubelet runs it: no $(VAR) expanded; {hostname} is the pod's name
+        _, broker, _ = args_of(secured, "StatefulSet", "c-brokers")
+        command = broker["readinessProbe"]["exec"]["command"]
+        assert not any("$(" in part for part in command), command
+        local = [part.replace("/etc/odradek", str(root / "etc/odradek")) for part in command[3:]]
+        local[local.index("--port") + 1] = str(port)
+        local[local.index("--path") + 1] = path   # this server answers the controller's route only
+        with mock.patch("socket.gethostname", return_value="c-brokers-0"):
+            assert probe(local) == 0
         gateway = tmp_path / "gateway.pem"
         gateway.write_bytes(secrets["c-gateway-certs"]["gateway.pem"])
         assert probe(["--port", str(port), "--path", path, "--keystore", str(gateway),

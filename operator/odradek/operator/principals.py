@@ -108,7 +108,7 @@ def _settings(container: dict, settings: Mapping[str, str]) -> None:
 def _probe(component: str, port: int, route: control_plane.Route) -> dict:
     """An exec probe calling the control plane with the pod's own certificate."""
     return {"exec": {"command": ["odradek", "operator", "probe", "--port", str(port), "--path", route.path(),
-                                 "--keystore", certs.keystore_file(component),
+                                 "--keystore", certs.keystore_file(component).replace("$(POD_NAME)", "{hostname}"),
                                  "--truststore", certs.cluster_ca_file()]},
             "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S}
 

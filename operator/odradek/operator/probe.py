@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import socket
 import ssl
 import sys
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--truststore", required=True, help="PEM: the cluster CA")
     p.add_argument("--timeout", type=float, default=4.0)
     args = p.parse_args(argv)
+    # {hostname}: the pod's name (a StatefulSet pod's host name). The kubelet expands an exec
+    # probe's $(VAR) from literal env values only, so $(POD_NAME) (a fieldRef) would be empty.
+    args.keystore = args.keystore.replace("{hostname}", socket.gethostname())
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = False
