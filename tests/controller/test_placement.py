@@ -122,3 +122,33 @@ def test_unclean_election_takes_first_live_replica_and_resets_isr():
 def test_initial_state_leads_with_the_preferred_replica_and_all_replicas_in_sync():
     s = placement.initial_state(3, (2, 1), controller_epoch=7)
     assert s == PartitionState(3, (2, 1), 2, 0, (2, 1), 7)
+
+
+# -- racks (Kafka's ZooKeeper-era getRackAlternatedBrokerList, then the same rotation) -------------
+RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+
+
+def test_the_broker_list_alternates_by_rack():
+    assert placement.arranged_brokers(range(1, 7), RACKS) == [1, 3, 5, 2, 4, 6]
+    assert placement.arranged_brokers([1, 2, 3, 4], {1: "a", 2: "a", 3: "a", 4: "b"}) == [1, 4, 2, 3]
+    assert placement.arranged_brokers([3, 1, 2], {}) == [1, 2, 3]  # no racks: the sorted ids
+
+
+def test_six_brokers_on_three_racks_spread_replicas_and_leaders():
+    for topic in ("orders", "payments", "__consumer_offsets"):
+        assignment = placement.assign_replicas(12, 3, RACKS, placement.start_offset(topic, 6), racks=RACKS)
+        assert all(len({RACKS[b] for b in replicas}) == 3 for replicas in assignment.values()), assignment
+        leaders = [replicas[0] for replicas in assignment.values()]
+        assert sorted(leaders.count(b) for b in RACKS) == [2] * 6
+
+
+def test_a_partition_increase_continues_the_rack_aware_rotation():
+    existing = placement.assign_replicas(3, 2, RACKS, start=4, racks=RACKS)
+    start = placement.increase_start(existing, RACKS, RACKS)
+    added = placement.assign_replicas(8, 2, RACKS, start, first_partition=3, racks=RACKS)
+    assert {**existing, **added} == placement.assign_replicas(8, 2, RACKS, start=4, racks=RACKS)
+
+
+def test_only_some_brokers_with_a_rack_is_refused_as_kafka():
+    with pytest.raises(KafkaError, match="Not all brokers have rack information"):
+        placement.assign_replicas(1, 2, [1, 2, 3], racks={1: "a", 2: "b", 3: None})

@@ -113,6 +113,7 @@ def up(args: argparse.Namespace) -> int:
                 "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / name),
                 "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
                 *_broker_listener(state, port), "--config", f"metrics.port={metrics_port}",
+                *_broker_rack(args.racks, broker_id, args.brokers),
                 *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
             _start_process(state, name)
@@ -139,6 +140,13 @@ def up(args: argparse.Namespace) -> int:
         _stop_all(state)
         netns.delete(state.get("netns", ""))
     return 0
+
+
+def _broker_rack(racks: str, broker_id: int, brokers: int) -> list[str]:
+    """``--rack`` for one broker: contiguous blocks, so that the sorted ids are *not* already
+    alternated by rack (rack-aware placement must do it)."""
+    names = [r for r in racks.split(",") if r]
+    return ["--rack", names[(broker_id - 1) * len(names) // brokers]] if names else []
 
 
 def _broker_listener(state: dict, port: int) -> list[str]:
@@ -410,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker topic defaults")
     u.add_argument("--gateway-port", type=int, default=8080, help="the HTTP gateway's port (0: any free port)")
     u.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
+    u.add_argument("--racks", default="", metavar="R1,R2,...",
+                   help="broker.rack names, given to the brokers in contiguous blocks (6 brokers on a,b,c: 1-2 a, "
+                        "3-4 b, 5-6 c); docs/racks.md")
     u.add_argument("--detach", action="store_true", help="leave the cluster running and return")
     u.add_argument("--timeout", type=float, default=60.0)
     u.add_argument("--security", choices=security.CHOICES, default="none",

@@ -78,7 +78,8 @@ class ReplicaManager:
     def fetchers(self) -> ReplicaFetcherManager:
         if self._fetchers is None:  # created lazily: its tasks need a running loop
             self._fetchers = ReplicaFetcherManager(self.broker_id, self._online_log, self._address, self.inter_broker,
-                                                   storage_failed=self.logs.failures.fail)
+                                                   storage_failed=self.logs.failures.fail,
+                                                   hw_advanced=self.wakeup.notify)
         return self._fetchers
 
     def _online_log(self, topic: str, partition: int) -> Log | None:
@@ -197,17 +198,28 @@ class ReplicaManager:
 
     def leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition:
         """The partition if this broker leads it (and the caller's epoch is ours), else Kafka's error."""
+        return self.replica(topic, partition, current_leader_epoch, leader_only=True)
+
+    def replica(self, topic: str, partition: int, current_leader_epoch: int = -1,
+                leader_only: bool = False) -> LeaderPartition:
+        """The partition if this broker hosts a replica of it, leader or follower (a consumer may
+        read from a follower, KIP-392), and the caller's epoch is ours; else Kafka's error."""
         meta = self._topics.get(topic)
         if meta is None or not 0 <= partition < len(meta.partitions):
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"This server does not host this topic-partition: {topic}-{partition}")
         self.logs.failures.check()
         part = self._partitions.get((topic, partition))
-        if part is None or not part.leading or part.log.closed:
+        if part is None or part.state is None or part.log.closed or (leader_only and not part.leading):
             raise KafkaError(ErrorCode.not_leader_or_follower,
-                             f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+                             f"broker {self.broker_id} is not the {'leader' if leader_only else 'a replica'} "
+                             f"of {topic}-{partition}")
         part.check_epoch(current_leader_epoch)
         return LeaderPartition(meta, part.state, part.log, part)
+
+    def rack_of(self, broker_id: int) -> str | None:
+        broker = self._live.get(broker_id)
+        return broker.rack if broker is not None else None
 
     # -- data ----------------------------------------------------------------------------
     def append(self, topic: str, partition: int, records: memoryview, *, acks: int = 1) -> AppendInfo:

@@ -78,12 +78,16 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
             raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         if rf <= 0:
             raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-        assignment = placement.assign_replicas(partitions, rf, live,
-                                               placement.start_offset(req.name, len(live)))
+        assignment = placement.assign_replicas(partitions, rf, live, placement.start_offset(req.name, len(live)),
+                                               racks=_racks(snapshot))
     configs = validate_topic_configs(req.configs or {})
     states = {p: placement.initial_state(p, replicas, controller_epoch)
               for p, replicas in assignment.items()}
     return TopicPlan(req.name, str(uuid.uuid4()), states, configs)
+
+
+def _racks(snapshot: StoreSnapshot) -> dict[int, str | None]:
+    return {b.id: b.rack for b in snapshot.brokers}
 
 
 def _checked_assignment(req: CreateTopic, live: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
@@ -127,8 +131,9 @@ def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
         raise KafkaError(ErrorCode.policy_violation, TOO_LARGE_BATCH)
     rf = len(record.target(0))  # a running reassignment counts by its target
     live = snapshot.live_ids
-    new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live),
-                                    first_partition=current)
+    racks = _racks(snapshot)
+    new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live, racks),
+                                    first_partition=current, racks=racks)
     return record, {p: placement.initial_state(p, r, controller_epoch) for p, r in new.items()}
 
 

@@ -3,7 +3,12 @@
 Owns:
 - topic-name validation as Kafka does it (INVALID_TOPIC_EXCEPTION);
 - replica placement: over the sorted live broker ids ``b``, replica ``j`` of partition ``i``
-  goes to ``b[(start + i + j) mod n]``. ``start`` is a plain offset into the sorted list:
+  goes to ``b[(start + i + j) mod n]``. When the brokers have racks (``broker.rack``), ``b`` is
+  first *alternated by rack* as Kafka's ZooKeeper-era ``AdminUtils.getRackAlternatedBrokerList``
+  does (racks sorted, each rack's brokers sorted, one broker of each rack in turn), so that
+  consecutive entries, hence a partition's replicas, are on different racks while there are
+  racks enough (docs/racks.md); only some brokers with a rack is refused, as Kafka refuses it.
+  ``start`` is a plain offset into that list:
   the controller uses ``crc32(topic name) mod n`` for a new topic, so that topics' first
   partitions spread over the brokers deterministically, and for a partition increase the
   position of partition 0's preferred leader in the current list (Kafka's rule), so new
@@ -56,10 +61,28 @@ def start_offset(topic: str, n: int) -> int:
     return zlib.crc32(topic.encode()) % n if n else 0
 
 
-def assign_replicas(partitions: int, replication_factor: int, broker_ids: Iterable[int],
-                    start: int = 0, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
-    """Partitions ``first_partition .. partitions-1``; replica j of i on ``b[(start+i+j) % n]``."""
+def arranged_brokers(broker_ids: Iterable[int], racks: Mapping[int, str | None] | None = None) -> list[int]:
+    """The list placement rotates over: the sorted ids, alternated by rack when brokers have racks."""
     brokers = sorted(set(broker_ids))
+    with_rack = {b: racks[b] for b in brokers if racks and racks.get(b)}
+    if not with_rack:
+        return brokers
+    if len(with_rack) != len(brokers):
+        raise KafkaError(ErrorCode.unknown_server_error,
+                         "Not all brokers have rack information for replica rack aware assignment.")
+    by_rack: dict[str, list[int]] = {}
+    for b in brokers:
+        by_rack.setdefault(with_rack[b], []).append(b)
+    columns = [by_rack[r] for r in sorted(by_rack)]
+    return [column[row] for row in range(max(map(len, columns))) for column in columns if row < len(column)]
+
+
+def assign_replicas(partitions: int, replication_factor: int, broker_ids: Iterable[int],
+                    start: int = 0, first_partition: int = 0,
+                    racks: Mapping[int, str | None] | None = None) -> dict[int, tuple[int, ...]]:
+    """Partitions ``first_partition .. partitions-1``; replica j of i on ``b[(start+i+j) % n]``,
+    ``b`` = ``arranged_brokers``."""
+    brokers = arranged_brokers(broker_ids, racks)
     n = len(brokers)
     if replication_factor > n:
         raise KafkaError(ErrorCode.invalid_replication_factor,
@@ -68,9 +91,10 @@ def assign_replicas(partitions: int, replication_factor: int, broker_ids: Iterab
             for i in range(first_partition, partitions)}
 
 
-def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterable[int]) -> int:
+def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterable[int],
+                   racks: Mapping[int, str | None] | None = None) -> int:
     """The start offset that continues an existing topic's rotation over today's brokers."""
-    brokers = sorted(set(broker_ids))
+    brokers = arranged_brokers(broker_ids, racks)
     first = assignment.get(0, ())
     return brokers.index(first[0]) if first and first[0] in brokers else 0
 

@@ -20,6 +20,11 @@ stable offset and gets the aborted transactions overlapping what it was sent (fr
 segments' ``.txnindex``), to drop their records; a read_uncommitted one gets null there.
 Every response carries the partition's ``last_stable_offset``. Followers read markers and
 transactional batches like any other batch.
+
+Follower fetching (KIP-392, docs/racks.md): a consumer's Fetch v11+ is served by any replica
+here, a follower reading up to its own high watermark; with ``replica.selector.class`` set,
+the leader answers a consumer whose ``rack_id`` names another rack with the
+``preferred_read_replica`` there (``replication.replica_selector``) and no records, at once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.metrics.stats import remote_time
 from odradek.broker.quotas.entities import CONSUMER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes, unrecord_bytes
+from odradek.broker.replication.replica_selector import preferred_read_replica
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
@@ -41,6 +47,7 @@ from odradek.protocol.regions import encode_with_regions, marker
 
 FETCH = 1
 READ_COMMITTED = 1
+FROM_ANY_REPLICA = 11   # Fetch versions from which a consumer may read from a follower (KIP-392)
 
 
 class _Part(NamedTuple):
@@ -52,6 +59,7 @@ class _Part(NamedTuple):
     diverging: tuple[int, int] | None = None
     lso: int = -1
     aborted: tuple | None = None    # (producer id, first offset) pairs, read_committed only
+    preferred: int = -1     # the replica the consumer should fetch from instead (KIP-392)
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -59,8 +67,9 @@ async def fetch(ctx: BrokerContext, header, req):
     denied = _denied_topics(ctx, req) if ctx.authorizer is not None else frozenset()
     if req.replica_id >= 0 and not denied:
         _record_follower_positions(ctx, req)
+    selector = _Selector.of(ctx, header, req)
     while True:
-        results, total, failed = _collect(ctx, req, denied)
+        results, total, failed = _collect(ctx, req, denied, selector)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
@@ -117,8 +126,31 @@ def _diverging(log, p) -> tuple[int, int] | None:
     return None
 
 
-def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
-    """Per topic: [_Part], bytes, any error."""
+class _Selector(NamedTuple):
+    """How a consumer's fetch picks its replica: from any replica here (v11+), and whether the
+    leader points it to a follower in its rack (``rack``: the client's, when the selector is on)."""
+    any_replica: bool
+    rack: str
+
+    @classmethod
+    def of(cls, ctx: BrokerContext, header, req) -> "_Selector":
+        if req.replica_id >= 0 or header.api_version < FROM_ANY_REPLICA:
+            return cls(False, "")
+        return cls(True, (getattr(req, "rack_id", "") or "") if ctx.config.replica_selector_class else "")
+
+    def replica(self, ctx: BrokerContext, topic: str, p):
+        epoch = getattr(p, "current_leader_epoch", -1)
+        return (ctx.replicas.replica if self.any_replica else ctx.replicas.leader)(topic, p.partition, epoch)
+
+    def preferred(self, ctx: BrokerContext, lp, fetch_offset: int) -> int | None:
+        if not self.rack or not lp.partition.leading:
+            return None
+        return preferred_read_replica(lp.partition, self.rack, fetch_offset, int(time.time() * 1000),
+                                      ctx.replicas.rack_of, ctx.replicas.is_live)
+
+
+def _collect(ctx: BrokerContext, req, denied: frozenset[str], selector: _Selector):
+    """Per topic: [_Part], bytes, any error (or a partition answered at once)."""
     follower = req.replica_id >= 0
     committed = not follower and getattr(req, "isolation_level", 0) == READ_COMMITTED
     budget = req.max_bytes
@@ -134,9 +166,15 @@ def _collect(ctx: BrokerContext, req, denied: frozenset[str]):
             continue
         for p in topic.partitions:
             try:
-                lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                lp = selector.replica(ctx, topic.topic, p)
                 log = lp.log
                 region = None
+                preferred = selector.preferred(ctx, lp, p.fetch_offset)
+                if preferred is not None:
+                    failed = True  # answered at once, as Kafka does
+                    parts.append(_Part(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
+                                       lso=log.last_stable_offset, preferred=preferred))
+                    continue
                 diverging = None if follower else _diverging(log, p)
                 if diverging is not None:
                     failed = True  # answered at once, as Kafka does
@@ -188,7 +226,7 @@ def _encode(header, results, throttle_ms: int = 0):
             datas.append(make(s.PartitionData, partition_index=part.partition, error_code=part.error,
                               high_watermark=part.hw, last_stable_offset=part.lso, log_start_offset=part.start,
                               aborted_transactions=aborted,
-                              preferred_read_replica=-1, records=records,
+                              preferred_read_replica=part.preferred, records=records,
                               **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
                                                           end_offset=diverging[1])} if diverging else {})))
         topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))

@@ -63,8 +63,10 @@ class FetchState:
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
                  address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None,
-                 storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None) -> None:
+                 storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None,
+                 hw_advanced: Callable[[], None] = lambda: None) -> None:
         self.broker_id = broker_id
+        self.hw_advanced = hw_advanced  # consumers long-polling on this follower wake up (KIP-392)
         self.security = security
         self.log_of = log_of
         self.address_of = address_of
@@ -297,7 +299,10 @@ class ReplicaFetcher:
         if error == ErrorCode.none:
             if p.records:
                 lg.append_as_follower(p.records)
+            before = lg.high_watermark
             lg.high_watermark = min(p.high_watermark, lg.log_end_offset)
+            if lg.high_watermark > before:
+                self.manager.hw_advanced()
             state.lag = max(0, p.high_watermark - lg.log_end_offset)
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:
