@@ -111,8 +111,8 @@ def describe_broker(layers: BrokerLayers, per_broker: bool = True) -> list[Descr
         if not per_broker and name not in layers.dynamic_default:
             continue
         chain = _broker_chain(layers, key, names)
-        if not per_broker:
-            chain = tuple(c for c in chain if c[2] != ConfigSource.DYNAMIC_BROKER_CONFIG)
+        if not per_broker:  # Kafka 3.9 lists only the default's own layer then (tests/compat)
+            chain = tuple(c for c in chain if c[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         chain = tuple(itertools.dropwhile(lambda c: c[0] != name, chain))
         value = next((v for n, v, _ in chain if n == name), None)
         source = chain[0][2] if chain else ConfigSource.DEFAULT_CONFIG

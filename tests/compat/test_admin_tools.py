@@ -1,0 +1,124 @@
+"""Kafka's admin tools for records, log directories and broker configs do the same against
+Odradek as against Apache Kafka: ``kafka-delete-records``, ``kafka-log-dirs --describe`` and
+``kafka-configs --entity-type brokers`` (one broker, ``--entity-default``; describe, alter,
+delete). What legitimately differs (broker ids, log directory paths, byte sizes) is normalized.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from odradek.dev.waiting import wait_until
+from tests.support.kafka_tools import CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRODUCER
+
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
+
+
+def ok(proc) -> str:
+    assert proc.returncode == 0, f"exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def _fill(e, topic: str, n: int) -> None:
+    e.create_topic(topic, 1)
+    ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, input="".join(f"m{i}\n" for i in range(n))))
+
+
+def _broker_id(e) -> str:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": e.bootstrap})
+    return str(next(iter(admin.list_topics(timeout=30).brokers)))
+
+
+def test_delete_records_tool_then_a_consumer_starts_there(both, topic, tmp_path):
+    out, first = {}, {}
+    for e in both:
+        _fill(e, topic, 100)
+        spec = tmp_path / f"{e.name}.json"
+        spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 40}]}))
+        out[e.name] = ok(e.tool(DELETE_RECORDS, "--offset-json-file", str(spec)))
+        first[e.name] = ok(e.tool(CONSOLE_CONSUMER, "--topic", topic, "--partition", "0", "--offset", "earliest",
+                                  "--max-messages", "1", "--timeout-ms", "30000", "--property", "print.offset=true"))
+    assert f"partition: {topic}-0\tlow_watermark: 40" in out["kafka"], out["kafka"]
+    assert out["odradek"] == out["kafka"]
+    assert first["kafka"].startswith("Offset:40\t") and first["odradek"] == first["kafka"]
+
+
+def test_delete_records_tool_past_the_high_watermark(both, topic, tmp_path):
+    """OFFSET_OUT_OF_RANGE, as the tool prints it."""
+    out = {}
+    for e in both:
+        _fill(e, topic, 30)
+        spec = tmp_path / f"{e.name}.json"
+        spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 31}]}))
+        proc = e.tool(DELETE_RECORDS, "--offset-json-file", str(spec))
+        out[e.name] = (proc.returncode, proc.stdout)
+    assert "OffsetOutOfRangeException" in out["kafka"][1], out["kafka"]
+    assert out["odradek"] == out["kafka"]
+
+
+def _log_dirs(text: str) -> dict:
+    doc = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+    for broker in doc["brokers"]:
+        broker["broker"] = "<id>"
+        for d in broker["logDirs"]:
+            d["logDir"] = "<dir>"
+            for p in d["partitions"]:
+                assert p["size"] > 0, p
+                p["size"] = "<size>"
+    return doc
+
+
+def test_log_dirs_tool_describe(both, topic):
+    out = {}
+    for e in both:
+        _fill(e, topic, 50)
+        text = ok(e.tool(LOG_DIRS, "--describe", "--topic-list", topic))
+        out[e.name] = text
+    assert re.sub(r"brokers \S+", "brokers <id>", out["odradek"].split("{")[0]) == \
+        re.sub(r"brokers \S+", "brokers <id>", out["kafka"].split("{")[0])
+    assert _log_dirs(out["odradek"]) == _log_dirs(out["kafka"])
+    assert _log_dirs(out["kafka"])["brokers"][0]["logDirs"][0]["partitions"] == [
+        {"partition": f"{topic}-0", "size": "<size>", "offsetLag": 0, "isFuture": False}]
+
+
+def _configs(e, *args: str) -> str:
+    return ok(e.tool(CONFIG_COMMAND, "--entity-type", "brokers", *args))
+
+
+def _described(e, entity: tuple[str, ...], done) -> str:
+    """``--describe`` once ``done(output)`` (Kafka applies a change asynchronously)."""
+    def output():
+        text = _configs(e, *entity, "--describe")
+        return text if done(text) else None
+    return wait_until(output, 30, f"{' '.join(entity)} described on {e.name}", interval=0.5)
+
+
+def _same_ids(text: str, broker: str) -> str:
+    return text.replace(f"broker {broker} ", "broker <id> ").replace(f"broker {broker}.", "broker <id>.")
+
+
+def test_config_command_brokers_default_and_one_broker(both):
+    """--entity-default and --entity-name <id>: alter, describe (dynamic configs with their
+    synonyms), delete: the same lines from both."""
+    default = ("--entity-default",)
+    outputs: dict[str, list[str]] = {}
+    for e in both:
+        broker = _broker_id(e)
+        one = ("--entity-name", broker)
+        steps = [_configs(e, *default, "--describe")]
+        steps.append(_configs(e, *default, "--alter", "--add-config", "log.retention.ms=3600000"))
+        steps.append(_described(e, default, lambda t: "log.retention.ms=3600000 sensitive=false" in t))
+        steps.append(_configs(e, *one, "--alter", "--add-config", "log.segment.bytes=2097152"))
+        steps.append(_described(e, one, lambda t: "log.segment.bytes=2097152" in t))
+        steps.append(_configs(e, *one, "--alter", "--delete-config", "log.segment.bytes"))
+        steps.append(_configs(e, *default, "--alter", "--delete-config", "log.retention.ms"))
+        steps.append(_described(e, one, lambda t: "log." not in t))
+        outputs[e.name] = [_same_ids(s, broker) for s in steps]
+    assert outputs["kafka"][2] == "Default configs for brokers in the cluster are:\n  log.retention.ms=3600000 " \
+                                  "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n"
+    for kafka_step, odradek_step in zip(outputs["kafka"], outputs["odradek"]):
+        assert odradek_step == kafka_step
