@@ -228,3 +228,17 @@ async def _until_described(client: KafkaClient, since: float) -> float:
             return time.monotonic() - since
         await asyncio.sleep(0.02)
     return float("inf")
+
+
+def test_authorized_operations_are_the_principals(ana):
+    """include_authorized_operations (Metadata, DescribeCluster, DescribeGroups): what the
+    authorizer allows this principal, implied operations included (READ implies DESCRIBE)."""
+    from confluent_kafka import ConsumerGroupState, TopicCollection
+    topic = _only(ana.describe_topics(TopicCollection(["acl-ro"]), include_authorized_operations=True))
+    assert set(topic.result(timeout=60).authorized_operations) == {OP.READ, OP.DESCRIBE}
+    cluster = ana.describe_cluster(include_authorized_operations=True).result(timeout=60)
+    assert set(cluster.authorized_operations) == {OP.CLUSTER_ACTION, OP.DESCRIBE_CONFIGS, OP.ALTER_CONFIGS,
+                                                  OP.IDEMPOTENT_WRITE, OP.ALTER, OP.DESCRIBE}  # CREATE denied
+    group = _only(ana.describe_consumer_groups(["acl-join"], include_authorized_operations=True)).result(timeout=60)
+    assert group.state in (ConsumerGroupState.DEAD, ConsumerGroupState.EMPTY, ConsumerGroupState.UNKNOWN)
+    assert set(group.authorized_operations) == {OP.DESCRIBE}
