@@ -1,11 +1,13 @@
 """Transactions with real clients on one dev cluster (3 brokers, RF 3): confluent-kafka's
 transactional producer (commit, abort, offsets sent to the transaction), a read_committed
 consumer seeing exactly the committed records, consume-transform-produce, aiokafka's
-transactions, zombie fencing, and a hung transaction aborted at its timeout."""
+transactions, zombie fencing, a hung transaction aborted at its timeout, and Kafka's own
+TransactionalMessageCopier through broker kills (last: it restarts brokers)."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 
@@ -176,3 +178,60 @@ def test_a_hung_transaction_is_aborted_at_its_timeout(cluster, topic):
     assert read_all(cluster, topic, "read_committed") == []
     with pytest.raises(KafkaException):
         hung.commit_transaction(30)
+
+
+def test_kafkas_transactional_copier_copies_exactly_once_through_kills(cluster, topic):
+    """Kafka's system-test copier (consume, produce, send offsets, commit; random aborts) over
+    3,000 records while the transaction coordinator's broker and then the input leader are
+    SIGKILLed and restarted: the output holds every input record exactly once."""
+    from bench import apache_kafka
+    from odradek.broker.group.config import partition_for
+    from tests.support.kafka_tools import require_kafka
+
+    require_kafka()
+    source, count, tid = f"{topic}-src", 3000, f"{topic}-copier"
+    cluster.create_topic(source, partitions=1, replication_factor=3)
+    cluster.wait_for_leaders(source, 1)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    for i in range(count):
+        plain.produce(source, value=b"%d" % i, partition=0)
+    assert plain.flush(60) == 0
+    copier = subprocess.Popen(apache_kafka.tool_argv(
+        "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", cluster.bootstrap,
+        "--input-topic", source, "--input-partition", "0", "--output-topic", topic, "--transactional-id", tid,
+        "--consumer-group", f"{topic}-copier", "--transaction-size", "100", "--max-messages", str(count),
+        "--enable-random-aborts", "--use-group-metadata"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True)
+    try:
+        progress = _copier_progress(copier)
+        wait_until(lambda: progress["consumed"] > 0, 60, "the copier's first transaction", 0.2)
+        for victim in (cluster.leader_id("__transaction_state", partition_for(tid, 50)),
+                       cluster.leader_id(source, 0)):
+            assert copier.poll() is None and progress["consumed"] < count, "the copier ended before the kills"
+            cluster.run("kill", str(victim))
+            time.sleep(2)
+            cluster.run("start", str(victim))
+        assert copier.wait(240) == 0, copier.stderr.read()[-3000:]
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait()
+    values = read_all(cluster, topic, "read_committed")
+    assert sorted(values, key=int) == [b"%d" % i for i in range(count)]
+
+
+def _copier_progress(copier) -> dict:
+    """The copier's JSON status lines (``consumed`` = its latest count), read in a thread."""
+    import json
+    import threading
+    progress = {"consumed": 0}
+
+    def follow():
+        for line in copier.stdout:
+            try:
+                status = json.loads(line)
+            except ValueError:
+                continue
+            progress["consumed"] = max(progress["consumed"], int(status.get("consumed", status.get("copied", 0))))
+    threading.Thread(target=follow, daemon=True).start()
+    return progress
