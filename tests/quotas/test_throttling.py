@@ -1,10 +1,11 @@
-"""Client quotas enforced on a one-broker dev cluster, with real clients (librdkafka).
+"""Client quotas enforced on a two-broker dev cluster, with real clients (librdkafka).
 
 A ``producer_byte_rate`` quota of N bytes/s on one client id: once its rate's samples are
 full (Kafka's 11 windows of 1 s; the first ~10 s of bytes pass at once, as on Kafka), the
 producer's rate over a span of 11 s stays within 20% of N and librdkafka reports throttle times; a second client
 on the same broker, without a quota, keeps its own rate and is never throttled. A
-``consumer_byte_rate`` quota throttles a consumer the same way."""
+``consumer_byte_rate`` quota throttles a consumer the same way. A quota altered through one
+broker is applied by the other (the ``/config/changes`` notification)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.waiting import wait_until
 from odradek.protocol.codec import EntityType, Schemas, make
 from tests.support.kafka_wire import WireClient
 
@@ -27,7 +29,7 @@ STEADY_FROM, STEADY_TO = 11.0, 22.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("quotas"), brokers=1)
+    c = start_cluster(tmp_path_factory.mktemp("quotas"), brokers=2)
     try:
         yield c
     finally:
@@ -39,14 +41,14 @@ def alter_client_quota(bootstrap: str, client_id: str, key: str, value: float) -
     body = make(s.AlterClientQuotasRequest, validate_only=False, entries=(make(
         s.EntryData, entity=(make(s.EntityData, entity_type="client-id", entity_name=client_id),),
         ops=(make(s.OpData, key=key, value=value, remove=False),)),))
-    with WireClient(bootstrap) as wire:
+    with WireClient(bootstrap.split(",")[0]) as wire:
         answer = wire.request(49, 1, body)
     assert [e.error_code for e in answer.entries] == [0], answer
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(30)
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
 
 
 class Paced:
@@ -129,3 +131,21 @@ def test_a_consumer_quota_throttles_fetches(cluster):
     # ~1 MB passes at once (10 windows of N), then N per second: 3 MB take ~20 s
     assert got * len(VALUE) <= N * (elapsed + 11) * 1.2, (got, elapsed)
     assert throttles, "librdkafka reported no throttle time"
+
+
+def test_a_quota_altered_on_one_broker_is_enforced_by_the_other(cluster):
+    create_topic(cluster.bootstrap, "quota-spread", partitions=2)
+    leaders = cluster.wait_for_leaders("quota-spread", 2)
+    far = next(p for p, broker in leaders.items() if broker != 1)
+    alter_client_quota(cluster.brokers[1], "far", "producer_byte_rate", 1000)   # through broker 1 only
+    throttles = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "far", "linger.ms": 5,
+                         "throttle_cb": lambda e: throttles.append(e.throttle_time) if e.throttle_time else None})
+
+    def throttled() -> bool:
+        for _ in range(10):     # 20 kB a round: past the ~10 s x 1000 B/s a new sensor allows
+            producer.produce("quota-spread", VALUE, partition=far)
+        producer.poll(0.5)
+        return bool(throttles)
+    wait_until(throttled, 30, f"broker {leaders[far]} throttling client 'far'")
+    producer.flush(30)

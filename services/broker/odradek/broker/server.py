@@ -45,6 +45,7 @@ from odradek.broker.zk import BrokerRegistration
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import serve, server_app
 from odradek.cluster.control_plane_tls import scheme
+from odradek.cluster.entity_config import CLIENTS, USERS
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.listener import KafkaListener
@@ -110,6 +111,7 @@ class Broker:
         if self.context.authorizer is not None:  # until loaded, only super users get through
             await asyncio.to_thread(self.context.authorizer.start)
         self._follow_dynamic_configs(loop)
+        self._follow_quotas(loop)
         await asyncio.to_thread(self.config_changes.start)
         log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
                  ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
@@ -152,6 +154,16 @@ class Broker:
         task = asyncio.get_running_loop().create_task(self._load_quotas())
         self._quota_loads.add(task)  # held until done (the loop keeps only weak references)
         task.add_done_callback(self._quota_loads.discard)
+
+    def _follow_quotas(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Client quotas re-read on a users / clients change notification (AlterClientQuotas on any
+        broker, an OdradekUser's quotas through the controller); loaded once at start already."""
+        def changed(entity: str | None) -> None:
+            if entity is not None:
+                loop.call_soon_threadsafe(self.reload_quotas)
+        for entity_type in (USERS, CLIENTS):
+            self.config_changes.register(entity_type, changed)
+
     def _zk_client(self):
         return self.registration.client if self.registration else None
 
