@@ -61,8 +61,16 @@ def test_template_renders_operator_rbac_cluster_and_topics(helm, values_file):
     assert topic["spec"] == {"cluster": "main", "topicName": "orders_v1", "partitions": 6, "replicas": 3,
                              "config": {"retention.ms": "3600000", "min.cleanable.dirty.ratio": "0.25"}}
     cluster = next(d for d in docs if d["kind"] == "OdradekCluster")
+    # secure by default: an internal SASL_SSL (SCRAM-SHA-512) listener and authorization on
     assert cluster["spec"] == {"image": "ghcr.io/odradek/odradek:0.1.0", "imagePullPolicy": "IfNotPresent",
-                               "brokers": {"replicas": 3}}
+                               "brokers": {"replicas": 3},
+                               "listeners": [{"name": "tls", "port": 9092, "type": "internal", "tls": True,
+                                              "authentication": {"type": "scram-sha-512"}}],
+                               "authorization": {"type": "simple", "superUsers": []}}
+    plain = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART, "-f", values_file, "--set",
+                                               "cluster.plain=true").stdout) if d]
+    assert next(d for d in plain if d["kind"] == "OdradekCluster")["spec"] == {
+        "image": "ghcr.io/odradek/odradek:0.1.0", "imagePullPolicy": "IfNotPresent", "brokers": {"replicas": 3}}
     # by default: no cluster, no topics
     defaults = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART).stdout) if d]
     assert {d["kind"] for d in defaults} == {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"}
