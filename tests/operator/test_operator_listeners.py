@@ -90,7 +90,7 @@ def test_protocols_follow_tls_and_authentication():
 
 def test_tls_material_sets_ssl_keys_replication_over_mutual_tls_and_the_principals():
     tls = listeners.BrokerTls({"ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem"},
-                              "User:CN=c-brokers", "c-cluster-ca-cert", ("User:CN=c-operator",))
+                              "User:CN=c-brokers", ("User:CN=c-operator",))
     specs = listeners.parse(spec_with({"name": "tls", "port": 9094, "tls": True, "authentication": SCRAM}))
     out = listeners.broker_settings({"authorization": {"type": "simple"}}, specs, "", tls)
     assert out["listener.security.protocol.map"] == "REPLICATION:SSL,TLS:SASL_SSL"

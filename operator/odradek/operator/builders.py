@@ -476,6 +476,10 @@ def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list
             "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}"]
     if gw.get("authSecret"):
         args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
+    if listener_specs.secured(listener_specs.parse(spec)):
+        # mutual TLS on the replication listener with its certificate (principals.secure_children
+        # adds the --kafka-ssl-* files): the gateway's principal, a super user
+        args += ["--kafka-security-protocol", "SSL"]
     readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
                            gw.get("resources"), _config_env(cluster), readiness)

@@ -74,7 +74,6 @@ class BrokerTls:
 
     settings: Mapping[str, str]
     principal: str                  # User:CN=..., the brokers' own, a super user
-    ca_secret: str                  # the public CA certificate clients trust
     extra_super_users: tuple[str, ...] = ()   # the operator's and the gateway's principals
 
 
@@ -151,11 +150,6 @@ def super_users(spec: Mapping[str, Any], broker_principal: str, extra: Iterable[
     return ";".join(dict.fromkeys(users))
 
 
-def ca_secret(cluster: str) -> str:
-    """The Secret with the cluster CA's public certificate (``ca.crt``) TLS clients trust."""
-    return f"{cluster}-cluster-ca-cert"
-
-
 def replication_protocol(tls: BrokerTls | None) -> str:
     return "SSL" if tls is not None else "PLAINTEXT"
 
@@ -229,6 +223,24 @@ def advertised_line(table: str, ordinal: int, host_ip: str) -> str:
     if line is None:
         raise SpecError(f"no advertised listeners for broker {ordinal} (the operator has not written them yet)")
     return line.replace(HOST_IP, f"[{host_ip}]" if ":" in host_ip else host_ip)
+
+
+def certificate_names(listeners: list[Listener], replicas: int, host_ips: Iterable[str],
+                      external: Mapping[tuple[str, int], str | None]) -> dict[int, list[str]]:
+    """The external names each broker's certificate must carry for its TLS external listeners
+    (``certs.plan_certificates``' ``extra_broker_names``): the node addresses of every broker pod
+    for a nodeport listener (its bootstrap reaches any broker through any of them), the load
+    balancer's address for a loadbalancer listener."""
+    out: dict[int, list[str]] = {i: [] for i in range(replicas)}
+    for li in (li for li in listeners if li.external and li.tls):
+        for ordinal in range(replicas):
+            if li.type == "nodeport":
+                out[ordinal] += sorted(set(host_ips))
+            else:
+                address = external.get((li.name, ordinal))
+                if address:
+                    out[ordinal].append(address.rpartition(":")[0])
+    return {i: list(dict.fromkeys(names)) for i, names in out.items() if names}
 
 
 # -- Services -------------------------------------------------------------------------------

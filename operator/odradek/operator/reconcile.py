@@ -151,6 +151,15 @@ def external_addresses(name: str, specs: list[listeners.Listener], replicas: int
     return out
 
 
+def broker_tls(name: str, specs: list[listeners.Listener]) -> listeners.BrokerTls | None:
+    """The brokers' TLS material (``certs``) when a listener has TLS or authentication: then
+    replication is mutual TLS too, with the brokers', operator's and gateway's certificates."""
+    if not listeners.secured(specs):
+        return None
+    return listeners.BrokerTls(certs.broker_ssl_config(), certs.principal(name, "broker"),
+                               (certs.principal(name, "operator"), certs.principal(name, "gateway")))
+
+
 def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.Listener] | None = None,
                     live: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict] | None:
     """``status.listeners``: each listener's type, bootstrap address and the CA Secret to trust."""
@@ -175,7 +184,7 @@ def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.L
         if bootstrap:  # unknown until a node port's pods or a load balancer exist
             entry["bootstrapServers"] = bootstrap
         if li.tls:
-            entry["caSecret"] = listeners.ca_secret(name)
+            entry["caSecret"] = certs.secret_names(name)["cluster_ca_cert"]
         out.append(entry)
     return out
 
