@@ -68,7 +68,7 @@ def test_internal_listeners_render_kafka_settings_the_broker_accepts():
     assert config["inter.broker.listener.name"] == "REPLICATION"
     assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
-    # without TLS the brokers fetch as ANONYMOUS on the replication listener, so it must be super
+    # built without TLS material the brokers fetch as ANONYMOUS on replication, so it is super
     assert config["super.users"] == "User:ANONYMOUS;User:alice;User:CN=ops"
     settings = {k: v.replace("$(POD_NAME)", "c-brokers-0").replace("$(POD_NAMESPACE)", NS) for k, v in config.items()}
     parse_broker_settings(settings)  # the broker's own registry accepts every key and value
@@ -177,3 +177,14 @@ def test_gateway_uses_the_replication_listener():
     dep = builders.build_gateway("c", NS, spec)[1]
     settings, _ = from_args(dep["spec"]["template"]["spec"]["containers"][0]["args"][1:])
     assert settings.bootstrap_servers == "c-bootstrap.data.svc:9091"
+
+
+def test_certificate_names_of_external_tls_listeners():
+    specs = listeners.parse(spec_with({"name": "np", "port": 9094, "type": "nodeport", "tls": True},
+                                      {"name": "lb", "port": 9095, "type": "loadbalancer", "tls": True},
+                                      {"name": "plain", "port": 9096, "type": "nodeport"}))
+    external = {("lb", 0): "203.0.113.7:9095", ("lb", 1): None}
+    names = listeners.certificate_names(specs, 2, ["10.0.0.2", "10.0.0.1", "10.0.0.2"], external)
+    # every node address on every broker (a bootstrap connection reaches any broker via any node)
+    assert names == {0: ["10.0.0.1", "10.0.0.2", "203.0.113.7"], 1: ["10.0.0.1", "10.0.0.2"]}
+    assert listeners.certificate_names(specs[2:], 2, ["10.0.0.1"], {}) == {}  # no TLS: no names

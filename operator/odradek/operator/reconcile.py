@@ -98,7 +98,14 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     scale = rolling.plan_scale(current, desired, metadata)
 
     # Certificates first: a bad clusterCa/clientsCa raises SpecError before anything is applied.
-    plan = certs.sync_certificates(kube, name, namespace, spec, adopt, scale.replicas)
+    # Brokers' certificates carry their external TLS listeners' addresses (node addresses, load
+    # balancers), read from the live pods and Services.
+    host_ips = broker_host_ips(kube, name, namespace)
+    existing = {n: kube.get("v1", "Service", namespace, n) for li in specs if li.external and li.tls
+                for n in listeners.service_names(name, li, scale.replicas)[1]}
+    cert_names = listeners.certificate_names(specs, scale.replicas, host_ips.values(),
+                                             external_addresses(name, specs, scale.replicas, existing))
+    plan = certs.sync_certificates(kube, name, namespace, spec, adopt, scale.replicas, cert_names)
     if plan.renewed:
         logger.info("certificates issued: %s", ", ".join(plan.renewed))
     for warning in plan.warnings:
@@ -106,13 +113,13 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     sync_zookeeper_digest(kube, name, namespace, adopt)
     services = builders.build_listener_services(name, namespace, spec, scale.replicas)
     adopt(services)
-    live = {s["metadata"]["name"]: kube.apply(s) for s in services}
-    external = external_addresses(name, specs, scale.replicas, live)
+    live_services = {s["metadata"]["name"]: kube.apply(s) for s in services}
+    external = external_addresses(name, specs, scale.replicas, live_services)
     children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas, external=external,
-                                       certificates=plan.versions["broker"])
+                                       certificates=plan.versions["broker"], tls=broker_tls(name, specs))
     principals.secure_children(children, name, namespace, plan.versions)
     adopt(children)
-    applied = [f"Service/{n}" for n in live]
+    applied = [f"Service/{n}" for n in live_services]
     for child in children:
         if child["kind"] == "StatefulSet":
             live = live_sts if child["metadata"]["name"] == names["brokers"] else \
@@ -130,11 +137,14 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         step = roll_step(kube, body, scale.replicas, settings, client, external, plan.versions["broker"])
         if not step.done:
             waiting = step.reason
+    if waiting is None and any(li.type == "nodeport" and li.tls for li in specs) and len(host_ips) < scale.replicas:
+        # Their certificates need the nodes' addresses: look again once every pod is scheduled.
+        waiting = f"waiting for the broker pods' node addresses ({len(host_ips)}/{scale.replicas} scheduled)"
     status = {
         "observedGeneration": meta.get("generation"),
         "desiredBrokers": desired,
         "bootstrapServers": builders.bootstrap_servers(name, namespace, spec),
-        "listeners": listener_status(kube, body, specs, live),
+        "listeners": listener_status(kube, body, specs, live_services),
         "gatewayAddress": builders.gateway_address(name, namespace) if builders.build_gateway(name, namespace, spec) else None,
         "rolling": waiting,
     }
@@ -148,6 +158,16 @@ def external_addresses(name: str, specs: list[listeners.Listener], replicas: int
     for li in (li for li in specs if li.external):
         for ordinal, service in enumerate(listeners.service_names(name, li, replicas)[1]):
             out[(li.name, ordinal)] = listeners.external_address(li, live.get(service))
+    return out
+
+
+def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
+    """Broker ordinal -> the address of the node its pod runs on (scheduled pods only)."""
+    out = {}
+    for pod in kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker"))):
+        ip = (pod.get("status") or {}).get("hostIP")
+        if ip:
+            out[int(pod["metadata"]["name"].rpartition("-")[2])] = ip
     return out
 
 
@@ -168,11 +188,8 @@ def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.L
     specs = listeners.parse(spec) if specs is None else specs
     if not specs:
         return None
-    host_ips: list[str] = []
-    if any(li.type == "nodeport" for li in specs):
-        host_ips = [p["status"]["hostIP"] for p in kube.list("v1", "Pod", namespace,
-                                                            _selector(builders.selector(name, "broker")))
-                    if (p.get("status") or {}).get("hostIP")]
+    host_ips = list(broker_host_ips(kube, name, namespace).values()) if any(
+        li.type == "nodeport" for li in specs) else []
     out = []
     for li in specs:
         bootstrap_service = listeners.service_names(name, li, 0)[0]
