@@ -43,8 +43,6 @@ METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporte
 ZK_CLIENT_PORT = 2181
 GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
 RACK_DIR = "/etc/odradek/rack"
-LISTENERS_DIR = "/etc/odradek/listeners"     # the ConfigMap's advertised-listeners table
-ADVERTISED_DIR = "/etc/odradek/advertised"   # the pod's own advertised.listeners (init container)
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
@@ -293,31 +291,6 @@ def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> l
     return [service, deployment]
 
 
-def kafka_ports(spec: Mapping[str, Any]) -> list[dict]:
-    """The brokers' Kafka ports: 9092 without ``spec.listeners``; else replication and each listener."""
-    listeners = listener_specs.parse(spec)
-    if not listeners:
-        return [{"name": "kafka", "port": KAFKA_PORT}]
-    return [{"name": "replication", "port": listener_specs.REPLICATION_PORT},
-            *({"name": li.name, "port": li.port} for li in listeners)]
-
-
-def _listener_args(cluster: str, spec: Mapping[str, Any], host: str,
-                   tls: listener_specs.BrokerTls | None) -> list[str]:
-    """The Kafka listeners' arguments: the ``--listen`` flag's PLAINTEXT listener, or
-    ``spec.listeners`` as Kafka's settings (with external listeners each pod reads its own
-    ``advertised.listeners`` from the init container's argument file)."""
-    listeners = listener_specs.parse(spec)
-    if not listeners:
-        return ["--listen", f"0.0.0.0:{KAFKA_PORT}", "--advertised", f"{host}:{KAFKA_PORT}"]
-    external = any(li.external for li in listeners)
-    advertised = "" if external else ",".join(listener_specs.internal_advertised(host, listeners))
-    args = [f"@{ADVERTISED_DIR}/broker.args"] if external else []
-    for key, value in listener_specs.broker_settings(spec, listeners, advertised, tls).items():
-        args += ["--config", f"{key}={value}"]
-    return args
-
-
 def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replicas: int | None = None,
                   external: Mapping[tuple[str, int], str | None] | None = None,
                   tls: listener_specs.BrokerTls | None = None, certificates: str = "") -> list[dict]:
@@ -335,7 +308,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     host = f"$(POD_NAME).{n['brokers']}.$(POD_NAMESPACE).svc"
     args = ["broker", "--id", "$(BROKER_ID)", "--data-dir", DATA_DIR,
             "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
-            *_listener_args(cluster, spec, host, tls),
+            *listener_specs.broker_args(spec, host, tls),
             "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
             "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}",
             "--config", f"metrics.port={METRICS_PORT}"]
@@ -344,7 +317,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
            *_config_env(cluster)]
     probe = {"httpGet": {"path": control_plane.STATUS.path(), "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
-    ports = kafka_ports(spec)
+    ports = listener_specs.kafka_ports(spec)
     container = _container("broker", spec, args,
                            [*({"name": p["name"], "containerPort": p["port"]} for p in ports),
                             {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
@@ -354,7 +327,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,
                            "securityContext": {"runAsNonRoot": True, "fsGroup": 10001}}
     if any(li.external for li in listener_specs.parse(spec)):
-        _add_advertise_init(cluster, spec, pod, container)
+        listener_specs.add_advertise_init(pod, container, names(cluster)["config"])
     rack_key = rack_topology_key(spec)
     if rack_key:
         _add_rack_init(cluster, spec, pod, container, rack_key)
@@ -418,24 +391,6 @@ def _add_rack_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dic
     pod["serviceAccountName"] = names(cluster)["brokers"]
     pod["automountServiceAccountToken"] = True
     pod["volumes"] = [*pod.get("volumes", []), {"name": "rack", "emptyDir": {}}]
-
-
-def _add_advertise_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dict) -> None:
-    """An init container writes the pod's ``advertised.listeners`` (its node's address and its
-    own node port or load balancer, from the ConfigMap's table) for the broker's ``@file``."""
-    init = _container("advertise", spec, [
-        "operator", "advertise", "--ordinal", "$(BROKER_ID)", "--host-ip", "$(HOST_IP)",
-        "--table", f"{LISTENERS_DIR}/{listener_specs.ADVERTISED_TABLE}",
-        "--output", f"{ADVERTISED_DIR}/broker.args"], [], None, [
-        broker["env"][0], {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}], {})
-    del init["ports"], init["readinessProbe"]  # init containers take neither
-    init["volumeMounts"] = [{"name": "listeners", "mountPath": LISTENERS_DIR, "readOnly": True},
-                            {"name": "advertised", "mountPath": ADVERTISED_DIR}]
-    broker["volumeMounts"].append({"name": "advertised", "mountPath": ADVERTISED_DIR, "readOnly": True})
-    pod["initContainers"] = [*pod.get("initContainers", []), init]
-    pod["volumes"] = [*pod.get("volumes", []), {"name": "advertised", "emptyDir": {}},
-                      {"name": "listeners", "configMap": {"name": names(cluster)["config"], "items": [
-                          {"key": listener_specs.ADVERTISED_TABLE, "path": listener_specs.ADVERTISED_TABLE}]}}]
 
 
 def build_broker_account(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:

@@ -39,6 +39,9 @@ RESERVED_PORTS = {REPLICATION_PORT: "the replication listener", 9093: "the broke
                   9404: "the metrics endpoint"}
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 ADVERTISED_TABLE = "advertised-listeners.json"  # key of the <c>-config ConfigMap
+LISTENERS_DIR = "/etc/odradek/listeners"        # that table, mounted in the init container
+ADVERTISED_DIR = "/etc/odradek/advertised"      # the pod's own advertised.listeners (broker @file)
+PLAIN_PORT = 9092                               # without spec.listeners: PLAINTEXT (the --listen flag)
 HOST_IP = "{host_ip}"                           # the node's address in that table
 LISTENER_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map",
                  "inter.broker.listener.name", "sasl.enabled.mechanisms", "authorizer.class.name", "super.users")
@@ -241,6 +244,50 @@ def certificate_names(listeners: list[Listener], replicas: int, host_ips: Iterab
                 if address:
                     out[ordinal].append(address.rpartition(":")[0])
     return {i: list(dict.fromkeys(names)) for i, names in out.items() if names}
+
+
+# -- the brokers' pods ------------------------------------------------------------------------
+
+def kafka_ports(spec: Mapping[str, Any]) -> list[dict]:
+    """The brokers' Kafka ports: 9092 without ``spec.listeners``; else replication and each listener."""
+    listeners = parse(spec)
+    if not listeners:
+        return [{"name": "kafka", "port": PLAIN_PORT}]
+    return [{"name": "replication", "port": REPLICATION_PORT}, *({"name": li.name, "port": li.port} for li in listeners)]
+
+
+def broker_args(spec: Mapping[str, Any], host: str, tls: BrokerTls | None) -> list[str]:
+    """The broker's Kafka listener arguments: the ``--listen`` flag's PLAINTEXT listener, or
+    ``spec.listeners`` as Kafka's settings (with external listeners each pod reads its own
+    ``advertised.listeners`` from the init container's argument file)."""
+    listeners = parse(spec)
+    if not listeners:
+        return ["--listen", f"0.0.0.0:{PLAIN_PORT}", "--advertised", f"{host}:{PLAIN_PORT}"]
+    external = any(li.external for li in listeners)
+    advertised = "" if external else ",".join(internal_advertised(host, listeners))
+    args = [f"@{ADVERTISED_DIR}/broker.args"] if external else []
+    for key, value in broker_settings(spec, listeners, advertised, tls).items():
+        args += ["--config", f"{key}={value}"]
+    return args
+
+
+def add_advertise_init(pod: dict, broker: dict, config_map: str) -> None:
+    """An init container (the broker's image, env and security context) writes the pod's
+    ``advertised.listeners`` (its node's address and its own node port or load balancer, from
+    the ConfigMap's table) for the broker's ``@file``."""
+    init = json.loads(json.dumps({key: broker[key] for key in ("image", "imagePullPolicy", "securityContext")}))
+    init |= {"name": "advertise",
+             "args": ["operator", "advertise", "--ordinal", "$(BROKER_ID)", "--host-ip", "$(HOST_IP)",
+                      "--table", f"{LISTENERS_DIR}/{ADVERTISED_TABLE}", "--output", f"{ADVERTISED_DIR}/broker.args"],
+             "env": [next(e for e in broker["env"] if e["name"] == "BROKER_ID"),
+                     {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}],
+             "volumeMounts": [{"name": "listeners", "mountPath": LISTENERS_DIR, "readOnly": True},
+                              {"name": "advertised", "mountPath": ADVERTISED_DIR}]}
+    broker["volumeMounts"].append({"name": "advertised", "mountPath": ADVERTISED_DIR, "readOnly": True})
+    pod["initContainers"] = [*pod.get("initContainers", []), init]
+    pod["volumes"] = [*pod.get("volumes", []), {"name": "advertised", "emptyDir": {}},
+                      {"name": "listeners", "configMap": {"name": config_map, "items": [
+                          {"key": ADVERTISED_TABLE, "path": ADVERTISED_TABLE}]}}]
 
 
 # -- Services -------------------------------------------------------------------------------
