@@ -75,8 +75,11 @@ def test_admission_spreads_the_budget_by_backlog_and_always_progresses():
 def test_kafka_options_that_mean_something_pass_and_the_others_fail_clearly():
     opts.check_kafka_options({"kafka.bootstrap.servers": "b:9092", "kafka.client.id": "job-7",
                               "kafka.isolation.level": "read_uncommitted", "subscribe": "t"})
-    with pytest.raises(opts.OptionError, match="no transactions yet.*read_uncommitted"):
-        opts.check_kafka_options({"kafka.isolation.level": "read_committed"})
+    opts.check_kafka_options({"kafka.isolation.level": "read_committed"})
+    assert opts.isolation_level({"kafka.isolation.level": "READ_COMMITTED"}) == "read_committed"
+    assert opts.isolation_level({}) == "read_uncommitted"
+    with pytest.raises(opts.OptionError, match="not an isolation level"):
+        opts.check_kafka_options({"kafka.isolation.level": "serializable"})
     with pytest.raises(opts.OptionError, match="'kafka.group.id' is not supported.*kafka.client.id"):
         opts.check_kafka_options({"kafka.group.id": "g"})
     assert opts.client_id({"kafka.client.id": "job-7"}) == "job-7"

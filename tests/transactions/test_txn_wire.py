@@ -98,6 +98,12 @@ def read_committed(cluster, until_offset: int, timeout: float = 30.0) -> list[tu
 
 
 @pytest.fixture(scope="module")
+def cluster(gw_cluster):
+    """One dev cluster with the HTTP gateway for the whole module."""
+    return gw_cluster
+
+
+@pytest.fixture(scope="module")
 def topic(cluster):
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
     cluster.wait_for_leaders(TOPIC, 1)
@@ -107,7 +113,7 @@ def topic(cluster):
 @pytest.fixture(scope="module")
 def pids(cluster):
     with WireClient(cluster.bootstrap.split(",")[0]) as c:
-        return [init_producer_id(c).producer_id for _ in range(6)]
+        return [init_producer_id(c).producer_id for _ in range(8)]
 
 
 def test_read_committed_skips_aborted_data_and_stops_at_the_lso(cluster, topic, pids):
@@ -187,6 +193,27 @@ def test_confluent_transactional_producer_and_read_committed_consumer(cluster):
         consumer.close()
     assert sorted(seen) == sorted([f"committed-{i}".encode() for i in range(20)]
                                   + [f"open-{i}".encode() for i in range(20)])
+
+
+def test_gateway_range_reads_and_spark_offsets_honour_read_committed(cluster, topic, pids):
+    """The gateway's offsets and range reads with isolation_level=read_committed (what the Spark
+    source's kafka.isolation.level uses): the end is the LSO, aborted records never come back."""
+    from odradek.client import GatewayClient
+    aborted, hanging = Txn(cluster, pids[6]), Txn(cluster, pids[7])
+    aborted.produce(b"gw-aborted")
+    assert aborted.end(False) == [ErrorCode.none]
+    first_open = hanging.produce(b"gw-open")
+    with GatewayClient(cluster.gateway, isolation_level="read_committed") as committed, \
+            GatewayClient(cluster.gateway) as uncommitted:
+        assert committed.offsets(TOPIC, 0)[1] == first_open < uncommitted.offsets(TOPIC, 0)[1]
+        values, offset = [], 0
+        while offset < first_open:
+            records, offset = committed.read_json(TOPIC, 0, offset, first_open)
+            values += [r["value"] for r in records]
+        assert offset == first_open and len(values) == 5   # c1 c2 c3 o1 x, nothing aborted
+        everything, _ = uncommitted.read_json(TOPIC, 0, 0, first_open + 1)
+        assert len(everything) > len(values)
+    assert hanging.end(False) == [ErrorCode.none]
 
 
 # last: the restart moves leadership

@@ -36,10 +36,13 @@ def _b64(data: bytes | None) -> str | None:
 
 class GatewayClient:
     def __init__(self, url: str, token: str | None = None, timeout: float = 60.0, ca_file: str | None = None,
-                 client_id: str | None = None):
+                 client_id: str | None = None, isolation_level: str = "read_uncommitted"):
         """``ca_file``: a PEM file of the CA (or self-signed certificate) an https gateway's
         certificate is checked against; without it, the system's CAs. ``client_id`` (the Spark
-        source's ``kafka.client.id``) names the caller as the requests' User-Agent."""
+        source's ``kafka.client.id``) names the caller as the requests' User-Agent.
+        ``isolation_level`` read_committed: offsets end at the last stable offset and range
+        reads return no record of an aborted or open transaction."""
+        self.isolation = {} if isolation_level == "read_uncommitted" else {"isolation_level": isolation_level}
         headers = {"authorization": f"Bearer {token}"} if token else {}
         if client_id:
             headers["user-agent"] = client_id
@@ -77,7 +80,8 @@ class GatewayClient:
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, high watermark)."""
-        body = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/offsets")).json()
+        body = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/offsets",
+                                         params=self.isolation)).json()
         return body["beginning_offset"], body["end_offset"]
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
@@ -108,13 +112,15 @@ class GatewayClient:
     def read_arrow(self, topic: str, partition: int, offset: int, end: int, max_bytes: int = 8 << 20):
         """One request: (Arrow IPC bytes, next offset)."""
         resp = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/records",
-                                         params={"offset": offset, "end": end, "max_bytes": max_bytes},
+                                         params={"offset": offset, "end": end, "max_bytes": max_bytes,
+                                                 **self.isolation},
                                          headers={"accept": ARROW}))
         return resp.content, int(resp.headers["odradek-next-offset"])
 
     def read_json(self, topic: str, partition: int, offset: int, end: int | None = None,
                   max_bytes: int = 1 << 20) -> tuple[list[dict], int]:
-        params = {"offset": offset, "max_bytes": max_bytes, **({"end": end} if end is not None else {})}
+        params = {"offset": offset, "max_bytes": max_bytes, **({"end": end} if end is not None else {}),
+                  **self.isolation}
         resp = self._check(self.http.get(f"/topics/{topic}/partitions/{partition}/records", params=params))
         return resp.json(), int(resp.headers["odradek-next-offset"])
 

@@ -126,7 +126,8 @@ def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:
 KAFKA_OPTIONS = {
     "kafka.bootstrap.servers": "accepted for jobs ported from Spark's Kafka source; the gateway knows the brokers",
     "kafka.client.id": "sent as the User-Agent of the source's gateway requests",
-    "kafka.isolation.level": "read_uncommitted only (the default): Odradek has no transactions yet",
+    "kafka.isolation.level": "read_uncommitted (the default) or read_committed: offsets end at the last "
+                             "stable offset and no record of an aborted or open transaction is read",
 }
 
 
@@ -138,10 +139,16 @@ def check_kafka_options(options) -> None:
         if key.lower() not in KAFKA_OPTIONS:
             raise OptionError(f"the option '{key}' is not supported: the source reaches the cluster through the "
                               f"gateway, so only {', '.join(sorted(KAFKA_OPTIONS))} apply (docs/spark.md)")
+    isolation_level(options)
+
+
+def isolation_level(options) -> str:
+    """Spark's kafka.isolation.level: read_uncommitted (the default) or read_committed."""
     level = str(options.get("kafka.isolation.level", "read_uncommitted")).lower()
-    if level != "read_uncommitted":
-        raise OptionError(f"kafka.isolation.level={level} is not possible: Odradek has no transactions yet, so every "
-                          "record is committed as written; use read_uncommitted (the default)")
+    if level not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"kafka.isolation.level={level} is not an isolation level: read_uncommitted (the "
+                          "default) or read_committed")
+    return level
 
 
 def client_id(options) -> str | None:

@@ -38,13 +38,15 @@ class OffsetRange(InputPartition):
     headers: bool
     fail_on_loss: bool
     client_id: str | None = None
+    isolation_level: str = "read_uncommitted"
 
 
 def _client(options: dict) -> GatewayClient:
     if not options.get("gateway"):
         raise opts.OptionError("the option 'gateway' (the gateway's URL, e.g. http://gw:8080) is required")
     opts.check_kafka_options(options)
-    return GatewayClient(options["gateway"], options.get("token"), client_id=opts.client_id(options))
+    return GatewayClient(options["gateway"], options.get("token"), client_id=opts.client_id(options),
+                         isolation_level=opts.isolation_level(options))
 
 
 def _fetching_offsets(options: dict, fetch):
@@ -137,12 +139,14 @@ def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRan
     headers = _flag(options, "includeHeaders", False)
     fail_on_loss = _flag(options, "failOnDataLoss", True)
     return [OffsetRange(options["gateway"], options.get("token"), r.topic, r.partition, r.start, r.end,
-                        max_bytes, headers, fail_on_loss, opts.client_id(options)) for r in ranges]
+                        max_bytes, headers, fail_on_loss, opts.client_id(options), opts.isolation_level(options))
+            for r in ranges]
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Executors: the range as Arrow record batches, one per gateway request."""
-    with GatewayClient(part.gateway, part.token, client_id=part.client_id) as gw:
+    with GatewayClient(part.gateway, part.token, client_id=part.client_id,
+                       isolation_level=part.isolation_level) as gw:
         offset, stalled_since = part.start, None
         while offset < part.end:
             try:

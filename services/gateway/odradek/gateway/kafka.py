@@ -233,13 +233,16 @@ class KafkaBridge:
                          "fetch.wait.max.ms": 100, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 8 << 20, **conf})
 
-    async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None, topic: str = ""):
+    async def with_reader(self, fn, *args, position: tuple[str, int, int] | None = None, topic: str = "",
+                          committed: bool = False):
         """Run ``fn(reader, *args)`` in a thread with a pooled group-less consumer; the one left
         at ``position`` (topic, partition, offset) by the previous range read if there is one, so
-        a client reading a partition chunk by chunk keeps its fetched-ahead data. A Kafka error
-        ``fn`` raises (after the stale-metadata retries) leaves as a KafkaFailure."""
+        a client reading a partition chunk by chunk keeps its fetched-ahead data. ``committed``:
+        a read_committed consumer (no record of an aborted or open transaction; offsets and the
+        end at the last stable offset). A Kafka error ``fn`` raises (after the stale-metadata
+        retries) leaves as a KafkaFailure."""
         async with self._reader_slots:
-            reader = self._take_reader(position)
+            reader = self._take_reader(position, committed)
             try:
                 return await asyncio.to_thread(_with_fresh_metadata, fn, reader, *args)
             except KafkaException as e:
@@ -247,14 +250,19 @@ class KafkaBridge:
             finally:
                 self._idle_readers.append(reader)
 
-    def _take_reader(self, position) -> "RangeReader":
-        for i, r in enumerate(self._idle_readers):
+    def _take_reader(self, position, committed: bool = False) -> "RangeReader":
+        idle = [(i, r) for i, r in enumerate(self._idle_readers) if r.committed == committed]
+        for i, r in idle:
             if position is not None and r.position == position:
                 return self._idle_readers.pop(i)
         if self._idle_readers and self._reader_count >= RANGE_READERS:
-            return self._idle_readers.pop(0)   # the least recently used one
+            if idle:
+                return self._idle_readers.pop(idle[0][0])   # the least recently used one
+            self._idle_readers.pop(0).consumer.close()      # one of the other isolation level makes room
+            self._reader_count -= 1
         self._reader_count += 1
         return RangeReader(self.new_consumer(**{
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
             "group.id": "odradek-gateway-range-reads", "auto.offset.reset": "error",
             # a range read's fetches are never empty polls: a short wait keeps the pipeline full;
             # 1 MiB partition fetches answer their first byte in ~10 ms (8 MiB: 0.1-1 s) and
@@ -263,12 +271,14 @@ class KafkaBridge:
             "queued.max.messages.kbytes": 32 << 10,
             # once that queue is full librdkafka postponed the next fetch by 1 s (its default): a
             # reader asking for 8 MiB chunks stalled ~0.9 s every few chunks
-            "fetch.queue.backoff.ms": 10}))
+            "fetch.queue.backoff.ms": 10}), committed=committed)
 
-    async def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    async def watermarks(self, topic: str, partition: int, committed: bool = False) -> tuple[int, int]:
+        """(log start offset, high watermark), or the last stable offset for ``committed``
+        (librdkafka's ListOffsets carries the consumer's isolation level)."""
         return await self.with_reader(
             lambda r: r.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False),
-            topic=topic)
+            topic=topic, committed=committed)
 
     async def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         def lookup(r: RangeReader) -> int | None:
@@ -315,6 +325,15 @@ class RangeReader:
     consumer: Consumer
     position: tuple[str, int, int] | None = None
     ahead: list = field(default_factory=list)
+    committed: bool = False    # isolation.level=read_committed
+
+    def skipped_to(self, topic: str, partition: int, next_offset: int, end: int) -> int:
+        """Where a read_committed read that ended at ``next_offset`` really is: the consumer's
+        position, past the markers and aborted records it never returns (at most ``end``)."""
+        if not self.committed:
+            return next_offset
+        position = self.consumer.position([TopicPartition(topic, partition)])[0].offset
+        return max(next_offset, min(position, end))
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         if self.position != (topic, partition, offset):
@@ -352,10 +371,14 @@ def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int
                 return out, next_offset, err
             if err is not None or m.offset() >= end or (size >= max_bytes and out):
                 r.ahead = batch[i + 1:] if err is not None else batch[i:]
+                if err is not None or m.offset() >= end:
+                    next_offset = r.skipped_to(topic, partition, next_offset, end)
                 r.position = (topic, partition, next_offset)
                 return out, next_offset, None
             out.append(m)
             size += len(m.value() or b"") + len(m.key() or b"")
             next_offset = m.offset() + 1
+    if next_offset < end:
+        next_offset = r.skipped_to(topic, partition, next_offset, end)
     r.position = (topic, partition, next_offset)
     return out, next_offset, None

@@ -51,14 +51,20 @@ async def get_partition(topic: str, partition: int, request: Request, _=require(
     return _partition_json(await (await bridge(request)).partition(topic, partition))
 
 
+ISOLATION = Query("read_uncommitted", pattern="^(read_uncommitted|read_committed)$",
+                  description="read_committed: the end is the last stable offset, and no record of an "
+                              "aborted or open transaction is returned")
+
+
 async def partition_offsets(topic: str, partition: int, request: Request, _=require(READ),
                             timestamp: int | None = Query(None, description="ms since the epoch: the "
-                                                          "earliest offset whose timestamp is >= it")) -> dict:
+                                                          "earliest offset whose timestamp is >= it"),
+                            isolation_level: str = ISOLATION) -> dict:
     kafka = await bridge(request)
     await kafka.partition(topic, partition)
     if timestamp is not None:
         return {"timestamp": timestamp, "offset": await kafka.offset_for_time(topic, partition, timestamp)}
-    low, high = await kafka.watermarks(topic, partition)
+    low, high = await kafka.watermarks(topic, partition, committed=isolation_level == "read_committed")
     return {"beginning_offset": low, "end_offset": high}
 
 
@@ -168,18 +174,22 @@ def _ndjson_line(d: Delivery) -> str:
 # -- group-less range read --------------------------------------------------------------------------
 async def read_records(topic: str, partition: int, request: Request, _=require(READ),
                        offset: int = Query(..., ge=0), end: int | None = Query(None, ge=0),
-                       max_bytes: int = Query(8 << 20, ge=1, le=256 << 20)) -> Response:
-    """Offsets ``[offset, end)`` (end defaults to the high watermark), about ``max_bytes`` of
-    record data; the header ``Odradek-Next-Offset`` says where to continue."""
+                       max_bytes: int = Query(8 << 20, ge=1, le=256 << 20),
+                       isolation_level: str = ISOLATION) -> Response:
+    """Offsets ``[offset, end)`` (end defaults to the high watermark, or the last stable offset
+    under read_committed), about ``max_bytes`` of record data; the header
+    ``Odradek-Next-Offset`` says where to continue."""
     kafka = await bridge(request)
     await kafka.partition(topic, partition)
-    stop = end if end is not None else (await kafka.watermarks(topic, partition))[1]
+    committed = isolation_level == "read_committed"
+    stop = end if end is not None else (await kafka.watermarks(topic, partition, committed))[1]
     media_type = formats.ARROW if formats.ARROW in request.headers.get("accept", "") else formats.JSON
     if offset >= stop:
         count, body, next_offset, error = 0, _encode([], topic, partition, media_type), offset, None
     else:
         count, body, next_offset, error = await kafka.with_reader(
-            _read_encoded, topic, partition, offset, stop, max_bytes, media_type, position=(topic, partition, offset))
+            _read_encoded, topic, partition, offset, stop, max_bytes, media_type, position=(topic, partition, offset),
+            committed=committed)
     if error is not None and not count:
         raise await kafka.read_failure(topic, partition, offset, error)
     RECORDS_OUT.inc(count)
