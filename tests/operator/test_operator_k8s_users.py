@@ -10,6 +10,8 @@ The OdradekCluster points the operator at the dev controller (``odradek.dev/cont
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
 import uuid
 
 import pytest
@@ -22,7 +24,7 @@ from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from tests.security.conftest import listener_endpoints
-from tests.support.k8s import condition, ready_check
+from tests.support.k8s import condition, need, ready_check
 
 pytestmark = pytest.mark.timeout(3000)  # the first API-server test may pay the Kubernetes build
 
@@ -137,6 +139,11 @@ def test_scram_user_logs_in_with_its_secret_and_its_acls_decide(k8s, namespace, 
     finally:
         consumer.close()
 
+    # drift: ACLs removed behind the operator's back (as kafka-acls --remove would) come back
+    call_blocking(url, control_plane_users.put_user("alice", control_plane_users.UserSpec(
+        "User:alice", control_plane_users.ScramPassword(data["password"]), quotas=state.quotas)), timeout=5)
+    wait_until(lambda: len(stored(url, "alice").acls) == 4, 30, "the operator to restore the ACLs")
+
     # the password comes from another Secret once the spec says so; the Secret follows
     k8s.core.create_namespaced_secret(ns, {"metadata": {"name": "alice-pw"},
                                            "stringData": {"pw": "alice-chosen-secret"}})
@@ -193,3 +200,15 @@ def test_bad_user_specs_get_a_clear_status_and_change_nothing(k8s, namespace, od
     for name in ("bob", "carol", "dave", "erin"):
         k8s.delete(k8s.cr_path(ns, "odradekusers", name))
     wait_until(lambda: all(k8s.user(ns, n) is None for n in ("bob", "carol", "dave", "erin")), 30, "deletions")
+
+
+def test_kubectl_explain_documents_the_user_spec(k8s, k8s_bins, control_plane, tmp_path):
+    def explain():   # the short name reaches discovery a moment after the CRD is established
+        proc = subprocess.run([str(need(k8s_bins, "kubectl")), "explain", "odu.spec.authorization.acls"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **control_plane.env(), "KUBECACHEDIR": str(tmp_path)})
+        return proc.returncode == 0 and proc
+    proc = wait_until(explain, 30, "kubectl explain odu", 1.0)
+    assert "KIND:" in proc.stdout and "OdradekUser" in proc.stdout
+    for field in ("resource", "operations", "host", "IdempotentWrite"):
+        assert field in proc.stdout, proc.stdout
