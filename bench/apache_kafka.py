@@ -1,7 +1,9 @@
-"""Apache Kafka next to Odradek: resolve it from Maven Central, run KRaft clusters, run its tools.
+"""Apache Kafka next to Odradek: resolve it from Maven Central, run KRaft or ZooKeeper-mode
+clusters, run its tools.
 
     .venv/bin/python -m bench.apache_kafka resolve             # idempotent; prints the classpath dir
     .venv/bin/python -m bench.apache_kafka up --nodes 3 --dir DIR   # detached; DIR/cluster.json
+    .venv/bin/python -m bench.apache_kafka up --nodes 3 --dir DIR --zookeeper 127.0.0.1:2181/kafka
     .venv/bin/python -m bench.apache_kafka status --dir DIR
     .venv/bin/python -m bench.apache_kafka down --dir DIR
     .venv/bin/python -m bench.apache_kafka run org.apache.kafka.tools.TopicCommand --bootstrap-server ... --list
@@ -22,6 +24,14 @@ process start times go to `<dir>/cluster.json`; `down` signals exactly those PID
 ``KafkaCluster(sasl_ssl=SaslSsl(...))`` every node also has a SASL_SSL listener named SECURE
 (PLAIN users from a JAAS config, SCRAM-SHA-256/512 from the cluster metadata, a PEM keystore)
 at ``secure_bootstrap``; the PLAINTEXT listener stays (unauthenticated admin, as in the tests).
+
+ZooKeeper mode (Kafka 3.9 is its last release, and it is Odradek's architecture): with
+``KafkaCluster(zookeeper="host:port/chroot")`` every node is a plain broker (``broker.id``,
+``zookeeper.connect``, no formatting) and one of them is elected controller through
+ZooKeeper's ``/controller`` znode, as in Kafka 1.x-3.x. The ZooKeeper server is the caller's
+(bench/scale.py starts the project's own, ``odradek.dev.zookeeper``, as ``odradek dev up``
+does). ``stop_node`` / ``start_node`` stop (SIGTERM: a controlled shutdown) or kill and restart
+one node with the same ports and data.
 """
 
 from __future__ import annotations
@@ -164,6 +174,12 @@ class SaslSsl:
                 **pem_keystore(self.keystore)}
 
 
+def _read_from(path: Path, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,12 +197,14 @@ class KafkaCluster:
     dir: Path
     nodes: int = 1
     sasl_ssl: SaslSsl | None = None
+    zookeeper: str | None = None  # ZooKeeper mode: zookeeper.connect (with a chroot); None: KRaft
     ports: dict[int, int] = field(default_factory=dict)
     secure_ports: dict[int, int] = field(default_factory=dict)
     controller_ports: dict[int, int] = field(default_factory=dict)
     pids: dict[int, int] = field(default_factory=dict)
     start_times: dict[int, int | None] = field(default_factory=dict)
     _procs: dict[int, subprocess.Popen] = field(default_factory=dict, repr=False)
+    _log_offsets: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -203,7 +221,7 @@ class KafkaCluster:
         self.state_file().write_text(json.dumps({
             "kafka_version": KAFKA_VERSION, "nodes": self.nodes, "bootstrap_servers": self.bootstrap,
             "ports": self.ports, "secure_ports": self.secure_ports, "controller_ports": self.controller_ports,
-            "pids": self.pids, "start_times": self.start_times}, indent=2) + "\n")
+            "pids": self.pids, "start_times": self.start_times, "zookeeper": self.zookeeper}, indent=2) + "\n")
 
     @classmethod
     def load(cls, dir: Path) -> "KafkaCluster":
@@ -212,17 +230,25 @@ class KafkaCluster:
                    secure_ports={int(k): v for k, v in d.get("secure_ports", {}).items()},
                    controller_ports={int(k): v for k, v in d["controller_ports"].items()},
                    pids={int(k): v for k, v in d["pids"].items()},
-                   start_times={int(k): v for k, v in d["start_times"].items()})
+                   start_times={int(k): v for k, v in d["start_times"].items()}, zookeeper=d.get("zookeeper"))
+
+    def _roles(self, node: int, voters: str) -> dict[str, str]:
+        """The KRaft combined-node settings, or a ZooKeeper-mode broker's."""
+        plaintext = f"PLAINTEXT://127.0.0.1:{self.ports[node]}"
+        if self.zookeeper is not None:
+            return {"broker.id": str(node), "zookeeper.connect": self.zookeeper, "listeners": plaintext,
+                    "advertised.listeners": plaintext, "inter.broker.listener.name": "PLAINTEXT",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}
+        return {"process.roles": "broker,controller", "node.id": str(node), "controller.quorum.voters": voters,
+                "listeners": f"{plaintext},CONTROLLER://127.0.0.1:{self.controller_ports[node]}",
+                "advertised.listeners": plaintext, "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
 
     def _properties(self, node: int, voters: str, extra: dict[str, str]) -> str:
         rf = min(self.nodes, 3)
         props = {
-            "process.roles": "broker,controller", "node.id": str(node),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]},CONTROLLER://127.0.0.1:{self.controller_ports[node]}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]}",
-            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            **self._roles(node, voters),
             "log.dirs": str(self.dir / f"node-{node}" / "data"),
             "num.partitions": "1", "default.replication.factor": "1",
             "offsets.topic.replication.factor": str(rf), "offsets.topic.num.partitions": "4",
@@ -261,18 +287,11 @@ class KafkaCluster:
                     "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
                     "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
                     "log4j.logger.kafka.request.logger=WARN\nlog4j.logger.state.change.logger=WARN\n")
-                run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                         str(nd / "server.properties"), "--ignore-formatted", check=True, timeout=120)
+                if self.zookeeper is None:
+                    run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                             str(nd / "server.properties"), "--ignore-formatted", check=True, timeout=120)
             for n in ids:
-                nd = self.dir / f"node-{n}"
-                argv = ["java", *BROKER_JVM, f"-Dlog4j.configuration=file:{nd / 'log4j.properties'}",
-                        f"-Dkafka.logs.dir={nd}", "-cp", f"{home / 'libs' / '*'}", "kafka.Kafka",
-                        str(nd / "server.properties")]
-                with open(nd / "stdout.log", "wb") as out:
-                    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-                self._procs[n], self.pids[n] = p, p.pid
-                self.start_times[n] = start_time(p.pid)
+                self._spawn(n, home)
             self.save()
             self.wait_ready(timeout)
         except BaseException:
@@ -280,16 +299,61 @@ class KafkaCluster:
             raise
         return self
 
-    def wait_ready(self, timeout: float) -> None:
-        """Every node's log says it started and its Kafka port accepts connections."""
+    def _spawn(self, n: int, home: Path) -> None:
+        nd = self.dir / f"node-{n}"
+        argv = ["java", *BROKER_JVM, f"-Dlog4j.configuration=file:{nd / 'log4j.properties'}",
+                f"-Dkafka.logs.dir={nd}", "-cp", f"{home / 'libs' / '*'}", "kafka.Kafka",
+                str(nd / "server.properties")]
+        with open(nd / "stdout.log", "ab") as out:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        self._procs[n], self.pids[n] = p, p.pid
+        self.start_times[n] = start_time(p.pid)
+        self._log_offsets[n] = (nd / "server.log").stat().st_size if (nd / "server.log").exists() else 0
+
+    def start_node(self, n: int, timeout: float = 120) -> None:
+        """Start a stopped node again (same ports, same data); return once it serves."""
+        if alive(self.pids[n], self.start_times.get(n)):
+            raise RuntimeError(f"Kafka node {n} is already running")
+        self._spawn(n, resolve())
+        self.save()
+        self.wait_ready(timeout, {n})
+
+    def stop_node(self, n: int, sig: int = signal.SIGTERM, timeout: float = 300) -> float:
+        """Signal one node (SIGTERM: Kafka's controlled shutdown; SIGKILL: a crash) and wait
+        until it has exited; returns the seconds that took."""
+        pid, started = self.pids[n], time.monotonic()
+        if alive(pid, self.start_times.get(n)):
+            os.kill(pid, sig)
+        if not self._wait_exit(n, started + timeout):
+            os.kill(pid, signal.SIGKILL)
+            self._wait_exit(n, time.monotonic() + 30)
+        return time.monotonic() - started
+
+    def _wait_exit(self, n: int, deadline: float) -> bool:
+        """Wait until node ``n``'s process has exited (True) or the deadline passed (False)."""
+        while alive(self.pids[n], self.start_times.get(n)):
+            if time.monotonic() > deadline:
+                return False
+            if n in self._procs:
+                try:
+                    self._procs[n].wait(0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                time.sleep(0.05)
+        return True
+
+    def wait_ready(self, timeout: float, nodes: set[int] | None = None) -> None:
+        """Every node's log says it started (since its last spawn) and its Kafka port accepts connections."""
         deadline = time.monotonic() + timeout
-        pending = set(self.ports)
+        pending = set(nodes if nodes is not None else self.ports)
         while pending:
             for n in list(pending):
                 if not alive(self.pids[n], self.start_times.get(n)):
                     raise RuntimeError(f"Kafka node {n} exited:\n{self.log_tail(n)}")
                 log = self.dir / f"node-{n}" / "server.log"
-                started = log.exists() and "Kafka Server started" in log.read_text(errors="replace")
+                started = log.exists() and "Kafka Server started" in _read_from(log, self._log_offsets.get(n, 0))
                 if started:
                     try:
                         socket.create_connection(("127.0.0.1", self.ports[n]), timeout=1).close()
@@ -321,15 +385,7 @@ class KafkaCluster:
                 pass
         deadline = time.monotonic() + timeout
         for n, pid in live.items():
-            while alive(pid, self.start_times.get(n)) and time.monotonic() < deadline:
-                if n in self._procs:
-                    try:
-                        self._procs[n].wait(0.1)
-                    except subprocess.TimeoutExpired:
-                        pass
-                else:
-                    time.sleep(0.1)
-            if alive(pid, self.start_times.get(n)):
+            if not self._wait_exit(n, deadline):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(f"kafka node {n} (pid {pid})")
         for p in self._procs.values():
@@ -346,10 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/kafka.sh", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("resolve", help="resolve Kafka into .cache/kafka (idempotent)")
-    up = sub.add_parser("up", help="start a KRaft cluster, detached")
+    up = sub.add_parser("up", help="start a KRaft (or, with --zookeeper, ZooKeeper-mode) cluster, detached")
     up.add_argument("--nodes", type=int, default=1)
     up.add_argument("--dir", type=Path, required=True)
     up.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    up.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT", help="ZooKeeper mode (default: KRaft)")
     for name in ("down", "status"):
         p = sub.add_parser(name)
         p.add_argument("--dir", type=Path, required=True)
@@ -362,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         print(resolve(quiet=False))
     elif args.cmd == "up":
         extra = dict(kv.split("=", 1) for kv in args.config)
-        c = KafkaCluster(args.dir.resolve(), nodes=args.nodes).start(extra)
+        c = KafkaCluster(args.dir.resolve(), nodes=args.nodes, zookeeper=args.zookeeper).start(extra)
         print(json.dumps({"bootstrap_servers": c.bootstrap, "pids": c.pids}))
     elif args.cmd == "status":
         c = KafkaCluster.load(args.dir.resolve())

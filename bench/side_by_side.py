@@ -21,6 +21,8 @@ Scenarios (the issue's numbering):
     Kafka's scenario-2 records/s, RF=3, acks=all (`AssignedClients e2e`).
  5. broker CPU seconds per GB (scenario 1's 1 KiB/1-partition produce runs, scenario 3's
     consume runs) and every broker's peak RSS (VmHWM), per cluster shape.
+ 6. the single-record acks=all round trip: one 100 B record at a time, RF=3,
+    min.insync.replicas=2, p50/p99 (`bench.round_trip`, confluent-kafka for both systems).
 
 MB/s are 10^6 bytes of record values per second. Results: `bench/results/side-by-side-<date>.json`,
 `bench/results/side-by-side-<date>.png`, and the table between the markers in
@@ -46,6 +48,7 @@ from pathlib import Path
 
 from bench import apache_kafka
 from bench.apache_kafka import KafkaCluster
+from bench.round_trip import single_record_round_trip
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -302,20 +305,29 @@ class Bench:
         else:
             rate = int(statistics.median(peak) / 2)
             self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
+        self.rf3_rounds(systems, blocked, "4", f"e2e {rate} rec/s RF=3 acks=all", "s4-e2e", 6, lambda s, topic: measured(
+            s, assigned_client, "e2e", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "6",
+            "--rate", str(rate), "--seconds", str(seconds), "--warmup", "3", "--size", "1024", "--acks", "all"))
+
+    def scenario6(self, systems: list[System], blocked: dict[str, str]) -> None:
+        self.rf3_rounds(systems, blocked, "6", "one record at a time RF=3 acks=all", "s6-round-trip", 1,
+                        lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
+
+    def rf3_rounds(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str, stem: str,
+                   partitions: int, fn) -> None:
+        """``fn(system, topic)`` each round on each system, on a fresh RF=3 topic (min.insync.replicas=2)."""
         for rnd in range(self.rounds):
             for s in self.alternate(systems, rnd):
                 if s.name in blocked:
                     continue
                 def run(s=s):
-                    topic = self.topic("s4-e2e")
-                    s.create_topic(topic, 6, 3, {"min.insync.replicas": "2"})
+                    topic = self.topic(stem)
+                    s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
                     try:
-                        return measured(s, assigned_client, "e2e", "--bootstrap", s.bootstrap, "--topic", topic,
-                                        "--partitions", "6", "--rate", str(rate), "--seconds", str(seconds),
-                                        "--warmup", "3", "--size", "1024", "--acks", "all")
+                        return fn(s, topic)
                     finally:
                         s.delete_topic(topic)
-                self.record("4", f"e2e {rate} rec/s RF=3 acks=all", s, rnd, run)
+                self.record(scenario, case, s, rnd, run)
 
     def warm_up(self, systems: list[System], rf: int) -> None:
         """Not recorded: a fresh JVM runs interpreted until the JIT has compiled the hot paths, so
@@ -356,6 +368,7 @@ FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
           ("p999_ms", "p99.9 ms", False)],
     "3": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
     "4": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False), ("p999_ms", "p99.9 ms", False)],
+    "6": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False)],
 }
 
 
@@ -492,7 +505,7 @@ def environment() -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.side_by_side", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--scenarios", default="1,2,3,4,5")
+    ap.add_argument("--scenarios", default="1,2,3,4,5,6")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every record count")
     ap.add_argument("--quick", action="store_true", help="--rounds 1 --scale 0.05: a smoke run of the harness")
     ap.add_argument("--e2e-seconds", type=float, default=20)
@@ -523,14 +536,16 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 for s in systems:
                     leftovers += s.stop()
-        if wanted & {"2", "4"}:
+        if wanted & {"2", "4", "6"}:
             print("== 3 brokers: Kafka (KRaft) and Odradek", flush=True)
             systems = start_systems(root, 3)
             try:
                 bench.warm_up(systems, 1)
-                blocked = bench.scenario2(systems) if "2" in wanted or not args.e2e_rate else {}
+                blocked = bench.scenario2(systems) if "2" in wanted or (not args.e2e_rate and "4" in wanted) else {}
                 if wanted & {"4"}:
                     bench.scenario4(systems, blocked, args.e2e_seconds, args.e2e_rate)
+                if "6" in wanted:
+                    bench.scenario6(systems, blocked)
                 for name, why in blocked.items():
                     not_runnable["2"] = not_runnable["4"] = f"scenarios 2 and 4 on {name}: {why}"
                 bench.snapshot_memory("3 brokers", systems)

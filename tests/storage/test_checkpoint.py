@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, read_checkpoint,
+from odradek.broker.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, grouped_writes, read_checkpoint,
                                                write_checkpoint)
 from odradek.broker.storage.epoch import EpochEntry, LeaderEpochCache
 
@@ -56,3 +56,19 @@ def test_leader_epoch_cache(tmp_path):
     assert LeaderEpochCache(path).entries == [(3, 12)]
     path.write_text("garbage")
     assert LeaderEpochCache(path).entries == []
+
+
+def test_grouped_writes_land_together_at_the_end_of_the_block(tmp_path):
+    paths = [tmp_path / f"p{i}" / "leader-epoch-checkpoint" for i in range(3)]
+    for path in paths:
+        path.parent.mkdir()
+        write_checkpoint(path, [(0, 0)])
+    with grouped_writes():
+        for i, path in enumerate(paths):
+            write_checkpoint(path, [(0, 0), (1, i)])
+        with grouped_writes():  # a nested block joins the outer one
+            write_checkpoint(paths[0], [(0, 0), (2, 9)])
+        assert all(read_checkpoint(path, 2) == [["0", "0"]] for path in paths)  # not yet renamed
+    assert read_checkpoint(paths[0], 2) == [["0", "0"], ["2", "9"]]
+    assert [read_checkpoint(path, 2) for path in paths[1:]] == [[["0", "0"], ["1", "1"]], [["0", "0"], ["1", "2"]]]
+    assert not list(tmp_path.glob("*/*.tmp"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import resource
 import signal
 from pathlib import Path
 
@@ -87,9 +89,28 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace) -> BrokerSettin
         p.error(e.message)
 
 
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as a JVM does for Kafka (HotSpot's
+    ``-XX:+MaxFDLimit``, on by default): every partition keeps its active segment's log and
+    two index files open, and every client and follower a socket, so 10,000 partition
+    replicas need some 30,000 descriptors. The hard limit is the operator's
+    (``ulimit -Hn``, the container runtime's ``nofile``; docs/performance.md). Returns
+    (soft, hard) after the change."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # an unlimited hard limit the kernel caps lower: keep ours
+            pass
+    return soft, hard
+
+
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     from odradek.broker.server import Broker
+    soft, hard = raise_open_files_limit()
+    logging.getLogger(__name__).info("open files limit %s (hard %s)", soft, hard)
 
     async def run() -> int:
         stop = asyncio.Event()

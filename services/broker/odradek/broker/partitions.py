@@ -30,6 +30,7 @@ from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
 from odradek.broker.replication.purgatory import FetchWakeup
 from odradek.broker.storage import AppendInfo, Log, LogManager
+from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.config import effective
 from odradek.errors import ErrorCode, KafkaError
@@ -121,13 +122,15 @@ class ReplicaManager:
         self._topics = {t.name: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}
         assigned: set[tuple[str, int]] = set()
-        for topic in snapshot.topics:
-            min_isr = int(effective(topic.configs, self.logs.defaults)["min.insync.replicas"])
-            for p in topic.partitions:
-                if self.broker_id in p.replicas:
-                    assigned.add((topic.name, p.partition))
-                    partition_log = self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
-                    self._transition(topic.name, p, partition_log, min_isr)
+        # new logs' directory entries and leader-epoch checkpoints are synced together, before we serve them
+        with self.logs.creating(), grouped_writes():
+            for topic in snapshot.topics:
+                min_isr = int(effective(topic.configs, self.logs.defaults)["min.insync.replicas"])
+                for p in topic.partitions:
+                    if self.broker_id in p.replicas:
+                        assigned.add((topic.name, p.partition))
+                        partition_log = self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
+                        self._transition(topic.name, p, partition_log, min_isr)
         for name in {lg.topic for lg in self.logs.logs()} - set(self._topics):
             log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name,
                      extra=logs.tp(name))

@@ -9,6 +9,7 @@ the plans against the store; nothing here does I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from typing import Mapping
@@ -88,6 +89,14 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
 
 def _racks(snapshot: StoreSnapshot) -> dict[int, str | None]:
     return {b.id: b.rack for b in snapshot.brokers}
+
+
+def with_created(snapshot: StoreSnapshot, plan: TopicPlan) -> StoreSnapshot:
+    """The snapshot once ``plan`` was written (every new znode at version 0): creating topic
+    after topic patches the cache instead of reading every topic back from the store."""
+    record = TopicRecord(plan.name, plan.topic_id, {p: s.replicas for p, s in plan.states.items()}, 0,
+                         dict(plan.states), {p: 0 for p in plan.states}, dict(plan.configs), 0)
+    return dataclasses.replace(snapshot, topics={**snapshot.topics, plan.name: record})
 
 
 def _checked_assignment(req: CreateTopic, live: tuple[int, ...]) -> dict[int, tuple[int, ...]]:

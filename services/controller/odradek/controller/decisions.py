@@ -8,8 +8,9 @@ snapshot that brokers receive (topics queued for deletion and incomplete ones le
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from odradek.cluster.model import ClusterMetadata, PartitionState
 
@@ -44,6 +45,24 @@ def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
             if new is not None:
                 changes.append(PartitionChange(name, new, record.state_versions[p], f"{name}-{p}: {reason}"))
     return changes
+
+
+def with_changes(snapshot: StoreSnapshot, changes: Sequence[PartitionChange]) -> StoreSnapshot:
+    """The snapshot once ``changes`` were written (each state znode's version +1): one copy per
+    topic touched and one of the topic map, however many partitions changed."""
+    by_topic: dict[str, list[PartitionChange]] = {}
+    for change in changes:
+        by_topic.setdefault(change.topic, []).append(change)
+    topics = dict(snapshot.topics)
+    for name, mine in by_topic.items():
+        record = topics[name]
+        states, versions = dict(record.states), dict(record.state_versions)
+        for change in mine:
+            p = change.state.partition
+            states[p] = dataclasses.replace(change.state, partition_epoch=change.version + 1)
+            versions[p] = change.version + 1
+        topics[name] = dataclasses.replace(record, states=states, state_versions=versions)
+    return dataclasses.replace(snapshot, topics=topics)
 
 
 def handled_log_dir_events(snapshot: StoreSnapshot) -> list[str]:

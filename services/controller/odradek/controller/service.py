@@ -33,12 +33,15 @@ from odradek.cluster.model import ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 
 from . import admin, decisions, reassignment, replication
+from .alter_batch import AlterBatcher, registered as _registered, settle as _settle
 from .decisions import PartitionChange
 from .push import Pusher
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable, TooLarge
 
 log = logging.getLogger(__name__)
 RESIGN_TIMEOUT_S = 5.0
+
+PUBLISH_COALESCE_S = 0.02  # changes within this much time go out in one snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ class Controller:
         self._stopping = asyncio.Event()
         self._pusher = Pusher(on_stale=lambda b: self._poke(), tls=settings.tls)
         self._shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
+        self._publish_handle: asyncio.TimerHandle | None = None
+        self._alters = AlterBatcher(self._alter_batch)
         self.zk_state: str | None = None  # the ZooKeeper session's last state (metrics)
         self.elections_won = 0            # times this instance became the active controller (metrics)
         self.leader_elections = 0         # partition leader changes this instance wrote (metrics)
@@ -213,8 +218,10 @@ class Controller:
             changes = decisions.partition_changes(self._snapshot, mine.epoch, self._shutting_down)
             for change in changes:
                 log.info("partition %s", change.reason)
-                if not await asyncio.to_thread(self._store.update_partition_state, change.topic,
-                                               change.state, change.version):
+            written = await asyncio.to_thread(self._store.update_partition_states,
+                                              [(c.topic, c.state, c.version) for c in changes]) if changes else []
+            for change, ok in zip(changes, written):
+                if not ok:
                     log.info("partition %s-%d moved meanwhile; reloading", change.topic,
                              change.state.partition)
                     self._dirty.set()
@@ -249,13 +256,23 @@ class Controller:
         return True
 
     def _publish(self) -> None:
+        """Publish soon: a burst of changes (topics created one after the other, ISR batches)
+        builds and sends one snapshot, not one per change (at 10,000 partitions a snapshot
+        costs tens of milliseconds to build)."""
+        if self._publish_handle is None:
+            self._publish_handle = asyncio.get_running_loop().call_later(PUBLISH_COALESCE_S, self._publish_now)
+
+    def _publish_now(self) -> None:
+        if self._publish_handle is not None:
+            self._publish_handle.cancel()
+            self._publish_handle = None
         if self._record is not None and self._snapshot is not None:
             self._pusher.publish(decisions.cluster_metadata(self._snapshot, self._record))
 
     async def _finish_deletion(self, topic: str) -> None:
         """Deletion's second half: brokers get a snapshot without the topic, then znodes go."""
         log.info("deleting topic %s: pushing a snapshot without it", topic)
-        self._publish()
+        self._publish_now()
         if not await self._pusher.wait_delivered(self.settings.delete_push_timeout):
             log.info("deleting topic %s: not every broker answered; they drop it on their next push", topic)
         await asyncio.to_thread(self._store.delete_topic, topic)
@@ -323,7 +340,8 @@ class Controller:
                 await self._reload_after_write()
                 raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists.")
             log.info("created topic %s (%s) with %d partitions", plan.name, plan.topic_id, len(plan.states))
-            await self._reload_after_write()
+            self._snapshot = admin.with_created(self._snapshot, plan)  # no reload of every topic
+            self._publish()
             return metadata
 
     async def create_partitions(self, name: str, count: int, validate_only: bool) -> TopicMetadata:
@@ -370,29 +388,25 @@ class Controller:
                          replication.offline(snapshot) if snapshot else None,
                          tuple(sorted(self._shutting_down)) if snapshot else None)
 
-    def _patched(self, change: PartitionChange) -> None:
-        """The cached snapshot after ``change`` was written (its znode version is now +1)."""
-        snapshot, p = self._snapshot, change.state.partition
-        record = snapshot.topics[change.topic]
-        state = dataclasses.replace(change.state, partition_epoch=change.version + 1)
-        record = dataclasses.replace(record, states={**record.states, p: state},
-                                     state_versions={**record.state_versions, p: change.version + 1})
-        self._snapshot = dataclasses.replace(snapshot, topics={**snapshot.topics, change.topic: record})
-
     async def _apply(self, changes: list[PartitionChange]) -> list[PartitionChange]:
         """Write each change by CAS and patch the cache; returns the changes that lost a race
         (the cache is reloaded then). Holds the lock; the caller publishes."""
         failed = []
         for change in changes:
             log.info("partition %s", change.reason)
+        written = await self._write(self._store.update_partition_states,
+                                    [(c.topic, c.state, c.version) for c in changes]) if changes else []
+        done = []
+        for change, ok in zip(changes, written):
             record = self._snapshot.topics.get(change.topic)
             before = record.states.get(change.state.partition) if record is not None else None
-            if await self._write(self._store.update_partition_state, change.topic, change.state, change.version):
-                self._patched(change)
+            if ok:
+                done.append(change)
                 if before is None or before.leader != change.state.leader:
                     self.leader_elections += 1
             else:
                 failed.append(change)
+        self._snapshot = decisions.with_changes(self._snapshot, done)
         if failed:
             self._snapshot = await self._write(self._store.load)
             self._dirty.set()
@@ -404,26 +418,54 @@ class Controller:
         return self._require_active()
 
     async def alter_partition(self, req: cp.AlterPartition) -> PartitionState:
-        """AlterPartition from a partition's leader; answers the partition's state afterwards."""
+        """AlterPartition from a partition's leader; answers the partition's state afterwards.
+        Requests arriving together are decided and written as one batch (``_alter_batch``)."""
+        self._require_active()
+        return await self._alters.submit(req)
+
+    async def _alter_batch(self, batch: list[tuple[cp.AlterPartition, asyncio.Future]]) -> None:
+        """Decide every request against the cached snapshot, write the changes pipelined, patch
+        the cache, publish once (Kafka's controller takes many partitions per AlterPartition).
+        A request whose partition already has a change in this batch waits for the next one."""
         async with self._acting() as (record, snapshot):
-            registered = snapshot.broker(req.broker_id)
-            if req.broker_epoch != -1 and (registered is None or registered.epoch != req.broker_epoch):
+            if any(not _registered(snapshot, req) for req, _ in batch):
                 record, snapshot = await self._fresh()  # the cache may predate a re-registration
-            outcome = replication.alter_partition(snapshot, req, self._shutting_down, record.epoch)
-            if isinstance(outcome, PartitionChange):
-                if not await self._write(self._store.update_partition_state, outcome.topic,
-                                         outcome.state, outcome.version):
-                    await self._reload_after_write()
-                    raise KafkaError(ErrorCode.invalid_update_version,
-                                     f"The state of {req.topic}-{req.partition} changed meanwhile.")
-                log.info("partition %s", outcome.reason)
-                self._patched(outcome)
-                if self._snapshot.topics[req.topic].reassigning(req.partition):
-                    async with self._store_trouble_as_kafka_errors():
-                        if await self._advance_reassignments(record):
-                            self._snapshot = await asyncio.to_thread(self._store.load)
-                self._publish()
-            return self._snapshot.topics[req.topic].states[req.partition]
+            changes: list[tuple[PartitionChange, asyncio.Future]] = []
+            touched: set[tuple[str, int]] = set()
+            for req, fut in batch:
+                if (req.topic, req.partition) in touched:
+                    self._alters.requeue(req, fut)
+                    continue
+                try:
+                    outcome = replication.alter_partition(snapshot, req, self._shutting_down, record.epoch)
+                except KafkaError as e:
+                    _settle(fut, error=e)
+                    continue
+                if isinstance(outcome, PartitionChange):
+                    changes.append((outcome, fut))
+                    touched.add((req.topic, req.partition))
+                else:
+                    _settle(fut, outcome)
+            if not changes:
+                return
+            written = await self._write(self._store.update_partition_states,
+                                        [(c.topic, c.state, c.version) for c, _ in changes])
+            done = [c for (c, _), ok in zip(changes, written) if ok]
+            for change in done:
+                log.info("partition %s", change.reason)
+            self._snapshot = decisions.with_changes(self._snapshot, done)
+            if len(done) < len(changes):
+                await self._reload_after_write()
+            if any(self._snapshot.topics[c.topic].reassigning(c.state.partition) for c in done):
+                async with self._store_trouble_as_kafka_errors():
+                    if await self._advance_reassignments(record):
+                        self._snapshot = await asyncio.to_thread(self._store.load)
+            self._publish()
+            for (change, fut), ok in zip(changes, written):
+                topic, p = change.topic, change.state.partition
+                _settle(fut, self._snapshot.topics[topic].states[p] if ok else None,
+                        None if ok else KafkaError(ErrorCode.invalid_update_version,
+                                                   f"The state of {topic}-{p} changed meanwhile."))
 
     async def users(self, call):
         """``call(UserAdmin)`` (credentials, ACLs, quotas of OdradekUsers) as the active controller."""

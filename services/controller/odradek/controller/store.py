@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeVar
 
 from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 
@@ -211,6 +211,11 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def update_partition_state(self, topic: str, state: PartitionState, version: int) -> bool:
         """CAS one partition state on its znode version; False if the version moved."""
+
+    @abc.abstractmethod
+    def update_partition_states(self, writes: Sequence[tuple[str, PartitionState, int]]) -> list[bool]:
+        """Many ``update_partition_state`` writes at once (topic, state, expected version), each
+        on its own (one lost race fails only its partition): one result per write."""
 
     @abc.abstractmethod
     def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:

@@ -17,7 +17,7 @@ import functools
 import json
 import logging
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionDropped,
@@ -176,6 +176,11 @@ class ZkStore(MetadataStore):
         broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
         topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
                        for t in names}
+        topic_bodies = {t: (_result(topic_read), config_read) for t, (topic_read, config_read) in topic_reads.items()}
+        # every partition state read is sent before any answer is awaited (a new controller
+        # loads 10,000 states in one pipelined burst, not one round trip per topic)
+        state_reads = {t: {p: zk.get_async(paths.partition_state(t, p)) for p in _assignment(got[0])}
+                       for t, (got, _) in topic_bodies.items() if got is not None}
         brokers = []
         for b, pending in broker_reads.items():
             got = _result(pending)
@@ -189,39 +194,14 @@ class ZkStore(MetadataStore):
             brokers.append(BrokerInfo(int(b), info.host, info.port, info.internal_url, info.rack,
                                       got[1].czxid, info.endpoints))
         topics = {}
-        for name, (topic_read, config_read) in topic_reads.items():
-            record = self._topic_record(name, topic_read, config_read)
-            if record is not None:
-                topics[name] = record
+        for name, (got, config_read) in topic_bodies.items():
+            if got is not None:
+                topics[name] = _topic_record(name, got, state_reads[name], config_read)
         reassign = _result(reassign_read)
         requests = parse_reassign(reassign[0]) if reassign else {}
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
                              requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads))
-
-    def _topic_record(self, name: str, topic_read, config_read) -> TopicRecord | None:
-        got = _result(topic_read)
-        if got is None:
-            return None
-        body = json.loads(got[0])
-        assignment = {int(p): tuple(int(r) for r in rs) for p, rs in body["partitions"].items()}
-        state_reads = {p: self._zk.get_async(paths.partition_state(name, p)) for p in assignment}
-        states, versions = {}, {}
-        for p, pending in state_reads.items():
-            s = _result(pending)
-            if s is None:
-                continue
-            d = json.loads(s[0])
-            states[p] = PartitionState(p, assignment[p], int(d["leader"]), int(d["leader_epoch"]),
-                                       tuple(d["isr"]), int(d.get("controller_epoch", 0)),
-                                       s[1].version)
-            versions[p] = s[1].version
-        config = _result(config_read)
-        configs = json.loads(config[0]).get("config", {}) if config else {}
-        adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
-                            for key in ("adding_replicas", "removing_replicas"))
-        return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
-                           configs, config[1].version if config else -1, adding, removing)
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -338,11 +318,23 @@ class ZkStore(MetadataStore):
             return False
         raise StoreError(f"creating topic {name} failed at step {failed[0]}: {failed[1]!r}")
 
-    @_unavailable_as_store_error
     def update_partition_state(self, topic: str, state: PartitionState, version: int) -> bool:
-        t = self._fenced()
-        t.set_data(paths.partition_state(topic, state.partition), _dump(state_json(state)), version=version)
-        return _lost_race(self._commit(t))
+        return self.update_partition_states([(topic, state, version)])[0]
+
+    @_unavailable_as_store_error
+    def update_partition_states(self, writes: Sequence[tuple[str, PartitionState, int]]) -> list[bool]:
+        """Each write its own fenced transaction (a lost race fails only its partition), all
+        sent before the first answer is awaited: kazoo's async API pipelines them on the one
+        connection (Kafka 1.1's asynchronous ZooKeeper writes)."""
+        pending = []
+        for topic, state, version in writes:
+            t = self._fenced()
+            t.set_data(paths.partition_state(topic, state.partition), _dump(state_json(state)), version=version)
+            pending.append(t.commit_async())
+        outcomes = [_failure(p.get(timeout=_OP_TIMEOUT)) for p in pending]
+        if any(failed is not None and failed[0] == 0 for failed in outcomes):
+            raise ControllerMoved("/controller_epoch moved: another controller was elected")
+        return [_lost_race(failed) for failed in outcomes]
 
     @_unavailable_as_store_error
     def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:
@@ -443,6 +435,30 @@ class ZkStore(MetadataStore):
             if self._commit(t) is None:
                 return
         raise StoreError(f"deleting topic {topic}: its znodes kept changing")
+
+
+def _assignment(topic_body: bytes) -> dict[int, tuple[int, ...]]:
+    return {int(p): tuple(int(r) for r in rs) for p, rs in json.loads(topic_body)["partitions"].items()}
+
+
+def _topic_record(name: str, got: tuple[bytes, Any], state_reads: Mapping[int, Any], config_read) -> TopicRecord:
+    body = json.loads(got[0])
+    assignment = _assignment(got[0])
+    states, versions = {}, {}
+    for p, pending in state_reads.items():
+        s = _result(pending)
+        if s is None:
+            continue
+        d = json.loads(s[0])
+        states[p] = PartitionState(p, assignment[p], int(d["leader"]), int(d["leader_epoch"]),
+                                   tuple(d["isr"]), int(d.get("controller_epoch", 0)), s[1].version)
+        versions[p] = s[1].version
+    config = _result(config_read)
+    configs = json.loads(config[0]).get("config", {}) if config else {}
+    adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
+                        for key in ("adding_replicas", "removing_replicas"))
+    return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
+                       configs, config[1].version if config else -1, adding, removing)
 
 
 def _result(pending) -> tuple[bytes, Any] | None:

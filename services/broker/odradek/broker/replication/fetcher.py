@@ -22,12 +22,14 @@ Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.broker.replication.client import ClientSecurity, KafkaClient
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
@@ -213,6 +215,19 @@ class ReplicaFetcher:
                        topics=tuple(make(s.OffsetForLeaderTopic, topic=t, partitions=tuple(ps))
                                     for t, ps in by_topic.items()))
         response = await client.request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request, timeout=SOCKET_TIMEOUT_S)
+        with self._checkpoints_grouped():  # leader-epoch truncations of many partitions: fsyncs together
+            self._truncate_all(response, asked)
+
+    @contextlib.contextmanager
+    def _checkpoints_grouped(self):
+        """``grouped_writes``; its OSError (a full disk) is a storage failure, as an append's is."""
+        try:
+            with grouped_writes():
+                yield
+        except OSError as e:
+            self.manager.storage_failed(f"writing the leader-epoch checkpoints of partitions from broker {self.source}", e)
+
+    def _truncate_all(self, response, asked: dict[TP, tuple[FetchState, int]]) -> None:
         for topic in response.topics:
             for p in topic.partitions:
                 state, epoch = asked.get((topic.topic, p.partition), (None, -1))
@@ -277,6 +292,10 @@ class ReplicaFetcher:
                                         timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
         if response.error_code != ErrorCode.none:
             raise ConnectionError(f"fetch refused: {ErrorCode(response.error_code).name.upper()}")
+        with self._checkpoints_grouped():  # first batches of a new epoch in many partitions: checkpoints together
+            self._apply_all(response, asked)
+
+    def _apply_all(self, response, asked: dict[TP, tuple[FetchState, int]]) -> None:
         for topic in response.responses:
             for p in topic.partitions:
                 state, offset = asked.get((topic.topic, p.partition_index), (None, -1))
