@@ -481,8 +481,10 @@ class Controller:
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[cp.TopicPartition]:
         """Mark the broker as shutting down, move its leaderships and ISR memberships away;
         answers the leaderships it keeps (no other ISR member can take them)."""
-        async with self._acting():
-            record, snapshot = await self._fresh()
+        async with self._acting() as (record, snapshot):
+            cached = snapshot.broker(broker_id)
+            if cached is None or broker_epoch not in (-1, cached.epoch):  # a registration newer than the cache
+                record, snapshot = await self._fresh()
             broker = snapshot.broker(broker_id)
             if broker is None:
                 raise KafkaError(ErrorCode.broker_not_available, f"Broker {broker_id} is not registered.")
