@@ -144,6 +144,21 @@ def test_scram_user_logs_in_with_its_secret_and_its_acls_decide(k8s, namespace, 
         "User:alice", control_plane_users.ScramPassword(data["password"]), quotas=state.quotas)), timeout=5)
     wait_until(lambda: len(stored(url, "alice").acls) == 4, 30, "the operator to restore the ACLs")
 
+    # a user's quota reaches the broker (its config change notification) and throttles it
+    k8s.apply_user(ns, "slow", "dev", {"authentication": {"type": "scram-sha-512"}, "quotas": {"producerByteRate": 10},
+                                       "authorization": {"type": "simple", "acls": [
+                                           {"resource": {"type": "topic", "name": "orders"}, "operations": ["Write"]}]}})
+    wait_until(ready(k8s, ns, "slow"), 60, "the slow user")
+    throttles = []
+    slow = Producer({**client_config(bootstrap, "slow", secret_data(k8s, ns, "slow")["password"]),
+                     "throttle_cb": lambda e: throttles.append(e.throttle_time), "linger.ms": 0})
+    for _ in range(10):   # 10 B/s: the first few hundred bytes pass (Kafka's 11 one-second samples)
+        slow.produce("orders", b"s" * 200)
+        slow.flush(15)
+        if throttles:
+            break
+    assert max(throttles, default=0) > 0, throttles
+
     # the password comes from another Secret once the spec says so; the Secret follows
     k8s.core.create_namespaced_secret(ns, {"metadata": {"name": "alice-pw"},
                                            "stringData": {"pw": "alice-chosen-secret"}})
