@@ -88,6 +88,24 @@ def test_cluster_default_retention_applies_live(cluster):
     assert describe_wire(cluster, ResourceType.BROKER.value, str(min(cluster.brokers)))["log.retention.ms"] is None
 
 
+def test_cluster_default_min_insync_replicas_applies_to_acks_all(cluster):
+    topic = "dyn-min-isr"
+    cluster.create_topic(topic, partitions=1)  # RF 1
+
+    def produce() -> int:
+        errors = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False,
+                      "retries": 0, "message.timeout.ms": 10000})
+        p.produce(topic, b"v", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+        p.flush(30)
+        return errors[0].code() if errors[0] is not None else 0
+    # the other broker applies it on the change notification, a moment later
+    assert alter_default(cluster, "min.insync.replicas", "2")[0] == 0
+    wait_until(lambda: produce() == 19, 30, "acks=all refused with NOT_ENOUGH_REPLICAS")
+    assert alter_default(cluster, "min.insync.replicas", None)[0] == 0
+    wait_until(lambda: produce() == 0, 30, "acks=all accepted again")
+
+
 def test_per_broker_config_and_kafkas_errors(cluster):
     admin = cluster.admin()
     broker = str(max(cluster.brokers))

@@ -144,6 +144,14 @@ class ReplicaManager:
                 self._drop(key)
                 self._delete_log(key)
 
+    def defaults_changed(self) -> None:
+        """The broker-wide topic defaults changed (a dynamic broker config): every partition's
+        ``min.insync.replicas`` again, for the next acks=all produce."""
+        for (topic, _), part in self._partitions.items():
+            meta = self._topics.get(topic)
+            if meta is not None:
+                part.min_isr = int(effective(meta.configs, self.logs.defaults)["min.insync.replicas"])
+
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every snapshot applied from now on (the group coordinator)."""
         self._listeners.append(listener)

@@ -175,6 +175,7 @@ class Broker:
         def apply(layers) -> None:
             self.config.topic_defaults = layers.topic_defaults()
             self.logs.update_defaults(self.config.topic_defaults)
+            self.replicas.defaults_changed()
             if self.listeners is not None:
                 self.listeners.limits = self.config.listener_limits_with(layers.broker_value)
         dynamic.on_apply(apply)
