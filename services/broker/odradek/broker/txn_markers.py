@@ -13,8 +13,8 @@ Contract of ``write(marker, timeout_s)``:
   produce: the answer comes once the high watermark passes the marker (Kafka's
   ``appendRecords(requiredAcks = -1, origin = COORDINATOR)``), or at ``timeout_s``;
 - it returns ``{(topic, partition): ErrorCode}`` with the codes Kafka gives per partition:
-  NONE; UNKNOWN_TOPIC_OR_PARTITION; NOT_LEADER_OR_FOLLOWER (also when leadership moves while
-  waiting); NOT_ENOUGH_REPLICAS (ISR below min.insync.replicas: nothing written),
+  NONE; UNKNOWN_TOPIC_OR_PARTITION (no replica here); NOT_LEADER_OR_FOLLOWER (a follower here,
+  or leadership moved while waiting); NOT_ENOUGH_REPLICAS (ISR below min.insync.replicas: nothing written),
   NOT_ENOUGH_REPLICAS_AFTER_APPEND; INVALID_PRODUCER_EPOCH (the partition saw a newer epoch
   of the producer); TRANSACTION_COORDINATOR_FENCED (a newer coordinator epoch wrote a marker
   for this producer); KAFKA_STORAGE_ERROR; REQUEST_TIMED_OUT. Retriable ones are for the
@@ -66,6 +66,9 @@ class TxnMarkerWriter:
         results: dict[tuple[str, int], ErrorCode] = {}
         waits: dict[tuple[str, int], asyncio.Future] = {}
         for key in marker.partitions:
+            if self.replicas.logs.get(*key) is None and not self.replicas.logs.failures.offline:
+                results[key] = ErrorCode.unknown_topic_or_partition   # not hosted here at all, as Kafka
+                continue
             try:
                 info = self.replicas.append_marker(key[0], key[1], marker.control_type, marker.producer_id,
                                                    marker.producer_epoch, marker.coordinator_epoch)
