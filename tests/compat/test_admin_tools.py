@@ -1,7 +1,7 @@
 """Kafka's admin tools for records, log directories and broker configs do the same against
-Odradek as against Apache Kafka: ``kafka-delete-records``, ``kafka-log-dirs --describe`` and
-``kafka-configs --entity-type brokers`` (one broker, ``--entity-default``; describe, alter,
-delete). What legitimately differs (broker ids, log directory paths, byte sizes) is normalized.
+Odradek as against Apache Kafka: ``kafka-delete-records``, ``kafka-log-dirs --describe``,
+``kafka-transactions describe-producers`` and ``kafka-configs --entity-type brokers`` (one
+broker, ``--entity-default``; describe, alter, delete). What legitimately differs (broker ids, log directory paths, byte sizes) is normalized.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tests.support.kafka_tools import CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_
 
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
 
 
@@ -122,3 +123,18 @@ def test_config_command_brokers_default_and_one_broker(both):
                                   "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n"
     for kafka_step, odradek_step in zip(outputs["kafka"], outputs["odradek"]):
         assert odradek_step == kafka_step
+
+
+def test_transactions_tool_describe_producers(both, topic):
+    """``kafka-transactions describe-producers`` (DescribeProducers) after an idempotent producer:
+    the same columns and values but the producer id and timestamp."""
+    out = {}
+    for e in both:
+        e.create_topic(topic, 1)
+        ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, input="".join(f"m{i}\n" for i in range(5))))
+        text = ok(e.tool(TRANSACTIONS, "describe-producers", "--topic", topic, "--partition", "0"))
+        header, *rows = [line.split() for line in text.strip().splitlines()]
+        out[e.name] = [header] + [[v if name not in ("ProducerId", "LastTimestamp") else "<n>"
+                                   for name, v in zip(header, row)] for row in rows]
+    assert len(out["kafka"]) == 2, out["kafka"]
+    assert out["odradek"] == out["kafka"]
