@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="duplicates fail the run (default: reported only, until the idempotent producer)")
     p.add_argument("--idempotent", action="store_true",
                    help="producers with enable.idempotence=true; duplicates then fail the run")
+    p.add_argument("--transactional", action="store_true",
+                   help="transactional producers (transactions of 20, every 7th aborted), read_committed reads: "
+                        "committed values lost, aborted ones read and duplicates fail the run")
     p.add_argument("--command-config", type=Path, metavar="PROPERTIES",
                    help="Kafka client properties (security.protocol, sasl.*, ssl.truststore.location) for the "
                         "clients; default: the dev cluster's own security block (`odradek dev status --json`)")
@@ -116,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                  delivery_timeout=args.delivery_timeout,
                  **({"session_timeout": args.session_timeout} if args.session_timeout else {}),
                  seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent,
-                 command_config=args.command_config)
-    fail_on_duplicates = args.fail_on_duplicates or args.idempotent
+                 transactional=args.transactional, command_config=args.command_config)
+    fail_on_duplicates = args.fail_on_duplicates or args.idempotent or args.transactional
     try:
         report, _ = run(cfg)
     except (ReplicationUnavailable, RunError) as e:

@@ -14,18 +14,22 @@ import time
 from odradek.dev.access import KafkaAccess
 
 
-def read_all(kafka: KafkaAccess, topic: str, partitions: list[int], timeout: float = 30.0, tail: int = 0
-             ) -> tuple[dict[int, list[tuple[int, str]]], set[int], list[str]]:
+def read_all(kafka: KafkaAccess, topic: str, partitions: list[int], timeout: float = 30.0, tail: int = 0,
+             committed: bool = False) -> tuple[dict[int, list[tuple[int, str]]], set[int], list[str]]:
     """({partition: [(offset, value)]}, partitions read to their high watermark, errors).
 
     ``tail`` > 0 reads only each partition's last ``tail`` offsets below the high watermark
-    (where a truncation would strike), so that repeated snapshots of a long run stay small."""
+    (where a truncation would strike), so that repeated snapshots of a long run stay small.
+    ``committed``: read_committed, up to the last stable offset; the last offsets below it may
+    be markers or aborted records, never delivered, so the end of a partition is its EOF."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
     deadline = time.monotonic() + timeout
     consumer = Consumer(kafka.confluent({"group.id": "odradek-verify-reader",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          "auto.offset.reset": "error", "fetch.wait.max.ms": 100,
-                         "topic.metadata.refresh.interval.ms": 1000}))
+                         "topic.metadata.refresh.interval.ms": 1000,
+                         "isolation.level": "read_committed" if committed else "read_uncommitted",
+                         "enable.partition.eof": committed}))
     records: dict[int, list[tuple[int, str]]] = {p: [] for p in partitions}
     complete: set[int] = set()
     errors: list[str] = []
@@ -55,6 +59,9 @@ def read_all(kafka: KafkaAccess, topic: str, partitions: list[int], timeout: flo
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
                         errors.append(f"p{m.partition()}: {err}")
+                    elif m.partition() in pending and m.offset() >= ends[m.partition()]:
+                        pending.discard(m.partition())
+                        complete.add(m.partition())
                     continue
                 p, o = m.partition(), m.offset()
                 records[p].append((o, (m.value() or b"").decode("utf-8", "replace")))

@@ -76,6 +76,7 @@ class Config:
     client_debug: str = ""                 # librdkafka debug contexts (e.g. "broker,topic,msg") -> out/rdkafka.log
     out: Path | None = None
     idempotent: bool = False               # idempotent producers: duplicates then fail the run
+    transactional: bool = False            # transactional producers, read_committed reads (verify.transactional)
     command_config: Path | None = None     # Kafka client properties (security) instead of the dev cluster's
     topic_config: dict[str, str] = field(default_factory=dict)
 
@@ -111,8 +112,9 @@ class Snapshots(threading.Thread):
     workload runs."""
 
     def __init__(self, kafka: KafkaAccess, topic: str, partitions: list[int], history: History,
-                 stop: threading.Event, interval: float, tail: int) -> None:
+                 stop: threading.Event, interval: float, tail: int, committed: bool = False) -> None:
         super().__init__(name="snapshots", daemon=True)
+        self.committed = committed
         self.kafka, self.topic, self.partitions = kafka, topic, partitions
         self.history, self.stop_event, self.interval, self.tail = history, stop, interval, tail
         self.count = 0
@@ -122,7 +124,8 @@ class Snapshots(threading.Thread):
             started = time.monotonic()
             try:
                 records, complete, errors = read_all(self.kafka, self.topic, self.partitions,
-                                                     timeout=max(5.0, self.interval * 2), tail=self.tail)
+                                                     timeout=max(5.0, self.interval * 2), tail=self.tail,
+                                                     committed=self.committed)
             except Exception as e:
                 log.warning("snapshot read failed: %r", e)
                 continue
@@ -203,14 +206,15 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
     stop_producers, stop_faults, stop_snapshots = threading.Event(), threading.Event(), threading.Event()
     producers = make_producers(cfg.producers, cfg.clients, kafka, cfg.topic, partitions, history,
                                stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
-                               client_debug=cfg.client_debug, idempotent=cfg.idempotent)
+                               client_debug=cfg.client_debug, idempotent=cfg.idempotent,
+                               transactional=cfg.transactional)
     nemesis = Nemesis(cluster, kafka, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
                       seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk,
                       partitioner=partitioner)
     snapshots = Snapshots(kafka, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
-                          cfg.snapshot_tail)
+                          cfg.snapshot_tail, committed=cfg.transactional)
     history.invoke("runner", "workload", cfg.topic)
     started = time.monotonic()
     for p in producers:
@@ -256,7 +260,8 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
     if errors:
         raise RunError("producer failed: " + "; ".join(errors))
     wait_for_leaders(kafka, cfg.topic, cfg.partitions, cfg.recovery_timeout)
-    records, complete, read_errors = read_all(kafka, cfg.topic, partitions, timeout=cfg.read_timeout)
+    records, complete, read_errors = read_all(kafka, cfg.topic, partitions, timeout=cfg.read_timeout,
+                                              committed=cfg.transactional)
     history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
     report = check(history, topic=cfg.topic)
     out.mkdir(parents=True, exist_ok=True)

@@ -186,11 +186,14 @@ def make_producers(count: int, clients: tuple[str, ...], kafka: KafkaAccess, top
                    history: History, stop: threading.Event, *, partition_sets: list[list[int]] | None = None,
                    **options) -> list[ProducerWorker]:
     """``count`` workers, the i-th with client ``clients[i % len(clients)]``, named
-    ``<client>-<i>``; each sends to every partition unless ``partition_sets[i]`` says otherwise."""
+    ``<client>-<i>``; each sends to every partition unless ``partition_sets[i]`` says otherwise.
+    ``transactional=True``: confluent-kafka transactional producers (``transactional``) only."""
+    from .transactional import TransactionalWorker
+    transactional = options.pop("transactional", False)
     workers = []
     for i in range(count):
         client = clients[i % len(clients)]
-        cls = WORKERS[client]
+        cls = TransactionalWorker if transactional else WORKERS[client]
         parts = partition_sets[i % len(partition_sets)] if partition_sets else partitions
         workers.append(cls(f"{client}-{i}", kafka, topic, parts, history, stop, **options))
     return workers
