@@ -46,13 +46,7 @@ class TransactionalWorker(ConfluentWorker):
         def report(err, msg, value=value):
             if err is None:
                 self.delivered[value] = (msg.partition(), msg.offset())
-        while True:
-            try:
-                self.producer.produce(self.topic, value=value.encode(), key=self.name.encode(),
-                                      partition=partition, on_delivery=report)
-                break
-            except BufferError:
-                self.producer.poll(0.05)
+        self.produce(value, partition, report)
         self.open_txn.append((value, partition))
         if len(self.open_txn) >= TXN_SIZE:
             self.end_transaction()

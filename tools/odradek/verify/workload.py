@@ -125,6 +125,10 @@ class ConfluentWorker(ProducerWorker):
                 self.acked(value, msg.partition(), msg.offset())
             else:
                 self.errored(value, partition, str(err))
+        self.produce(value, partition, report)
+
+    def produce(self, value: str, partition: int, report) -> None:
+        """Hand ``value`` to the client, waiting while its queue is full."""
         while True:
             try:
                 self.producer.produce(self.topic, value=value.encode(), key=self.name.encode(),
