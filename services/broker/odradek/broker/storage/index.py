@@ -239,8 +239,9 @@ class TimeIndex(AbstractIndex):
         return TimestampOffset(ts, self.base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
-        """Add an entry if ``timestamp`` is larger than the last one."""
-        if self.entries and timestamp <= self.last_entry().timestamp:
+        """Add an entry if ``timestamp`` is larger than the last one (an empty index's last is
+        -1, as Kafka's: closing a segment without records appends nothing)."""
+        if timestamp <= self.last_entry().timestamp:
             return
         if self.entries >= self.max_entries or (self.is_full and not skip_full_check):
             return

@@ -480,11 +480,17 @@ class Log:
         if self.closed:
             return
         self.purge_deleted(0, force=True)
-        if self.dir.exists():  # not for a deleted partition's directory
+        if self.dir.exists() and self._snapshot_worth_taking():  # not for a deleted partition's directory
             self.producer_state.write_snapshot(self.dir, self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self.closed = True
+
+    def _snapshot_worth_taking(self) -> bool:
+        """Kafka's takeSnapshot skips an offset already snapshotted and a log with nothing in it:
+        closing 10,000 idle partitions then costs no fsync each."""
+        empty = self.log_end_offset == self.log_start_offset and not self.producer_state.producers
+        return not empty and not snapshot_path(self.dir, self.log_end_offset).exists()
 
     def __repr__(self) -> str:
         return (f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
