@@ -67,6 +67,8 @@ BROKER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMill
               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
               "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
 TOOL_JVM = ["-Xmx512M", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+# what a node logs once it serves: KRaft's KafkaRaftServer, ZooKeeper mode's KafkaServer
+STARTED = re.compile(r"Kafka Server started|\[KafkaServer id=\d+\] started")
 
 
 class ResolutionError(RuntimeError):
@@ -353,7 +355,7 @@ class KafkaCluster:
                 if not alive(self.pids[n], self.start_times.get(n)):
                     raise RuntimeError(f"Kafka node {n} exited:\n{self.log_tail(n)}")
                 log = self.dir / f"node-{n}" / "server.log"
-                started = log.exists() and "Kafka Server started" in _read_from(log, self._log_offsets.get(n, 0))
+                started = log.exists() and STARTED.search(_read_from(log, self._log_offsets.get(n, 0))) is not None
                 if started:
                     try:
                         socket.create_connection(("127.0.0.1", self.ports[n]), timeout=1).close()
