@@ -1,0 +1,83 @@
+"""The transaction APIs' wire handlers on fakes: Kafka's authorization answers (the
+TRANSACTIONAL_ID resource, topics, OPERATION_NOT_ATTEMPTED), unknown partitions, and the
+admin APIs' filters (ListTransactions leaves out what the principal may not describe)."""
+
+import asyncio
+from types import SimpleNamespace
+
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+from odradek.broker.handlers import transactions as h
+from odradek.broker.security.acl import Operation, ResourceType
+from odradek.errors import ErrorCode as E
+from odradek.protocol.codec import encode_response
+from tests.transactions.test_coordinator import Harness
+
+OPEN, SECRET = "open-tx", "secret-tx"
+
+
+class Deny:
+    """An authorizer allowing everything but the (operation, type, name) triples given."""
+
+    def __init__(self, *denied) -> None:
+        self.denied = set(denied)
+
+    def authorize(self, who, op, rtype, name, log_denied=True):
+        return (op, rtype, name) not in self.denied
+
+
+def context(*denied):
+    harness = Harness()
+    topics = {"out": SimpleNamespace(partitions=[0, 1])}
+    return harness, SimpleNamespace(authorizer=Deny(*denied), txn=SimpleNamespace(coordinator=harness.coord),
+                                    replicas=SimpleNamespace(topic=topics.get))
+
+
+def call(handler, ctx, version, req):
+    return asyncio.run(handler(ctx, SimpleNamespace(api_version=version), req))
+
+
+def add(tid, *topics):
+    return AddPartitionsToTxnRequest(v3_and_below_transactional_id=tid, v3_and_below_producer_id=1001,
+                                     v3_and_below_producer_epoch=0, v3_and_below_topics=tuple(
+                                         AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics))
+
+
+def codes(response):
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def test_add_partitions_checks_the_transactional_id_then_each_topic():
+    harness, ctx = context((Operation.WRITE, ResourceType.TRANSACTIONAL_ID, SECRET),
+                           (Operation.WRITE, ResourceType.TOPIC, "private"))
+    asyncio.run(harness.coord.init_producer_id(OPEN, 60_000, None))
+    assert set(codes(call(h.add_partitions_to_txn, ctx, 3, add(SECRET, ("out", (0,))))).values()) == {
+        E.transactional_id_authorization_failed}
+    assert codes(call(h.add_partitions_to_txn, ctx, 3, add(OPEN, ("out", (0, 7)), ("private", (0,))))) == {
+        ("out", 0): E.operation_not_attempted, ("out", 7): E.unknown_topic_or_partition,
+        ("private", 0): E.topic_authorization_failed}
+    assert codes(call(h.add_partitions_to_txn, ctx, 3, add(OPEN, ("out", (0, 1))))) == {
+        ("out", 0): E.none, ("out", 1): E.none}
+    end = EndTxnRequest(transactional_id=SECRET, producer_id=1001, producer_epoch=0, committed=True)
+    assert call(h.end_txn, ctx, 3, end).error_code == E.transactional_id_authorization_failed
+
+
+def test_admin_apis_describe_only_what_the_principal_may():
+    harness, ctx = context((Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, SECRET))
+    for tid in (OPEN, SECRET):
+        asyncio.run(harness.coord.init_producer_id(tid, 60_000, None))
+    listed = call(h.list_transactions, ctx, 1, ListTransactionsRequest(
+        state_filters=("Empty", "Sleeping"), producer_id_filters=(), duration_filter=-1))
+    assert [t.transactional_id for t in listed.transaction_states] == [OPEN]
+    assert (listed.error_code, listed.unknown_state_filters) == (E.none, ("Sleeping",))
+    described = call(h.describe_transactions, ctx, 0, DescribeTransactionsRequest(
+        transactional_ids=(OPEN, SECRET, "nobody")))
+    assert [(s.error_code, s.transaction_state) for s in described.transaction_states] == [
+        (E.none, "Empty"), (E.transactional_id_authorization_failed, ""), (E.transactional_id_not_found, "")]
+    # no transaction started: Kafka's -1 as the start time, on the wire
+    encoded = bytes(encode_response(h.DESCRIBE_TRANSACTIONS, 0, 1, described))
+    assert b"Empty" + (60_000).to_bytes(4, "big") + b"\xff" * 8 in encoded   # state, timeout, start time
