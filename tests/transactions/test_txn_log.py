@@ -24,8 +24,7 @@ def plain(*values: bytes) -> bytearray:
 
 
 def leader_log(path, **settings):
-    log = open_log(path, **settings)
-    return log
+    return open_log(path, **settings)
 
 
 def commit(log, pid=PID, epoch=EPOCH, coordinator_epoch=0, control=ControlType.COMMIT):
@@ -177,6 +176,8 @@ def test_followers_replay_markers_into_their_state(tmp_path):
     follower = open_log(tmp_path / "f-0")
     follower.append_as_follower(leader.read(0, 1 << 20).read())
     assert [(t.first_offset, t.last_offset) for t in follower.aborted_transactions(0, 2)] == [(0, 1)]
-    assert follower.producer_state.ongoing == {}
+    assert follower.producer_state.ongoing == {} and len(follower.producer_state.unreplicated) == 1
+    follower.high_watermark = 2        # a follower's HW moves on: completed transactions are forgotten
+    assert follower.producer_state.unreplicated == []
     leader.close()
     follower.close()

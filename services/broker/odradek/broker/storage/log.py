@@ -91,6 +91,7 @@ class Log:
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.producer_state = ProducerStateManager()
         self._high_watermark = self.log_start_offset
         self.high_watermark = high_watermark
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -98,7 +99,6 @@ class Log:
         self.last_flush_ms = _clock_ms()
         self._doomed: list[tuple[LogSegment, int]] = []
         self.closed = False
-        self.producer_state = ProducerStateManager()
         self._drop_snapshots_above(self.log_end_offset)   # a recovery cut the log below them
         self._rebuild_producer_state()
 
@@ -141,6 +141,7 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.replicated_up_to(self._high_watermark)   # followers never ask for the LSO
 
     @property
     def last_stable_offset(self) -> int:

@@ -99,10 +99,14 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}          # producer id -> first offset, in offset order
         self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the HW
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
-        """The first offset of the oldest transaction not yet decided and replicated, or None."""
+    def replicated_up_to(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is below the high watermark."""
         if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
             self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction not yet decided and replicated, or None."""
+        self.replicated_up_to(high_watermark)
         first = next(iter(self.ongoing.values()), None)
         if self.unreplicated:
             oldest = min(t.first_offset for t in self.unreplicated)
