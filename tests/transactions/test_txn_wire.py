@@ -7,6 +7,7 @@ import datetime
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -69,7 +70,7 @@ def lso_or_none(cluster) -> int | None:
     """The read_committed latest offset, or None while the partition has no (ready) leader."""
     try:
         return latest(cluster, 1, check=False)
-    except (KeyError, OSError):
+    except (KeyError, OSError, KafkaException):   # no leader yet, a broker still starting
         return None
 
 
@@ -230,7 +231,7 @@ def test_a_restarted_leader_keeps_the_lso_and_the_aborted_transactions(cluster, 
     cluster.wait_for_leaders(TOPIC, 1)
     cluster.refresh()
     assert first_open > before
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while lso_or_none(cluster) != first_open and time.monotonic() < deadline:
         time.sleep(0.2)   # the restarted broker loads its logs; leadership may move
     assert latest(cluster, 1) == first_open
