@@ -1,7 +1,7 @@
 """Odradek next to Apache Kafka on the same machine: same clients, same settings, A/B rounds.
 
     make bench                                   # = scripts/kafka.sh resolve; python -m bench.side_by_side
-    .venv/bin/python -m bench.side_by_side [--rounds 3] [--scenarios 1,2,3,4,5] [--quick]
+    .venv/bin/python -m bench.side_by_side [--rounds 3] [--scenarios 1,2,3,4,5,6,7] [--quick]
 
 Both systems run as local processes on 127.0.0.1 (Kafka: KRaft nodes from `bench.apache_kafka`;
 Odradek: `odradek dev up --kafka-port 0`), started once per cluster shape and kept up while
@@ -23,6 +23,8 @@ Scenarios (the issue's numbering):
     consume runs) and every broker's peak RSS (VmHWM), per cluster shape.
  6. the single-record acks=all round trip: one 100 B record at a time, RF=3,
     min.insync.replicas=2, p50/p99 (`bench.round_trip`, confluent-kafka for both systems).
+ 7. transactional produce: 200,000 1 KiB records in transactions of 1,000, RF=3, 6 partitions,
+    records/s and the commit's p50/p99 (`bench.transactional`, confluent-kafka for both systems).
 
 MB/s are 10^6 bytes of record values per second. Results: `bench/results/side-by-side-<date>.json`,
 `bench/results/side-by-side-<date>.png`, and the table between the markers in
@@ -49,6 +51,7 @@ from pathlib import Path
 from bench import apache_kafka
 from bench.apache_kafka import KafkaCluster
 from bench.round_trip import single_record_round_trip
+from bench.transactional import transactional_produce
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -313,6 +316,10 @@ class Bench:
         self.rf3_rounds(systems, blocked, "6", "one record at a time RF=3 acks=all", "s6-round-trip", 1,
                         lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
 
+    def scenario7(self, systems: list[System], blocked: dict[str, str]) -> None:
+        self.rf3_rounds(systems, blocked, "7", "transactions of 1,000 x 1 KiB RF=3", "s7-transactional", 6,
+                        lambda s, topic: measured(s, transactional_produce, s.bootstrap, topic, self.n(200_000)))
+
     def rf3_rounds(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str, stem: str,
                    partitions: int, fn) -> None:
         """``fn(system, topic)`` each round on each system, on a fresh RF=3 topic (min.insync.replicas=2)."""
@@ -369,6 +376,8 @@ FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
     "3": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
     "4": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False), ("p999_ms", "p99.9 ms", False)],
     "6": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False)],
+    "7": [("mb_s", "MB/s", True), ("records_s", "records/s", True), ("commit_p50_ms", "commit p50 ms", False),
+          ("commit_p99_ms", "commit p99 ms", False)],
 }
 
 
@@ -505,7 +514,7 @@ def environment() -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.side_by_side", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--scenarios", default="1,2,3,4,5,6")
+    ap.add_argument("--scenarios", default="1,2,3,4,5,6,7")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every record count")
     ap.add_argument("--quick", action="store_true", help="--rounds 1 --scale 0.05: a smoke run of the harness")
     ap.add_argument("--e2e-seconds", type=float, default=20)
@@ -536,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 for s in systems:
                     leftovers += s.stop()
-        if wanted & {"2", "4", "6"}:
+        if wanted & {"2", "4", "6", "7"}:
             print("== 3 brokers: Kafka (KRaft) and Odradek", flush=True)
             systems = start_systems(root, 3)
             try:
@@ -546,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
                     bench.scenario4(systems, blocked, args.e2e_seconds, args.e2e_rate)
                 if "6" in wanted:
                     bench.scenario6(systems, blocked)
+                if "7" in wanted:
+                    bench.scenario7(systems, blocked)
                 for name, why in blocked.items():
                     not_runnable["2"] = not_runnable["4"] = f"scenarios 2 and 4 on {name}: {why}"
                 bench.snapshot_memory("3 brokers", systems)
