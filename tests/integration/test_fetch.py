@@ -25,9 +25,12 @@ def _fetch(client, topic, offset, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 
 
 
 def _produce(client, topic, values):
+    # Timestamped now: records from batch()'s default past the 7-day retention roll a segment
+    # each, and a maintenance tick between the appends and a fetch deletes them (as Kafka would)
+    records = batch(values, timestamp_ms=int(time.time() * 1000))
     req = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
                          topic_data=(TopicProduceData(name=topic, partition_data=(
-                             PartitionProduceData(index=0, records=batch(values)),)),))
+                             PartitionProduceData(index=0, records=records),)),))
     result = client.request(PRODUCE, 9, req).responses[0].partition_responses[0]
     assert result.error_code == ErrorCode.none
     return result.base_offset
