@@ -154,6 +154,19 @@ def led_partitions(replicas: ReplicaManager, topic_name: str, broker_id: int) ->
     return len(topic.partitions), led
 
 
+def follow_leadership(owned: Mapping, led: Mapping, resign: Callable[[int], None],
+                      elect: Callable[[int, int, object], None]) -> None:
+    """Bring a coordinator's loaded partitions (``owned``, entries with an ``epoch``) in line with
+    ``led`` (``led_partitions``): resign those no longer led here at that epoch, then
+    ``elect(partition, epoch, log)`` those newly led."""
+    for p, entry in list(owned.items()):
+        if p not in led or led[p][0] != entry.epoch:
+            resign(p)
+    for p, (epoch, partition_log) in led.items():
+        if p not in owned:
+            elect(p, epoch, partition_log)
+
+
 def serving(owned: Mapping, partition: int, topic_name: str, broker_id: int, key: str):
     """``owned[partition]`` if this coordinator has it loaded, else raises what to answer
     (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) for ``key`` (a group or transactional id)."""

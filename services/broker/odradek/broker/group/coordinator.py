@@ -29,7 +29,8 @@ from odradek.broker.group.membership import Membership
 from odradek.broker.group.model import Group, GroupState
 from odradek.broker.group.records import (GroupValue, MemberValue, OffsetValue, group_key, group_value,
                                           offset_key, offset_value)
-from odradek.broker.internal_topic import APPEND_ERRORS, LedPartition, led_partitions, serving, wall_ms
+from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, follow_leadership, led_partitions, serving,
+                                           wall_ms)
 from odradek.errors import ErrorCode, KafkaError
 from odradek.records import Record, build_batch
 
@@ -61,12 +62,7 @@ class GroupCoordinator:
         ``replicas`` is the ReplicaManager (``topic`` and ``leader`` are all we use)."""
         count, led = led_partitions(replicas, OFFSETS_TOPIC, self.broker_id)
         self.partitions = count or self.partitions
-        for p, owned in list(self.owned.items()):
-            if p not in led or led[p][0] != owned.epoch:
-                self._resign(p)
-        for p, (epoch, partition_log) in led.items():
-            if p not in self.owned:
-                self._elect(p, epoch, partition_log)
+        follow_leadership(self.owned, led, self._resign, self._elect)
 
     def _elect(self, partition: int, epoch: int, partition_log) -> None:
         owned = self.owned[partition] = _Owned(epoch)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from odradek.broker.group.config import partition_for
-from odradek.broker.internal_topic import APPEND_ERRORS, LedPartition, led_partitions, replay, serving, wall_ms
+from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, follow_leadership, led_partitions, replay,
+                                           serving, wall_ms)
 from odradek.broker.txn.config import TXN_TOPIC, TxnConfig
 from odradek.broker.txn.markers import MarkerSender
 from odradek.broker.txn.metadata import (COMPLETED, NO_EPOCH, NO_PRODUCER_ID, Transit, TxnMetadata,
@@ -67,13 +68,11 @@ class TransactionCoordinator:
         """Load the partitions this broker now leads, drop those it no longer does."""
         count, led = led_partitions(replicas, TXN_TOPIC, self.broker_id)
         self.partitions = count or self.partitions
-        for p, owned in list(self.owned.items()):
-            if p not in led or led[p][0] != owned.epoch:
-                self._resign(p)
-        for p, (epoch, partition_log) in led.items():
-            if p not in self.owned:
-                owned = self.owned[p] = Owned(epoch)
-                owned.task = self.spawn(self._load(p, owned, partition_log))
+        follow_leadership(self.owned, led, self._resign, self._elect)
+
+    def _elect(self, partition: int, epoch: int, partition_log) -> None:
+        owned = self.owned[partition] = Owned(epoch)
+        owned.task = self.spawn(self._load(partition, owned, partition_log))
 
     async def _load(self, partition: int, owned: Owned, partition_log) -> None:
         started = time.monotonic()
