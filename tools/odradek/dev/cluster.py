@@ -249,6 +249,10 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
     state["commands"]["gateway"] = _python() + [
         "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
         "--host", "127.0.0.1", "--port", str(port),
+        # the console's throughput and partition sizes come from the brokers' metrics
+        "--broker-metrics-urls", ",".join(f"{name.removeprefix('broker-')}={url}"
+                                          for name, url in state.get("metrics", {}).items()
+                                          if name.startswith("broker-")),
         *(security.gateway_arguments(state["security"]) if "security" in state else [])]
     _start_process(state, "gateway")
     _wait_gateway_ready(state, timeout)

@@ -5,19 +5,17 @@ alter configs and add partitions. The admin client's errors become domain errors
 
 from __future__ import annotations
 
-import asyncio
-
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions, NewTopic
 from fastapi import Request, Response
 
+from odradek.gateway import v3
 from odradek.gateway.auth import ADMIN, READ, require
-from odradek.gateway.errors import (ClusterNotFound, GatewayError, InvalidTopicRequest, KafkaFailure,
-                                    RetriableKafkaFailure, TopicNotFound)
+from odradek.gateway.errors import GatewayError, InvalidTopicRequest, KafkaFailure, TopicNotFound
 from odradek.gateway.models import AlterConfigs, CreateTopic, PatchTopic
 from odradek.gateway.principals import kafka
 
-TIMEOUT_S = 30.0
+TIMEOUT_S = v3.TIMEOUT_S
 # what the cluster refuses as an invalid topic operation (an existing name, bad counts or configs)
 INVALID = (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
            KafkaError.INVALID_CONFIG, KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION,
@@ -33,19 +31,7 @@ def _kafka_error(err: KafkaError, topic: str) -> GatewayError:
 
 
 async def _wait(futures: dict, key, topic: str) -> object:
-    try:
-        return await asyncio.to_thread(futures[key].result, TIMEOUT_S)
-    except KafkaException as e:
-        raise _kafka_error(e.args[0], topic) from None
-    except TimeoutError:  # the future's own timeout: the cluster did not answer (Kafka's REQUEST_TIMED_OUT)
-        raise RetriableKafkaFailure(f"The cluster did not answer within {TIMEOUT_S:.0f} s") from None
-
-
-async def _cluster_id(request: Request, cluster_id: str | None = None) -> str:
-    md = await (await kafka(request, optional=True)).metadata()
-    if cluster_id is not None and cluster_id != md.cluster_id:
-        raise ClusterNotFound(cluster_id)
-    return md.cluster_id
+    return await v3.wait(futures[key], lambda err: _kafka_error(err, topic))
 
 
 def _topic_json(base: str, cluster_id: str, t) -> dict:
@@ -56,33 +42,29 @@ def _topic_json(base: str, cluster_id: str, t) -> dict:
             "replication_factor": rf, "partitions_count": len(parts)}
 
 
-def _base(request: Request) -> str:
-    return request.app.state.settings.base_url
-
-
 async def list_clusters(request: Request) -> dict:
-    cid = await _cluster_id(request)
+    cid = await v3.cluster_id(request)
     return {"kind": "KafkaClusterList", "data": [{"kind": "KafkaCluster", "cluster_id": cid}]}
 
 
 async def list_topics(cluster_id: str, request: Request) -> dict:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     md = await (await kafka(request, optional=True)).metadata(fresh=True)
-    return {"kind": "KafkaTopicList", "data": [_topic_json(_base(request), cluster_id, md.topics[n])
+    return {"kind": "KafkaTopicList", "data": [_topic_json(v3.base(request), cluster_id, md.topics[n])
                                                 for n in sorted(md.topics) if md.topics[n].error is None]}
 
 
 async def get_topic(cluster_id: str, topic: str, request: Request, _=require(READ)) -> dict:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     md = await (await kafka(request)).metadata(fresh=True)
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         raise TopicNotFound(topic)
-    return _topic_json(_base(request), cluster_id, t)
+    return _topic_json(v3.base(request), cluster_id, t)
 
 
 async def create_topic(cluster_id: str, body: CreateTopic, request: Request, _=require(ADMIN)) -> dict:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     client = await kafka(request)
     new = NewTopic(body.topic_name, num_partitions=body.partitions_count or -1,
                    replication_factor=body.replication_factor or -1,
@@ -91,11 +73,11 @@ async def create_topic(cluster_id: str, body: CreateTopic, request: Request, _=r
                 body.topic_name, body.topic_name)
     md = await client.metadata(fresh=True)
     t = md.topics.get(body.topic_name)
-    return _topic_json(_base(request), cluster_id, t) if t is not None else {"topic_name": body.topic_name}
+    return _topic_json(v3.base(request), cluster_id, t) if t is not None else {"topic_name": body.topic_name}
 
 
 async def delete_topic(cluster_id: str, topic: str, request: Request, _=require(ADMIN)) -> Response:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     client = await kafka(request)
     await _wait(client.admin.delete_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S),
                 topic, topic)
@@ -105,15 +87,15 @@ async def delete_topic(cluster_id: str, topic: str, request: Request, _=require(
 
 async def add_partitions(cluster_id: str, topic: str, body: PatchTopic, request: Request,
                          _=require(ADMIN)) -> dict:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     client = await kafka(request)
     await _wait(client.admin.create_partitions([NewPartitions(topic, body.partitions_count)],
                                               operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S), topic, topic)
-    return _topic_json(_base(request), cluster_id, (await client.metadata(fresh=True)).topics[topic])
+    return _topic_json(v3.base(request), cluster_id, (await client.metadata(fresh=True)).topics[topic])
 
 
 async def list_configs(cluster_id: str, topic: str, request: Request, _=require(READ)) -> dict:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     resource = ConfigResource("topic", topic)
     configs = await _wait((await kafka(request)).admin.describe_configs([resource]), resource, topic)
     return {"kind": "KafkaTopicConfigList", "data": [
@@ -124,7 +106,7 @@ async def list_configs(cluster_id: str, topic: str, request: Request, _=require(
 
 async def alter_configs(cluster_id: str, topic: str, body: AlterConfigs, request: Request,
                         _=require(ADMIN)) -> Response:
-    await _cluster_id(request, cluster_id)
+    await v3.cluster_id(request, cluster_id)
     entries = [ConfigEntry(c.name, c.value, incremental_operation=(
         AlterConfigOpType.DELETE if c.operation.upper() == "DELETE" else AlterConfigOpType.SET)) for c in body.data]
     resource = ConfigResource("topic", topic, incremental_configs=entries)

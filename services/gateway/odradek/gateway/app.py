@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from odradek.gateway import edge, metrics, routes
 from odradek.gateway.auth import Tokens
+from odradek.gateway.broker_metrics import BrokerMetrics
 from odradek.gateway.errors import GatewayError
 from odradek.gateway.instances import ConsumerInstances
 from odradek.gateway.principals import KafkaClients, ReleaseLeases
@@ -42,6 +43,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
                   description="Confluent REST Proxy v2 compatible produce/consume, v3 topic admin, "
                               "and group-less range reads (JSON or Arrow) for Spark.")
     app.state.settings = settings
+    app.state.broker_metrics = BrokerMetrics(settings.broker_metrics_urls)
     app.state.tokens = Tokens(settings.auth_file) if settings.auth_file else None
     # every error answers {"error_code", "message"}: domain errors through edge's one table
     app.add_exception_handler(GatewayError, edge.domain_error)

@@ -33,6 +33,7 @@ class ErrorCode(IntEnum):
     CONSUMER_FORMAT_MISMATCH = 40601
     CONSUMER_ALREADY_EXISTS = 40902
     ILLEGAL_STATE = 40903
+    GROUP_NOT_EMPTY = 40904              # Odradek: offset reset or delete of a group with members
     REQUEST_TOO_LARGE = 413
     RECORD_TOO_LARGE = 41301
     UNSUPPORTED_MEDIA_TYPE = 415
@@ -59,6 +60,7 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.FormatMismatch: (406, ErrorCode.CONSUMER_FORMAT_MISMATCH),
     errors.ConsumerAlreadyExists: (409, ErrorCode.CONSUMER_ALREADY_EXISTS),
     errors.IllegalState: (409, ErrorCode.ILLEGAL_STATE),
+    errors.GroupNotEmpty: (409, ErrorCode.GROUP_NOT_EMPTY),
     errors.RequestTooLarge: (413, ErrorCode.REQUEST_TOO_LARGE),
     errors.RecordTooLarge: (413, ErrorCode.RECORD_TOO_LARGE),
     errors.UnsupportedMediaType: (415, ErrorCode.UNSUPPORTED_MEDIA_TYPE),

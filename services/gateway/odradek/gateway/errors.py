@@ -44,6 +44,16 @@ class ConsumerInstanceNotFound(NotFound):
         self.group, self.name, self.owner = group, name, owner
 
 
+class BrokerNotFound(NotFound):
+    def __init__(self, broker_id: int, message: str = ""):
+        super().__init__(message or f"Broker {broker_id} not found.")
+
+
+class GroupNotFound(NotFound):
+    def __init__(self, group: str, what: str = ""):
+        super().__init__(f"{what or f'Consumer group {group}'} could not be found.")
+
+
 class ClusterNotFound(NotFound):
     def __init__(self, cluster_id: str):
         super().__init__(f"Cluster {cluster_id} not found.")
@@ -60,6 +70,10 @@ class IllegalState(GatewayError):
 
     def __init__(self, message: str = "Subscription to topics, partitions and pattern are mutually exclusive."):
         super().__init__(message)
+
+
+class GroupNotEmpty(GatewayError):
+    """A group change Kafka makes only while the group has no members (offset reset, delete)."""
 
 
 class OffsetOutOfRange(GatewayError):

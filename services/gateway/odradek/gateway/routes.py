@@ -1,7 +1,9 @@
 """Every route of the gateway, declared in one place: method, path, handler and how it answers.
 
 Handlers live in ``topics`` (v2 metadata and produce, streaming produce, range reads),
-``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration) and ``health``;
+``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration), ``clusters`` (v3
+cluster, brokers, partitions, replicas and the console's extensions), ``groups`` (v3 consumer
+groups, lag, offset reset) and ``health``;
 each translates a request and raises domain errors, which ``edge`` answers. Rights (``auth``)
 and body media types are the handlers' own dependencies, next to their parameters.
 """
@@ -10,13 +12,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from odradek.gateway import admin, consumers, edge, formats, health, metrics, topics
+from odradek.gateway import admin, clusters, consumers, edge, formats, health, metrics, topics
 
 V2 = {"response_class": edge.V2Response}
 NO_CONTENT = {"status_code": 204}
 CONSUMER = "/consumers/{group}"
 INSTANCE = CONSUMER + "/instances/{name}"
 CLUSTERS = "/v3/clusters"
+CLUSTER = CLUSTERS + "/{cluster_id}"
+PARTITION = CLUSTER + "/topics/{topic}/partitions/{partition}"
 
 # v2 topics and Odradek's paths for Spark; every one refuses an Accept header it cannot answer (406)
 TOPICS = (
@@ -61,6 +65,21 @@ ADMIN = (
     ("POST", CLUSTERS + "/{cluster_id}/topics/{topic}/configs:alter", admin.alter_configs, NO_CONTENT),
 )
 
+# Confluent v3 (brokers, partitions, replicas), then Odradek's extensions for the console (docs/gateway.md)
+CLUSTER_VIEWS = (
+    ("GET", CLUSTER, clusters.get_cluster, {}),
+    ("GET", CLUSTER + "/brokers", clusters.list_brokers, {}),
+    ("GET", CLUSTER + "/brokers/{broker_id}", clusters.get_broker, {}),
+    ("GET", CLUSTER + "/topics/{topic}/partitions", clusters.list_partitions, {}),
+    ("GET", PARTITION, clusters.get_partition, {}),
+    ("GET", PARTITION + "/replicas", clusters.list_replicas, {}),
+    ("GET", PARTITION + "/replicas/{broker_id}", clusters.get_replica, {}),
+    ("GET", CLUSTER + "/overview", clusters.overview, {}),
+    ("GET", CLUSTER + "/throughput", clusters.throughput, {}),
+    ("GET", CLUSTER + "/topics/{topic}/offsets", clusters.topic_offsets, {}),
+    ("GET", PARTITION + "/offsets", clusters.partition_offsets, {}),
+)
+
 OPERABILITY = (
     ("GET", "/metrics", metrics.endpoint, {"include_in_schema": False}),
     ("GET", "/healthz", health.healthz, {}),
@@ -78,5 +97,5 @@ def _router(table, **options) -> APIRouter:
 
 def install(app: FastAPI) -> None:
     app.include_router(_router(TOPICS, dependencies=[edge.acceptable(*TOPICS_ANSWER)]))
-    for table in (CONSUMERS, ADMIN, OPERABILITY):
+    for table in (CONSUMERS, ADMIN, CLUSTER_VIEWS, OPERABILITY):
         app.include_router(_router(table))

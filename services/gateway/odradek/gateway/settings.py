@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek import logs
+from odradek.gateway.broker_metrics import BrokerMetrics
 
 ENV_PREFIX = "ODRADEK_GATEWAY_"
 
@@ -42,6 +43,7 @@ class GatewaySettings:
     kafka_ssl_endpoint_identification_algorithm: str = "https"   # empty: the host name is not checked
     principal_clients_max: int = 32     # HTTP users' Kafka principals with clients open at once
     principal_clients_idle_ms: int = 300_000   # a principal's clients unused this long are closed
+    broker_metrics_urls: str = ""       # the brokers' Prometheus endpoints (broker_metrics.py); empty: none
     replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # names this replica's instances
 
     @property
@@ -104,6 +106,8 @@ def parser() -> argparse.ArgumentParser:
         "empty: do not")
     opt("principal-clients-max", 32, int, "HTTP users' Kafka principals with clients open at once")
     opt("principal-clients-idle-ms", 300_000, int, "close a principal's Kafka clients unused this long")
+    opt("broker-metrics-urls", "", str, "the brokers' Prometheus endpoints, for the console's throughput "
+        "and partition sizes: 1=http://b1:9404/metrics,2=... or a template http://{host}:9404/metrics")
     logs.add_arguments(ap, env(ENV_PREFIX + "LOG_LEVEL", "INFO").upper())
     return ap
 
@@ -133,5 +137,10 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
         kafka_ssl_certificate_location=args.kafka_ssl_certificate_location,
         kafka_ssl_key_location=args.kafka_ssl_key_location,
         kafka_ssl_endpoint_identification_algorithm=args.kafka_ssl_endpoint_identification_algorithm,
-        principal_clients_max=args.principal_clients_max, principal_clients_idle_ms=args.principal_clients_idle_ms)
+        principal_clients_max=args.principal_clients_max, principal_clients_idle_ms=args.principal_clients_idle_ms,
+        broker_metrics_urls=args.broker_metrics_urls)
+    try:
+        BrokerMetrics(settings.broker_metrics_urls)
+    except ValueError as e:
+        parser().error(str(e))
     return settings, args

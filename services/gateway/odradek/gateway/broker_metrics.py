@@ -1,0 +1,86 @@
+"""The brokers' Prometheus endpoints as the gateway reads them: the throughput counters of the
+console's overview and the partitions' log sizes of its topic view.
+
+Kafka's protocol has both only in pieces (DescribeLogDirs, which librdkafka's Python client does
+not expose, and no throughput at all), while every broker already exports them
+(docs/observability.md): ``kafka_server_brokertopicmetrics_{bytesin,bytesout,messagesin}_total``
+(the all-topics series, without a ``topic`` label) and ``kafka_log_log_size{topic,partition}``.
+
+Where the endpoints are (``--broker-metrics-urls``): ``1=http://b1:9404/metrics,2=...``, or a
+template formatted per broker of the cluster's Metadata, ``http://{host}:9404/metrics``
+(``{host}``, ``{id}``). Empty: not configured, the answers say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+SCRAPE_TIMEOUT_S = 3.0
+COUNTERS = {"kafka_server_brokertopicmetrics_bytesin_total": "bytes_in_total",
+            "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out_total",
+            "kafka_server_brokertopicmetrics_messagesin_total": "messages_in_total"}
+LOG_SIZE = "kafka_log_log_size"
+
+
+@dataclass
+class Scrape:
+    """One broker's answer: its all-topics counters and log sizes, or why there is none."""
+    broker_id: int
+    counters: dict[str, int] = field(default_factory=dict)
+    log_sizes: dict[tuple[str, int], int] = field(default_factory=dict)
+    error: str | None = None
+
+
+def parse(broker_id: int, text: str) -> Scrape:
+    out = Scrape(broker_id)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in COUNTERS and "topic" not in sample.labels:
+                out.counters[COUNTERS[sample.name]] = int(sample.value)
+            elif sample.name == LOG_SIZE and "partition" in sample.labels:
+                out.log_sizes[(sample.labels["topic"], int(sample.labels["partition"]))] = int(sample.value)
+    return out
+
+
+class BrokerMetrics:
+    def __init__(self, spec: str):
+        self.spec = spec.strip()
+        self.fixed: dict[int, str] = {}
+        if self.spec and "{" not in self.spec:
+            for entry in filter(None, (e.strip() for e in self.spec.split(","))):
+                broker, sep, url = entry.partition("=")
+                if not sep or not broker.strip().isdigit():
+                    raise ValueError(f"--broker-metrics-urls: {entry!r} is not BROKER_ID=URL")
+                self.fixed[int(broker)] = url.strip()
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.spec)
+
+    def urls(self, brokers: dict) -> dict[int, str]:
+        """Each live broker's endpoint (``brokers``: Metadata's id to BrokerMetadata)."""
+        if self.fixed:
+            return {b: url for b, url in self.fixed.items() if b in brokers}
+        if not self.spec:
+            return {}
+        return {b: self.spec.format(host=m.host, id=b) for b, m in brokers.items()}
+
+    async def scrape(self, brokers: dict) -> list[Scrape]:
+        """Every live broker's metrics, at once; one that does not answer carries its error."""
+        async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as client:
+            return list(await asyncio.gather(*(self._one(client, b, url)
+                                               for b, url in sorted(self.urls(brokers).items()))))
+
+    @staticmethod
+    async def _one(client: httpx.AsyncClient, broker_id: int, url: str) -> Scrape:
+        try:
+            response = await client.get(url)
+            response.raise_for_status()
+        except httpx.HTTPError as e:
+            return Scrape(broker_id, error=f"{url}: {type(e).__name__}: {e}")
+        # parsing a broker with many partitions takes a while: off the event loop
+        return await asyncio.to_thread(parse, broker_id, response.text)
