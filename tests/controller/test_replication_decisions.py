@@ -280,3 +280,18 @@ def test_a_broker_whose_log_dir_went_offline_loses_its_leaderships_and_isr_place
     assert restarted.offline_dir_ids == frozenset()
     assert decisions.handled_log_dir_events(restarted) == ["log_dir_event_0000000001"]
     assert decisions.partition_changes(replace(base, log_dir_events={}), CE) == []
+
+
+# --- the cluster-wide dynamic default of unclean.leader.election.enable --------------------------
+def test_unclean_follows_the_cluster_default_under_the_topics_own_override():
+    """Kafka's controller: the topic's override, else /config/brokers/<default>, else false."""
+    import dataclasses
+
+    from odradek.controller import decisions
+    offline = [((1, 2), -1, 4, (1,))]  # broker 1 (the whole ISR) is gone, 2 is out of sync
+    topics = (record("plain", offline), record("off", offline, configs={"unclean.leader.election.enable": "false"}))
+    snap = snapshot(brokers=(2, 3), topics=topics)
+    assert decisions.partition_changes(snap, CE) == []
+    on = dataclasses.replace(snap, cluster_defaults={"unclean.leader.election.enable": "true"})
+    changes = decisions.partition_changes(on, CE)
+    assert [(c.topic, c.state.leader, c.state.isr) for c in changes] == [("plain", 2, (2,))]

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from odradek.cluster.model import ClusterMetadata, PartitionState
+from odradek.config import TOPIC_CONFIGS
 
 from . import placement
 from .store import ControllerRecord, StoreSnapshot
+
+UNCLEAN = "unclean.leader.election.enable"
+BROKER_UNCLEAN = TOPIC_CONFIGS[UNCLEAN].broker_name  # the dynamic cluster default's name
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +42,7 @@ def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
         if name in snapshot.pending_deletions:
             continue
         record = snapshot.topics[name]
-        unclean = record.configs.get("unclean.leader.election.enable", "false").lower() == "true"
+        unclean = snapshot.topic_config(record, UNCLEAN, BROKER_UNCLEAN, "false").lower() == "true"
         for p in sorted(record.states):
             new, reason = placement.reconcile_partition(record.states[p], live, controller_epoch, unclean,
                                                         shutting_down)

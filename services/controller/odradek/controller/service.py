@@ -146,6 +146,9 @@ class Controller:
         self._store.watch_topics(threadsafe(self._poke))
         self._store.watch_reassignments(threadsafe(self._poke))
         self._store.watch_log_dir_events(threadsafe(self._poke))
+        # a cluster default of unclean.leader.election.enable=true elects offline partitions at
+        # once, as Kafka's controller does on that dynamic change
+        self._store.watch_cluster_defaults(threadsafe(self._poke))
         rebalancer = asyncio.create_task(self._rebalance_loop(), name="leader-rebalance")
         try:
             await self._loop()

@@ -111,6 +111,14 @@ class StoreSnapshot:
     reassign_version: int = -1
     # /log_dir_event_notification children: znode name -> (broker id, broker epoch it wrote in)
     log_dir_events: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # /config/brokers/<default>: the cluster-wide dynamic broker defaults (Kafka's controller
+    # follows the ones it uses, e.g. unclean.leader.election.enable)
+    cluster_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    def topic_config(self, record: TopicRecord, topic_key: str, broker_key: str, default: str) -> str:
+        """A topic config as the controller applies it: the topic's override, else the
+        cluster-wide dynamic default of its broker synonym, else ``default``."""
+        return record.configs.get(topic_key, self.cluster_defaults.get(broker_key, default))
 
     @property
     def live_ids(self) -> tuple[int, ...]:
@@ -183,6 +191,10 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def watch_log_dir_events(self, callback: Callback) -> None:
         """Call ``callback`` when a log directory event notification appears or goes."""
+
+    @abc.abstractmethod
+    def watch_cluster_defaults(self, callback: Callback) -> None:
+        """Call ``callback`` when ``/config/brokers/<default>`` is written or deleted."""
 
     @abc.abstractmethod
     def delete_log_dir_events(self, names: list[str]) -> None:

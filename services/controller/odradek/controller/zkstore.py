@@ -40,6 +40,7 @@ CLUSTER_ID = "/cluster/id"
 _UNAVAILABLE = (ConnectionLoss, ConnectionDropped, ConnectionClosedError, SessionExpiredError,
                 OperationTimeoutError, KazooTimeoutError)
 _OP_TIMEOUT = 10.0
+_CLUSTER_DEFAULTS = paths.entity_config("brokers", paths.DEFAULT_ENTITY)
 # ZooKeeper drops a connection whose request exceeds jute.maxbuffer (0xfffff bytes by default),
 # and with it the session's standing for a while: a bigger transaction is refused here instead
 # (a topic of 2,500-3,000 partitions at RF 3 fits, depending on the length of its znode paths).
@@ -173,6 +174,7 @@ class ZkStore(MetadataStore):
         event_reads = {e: zk.get_async(paths.log_dir_event(e))
                        for e in zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)}
         reassign_read = zk.get_async(paths.REASSIGN_PARTITIONS)
+        defaults_read = zk.get_async(_CLUSTER_DEFAULTS)
         broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
         topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
                        for t in names}
@@ -201,7 +203,8 @@ class ZkStore(MetadataStore):
         requests = parse_reassign(reassign[0]) if reassign else {}
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
-                             requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads))
+                             requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads),
+                             _entity_config(_result(defaults_read)))
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -221,6 +224,9 @@ class ZkStore(MetadataStore):
 
     def watch_reassignments(self, callback: Callback) -> None:
         self._zk.DataWatch(paths.REASSIGN_PARTITIONS, lambda _data, _stat: callback())
+
+    def watch_cluster_defaults(self, callback: Callback) -> None:
+        self._zk.DataWatch(_CLUSTER_DEFAULTS, lambda _data, _stat: callback())
 
     def watch_log_dir_events(self, callback: Callback) -> None:
         self._zk.ChildrenWatch(paths.LOG_DIR_EVENT_NOTIFICATION, lambda _children: callback())
@@ -454,11 +460,20 @@ def _topic_record(name: str, got: tuple[bytes, Any], state_reads: Mapping[int, A
                                    tuple(d["isr"]), int(d.get("controller_epoch", 0)), s[1].version)
         versions[p] = s[1].version
     config = _result(config_read)
-    configs = json.loads(config[0]).get("config", {}) if config else {}
+    configs = _entity_config(config)
     adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
                         for key in ("adding_replicas", "removing_replicas"))
     return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
                        configs, config[1].version if config else -1, adding, removing)
+
+
+def _entity_config(got: tuple[bytes, Any] | None) -> dict[str, str]:
+    """The ``config`` of an entity config znode (``{}``: none, or unreadable)."""
+    try:
+        return {k: str(v) for k, v in (json.loads(got[0]).get("config") or {}).items()} if got else {}
+    except (ValueError, AttributeError):
+        log.warning("ignoring an unreadable entity config: %r", got[0])
+        return {}
 
 
 def _result(pending) -> tuple[bytes, Any] | None:
