@@ -45,6 +45,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "a follower not caught up for this long leaves the ISR"),
     ConfigKey("controlled.shutdown.max.retries", integer(0, INT_MAX), "3",
               "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", integer(0, LONG_MAX), "5000",
+              "time between the attempts of a controlled shutdown (from each attempt's start)"),
     ConfigKey("log.cleaner.priority", one_of("idle", "nice10"), "idle",
               "the cleaner process's priority: idle (SCHED_IDLE and the idle I/O class) or nice10 (docs/compaction.md)"),
     ConfigKey("zookeeper.session.timeout.ms", integer(1, INT_MAX), "18000",

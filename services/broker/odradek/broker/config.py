@@ -44,6 +44,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = setting("connections.max.idle.ms")
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms")
     cleaner_priority: str = setting("log.cleaner.priority")
     listeners: str = setting("listeners")
     advertised_listeners: str = setting("advertised.listeners")

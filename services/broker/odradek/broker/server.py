@@ -5,9 +5,14 @@ group coordinator, producer-id manager) are built once here, as the ``BrokerCont
 
 Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
 to move its leaderships away (``control_plane.CONTROLLED_SHUTDOWN``),
-retrying up to ``controlled.shutdown.max.retries`` times while some remain, and keeps
-serving meanwhile (clients get NOT_LEADER_OR_FOLLOWER, refresh metadata and retry on the
-new leaders); then it stops fetching, deregisters, stops serving and closes its logs.
+retrying up to ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms``
+apart, while some remain, and keeps serving meanwhile (clients get NOT_LEADER_OR_FOLLOWER,
+refresh metadata and retry on the new leaders); then it stops fetching, deregisters, stops
+serving and closes its logs. With the controller unreachable the attempts fail and the broker
+shuts down anyway, as Kafka's "unclean" shutdown (leaderships not moved): it still flushes its
+logs and writes the clean-shutdown marker, and deregistering from an unreachable ZooKeeper is
+bounded (``zk.STOP_TIMEOUT_S``), so SIGTERM ends the process within about
+retries x max(backoff, ``CONTROLLED_SHUTDOWN_TIMEOUT_S``).
 
 When the data directory goes offline (a write failed with an OSError: a full disk, EIO; see
 storage.failure) the broker answers KAFKA_STORAGE_ERROR for its partitions and, its only log
@@ -52,8 +57,7 @@ from odradek.protocol.listener import KafkaListener
 
 log = logging.getLogger(__name__)
 
-CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
-CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0  # one attempt: the controller's answer (it retries a standby's NOT_CONTROLLER)
 
 
 class Broker:
@@ -242,9 +246,12 @@ class Broker:
                 return
             if remaining:
                 log.info("controlled shutdown attempt %d: %d leaderships remain", attempt, len(remaining))
-            await asyncio.sleep(max(0.0, CONTROLLED_SHUTDOWN_BACKOFF_S - (time.monotonic() - started)))
-        log.warning("controlled shutdown incomplete after %d attempts: stopping anyway",
-                    cfg.controlled_shutdown_max_retries)
+            if attempt < cfg.controlled_shutdown_max_retries:
+                # counted from the attempt's start: the client's own retries within it waited already
+                backoff = cfg.controlled_shutdown_retry_backoff_ms / 1000
+                await asyncio.sleep(max(0.0, backoff - (time.monotonic() - started)))
+        log.warning("controlled shutdown failed after %d attempts: proceeding to an unclean shutdown "
+                    "(leaderships not moved; logs flushed and closed)", cfg.controlled_shutdown_max_retries)
 
     async def _wait_for_followership(self, timeout: float) -> None:
         """The controller's answer precedes its push: wait (briefly) until the snapshot that

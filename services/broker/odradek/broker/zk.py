@@ -10,6 +10,11 @@ The session (``odradek.cluster.zk_session``: ``zookeeper.session.timeout.ms``, f
 reconnection) outlives a ZooKeeper restart shorter than its timeout: a suspended connection
 changes nothing here; only a lost (expired) session makes the broker register again, under a
 new broker epoch.
+
+Stopping is bounded (``STOP_TIMEOUT_S``), as Kafka's session close is: a request to an
+unreachable ZooKeeper waits for a reconnection that may never come (a SIGTERMed broker used to
+hang there until SIGKILL). Without ZooKeeper the deregistration is skipped: the registration
+znode goes when the session expires, as after a crash.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from odradek.cluster.model import BrokerInfo
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
 log = logging.getLogger(__name__)
+STOP_TIMEOUT_S = 5.0  # how long deregistering (and the log directory event) may wait on ZooKeeper
 
 
 class BrokerRegistration:
@@ -58,12 +64,18 @@ class BrokerRegistration:
         self._register()
         self._zk.DataWatch(paths.CONTROLLER, self._on_controller)
 
-    def stop(self) -> None:
-        try:
-            self._zk.delete(paths.broker(self._info.id))
-        except Exception:  # session may already be gone: the znode then is too
-            pass
-        self._zk.stop()
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Deregister (within ``timeout``, only while connected) and close the session."""
+        if self._zk.connected:
+            try:
+                self._zk.delete_async(paths.broker(self._info.id)).get(timeout=timeout)
+            except Exception:  # noqa: BLE001 - the session may be gone already: the znode then is too
+                pass
+        else:
+            log.warning("ZooKeeper unreachable: the registration of broker %d goes when its session expires",
+                        self._info.id)
+        self._zk.remove_listener(self._on_state)  # the closing session's LOST is no reason to register again
+        self._zk.stop()  # kazoo's reconnection loop sees the stop within its 0.5 s backoff
         self._zk.close()
 
     def report_log_dir_failure(self) -> None:
@@ -71,8 +83,8 @@ class BrokerRegistration:
         body = {"version": 1, "broker": self._info.id, "event": paths.LOG_DIR_FAILURE,
                 "broker_epoch": self.broker_epoch}
         try:
-            self._zk.create(paths.log_dir_event(paths.LOG_DIR_EVENT_PREFIX), json.dumps(body).encode(),
-                            sequence=True, makepath=True)
+            self._zk.create_async(paths.log_dir_event(paths.LOG_DIR_EVENT_PREFIX), json.dumps(body).encode(),
+                                  sequence=True, makepath=True).get(timeout=STOP_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - the deregistration that follows moves leadership too
             log.warning("could not write the log directory event: %s", e)
 
