@@ -76,6 +76,9 @@ class Report:
     unrecovered: list[dict] = field(default_factory=list)  # restarted processes the cluster never took back
     duration: float = 0.0
     per_producer: dict[str, dict[str, int]] = field(default_factory=dict)
+    copied: int = 0                     # --transactional: the copier's committed outputs (verify.copier)
+    copy: list[dict] = field(default_factory=list)   # its anomalies: offsets not atomic with the output
+    copier: dict = field(default_factory=dict)
 
     def problems(self, fail_on_duplicates: bool = False) -> list[str]:
         """Why the run fails (empty: it passes)."""
@@ -85,6 +88,8 @@ class Report:
         for name in ("lost", "reordered", "phantom", "inconsistent"):
             if getattr(self, name):
                 out.append(f"{len(getattr(self, name))} {name}")
+        if self.copy:
+            out.append(f"{len(self.copy)} copy anomalies (offsets not committed atomically with the output)")
         if fail_on_duplicates and self.duplicated:
             out.append(f"{len(self.duplicated)} duplicated")
         if self.acked == 0:
@@ -93,7 +98,7 @@ class Report:
 
     def to_json(self, examples: int = EXAMPLES) -> dict:
         d = asdict(self)
-        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale"):
+        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale", "copy"):
             items = getattr(self, name)
             d[name] = {"count": len(items), "examples": items[:examples]}
         d["unavailability_per_partition"] = {str(p): asdict(g) for p, g in
@@ -114,6 +119,9 @@ class Report:
                  f"  phantom:      {len(self.phantom)}",
                  f"  inconsistent offsets: {len(self.inconsistent)}",
                  f"  stale reads:  {len(self.stale)}"]
+        if self.copier:
+            lines.append(f"  copier: {self.copied} outputs committed, {self.copier}, anomalies {len(self.copy)}")
+            lines += [f"  e.g. copy: {ex}" for ex in self.copy[:3]]
         lines += attribution.table_lines(self.per_nemesis)
         if self.unrecovered:
             lines.append(f"  NOT RECOVERED (availability, not safety): {len(self.unrecovered)} restarts, "

@@ -2,7 +2,8 @@
 
 - ``kill``: SIGKILL the broker leading a random partition, start it again after 0..downtime s
   (``leader`` is its name from issue 3; ``controller`` and ``broker`` SIGKILL the active
-  controller or a random broker the same way);
+  controller or a random broker the same way; ``coordinator`` the broker coordinating one of
+  the run's transactional ids, as FindCoordinator with key type 1 names it);
 - ``pause``: SIGSTOP a partition leader, then SIGCONT, half the time beyond the brokers'
   ZooKeeper session timeout (its session expires, leadership moves) and half the time below;
 - ``zk-kill``: SIGKILL ZooKeeper, start it again (same port, same data) after 0..downtime s;
@@ -19,11 +20,14 @@ restart their target, which then has to come back as a new incarnation.
 
 from __future__ import annotations
 
+import logging
 import signal
 from dataclasses import dataclass
 from typing import Callable
 
 from odradek.dev.harness import partition_leaders
+
+log = logging.getLogger("odradek.verify")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,24 @@ def controller(n) -> tuple[str, str] | None:
 
 def random_broker(n) -> tuple[str, str] | None:
     return n.rng.choice([b for b in n.cluster.names() if b.startswith("broker-")]), "random broker"
+
+
+def txn_coordinator(n) -> tuple[str, str] | None:
+    """The broker a random transactional id of the run is coordinated by (DescribeTransactions
+    goes to the coordinator FindCoordinator(key_type=1) names), None without transactions."""
+    from kafka import KafkaAdminClient
+    if not n.transactional_ids:
+        return None
+    tid = n.rng.choice(sorted(n.transactional_ids))
+    admin = KafkaAdminClient(**n.kafka.kafka_python(request_timeout_ms=10_000))
+    try:
+        broker = admin.describe_transactions([tid])[tid].coordinator_id
+    except Exception as e:  # no coordinator now (a partition between leaders): no target this time
+        log.info("nemesis: no coordinator of %s: %r", tid, e)
+        return None
+    finally:
+        admin.close()
+    return f"broker-{broker}", f"transaction coordinator of {tid}"
 
 
 def zookeeper(n) -> tuple[str, str]:
@@ -132,6 +154,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("leader", leader, kill_and_restart, True),
     Kind("controller", controller, kill_and_restart, True),
     Kind("broker", random_broker, kill_and_restart, True),
+    Kind("coordinator", txn_coordinator, kill_and_restart, True),
 )}
 
 NEMESES = ("kill", "pause", "zk-kill", "zk-pause", "controller-pause", "disk-full", "partition")

@@ -95,7 +95,7 @@ class Nemesis(threading.Thread):
                  *, faults: tuple[str, ...] = FAULTS, kills: int = 20, interval: float = 2.5,
                  downtime: float = 2.0, wait_isr: bool = True, recovery_timeout: float = 60.0,
                  max_unrecovered: int = 3, seed: int | None = None, session_timeout: float = 10.0,
-                 disk=None, partitioner=None) -> None:
+                 disk=None, partitioner=None, transactional_ids: tuple[str, ...] = ()) -> None:
         super().__init__(name="nemesis", daemon=True)
         unknown = set(faults) - set(FAULTS)
         if unknown or not faults:
@@ -107,6 +107,7 @@ class Nemesis(threading.Thread):
         self.max_unrecovered, self.unrecovered_in_a_row = max_unrecovered, 0
         self.session_timeout = session_timeout  # the brokers' ZooKeeper session timeout, seconds
         self.disk, self.partitioner = disk, partitioner
+        self.transactional_ids = transactional_ids  # whose coordinators the ``coordinator`` fault kills
         self.paused: set[str] = set()
         self.rng = random.Random(seed)
         self.deck: list[str] = []

@@ -27,12 +27,14 @@ from odradek.dev.access import KafkaAccess
 from odradek.dev.waiting import wait_until
 
 from .checker import Report, check
+from .copier import Copier, check_copier, copier_transactional_id, output_topic
 from .diskfull import SmallDisk, SmallDiskUnavailable
 from .faults import FAULTS
 from .history import History
 from .nemesis import DevCluster, Nemesis
 from .partition import PartitionUnavailable, Partitioner
 from .reader import read_all
+from .transactional import transactional_id
 from .workload import CLIENTS, make_producers
 
 log = logging.getLogger("odradek.verify")
@@ -81,23 +83,24 @@ class Config:
     topic_config: dict[str, str] = field(default_factory=dict)
 
 
-def create_topic(kafka: KafkaAccess, cfg: Config) -> None:
+def create_topic(kafka: KafkaAccess, cfg: Config, topic: str | None = None) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient(kafka.confluent())
+    topic = topic or cfg.topic
     conf = {"min.insync.replicas": str(cfg.min_insync), **cfg.topic_config}
-    fut = admin.create_topics([NewTopic(cfg.topic, num_partitions=cfg.partitions,
+    fut = admin.create_topics([NewTopic(topic, num_partitions=cfg.partitions,
                                         replication_factor=cfg.replication_factor, config=conf)],
-                              operation_timeout=30, request_timeout=60)[cfg.topic]
+                              operation_timeout=30, request_timeout=60)[topic]
     try:
         fut.result(timeout=60)
     except KafkaException as e:
         err = e.args[0]
         if err.code() == KafkaError.INVALID_REPLICATION_FACTOR and cfg.replication_factor > 1:
             raise ReplicationUnavailable(
-                f"replication is not there: the cluster refused topic {cfg.topic!r} with replication "
+                f"replication is not there: the cluster refused topic {topic!r} with replication "
                 f"factor {cfg.replication_factor} ({err.str()})") from e
-        raise RunError(f"cannot create topic {cfg.topic!r}: {err.str()}") from e
+        raise RunError(f"cannot create topic {topic!r}: {err.str()}") from e
 
 
 def wait_for_leaders(kafka: KafkaAccess, topic: str, partitions: int, timeout: float) -> dict[int, int]:
@@ -193,6 +196,9 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
          disk: SmallDisk | None, partitioner: Partitioner | None) -> tuple[Report, History]:
     create_topic(kafka, cfg)
     wait_for_leaders(kafka, cfg.topic, cfg.partitions, 60)
+    if cfg.transactional:  # the consume-transform-produce stage's output
+        create_topic(kafka, cfg, output_topic(cfg.topic))
+        wait_for_leaders(kafka, output_topic(cfg.topic), cfg.partitions, 60)
 
     if cfg.client_debug:
         out.mkdir(parents=True, exist_ok=True)
@@ -208,17 +214,23 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
                                stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
                                client_debug=cfg.client_debug, idempotent=cfg.idempotent,
                                transactional=cfg.transactional)
+    copier = (Copier(kafka, cfg.topic, partitions, threading.Event(), cfg.delivery_timeout)
+              if cfg.transactional else None)
+    txn_ids = (tuple(transactional_id(cfg.topic, p.name) for p in producers)
+               + (copier_transactional_id(cfg.topic),)) if cfg.transactional else ()
     nemesis = Nemesis(cluster, kafka, cfg.topic, history, stop_faults, faults=cfg.faults, kills=cfg.kills,
                       interval=cfg.interval, downtime=cfg.downtime, wait_isr=cfg.wait_isr,
                       recovery_timeout=cfg.recovery_timeout, max_unrecovered=cfg.max_unrecovered,
                       seed=cfg.seed, session_timeout=cfg.session_timeout, disk=disk,
-                      partitioner=partitioner)
+                      partitioner=partitioner, transactional_ids=txn_ids)
     snapshots = Snapshots(kafka, cfg.topic, partitions, history, stop_snapshots, cfg.snapshot_interval,
                           cfg.snapshot_tail, committed=cfg.transactional)
     history.invoke("runner", "workload", cfg.topic)
     started = time.monotonic()
     for p in producers:
         p.start()
+    if copier is not None:
+        copier.start()
     if cfg.snapshot_interval > 0:
         snapshots.start()
     try:
@@ -264,6 +276,8 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
                                               committed=cfg.transactional)
     history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
     report = check(history, topic=cfg.topic)
+    if copier is not None:
+        check_copier(copier, kafka, records, report, cfg.read_timeout)
     out.mkdir(parents=True, exist_ok=True)
     history.dump(out / "history.jsonl")
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))

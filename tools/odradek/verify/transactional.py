@@ -24,13 +24,17 @@ ABORT_EVERY = 7
 _RETRY_S = 0.5
 
 
+def transactional_id(topic: str, worker: str) -> str:
+    return f"odradek-verify-{topic}-{worker}"
+
+
 class TransactionalWorker(ConfluentWorker):
     client = "confluent-transactional"
 
     def open(self) -> None:
         from confluent_kafka import Producer
         self.producer = Producer(self.kafka.confluent({
-            "client.id": self.name, "acks": "all", "transactional.id": f"odradek-verify-{self.topic}-{self.name}",
+            "client.id": self.name, "acks": "all", "transactional.id": transactional_id(self.topic, self.name),
             "linger.ms": 5, "message.timeout.ms": int(self.delivery_timeout_s * 1000),
             "transaction.timeout.ms": int(self.delivery_timeout_s * 1000),
             "topic.metadata.refresh.interval.ms": 5000}))
