@@ -1,12 +1,18 @@
 """Kafka's Java ``kafka-transactions`` (TransactionsCommand) lists and describes an open
-transaction on Odradek as on Apache Kafka: the same columns, state, timeout and partitions."""
+transaction on Odradek as on Apache Kafka: the same columns, state, timeout and partitions;
+``kafka-broker-api-versions`` shows the same versions of the transaction APIs on both."""
 
 from __future__ import annotations
+
+import re
 
 from confluent_kafka import Producer
 
 from odradek.dev.waiting import wait_until
-from tests.support.kafka_tools import TRANSACTIONS_COMMAND
+from tests.support.kafka_tools import BROKER_API_VERSIONS, TRANSACTIONS_COMMAND
+
+TXN_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
+            "TxnOffsetCommit", "DescribeTransactions", "ListTransactions")
 
 
 def ok(proc) -> str:
@@ -58,3 +64,18 @@ def test_kafka_transactions_list_and_describe(both, topic):
         assert int(row["CurrentTransactionStartTimeMs"]) > 0 and int(row["TransactionDurationMs"]) >= 0
         assert after[0]["ProducerId"] == row["ProducerId"], (name, after)
     assert [list(r) for r in results["odradek"][1]] == [list(r) for r in results["kafka"][1]]
+
+
+def txn_api_versions(endpoint) -> dict[str, str]:
+    """{API: "0 to 5 [usable: 5]"} of the transaction APIs, as kafka-broker-api-versions prints them."""
+    found = re.findall(r"\b(\w+)\(\d+\): ([^,\n]+)", ok(endpoint.tool(BROKER_API_VERSIONS)))
+    return {name: versions.strip() for name, versions in found if name in TXN_APIS}
+
+
+def test_transaction_api_versions_are_kafka_39s(both):
+    kafka, odradek = both
+    expected = txn_api_versions(kafka)
+    assert set(expected) == set(TXN_APIS), expected
+    # WriteTxnMarkers v0 (non-flexible, brokers before 2.8) has no kio schema: 1 only here
+    assert expected["WriteTxnMarkers"] == "0 to 1 [usable: 1]"
+    assert txn_api_versions(odradek) == {**expected, "WriteTxnMarkers": "1 [usable: 1]"}

@@ -38,12 +38,12 @@ def topic(cluster):
     return "idem-wire"
 
 
-def test_api_versions_advertises_init_producer_id_0_to_4(cluster):
+def test_api_versions_advertises_init_producer_id_0_to_5(cluster):
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
     with WireClient(cluster.bootstrap.split(",")[0]) as c:
         keys = c.request(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t",
                                                              client_software_version="1")).api_keys
-    assert [(k.min_version, k.max_version) for k in keys if k.api_key == INIT_PRODUCER_ID] == [(0, 4)]
+    assert [(k.min_version, k.max_version) for k in keys if k.api_key == INIT_PRODUCER_ID] == [(0, 5)]
 
 
 def test_init_producer_id_hands_out_distinct_ids_at_epoch_0(cluster):

@@ -33,6 +33,7 @@ PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+BROKER_API_VERSIONS = "kafka.admin.BrokerApiVersionsCommand"
 
 
 def require_kafka() -> Path:

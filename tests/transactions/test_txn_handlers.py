@@ -12,6 +12,7 @@ from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 
 from odradek.broker.handlers import transactions as h
 from odradek.broker.security.acl import Operation, ResourceType
+from odradek.broker.txn.metadata import TxnState
 from odradek.errors import ErrorCode as E
 from odradek.protocol.codec import encode_response
 from tests.transactions.test_coordinator import Harness
@@ -81,3 +82,70 @@ def test_admin_apis_describe_only_what_the_principal_may():
     # no transaction started: Kafka's -1 as the start time, on the wire
     encoded = bytes(encode_response(h.DESCRIBE_TRANSACTIONS, 0, 1, described))
     assert b"Empty" + (60_000).to_bytes(4, "big") + b"\xff" * 8 in encoded   # state, timeout, start time
+
+
+# -- Kafka 3.9's versions ------------------------------------------------------------------------
+def batch(*txns, version=4):
+    from kio.index import load_request_schema
+    s = load_request_schema(h.ADD_PARTITIONS, version)
+    mod = __import__(s.__module__, fromlist=["x"])
+    return s(transactions=tuple(mod.AddPartitionsToTxnTransaction(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=verify, topics=tuple(
+            mod.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics))
+        for tid, pid, epoch, verify, topics in txns))
+
+
+def batch_codes(response):
+    return {r.transactional_id: {(t.name, p.partition_index): p.partition_error_code
+                                 for t in r.topic_results for p in t.results_by_partition}
+            for r in response.results_by_transaction}
+
+
+def test_add_partitions_v4_v5_verify_only_batches_of_transactions_from_brokers():
+    harness, ctx = context()
+    pid, epoch = asyncio.run(harness.coord.init_producer_id(OPEN, 60_000, None))[1:]
+    assert codes(call(h.add_partitions_to_txn, ctx, 3, add(OPEN, ("out", (0,))))) == {("out", 0): E.none}
+    for version in (4, 5):
+        response = call(h.add_partitions_to_txn, ctx, version, batch(
+            (OPEN, pid, epoch, True, (("out", (0, 1)),)),     # out-0 is in the transaction, out-1 not
+            (OPEN + "-x", 7, 0, True, (("out", (0,)),)),       # an id the coordinator does not know
+            ("", 7, 0, True, (("out", (0,)),)), version=version))
+        assert response.error_code == E.none
+        assert batch_codes(response) == {
+            OPEN: {("out", 0): E.none, ("out", 1): E.transaction_abortable},
+            OPEN + "-x": {("out", 0): E.invalid_producer_id_mapping}, "": {("out", 0): E.invalid_request}}
+    fenced = call(h.add_partitions_to_txn, ctx, 4, batch((OPEN, pid, epoch + 1, True, (("out", (0,)),))))
+    assert batch_codes(fenced) == {OPEN: {("out", 0): E.producer_fenced}}
+    # not verify_only: the partitions are added, as a client's request would
+    added = call(h.add_partitions_to_txn, ctx, 5, batch((OPEN, pid, epoch, False, (("out", (1, 9)),))))
+    assert batch_codes(added) == {OPEN: {("out", 1): E.operation_not_attempted,
+                                         ("out", 9): E.unknown_topic_or_partition}}
+    added = call(h.add_partitions_to_txn, ctx, 5, batch((OPEN, pid, epoch, False, (("out", (1,)),))))
+    assert batch_codes(added) == {OPEN: {("out", 1): E.none}}
+    # a transaction being completed (its markers in flight): CONCURRENT_TRANSACTIONS
+    harness.coord.owned[0].txns[OPEN].state = TxnState.PREPARE_COMMIT
+    busy = call(h.add_partitions_to_txn, ctx, 5, batch((OPEN, pid, epoch, True, (("out", (0,)),))))
+    assert batch_codes(busy) == {OPEN: {("out", 0): E.concurrent_transactions}}
+
+
+def test_add_partitions_v4_needs_cluster_action():
+    _, ctx = context((Operation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"))
+    response = call(h.add_partitions_to_txn, ctx, 4, batch((OPEN, 1, 0, True, (("out", (0,)),))))
+    assert (response.error_code, response.results_by_transaction) == (E.cluster_authorization_failed, ())
+
+
+def test_producer_fenced_is_invalid_producer_epoch_for_versions_before_it():
+    harness, ctx = context()
+    pid, epoch = asyncio.run(harness.coord.init_producer_id(OPEN, 60_000, None))[1:]
+    asyncio.run(harness.coord.init_producer_id(OPEN, 60_000, None))   # a newer instance: epoch + 1
+    old = EndTxnRequest(transactional_id=OPEN, producer_id=pid, producer_epoch=epoch, committed=True)
+    assert call(h.end_txn, ctx, 2, old).error_code == E.producer_fenced
+    assert call(h.end_txn, ctx, 1, old).error_code == E.invalid_producer_epoch
+    assert set(codes(call(h.add_partitions_to_txn, ctx, 1, add(OPEN, ("out", (0,))))).values()) == {
+        E.invalid_producer_epoch}
+
+
+def test_the_transaction_apis_advertise_kafka_39s_versions():
+    from odradek.broker.handlers import _TABLE
+    kafka_39 = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 65: (0, 0), 66: (0, 1)}
+    assert {key: _TABLE[key][:2] for key in kafka_39} == kafka_39

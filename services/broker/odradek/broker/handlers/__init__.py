@@ -21,7 +21,7 @@ _TABLE = {
     3: (1, 12, metadata.metadata),
     19: (2, 7, admin.create_topics),
     20: (1, 6, admin.delete_topics),
-    22: (0, 4, producer_ids.init_producer_id),
+    22: (0, 5, producer_ids.init_producer_id),
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
     27: (1, 1, txn_markers.write_txn_markers),
     32: (1, 4, configs.describe_configs),

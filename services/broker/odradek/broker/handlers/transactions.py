@@ -1,5 +1,6 @@
 """Transaction APIs: InitProducerId with a transactional id, AddPartitionsToTxn (client
-versions 0-3), AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions.
+versions 0-3 and the brokers' batched, ``verify_only`` form 4-5 of KIP-890), AddOffsetsToTxn,
+EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions, in Kafka 3.9's versions.
 
 Only translation between wire versions and the broker's ``TransactionCoordinator``
 (``ctx.txn.coordinator``, see ``odradek.broker.txn``) and, for TxnOffsetCommit, the group
@@ -11,6 +12,7 @@ offsets, DESCRIBE on the id for the admin APIs (ListTransactions filters silentl
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 
@@ -52,43 +54,82 @@ async def init_transactional(ctx: BrokerContext, header, req) -> tuple[ErrorCode
         return E.invalid_request, -1, -1
     timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
     try:
-        return await ctx.txn.coordinator.init_producer_id(
+        error, pid, epoch = await ctx.txn.coordinator.init_producer_id(
             req.transactional_id, timeout_ms, None if pid == NO_PRODUCER_ID else (pid, epoch))
+        return _fenced_for(header.api_version, 4, error), pid, epoch
     except KafkaError as e:  # routing, or no producer id block reachable (retriable for the client)
         return (e.code if e.retriable or e.code in (E.not_coordinator,) else E.coordinator_not_available), -1, -1
 
 
 # -- AddPartitionsToTxn ---------------------------------------------------------------------------
-def _topic_errors(ctx: BrokerContext, wanted: dict[str, list[int]]) -> dict[tuple[str, int], ErrorCode]:
-    """Kafka's checks before the coordinator: unauthorized or unknown partitions."""
+def _topic_errors(ctx: BrokerContext, wanted: dict[str, list[int]], authorize: bool = True
+                  ) -> dict[tuple[str, int], ErrorCode]:
+    """Kafka's checks before the coordinator: unauthorized (client versions only) or unknown partitions."""
     errors = {}
     for topic, partitions in wanted.items():
         meta = ctx.replicas.topic(topic)
         for p in partitions:
-            if not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, topic):
+            if authorize and not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, topic):
                 errors[(topic, p)] = E.topic_authorization_failed
             elif meta is None or not 0 <= p < len(meta.partitions):
                 errors[(topic, p)] = E.unknown_topic_or_partition
     return errors
 
 
+def _fenced_for(version: int, first_fenced_version: int, error: ErrorCode) -> ErrorCode:
+    """Versions older than PRODUCER_FENCED's (KIP-588) get INVALID_PRODUCER_EPOCH instead, as Kafka."""
+    return E.invalid_producer_epoch if error == E.producer_fenced and version < first_fenced_version else error
+
+
+async def _add_to_txn(ctx: BrokerContext, version: int, tid: str, producer_id: int, epoch: int,
+                      wanted: dict[str, list[int]], verify_only: bool = False) -> dict[tuple[str, int], ErrorCode]:
+    """One transaction's partitions: added (or, ``verify_only``, checked) with an error each.
+    Versions 0-3 come from producers (WRITE on the id and the topics); 4+ from brokers."""
+    tps = [(t, p) for t, ps in wanted.items() for p in ps]
+    client = version < 4
+    if client and not _txn_allowed(ctx, tid):
+        return dict.fromkeys(tps, E.transactional_id_authorization_failed)
+    if errors := _topic_errors(ctx, wanted, authorize=client):
+        return {tp: errors.get(tp, E.operation_not_attempted) for tp in tps}
+    if verify_only:
+        try:
+            return ctx.txn.coordinator.verify_partitions(tid, producer_id, epoch, set(tps))
+        except KafkaError as e:
+            return dict.fromkeys(tps, e.code)
+    error = await _guard(ctx.txn.coordinator.add_partitions(tid, producer_id, epoch, set(tps)))
+    return dict.fromkeys(tps, _fenced_for(version, 2, error))
+
+
+def _topic_results(s, wanted: dict[str, list[int]], results: dict[tuple[str, int], ErrorCode]) -> tuple:
+    return tuple(make(s.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(
+        make(s.AddPartitionsToTxnPartitionResult, partition_index=p, partition_error_code=results[(t, p)])
+        for p in ps)) for t, ps in wanted.items())
+
+
 async def add_partitions_to_txn(ctx: BrokerContext, header, req):
     s = Schemas(ADD_PARTITIONS, header.api_version)
-    tid = req.v3_and_below_transactional_id
+    if header.api_version >= 4:
+        return await _add_partitions_batch(ctx, s, header.api_version, req)
     wanted = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
-    tps = [(t, p) for t, ps in wanted.items() for p in ps]
-    if not _txn_allowed(ctx, tid):
-        results = dict.fromkeys(tps, E.transactional_id_authorization_failed)
-    elif errors := _topic_errors(ctx, wanted):
-        results = {tp: errors.get(tp, E.operation_not_attempted) for tp in tps}
-    else:
-        error = await _guard(ctx.txn.coordinator.add_partitions(
-            tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, set(tps)))
-        results = dict.fromkeys(tps, error)
-    return make(s.AddPartitionsToTxnResponse, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
-        make(s.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(
-            make(s.AddPartitionsToTxnPartitionResult, partition_index=p, partition_error_code=results[(t, p)])
-            for p in ps)) for t, ps in wanted.items()))
+    results = await _add_to_txn(ctx, header.api_version, req.v3_and_below_transactional_id,
+                                req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted)
+    return make(s.AddPartitionsToTxnResponse, throttle_time=ZERO,
+                results_by_topic_v3_and_below=_topic_results(s, wanted, results))
+
+
+async def _add_partitions_batch(ctx: BrokerContext, s, version: int, req):
+    """Versions 4+ (KIP-890 part 1): a partition leader's batch of transactions, usually
+    ``verify_only``; CLUSTER_ACTION on the cluster or the whole request fails."""
+    if not allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return make(s.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=E.cluster_authorization_failed,
+                    results_by_transaction=())
+    wanted = [{t.name: list(t.partitions) for t in txn.topics} for txn in req.transactions]
+    results = await asyncio.gather(*(
+        _add_to_txn(ctx, version, txn.transactional_id, txn.producer_id, txn.producer_epoch, w, txn.verify_only)
+        for txn, w in zip(req.transactions, wanted)))
+    return make(s.AddPartitionsToTxnResponse, throttle_time=ZERO, error_code=E.none, results_by_transaction=tuple(
+        make(s.AddPartitionsToTxnResult, transactional_id=txn.transactional_id, topic_results=_topic_results(s, w, r))
+        for txn, w, r in zip(req.transactions, wanted, results)))
 
 
 async def add_offsets_to_txn(ctx: BrokerContext, header, req):
@@ -99,8 +140,8 @@ async def add_offsets_to_txn(ctx: BrokerContext, header, req):
         error = E.group_authorization_failed
     else:
         offsets_partition = (OFFSETS_TOPIC, ctx.groups.partition_of(req.group_id))
-        error = await _guard(ctx.txn.coordinator.add_partitions(
-            req.transactional_id, req.producer_id, req.producer_epoch, {offsets_partition}))
+        error = _fenced_for(header.api_version, 2, await _guard(ctx.txn.coordinator.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch, {offsets_partition})))
     return make(s.AddOffsetsToTxnResponse, throttle_time=ZERO, error_code=error)
 
 
@@ -109,8 +150,8 @@ async def end_txn(ctx: BrokerContext, header, req):
     if not _txn_allowed(ctx, req.transactional_id):
         error = E.transactional_id_authorization_failed
     else:
-        error = await _guard(ctx.txn.coordinator.end_txn(req.transactional_id, req.producer_id,
-                                                         req.producer_epoch, req.committed))
+        error = _fenced_for(header.api_version, 2, await _guard(ctx.txn.coordinator.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed)))
     return make(s.EndTxnResponse, throttle_time=ZERO, error_code=error)
 
 
@@ -203,11 +244,13 @@ async def list_transactions(ctx: BrokerContext, header, req):
 
 
 # api key: (min version, max version, handler), merged into the broker's table
+# (Apache Kafka 3.9's ranges; the last versions only add TRANSACTION_ABORTABLE, which this
+# coordinator answers only to a broker's verify_only AddPartitionsToTxn, as Kafka 3.9)
 TABLE = {
-    24: (0, 3, add_partitions_to_txn),
-    25: (0, 3, add_offsets_to_txn),
-    26: (0, 3, end_txn),
-    28: (0, 3, txn_offset_commit),
+    24: (0, 5, add_partitions_to_txn),
+    25: (0, 4, add_offsets_to_txn),
+    26: (0, 4, end_txn),
+    28: (0, 4, txn_offset_commit),
     65: (0, 0, describe_transactions),
     66: (0, 1, list_transactions),
 }

@@ -224,6 +224,20 @@ class TransactionCoordinator:
             return E.none
         return await self.write(owned, md, md.prepare_add(partitions, self.now()))
 
+    def verify_partitions(self, tid: str, producer_id: int, epoch: int, partitions: set[tuple[str, int]]
+                          ) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ ``verify_only``, a
+        partition leader asking before it appends a transactional batch): NONE for each
+        partition in the transaction, TRANSACTION_ABORTABLE for the others; an unknown id or
+        another producer id INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED, a
+        transaction being completed CONCURRENT_TRANSACTIONS, for every partition."""
+        _, md, error = self._find(tid, producer_id, epoch)
+        if error is None and md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            error = E.concurrent_transactions
+        if error is not None:
+            return dict.fromkeys(partitions, error)
+        return {tp: E.none if tp in md.partitions else E.transaction_abortable for tp in partitions}
+
     # -- EndTxn -------------------------------------------------------------------------------------
     async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool, from_client: bool = True
                       ) -> ErrorCode:
