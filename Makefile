@@ -9,7 +9,8 @@ bootstrap:
 # What only the tests need, cached under .cache/: Apache Kafka's jars (compatibility suite),
 # kcat from Debian (security tests),
 # kube-apiserver/kubectl/helm built from the Go module proxy (operator tests; ~18 min cold),
-# Debian's prometheus and tmux (the observability tests), and the e2e suite's local node
+# Debian's prometheus and tmux (the observability tests), chromium and chromium-driver (the
+# console's browser tests), and the e2e suite's local node
 # (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS; images made with
 # debootstrap + podman). A tool that does not build fails this target (a test
 # that skipped instead would hide the failure), except Karapace: PyPI has no `karapace` and its
@@ -19,6 +20,7 @@ test-tools: bootstrap
 	scripts/kcat.sh
 	scripts/prometheus.sh
 	scripts/tmux.sh
+	scripts/chromium.sh
 	scripts/k8s/build.sh
 	scripts/karapace.sh || echo "NOTE: Karapace cannot be installed here (docs/gateway.md): its parity test skips"
 	scripts/e2e_node.sh

@@ -3,6 +3,7 @@ virtual environment (uv), first without extras, then with the spark extra only.
 
 - Without extras, ``odradek dev up`` stops before starting anything and names the extra to
   install (or ``--no-gateway``), and ``--no-gateway`` does start a cluster.
+- The console's static files (HTML, CSS, JS modules) are package data of the wheel.
 - With ``odradek[spark]`` (pyspark, pyarrow, httpx and nothing else), ``spark-submit`` of a job
   using ``format("odradek")`` with no registration call reads a topic and writes one.
 """
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,13 @@ def clean_venv(tmp_path_factory) -> dict:
     python = tmp / "venv" / "bin" / "python"
     _run([uv, "pip", "install", "--python", python, wheel], timeout=300)
     return {"uv": uv, "wheel": wheel, "python": python, "bin": python.parent, "tmp": tmp}
+
+
+def test_the_wheel_ships_the_console_files(clean_venv):
+    names = set(zipfile.ZipFile(clean_venv["wheel"]).namelist())
+    console = sorted(n for n in names if n.startswith("odradek/gateway/console/"))
+    assert {"odradek/gateway/console/index.html", "odradek/gateway/console/console.css",
+            "odradek/gateway/console/js/app.js", "odradek/gateway/console/js/views/groups.js"} <= names, console
 
 
 def test_dev_up_without_the_gateway_extra_stops_naming_it_and_no_gateway_starts(clean_venv):

@@ -4,13 +4,17 @@ Handlers live in ``topics`` (v2 metadata and produce, streaming produce, range r
 ``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration), ``clusters`` (v3
 cluster, brokers, partitions, replicas and the console's extensions), ``groups`` (v3 consumer
 groups, lag, offset reset) and ``health``;
+the web console's static files (``console/``, docs/console.md) are mounted at ``/console``;
 each translates a request and raises domain errors, which ``edge`` answers. Rights (``auth``)
 and body media types are the handlers' own dependencies, next to their parameters.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from odradek.gateway import admin, clusters, consumers, edge, formats, health, metrics, topics
 
@@ -21,6 +25,7 @@ INSTANCE = CONSUMER + "/instances/{name}"
 CLUSTERS = "/v3/clusters"
 CLUSTER = CLUSTERS + "/{cluster_id}"
 PARTITION = CLUSTER + "/topics/{topic}/partitions/{partition}"
+CONSOLE = Path(__file__).with_name("console")   # package data: HTML, CSS and JS modules, no build step
 
 # v2 topics and Odradek's paths for Spark; every one refuses an Accept header it cannot answer (406)
 TOPICS = (
@@ -99,3 +104,5 @@ def install(app: FastAPI) -> None:
     app.include_router(_router(TOPICS, dependencies=[edge.acceptable(*TOPICS_ANSWER)]))
     for table in (CONSUMERS, ADMIN, CLUSTER_VIEWS, OPERABILITY):
         app.include_router(_router(table))
+    # the files hold no data: every call the console makes is authenticated like any client's
+    app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")
