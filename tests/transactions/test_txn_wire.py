@@ -196,6 +196,30 @@ def test_confluent_transactional_producer_and_read_committed_consumer(cluster):
                                   + [f"open-{i}".encode() for i in range(20)])
 
 
+def test_coordinator_metrics_on_each_brokers_prometheus_endpoint(cluster):
+    """Right after the transactions above (the first FindCoordinator created
+    ``__transaction_state``, every broker loaded the partitions it leads): Kafka's coordinator
+    series on every broker, a load time within Kafka's 60 s window on some, empty queues."""
+    import math
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    urls = {n: u for n, u in cluster.status()["metrics_url"].items() if n.startswith("broker-")}
+    scraped = {}
+    for name, url in urls.items():
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        scraped[name] = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+                         if "transaction" in s.name}
+    load, queues = ("kafka_server_transaction_coordinator_metrics_partition_load_time_",
+                    "kafka_coordinator_transaction_transactionmarkerchannelmanager_")
+    for name, series in scraped.items():
+        assert series[queues + "unknowndestinationqueuesize"] == 0, (name, series)
+        assert series[queues + "logappendretryqueuesize"] == 0, (name, series)
+        assert {load + "avg", load + "max"} <= set(series), (name, series)
+    assert any(not math.isnan(s[load + "max"]) and s[load + "max"] >= s[load + "avg"] >= 0
+               for s in scraped.values()), scraped
+
+
 def test_gateway_range_reads_and_spark_offsets_honour_read_committed(cluster, topic, pids):
     """The gateway's offsets and range reads with isolation_level=read_committed (what the Spark
     source's kafka.isolation.level uses): the end is the LSO, aborted records never come back."""

@@ -39,6 +39,7 @@ from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.metrics.collector import BrokerCollector
+from odradek.broker.txn.metrics import TxnCollector
 from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.quotas.manager import load as load_quotas
@@ -219,7 +220,8 @@ class Broker:
             zk_state=lambda: self.registration.client.state if self.registration else None,
             connections=lambda: self.listeners.connection_counts() if self.listeners else {},
             auth_failures=lambda: dict(self.security.sasl.failures), partition_level=cfg.metrics_partition_level)
-        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector), cfg.internal_host,
+        txn = TxnCollector(self.context.txn.coordinator)
+        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector, txn), cfg.internal_host,
                                                              cfg.metrics_port)
         log.info("broker %d serving Prometheus metrics on %s", cfg.broker_id,
                  metrics_http.url(cfg.internal_host, self.metrics_port))

@@ -28,6 +28,7 @@ from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, follow_l
                                            serving, wall_ms)
 from odradek.broker.txn.config import TXN_TOPIC, TxnConfig
 from odradek.broker.txn.markers import MarkerSender
+from odradek.broker.txn.metrics import WindowedTimes
 from odradek.broker.txn.metadata import (COMPLETED, NO_EPOCH, NO_PRODUCER_ID, Transit, TxnMetadata,
                                          TxnState, epoch_exhausted)
 from odradek.broker.txn.records import TxnLogValue, decode_key, decode_value, txn_key, txn_value
@@ -62,6 +63,8 @@ class TransactionCoordinator:
         self.partitions = config.partitions  # replaced by the topic's real count
         self.owned: dict[int, Owned] = {}
         self._tasks: set[asyncio.Task] = set()
+        self.load_times = WindowedTimes()          # partition-load-time (txn.metrics)
+        self.append_retries: set[str] = set()      # ids whose completion write is being retried
 
     # -- leadership --------------------------------------------------------------------------------
     def on_metadata(self, replicas) -> None:
@@ -100,6 +103,7 @@ class TransactionCoordinator:
                                               v.timeout_ms, S(v.status), set(v.partitions), v.start_ms,
                                               v.last_update_ms)
         owned.loaded = True
+        self.load_times.record((time.monotonic() - started) * 1000)
         log.info("loaded %s-%d (coordinator epoch %d): %d transactional ids in %.3fs", TXN_TOPIC, partition,
                  owned.epoch, len(owned.txns), time.monotonic() - started)
         for md in owned.txns.values():  # decided before the failover: finish them
@@ -305,12 +309,16 @@ class TransactionCoordinator:
         if not sent:
             log.info("markers of %s not all written (coordinator moved or fenced)", tid)
             return
-        while self._current(tid, owned, md):
-            if not md.pending_in_progress:
-                t = md.prepare_complete(self.now())
-            if await self.write(owned, md, t) == E.none:
-                return
-            await asyncio.sleep(_RETRY_S)
+        try:
+            while self._current(tid, owned, md):
+                if not md.pending_in_progress:
+                    t = md.prepare_complete(self.now())
+                if await self.write(owned, md, t) == E.none:
+                    return
+                self.append_retries.add(tid)
+                await asyncio.sleep(_RETRY_S)
+        finally:
+            self.append_retries.discard(tid)
 
     # -- admin ---------------------------------------------------------------------------------------
     def describe(self, tid: str) -> TxnMetadata:

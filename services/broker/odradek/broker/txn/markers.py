@@ -53,15 +53,28 @@ class MarkerSender:
         self.replicas = replicas
         self.local = local
         self._clients: dict[int, tuple[KafkaClient, asyncio.Lock]] = {}
+        self.unknown_destination: set[object] = set()   # sends waiting for a leaderless partition (txn.metrics)
 
     async def send(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
                    partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
         """True once every partition has its marker (emptying ``partitions``); False if stopped."""
+        token = object()
+        try:
+            return await self._send(token, producer_id, epoch, commit, coordinator_epoch, partitions, still_valid)
+        finally:
+            self.unknown_destination.discard(token)
+
+    async def _send(self, token: object, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+                    partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
         rounds = 0
         while partitions:
             if not still_valid():
                 return False
             by_leader = self._leaders(partitions)
+            if sum(map(len, by_leader.values())) < len(partitions):   # some wait for a leader
+                self.unknown_destination.add(token)
+            else:
+                self.unknown_destination.discard(token)
             results = await asyncio.gather(*(self._request(b, producer_id, epoch, commit, coordinator_epoch, tps)
                                              for b, tps in by_leader.items()))
             for errors in results:
