@@ -1,6 +1,6 @@
 """The "odradek" data source on real Spark (local[2]) against a dev cluster's gateway: batch
-reads (exactly once with minPartitions, typed columns, ranges by offsets and by timestamps),
-batch writes, and spark-submit of the example job."""
+reads (exactly once with minPartitions, typed columns, ranges by offsets and by timestamps,
+read_committed over transactions), batch writes, and spark-submit of the example job."""
 
 from __future__ import annotations
 
@@ -121,3 +121,32 @@ def test_spark_submit_of_the_example_job_with_the_package_as_py_files(gw_cluster
         records, _ = gw.read_json(out, 0, 0)
     got = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode() for r in records}
     assert got == {f"k{i}": "60" for i in range(10)}, "3 partitions x 200 records over 10 keys: 60 each"
+
+
+def test_read_committed_reads_committed_transactions_only(spark, gw_cluster):
+    """``kafka.isolation.level=read_committed`` through the gateway: the records of committed
+    transactions, never those of an aborted one, none of a transaction still open (its end is
+    the last stable offset; read_uncommitted, the default, would read all 40)."""
+    from confluent_kafka import Producer
+    topic = f"spark-txn-{uuid.uuid4().hex[:8]}"
+    gw_cluster.create_topic(topic, partitions=2, replication_factor=1)
+    producer = Producer({"bootstrap.servers": gw_cluster.bootstrap, "transactional.id": topic, "linger.ms": 5})
+    producer.init_transactions(60)
+
+    def transaction(name: str) -> None:
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=f"{name}-{i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+    for name, commit in (("committed-1", True), ("aborted", False), ("committed-2", True), ("open", None)):
+        transaction(name)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+    try:
+        rows = reader(spark, gw_cluster, topic).option("kafka.isolation.level", "read_committed").load().collect()
+        assert sorted(bytes(r.value).decode() for r in rows) == sorted(
+            f"committed-{n}-{i}" for n in (1, 2) for i in range(10))
+    finally:
+        producer.abort_transaction(30)
