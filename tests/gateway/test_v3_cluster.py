@@ -1,15 +1,19 @@
-"""The v3 cluster views the console draws (brokers, partitions, replicas; Odradek's overview,
-throughput and partition offsets) against a dev cluster, with Kafka's own answers (librdkafka's
-Metadata, DescribeCluster, watermarks and offsets_for_times) as the oracle."""
+"""The v3 views the console draws (brokers, partitions, replicas, consumer groups and lag;
+Odradek's overview, throughput, partition offsets, group offset reset and delete) against one
+dev cluster, with Kafka's own clients as the oracle (librdkafka's Metadata, DescribeCluster,
+watermarks, offsets_for_times, a consumer group's members and committed offsets)."""
 
 from __future__ import annotations
 
 import time
+import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import httpx
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 
 from odradek.dev.waiting import wait_until
 from tests.gateway.test_gateway_v2 import error, new_topic
+from tests.support.gateway import GatewayProcess, write_tokens
 
 
 def cluster_path(gw) -> str:
@@ -83,3 +87,114 @@ def test_offsets_sizes_and_throughput(gw_cluster, gw):
     after = wait_until(lambda: (a := gw.get(c + "/throughput").json())["messages_in_total"]
                        >= before["messages_in_total"] + 20 and a, 30, "the produced records in the throughput")
     assert after["bytes_in_total"] > before["bytes_in_total"] and after["sampled_at_ms"] >= before["sampled_at_ms"]
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+def consume(consumer: Consumer, n: int) -> list:
+    got = []
+    wait_until(lambda: got.extend(m for m in consumer.consume(n - len(got), 1.0) if not m.error()) or len(got) >= n,
+               60, f"{n} records")
+    return got
+
+
+def committed(admin, group: str) -> dict[tuple[str, int], int]:
+    [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    return {(tp.topic, tp.partition): tp.offset for tp in future.result(30).topic_partitions}
+
+
+def test_group_lag_follows_a_kafka_consumer(gw_cluster, gw):
+    c, topic, group = cluster_path(gw), new_topic(gw_cluster, partitions=2), f"lag-{uuid.uuid4().hex[:6]}"
+    for p in (0, 1):
+        produce(gw_cluster.bootstrap, topic, p, 15)
+    consumer = Consumer({"bootstrap.servers": gw_cluster.bootstrap, "group.id": group, "client.id": "lagging",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        consumer.commit(consume(consumer, 10)[-1], asynchronous=False)
+        group_json = wait_until(lambda: (g := gw.get(c + f"/consumer-groups/{group}").json())["state"] == "STABLE"
+                                and g, 30, "the group to be stable")
+        assert group_json["partition_assignor"] == "range" and not group_json["is_simple"]
+        assert group in {g["consumer_group_id"] for g in gw.get(c + "/consumer-groups").json()["data"]}
+        [member] = gw.get(c + f"/consumer-groups/{group}/consumers").json()["data"]
+        assert (member["consumer_id"], member["client_id"]) == (consumer.memberid(), "lagging")
+        assigned = gw.get(member["assignments"]["related"]).json()["data"]
+        assert sorted((a["topic_name"], a["partition_id"]) for a in assigned) == [(topic, 0), (topic, 1)]
+        oracle = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10) if tp.offset >= 0}
+        lags = gw.get(c + f"/consumer-groups/{group}/lags").json()["data"]
+        assert {lag["partition_id"]: (lag["current_offset"], lag["log_end_offset"], lag["lag"]) for lag in lags} == {
+            p: (o, 15, 15 - o) for p, o in oracle.items()}
+        assert all(lag["consumer_id"] == consumer.memberid() for lag in lags)
+        summary = gw.get(c + f"/consumer-groups/{group}/lag-summary").json()
+        assert summary["total_lag"] == sum(15 - o for o in oracle.values())
+        assert summary["max_lag"] == max(15 - o for o in oracle.values())
+        consume(consumer, 20)
+        consumer.commit(asynchronous=False)   # every position, at the ends: the lag falls to 0
+        wait_until(lambda: gw.get(c + f"/consumer-groups/{group}/lag-summary").json()["total_lag"] == 0, 30,
+                   "the lag to fall to 0")
+        one = gw.get(c + f"/consumer-groups/{group}/lags/{topic}/partitions/0").json()
+        assert (one["current_offset"], one["lag"]) == (15, 0)
+    finally:
+        consumer.close()
+    error(gw.get(c + "/consumer-groups/no-such-group"), 404, 404)
+    error(gw.get(c + f"/consumer-groups/{group}/consumers/no-such-member"), 404, 404)
+
+
+def test_offset_reset_and_delete_only_when_the_group_is_empty(gw_cluster, gw):
+    c, topic, group = cluster_path(gw), new_topic(gw_cluster, partitions=1), f"reset-{uuid.uuid4().hex[:6]}"
+    t0 = int(time.time() * 1000) - 60_000
+    produce(gw_cluster.bootstrap, topic, 0, 10, timestamp_ms=t0)
+    admin = gw_cluster.admin()
+    consumer = Consumer({"bootstrap.servers": gw_cluster.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reset = c + f"/consumer-groups/{group}/offsets:reset"
+    try:
+        consumer.subscribe([topic])
+        consumer.commit(consume(consumer, 10)[-1], asynchronous=False)
+        assert "has no members" in error(gw.post(reset, json={"topic_name": topic, "to": "earliest"}), 409, 40904)
+        error(gw.delete(c + f"/consumer-groups/{group}"), 409, 40904)
+        assert committed(admin, group) == {(topic, 0): 10}   # refused: nothing changed
+    finally:
+        consumer.close()   # leaves the group: it is empty now
+    answer = gw.post(reset, json={"topic_name": topic, "to": "earliest"})
+    assert answer.status_code == 200 and answer.json()["data"] == [
+        {"topic_name": topic, "partition_id": 0, "offset": 0}], answer.text
+    assert committed(admin, group) == {(topic, 0): 0}
+    assert gw.get(c + f"/consumer-groups/{group}/lag-summary").json()["total_lag"] == 10
+    for target, offset in (({"to": "timestamp", "timestamp": t0 + 4}, 4), ({"to": "offset", "offset": 99}, 10),
+                           ({"to": "latest", "partition_id": 0}, 10), ({"to": "timestamp", "timestamp": t0 + 10**9}, 10)):
+        assert gw.post(reset, json={"topic_name": topic, **target}).status_code == 200
+        assert committed(admin, group) == {(topic, 0): offset}, target
+    error(gw.post(reset, json={"topic_name": topic, "to": "offset"}), 422, 422)
+    error(gw.post(reset, json={"topic_name": topic, "to": "earliest", "partition_id": 5}), 404, 40402)
+    assert gw.delete(c + f"/consumer-groups/{group}").status_code == 204
+    error(gw.get(c + f"/consumer-groups/{group}"), 404, 404)
+    error(gw.delete(c + f"/consumer-groups/{group}"), 404, 404)
+
+
+def test_rights_and_a_gateway_without_broker_metrics(gw_cluster, tmp_path):
+    """Behind tokens: every view needs one, a topic's views its read right, group changes the
+    admin right. Without --broker-metrics-urls the throughput and sizes say there are none."""
+    topic, group = new_topic(gw_cluster, partitions=1), f"rights-{uuid.uuid4().hex[:6]}"
+    tokens = write_tokens(tmp_path / "tokens.json", [
+        {"token": "reader-token", "name": "reader", "topics": {topic: "r"}},
+        {"token": "admin-token", "name": "ops", "admin": True}])
+    g = GatewayProcess(gw_cluster.bootstrap, tmp_path / "gw-rights.log", "--auth-file", str(tokens))
+    reader, ops = ({"authorization": f"Bearer {t}"} for t in ("reader-token", "admin-token"))
+    try:
+        with httpx.Client(base_url=g.url, timeout=30) as gw:
+            c = f"/v3/clusters/{gw.get('/v3/clusters').json()['data'][0]['cluster_id']}"
+            for path in ("/brokers", "/overview", "/consumer-groups", f"/topics/{topic}/partitions"):
+                error(gw.get(c + path), 401, 40101)
+                assert gw.get(c + path, headers=reader).status_code == 200, path
+            error(gw.get(c + "/topics/__consumer_offsets/partitions", headers=reader), 403, 40301)
+            body = {"topic_name": topic, "to": "earliest"}
+            error(gw.post(c + f"/consumer-groups/{group}/offsets:reset", json=body, headers=reader), 403, 40301)
+            assert gw.post(c + f"/consumer-groups/{group}/offsets:reset", json=body, headers=ops).status_code == 200
+            error(gw.delete(c + f"/consumer-groups/{group}", headers=reader), 403, 40301)
+            assert gw.delete(c + f"/consumer-groups/{group}", headers=ops).status_code == 204
+            feed = gw.get(c + "/throughput", headers=reader).json()
+            assert (feed["metrics_configured"], feed["data"], feed["bytes_in_total"]) == (False, [], 0)
+            assert gw.get(c + f"/topics/{topic}/offsets", headers=reader).json()["data"][0]["size_bytes"] is None
+    finally:
+        assert g.stop(), "the gateway did not shut down cleanly"

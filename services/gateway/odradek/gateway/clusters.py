@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from fastapi import Query, Request
 
 from odradek.gateway import v3
 from odradek.gateway.auth import READ, require
 from odradek.gateway.broker_metrics import BrokerMetrics
-from odradek.gateway.errors import BrokerNotFound, GatewayError, KafkaFailure, PartitionNotFound, TopicNotFound
+from odradek.gateway.errors import BrokerNotFound, PartitionNotFound, TopicNotFound
 from odradek.gateway.principals import kafka
 
 TIMESTAMP = Query(None, ge=0, description="ms since the epoch: also the earliest offset whose record timestamp "
@@ -25,7 +25,7 @@ TIMESTAMP = Query(None, ge=0, description="ms since the epoch: also the earliest
 
 
 # -- the cluster and its brokers --------------------------------------------------------------------
-async def get_cluster(cluster_id: str, request: Request) -> dict:
+async def get_cluster(cluster_id: str, request: Request, _=require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     controller = (await (await kafka(request)).metadata(fresh=True)).controller_id
     return {"kind": "KafkaCluster", "metadata": {"self": at.url(), "resource_name": f"crn:///kafka={at.cluster}"},
@@ -49,12 +49,12 @@ def _broker_json(at: v3.Links, node) -> dict:
             "partition_replicas": at.related("brokers", node.id, "partition-replicas")}
 
 
-async def list_brokers(cluster_id: str, request: Request) -> dict:
+async def list_brokers(cluster_id: str, request: Request, _=require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     return at.listing("KafkaBrokerList", ("brokers",), [_broker_json(at, n) for n in await _nodes(request)])
 
 
-async def get_broker(cluster_id: str, broker_id: int, request: Request) -> dict:
+async def get_broker(cluster_id: str, broker_id: int, request: Request, _=require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     for node in await _nodes(request):
         if node.id == broker_id:
@@ -117,7 +117,8 @@ async def list_replicas(cluster_id: str, topic: str, partition: int, request: Re
                       [_replica_json(at, topic, p, b) for b in p.replicas])
 
 
-async def get_replica(cluster_id: str, topic: str, partition: int, broker_id: int, request: Request, _=require(READ)) -> dict:
+async def get_replica(cluster_id: str, topic: str, partition: int, broker_id: int, request: Request,
+                      _=require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     p = await _partition(request, topic, partition)
     if broker_id not in p.replicas:
@@ -126,7 +127,7 @@ async def get_replica(cluster_id: str, topic: str, partition: int, broker_id: in
 
 
 # -- Odradek extensions -----------------------------------------------------------------------------
-async def overview(cluster_id: str, request: Request) -> dict:
+async def overview(cluster_id: str, request: Request, _=require(READ)) -> dict:
     """Counts for the console's overview: under-replicated (ISR smaller than the replicas) and
     offline (no leader) partitions, internal topics included."""
     at = await v3.links(request, cluster_id)
@@ -149,7 +150,7 @@ async def overview(cluster_id: str, request: Request) -> dict:
             "offline_partitions": offline}
 
 
-async def throughput(cluster_id: str, request: Request) -> dict:
+async def throughput(cluster_id: str, request: Request, _=require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     metrics: BrokerMetrics = request.app.state.broker_metrics
     scrapes = await metrics.scrape((await (await kafka(request)).metadata(fresh=True)).brokers)
@@ -168,15 +169,10 @@ async def _offsets(request: Request, topic: str, partitions: list[int], timestam
     if timestamp is not None:
         specs["timestamp_offset"] = OffsetSpec.for_timestamp(timestamp)
     out = {p: {} for p in partitions}
-
-    def failure(err: KafkaError) -> GatewayError:
-        return TopicNotFound(topic) if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART else KafkaFailure.of(err, topic)
     for field, spec in specs.items():
-        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in partitions},
-                                     request_timeout=v3.TIMEOUT_S)
-        for tp, future in futures.items():
-            offset = (await v3.wait(future, failure)).offset
-            out[tp.partition][field] = offset if offset >= 0 else None
+        found = await v3.list_offsets(admin, {TopicPartition(topic, p): spec for p in partitions})
+        for (_, p), offset in found.items():
+            out[p][field] = offset
     return out
 
 
@@ -204,7 +200,8 @@ def _offsets_json(at: v3.Links, topic: str, pid: int, offsets: dict, size: int |
     return out
 
 
-async def topic_offsets(cluster_id: str, topic: str, request: Request, _=require(READ), timestamp: int | None = TIMESTAMP) -> dict:
+async def topic_offsets(cluster_id: str, topic: str, request: Request, _=require(READ),
+                        timestamp: int | None = TIMESTAMP) -> dict:
     at = await v3.links(request, cluster_id)
     partitions = sorted((await _topic(request, topic)).partitions)
     offsets, sizes = await _offsets(request, topic, partitions, timestamp), await _sizes(request)

@@ -1,12 +1,12 @@
 """Request bodies of every route, as Pydantic models: REST Proxy v2 produce and consumer
-instances, Odradek's NDJSON streaming produce, and v3 topic administration. Validation lives
+instances, Odradek's NDJSON streaming produce, v3 topic administration and group offset reset. Validation lives
 here; the routes get validated objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 
 # -- v2 produce ---------------------------------------------------------------------------------------
@@ -121,3 +121,21 @@ class AlterConfigs(BaseModel):
 class PatchTopic(BaseModel):
     model_config = ConfigDict(extra="forbid")
     partitions_count: int = Field(ge=1)
+
+
+# -- v3 consumer groups (Odradek's offset reset) ------------------------------------------------------
+class ResetOffsets(BaseModel):
+    """Where a group's committed offsets of one topic (or one partition of it) go: Kafka's
+    ``kafka-consumer-groups --reset-offsets`` targets."""
+    model_config = ConfigDict(extra="forbid")
+    topic_name: str = Field(min_length=1, max_length=249)
+    partition_id: int | None = Field(None, ge=0)
+    to: str = Field(pattern="^(earliest|latest|offset|timestamp)$")
+    offset: int | None = Field(None, ge=0)
+    timestamp: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _target_given(self) -> "ResetOffsets":
+        if self.to in ("offset", "timestamp") and getattr(self, self.to) is None:
+            raise ValueError(f"to={self.to} needs {self.to!r}")
+        return self

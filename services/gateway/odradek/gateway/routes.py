@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from odradek.gateway import admin, clusters, consumers, edge, formats, health, metrics, topics
+from odradek.gateway import admin, clusters, consumers, edge, formats, groups, health, metrics, topics
 
 V2 = {"response_class": edge.V2Response}
 NO_CONTENT = {"status_code": 204}
@@ -85,6 +85,22 @@ CLUSTER_VIEWS = (
     ("GET", PARTITION + "/offsets", clusters.partition_offsets, {}),
 )
 
+# Confluent v3 consumer groups and lag, then Odradek's offset reset and group delete
+GROUP = CLUSTER + "/consumer-groups/{group}"
+MEMBER = GROUP + "/consumers/{consumer_id}"
+GROUPS = (
+    ("GET", CLUSTER + "/consumer-groups", groups.list_groups, {}),
+    ("GET", GROUP, groups.get_group, {}),
+    ("GET", GROUP + "/consumers", groups.list_consumers, {}),
+    ("GET", MEMBER, groups.get_consumer, {}),
+    ("GET", MEMBER + "/assignments", groups.list_assignments, {}),
+    ("GET", GROUP + "/lags", groups.list_lags, {}),
+    ("GET", GROUP + "/lags/{topic}/partitions/{partition}", groups.get_lag, {}),
+    ("GET", GROUP + "/lag-summary", groups.lag_summary, {}),
+    ("POST", GROUP + "/offsets:reset", groups.reset_offsets, {}),
+    ("DELETE", GROUP, groups.delete_group, NO_CONTENT),
+)
+
 OPERABILITY = (
     ("GET", "/metrics", metrics.endpoint, {"include_in_schema": False}),
     ("GET", "/healthz", health.healthz, {}),
@@ -102,7 +118,7 @@ def _router(table, **options) -> APIRouter:
 
 def install(app: FastAPI) -> None:
     app.include_router(_router(TOPICS, dependencies=[edge.acceptable(*TOPICS_ANSWER)]))
-    for table in (CONSUMERS, ADMIN, CLUSTER_VIEWS, OPERABILITY):
+    for table in (CONSUMERS, ADMIN, CLUSTER_VIEWS, GROUPS, OPERABILITY):
         app.include_router(_router(table))
     # the files hold no data: every call the console makes is authenticated like any client's
     app.mount("/console", StaticFiles(directory=CONSOLE, html=True), name="console")

@@ -1,6 +1,6 @@
 """What every Confluent v3 resource of the gateway shares: the cluster id check, the answer's
-links (``metadata.self``, ``resource_name``, ``related``) and waiting on the admin client's
-futures, whose Kafka errors become domain errors through the caller's mapping."""
+links (``metadata.self``, ``resource_name``, ``related``), waiting on the admin client's
+futures (their Kafka errors become domain errors through the caller's mapping) and ListOffsets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from confluent_kafka import KafkaError, KafkaException
 from fastapi import Request
 
-from odradek.gateway.errors import ClusterNotFound, GatewayError, KafkaFailure, RetriableKafkaFailure
+from odradek.gateway.errors import ClusterNotFound, GatewayError, KafkaFailure, RetriableKafkaFailure, TopicNotFound
 from odradek.gateway.principals import kafka
 
 TIMEOUT_S = 30.0
@@ -24,6 +24,21 @@ async def wait(future, on_error: Callable[[KafkaError], GatewayError] = KafkaFai
         raise on_error(e.args[0]) from None
     except TimeoutError:  # the future's own timeout: the cluster did not answer (Kafka's REQUEST_TIMED_OUT)
         raise RetriableKafkaFailure(f"The cluster did not answer within {TIMEOUT_S:.0f} s") from None
+
+
+async def list_offsets(admin, wanted: dict) -> dict[tuple[str, int], int | None]:
+    """ListOffsets of ``wanted`` (TopicPartition to OffsetSpec): (topic, partition) to the offset,
+    None where there is none (no record at or after a timestamp)."""
+    out = {}
+    futures = admin.list_offsets(wanted, request_timeout=TIMEOUT_S) if wanted else {}
+    for tp, future in futures.items():
+        def failure(err: KafkaError, topic=tp.topic) -> GatewayError:
+            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return TopicNotFound(topic)
+            return KafkaFailure.of(err, topics=topic)
+        offset = (await wait(future, failure)).offset
+        out[(tp.topic, tp.partition)] = offset if offset >= 0 else None
+    return out
 
 
 async def cluster_id(request: Request, wanted: str | None = None) -> str:
