@@ -74,8 +74,10 @@ def test_a_bad_acl_changes_nothing(stores, zk, bad, message):
 
 def test_tls_user_names_are_sanitized_and_have_no_credential(stores, zk):
     store = stores()
-    state = store.user_call(lambda u: u.sync("CN=dave", UserSpec("User:CN=dave", quotas={"request_percentage": 50})))
-    assert state.scram == {} and state.quotas == {"request_percentage": 50.0}
-    assert json.loads(zk.get("/config/users/CN%3Ddave")[0])["config"] == {"request_percentage": "50.0"}
+    state = store.user_call(lambda u: u.sync("CN=dave", UserSpec("User:CN=dave", quotas={
+        "request_percentage": 50, "controller_mutation_rate": 2})))
+    assert state.scram == {} and state.quotas == {"request_percentage": 50.0, "controller_mutation_rate": 2.0}
+    assert json.loads(zk.get("/config/users/CN%3Ddave")[0])["config"] == {"request_percentage": "50.0",
+                                                                        "controller_mutation_rate": "2.0"}
     assert json.loads(zk.get("/config/changes/" + max(zk.get_children("/config/changes")))[0]) == {
         "version": 2, "entity_path": "users/CN%3Ddave"}

@@ -17,13 +17,13 @@ def test_spec_becomes_one_acl_per_operation_and_kafka_quota_keys():
         {"resource": {"type": "topic", "name": "orders-", "patternType": "prefix"}, "operations": ["Read", "Write"],
          "host": "10.0.0.1"},
         {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite"], "type": "deny"}]},
-        "quotas": {"producerByteRate": 1024, "consumerByteRate": 2048}}
+        "quotas": {"producerByteRate": 1024, "consumerByteRate": 2048, "controllerMutationRate": 2.5}}
     req = users.user_request("alice", spec, "pw")
     assert req.principal == "User:alice" and req.scram.password == "pw" and req.scram.mechanism == "SCRAM-SHA-512"
     assert req.acls == (UserAcl("topic", "orders-", "PREFIXED", "Read", "10.0.0.1", "ALLOW"),
                         UserAcl("topic", "orders-", "PREFIXED", "Write", "10.0.0.1", "ALLOW"),
                         UserAcl("cluster", "kafka-cluster", "LITERAL", "IdempotentWrite", "*", "DENY"))
-    assert req.quotas == {"producer_byte_rate": 1024, "consumer_byte_rate": 2048}
+    assert req.quotas == {"producer_byte_rate": 1024, "consumer_byte_rate": 2048, "controller_mutation_rate": 2.5}
 
 
 def test_tls_users_are_named_by_their_subject():

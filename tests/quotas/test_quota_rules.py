@@ -98,3 +98,14 @@ def test_sanitized_names_round_trip():
     for name in ("alice", "CN=a,O=b", "a b*c~", "ü"):
         assert desanitize(sanitize(name)) == name
     assert sanitize("CN=a b") == "CN%3Da%20b" and sanitize(None) == DEFAULT
+
+
+def test_the_mutation_token_bucket_is_kafkas():
+    """KIP-599's TokenBucket: full at first (quota x samples x window), a record may overdraw
+    it, the deficit's refill time is the throttle, refilled at the quota's rate up to the burst."""
+    from odradek.broker.quotas.rate import TokenBucket, bucket_throttle_ms
+    bucket = TokenBucket(11, 1000, now_ms=0.0)
+    assert bucket.tokens(2.0, 0.0) == 22.0
+    assert bucket.record(30, 2.0, 0.0) == -8.0 and bucket_throttle_ms(-8.0, 2.0) == 4000
+    assert bucket.tokens(2.0, 1000.0) == -6.0
+    assert bucket.tokens(2.0, 100_000.0) == 22.0

@@ -15,7 +15,6 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from odradek.protocol.codec import EntityType, Schemas, make
 from tests.support.kafka_wire import WireClient
@@ -25,15 +24,6 @@ VALUE = b"q" * 2000
 # seconds: the rate measured once the samples are full, over one whole span of samples (the
 # bytes of a sample that expires are room for a burst: any shorter span may catch one)
 STEADY_FROM, STEADY_TO = 11.0, 22.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("quotas"), brokers=2)
-    try:
-        yield c
-    finally:
-        stop_cluster(c)
 
 
 def alter_client_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:

@@ -19,8 +19,10 @@ def batch(values: list[bytes], *, key: bytes | None = b"k", timestamp_ms: int = 
 
 
 class WireClient:
-    def __init__(self, address: str, timeout: float = 10.0, source: str | None = None) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, source: str | None = None,
+                 client_id: str = "wire-test") -> None:
         host, port = address.rsplit(":", 1)
+        self.client_id = client_id
         self.sock = socket.create_connection((host, int(port)), timeout=timeout,
                                              source_address=(source, 0) if source else None)
         self._correlation = 0
@@ -40,7 +42,7 @@ class WireClient:
         buf = io.BytesIO()
         header = schema.__header_schema__
         fields = {"request_api_key": api_key, "request_api_version": version,
-                  "correlation_id": self._correlation, "client_id": "wire-test"}
+                  "correlation_id": self._correlation, "client_id": self.client_id}
         entity_writer(header)(buf, header(**fields))
         entity_writer(schema)(buf, body)
         payload = buf.getvalue()

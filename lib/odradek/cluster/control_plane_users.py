@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from odradek.cluster.control_plane import PREFIX, Request, Route, _bad, _field
 
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ SCRAM, TLS = "scram-sha-512", "tls"
 MECHANISM = "SCRAM-SHA-512"
 PASSWORD_LENGTH = 32  # Strimzi's default length of generated passwords
 QUOTAS = {"producerByteRate": "producer_byte_rate", "consumerByteRate": "consumer_byte_rate",
-          "requestPercentage": "request_percentage"}
+          "requestPercentage": "request_percentage", "controllerMutationRate": "controller_mutation_rate"}
 CLUSTER_RESOURCE = "kafka-cluster"
 
 

@@ -169,8 +169,9 @@ class UserAdmin:
 
 
 def _number(key: str, value: float) -> str:
-    """The text Kafka stores for a quota: the byte rates are LONGs, request_percentage a DOUBLE."""
-    return repr(float(value)) if key == "request_percentage" else str(int(value))
+    """The text Kafka stores for a quota: the byte rates are LONGs, request_percentage and
+    controller_mutation_rate DOUBLEs."""
+    return repr(float(value)) if key in ("request_percentage", "controller_mutation_rate") else str(int(value))
 
 
 def _order(item) -> tuple:

@@ -1,12 +1,16 @@
 """CreateTopics, DeleteTopics, CreatePartitions: forwarded to the active controller.
 
 Like Kafka, the broker answers once the change is visible in its own metadata (or the
-request's timeout passes: then REQUEST_TIMED_OUT, while the change still completes).
+request's timeout passes: then REQUEST_TIMED_OUT, while the change still completes). The
+partitions each creates or deletes count against the client's ``controller_mutation_rate``
+(odradek.broker.quotas.mutation): a topic refused by a strict quota is still validated first,
+so its answer is the error Kafka's checks give before the quota's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 
@@ -15,6 +19,7 @@ from kio.static.constants import uuid_zero
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
 from odradek.broker.handlers.configs import topic_entries
+from odradek.broker.quotas.mutation import MutationQuota, ThrottlingQuotaExceeded, for_request
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import DENIED, allowed
 from odradek.cluster import control_plane as cp
@@ -50,9 +55,12 @@ async def create_topics(ctx: BrokerContext, header, req):
         return make(s.CreateTopicsResponse, throttle_time=ZERO,
                     topics=tuple(_create_failed(s, t.name, refused) for t in req.topics))
     cluster_create = allowed(ctx, Operation.CREATE, ResourceType.CLUSTER)
+    quota = for_request(ctx.quotas, header)
     results = await asyncio.gather(*(
-        _create_one(ctx, s, t, req) if cluster_create or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
+        _create_one(ctx, s, t, req, quota)
+        if cluster_create or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
         else _denied(s, t.name) for t in req.topics))
+    quota.finish()
     return make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
@@ -65,13 +73,33 @@ async def _denied(s, name: str):
     return _create_failed(s, name, KafkaError(ErrorCode.topic_authorization_failed, DENIED))
 
 
-async def _create_one(ctx: BrokerContext, s, topic, req):
+async def _throttled_unless_invalid(ctx: BrokerContext, call, throttled: ThrottlingQuotaExceeded, timeout: float):
+    """A strict quota refused the change: Kafka's checks come first, so an invalid one answers
+    its own error (asked of the controller with validate_only), a valid one 89."""
+    await ctx.controller.call(call, timeout=max(timeout, 1.0))
+    raise throttled
+
+
+async def _create_one(ctx: BrokerContext, s, topic, req, quota: MutationQuota):
     create = cp.CreateTopic(topic.name, topic.num_partitions, topic.replication_factor,
                             {a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
                             {c.name: c.value for c in topic.configs}, req.validate_only)
     timeout = _seconds(req.timeout)
+    # known now unless -1 asks for the controller's default: then counted once created
+    permits = 0 if req.validate_only else len(topic.assignments) or max(topic.num_partitions, 0)
     try:
-        created = await ctx.controller.call(cp.create_topic(create), timeout=max(timeout, 1.0))
+        try:
+            quota.admit(permits)
+        except ThrottlingQuotaExceeded as throttled:
+            await _throttled_unless_invalid(ctx, cp.create_topic(dataclasses.replace(create, validate_only=True)),
+                                            throttled, timeout)
+        try:
+            created = await ctx.controller.call(cp.create_topic(create), timeout=max(timeout, 1.0))
+        except KafkaError:
+            quota.give_back(permits)
+            raise
+        if not permits and not req.validate_only:
+            quota.record(len(created.partitions))
         if not req.validate_only and not await _await_metadata(
                 ctx, lambda: ctx.replicas.topic(topic.name) is not None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "topic created; metadata not yet propagated")
@@ -96,11 +124,13 @@ async def delete_topics(ctx: BrokerContext, header, req):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
-    results = await asyncio.gather(*(_delete_one(ctx, s, n, i, _seconds(req.timeout)) for n, i in wanted))
+    quota = for_request(ctx.quotas, header)
+    results = await asyncio.gather(*(_delete_one(ctx, s, n, i, _seconds(req.timeout), quota) for n, i in wanted))
+    quota.finish()
     return make(s.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results))
 
 
-async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
+async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout, quota: MutationQuota):
     if name is None and topic_id is not None:
         meta = ctx.replicas.topic_by_id(str(topic_id))
         name = meta.name if meta else None
@@ -111,6 +141,7 @@ async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
         if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.topic_authorization_failed, DENIED)
         meta = ctx.replicas.topic(name)
+        quota.admit(len(meta.partitions) if meta is not None else 0)  # unknown here: the controller answers
         await ctx.controller.call(cp.delete_topic(name), timeout=max(timeout, 1.0))
         if not await _await_metadata(ctx, lambda: ctx.replicas.topic(name) is None, timeout):
             raise KafkaError(ErrorCode.request_timed_out, "deletion started; metadata not yet propagated")
@@ -124,17 +155,30 @@ async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout):
 
 async def create_partitions(ctx: BrokerContext, header, req):
     s = Schemas(CREATE_PARTITIONS, header.api_version)
-    results = await asyncio.gather(*(_grow_one(ctx, s, t, req) for t in req.topics))
+    quota = for_request(ctx.quotas, header)
+    results = await asyncio.gather(*(_grow_one(ctx, s, t, req, quota) for t in req.topics))
+    quota.finish()
     return make(s.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
 
 
-async def _grow_one(ctx: BrokerContext, s, topic, req):
+async def _grow_one(ctx: BrokerContext, s, topic, req, quota: MutationQuota):
     timeout = _seconds(req.timeout)
     grow = cp.CreatePartitions(topic.count, req.validate_only)
     try:
         if not allowed(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name):
             raise KafkaError(ErrorCode.topic_authorization_failed, DENIED)
-        await ctx.controller.call(cp.create_partitions(topic.name, grow), timeout=max(timeout, 1.0))
+        meta = ctx.replicas.topic(topic.name)
+        permits = 0 if req.validate_only or meta is None else max(topic.count - len(meta.partitions), 0)
+        try:
+            quota.admit(permits)
+        except ThrottlingQuotaExceeded as throttled:
+            await _throttled_unless_invalid(ctx, cp.create_partitions(topic.name, dataclasses.replace(
+                grow, validate_only=True)), throttled, timeout)
+        try:
+            await ctx.controller.call(cp.create_partitions(topic.name, grow), timeout=max(timeout, 1.0))
+        except KafkaError:
+            quota.give_back(permits)
+            raise
 
         def grown() -> bool:
             meta = ctx.replicas.topic(topic.name)

@@ -5,7 +5,8 @@ does not name it and ``DEFAULT`` for ``<default>`` — to its quota values, as K
 ZooKeeper-mode brokers hold them after reading ``/config/users`` and ``/config/clients``.
 
 ``resolve`` is Kafka's ``DefaultQuotaCallback`` order, taken separately for each quota key
-(``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``): the first entity
+(``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+``controller_mutation_rate``): the first entity
 below that sets the key applies, and the metric tags say who shares it
 (``(user, client-id)`` of the sensor; "" = every value):
 
@@ -32,7 +33,8 @@ from odradek.cluster.entity_config import DEFAULT
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 
 Entity = tuple[str | None, str | None]   # (user, client id); DEFAULT for <default>, None: not named
 Tags = tuple[str, str]                   # the sensor's (user, client-id) tags

@@ -24,8 +24,9 @@ from typing import Mapping
 
 from kazoo.exceptions import NoNodeError
 
-from odradek.broker.quotas.entities import ENFORCED, REQUEST_PERCENTAGE, Entity, QuotaEntities, Tags
-from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+from odradek.broker.quotas.entities import (CONTROLLER_MUTATION_RATE, ENFORCED, REQUEST_PERCENTAGE, Entity,
+                                            QuotaEntities, Tags)
+from odradek.broker.quotas.rate import SampledRate, TokenBucket, throttle_time_ms
 from odradek.cluster.entity_config import CLIENTS, DEFAULT, USERS, desanitize, read_entity_config
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class ClientQuotaManager:
         self.samples = samples
         self.window_ms = window_seconds * 1000
         self.entities = QuotaEntities()
-        self._sensors: dict[tuple[str, Tags], SampledRate] = {}
+        self._sensors: dict[tuple[str, Tags], SampledRate | TokenBucket] = {}
         self._records = 0
         self.throttle_ms_total: Counter[str] = Counter()   # per quota key (metrics, tests)
         self.throttled: Counter[str] = Counter()
@@ -70,9 +71,21 @@ class ClientQuotaManager:
         throttle = throttle_time_ms(sensor, observed, quota, now)
         if key == REQUEST_PERCENTAGE:
             throttle = min(throttle, self.window_ms)
-        self.throttle_ms_total[key] += throttle
-        self.throttled[key] += 1
+        self.note_throttle(key, throttle)
         return throttle
+
+    def note_throttle(self, key: str, throttle_ms: int) -> None:
+        self.throttle_ms_total[key] += throttle_ms
+        self.throttled[key] += 1
+
+    def bucket(self, user: str, client_id: str, now_ms: float) -> tuple[TokenBucket, float] | None:
+        """The controller mutation quota's token bucket for this client and its rate (None: no
+        quota); one bucket per resolved entity's tags, as Kafka's sensors."""
+        found = self.entities.resolve(CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None:
+            return None
+        tags, quota = found
+        return self._sensor(CONTROLLER_MUTATION_RATE, tags, now_ms), quota
 
     def unrecord(self, key: str, user: str, client_id: str, value: float, now_ms: float | None = None) -> None:
         found = self.entities.resolve(key, user, client_id)
@@ -86,10 +99,11 @@ class ClientQuotaManager:
         sensor = self._sensors.get((key, found[0])) if found else None
         return sensor.rate(_now_ms()) if sensor else None
 
-    def _sensor(self, key: str, tags: Tags, now: float) -> SampledRate:
+    def _sensor(self, key: str, tags: Tags, now: float):
         sensor = self._sensors.get((key, tags))
         if sensor is None:
-            sensor = self._sensors[(key, tags)] = SampledRate(self.samples, self.window_ms, now)
+            kind = TokenBucket if key == CONTROLLER_MUTATION_RATE else SampledRate
+            sensor = self._sensors[(key, tags)] = kind(self.samples, self.window_ms, now)
         self._records += 1
         if self._records % _PRUNE_EVERY == 0:
             self._prune(now)

@@ -76,3 +76,39 @@ def throttle_time_ms(rate: SampledRate, observed: float, quota: float, now_ms: f
     if quota <= 0:
         return round(rate.window_size_ms(now_ms))
     return round((observed - quota) / quota * rate.window_size_ms(now_ms))
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` (KIP-599, the controller mutation quota): tokens refill at the
+    quota's rate up to a burst of ``quota * samples * window`` seconds' worth; a record takes
+    its value (the balance may go negative: a violation while it stays below zero). A new
+    bucket is full, as Kafka's (its first refill covers the time since the epoch)."""
+
+    __slots__ = ("samples", "window_ms", "_tokens", "_updated_ms", "last_record_ms")
+
+    def __init__(self, samples: int, window_ms: int, now_ms: float) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._tokens: float | None = None
+        self._updated_ms = now_ms
+        self.last_record_ms = now_ms
+
+    def tokens(self, quota: float, now_ms: float) -> float:
+        burst = quota * self.samples * self.window_ms / 1000.0
+        if self._tokens is None:
+            self._tokens = burst
+        else:
+            self._tokens = min(burst, self._tokens + quota * (now_ms - self._updated_ms) / 1000.0)
+        self._updated_ms = now_ms
+        return self._tokens
+
+    def record(self, value: float, quota: float, now_ms: float) -> float:
+        """Take ``value`` tokens; the balance after."""
+        self._tokens = self.tokens(quota, now_ms) - value
+        self.last_record_ms = now_ms
+        return self._tokens
+
+
+def bucket_throttle_ms(tokens: float, quota: float) -> int:
+    """Kafka's ControllerMutationQuotaManager.throttleTimeMs: the time to earn back a deficit."""
+    return 0 if tokens >= 0 else round(-tokens / quota * 1000) if quota > 0 else 2 ** 31 - 1

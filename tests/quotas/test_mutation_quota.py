@@ -1,0 +1,78 @@
+"""The controller mutation quota (KIP-599) on a dev cluster, set with Kafka's own
+``kafka-configs``: over the quota, CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+
+answer THROTTLING_QUOTA_EXCEEDED per topic with the throttle time (a topic that fails Kafka's
+earlier checks keeps its own error), older versions are taken and throttled; the connection is
+muted for the throttle time (KIP-219)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from tests.support.kafka_tools import CONFIG_COMMAND, Endpoint, require_kafka
+from tests.support.kafka_wire import WireClient
+
+RATE = 2.0            # partitions per second; a full bucket holds 11 windows' worth: 22
+CLIENT = "mutator"
+THROTTLED, EXISTS = 89, 36
+
+
+def _create(wire: WireClient, version: int, *topics: tuple[str, int]):
+    from importlib import import_module
+    r = import_module(f"kio.schema.create_topics.v{version}.request")
+    body = r.CreateTopicsRequest(topics=tuple(
+        r.CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
+        for n, p in topics), timeout=datetime.timedelta(seconds=30), validate_only=False)
+    return wire.request(19, version, body)
+
+
+def _grow(wire: WireClient, topic: str, count: int):
+    from kio.schema.create_partitions.v3 import request as r
+    body = r.CreatePartitionsRequest(topics=(r.CreatePartitionsTopic(name=topic, count=count, assignments=None),),
+                                     timeout=datetime.timedelta(seconds=30), validate_only=False)
+    return wire.request(37, 3, body)
+
+
+def _delete(wire: WireClient, topic: str):
+    from kio.schema.delete_topics.v5 import request as r
+    return wire.request(20, 5, r.DeleteTopicsRequest(topic_names=(topic,), timeout=datetime.timedelta(seconds=30)))
+
+
+def _ms(throttle) -> float:
+    return throttle.total_seconds() * 1000
+
+
+def test_mutations_over_the_quota_are_refused_by_new_versions_and_throttled_on_old(cluster):
+    require_kafka()
+    first = cluster.bootstrap.split(",")[0]  # every request goes to one broker: its bucket
+    out = Endpoint("odradek", cluster.bootstrap).tool(CONFIG_COMMAND, "--entity-type", "clients", "--entity-name", CLIENT,
+                                                  "--alter", "--add-config", f"controller_mutation_rate={RATE:g}")
+    assert out.returncode == 0, out
+    with WireClient(first, client_id="other") as other:  # created before: a topic that exists
+        assert [t.error_code for t in _create(other, 7, ("existing", 1)).topics] == [0]
+    # each throttled answer mutes its connection: every request below has its own
+    wire, second, third, fourth = (WireClient(first, timeout=30, client_id=CLIENT) for _ in range(4))
+    try:
+        # a full bucket (22) takes the 30 partitions of the first topic, going 8 below zero
+        answer = _create(wire, 7, ("burst", 30), ("refused", 1), ("existing", 1))
+        answered = time.monotonic()
+        assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == [
+            ("burst", 0, None), ("refused", THROTTLED, None), ("existing", EXISTS, "Topic 'existing' already exists.")]
+        assert 3000 <= _ms(answer.throttle_time) <= 4000, answer.throttle_time  # 8 partitions at 2/s
+
+        grown = _grow(second, "burst", 31)
+        assert [(r.error_code, r.error_message) for r in grown.results] == [(THROTTLED, None)]
+        assert _ms(grown.throttle_time) > 2000
+        assert [(r.name, r.error_code) for r in _delete(third, "burst").responses] == [("burst", THROTTLED)]
+        old = _create(fourth, 5, ("taken", 2))  # v5, before KIP-599's error: taken, and throttled
+        assert [(t.name, t.error_code) for t in old.topics] == [("taken", 0)]
+        assert _ms(old.throttle_time) > _ms(grown.throttle_time)
+
+        _create(wire, 7, ("after-mute", 0))  # read by the broker only once the first mute ended
+        assert time.monotonic() - answered >= _ms(answer.throttle_time) / 1000 - 0.2
+    finally:
+        for w in (wire, second, third, fourth):
+            w.close()
+    with WireClient(first, client_id="other") as other:  # other clients are not held back
+        free = _delete(other, "taken")
+        assert [r.error_code for r in free.responses] == [0] and _ms(free.throttle_time) == 0
