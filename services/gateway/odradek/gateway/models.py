@@ -94,6 +94,9 @@ class Offsets(BaseModel):
     offsets: list[OffsetRef] = []
 
 
+INT16_MAX, INT32_MAX = (1 << 15) - 1, (1 << 31) - 1
+
+
 # -- v3 topic administration --------------------------------------------------------------------------
 class ConfigItem(BaseModel):
     name: str
@@ -103,8 +106,8 @@ class ConfigItem(BaseModel):
 class CreateTopic(BaseModel):
     model_config = ConfigDict(extra="forbid")
     topic_name: str = Field(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
-    partitions_count: int | None = Field(None, ge=1)
-    replication_factor: int | None = Field(None, ge=1)
+    partitions_count: int | None = Field(None, ge=1, le=INT32_MAX)
+    replication_factor: int | None = Field(None, ge=1, le=INT16_MAX)   # Kafka's fields: int32, int16
     configs: list[ConfigItem] = []
 
 
@@ -120,7 +123,7 @@ class AlterConfigs(BaseModel):
 
 class PatchTopic(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    partitions_count: int = Field(ge=1)
+    partitions_count: int = Field(ge=1, le=INT32_MAX)
 
 
 # -- v3 consumer groups (Odradek's offset reset) ------------------------------------------------------
