@@ -1,9 +1,12 @@
 """One Kafka connection on the server side: framing, admission, in-order dispatch, zero-copy writes.
 
 Frames are ``int32 size`` + payload. Bytes arrive through ``asyncio.BufferedProtocol`` into a
-fixed receive buffer (64 KiB, no per-read allocation). A frame that fits in it is copied out
-once when complete; a larger one gets a buffer of its own, allocated when its header is read
-and the bytes it announces are admitted, which the socket then fills directly (no copy).
+receive buffer (64 KiB, no per-read allocation) lent by ``RECEIVE_BUFFERS`` for as long as the
+connection holds bytes not yet parsed: an idle connection holds none (10,000 idle connections
+held 640 MB of them when each kept its own; docs/performance.md, "Idle connections"). A frame
+that fits in it is copied out once when complete; a larger one gets a buffer of its own,
+allocated when its header is read and the bytes it announces are admitted, which the socket
+then fills directly (no copy).
 
 **Admission** (Kafka's KIP-72): before a frame is copied out or its buffer allocated, its size
 is reserved in the listener's ``MemoryPool`` (``queued.max.request.bytes``), and released
@@ -61,6 +64,30 @@ _API = struct.Struct(">hh")        # a request header's api key and version
 Observer = Callable[[int, int, float, float, float, float], None]
 
 
+class ReceiveBuffers:
+    """Receive buffers lent to connections: taken when bytes arrive at a connection holding
+    none, given back once all it held is parsed (frames copied out). Reads on an event loop are
+    one at a time, so a few buffers serve thousands of connections; ``keep`` bounds the spares."""
+
+    def __init__(self, size: int = _RECEIVE_BUFFER, keep: int = 64) -> None:
+        self.size = size
+        self._keep = keep
+        self._free: list[bytearray] = []  # list.pop/append: atomic, brokers in threads may share it
+
+    def take(self) -> bytearray:
+        try:
+            return self._free.pop()
+        except IndexError:
+            return bytearray(self.size)
+
+    def give(self, buf: bytearray) -> None:
+        if len(buf) == self.size and len(self._free) < self._keep:  # a grown one is not kept
+            self._free.append(buf)
+
+
+RECEIVE_BUFFERS = ReceiveBuffers()
+
+
 @dataclass(frozen=True, slots=True)
 class FileRegion:
     """``size`` bytes of an open file from ``position``, sent with sendfile."""
@@ -92,7 +119,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_frame = max_frame_bytes
         self._pool = pool if pool is not None else MemoryPool(0)
         self._on_closed = on_closed
-        self._buf = bytearray(_RECEIVE_BUFFER)
+        self._buf: bytearray | None = None  # lent by RECEIVE_BUFFERS while bytes wait to be parsed
         self._start = 0
         self._end = 0
         self._frame: bytearray | None = None  # a frame larger than the receive buffer, being filled
@@ -138,6 +165,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         log.debug("connection %s closed: %s", self.name, self.close_reason.value)
         self._pool.forget(self)
         self._frame = None
+        self._return_buffer()
         while not self._queue.empty():  # unhandled requests: dropped, their memory released
             self._queue.get_nowait()
         self._arrivals.clear()
@@ -159,7 +187,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_got:]
-        if self._end == len(self._buf):
+        if self._buf is None:
+            self._buf = RECEIVE_BUFFERS.take()
+        elif self._end == len(self._buf):
             self._compact()
         return memoryview(self._buf)[self._end:]
 
@@ -181,6 +211,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _parse(self) -> None:
         """Queue every complete frame of the receive buffer that the pool admits."""
         buf = self._buf
+        if buf is None:
+            return
         while self._end - self._start >= 4:
             (size,) = _SIZE.unpack_from(buf, self._start)
             if size < 0 or size > self._max_frame:
@@ -201,7 +233,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._enqueue(bytes(view[begin:begin + size]))
             self._start = begin + size
         if self._start == self._end:
-            self._start = self._end = 0
+            self._return_buffer()
+
+    def _return_buffer(self) -> None:
+        """Everything received is parsed: the buffer goes back (the event loop may still hold
+        the view ``get_buffer`` gave, but writes nothing more through it)."""
+        if self._buf is not None:
+            RECEIVE_BUFFERS.give(self._buf)
+            self._buf = None
+        self._start = self._end = 0
 
     def _start_large_frame(self, begin: int, size: int) -> None:
         """A frame larger than the receive buffer: once admitted, its own buffer, which the
@@ -213,7 +253,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         with memoryview(self._buf) as view:
             frame[:got] = view[begin:self._end]
         self._frame, self._frame_got = frame, got
-        self._start = self._end = 0
+        self._return_buffer()
 
     def _admit(self, size: int) -> bool:
         if self._pool.try_reserve(size):
