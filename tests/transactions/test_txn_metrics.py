@@ -1,6 +1,7 @@
 """The transaction coordinator's Prometheus series (``odradek.broker.txn.metrics``) over a
 coordinator on fakes: Kafka's names as Strimzi's rules give them, partition-load-time avg/max
-over the last 30-60 s (NaN without a load, as Kafka's sensors), the marker queues' sizes."""
+over the last 30-60 s (NaN without a load, as Kafka's sensors), the marker queues' sizes; and
+WriteTxnMarkers batched per destination broker across transactions (``marker_channel``)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,33 @@ def test_markers_waiting_for_a_leader_count_as_unknown_destination():
         return len(seen) < 2
     assert asyncio.run(sender.send(7, 0, True, 3, {("out", 0)}, still_valid)) is False
     assert seen == [0, 1] and sender.unknown_destination == set()
+
+
+# -- WriteTxnMarkers batched per destination broker (marker_channel) -----------------------------
+def test_markers_for_one_broker_share_requests_across_transactions():
+    from types import SimpleNamespace
+
+    from odradek.broker.txn.marker_channel import MarkerChannel
+    from odradek.broker.txn_markers import TxnMarker
+    from odradek.errors import ErrorCode as E
+    sent = []
+
+    class Client:
+        async def request(self, api_key, version, req, timeout):
+            sent.append(sorted(m.producer_id for m in req.markers))
+            await asyncio.sleep(0)
+            return SimpleNamespace(markers=[SimpleNamespace(producer_id=m.producer_id, topics=[SimpleNamespace(
+                name=t.name, partitions=[SimpleNamespace(partition_index=p, error_code=E.none if m.producer_id < 3
+                                                         else E.not_leader_or_follower) for p in t.partition_indexes])
+                for t in m.topics]) for m in req.markers])
+
+    async def run():
+        channel = MarkerChannel(2, Client, 5.0)
+        markers = [TxnMarker(1, 0, 4, True, (("a", 0), ("b", 1))), TxnMarker(2, 0, 4, False, (("a", 0),)),
+                   TxnMarker(3, 0, 4, True, (("b", 0),)), TxnMarker(1, 1, 4, True, (("a", 1),))]
+        return await asyncio.gather(*(channel.write(m) for m in markers))
+    results = asyncio.run(run())
+    # the first three transactions in one request; producer 1's next marker in the following one
+    assert sent == [[1, 2, 3], [1]]
+    assert results == [{("a", 0): E.none, ("b", 1): E.none}, {("a", 0): E.none},
+                       {("b", 0): E.not_leader_or_follower}, {("a", 1): E.none}]

@@ -4,14 +4,15 @@ Kafka's TransactionMarkerChannelManager: the coordinator writes PrepareCommit/Pr
 answers the client, then asks every partition leader to write the commit/abort control
 batch, carrying the producer id, the (bumped) epoch and the coordinator epoch (the leader
 epoch of the ``__transaction_state`` partition). ``MarkerSender.send`` groups the partitions
-by leader (one request per broker, v1), removes each partition from the set it is given as
+by leader (WriteTxnMarkers v1, batched per broker across transactions), removes each partition from the set it is given as
 its leader confirms, and retries the rest (refreshed leaders) every ``RETRY_BACKOFF_S`` on
 retriable errors, until none is left or ``still_valid()`` turns false (the coordinator lost
 the partition). A partition of a topic that no longer exists is dropped, as in Kafka;
 INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED end the sending (a newer
 coordinator or epoch owns the transaction). Partitions this broker leads are written
 directly (``TxnMarkerWriter.write``, what the WriteTxnMarkers handler calls); the others over
-the inter-broker listener, one connection per broker, one request at a time.
+the inter-broker listener, one connection per broker, through its ``MarkerChannel``: one
+request in flight at a time, carrying the markers of every transaction queued for that broker.
 """
 
 from __future__ import annotations
@@ -20,12 +21,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from kio.static.constants import EntityType
-
 from odradek.broker.replication.client import KafkaClient
+from odradek.broker.txn.marker_channel import MarkerChannel
 from odradek.broker.txn_markers import MARKER_TIMEOUT_S, TxnMarker
 from odradek.errors import ErrorCode
-from odradek.protocol.codec import Schemas, make
 
 if TYPE_CHECKING:
     from odradek.broker.partitions import ReplicaManager
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 E = ErrorCode
 
-WRITE_TXN_MARKERS = 27
-_VERSION = 1
 RETRY_BACKOFF_S = 0.1
 _TIMEOUT_S = MARKER_TIMEOUT_S + 5   # the leader answers within MARKER_TIMEOUT_S
 _LOG_EVERY = 600
@@ -52,7 +49,8 @@ class MarkerSender:
         self.broker_id = broker_id
         self.replicas = replicas
         self.local = local
-        self._clients: dict[int, tuple[KafkaClient, asyncio.Lock]] = {}
+        self._clients: dict[int, KafkaClient] = {}
+        self._channels: dict[int, MarkerChannel] = {}   # per destination broker, batching across transactions
         self.unknown_destination: set[object] = set()   # sends waiting for a leaderless partition (txn.metrics)
 
     async def send(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
@@ -108,42 +106,33 @@ class MarkerSender:
 
     async def _request(self, broker: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
                        tps: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        marker = TxnMarker(producer_id, epoch, coordinator_epoch, commit, tuple(tps))
         if broker == self.broker_id and self.local is not None:
-            return await self.local(TxnMarker(producer_id, epoch, coordinator_epoch, commit, tuple(tps)))
-        s = Schemas(WRITE_TXN_MARKERS, _VERSION, EntityType.request)
-        by_topic: dict[str, list[int]] = {}
-        for t, p in tps:
-            by_topic.setdefault(t, []).append(p)
-        marker = make(s.WritableTxnMarker, producer_id=producer_id, producer_epoch=epoch, transaction_result=commit,
-                      topics=tuple(make(s.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps))
-                                   for t, ps in by_topic.items()), coordinator_epoch=coordinator_epoch)
-        try:
-            client, lock = self._client(broker)
-            async with lock:
-                answer = await client.request(WRITE_TXN_MARKERS, _VERSION, make(s.WriteTxnMarkersRequest,
-                                                                                markers=(marker,)), timeout=_TIMEOUT_S)
-        except (ConnectionError, StopIteration) as e:
-            log.debug("WriteTxnMarkers to broker %d failed: %s", broker, e)
-            return dict.fromkeys(tps, E.network_exception)
-        return {(t.name, p.partition_index): ErrorCode(p.error_code)
-                for m in answer.markers for t in m.topics for p in t.partitions}
+            return await self.local(marker)
+        channel = self._channels.get(broker)
+        if channel is None:
+            channel = self._channels[broker] = MarkerChannel(broker, lambda: self._client(broker), _TIMEOUT_S)
+        return await channel.write(marker)
 
-    def _client(self, broker: int) -> tuple[KafkaClient, asyncio.Lock]:
+    def _client(self, broker: int) -> KafkaClient:
         info = next(b for b in self.replicas.live_brokers() if b.id == broker)
         address = info.endpoint(self.replicas.inter_broker.listener)
         if address is None:
             raise ConnectionError(f"broker {broker} has no {self.replicas.inter_broker.listener} listener")
-        entry = self._clients.get(broker)
-        if entry is not None and (entry[0].host, entry[0].port) != address:
-            entry[0].close()
-            entry = None
-        if entry is None:
+        client = self._clients.get(broker)
+        if client is not None and (client.host, client.port) != address:
+            client.close()
+            client = None
+        if client is None:
             host, port = address
-            entry = self._clients[broker] = (KafkaClient(host, port, client_id=f"broker-{self.broker_id}-txn-markers",
-                                                         security=self.replicas.inter_broker), asyncio.Lock())
-        return entry
+            client = self._clients[broker] = KafkaClient(host, port, client_id=f"broker-{self.broker_id}-txn-markers",
+                                                         security=self.replicas.inter_broker)
+        return client
 
     def close(self) -> None:
-        for client, _ in self._clients.values():
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        for client in self._clients.values():
             client.close()
         self._clients.clear()
