@@ -76,6 +76,4 @@ def test_transaction_api_versions_are_kafka_39s(both):
     kafka, odradek = both
     expected = txn_api_versions(kafka)
     assert set(expected) == set(TXN_APIS), expected
-    # WriteTxnMarkers v0 (non-flexible, brokers before 2.8) has no kio schema: 1 only here
-    assert expected["WriteTxnMarkers"] == "0 to 1 [usable: 1]"
-    assert txn_api_versions(odradek) == {**expected, "WriteTxnMarkers": "1 [usable: 1]"}
+    assert txn_api_versions(odradek) == expected

@@ -14,7 +14,7 @@ from odradek.broker.handlers import transactions as h
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.txn.metadata import TxnState
 from odradek.errors import ErrorCode as E
-from odradek.protocol.codec import encode_response
+from odradek.protocol.codec import encode_response, make
 from tests.transactions.test_coordinator import Harness
 
 OPEN, SECRET = "open-tx", "secret-tx"
@@ -147,5 +147,35 @@ def test_producer_fenced_is_invalid_producer_epoch_for_versions_before_it():
 
 def test_the_transaction_apis_advertise_kafka_39s_versions():
     from odradek.broker.handlers import _TABLE
-    kafka_39 = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 65: (0, 0), 66: (0, 1)}
+    kafka_39 = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 65: (0, 0), 66: (0, 1)}
     assert {key: _TABLE[key][:2] for key in kafka_39} == kafka_39
+
+
+def test_write_txn_markers_v0_is_the_non_flexible_v1():
+    """Kafka 3.9 serves WriteTxnMarkers 0-1; kio has no v0: ``legacy_schemas`` does."""
+    import io
+    import struct
+
+    from kio.serial import entity_writer
+
+    from odradek.protocol import legacy_schemas as legacy
+    from odradek.protocol.codec import Schemas, decode_request
+    buf = io.BytesIO()
+    entity_writer(legacy.RequestHeader)(buf, legacy.RequestHeader(
+        request_api_key=27, request_api_version=0, correlation_id=5, client_id="broker-1"))
+    entity_writer(legacy.WriteTxnMarkersRequest)(buf, legacy.WriteTxnMarkersRequest(markers=(legacy.WritableTxnMarker(
+        producer_id=7, producer_epoch=1, transaction_result=True, coordinator_epoch=3,
+        topics=(legacy.WritableTxnMarkerTopic(name="t", partition_indexes=(0, 2)),)),)))
+    frame = buf.getvalue()
+    header, body = decode_request(memoryview(frame))
+    assert (header.api_version, header.correlation_id) == (0, 5)
+    assert [(m.producer_id, m.coordinator_epoch, m.topics[0].partition_indexes)
+            for m in body.markers] == [(7, 3, (0, 2))]
+    # classic encoding: int32 array lengths and int16 string lengths, no tagged fields
+    assert frame.endswith(struct.pack(">iqh?ihsiiii", 1, 7, 1, True, 1, 1, b"t", 2, 0, 2, 3))
+    s = Schemas(27, 0)
+    response = make(s.WriteTxnMarkersResponse, markers=(make(s.WritableTxnMarkerResult, producer_id=7, topics=(
+        make(s.WritableTxnMarkerTopicResult, name="t", partitions=(make(
+            s.WritableTxnMarkerPartitionResult, partition_index=0, error_code=E.none),)),)),))
+    assert bytes(encode_response(27, 0, 5, response)) == struct.pack(
+        ">iiiqihsiih", 33, 5, 1, 7, 1, 1, b"t", 1, 0, 0)

@@ -24,6 +24,8 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from odradek.protocol.legacy_schemas import MODULES
+
 _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 
 
@@ -48,13 +50,15 @@ def peek_header(frame: memoryview) -> tuple[int, int, int]:
 
 @lru_cache(maxsize=None)
 def _request_readers(api_key: int, version: int):
-    schema = load_request_schema(api_key, version)
+    legacy = MODULES.get((api_key, version))
+    schema = legacy[0] if legacy else load_request_schema(api_key, version)
     return entity_reader(schema.__header_schema__), entity_reader(schema)
 
 
 @lru_cache(maxsize=None)
 def _response_writers(api_key: int, version: int):
-    schema = load_response_schema(api_key, version)
+    legacy = MODULES.get((api_key, version))
+    schema = legacy[1] if legacy else load_response_schema(api_key, version)
     return entity_writer(schema.__header_schema__), entity_writer(schema), schema.__header_schema__
 
 
@@ -107,4 +111,5 @@ class Schemas:
 
 @lru_cache(maxsize=None)
 def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
-    return load_payload_module(api_key, version, kind)
+    legacy = MODULES.get((api_key, version))
+    return legacy[2] if legacy else load_payload_module(api_key, version, kind)

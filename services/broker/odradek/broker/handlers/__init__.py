@@ -23,7 +23,7 @@ _TABLE = {
     20: (1, 6, admin.delete_topics),
     22: (0, 5, producer_ids.init_producer_id),
     23: (2, 4, offset_for_leader_epoch.offset_for_leader_epoch),
-    27: (1, 1, txn_markers.write_txn_markers),
+    27: (0, 1, txn_markers.write_txn_markers),
     32: (1, 4, configs.describe_configs),
     33: (0, 2, configs.alter_configs),
     37: (0, 3, admin.create_partitions),
