@@ -27,9 +27,10 @@ def test_offset_index_lookup_matches_brute_force(tmp_path):
 def test_offset_index_full_truncate_and_reopen(tmp_path):
     path = tmp_path / "b.index"
     index = OffsetIndex(path, 50, 8 * 4 + 5)  # rounded down to 4 entries
-    assert index.max_entries == 4 and path.stat().st_size == 32
+    assert index.max_entries == 4 and path.stat().st_size == 0  # pre-allocated when first mapped
     for i in range(4):
         index.append(50 + 10 * (i + 1), 100 * (i + 1))
+    assert path.stat().st_size == 32
     assert index.is_full
     with pytest.raises(CorruptIndex):
         index.append(200, 900)
@@ -119,7 +120,6 @@ def test_reopening_a_sparse_index_on_a_full_disk_reads_no_hole(tmp_path):
         index = OffsetIndex(fs / "a.index", 0, 8 * 100_000)
         index.append(1, 10)
         index._map.close()  # a crash: the file keeps its pre-allocated size
-        os.close(index._fd)
         fill(fs)
         reopened = OffsetIndex(fs / "a.index", 0, 8 * 100_000)
         assert 1 <= reopened.entries <= 65536 // 8 and reopened.entry(0) == (1, 10)
@@ -130,3 +130,42 @@ def test_reopening_a_sparse_index_on_a_full_disk_reads_no_hole(tmp_path):
             for offset in range(1, 10_000):
                 reopened.append(offset, offset * 10)
         assert raised.value.errno == errno.ENOSPC
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_indexes_are_mapped_lazily_and_released_when_inactive(tmp_path):
+    """Kafka's LazyIndex: a partition that holds no index entry maps nothing and keeps only its
+    log's descriptor; rolled segments unmap their indexes, and a lookup maps them again."""
+    from storage_helpers import batch, open_log
+
+    before = _open_fds()
+    idle = [open_log(tmp_path / f"idle-{i}", segment_bytes=2000, index_interval_bytes=64) for i in range(20)]
+    assert _open_fds() - before <= 20  # one .log each (the indexes mapped eagerly held 4 more each)
+    assert not any(s.offset_index.mapped or s.time_index.mapped for lg in idle for s in lg.segments)
+    assert all(lg.read(0, 1 << 20).size == 0 for lg in idle)   # lookups in empty indexes map nothing
+    assert not any(s.offset_index.mapped for lg in idle for s in lg.segments)
+
+    log = open_log(tmp_path / "busy", segment_bytes=2000, index_interval_bytes=64)
+    for i in range(60):   # one record a batch, its timestamp 1000 + its offset
+        log.append(batch(b"%d" % i * 20, ts=1_000 + i), leader_epoch=0, now_ms=0)
+    *rolled, active = log.segments
+    assert rolled and not any(s.offset_index.mapped or s.time_index.mapped for s in rolled)
+    first = rolled[0]
+    assert first.offset_index.entries > 0 and not first.offset_index.mapped
+    target = first.offset_index.entry(first.offset_index.entries - 1)[0] + first.base_offset
+    assert first.offset_index.mapped   # mapped again by the lookup
+    assert log.read(target, 1 << 20).first_offset == target
+    assert log.offset_for_timestamp(1_000 + target).offset == target
+    log.close()
+    reopened = open_log(tmp_path / "busy", clean=True, segment_bytes=2000, index_interval_bytes=64)
+    assert [s.base_offset for s in reopened.segments] == [s.base_offset for s in log.segments]
+    assert not any(s.offset_index.mapped or s.time_index.mapped for s in reopened.segments)
+    assert reopened.log_end_offset == 60 and reopened.offset_for_timestamp(1_000 + target).offset == target
+    reopened.append(batch(b"x" * 100, ts=5_000), leader_epoch=0, now_ms=0)
+    assert reopened.log_end_offset == 61
+    for lg in (*idle, reopened):
+        lg.close()
+    assert _open_fds() <= before

@@ -21,10 +21,8 @@ def crash(log) -> None:
     """Drop the log without a clean shutdown: no fsync, no final index entries (the page cache keeps the bytes)."""
     for segment in log.segments:
         for index in (segment.offset_index, segment.time_index):
-            index._map.close() if index._map is not None else None
+            index._map.close() if index._map is not None else None   # no trim, no flush
             index._map = None
-            os.close(index._fd)
-            index._fd = -1
         segment.log.close()
     log.closed = True
 

@@ -16,6 +16,12 @@ while a failed allocation is an ``OSError`` (ENOSPC) the broker handles. An exis
 entries end at its first hole (``SEEK_HOLE``): a crash leaves the active index sparse at its
 full size, and on tmpfs even a read fault on a hole of a shared mapping needs a page.
 
+Opened lazily (Kafka's LazyIndex): construction only stats the file (creating it empty);
+the file is pre-allocated and mapped on the first access to its entries (an append, a lookup
+in a non-empty index) and unmapped by ``release`` (the segment became inactive, or the loader
+is done with it), so an idle partition costs no mapping and no descriptor for its indexes, and
+a mapped index costs one descriptor (the duplicate ``mmap`` keeps; ours is closed at once).
+
 Not thread-safe: one event-loop thread owns every index (the loader may use one thread
 per partition, never two threads for one index).
 """
@@ -56,13 +62,18 @@ class AbstractIndex(ABC):
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._map: mmap.mmap | None = None
-        length = self._length_at_open = os.fstat(self._fd).st_size
         self.entry_size = self.ENTRY.size
-        # After a crash the active index is still sparse at its pre-allocated size: its entries
-        # end at the first hole (reading a hole through the mapping needs a page on tmpfs).
-        self._backed = min(length, os.lseek(self._fd, 0, os.SEEK_HOLE)) if length else 0
+        self._map: mmap.mmap | None = None
+        self._dirty = False    # entries written through the mapping since it was last flushed
+        self._closed = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = self._length_at_open = self._file_length = os.fstat(fd).st_size
+            # After a crash the active index is still sparse at its pre-allocated size: its entries
+            # end at the first hole (reading a hole through the mapping needs a page on tmpfs).
+            self._backed = min(length, os.lseek(fd, 0, os.SEEK_HOLE)) if length else 0
+        finally:
+            os.close(fd)
         self.entries = self._backed // self.entry_size
         self._length = 0
         self.resize(max(max_index_size, self.entries * self.entry_size))
@@ -80,27 +91,61 @@ class AbstractIndex(ABC):
     def size_in_bytes(self) -> int:
         return self.entries * self.entry_size
 
+    @property
+    def mapped(self) -> bool:
+        return self._map is not None
+
     def resize(self, new_size: int) -> None:
-        """Make the file hold ``new_size`` bytes (rounded down to whole entries) and remap it."""
+        """Make the index hold ``new_size`` bytes (rounded down to whole entries); the file
+        follows now if mapped (remapped), else when it is next mapped or released."""
         rounded = max(new_size // self.entry_size, self.entries) * self.entry_size
-        if rounded == self._length and (self._map is not None or rounded == 0):
+        if rounded == self._length:
             return
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.ftruncate(self._fd, rounded)
+        mapped = self._map is not None
+        self._unmap()
         self._length = rounded
         self._backed = min(self._backed, rounded)
-        if rounded:
-            self._map = mmap.mmap(self._fd, rounded)
+        if mapped and rounded:
+            self._mapping()
 
     def trim_to_valid_size(self) -> None:
         self.resize(self.size_in_bytes)
 
+    def _mapping(self) -> mmap.mmap:
+        """The mapping, made now if needed: the file is first set to the index's size (the
+        pre-allocation of an active index: sparse, its blocks come from ``_allocate``)."""
+        if self._map is None:
+            if self._closed or not self._length:
+                raise CorruptIndex(f"{self.path} is {'closed' if self._closed else 'empty'}")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if self._file_length != self._length:
+                    os.ftruncate(fd, self._length)
+                    self._file_length = self._length
+                self._map = mmap.mmap(fd, self._length)
+            finally:
+                os.close(fd)   # the mapping keeps its own duplicate
+        return self._map
+
+    def release(self) -> None:
+        """Unmap (flushing what was written through the mapping) and cut the file to the index's
+        size if it is larger; the next access maps it again."""
+        self._unmap()
+        if self._file_length > self._length:
+            os.truncate(self.path, self._length)
+            self._file_length = self._length
+
+    def _unmap(self) -> None:
+        if self._map is not None:
+            if self._dirty:
+                self._map.flush()
+                self._dirty = False
+            self._map.close()
+            self._map = None
+
     # -- entries ----------------------------------------------------------------------
     def entry(self, n: int) -> tuple[int, int]:
-        assert self._map is not None
-        return self.ENTRY.unpack_from(self._map, n * self.entry_size)
+        return self.ENTRY.unpack_from(self._map or self._mapping(), n * self.entry_size)
 
     def _key(self, n: int) -> int:
         return self.entry(n)[0]
@@ -125,17 +170,22 @@ class AbstractIndex(ABC):
     def _append(self, *fields: int) -> None:
         if self.entries >= self.max_entries:
             raise CorruptIndex(f"{self.path} is full ({self.entries} entries)")
-        assert self._map is not None
+        mapping = self._map or self._mapping()
         position = self.entries * self.entry_size
         if position + self.entry_size > self._backed:
             self._allocate(position + self.entry_size)
-        self.ENTRY.pack_into(self._map, position, *fields)
+        self.ENTRY.pack_into(mapping, position, *fields)
+        self._dirty = True
         self.entries += 1
 
     def _allocate(self, end: int) -> None:
         """Give the file blocks up to at least ``end`` (ENOSPC raises here, not SIGBUS later)."""
         target = min(-(-end // _ALLOCATION_CHUNK) * _ALLOCATION_CHUNK, self._length)
-        os.posix_fallocate(self._fd, self._backed, target - self._backed)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._backed, target - self._backed)
+        finally:
+            os.close(fd)
         self._backed = target
 
     def truncate_to(self, offset: int) -> None:
@@ -159,16 +209,14 @@ class AbstractIndex(ABC):
     def flush(self) -> None:
         if self._map is not None:
             self._map.flush()
+            self._dirty = False
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             return
         self.trim_to_valid_size()
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.close(self._fd)
-        self._fd = -1
+        self.release()
+        self._closed = True
 
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)

@@ -90,6 +90,7 @@ class LogLoader:
             segments = [self._segment(self.log_start_offset)]
         for segment in segments[:-1]:
             segment.on_become_inactive()
+        segments[-1].release_indexes()   # mapped again by its first append or lookup
         log_end = segments[-1].next_offset
         return LoadedLog(segments, max(self.log_start_offset, segments[0].base_offset),
                          log_end if self.clean_shutdown else min(self.recovery_point, log_end))

@@ -99,6 +99,7 @@ class Log:
         self.last_flush_ms = _clock_ms()
         self._doomed: list[tuple[LogSegment, int]] = []
         self.closed = False
+        self.deleted = False   # its directory renamed for deletion (moved_to)
         self._drop_snapshots_above(self.log_end_offset)   # a recovery cut the log below them
         self._rebuild_producer_state()
 
@@ -476,12 +477,20 @@ class Log:
         if self.closed:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"the log of {self.name} is closed")
 
+    def moved_to(self, directory: Path) -> None:
+        """The partition directory was renamed to ``directory`` (the log was deleted)."""
+        self.dir = directory
+        self.deleted = True
+        self.leader_epochs.path = directory / self.leader_epochs.path.name
+        for segment in (*self._segments, *(s for s, _ in self._doomed)):
+            segment.moved_to(directory)
+
     def close(self) -> None:
         """Close every file (without fsync: call flush() first for a clean shutdown)."""
         if self.closed:
             return
         self.purge_deleted(0, force=True)
-        if self.dir.exists() and self._snapshot_worth_taking():  # not for a deleted partition's directory
+        if not self.deleted and self.dir.exists() and self._snapshot_worth_taking():
             self.producer_state.write_snapshot(self.dir, self.log_end_offset)
         for segment in self._segments:
             segment.close()

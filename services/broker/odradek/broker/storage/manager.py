@@ -200,6 +200,7 @@ class LogManager:
         self.cleaner.forget(*key)
         target = doomed.dir.with_name(f"{doomed.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(doomed.dir, target)
+        doomed.moved_to(target)
         self._doomed_dirs.append((doomed, target, _now_ms() + doomed.config.file_delete_delay_ms))
         log.info("deleted log %s (directory renamed to %s)", doomed.name, target.name)
 

@@ -170,11 +170,18 @@ class LogSegment:
         self.time_index.resize(size)
 
     def on_become_inactive(self) -> None:
-        """The segment stops being active: record its max timestamp, trim the indexes."""
+        """The segment stops being active: record its max timestamp, trim and unmap the indexes
+        (a later read maps them again)."""
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_indexes()
+
+    def release_indexes(self) -> None:
+        """Unmap both indexes until their next use (an idle segment holds only its log's fd)."""
+        self.offset_index.release()
+        self.time_index.release()
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -275,6 +282,12 @@ class LogSegment:
             for f in (self.log, self.offset_index, self.time_index, self.txn_index):
                 f.rename(f.path.with_name(f.path.name + DELETED_SUFFIX))
             self.deleted = True
+
+    def moved_to(self, directory: Path) -> None:
+        """Its directory was renamed (a deleted partition's): the files are found there now
+        (Kafka's updateParentDir; the lazily mapped indexes open theirs by path)."""
+        for f in (self.log, self.offset_index, self.time_index, self.txn_index):
+            f.path = directory / f.path.name
 
     def close(self) -> None:
         if not self.deleted and self.log.fd >= 0:
