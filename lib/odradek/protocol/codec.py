@@ -75,12 +75,17 @@ def decode_request(frame: memoryview) -> tuple[RequestHeader, Any]:
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytearray:
-    """Size prefix + response header + body, ready for the socket."""
+    """Size prefix + response header + body, ready for the socket. A body with an
+    ``encode_body()`` method (parts cached already encoded) writes itself."""
     write_header, write_body, header_schema = _response_writers(api_key, version)
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     write_header(buf, header_schema(correlation_id=correlation_id))
-    write_body(buf, body)
+    encode_body = getattr(body, "encode_body", None)   # a body holding pre-encoded parts
+    if encode_body is not None:
+        buf.write(encode_body())
+    else:
+        write_body(buf, body)
     out = bytearray(buf.getbuffer())
     struct.pack_into(">i", out, 0, len(out) - 4)
     return out

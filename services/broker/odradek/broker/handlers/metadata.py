@@ -14,6 +14,7 @@ from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.metadata_cache import EncodedMetadataResponse, EncodedTopics, encode_topic, encoded_topics
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import OPERATIONS_OMITTED, allowed, authorized_operations
 from odradek.broker.security.session import current
@@ -30,23 +31,25 @@ def controller_id(ctx: BrokerContext) -> int:
 
 
 async def metadata(ctx: BrokerContext, header, req):
-    s = Schemas(3, header.api_version)
-    replicas = ctx.replicas
+    version = header.api_version
+    s = Schemas(3, version)
+    cache = encoded_topics(ctx.replicas)
     if req.topics is None:
-        names = sorted(t.name for t in replicas.metadata.topics) if replicas.metadata else []
+        names = cache.names
         if ctx.authorizer is not None:  # as Kafka: topics the principal may not describe are left out
             names = [n for n in names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False)]
     else:
         names = [t.name if t.name is not None else _name_of(ctx, t.topic_id) for t in req.topics]
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     with_ops = getattr(req, "include_topic_authorized_operations", False)
-    topics = [await _topic(ctx, s, name, allow_auto, with_ops) for name in names]
+    topics = tuple([await _encoded_topic(ctx, s, cache, version, name, allow_auto, with_ops) for name in names])
     brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=host, port=port, rack=b.rack)
                     for b, host, port in _endpoints(ctx))
-    return make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
-                controller_id=controller_id(ctx), topics=tuple(topics),
+    head = make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
+                controller_id=controller_id(ctx), topics=(),
                 cluster_authorized_operations=authorized_operations(
                     ctx, ResourceType.CLUSTER, wanted=getattr(req, "include_cluster_authorized_operations", False)))
+    return EncodedMetadataResponse(head, topics, version)
 
 
 def _endpoints(ctx: BrokerContext):
@@ -64,17 +67,25 @@ def _name_of(ctx: BrokerContext, topic_id) -> str | None:
     return meta.name if meta else None
 
 
-async def _topic(ctx: BrokerContext, s, name: str | None, allow_auto: bool, with_ops: bool):
+async def _encoded_topic(ctx: BrokerContext, s, cache: EncodedTopics, version: int, name: str | None,
+                         allow_auto: bool, with_ops: bool) -> bytes:
+    """The topic's entry: from the snapshot's cache unless it carries an error or the principal's
+    operations, which are encoded for this request alone."""
     if name is not None and not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
-        return _no_topic(s, name, ErrorCode.topic_authorization_failed)
+        return encode_topic(_no_topic(s, name, ErrorCode.topic_authorization_failed))
     meta = ctx.replicas.topic(name) if name else None
     if meta is None:
-        return _no_topic(s, name, await _missing_topic_error(ctx, name, allow_auto))
+        return encode_topic(_no_topic(s, name, await _missing_topic_error(ctx, name, allow_auto)))
+    if with_ops:
+        return encode_topic(_topic(ctx, s, meta, authorized_operations(ctx, ResourceType.TOPIC, meta.name)))
+    return cache.entry(version, meta.name, lambda: _topic(ctx, s, meta, OPERATIONS_OMITTED))
+
+
+def _topic(ctx: BrokerContext, s, meta, operations: int):
     partitions = tuple(_partition(ctx, s, p) for p in meta.partitions)
     return make(s.MetadataResponseTopic, error_code=ErrorCode.none, name=meta.name,
                 topic_id=uuid.UUID(meta.topic_id), is_internal=meta.name.startswith("__"),
-                partitions=partitions,
-                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, meta.name, with_ops))
+                partitions=partitions, topic_authorized_operations=operations)
 
 
 def _no_topic(s, name: str | None, error: ErrorCode):
