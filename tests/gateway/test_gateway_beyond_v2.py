@@ -19,6 +19,7 @@ import pytest
 
 from odradek.dev.waiting import wait_until
 from tests.gateway.test_gateway_v2 import b64, error, new_topic
+from tests.gateway.test_v3_cluster import cluster_path
 from tests.support.clients import confluent_consume
 from tests.support.gateway import ARROW, V2, V2_BINARY, GatewayProcess, write_tokens
 
@@ -322,3 +323,37 @@ def test_partitions_added_later_are_served_at_once(gw_cluster, gw):
     assert stream_produce(gw, topic, [{"value": b64(b"new"), "partition": 2}]) == [{"partition": 2, "offset": 0}]
     rows = gw.get(f"/topics/{topic}/partitions/2/records", params={"offset": 0}).json()
     assert [base64.b64decode(r["value"]) for r in rows] == [b"new"]
+
+
+def test_overview_counts_urp_and_offline_partitions_as_metadata_shows_them(gw_cluster, gw):
+    """A broker stops (replicas out of sync, a partition without leader) and comes back; the v3
+    overview says what librdkafka's Metadata says, then clears. Here, not in test_v3_cluster.py:
+    this module's cluster already restarts a broker (a restarted cluster's teardown is slow)."""
+    c = cluster_path(gw)
+    replicated, single = new_topic(gw_cluster, partitions=1, rf=3), new_topic(gw_cluster, partitions=3)
+    victim = gw_cluster.partition_leaders(single)[0]
+    admin = gw_cluster.admin()
+
+    def kafka_view() -> tuple[list, list]:
+        topics = admin.list_topics(timeout=30).topics
+        parts = [(t, p) for t in sorted(topics) for p in sorted(topics[t].partitions)]
+        return ([{"topic_name": t, "partition_id": p} for t, p in parts
+                 if len(topics[t].partitions[p].isrs) < len(topics[t].partitions[p].replicas)],
+                [{"topic_name": t, "partition_id": p} for t, p in parts if topics[t].partitions[p].leader < 0])
+
+    def agree(urp_expected: bool):
+        urp, offline = kafka_view()
+        ov = gw.get(c + "/overview").json()
+        mine = (ov["under_replicated_partitions"], ov["offline_partitions"])
+        hit = {"topic_name": replicated, "partition_id": 0} in urp and {"topic_name": single, "partition_id": 0} in offline
+        return mine == (urp, offline) and (hit if urp_expected else not urp and not offline) and ov
+    gw_cluster.run("kill", "--graceful", str(victim))
+    try:
+        ov = wait_until(lambda: agree(True), 60, "the overview to show the URP and offline partitions")
+        assert ov["offline_partitions_count"] == len(ov["offline_partitions"]) >= 1
+        replicas = gw.get(c + f"/topics/{replicated}/partitions/0/replicas").json()["data"]
+        assert [r["is_in_sync"] for r in replicas if r["broker_id"] == victim] == [False]
+        assert gw.get(c + f"/topics/{single}/partitions/0").json()["leader"] is None
+    finally:
+        gw_cluster.run("start", str(victim))
+    wait_until(lambda: agree(False), 90, "the URP and offline partitions to clear")

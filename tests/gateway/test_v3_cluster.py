@@ -198,3 +198,4 @@ def test_rights_and_a_gateway_without_broker_metrics(gw_cluster, tmp_path):
             assert gw.get(c + f"/topics/{topic}/offsets", headers=reader).json()["data"][0]["size_bytes"] is None
     finally:
         assert g.stop(), "the gateway did not shut down cleanly"
+
