@@ -1,5 +1,5 @@
-"""Fixtures of the console's browser tests: one dev cluster with its gateway for the module
-(``console_cluster``), Debian's chromium driven by Playwright for Python (``browser``: the
+"""Fixtures of the console's browser tests: one dev cluster with its gateway for the package
+(``console_cluster``: both test modules share it, a start costs ~20 s of CI), Debian's chromium driven by Playwright for Python (``browser``: the
 system browser at /usr/bin/chromium, never a downloaded one; scripts/chromium.sh installs it),
 a fresh ``page`` per test that fails the test on a JavaScript error, and ``shot`` saving
 screenshots under the test's tmp_path.
@@ -21,7 +21,7 @@ CHROMIUM = Path(os.environ.get("ODRADEK_CHROMIUM", "/usr/bin/chromium"))
 TIMEOUT_MS = 20_000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console_cluster(tmp_path_factory) -> Cluster:
     c = start_cluster(tmp_path_factory.mktemp("console"), brokers=3, replication_factor=3, min_insync_replicas=2,
                       gateway=True)
@@ -29,7 +29,7 @@ def console_cluster(tmp_path_factory) -> Cluster:
     stop_cluster(c)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser():
     if not CHROMIUM.exists():
         tool_missing(f"{CHROMIUM} is missing: scripts/chromium.sh installs Debian's chromium")
@@ -37,6 +37,8 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         tool_missing("Playwright for Python is missing: uv sync --all-extras installs it (test extra)")
+    from playwright.sync_api import expect
+    expect.set_options(timeout=TIMEOUT_MS)   # every expect: a condition with this deadline
     with sync_playwright() as p:
         # --no-sandbox: CI runs as root, where chromium's sandbox refuses to start
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])

@@ -20,6 +20,7 @@ export class ThroughputChart {
     this.title = svg("title", {});
     this.svg.append(this.title);
     this.legend = document.createElement("p");
+    this.legend.id = "throughput-legend";
     this.legend.className = "muted";
     container.append(this.svg, this.legend);
   }
