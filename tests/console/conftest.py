@@ -23,8 +23,9 @@ TIMEOUT_MS = 20_000
 
 @pytest.fixture(scope="package")
 def console_cluster(tmp_path_factory) -> Cluster:
+    # a killed broker's ZooKeeper session expires in 6 s (not 18): the URP test sees it sooner
     c = start_cluster(tmp_path_factory.mktemp("console"), brokers=3, replication_factor=3, min_insync_replicas=2,
-                      gateway=True)
+                      gateway=True, extra=("--config", "zookeeper.session.timeout.ms=6000"))
     yield c
     stop_cluster(c)
 

@@ -14,21 +14,21 @@ function stateTag(state) {
 
 export async function groupList(main) {
   const groups = await api.v3List("/consumer-groups");
-  const lags = await Promise.all(groups.map((g) => api.get(lagSummaryPath(g)).catch(() => null)));
+  const lagCells = groups.map(() => [h("span", {}, "…"), h("span", {}, "…")]);
   replace(main, h("h1", {}, "Consumer groups"), table(`${groups.length} groups`,
     [{ label: "Group" }, { label: "State" }, { label: "Assignor" }, { label: "Total lag", num: true }, { label: "Max lag", num: true }],
     groups.map((g, i) => [link(`#/groups/${api.enc(g.consumer_group_id)}`, g.consumer_group_id), stateTag(g.state),
-      g.partition_assignor || "—", fmt.int(lags[i]?.total_lag), fmt.int(lags[i]?.max_lag)])));
-}
-
-function lagSummaryPath(g) {
-  return new URL(g.lag_summary.related).pathname;
+      g.partition_assignor || "—", lagCells[i][0], lagCells[i][1]])));
+  // the list first, each group's lag as it comes: one slow group does not hold the others back
+  groups.forEach((g, i) => api.get(new URL(g.lag_summary.related).pathname).then(
+    (s) => { replace(lagCells[i][0], fmt.int(s.total_lag)); replace(lagCells[i][1], fmt.int(s.max_lag)); },
+    (e) => { replace(lagCells[i][0], h("span", { class: "error" }, e.message)); replace(lagCells[i][1], "—"); }));
 }
 
 async function memberRows(group) {
   const members = await api.v3List(`/consumer-groups/${api.enc(group)}/consumers`);
   const assignments = await Promise.all(members.map((m) => api.get(new URL(m.assignments.related).pathname)));
-  return members.map((m, i) => [m.consumer_id, m.client_id, m.host ?? "—",
+  return members.map((m, i) => [m.consumer_id, m.client_id, m.host || "—",
     assignments[i].data.map((a) => `${a.topic_name}-${a.partition_id}`).join(", ") || "—"]);
 }
 
