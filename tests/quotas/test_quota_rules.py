@@ -109,3 +109,20 @@ def test_the_mutation_token_bucket_is_kafkas():
     assert bucket.record(30, 2.0, 0.0) == -8.0 and bucket_throttle_ms(-8.0, 2.0) == 4000
     assert bucket.tokens(2.0, 1000.0) == -6.0
     assert bucket.tokens(2.0, 100_000.0) == 22.0
+
+
+def test_connection_rates_are_kafkas():
+    """KIP-612: the broker's and the listener's rates delay accepting (at most one window), the
+    inter-broker listener beside others is exempt from the broker's; an address over its rate
+    is refused and taken back from all three."""
+    from odradek.broker.quotas.connections import ConnectionRates, configure
+    rates = ConnectionRates()
+    configure(rates, 2, ["EXTERNAL", "REPLICATION"], "REPLICATION", {"listener.name.replication.max.connection."
+                                                                      "creation.rate": "100"})
+    assert [rates.accept_delay_ms("EXTERNAL", now=1000.0) for _ in range(21)][-2:] == [0, 500]
+    assert rates.accept_delay_ms("REPLICATION", now=1000.0) == 0
+    assert rates.accept_delay_ms("EXTERNAL", now=1000.0) == 1000  # bounded by the window
+    rates.apply_ip_rates({"<default>": 1})
+    assert [rates.ip_delay_ms("REPLICATION", "10.0.0.1", now=2000.0) for _ in range(11)][-1] == 1000
+    # the 11th taken back from the address (10 kept) and from the listener (its 1 accepted, less 1)
+    assert (rates.rate("ip:10.0.0.1", 2000.0), rates.rate("listener:REPLICATION", 2000.0)) == (1.0, 0.0)

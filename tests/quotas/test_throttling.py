@@ -26,11 +26,13 @@ VALUE = b"q" * 2000
 STEADY_FROM, STEADY_TO = 11.0, 22.0
 
 
-def alter_client_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
+def alter_client_quota(bootstrap: str, client_id: str, key: str, value: float | None,
+                       entity_type: str = "client-id") -> None:
+    """AlterClientQuotas sent to the first broker (which applies it before it answers); None removes."""
     s = Schemas(49, 1, EntityType.request)
     body = make(s.AlterClientQuotasRequest, validate_only=False, entries=(make(
-        s.EntryData, entity=(make(s.EntityData, entity_type="client-id", entity_name=client_id),),
-        ops=(make(s.OpData, key=key, value=value, remove=False),)),))
+        s.EntryData, entity=(make(s.EntityData, entity_type=entity_type, entity_name=client_id),),
+        ops=(make(s.OpData, key=key, value=value or 0.0, remove=value is None),)),))
     with WireClient(bootstrap.split(",")[0]) as wire:
         answer = wire.request(49, 1, body)
     assert [e.error_code for e in answer.entries] == [0], answer

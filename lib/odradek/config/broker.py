@@ -39,6 +39,10 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("max.connections.per.ip.overrides", PER_ADDRESS_COUNTS, "",
               "per-address exceptions to max.connections.per.ip, e.g. 10.0.0.7:500,gateway.local:200 "
               "(host names resolved when set)", dynamic=True),
+    ConfigKey("max.connection.creation.rate", integer(0, INT_MAX), "2147483647",
+              "new connections per second the broker accepts (over all listeners but the inter-broker one "
+              "when there are others); beyond, accepting waits (KIP-612). listener.name.<l>.max.connection."
+              "creation.rate limits one listener", dynamic=True),
     ConfigKey("connections.max.idle.ms", integer(-1, LONG_MAX), "600000",
               "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
     ConfigKey("replica.lag.time.max.ms", integer(1, LONG_MAX), "30000",

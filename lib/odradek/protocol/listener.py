@@ -9,6 +9,9 @@ Limits, as Apache Kafka's ``SocketServer`` applies them (``ListenerLimits``):
 - ``max.connections.per.ip``: a new connection from an address that has that many already is
   accepted and closed at once (Kafka logs "Rejected connection ... maximum", at INFO);
   ``max.connections.per.ip.overrides`` sets other counts for given addresses.
+- connection creation rates (KIP-612, ``AcceptRates``, given by the broker): over the broker's
+  or the listener's rate, accepting waits the throttle time (Kafka's acceptor blocks); over the
+  address's rate, the connection is closed unread after the throttle time (Kafka's delayed close).
 - ``connections.max.idle.ms``: a connection that has moved no byte for that long, with no
   request queued or being handled, is closed (checked every quarter of it, at most every 30 s;
   negative: never).
@@ -32,7 +35,7 @@ import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from odradek.protocol.connection import CloseReason, KafkaConnection, Observer
 from odradek.protocol.memory_pool import MemoryPool
@@ -55,12 +58,23 @@ class ListenerLimits:
 ConnectionFactory = Callable[[], KafkaConnection]
 
 
+class AcceptRates(Protocol):
+    """Connection creation rates (odradek.broker.quotas.connections): each records one
+    accepted connection and answers its throttle time in ms (0: none)."""
+
+    def accept_delay_ms(self, listener: str) -> int: ...
+
+    def ip_delay_ms(self, listener: str, ip: str) -> int: ...
+
+
 class KafkaListener:
     def __init__(self, limits: ListenerLimits = ListenerLimits()) -> None:
         self.limits = limits
         self.pool = MemoryPool(limits.queued_max_request_bytes)
         self._sockets: list[tuple[socket.socket, ConnectionFactory, ssl.SSLContext | None, str]] = []
         self.observer: Observer | None = None  # given to every connection (the broker's request metrics)
+        self.rates: AcceptRates | None = None  # connection creation rates (the broker's quotas)
+        self._delayed_close: set[socket.socket] = set()
         self._connections: set[KafkaConnection] = set()
         self._tasks: set[asyncio.Task] = set()
         self._per_ip: Counter[str] = Counter()
@@ -96,6 +110,8 @@ class KafkaListener:
         await asyncio.gather(*self._background, return_exceptions=True)
         for sock, *_ in self._sockets:
             sock.close()
+        for sock in list(self._delayed_close):
+            sock.close()
         for conn in list(self._connections):
             conn.close(CloseReason.SERVER_STOPPING)
         for _ in range(2):  # then cancel what is still inside a handler after its transport closed
@@ -116,6 +132,8 @@ class KafkaListener:
                 await self._slot_freed.wait()
             sock, address = await loop.sock_accept(listening)
             ip = address[0]
+            if self.rates is not None and not await self._within_rates(loop, sock, name, ip):
+                continue
             limit = self.limits.max_connections_per_ip_overrides.get(ip, self.limits.max_connections_per_ip)
             if self._per_ip[ip] >= limit:
                 log.info("rejected connection from %s: it has the configured maximum of %d connections "
@@ -128,6 +146,25 @@ class KafkaListener:
             self._connections.add(conn)
             self._per_ip[ip] += 1
             self._hold(asyncio.create_task(self._set_up(loop, conn, sock, ssl_context)))
+
+    async def _within_rates(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, name: str, ip: str) -> bool:
+        """Kafka's connection rate checks on an accepted socket: wait out the broker's and the
+        listener's throttle (later connections wait behind it), then the address's: over it,
+        the socket is closed unread once its throttle time has passed (False)."""
+        delay = self.rates.accept_delay_ms(name)
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        delay = self.rates.ip_delay_ms(name, ip)
+        if not delay:
+            return True
+        log.debug("throttling a connection from %s for %d ms (connection_creation_rate), then closing it", ip, delay)
+        self._delayed_close.add(sock)
+
+        def close() -> None:
+            self._delayed_close.discard(sock)
+            sock.close()
+        loop.call_later(delay / 1000, close)
+        return False
 
     async def _set_up(self, loop: asyncio.AbstractEventLoop, conn: KafkaConnection, sock: socket.socket,
                       ssl_context: ssl.SSLContext | None) -> None:

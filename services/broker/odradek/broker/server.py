@@ -42,6 +42,7 @@ from odradek.broker.metrics.collector import BrokerCollector
 from odradek.broker.txn.metrics import TxnCollector
 from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
+from odradek.broker.quotas import connections
 from odradek.broker.quotas.manager import load as load_quotas
 from odradek.broker.security.acl import ResourceType
 from odradek.broker.security.authorizer import allowed, authorizer_of
@@ -51,7 +52,7 @@ from odradek.broker.zk import BrokerRegistration
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import serve, server_app
 from odradek.cluster.control_plane_tls import scheme
-from odradek.cluster.entity_config import CLIENTS, USERS
+from odradek.cluster.entity_config import CLIENTS, IPS, USERS
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.listener import KafkaListener
@@ -86,6 +87,7 @@ class Broker:
         self.internal_port = config.internal_port
         self.metrics_port: int | None = None  # bound once serving, when metrics.port >= 0
         self.requests = RequestStats()
+        self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
         self.listeners: KafkaListener | None = None
         self.exit_code = 0
         self._quota_loads: set[asyncio.Task] = set()
@@ -153,6 +155,7 @@ class Broker:
         client = self.registration.client if self.registration else None
         if client is not None:
             self.context.quotas.apply(await asyncio.to_thread(load_quotas, client))
+            self.connection_rates.apply_ip_rates(await asyncio.to_thread(connections.load_ip_rates, client))
 
     def reload_quotas(self) -> None:
         """A quota entity changed (a config change notification, or our own AlterClientQuotas)."""
@@ -166,7 +169,7 @@ class Broker:
         def changed(entity: str | None) -> None:
             if entity is not None:
                 loop.call_soon_threadsafe(self.reload_quotas)
-        for entity_type in (USERS, CLIENTS):
+        for entity_type in (USERS, CLIENTS, IPS):
             self.config_changes.register(entity_type, changed)
 
     def _zk_client(self):
@@ -183,8 +186,16 @@ class Broker:
             self.replicas.defaults_changed()
             if self.listeners is not None:
                 self.listeners.limits = self.config.listener_limits_with(layers.broker_value)
+            self._configure_connection_rates(layers)
         dynamic.on_apply(apply)
         dynamic.listen(self.config_changes, loop)
+
+    def _configure_connection_rates(self, layers) -> None:
+        """The connection creation rates in force: the broker's and each listener's (dynamic over static)."""
+        inter_broker = self.security.inter_broker
+        connections.configure(self.connection_rates, int(layers.broker_value(connections.LISTENER_KEY)),
+                              [li.name for li in self.security.listeners], inter_broker.name if inter_broker else None,
+                              {**self.config.listener_settings, **layers.dynamic_default, **layers.dynamic_broker})
 
     def _log_dir_failed(self, stop: asyncio.Event) -> None:
         log.error("Shutdown broker because all log dirs in %s have failed", self.config.data_dir)
@@ -196,6 +207,8 @@ class Broker:
         memory are broker-wide, as Kafka's); returns it and each listener's advertised (name, host,
         port). ``kafka_port`` is the first PLAINTEXT listener's port (else the first listener's)."""
         listeners = self.listeners = KafkaListener(self.config.listener_limits)
+        self._configure_connection_rates(self.context.dynamic.layers)
+        listeners.rates = self.connection_rates
         if self.config.metrics_port >= 0:  # request timing only when someone can read it
             listeners.observer = self.requests.on_request
         endpoints, ports = [], []

@@ -1,8 +1,9 @@
-"""The controller mutation quota (KIP-599) on a dev cluster, set with Kafka's own
-``kafka-configs``: over the quota, CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+
+"""Connection creation rates (KIP-612) and the controller mutation quota (KIP-599) on a dev
+cluster. Mutations, with the quota set by Kafka's own ``kafka-configs``: over the quota, CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+
 answer THROTTLING_QUOTA_EXCEEDED per topic with the throttle time (a topic that fails Kafka's
 earlier checks keeps its own error), older versions are taken and throttled; the connection is
-muted for the throttle time (KIP-219)."""
+muted for the throttle time (KIP-219). Connections: over an address's rate they are closed
+after the throttle time, over the broker's rate accepting waits (none refused)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,61 @@ def test_mutations_over_the_quota_are_refused_by_new_versions_and_throttled_on_o
     with WireClient(first, client_id="other") as other:  # other clients are not held back
         free = _delete(other, "taken")
         assert [r.error_code for r in free.responses] == [0] and _ms(free.throttle_time) == 0
+
+
+def _answered(address: str, source: str | None = None) -> bool:
+    """A new connection's ApiVersions answered (False: closed by the broker unanswered)."""
+    from kio.schema.api_versions.v0 import request as r
+    with WireClient(address, timeout=30, source=source) as wire:
+        try:
+            wire.request(18, 0, r.ApiVersionsRequest())
+            return True
+        except ConnectionError:
+            return False
+
+
+def test_connections_over_an_address_rate_are_closed_after_the_throttle_others_served(cluster):
+    """``connection_creation_rate`` of ip 127.0.0.2: 2/s, i.e. 20 connections at once (Kafka's
+    young rate divides by at least 10 windows), then further ones closed unanswered after their
+    throttle time; connections from 127.0.0.1 meanwhile are served at once."""
+    from tests.quotas.test_throttling import alter_client_quota
+    first = cluster.bootstrap.split(",")[0]
+    alter_client_quota(first, "127.0.0.2", "connection_creation_rate", 2, entity_type="ip")
+    try:
+        assert all(_answered(first, source="127.0.0.2") for _ in range(20))
+        later = []  # (served, seconds until answered or closed): the rate recovers while one waits
+        for _ in range(5):
+            started = time.monotonic()
+            later.append((_answered(first, source="127.0.0.2"), time.monotonic() - started))
+        refused = [took for served, took in later if not served]
+        assert refused and min(refused) >= 0.2, later  # closed once its throttle time passed
+        started = time.monotonic()
+        assert _answered(first) and time.monotonic() - started < 0.5, "another address was held back"
+    finally:
+        alter_client_quota(first, "127.0.0.2", "connection_creation_rate", None, entity_type="ip")
+
+
+def test_connections_over_the_broker_rate_wait_to_be_accepted(cluster):
+    """``max.connection.creation.rate=2`` on one broker, set with ``kafka-configs``: past the
+    first 20, new connections are all served, but accepted about 2 per second, none waiting
+    more than a window (Kafka's bound)."""
+    from tests.admin.test_dynamic_configs import describe_wire
+    first = cluster.bootstrap.split(",")[0]
+    broker = next(i for i, a in cluster.brokers.items() if a == first)
+    tool = Endpoint("odradek", first)
+    out = tool.tool(CONFIG_COMMAND, "--entity-type", "brokers", "--entity-name", str(broker), "--alter",
+                    "--add-config", "max.connection.creation.rate=2")
+    assert out.returncode == 0, out
+    try:
+        assert describe_wire(cluster, 4, str(broker))["max.connection.creation.rate"] == "2"
+        times, served = [], []
+        for _ in range(24):  # the 20 a young rate lets through at once (fewer: earlier tests' count too)
+            started = time.monotonic()
+            served.append(_answered(first))
+            times.append(time.monotonic() - started)
+        assert all(served), served
+        assert sum(times[-4:]) >= 1.5, f"4 connections past the burst at 2/s took {sum(times[-4:]):.1f} s"
+        assert max(times) <= 1.5, f"a connection waited {max(times):.1f} s: more than one window"
+    finally:
+        tool.tool(CONFIG_COMMAND, "--entity-type", "brokers", "--entity-name", str(broker), "--alter",
+                  "--delete-config", "max.connection.creation.rate")

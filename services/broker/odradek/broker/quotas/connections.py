@@ -1,0 +1,172 @@
+"""Connection creation rates (KIP-612), as Kafka's ``ConnectionQuotas`` applies them when a
+listener accepts a connection.
+
+- ``max.connection.creation.rate`` (broker-wide, dynamic) and
+  ``listener.name.<listener>.max.connection.creation.rate``: each accepted connection is
+  recorded in the broker's and its listener's rate; over either, the listener's accepting
+  *waits* the throttle time (Kafka's acceptor blocks: that connection and those behind it in
+  the backlog are delayed, none refused). The inter-broker listener is exempt from the
+  broker-wide rate when there are other listeners (Kafka's protected listener).
+- ``connection_creation_rate`` of ``/config/ips/<ip>`` (else ``/config/ips/<default>``):
+  a connection over its address's rate is not served and is closed after the throttle time
+  (Kafka's delayed close), and is taken back from the broker, listener and address rates.
+
+Rates are Kafka's ``Rate`` over ``quota.window.num`` windows of ``quota.window.size.seconds``
+(``rate.SampledRate``); a throttle is ``(rate - quota) / quota * window`` capped at one window,
+Kafka's ``boundedThrottleTime``. Event loop only; ``load_ip_rates`` blocks (kazoo).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import time
+from collections import Counter
+from typing import Mapping
+
+from kazoo.exceptions import NoNodeError
+
+from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+from odradek.cluster.entity_config import DEFAULT, IPS, desanitize, read_entity_config
+
+log = logging.getLogger(__name__)
+
+UNLIMITED = 2**31 - 1       # Kafka's default of every connection rate (Int.MaxValue)
+IP_KEY = "connection_creation_rate"
+LISTENER_KEY = "max.connection.creation.rate"
+_IP_SENSOR_EXPIRY_MS = 3600 * 1000
+_PRUNE_EVERY = 1024
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class ConnectionRates:
+    def __init__(self, samples: int = 11, window_seconds: int = 1) -> None:
+        self.samples, self.window_ms = samples, window_seconds * 1000
+        self.broker_rate = UNLIMITED
+        self.listener_rates: dict[str, int] = {}
+        self.protected_listener: str | None = None   # the inter-broker listener, with others beside it
+        self.ip_rates: dict[str, int] = {}           # address -> rate; DEFAULT: every other address
+        self._sensors: dict[str, SampledRate] = {}
+        self._records = 0
+        # throttle totals for the metrics (ms, count) per listener: by broker/listener rate, by address rate
+        self.accept_throttle_ms: Counter[str] = Counter()
+        self.accept_throttled: Counter[str] = Counter()
+        self.ip_throttle_ms: Counter[str] = Counter()
+        self.ip_throttled: Counter[str] = Counter()
+
+    def configure(self, broker_rate: int, listener_rates: Mapping[str, int]) -> None:
+        self.broker_rate, self.listener_rates = broker_rate, dict(listener_rates)
+
+    def apply_ip_rates(self, rates: Mapping[str, int]) -> None:
+        self.ip_rates = dict(rates)
+
+    def rate(self, name: str, now: float | None = None) -> float:
+        """The connection creation rate now of ``broker``, ``listener:<name>`` or ``ip:<address>``."""
+        sensor = self._sensors.get(name)
+        return sensor.rate(_now_ms() if now is None else now) if sensor is not None else 0.0
+
+    def accept_delay_ms(self, listener: str, now: float | None = None) -> int:
+        """Record a connection accepted on ``listener``; how long accepting must wait (Kafka's
+        ``waitForConnectionSlot``: the longer of the broker's and the listener's throttle)."""
+        now = _now_ms() if now is None else now
+        throttle = 0
+        if listener != self.protected_listener:
+            throttle = self._record("broker", self.broker_rate, now)
+        throttle = max(throttle, self._record(f"listener:{listener}", self.listener_rates.get(listener, UNLIMITED),
+                                              now))
+        if throttle:
+            self.accept_throttle_ms[listener] += throttle
+            self.accept_throttled[listener] += 1
+        return throttle
+
+    def ip_delay_ms(self, listener: str, ip: str, now: float | None = None) -> int:
+        """Record a connection from ``ip``; over its rate, the throttle time after which it is
+        closed (all three rates then take it back), else 0."""
+        quota = self.ip_rates.get(ip, self.ip_rates.get(DEFAULT, UNLIMITED))
+        if quota == UNLIMITED:
+            return 0
+        now = _now_ms() if now is None else now
+        throttle = self._record(f"ip:{ip}", quota, now)
+        if throttle:
+            for name in (f"ip:{ip}", f"listener:{listener}", *(("broker",) if listener != self.protected_listener
+                                                                else ())):
+                if (sensor := self._sensors.get(name)) is not None:
+                    sensor.record(-1.0, now)
+            self.ip_throttle_ms[listener] += throttle
+            self.ip_throttled[listener] += 1
+        return throttle
+
+    def _record(self, name: str, quota: int, now: float) -> int:
+        sensor = self._sensors.get(name)
+        if sensor is None:
+            sensor = self._sensors[name] = SampledRate(self.samples, self.window_ms, now)
+            self._records += 1
+            if self._records % _PRUNE_EVERY == 0:
+                self._prune(now)
+        sensor.record(1.0, now)
+        observed = sensor.rate(now)
+        if observed <= quota:
+            return 0
+        return min(throttle_time_ms(sensor, observed, quota, now), self.window_ms)
+
+    def _prune(self, now: float) -> None:
+        for name in [n for n, s in self._sensors.items()
+                     if n.startswith("ip:") and now - s.last_record_ms > _IP_SENSOR_EXPIRY_MS]:
+            del self._sensors[name]
+
+
+def listener_rates(settings: Mapping[str, str], listeners: list[str]) -> dict[str, int]:
+    """``listener.name.<l>.max.connection.creation.rate`` of each listener that sets it."""
+    out = {}
+    for name in listeners:
+        key = f"listener.name.{name.lower()}.{LISTENER_KEY}"
+        if key in settings:
+            try:
+                out[name] = int(settings[key])
+            except ValueError:
+                log.warning("ignoring %s=%r: not an integer", key, settings[key])
+    return out
+
+
+def load_ip_rates(zk) -> dict[str, int]:
+    """Every ``/config/ips`` entity's ``connection_creation_rate``, keyed by address (blocking)."""
+    try:
+        names = sorted(zk.get_children(f"/config/{IPS}"))
+    except NoNodeError:
+        return {}
+    rates = {}
+    for name in names:
+        config, _ = read_entity_config(zk, IPS, name)
+        if IP_KEY not in config:
+            continue
+        address = DEFAULT if name == DEFAULT else _address(desanitize(name) or "")
+        try:
+            if address is not None:
+                rates[address] = int(float(config[IP_KEY]))
+        except ValueError:
+            log.warning("ignoring %s=%r of ip %s: not a number", IP_KEY, config[IP_KEY], name)
+    return rates
+
+
+def _address(host: str) -> str | None:
+    """The address a connection from ``host`` comes from (Kafka resolves the entity's name)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        log.warning("ignoring the connection rate of %s: not an address nor a resolvable host", host)
+        return None
+
+
+def configure(rates: ConnectionRates, broker_rate: int, listeners: list[str], inter_broker: str | None,
+              settings: Mapping[str, str]) -> None:
+    """The rates now in force: ``settings`` holds the listener keys (static, then dynamic over them)."""
+    rates.configure(broker_rate, listener_rates(settings, listeners))
+    rates.protected_listener = inter_broker if len(listeners) > 1 else None
