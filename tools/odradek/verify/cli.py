@@ -80,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idempotent", action="store_true",
                    help="producers with enable.idempotence=true; duplicates then fail the run")
     p.add_argument("--transactional", action="store_true",
-                   help="transactional producers (transactions of 20, every 7th aborted), read_committed reads: "
-                        "committed values lost, aborted ones read and duplicates fail the run")
+                   help="transactional producers (transactions of 20, every 7th aborted), read_committed reads "
+                        "and a consume-transform-produce copier (offsets sent to its transactions): committed "
+                        "values lost, aborted ones read, duplicates and offsets not atomic with the copy's output "
+                        "fail the run; add the 'coordinator' fault to kill transaction coordinators")
     p.add_argument("--command-config", type=Path, metavar="PROPERTIES",
                    help="Kafka client properties (security.protocol, sasl.*, ssl.truststore.location) for the "
                         "clients; default: the dev cluster's own security block (`odradek dev status --json`)")

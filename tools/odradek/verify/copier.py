@@ -135,10 +135,11 @@ class Copier(threading.Thread):
             log.info("copier: transaction %d failed before its end: %r; aborting it", self.txns, e)
             commit = False
         outcome = self._finish(commit)
-        if outcome == "commit":
+        if outcome == "commit":   # the consumer is already at these positions
             self.commits += 1
             self.committed = positions
-        elif outcome == "abort":
+            return
+        if outcome == "abort":
             self.aborts += 1
         else:
             self.unknown += 1

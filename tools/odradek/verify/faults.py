@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -58,20 +59,28 @@ def random_broker(n) -> tuple[str, str] | None:
 
 def txn_coordinator(n) -> tuple[str, str] | None:
     """The broker a random transactional id of the run is coordinated by (DescribeTransactions
-    goes to the coordinator FindCoordinator(key_type=1) names), None without transactions."""
+    goes to the coordinator FindCoordinator(key_type=1) names), None without transactions or
+    when no coordinator answers within 15 s (a partition loading or between leaders)."""
     from kafka import KafkaAdminClient
     if not n.transactional_ids:
         return None
     tid = n.rng.choice(sorted(n.transactional_ids))
-    admin = KafkaAdminClient(**n.kafka.kafka_python(request_timeout_ms=10_000))
-    try:
-        broker = admin.describe_transactions([tid])[tid].coordinator_id
-    except Exception as e:  # no coordinator now (a partition between leaders): no target this time
-        log.info("nemesis: no coordinator of %s: %r", tid, e)
-        return None
-    finally:
-        admin.close()
-    return f"broker-{broker}", f"transaction coordinator of {tid}"
+    deadline = time.monotonic() + 15
+    while not n.stop_event.is_set():
+        admin = None
+        try:
+            admin = KafkaAdminClient(**n.kafka.kafka_python(request_timeout_ms=10_000))
+            broker = admin.describe_transactions([tid])[tid].coordinator_id
+            return f"broker-{broker}", f"transaction coordinator of {tid}"
+        except Exception as e:
+            if time.monotonic() > deadline:
+                log.info("nemesis: no coordinator of %s: %r", tid, e)
+                return None
+            n.stop_event.wait(0.5)
+        finally:
+            if admin is not None:
+                admin.close()
+    return None
 
 
 def zookeeper(n) -> tuple[str, str]:
