@@ -1,6 +1,6 @@
 """Idle client connections (issue 21): 1,000 connections that did ApiVersions and then stay
 silent cost the broker little memory (no receive buffer is held by an idle connection: each
-used to keep 64 KiB), it stays responsive meanwhile, and ``connections.max.idle.ms`` closes
+used to keep 64 KiB; its request queue is a deque), it stays responsive meanwhile, and ``connections.max.idle.ms`` closes
 them, as Kafka's does. The full-size figures (10,000 connections) are bench/idle_connections.py's
 (docs/performance.md, "Idle connections")."""
 
@@ -18,7 +18,7 @@ from odradek.dev.waiting import wait_until
 CONNECTIONS = 1000
 IDLE_MS = 3000
 REAPER_TICK_S = IDLE_MS / 4000          # the listener checks every quarter of connections.max.idle.ms
-PER_CONNECTION_BOUND = 32 * 1024        # bytes of broker RSS per idle connection (measured ~9 KiB)
+PER_CONNECTION_BOUND = 32 * 1024        # bytes of broker RSS per idle connection (measured ~5 KiB)
 
 
 @pytest.fixture(scope="module")
