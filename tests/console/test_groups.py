@@ -8,12 +8,14 @@ from __future__ import annotations
 import re
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, Producer
 
 from odradek.dev.waiting import wait_until
 
-expect = pytest.importorskip("playwright.sync_api").expect
+try:
+    from playwright.sync_api import expect
+except ImportError:      # the browser fixture then skips, or fails under ODRADEK_REQUIRE_TOOLS=1, saying why
+    expect = None
 
 RECORDS = 20
 

@@ -19,10 +19,12 @@ export class ThroughputChart {
     this.svg = svg("svg", { viewBox: "0 0 600 180", preserveAspectRatio: "none", role: "img" });
     this.title = svg("title", {});
     this.svg.append(this.title);
+    this.scale = document.createElement("p");   // text outside the stretched SVG keeps its shape
+    this.scale.className = "muted";
     this.legend = document.createElement("p");
     this.legend.id = "throughput-legend";
     this.legend.className = "muted";
-    container.append(this.svg, this.legend);
+    container.append(this.scale, this.svg, this.legend);
   }
 
   /** Adds a sample; a counter that went down (a broker restarted) skips that interval. */
@@ -38,7 +40,7 @@ export class ThroughputChart {
   }
 
   draw() {
-    for (const old of this.svg.querySelectorAll("polyline, line, text")) old.remove();
+    for (const old of this.svg.querySelectorAll("polyline, line")) old.remove();
     const max = Math.max(1024, ...this.rates.flatMap((r) => [r.inBps, r.outBps]));
     const x = (i) => (600 * i) / (POINTS - 1);
     const y = (v) => 170 - (160 * v) / max;
@@ -46,9 +48,7 @@ export class ThroughputChart {
       class: cls, points: this.rates.map((r, i) => `${x(i + POINTS - this.rates.length)},${y(r[key])}`).join(" ") });
     this.svg.append(svg("line", { class: "axis", x1: 0, y1: 170, x2: 600, y2: 170 }),
       line("inBps", "in"), line("outBps", "out"));
-    const top = svg("text", { x: 4, y: 12 });
-    top.textContent = `${fmt.bytes(max)}/s`;
-    this.svg.append(top);
+    this.scale.textContent = `Top of the chart: ${fmt.bytes(max)}/s; the last ${POINTS} samples.`;
     const now = this.rates[this.rates.length - 1];
     const text = now
       ? `In ${fmt.bytes(now.inBps)}/s (${fmt.int(Math.round(now.msgs ?? 0))} records/s), out ${fmt.bytes(now.outBps)}/s`

@@ -48,7 +48,7 @@ export async function overview(main) {
   const sample = async () => {
     const t = await api.get(await api.v3("/throughput"));
     if (t.metrics_configured) chart.add(t);
-    else parts.chart.querySelector("p").textContent = "The gateway has no broker metrics URLs (--broker-metrics-urls): no throughput to show.";
+    else parts.chart.querySelector("#throughput-legend").textContent = "The gateway has no broker metrics URLs (--broker-metrics-urls): no throughput to show.";
   };
   let stopped = false;
   let timer = null;
