@@ -12,6 +12,7 @@ import time
 
 from tests.support.kafka_tools import CONFIG_COMMAND, Endpoint, require_kafka
 from tests.support.kafka_wire import WireClient
+from tests.support.prometheus import broker_metrics
 
 RATE = 2.0            # partitions per second; a full bucket holds 11 windows' worth: 22
 CLIENT = "mutator"
@@ -77,6 +78,11 @@ def test_mutations_over_the_quota_are_refused_by_new_versions_and_throttled_on_o
     with WireClient(first, client_id="other") as other:  # other clients are not held back
         free = _delete(other, "taken")
         assert [r.error_code for r in free.responses] == [0] and _ms(free.throttle_time) == 0
+    # Kafka's sensors (kafka.server:type=ControllerMutation,client-id=mutator) in Strimzi's names
+    series = broker_metrics(cluster, first)
+    labels = frozenset({"resource": "ControllerMutation", "clientId": CLIENT}.items())
+    assert series[("kafka_server_quota_throttle_time", labels)] >= 2000
+    assert series[("kafka_server_quota_tokens", labels)] < 22
 
 
 def _answered(address: str, source: str | None = None) -> bool:
@@ -105,6 +111,10 @@ def test_connections_over_an_address_rate_are_closed_after_the_throttle_others_s
             later.append((_answered(first, source="127.0.0.2"), time.monotonic() - started))
         refused = [took for served, took in later if not served]
         assert refused and min(refused) >= 0.2, later  # closed once its throttle time passed
+        series = broker_metrics(cluster, first)
+        listener = frozenset({"listener": "PLAINTEXT"}.items())
+        assert series[("kafka_server_socket_server_metrics_ip_connection_accept_throttle_time", listener)] >= 200
+        assert series[("kafka_server_socket_server_metrics_connection_accept_rate", listener)] > 0
         started = time.monotonic()
         assert _answered(first) and time.monotonic() - started < 0.5, "another address was held back"
     finally:

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.dev.waiting import wait_until
 from odradek.protocol.codec import EntityType, Schemas, make
 from tests.support.kafka_wire import WireClient
+from tests.support.prometheus import broker_metrics
 
 N = 100_000                 # the slow client's quota, bytes/s
 VALUE = b"q" * 2000
@@ -95,6 +96,12 @@ def test_a_producer_quota_holds_the_rate_and_leaves_other_clients_alone(cluster)
     assert 0.8 * N <= slow_rate <= 1.2 * N, (slow_rate, len(slow.throttles))
     assert slow.throttles, "librdkafka reported no throttle time"
     assert other_rate >= 2.5 * N and not other.throttles, (other_rate, other.throttles)
+    # Kafka's sensor kafka.server:type=Produce,client-id=slow in Strimzi's names; none for "other"
+    series = broker_metrics(cluster, cluster.leader_address("quota-produce", 0))
+    slow_labels = frozenset({"resource": "Produce", "clientId": "slow"}.items())
+    assert 0 < series[("kafka_server_quota_byte_rate", slow_labels)] <= 1.5 * N  # decays once it stopped
+    assert series[("kafka_server_quota_throttle_time", slow_labels)] > 0
+    assert not [k for k in series if k[0].startswith("kafka_server_quota_") and ("clientId", "other") in k[1]]
 
 
 def test_a_consumer_quota_throttles_fetches(cluster):

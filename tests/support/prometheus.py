@@ -108,3 +108,13 @@ class PrometheusServer:
         """Every configured target scraped successfully at least once (``up == 1``)."""
         expected = sum(len(urls) for urls in self.targets.values())
         return sum(self.query("up == 1").values()) >= expected
+
+
+def broker_metrics(cluster, address: str) -> dict[tuple[str, frozenset], float]:
+    """The broker at ``address``'s Prometheus series: (name, labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+    broker = next(i for i, a in cluster.brokers.items() if a == address)
+    with urllib.request.urlopen(cluster.status()["metrics_url"][f"broker-{broker}"], timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}

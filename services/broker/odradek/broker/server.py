@@ -44,6 +44,7 @@ from odradek.broker.metrics.stats import RequestStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.quotas import connections
 from odradek.broker.quotas.manager import load as load_quotas
+from odradek.broker.quotas.metrics import QuotaCollector
 from odradek.broker.security.acl import ResourceType
 from odradek.broker.security.authorizer import allowed, authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
@@ -234,8 +235,9 @@ class Broker:
             connections=lambda: self.listeners.connection_counts() if self.listeners else {},
             auth_failures=lambda: dict(self.security.sasl.failures), partition_level=cfg.metrics_partition_level)
         txn = TxnCollector(self.context.txn.coordinator)
-        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector, txn), cfg.internal_host,
-                                                             cfg.metrics_port)
+        quotas = QuotaCollector(self.context.quotas, self.connection_rates)
+        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector, txn, quotas),
+                                                             cfg.internal_host, cfg.metrics_port)
         log.info("broker %d serving Prometheus metrics on %s", cfg.broker_id,
                  metrics_http.url(cfg.internal_host, self.metrics_port))
         return runner

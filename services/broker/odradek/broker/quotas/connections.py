@@ -22,12 +22,12 @@ import ipaddress
 import logging
 import socket
 import time
-from collections import Counter
 from typing import Mapping
 
 from kazoo.exceptions import NoNodeError
 
 from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+from odradek.broker.txn.metrics import WindowedTimes
 from odradek.cluster.entity_config import DEFAULT, IPS, desanitize, read_entity_config
 
 log = logging.getLogger(__name__)
@@ -52,11 +52,11 @@ class ConnectionRates:
         self.ip_rates: dict[str, int] = {}           # address -> rate; DEFAULT: every other address
         self._sensors: dict[str, SampledRate] = {}
         self._records = 0
-        # throttle totals for the metrics (ms, count) per listener: by broker/listener rate, by address rate
-        self.accept_throttle_ms: Counter[str] = Counter()
-        self.accept_throttled: Counter[str] = Counter()
-        self.ip_throttle_ms: Counter[str] = Counter()
-        self.ip_throttled: Counter[str] = Counter()
+        # per listener, Kafka's throttle-time Avg sensors (metrics): by the broker's or listener's
+        # rate, by an address's rate
+        self.accept_throttle_times: dict[str, WindowedTimes] = {}
+        self.ip_throttle_times: dict[str, WindowedTimes] = {}
+        self.listeners_seen: set[str] = set()
 
     def configure(self, broker_rate: int, listener_rates: Mapping[str, int]) -> None:
         self.broker_rate, self.listener_rates = broker_rate, dict(listener_rates)
@@ -78,9 +78,9 @@ class ConnectionRates:
             throttle = self._record("broker", self.broker_rate, now)
         throttle = max(throttle, self._record(f"listener:{listener}", self.listener_rates.get(listener, UNLIMITED),
                                               now))
+        self.listeners_seen.add(listener)
         if throttle:
-            self.accept_throttle_ms[listener] += throttle
-            self.accept_throttled[listener] += 1
+            _times(self.accept_throttle_times, listener).record(throttle)
         return throttle
 
     def ip_delay_ms(self, listener: str, ip: str, now: float | None = None) -> int:
@@ -96,8 +96,7 @@ class ConnectionRates:
                                                                 else ())):
                 if (sensor := self._sensors.get(name)) is not None:
                     sensor.record(-1.0, now)
-            self.ip_throttle_ms[listener] += throttle
-            self.ip_throttled[listener] += 1
+            _times(self.ip_throttle_times, listener).record(throttle)
         return throttle
 
     def _record(self, name: str, quota: int, now: float) -> int:
@@ -117,6 +116,13 @@ class ConnectionRates:
         for name in [n for n, s in self._sensors.items()
                      if n.startswith("ip:") and now - s.last_record_ms > _IP_SENSOR_EXPIRY_MS]:
             del self._sensors[name]
+
+
+def _times(by_listener: dict[str, WindowedTimes], listener: str) -> WindowedTimes:
+    times = by_listener.get(listener)
+    if times is None:
+        times = by_listener[listener] = WindowedTimes()
+    return times
 
 
 def listener_rates(settings: Mapping[str, str], listeners: list[str]) -> dict[str, int]:

@@ -74,3 +74,8 @@ class QuotaEntities:
             if value is not None:
                 return tags, value
         return None
+
+    def quota_for(self, key: str, tags: Tags) -> float | None:
+        """The quota now in force for a sensor's tags (its user and client id; "" for neither)."""
+        found = self.resolve(key, *tags)
+        return found[1] if found is not None else None

@@ -18,6 +18,7 @@ Sensors not recorded for an hour are dropped (Kafka's inactive sensor expiry). E
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from typing import Mapping
@@ -27,6 +28,7 @@ from kazoo.exceptions import NoNodeError
 from odradek.broker.quotas.entities import (CONTROLLER_MUTATION_RATE, ENFORCED, REQUEST_PERCENTAGE, Entity,
                                             QuotaEntities, Tags)
 from odradek.broker.quotas.rate import SampledRate, TokenBucket, throttle_time_ms
+from odradek.broker.txn.metrics import WindowedTimes
 from odradek.cluster.entity_config import CLIENTS, DEFAULT, USERS, desanitize, read_entity_config
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ class ClientQuotaManager:
         self._records = 0
         self.throttle_ms_total: Counter[str] = Counter()   # per quota key (metrics, tests)
         self.throttled: Counter[str] = Counter()
+        # Kafka's throttle-time sensor per quota key and tags: an Avg over its default metric
+        # window (2 samples of 30 s), of the throttle times given (odradek.broker.quotas.metrics)
+        self.throttle_times: dict[tuple[str, Tags], WindowedTimes] = {}
 
     def enabled(self, key: str) -> bool:
         return self.entities.enabled(key)
@@ -71,21 +76,38 @@ class ClientQuotaManager:
         throttle = throttle_time_ms(sensor, observed, quota, now)
         if key == REQUEST_PERCENTAGE:
             throttle = min(throttle, self.window_ms)
-        self.note_throttle(key, throttle)
+        self.note_throttle(key, tags, throttle)
         return throttle
 
-    def note_throttle(self, key: str, throttle_ms: int) -> None:
+    def note_throttle(self, key: str, tags: Tags, throttle_ms: int) -> None:
         self.throttle_ms_total[key] += throttle_ms
         self.throttled[key] += 1
+        times = self.throttle_times.get((key, tags))
+        if times is None:
+            times = self.throttle_times[(key, tags)] = WindowedTimes()
+        times.record(throttle_ms)
 
-    def bucket(self, user: str, client_id: str, now_ms: float) -> tuple[TokenBucket, float] | None:
-        """The controller mutation quota's token bucket for this client and its rate (None: no
-        quota); one bucket per resolved entity's tags, as Kafka's sensors."""
+    def bucket(self, user: str, client_id: str, now_ms: float) -> tuple[TokenBucket, float, Tags] | None:
+        """The controller mutation quota's token bucket for this client, its rate and its tags
+        (None: no quota); one bucket per resolved entity's tags, as Kafka's sensors."""
         found = self.entities.resolve(CONTROLLER_MUTATION_RATE, user, client_id)
         if found is None:
             return None
         tags, quota = found
-        return self._sensor(CONTROLLER_MUTATION_RATE, tags, now_ms), quota
+        return self._sensor(CONTROLLER_MUTATION_RATE, tags, now_ms), quota, tags
+
+    def sensors(self, now_ms: float | None = None) -> list[tuple[str, Tags, float, float | None]]:
+        """(key, tags, the sensor's value, the quota in force) of every sensor: the rate for byte
+        and request quotas, the bucket's tokens for the mutation quota (metrics, at scrape time)."""
+        now = _now_ms() if now_ms is None else now_ms
+        out = []
+        for (key, tags), sensor in list(self._sensors.items()):
+            quota = self.entities.quota_for(key, tags)
+            if isinstance(sensor, TokenBucket):
+                out.append((key, tags, sensor.tokens(quota, now) if quota is not None else math.nan, quota))
+            else:
+                out.append((key, tags, sensor.rate(now), quota))
+        return out
 
     def unrecord(self, key: str, user: str, client_id: str, value: float, now_ms: float | None = None) -> None:
         found = self.entities.resolve(key, user, client_id)
@@ -112,6 +134,7 @@ class ClientQuotaManager:
     def _prune(self, now: float) -> None:
         for name in [n for n, s in self._sensors.items() if now - s.last_record_ms > SENSOR_EXPIRY_MS]:
             del self._sensors[name]
+            self.throttle_times.pop(name, None)
 
     # -- the quotas ZooKeeper holds --------------------------------------------------------
     def apply(self, entities: Mapping[Entity, Mapping[str, float]]) -> None:

@@ -48,9 +48,9 @@ class MutationQuota:
     Unbounded ControllerMutationQuota)."""
 
     def __init__(self, bucket: TokenBucket | None = None, quota: float = 0.0, strict: bool = False,
-                 manager: ClientQuotaManager | None = None) -> None:
+                 manager: ClientQuotaManager | None = None, tags: tuple[str, str] = ("", "")) -> None:
         self._bucket, self._quota, self.strict = bucket, quota, strict
-        self._manager = manager
+        self._manager, self._tags = manager, tags
         self._throttle_ms, self._recorded_ms = 0, 0.0
 
     def admit(self, permits: float) -> None:
@@ -83,7 +83,7 @@ class MutationQuota:
     def _throttled(self, deficit: int, now: float) -> None:
         self._throttle_ms, self._recorded_ms = deficit, now
         if self._manager is not None:
-            self._manager.note_throttle(CONTROLLER_MUTATION_RATE, deficit)
+            self._manager.note_throttle(CONTROLLER_MUTATION_RATE, self._tags, deficit)
 
     def throttle_ms(self) -> int:
         """The throttle still due (Kafka deducts the time since it was recorded)."""
@@ -105,5 +105,5 @@ def for_request(quotas: ClientQuotaManager, header) -> MutationQuota:
     found = quotas.bucket(user_of(current().principal), header.client_id or "", _now_ms())
     if found is None:
         return MutationQuota()
-    bucket, quota = found
-    return MutationQuota(bucket, quota, header.api_version >= STRICT_SINCE[header.api_key], quotas)
+    bucket, quota, tags = found
+    return MutationQuota(bucket, quota, header.api_version >= STRICT_SINCE[header.api_key], quotas, tags)
