@@ -66,6 +66,12 @@ def load() -> list[float]:
 class Target(ABC):
     name: str
     bootstrap: str
+    # CreateTopics' timeout_ms (librdkafka's operation_timeout, seconds). 0 asks the broker to
+    # answer once creation is triggered (ZooKeeper mode: znodes written; librdkafka hides the
+    # REQUEST_TIMED_OUT that comes back). A KRaft controller takes it as the deadline of its
+    # createTopics event: at 0 the event never starts, nothing is created, and the same hidden
+    # REQUEST_TIMED_OUT looks like success. KRaft answers once its records are committed.
+    create_timeout: float = 0
 
     @abstractmethod
     def broker_pid(self, broker: int) -> int | None: ...
@@ -77,9 +83,15 @@ class Target(ABC):
     @abstractmethod
     def start_broker(self, broker: int) -> None: ...
 
+    def active_controller(self) -> int | None:
+        """The Kafka node to kill as the controller, asked before the failover clock starts
+        (KRaft asks a JVM tool: seconds on a loaded machine); None for Odradek."""
+        return None
+
     @abstractmethod
-    def kill_controller(self) -> list[str]:
-        """SIGKILL the active controller (and, for Odradek, broker 3); what was killed, to restart."""
+    def kill_controller(self, node: int | None) -> list[str]:
+        """SIGKILL the active controller (``node`` for Kafka; for Odradek the active controller
+        process and broker 3); what was killed, to restart."""
 
     @abstractmethod
     def restart(self, killed: list[str]) -> None: ...
@@ -114,7 +126,7 @@ class OdradekTarget(Target):
     def start_broker(self, broker: int) -> None:
         self.cluster.run("start", str(broker))
 
-    def kill_controller(self) -> list[str]:
+    def kill_controller(self, node: int | None) -> list[str]:
         self.cluster.run("kill", "controller")
         self.stop_broker(3, signal.SIGKILL)
         names = [f"controller-{i}" for i in range(2)]
@@ -136,6 +148,7 @@ class KafkaTarget(Target):
 
     def __init__(self, root: Path, zookeeper_mode: bool) -> None:
         self.name = KAFKA_ZK if zookeeper_mode else KAFKA_KRAFT
+        self.create_timeout = 0 if zookeeper_mode else 30  # 30 s: the Java AdminClient's default
         self.zk = None
         connect = None
         if zookeeper_mode:
@@ -160,15 +173,14 @@ class KafkaTarget(Target):
     def start_broker(self, broker: int) -> None:
         self.cluster.start_node(broker)
 
-    def _active_controller(self) -> int:
+    def active_controller(self) -> int:
         if self.zk is not None:  # ZooKeeper mode: Metadata names the controller broker
             return self.admin().list_topics(timeout=30).controller_id
         out = apache_kafka.run_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
                                     self.bootstrap, "describe", "--status", check=True, timeout=120).stdout
         return int(re.search(r"LeaderId:\s+(\d+)", out).group(1))
 
-    def kill_controller(self) -> list[str]:
-        node = self._active_controller()
+    def kill_controller(self, node: int | None) -> list[str]:
         self.cluster.stop_node(node, signal.SIGKILL)
         print(f"  {self.name}: killed the controller, node {node}", flush=True)
         return [str(node)]
@@ -247,7 +259,8 @@ def create(target: Target, names: list[str], per_request: int) -> dict:
     for i in range(0, len(names), per_request):
         batch = [NewTopic(n, num_partitions=PARTITIONS_PER_TOPIC, replication_factor=RF)
                  for n in names[i:i + per_request]]
-        for name, fut in admin.create_topics(batch, request_timeout=60, operation_timeout=0).items():
+        futures = admin.create_topics(batch, request_timeout=60, operation_timeout=target.create_timeout)
+        for name, fut in futures.items():
             try:
                 fut.result(timeout=120)
             except Exception as e:  # noqa: BLE001 - counted and reported
@@ -298,8 +311,9 @@ def run_system(target: Target, names: list[str], args) -> dict:
     wait_for(target, names, "broker 2 back in every ISR", every_full(n), args.timeout)
     out["restart_full_isr_s"] = time.monotonic() - started
     print(f"  {target.name}: broker 2 back in every ISR after {out['restart_full_isr_s']:.1f} s", flush=True)
+    controller = target.active_controller()
     started = time.monotonic()
-    killed = target.kill_controller()
+    killed = target.kill_controller(controller)
     dead = {int(k) for k in killed if k.isdigit()}  # the broker killed with the controller (Kafka: the same node)
     wait_for(target, names, "every partition led by a live broker after the controller died",
              lambda v: every_led(n)(v) and not dead & set(v["leaders"]), args.timeout)
