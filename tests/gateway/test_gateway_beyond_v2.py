@@ -243,8 +243,28 @@ def test_auth_tokens_and_rights(gw_cluster, gw, tmp_path):
                   403, 40301)
             assert c.post(f"/v3/clusters/{cid}/topics", json=new,
                           headers={"authorization": "Bearer admin-token"}).status_code == 201
+            _v3_views_rights(c, f"/v3/clusters/{cid}", topic, secret)
     finally:
         assert g.stop(), "the gateway did not shut down cleanly"
+
+
+def _v3_views_rights(c: httpx.Client, cluster: str, topic: str, secret: str) -> None:
+    """The console's v3 views behind tokens: each needs one, a topic's views its read right,
+    group changes the admin right; this gateway has no --broker-metrics-urls: no throughput
+    nor sizes, said so."""
+    writer, ops = ({"authorization": f"Bearer {t}"} for t in ("writer-token", "admin-token"))
+    for path in ("/brokers", "/overview", "/consumer-groups", f"/topics/{topic}/partitions"):
+        error(c.get(cluster + path), 401, 40101)
+        assert c.get(cluster + path, headers=writer).status_code == 200, path
+    error(c.get(cluster + f"/topics/{secret}/partitions", headers=writer), 403, 40301)
+    reset, body = cluster + f"/consumer-groups/rights-{uuid.uuid4().hex[:6]}", {"topic_name": topic, "to": "earliest"}
+    error(c.post(reset + "/offsets:reset", json=body, headers=writer), 403, 40301)
+    assert c.post(reset + "/offsets:reset", json=body, headers=ops).status_code == 200
+    error(c.delete(reset, headers=writer), 403, 40301)
+    assert c.delete(reset, headers=ops).status_code == 204
+    feed = c.get(cluster + "/throughput", headers=writer).json()
+    assert (feed["metrics_configured"], feed["data"], feed["bytes_in_total"]) == (False, [], 0)
+    assert c.get(cluster + f"/topics/{topic}/offsets", headers=writer).json()["data"][0]["size_bytes"] is None
 
 
 def test_instances_expire_and_release_their_partitions(gw_cluster, tmp_path):

@@ -8,12 +8,11 @@ from __future__ import annotations
 import time
 import uuid
 
-import httpx
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
 
 from odradek.dev.waiting import wait_until
 from tests.gateway.test_gateway_v2 import error, new_topic
-from tests.support.gateway import GatewayProcess, write_tokens
 
 
 def cluster_path(gw) -> str:
@@ -38,6 +37,18 @@ def test_brokers_and_controller_as_kafka_describes_them(gw_cluster, gw):
     one = gw.get(c + f"/brokers/{described.nodes[0].id}").json()
     assert one["metadata"]["resource_name"].endswith(f"/broker={described.nodes[0].id}")
     error(gw.get(c + "/brokers/999"), 404, 404)
+    broker = described.nodes[0].id
+    resource = ConfigResource("broker", str(broker))
+    kafka_configs = admin.describe_configs([resource])[resource].result(30)
+    configs = {e["name"]: e for e in gw.get(one["configs"]["related"]).json()["data"]}
+    assert set(configs) == set(kafka_configs)
+    assert {n: configs[n]["value"] for n in configs if not configs[n]["is_sensitive"]} == {
+        n: e.value for n, e in kafka_configs.items() if not e.is_sensitive}
+    error(gw.get(c + "/brokers/999/configs"), 404, 404)
+    md = admin.list_topics(timeout=30)
+    held = sorted((t, p) for t in md.topics for p, pm in md.topics[t].partitions.items() if broker in pm.replicas)
+    replicas = gw.get(one["partition_replicas"]["related"]).json()["data"]
+    assert sorted((r["topic_name"], r["partition_id"]) for r in replicas) == held
     cluster = gw.get(c).json()
     assert cluster["controller"]["related"].endswith(f"/brokers/{described.controller.id}")
     assert gw.get(c + "/overview").json()["controller_id"] == described.controller.id
@@ -170,32 +181,4 @@ def test_offset_reset_and_delete_only_when_the_group_is_empty(gw_cluster, gw):
     assert gw.delete(c + f"/consumer-groups/{group}").status_code == 204
     error(gw.get(c + f"/consumer-groups/{group}"), 404, 404)
     error(gw.delete(c + f"/consumer-groups/{group}"), 404, 404)
-
-
-def test_rights_and_a_gateway_without_broker_metrics(gw_cluster, tmp_path):
-    """Behind tokens: every view needs one, a topic's views its read right, group changes the
-    admin right. Without --broker-metrics-urls the throughput and sizes say there are none."""
-    topic, group = new_topic(gw_cluster, partitions=1), f"rights-{uuid.uuid4().hex[:6]}"
-    tokens = write_tokens(tmp_path / "tokens.json", [
-        {"token": "reader-token", "name": "reader", "topics": {topic: "r"}},
-        {"token": "admin-token", "name": "ops", "admin": True}])
-    g = GatewayProcess(gw_cluster.bootstrap, tmp_path / "gw-rights.log", "--auth-file", str(tokens))
-    reader, ops = ({"authorization": f"Bearer {t}"} for t in ("reader-token", "admin-token"))
-    try:
-        with httpx.Client(base_url=g.url, timeout=30) as gw:
-            c = f"/v3/clusters/{gw.get('/v3/clusters').json()['data'][0]['cluster_id']}"
-            for path in ("/brokers", "/overview", "/consumer-groups", f"/topics/{topic}/partitions"):
-                error(gw.get(c + path), 401, 40101)
-                assert gw.get(c + path, headers=reader).status_code == 200, path
-            error(gw.get(c + "/topics/__consumer_offsets/partitions", headers=reader), 403, 40301)
-            body = {"topic_name": topic, "to": "earliest"}
-            error(gw.post(c + f"/consumer-groups/{group}/offsets:reset", json=body, headers=reader), 403, 40301)
-            assert gw.post(c + f"/consumer-groups/{group}/offsets:reset", json=body, headers=ops).status_code == 200
-            error(gw.delete(c + f"/consumer-groups/{group}", headers=reader), 403, 40301)
-            assert gw.delete(c + f"/consumer-groups/{group}", headers=ops).status_code == 204
-            feed = gw.get(c + "/throughput", headers=reader).json()
-            assert (feed["metrics_configured"], feed["data"], feed["bytes_in_total"]) == (False, [], 0)
-            assert gw.get(c + f"/topics/{topic}/offsets", headers=reader).json()["data"][0]["size_bytes"] is None
-    finally:
-        assert g.stop(), "the gateway did not shut down cleanly"
 

@@ -6,7 +6,7 @@ alter configs and add partitions. The admin client's errors become domain errors
 from __future__ import annotations
 
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewPartitions, NewTopic
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 from fastapi import Request, Response
 
 from odradek.gateway import v3
@@ -99,9 +99,8 @@ async def list_configs(cluster_id: str, topic: str, request: Request, _=require(
     resource = ConfigResource("topic", topic)
     configs = await _wait((await kafka(request)).admin.describe_configs([resource]), resource, topic)
     return {"kind": "KafkaTopicConfigList", "data": [
-        {"kind": "KafkaTopicConfig", "cluster_id": cluster_id, "topic_name": topic, "name": name,
-         "value": None if c.is_sensitive else c.value, "is_default": c.is_default, "is_read_only": c.is_read_only,
-         "is_sensitive": c.is_sensitive, "source": ConfigSource(c.source).name} for name, c in sorted(configs.items())]}
+        v3.config_json("KafkaTopicConfig", name, c, cluster_id=cluster_id, topic_name=topic)
+        for name, c in sorted(configs.items())]}
 
 
 async def alter_configs(cluster_id: str, topic: str, body: AlterConfigs, request: Request,

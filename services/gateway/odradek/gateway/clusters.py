@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import ConfigResource, OffsetSpec
 from fastapi import Query, Request
 
 from odradek.gateway import v3
@@ -60,6 +60,35 @@ async def get_broker(cluster_id: str, broker_id: int, request: Request, _=requir
         if node.id == broker_id:
             return _broker_json(at, node)
     raise BrokerNotFound(broker_id)
+
+
+async def _live(request: Request, broker_id: int):
+    """Fresh Metadata, once ``broker_id`` is known to be a live broker in it."""
+    md = await (await kafka(request)).metadata(fresh=True)
+    if broker_id not in md.brokers:
+        raise BrokerNotFound(broker_id)
+    return md
+
+
+async def broker_configs(cluster_id: str, broker_id: int, request: Request, _=require(READ)) -> dict:
+    at = await v3.links(request, cluster_id)
+    await _live(request, broker_id)   # librdkafka would wait for an unknown broker until its timeout
+    resource = ConfigResource("broker", str(broker_id))
+    futures = (await kafka(request)).admin.describe_configs([resource], request_timeout=v3.TIMEOUT_S)
+    configs = await v3.wait(futures[resource])
+    return at.listing("KafkaBrokerConfigList", ("brokers", broker_id, "configs"), [
+        v3.config_json("KafkaBrokerConfig", name, c, metadata=at.metadata(
+            ("brokers", broker_id, "configs", name), (("broker", broker_id), ("config", name))),
+            cluster_id=at.cluster, broker_id=broker_id) for name, c in sorted(configs.items())])
+
+
+async def broker_replicas(cluster_id: str, broker_id: int, request: Request, _=require(READ)) -> dict:
+    """Every partition replica the broker holds (Metadata), leader or follower."""
+    at = await v3.links(request, cluster_id)
+    md = await _live(request, broker_id)
+    return at.listing("KafkaReplicaList", ("brokers", broker_id, "partition-replicas"), [
+        _replica_json(at, name, md.topics[name].partitions[p], broker_id) for name in sorted(md.topics)
+        for p in sorted(md.topics[name].partitions) if broker_id in md.topics[name].partitions[p].replicas])
 
 
 # -- partitions and replicas ------------------------------------------------------------------------

@@ -75,6 +75,8 @@ CLUSTER_VIEWS = (
     ("GET", CLUSTER, clusters.get_cluster, {}),
     ("GET", CLUSTER + "/brokers", clusters.list_brokers, {}),
     ("GET", CLUSTER + "/brokers/{broker_id}", clusters.get_broker, {}),
+    ("GET", CLUSTER + "/brokers/{broker_id}/configs", clusters.broker_configs, {}),
+    ("GET", CLUSTER + "/brokers/{broker_id}/partition-replicas", clusters.broker_replicas, {}),
     ("GET", CLUSTER + "/topics/{topic}/partitions", clusters.list_partitions, {}),
     ("GET", PARTITION, clusters.get_partition, {}),
     ("GET", PARTITION + "/replicas", clusters.list_replicas, {}),

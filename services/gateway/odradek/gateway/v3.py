@@ -1,6 +1,7 @@
 """What every Confluent v3 resource of the gateway shares: the cluster id check, the answer's
 links (``metadata.self``, ``resource_name``, ``related``), waiting on the admin client's
-futures (their Kafka errors become domain errors through the caller's mapping) and ListOffsets."""
+futures (their Kafka errors become domain errors through the caller's mapping), ListOffsets
+and config entries."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigSource
 from fastapi import Request
 
 from odradek.gateway.errors import ClusterNotFound, GatewayError, KafkaFailure, RetriableKafkaFailure, TopicNotFound
@@ -75,6 +77,13 @@ class Links:
 
     def listing(self, kind: str, path: tuple, data: list) -> dict:
         return {"kind": kind, "metadata": {"self": self.url(*path), "next": None}, "data": data}
+
+
+def config_json(kind: str, name: str, c, **ids) -> dict:
+    """One config entry (librdkafka's ConfigEntry) as v3 answers it; ``ids`` name its resource."""
+    return {"kind": kind, **ids, "name": name, "value": None if c.is_sensitive else c.value,
+            "is_default": c.is_default, "is_read_only": c.is_read_only, "is_sensitive": c.is_sensitive,
+            "source": ConfigSource(c.source).name}
 
 
 async def links(request: Request, cluster: str) -> Links:
