@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import time
 import uuid
+from types import SimpleNamespace
+
+import pytest
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from odradek.dev.waiting import wait_until
+from odradek.gateway.broker_metrics import BrokerMetrics
 from tests.gateway.test_gateway_v2 import error, new_topic
 
 
@@ -182,3 +186,14 @@ def test_offset_reset_and_delete_only_when_the_group_is_empty(gw_cluster, gw):
     error(gw.get(c + f"/consumer-groups/{group}"), 404, 404)
     error(gw.delete(c + f"/consumer-groups/{group}"), 404, 404)
 
+
+
+def test_broker_metrics_urls_fixed_or_a_template():
+    brokers = {1: SimpleNamespace(host="b-1.svc"), 2: SimpleNamespace(host="b-2.svc")}
+    assert BrokerMetrics("http://{host}:9404/metrics").urls(brokers) == {
+        1: "http://b-1.svc:9404/metrics", 2: "http://b-2.svc:9404/metrics"}
+    fixed = BrokerMetrics("1=http://a/metrics, 3=http://c/metrics")
+    assert fixed.urls(brokers) == {1: "http://a/metrics"}   # only live brokers
+    assert not BrokerMetrics("").configured and BrokerMetrics("").urls(brokers) == {}
+    with pytest.raises(ValueError, match="BROKER_ID=URL"):
+        BrokerMetrics("http://a/metrics")

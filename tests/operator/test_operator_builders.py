@@ -142,6 +142,7 @@ def test_gateway_only_when_replicas_positive():
     assert (option(gw["args"], "--host"), option(gw["args"], "--port")) == ("0.0.0.0", "8000")
     # Per-replica URL from the downward API (consumer instances live in one replica).
     assert option(gw["args"], "--advertised-url") == "http://$(POD_IP):8000"
+    assert option(gw["args"], "--broker-metrics-urls") == "http://{host}:9404/metrics"
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in gw["env"]
     assert gw["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert gw["livenessProbe"]["httpGet"]["path"] == "/healthz"

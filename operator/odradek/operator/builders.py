@@ -428,7 +428,10 @@ def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list
                  if listener_specs.parse(spec) else bootstrap_servers(cluster, namespace))
     args = ["gateway", "--bootstrap-servers", bootstrap,
             "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
-            "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}"]
+            "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}",
+            # the console's throughput and partition sizes: each broker's metrics port, at the
+            # host Metadata advertises for it (the gateway fills in {host})
+            "--broker-metrics-urls", f"http://{{host}}:{METRICS_PORT}/metrics"]
     if gw.get("authSecret"):
         args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
     if listener_specs.secured(listener_specs.parse(spec)):
