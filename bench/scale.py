@@ -148,7 +148,7 @@ class KafkaTarget(Target):
 
     def __init__(self, root: Path, zookeeper_mode: bool) -> None:
         self.name = KAFKA_ZK if zookeeper_mode else KAFKA_KRAFT
-        self.create_timeout = 0 if zookeeper_mode else 30  # 30 s: the Java AdminClient's default
+        self.create_timeout = 0 if zookeeper_mode else 30  # within the 60 s request timeout
         self.zk = None
         connect = None
         if zookeeper_mode:
