@@ -148,3 +148,38 @@ def test_a_quota_altered_on_one_broker_is_enforced_by_the_other(cluster):
         return bool(throttles)
     wait_until(throttled, 30, f"broker {leaders[far]} throttling client 'far'")
     producer.flush(30)
+
+
+def test_a_request_quota_throttles_a_fetch_in_its_own_answer(cluster):
+    """``request_percentage`` over its quota: a consumer's Fetch is answered empty with the
+    throttle time (at most one window), as Kafka's KafkaApis answers it; the records stay there
+    for the next fetch once the quota is gone."""
+    import datetime
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    create_topic(cluster.bootstrap, "quota-request")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    producer.produce("quota-request", VALUE)
+    assert producer.flush(30) == 0
+    leader = cluster.leader_address("quota-request", 0)
+    request = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                           isolation_level=0, session_id=0, session_epoch=-1, topics=(FetchTopic(
+                               topic="quota-request", partitions=(FetchPartition(
+                                   partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                   log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                           forgotten_topics_data=(), rack_id="")
+    def fetched():
+        with WireClient(leader, timeout=30, client_id="cpu-hog") as wire:  # a new one: a throttled one is muted
+            return wire.request(1, 12, request)
+    alter_client_quota(leader, "cpu-hog", "request_percentage", 0.0001)
+    try:  # the broker reloads its quotas just after it answered
+        throttled = wait_until(lambda: (a := fetched()).throttle_time.total_seconds() > 0 and a, 10,
+                               "a throttled fetch")
+    finally:
+        alter_client_quota(leader, "cpu-hog", "request_percentage", None)
+    assert throttled.throttle_time.total_seconds() <= 1.0 and throttled.responses == (), throttled
+    answer = wait_until(lambda: (a := fetched()).throttle_time.total_seconds() == 0 and a, 10, "the quota gone")
+    assert answer.responses[0].partitions[0].records
+    series = broker_metrics(cluster, leader)
+    assert series[("kafka_server_quota_throttle_time", frozenset({"resource": "Request", "clientId": "cpu-hog"}
+                                                                  .items()))] > 0

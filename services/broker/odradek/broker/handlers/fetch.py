@@ -12,8 +12,9 @@ an append wakes it or ``max_wait`` passes. Byte limits follow KIP-74: ``max_byte
 response and ``partition_max_bytes`` per partition, except that the first batch of the
 first non-empty partition is always sent whole so that a consumer can always progress.
 No fetch sessions are created (session id 0), which every client handles by sending full
-fetch requests. A consumer's fetch counts its record bytes against ``consumer_byte_rate``
-(docs/quotas.md); when that throttles, the answer is empty with the throttle time, as Kafka's.
+fetch requests. A consumer's fetch counts its record bytes against ``consumer_byte_rate`` and
+its time against ``request_percentage`` (docs/quotas.md); when either throttles, the answer is
+empty with the larger throttle time, as Kafka's.
 
 Isolation (KIP-98): a read_committed consumer (``isolation_level`` 1) reads below the last
 stable offset and gets the aborted transactions overlapping what it was sent (from the
@@ -36,7 +37,7 @@ from typing import NamedTuple
 from odradek.broker.context import BrokerContext
 from odradek.broker.metrics.stats import remote_time
 from odradek.broker.quotas.entities import CONSUMER_BYTE_RATE
-from odradek.broker.quotas.throttling import record_bytes, unrecord_bytes
+from odradek.broker.quotas.throttling import record_bytes, record_request_time, unrecord_bytes
 from odradek.broker.replication.replica_selector import preferred_read_replica
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
@@ -78,8 +79,9 @@ async def fetch(ctx: BrokerContext, header, req):
         remote_time(time.monotonic() - parked)
     throttle = 0
     if req.replica_id < 0:
-        throttle = record_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total)
-        if throttle:  # as Kafka: a throttled fetch is answered empty and its bytes taken back
+        throttle = max(record_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total),
+                       record_request_time(ctx.quotas, header))
+        if throttle:  # as Kafka: a fetch either quota throttles is answered empty, its bytes taken back
             unrecord_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total)
             results = []
         _count_bytes_out(ctx, results)  # BytesOut counts consumers' fetches (followers' are replication)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
+from contextvars import ContextVar
 
 from odradek.broker.quotas.entities import REQUEST_PERCENTAGE
 from odradek.broker.quotas.manager import ClientQuotaManager, user_of
@@ -25,6 +26,8 @@ from odradek.broker.security.session import current
 FETCH, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 1, 18, 17, 36
 _EXEMPT = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 _NANOS_TO_PERCENT = 100.0 / 1e9   # Kafka's ClientRequestQuotaManager.NanosToPercentagePerSecond
+# the request being handled's start (request_started), 0 once recorded: per connection task
+_STARTED: ContextVar[int] = ContextVar("odradek_request_quota_started", default=0)
 
 
 def record_bytes(quotas: ClientQuotaManager, key: str, header, value: float) -> int:
@@ -44,25 +47,43 @@ def unrecord_bytes(quotas: ClientQuotaManager, key: str, header, value: float) -
 
 
 def request_started(quotas: ClientQuotaManager, api_key: int) -> int:
-    """The loop thread's CPU clock (ns) when a request quota applies to this API, else 0."""
-    if api_key in _EXEMPT or not quotas.enabled(REQUEST_PERCENTAGE):
+    """The loop thread's CPU clock (ns) when a request quota applies to this API, else 0 (also
+    kept for ``record_request_time``)."""
+    started = 0 if api_key in _EXEMPT or not quotas.enabled(REQUEST_PERCENTAGE) else time.thread_time_ns()
+    _STARTED.set(started)
+    return started
+
+
+def record_request_time(quotas: ClientQuotaManager, header) -> int:
+    """Record the request's time so far against ``request_percentage`` now, and return its
+    throttle: Kafka's Fetch does so before it answers, so that a fetch the request quota
+    throttles is answered empty too. ``request_finished`` then records nothing more for it."""
+    started = _STARTED.get()
+    if not started:
         return 0
-    return time.thread_time_ns()
+    _STARTED.set(0)
+    return _record_time(quotas, header, started)
+
+
+def _record_time(quotas: ClientQuotaManager, header, started: int) -> int:
+    context = current()
+    spent = (time.thread_time_ns() - started) * _NANOS_TO_PERCENT
+    throttle = quotas.record(REQUEST_PERCENTAGE, user_of(context.principal), header.client_id or "", spent)
+    context.throttle_ms = max(context.throttle_ms, throttle)
+    return throttle
 
 
 def request_finished(quotas: ClientQuotaManager, started: int, header, request, body):
     """Record the request's time (``started``: ``request_started``'s clock, 0 for none); return
-    ``body`` with ``throttle_time`` raised to the connection's throttle (bodies without one,
-    and pre-encoded Fetch responses, unchanged).
+    ``body`` with ``throttle_time`` raised to the connection's throttle (bodies without one
+    unchanged; pre-encoded Fetch responses carry theirs: ``record_request_time``).
 
     Odradek handles requests on one event loop, so the time is the loop thread's CPU time
     while the handler ran (a long-polling Fetch's wait costs nothing; other connections' work
     done meanwhile is counted too: an over-estimate under load)."""
     context = current()
-    if started and not (header.api_key == FETCH and request.replica_id >= 0):
-        spent = (time.thread_time_ns() - started) * _NANOS_TO_PERCENT
-        throttle = quotas.record(REQUEST_PERCENTAGE, user_of(context.principal), header.client_id or "", spent)
-        context.throttle_ms = max(context.throttle_ms, throttle)
+    if started and _STARTED.get() and not (header.api_key == FETCH and request.replica_id >= 0):
+        _record_time(quotas, header, started)
     if context.throttle_ms and body is not None and not isinstance(body, list) and hasattr(body, "throttle_time"):
         wanted = datetime.timedelta(milliseconds=context.throttle_ms)
         if body.throttle_time < wanted:
