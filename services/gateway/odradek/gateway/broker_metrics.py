@@ -14,12 +14,16 @@ template formatted per broker of the cluster's Metadata, ``http://{host}:9404/me
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 SCRAPE_TIMEOUT_S = 3.0
+# a scrape serves the requests of the next second too: consoles poll every few seconds, each view
+# asks for throughput and sizes, and a broker's page holds a series per partition
+SCRAPE_REUSE_S = 1.0
 COUNTERS = {"kafka_server_brokertopicmetrics_bytesin_total": "bytes_in_total",
             "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out_total",
             "kafka_server_brokertopicmetrics_messagesin_total": "messages_in_total"}
@@ -33,10 +37,11 @@ class Scrape:
     counters: dict[str, int] = field(default_factory=dict)
     log_sizes: dict[tuple[str, int], int] = field(default_factory=dict)
     error: str | None = None
+    sampled_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))   # when it was asked for
 
 
-def parse(broker_id: int, text: str) -> Scrape:
-    out = Scrape(broker_id)
+def parse(broker_id: int, text: str, sampled_at_ms: int) -> Scrape:
+    out = Scrape(broker_id, sampled_at_ms=sampled_at_ms)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in COUNTERS and "topic" not in sample.labels:
@@ -50,6 +55,8 @@ class BrokerMetrics:
     def __init__(self, spec: str):
         self.spec = spec.strip()
         self.fixed: dict[int, str] = {}
+        self._last: tuple[float, dict[int, str], list[Scrape]] | None = None
+        self._scraping = asyncio.Lock()   # concurrent requests share one scrape
         if self.spec and "{" not in self.spec:
             for entry in filter(None, (e.strip() for e in self.spec.split(","))):
                 broker, sep, url = entry.partition("=")
@@ -70,17 +77,25 @@ class BrokerMetrics:
         return {b: self.spec.format(host=m.host, id=b) for b, m in brokers.items()}
 
     async def scrape(self, brokers: dict) -> list[Scrape]:
-        """Every live broker's metrics, at once; one that does not answer carries its error."""
-        async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as client:
-            return list(await asyncio.gather(*(self._one(client, b, url)
-                                               for b, url in sorted(self.urls(brokers).items()))))
+        """Every live broker's metrics, at once (or those of a scrape less than SCRAPE_REUSE_S
+        old); one that does not answer carries its error."""
+        urls = self.urls(brokers)
+        async with self._scraping:
+            last = self._last
+            if last is not None and last[1] == urls and time.monotonic() - last[0] < SCRAPE_REUSE_S:
+                return last[2]
+            async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as client:
+                scrapes = list(await asyncio.gather(*(self._one(client, b, url) for b, url in sorted(urls.items()))))
+            self._last = (time.monotonic(), urls, scrapes)
+            return scrapes
 
     @staticmethod
     async def _one(client: httpx.AsyncClient, broker_id: int, url: str) -> Scrape:
+        sampled_at_ms = int(time.time() * 1000)
         try:
             response = await client.get(url)
             response.raise_for_status()
         except httpx.HTTPError as e:
             return Scrape(broker_id, error=f"{url}: {type(e).__name__}: {e}")
         # parsing a broker with many partitions takes a while: off the event loop
-        return await asyncio.to_thread(parse, broker_id, response.text)
+        return await asyncio.to_thread(parse, broker_id, response.text, sampled_at_ms)

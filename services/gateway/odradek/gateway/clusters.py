@@ -186,7 +186,9 @@ async def throughput(cluster_id: str, request: Request, _=require(READ)) -> dict
     totals = {name: sum(s.counters.get(name, 0) for s in scrapes if s.error is None)
               for name in ("bytes_in_total", "bytes_out_total", "messages_in_total")}
     return {"kind": "OdradekThroughput", "metadata": at.metadata(("throughput",)), "cluster_id": at.cluster,
-            "sampled_at_ms": int(time.time() * 1000), "metrics_configured": metrics.configured, **totals,
+            # when the brokers were asked (a scrape serves a second of requests): rates divide by it
+            "sampled_at_ms": min((s.sampled_at_ms for s in scrapes), default=int(time.time() * 1000)),
+            "metrics_configured": metrics.configured, **totals,
             "data": [{"broker_id": s.broker_id, **{n: s.counters.get(n) if s.error is None else None for n in totals},
                       "error": s.error} for s in scrapes]}
 
