@@ -20,6 +20,7 @@ const ROUTES = [
 ];
 
 let stop = null;
+let shown = 0;   // which navigation is current: a slower, older view must not take over
 
 async function route() {
   const path = location.hash.replace(/^#/, "") || "/overview";
@@ -36,10 +37,15 @@ async function route() {
     if (a.dataset.section === section) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   replace(main, h("p", { class: "muted" }, "Loading…"));
+  main.setAttribute("aria-busy", "true");   // until the view has drawn all it loads
+  const mine = ++shown;
   try {
-    stop = (await view(main, ...match.slice(1).map(decodeURIComponent))) || null;
+    const stopper = (await view(main, ...match.slice(1).map(decodeURIComponent))) || null;
+    if (mine === shown) stop = stopper; else if (stopper) stopper();   // the user went elsewhere meanwhile
   } catch (e) {
-    replace(main, h("h1", {}, "Something went wrong"), h("p", { class: "error", role: "alert" }, e.message));
+    if (mine === shown) replace(main, h("h1", {}, "Something went wrong"), h("p", { class: "error", role: "alert" }, e.message));
+  } finally {
+    if (mine === shown) main.removeAttribute("aria-busy");
   }
 }
 

@@ -70,7 +70,11 @@ async function configSection(topic, container) {
 
 export async function topicDetail(main, topic) {
   const partitions = await api.get(`/topics/${api.enc(topic)}/partitions`);
-  const offsets = await partitionOffsets(topic, partitions);
+  // offsets and sizes are extras: without them the partitions still show, with the reason
+  const offsets = await partitionOffsets(topic, partitions).catch((e) => {
+    notice(`Offsets and sizes unavailable: ${e.message}`, true);
+    return new Map();
+  });
   const configs = h("div");
   const del = h("button", { type: "button", class: "danger" }, "Delete topic");
   del.addEventListener("click", () => busy(del, async () => { if (await deleteTopic(topic)) location.hash = "#/topics"; }));
@@ -78,5 +82,5 @@ export async function topicDetail(main, topic) {
     h("div", { class: "toolbar" }, link(`#/topics/${api.enc(topic)}/messages`, "Browse and produce messages"), del),
     h("h2", {}, "Partitions"), partitionTable(partitions, offsets),
     h("h2", {}, "Configs"), configs);
-  await configSection(topic, configs);
+  await configSection(topic, configs).catch((e) => replace(configs, h("p", { class: "error", role: "alert" }, `Configs unavailable: ${e.message}`)));
 }
