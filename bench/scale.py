@@ -12,6 +12,8 @@ means N partitions (``N / 10`` topics of 10 partitions, as a new user would crea
    with a leader and an ISR of 3;
 3. **idle**: each broker's CPU (% of a core over ``--idle-seconds``) and RSS, the cluster quiet;
 4. **metadata**: latency of a Metadata request for every topic (median and max of 5);
+   ``--until metadata`` stops here (RSS and Metadata figures only: each broker's RSS is also
+   taken before the first topic is created);
 5. **controlled shutdown** of broker 2 (SIGTERM; it leads about a third of the partitions):
    seconds until its process exited, and that Metadata then shows no leadership on it;
 6. **restart to full ISR**: broker 2 started again; seconds until every ISR has 3 members;
@@ -293,6 +295,7 @@ def metadata_latency(target: Target, runs: int = 5) -> dict:
 def run_system(target: Target, names: list[str], args) -> dict:
     n = len(names) * PARTITIONS_PER_TOPIC
     out: dict = {"load_before": load()}
+    out["rss_without_topics_mb"] = {str(b): memory_mb(target.broker_pid(b)).get("VmRSS") for b in range(1, BROKERS + 1)}
     out["create"] = c = create(target, names, args.topics_per_request)
     print(f"  {target.name}: created {len(names)} topics in {c['seconds']:.1f} s {c['errors'] or ''}", flush=True)
     wait_for(target, names, "every partition led with a full ISR", every_full(n), args.timeout)
@@ -301,6 +304,9 @@ def run_system(target: Target, names: list[str], args) -> dict:
     time.sleep(args.settle)
     out["idle"] = idle(target, args.idle_seconds)
     out["metadata"] = metadata_latency(target)
+    if args.until == "metadata":
+        out["load_after"] = load()
+        return out
     before = view(target, names)["leaders"].get(2, 0)
     shutdown_s = target.stop_broker(2, signal.SIGTERM)
     after = wait_for(target, names, "no leadership on broker 2", lambda v: 2 not in v["leaders"], 60)
@@ -342,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--settle", type=float, default=5, help="seconds of quiet before the idle sample")
     ap.add_argument("--timeout", type=float, default=900, help="deadline of each wait")
+    ap.add_argument("--until", choices=("metadata", "failover"), default="failover",
+                    help="stop after the Metadata latency (memory and Metadata only) or run every step")
     ap.add_argument("--output", type=Path)
     args = ap.parse_args(argv)
     names = topic_names(args.replicas_per_broker)

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from kio.static.constants import EntityType
 
+from bench.metadata_handler import Replicas
 from odradek.broker.handlers import metadata as md
 from odradek.broker.handlers.metadata_cache import EncodedMetadataResponse, encode_topic
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
@@ -35,27 +36,8 @@ def _snapshot(leader_epoch: int = 1, live=BROKERS) -> ClusterMetadata:
     return ClusterMetadata(cluster_id="c", controller_id="x", controller_epoch=1, brokers=live, topics=topics)
 
 
-class _Replicas:
-    def __init__(self, snapshot: ClusterMetadata) -> None:
-        self.metadata = snapshot
-        self._topics = {t.name: t for t in snapshot.topics}
-        self._live = {b.id: b for b in snapshot.brokers}
-
-    def topic(self, name):
-        return self._topics.get(name)
-
-    def is_live(self, broker_id):
-        return broker_id in self._live
-
-    def live_brokers(self):
-        return sorted(self._live.values(), key=lambda b: b.id)
-
-    def topic_by_id(self, topic_id):
-        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
-
-
 def _ctx(snapshot: ClusterMetadata):
-    return SimpleNamespace(replicas=_Replicas(snapshot), authorizer=None, cluster_id="c",
+    return SimpleNamespace(replicas=Replicas(snapshot), authorizer=None, cluster_id="c",
                            config=SimpleNamespace(auto_create_topics=False))
 
 
@@ -108,7 +90,7 @@ def test_handler_answers_from_the_snapshots_entries(version):
     if version >= 3:
         assert encode_response(3, version, 1, throttled) != encode_response(3, version, 1, first)
     # A new snapshot (leader epochs moved, broker 3 gone): new entries.
-    ctx.replicas = _Replicas(_snapshot(leader_epoch=2, live=BROKERS[:2]))
+    ctx.replicas = Replicas(_snapshot(leader_epoch=2, live=BROKERS[:2]))
     moved = _answer(ctx, version)
     assert moved.topics[0] != first.topics[0]
     decoded = _decode(version, encode_response(3, version, 1, moved))
