@@ -158,14 +158,16 @@ class Broker:
             self.context.quotas.apply(await asyncio.to_thread(load_quotas, client))
             self.connection_rates.apply_ip_rates(await asyncio.to_thread(connections.load_ip_rates, client))
 
-    def reload_quotas(self) -> None:
-        """A quota entity changed (a config change notification, or our own AlterClientQuotas)."""
+    def reload_quotas(self) -> asyncio.Task:
+        """A quota entity changed (a config change notification, or our own AlterClientQuotas,
+        which awaits the task returned)."""
         task = asyncio.get_running_loop().create_task(self._load_quotas())
         self._quota_loads.add(task)  # held until done (the loop keeps only weak references)
         task.add_done_callback(self._quota_loads.discard)
+        return task
 
     def _follow_quotas(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Client quotas re-read on a users / clients change notification (AlterClientQuotas on any
+        """Client quotas re-read on a users / clients / ips change notification (AlterClientQuotas on any
         broker, an OdradekUser's quotas through the controller); loaded once at start already."""
         def changed(entity: str | None) -> None:
             if entity is not None:

@@ -21,7 +21,7 @@ import asyncio
 import datetime
 import ipaddress
 import socket
-from typing import Callable
+from typing import Awaitable, Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -51,8 +51,10 @@ class ClientQuotas:
         self._zk = zk
         # the authorizer's verdict on an operation on the cluster (set by the broker)
         self.cluster_allowed: Callable[[Operation], bool] = lambda op: True
-        # told the entity paths an AlterClientQuotas changed (the broker re-reads its quotas)
-        self.changed: Callable[[list[str]], None] = lambda paths: None
+        # told the entity paths an AlterClientQuotas changed (the broker re-reads its quotas; the
+        # answer waits for the reload it returns, so the quota is in force on this broker when
+        # the client hears back)
+        self.changed: Callable[[list[str]], Awaitable[None] | None] = lambda paths: None
 
     def _quotas(self, zk: KazooClient, path: str, keys) -> dict[str, float]:
         config, _ = ec.read_entity_config(zk, *path.split("/", 1))
@@ -155,8 +157,8 @@ class ClientQuotas:
                     code, message = e.code, e.message
             results.append(make(s.EntryData, error_code=code, error_message=message, entity=tuple(
                 make(s.EntityData, entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity)))
-        if changed:
-            self.changed(changed)
+        if changed and (reloading := self.changed(changed)) is not None:
+            await reloading
         return make(s.AlterClientQuotasResponse, throttle_time=ZERO, entries=tuple(results))
 
     def _alter_entry(self, entry, validate_only: bool) -> str | None:
