@@ -2,7 +2,7 @@
 (``console_cluster``: both test modules share it, a start costs ~20 s of CI), Debian's chromium driven by Playwright for Python (``browser``: the
 system browser at /usr/bin/chromium, never a downloaded one; scripts/chromium.sh installs it),
 a fresh ``page`` per test that fails the test on a JavaScript error, and ``shot`` saving
-screenshots under the test's tmp_path.
+screenshots under var/console-screenshots/ (git-ignored).
 
 Without chromium or Playwright the tests skip on a developer's machine and fail under
 ``ODRADEK_REQUIRE_TOOLS=1`` (``make test``), as every other test tool does."""
@@ -19,6 +19,7 @@ from tests.support.tools import tool_missing
 
 CHROMIUM = Path(os.environ.get("ODRADEK_CHROMIUM", "/usr/bin/chromium"))
 TIMEOUT_MS = 20_000
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "console-screenshots"
 
 
 @pytest.fixture(scope="package")
@@ -60,10 +61,14 @@ def page(browser, console_cluster):
 
 
 @pytest.fixture
-def shot(page, tmp_path):
-    """shot("name"): a full-page screenshot at <tmp_path>/<name>.png (pytest keeps the last runs')."""
+def shot(page, request):
+    """shot("name"): a full-page screenshot at var/console-screenshots/<test>/<name>.png in the
+    checkout (git-ignored; each run overwrites its own), where a reader finds them after a run."""
+    folder = SCREENSHOTS / request.node.name.replace("/", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+
     def take(name: str) -> Path:
-        path = tmp_path / f"{name}.png"
+        path = folder / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
         return path
     return take

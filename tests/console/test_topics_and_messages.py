@@ -13,6 +13,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from tests.console.conftest import SCREENSHOTS
 from tests.support.gateway import GatewayProcess, write_tokens
 
 try:
@@ -165,7 +166,8 @@ def test_a_gateway_with_an_auth_file_asks_for_a_token_and_uses_it(browser, conso
         dialog.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", name=f"Topic {topic}")).to_be_visible()
         expect(dialog).to_be_hidden()
-        page.screenshot(path=str(tmp_path / "signed-in.png"))
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "signed-in.png"))
     finally:
         context.close()
         gw.stop()
