@@ -12,8 +12,12 @@ function card(label, value, state, id) {
     h("div", { class: "label" }, label), h("div", { class: "value" }, value));
 }
 
+/** One row per topic, its partitions listed: a dead broker makes dozens of partitions of one topic. */
 function partitionRows(list) {
-  return list.map((p) => [link(`#/topics/${api.enc(p.topic_name)}`, p.topic_name), String(p.partition_id)]);
+  const byTopic = new Map();
+  for (const p of list) byTopic.set(p.topic_name, [...(byTopic.get(p.topic_name) || []), p.partition_id]);
+  return [...byTopic].map(([topic, ids]) => [link(`#/topics/${api.enc(topic)}`, topic), String(ids.length),
+    ids.sort((a, b) => a - b).join(", ")]);
 }
 
 async function load() {
@@ -34,9 +38,10 @@ function render(parts, { ov, brokers }) {
   replace(parts.brokers, table("Live brokers", [{ label: "Broker" }, { label: "Host" }, { label: "Port", num: true }, { label: "Rack" }],
     brokers.map((b) => [h("span", {}, String(b.broker_id), b.broker_id === ov.controller_id ? h("span", { class: "tag" }, "controller") : null),
       b.host, String(b.port), b.rack ?? "—"])));
+  const columns = [{ label: "Topic" }, { label: "Count", num: true }, { label: "Partitions" }];
   replace(parts.problems,
-    table("Under-replicated partitions", [{ label: "Topic" }, { label: "Partition", num: true }], partitionRows(ov.under_replicated_partitions), () => ({ class: "bad" })),
-    table("Offline partitions", [{ label: "Topic" }, { label: "Partition", num: true }], partitionRows(ov.offline_partitions), () => ({ class: "bad" })));
+    table("Under-replicated partitions", columns, partitionRows(ov.under_replicated_partitions), () => ({ class: "bad" })),
+    table("Offline partitions", columns, partitionRows(ov.offline_partitions), () => ({ class: "bad" })));
 }
 
 export async function overview(main) {
