@@ -101,6 +101,13 @@ def test_produce_from_the_form_then_find_the_record_by_offset_and_by_timestamp(p
     expect(records).to_contain_text('"order": 42')
     shot("browse-by-timestamp")
 
+    browse.get_by_label("Partition").select_option("0")
+    browse.get_by_label("Start from").select_option("latest")
+    browse.get_by_label("Max records").fill("1")
+    browse.get_by_role("button", name="Read").click()
+    expect(page.locator("#browse-status")).to_contain_text("partition 0 from offset 1")
+    expect(records).to_contain_text("00 ff 11")
+
 
 def test_delete_a_topic_after_confirming(page, console_cluster):
     doomed = f"console-doomed-{uuid.uuid4().hex[:8]}"
