@@ -191,3 +191,22 @@ def test_the_acls_decide_for_a_users_consumer_instance(gateway: GatewayProcess, 
         assert (answers[-1].status_code, answers[-1].json()) == (
             403, {"error_code": 40301, "message": f"Not authorized to access group: {acl_topic}"})
         assert ana.delete(instance).status_code == 204
+
+
+def test_the_acls_decide_for_the_v3_cluster_and_group_views(gateway: GatewayProcess, acl_topic: str):
+    """The console's v3 views act as the mapped user's principal: a group it may not describe
+    and a topic Metadata hides from it answer 403, an offset reset without READ on the topic too."""
+    with client(gateway, "ana-token") as ana, client(gateway, "bert-token") as bert, \
+            client(gateway, "paula-token") as paula:
+        c = f"/v3/clusters/{ana.get('/v3/clusters').json()['data'][0]['cluster_id']}"
+        assert [b["broker_id"] for b in bert.get(c + "/brokers").json()["data"]] == [1, 2, 3]
+        group = ana.get(c + f"/consumer-groups/{acl_topic}")
+        assert (group.status_code, group.json()) == (
+            403, {"error_code": 40301, "message": f"Not authorized to access group: {acl_topic}"})
+        hidden = bert.get(c + f"/topics/{acl_topic}/partitions")
+        assert (hidden.status_code, hidden.json()["error_code"]) == (403, 40301), hidden.text
+        assert ana.get(c + f"/topics/{acl_topic}/partitions").status_code == 200   # ana may describe it
+        reset = paula.post(c + f"/consumer-groups/{acl_topic}/offsets:reset",
+                           json={"topic_name": acl_topic, "to": "earliest"})   # paula: WRITE, not READ
+        assert (reset.status_code, reset.json()) == (
+            403, {"error_code": 40301, "message": f"Not authorized to access topics: [{acl_topic}]"})

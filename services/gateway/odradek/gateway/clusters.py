@@ -93,12 +93,14 @@ async def broker_replicas(cluster_id: str, broker_id: int, request: Request, _=r
 
 # -- partitions and replicas ------------------------------------------------------------------------
 async def _topic(request: Request, topic: str):
-    """The topic's Metadata (internal topics too), refreshed once on a miss."""
+    """The topic's Metadata (internal topics too), refreshed once on a miss; 403 rather than 404
+    when the brokers' ACLs hide it from this principal."""
     bridge = await kafka(request)
     for fresh in (False, True):
         t = (await bridge.metadata(fresh)).topics.get(topic)
         if t is not None and t.error is None:
             return t
+    await bridge.why_hidden(topic)
     raise TopicNotFound(topic)
 
 

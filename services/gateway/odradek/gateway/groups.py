@@ -25,13 +25,14 @@ STATES = {ConsumerGroupState.PREPARING_REBALANCING: "PREPARING_REBALANCE",
           ConsumerGroupState.COMPLETING_REBALANCING: "COMPLETING_REBALANCE"}
 
 
-def _group_error(group: str):
+def _group_error(group: str, topic: str = ""):
+    """The domain error of a Kafka error about ``group`` (and ``topic``, named by a refusal)."""
     def mapped(err: KafkaError) -> GatewayError:
         if err.code() == KafkaError.GROUP_ID_NOT_FOUND:
             return GroupNotFound(group)
         if err.code() in (KafkaError.NON_EMPTY_GROUP, KafkaError.UNKNOWN_MEMBER_ID):
             return GroupNotEmpty(f"Consumer group {group} has members: {err.str()}")
-        return KafkaFailure.of(err, group=group)
+        return KafkaFailure.of(err, topics=topic, group=group)
     return mapped
 
 
@@ -226,10 +227,10 @@ async def reset_offsets(cluster_id: str, group: str, body: ResetOffsets, request
     wanted = [TopicPartition(body.topic_name, p, o) for p, o in sorted(targets.items())]
     futures = (await kafka(request)).admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, wanted)], request_timeout=v3.TIMEOUT_S)
-    done = await v3.wait(futures[group], _group_error(group))
+    done = await v3.wait(futures[group], _group_error(group, body.topic_name))
     for tp in done.topic_partitions:
         if tp.error is not None:
-            raise _group_error(group)(tp.error)
+            raise _group_error(group, body.topic_name)(tp.error)
     return {"kind": "OdradekConsumerGroupOffsetList", "cluster_id": at.cluster, "consumer_group_id": group,
             "data": [{"topic_name": tp.topic, "partition_id": tp.partition, "offset": tp.offset} for tp in wanted]}
 

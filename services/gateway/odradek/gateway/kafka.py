@@ -161,10 +161,10 @@ class KafkaBridge:
             if t is not None and t.error is None and not name.startswith("__"):
                 return t
         if not name.startswith("__"):
-            await self._why_hidden(name)
+            await self.why_hidden(name)
         raise TopicNotFound(name)
 
-    async def _why_hidden(self, name: str) -> None:
+    async def why_hidden(self, name: str) -> None:
         """Raise KafkaAuthorizationFailure if the brokers refuse to describe ``name`` to this
         principal. DescribeTopics, unlike a Metadata request naming the topic, never creates it."""
         future = self.admin.describe_topics(TopicCollection([name]), request_timeout=10)[name]
