@@ -96,6 +96,10 @@ def test_update_config_reaches_every_partition(tmp_path):
     assert logs[0].active_segment.index_interval_bytes == 10
     manager.get_or_create("t", 0, {"retention.bytes": "200"})  # new overrides arrive with a snapshot
     assert all(lg.config.retention_bytes == 200 for lg in logs)
+    assert len({id(lg.config) for lg in logs}) == 1   # one config object per topic, not per partition
+    manager.update_defaults({"retention.ms": "5000"})
+    assert all(lg.config.retention_ms == 5000 and lg.config.retention_bytes == 200 for lg in logs)
+    assert manager.get_or_create("u", 0, {}).config.retention_ms == 5000
     manager.close()
 
 

@@ -67,6 +67,7 @@ class LogManager:
         self.recovery_threads = recovery_threads or min(4, os.cpu_count() or 1)
         self._logs: dict[TopicPartition, Log] = {}
         self._overrides: dict[str, dict[str, str]] = {}
+        self._configs: dict[str, LogConfig] = {}   # config_for's, per topic
         self._doomed_dirs: list[tuple[Log, Path, int]] = []
         self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / REPLICATION_OFFSET_CHECKPOINT)
@@ -124,7 +125,12 @@ class LogManager:
 
     # -- partitions ---------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_overrides(self._overrides.get(topic, {}), self.defaults)
+        """The topic's config, shared by its partitions (immutable; rebuilt when its overrides or
+        the defaults change): parsing it per partition cost ~2 ms of each log's creation."""
+        config = self._configs.get(topic)
+        if config is None:
+            config = self._configs[topic] = LogConfig.from_overrides(self._overrides.get(topic, {}), self.defaults)
+        return config
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -168,6 +174,7 @@ class LogManager:
 
     def update_config(self, topic: str, overrides: Mapping[str, str]) -> None:
         self._overrides[topic] = dict(overrides)
+        self._configs.pop(topic, None)
         config = self.config_for(topic)
         for (t, _), partition_log in self._logs.items():
             if t == topic:
@@ -179,6 +186,7 @@ class LogManager:
         if dict(defaults) == self.defaults:
             return
         self.defaults = dict(defaults)
+        self._configs.clear()
         for (topic, _), partition_log in self._logs.items():
             partition_log.update_config(self.config_for(topic))
 
@@ -187,6 +195,7 @@ class LogManager:
         for key in [k for k in self._logs if k[0] == topic]:
             self._doom(key)
         self._overrides.pop(topic, None)
+        self._configs.pop(topic, None)
         fsync_dir(self.data_dir)
 
     def delete_partition(self, topic: str, partition: int) -> None:
