@@ -78,3 +78,25 @@ def test_unclean_election_follows_the_cluster_default_under_topic_overrides(lagg
         lagging.run("start", str(follower), check=False)
     for t in topics:
         wait_until(lambda t=t: len(_leader_isr(lagging, t)[1]) == 2, 60, f"{t}: the old leader back in the ISR")
+
+
+def test_create_topics_reports_the_dynamic_defaults_a_new_topic_takes(lagging):
+    """CreateTopics v5+ describes the new topic's configs as Kafka does: a cluster-wide dynamic
+    default appears with its value and source DYNAMIC_DEFAULT_BROKER_CONFIG (3)."""
+    import datetime
+
+    from kio.schema.create_topics.v7 import request as r
+
+    from tests.admin.test_dynamic_configs import alter_default
+    from tests.support.kafka_wire import WireClient
+    assert alter_default(lagging, "log.retention.ms", "3600000")[0] == 0
+    try:
+        body = r.CreateTopicsRequest(topics=(r.CreatableTopic(name="reports-defaults", num_partitions=1,
+                                                              replication_factor=1, assignments=(), configs=()),),
+                                     timeout=datetime.timedelta(seconds=30), validate_only=False)
+        with WireClient(lagging.bootstrap.split(",")[0], timeout=30) as wire:
+            [topic] = wire.request(19, 7, body).topics
+        assert topic.error_code == 0, topic
+        assert {c.name: (c.value, c.config_source) for c in topic.configs}["retention.ms"] == ("3600000", 3)
+    finally:
+        alter_default(lagging, "log.retention.ms", None)

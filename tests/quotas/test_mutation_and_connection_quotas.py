@@ -83,6 +83,7 @@ def test_mutations_over_the_quota_are_refused_by_new_versions_and_throttled_on_o
     labels = frozenset({"resource": "ControllerMutation", "clientId": CLIENT}.items())
     assert series[("kafka_server_quota_throttle_time", labels)] >= 2000
     assert series[("kafka_server_quota_tokens", labels)] < 22
+    assert series[("kafka_server_quota_mutation_rate", labels)] > 0
 
 
 def _answered(address: str, source: str | None = None) -> bool:

@@ -96,17 +96,18 @@ class ClientQuotaManager:
         tags, quota = found
         return self._sensor(CONTROLLER_MUTATION_RATE, tags, now_ms), quota, tags
 
-    def sensors(self, now_ms: float | None = None) -> list[tuple[str, Tags, float, float | None]]:
-        """(key, tags, the sensor's value, the quota in force) of every sensor: the rate for byte
-        and request quotas, the bucket's tokens for the mutation quota (metrics, at scrape time)."""
+    def sensors(self, now_ms: float | None = None) -> list[tuple[str, Tags, str, float]]:
+        """(key, tags, Kafka's attribute, value) of every sensor, at scrape time: ``byte-rate`` or
+        ``request-time`` (the rate), for the mutation quota ``tokens`` and ``mutation-rate``."""
         now = _now_ms() if now_ms is None else now_ms
         out = []
         for (key, tags), sensor in list(self._sensors.items()):
-            quota = self.entities.quota_for(key, tags)
             if isinstance(sensor, TokenBucket):
-                out.append((key, tags, sensor.tokens(quota, now) if quota is not None else math.nan, quota))
+                quota = self.entities.quota_for(key, tags)
+                out.append((key, tags, "tokens", sensor.tokens(quota, now) if quota is not None else math.nan))
+                out.append((key, tags, "mutation-rate", sensor.recorded.rate(now)))
             else:
-                out.append((key, tags, sensor.rate(now), quota))
+                out.append((key, tags, "request-time" if key == REQUEST_PERCENTAGE else "byte-rate", sensor.rate(now)))
         return out
 
     def unrecord(self, key: str, user: str, client_id: str, value: float, now_ms: float | None = None) -> None:

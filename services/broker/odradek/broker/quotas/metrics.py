@@ -12,6 +12,7 @@ quota rules give these three label sets). Values, as Kafka's:
 - ``kafka_server_quota_byte_rate`` (Produce, Fetch): bytes/s over the quota's 11 windows;
 - ``kafka_server_quota_request_time`` (Request): percent of a request thread, same windows;
 - ``kafka_server_quota_tokens`` (ControllerMutation): what the token bucket holds now;
+- ``kafka_server_quota_mutation_rate`` (ControllerMutation): partitions/s mutated, 11 windows;
 - ``kafka_server_quota_throttle_time``: the average throttle time (ms) given over Kafka's
   default metric window, 30-60 s (NaN without a throttle in it).
 
@@ -32,17 +33,18 @@ from odradek.broker.quotas.entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTAT
 from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.metrics_http import gauge
 
-# quota key -> (Kafka's quota type, the sensor's own attribute)
-SENSORS = {PRODUCER_BYTE_RATE: ("Produce", "byte_rate"), CONSUMER_BYTE_RATE: ("Fetch", "byte_rate"),
-           REQUEST_PERCENTAGE: ("Request", "request_time"), CONTROLLER_MUTATION_RATE: ("ControllerMutation", "tokens")}
+# quota key -> Kafka's quota type
+RESOURCES = {PRODUCER_BYTE_RATE: "Produce", CONSUMER_BYTE_RATE: "Fetch", REQUEST_PERCENTAGE: "Request",
+             CONTROLLER_MUTATION_RATE: "ControllerMutation"}
 _DOCS = {"byte_rate": "bytes per second of the client (its quota's windows)",
          "request_time": "percent of a request-handling thread the client takes (its quota's windows)",
          "tokens": "the controller mutation quota's token bucket: partitions the client may still mutate",
+         "mutation_rate": "partitions per second the client created or deleted (its quota's windows)",
          "throttle_time": "average throttle time (ms) given to the client over the last 30-60 s"}
 
 
 def _labels(key: str, tags: Tags) -> dict[str, str]:
-    labels = {"resource": SENSORS[key][0]}
+    labels = {"resource": RESOURCES[key]}
     if tags[0]:
         labels["user"] = tags[0]
     if tags[1]:
@@ -57,8 +59,8 @@ class QuotaCollector:
 
     def collect(self) -> Iterator[Metric]:
         families = {attr: GaugeMetricFamily(f"kafka_server_quota_{attr}", _DOCS[attr]) for attr in _DOCS}
-        for key, tags, value, _quota in self.quotas.sensors():
-            family = families[SENSORS[key][1]]
+        for key, tags, attribute, value in self.quotas.sensors():
+            family = families[attribute.replace("-", "_")]
             family.add_sample(family.name, _labels(key, tags), value)
         throttle = families["throttle_time"]
         for (key, tags), times in list(self.quotas.throttle_times.items()):

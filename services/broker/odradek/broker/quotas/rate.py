@@ -84,11 +84,12 @@ class TokenBucket:
     its value (the balance may go negative: a violation while it stays below zero). A new
     bucket is full, as Kafka's (its first refill covers the time since the epoch)."""
 
-    __slots__ = ("samples", "window_ms", "_tokens", "_updated_ms", "last_record_ms")
+    __slots__ = ("samples", "window_ms", "_tokens", "_updated_ms", "last_record_ms", "recorded")
 
     def __init__(self, samples: int, window_ms: int, now_ms: float) -> None:
         self.samples = samples
         self.window_ms = window_ms
+        self.recorded = SampledRate(samples, window_ms, now_ms)  # Kafka's mutation-rate beside the bucket
         self._tokens: float | None = None
         self._updated_ms = now_ms
         self.last_record_ms = now_ms
@@ -105,6 +106,7 @@ class TokenBucket:
     def record(self, value: float, quota: float, now_ms: float) -> float:
         """Take ``value`` tokens; the balance after."""
         self._tokens = self.tokens(quota, now_ms) - value
+        self.recorded.record(value, now_ms)
         self.last_record_ms = now_ms
         return self._tokens
 
