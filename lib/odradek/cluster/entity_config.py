@@ -50,12 +50,17 @@ def read_entity_config(zk, entity_type: str, entity: str) -> tuple[dict[str, str
         data, stat = zk.get(paths.entity_config(entity_type, entity))
     except NoNodeError:
         return {}, -1
+    return parse_entity_config(data, f"{entity_type}/{entity}"), stat.version
+
+
+def parse_entity_config(data: bytes | None, where: str) -> dict[str, str]:
+    """An entity config znode's ``config`` (``{}`` when unreadable: logged, naming ``where``)."""
     try:
         config = json.loads(data or b"{}").get("config") or {}
     except (ValueError, AttributeError):
-        log.warning("ignoring the unreadable config of %s/%s", entity_type, entity)
-        return {}, stat.version
-    return {k: str(v) for k, v in config.items()}, stat.version
+        log.warning("ignoring the unreadable config of %s", where)
+        return {}
+    return {k: str(v) for k, v in config.items()}
 
 
 def write_entity_config(zk, entity_type: str, entity: str,

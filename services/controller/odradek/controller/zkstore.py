@@ -27,6 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Transaction
 
 from odradek.cluster import paths, zk_session
+from odradek.cluster.entity_config import parse_entity_config
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
@@ -204,7 +205,7 @@ class ZkStore(MetadataStore):
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
                              requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads),
-                             _entity_config(_result(defaults_read)))
+                             parse_entity_config((_result(defaults_read) or (None,))[0], _CLUSTER_DEFAULTS))
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -460,20 +461,11 @@ def _topic_record(name: str, got: tuple[bytes, Any], state_reads: Mapping[int, A
                                    tuple(d["isr"]), int(d.get("controller_epoch", 0)), s[1].version)
         versions[p] = s[1].version
     config = _result(config_read)
-    configs = _entity_config(config)
+    configs = parse_entity_config(config[0] if config else None, f"topic {name}")
     adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
                         for key in ("adding_replicas", "removing_replicas"))
     return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,
                        configs, config[1].version if config else -1, adding, removing)
-
-
-def _entity_config(got: tuple[bytes, Any] | None) -> dict[str, str]:
-    """The ``config`` of an entity config znode (``{}``: none, or unreadable)."""
-    try:
-        return {k: str(v) for k, v in (json.loads(got[0]).get("config") or {}).items()} if got else {}
-    except (ValueError, AttributeError):
-        log.warning("ignoring an unreadable entity config: %r", got[0])
-        return {}
 
 
 def _result(pending) -> tuple[bytes, Any] | None:
