@@ -131,7 +131,8 @@ def test_group_lag_follows_a_kafka_consumer(gw_cluster, gw):
         assert group_json["partition_assignor"] == "range" and not group_json["is_simple"]
         assert group in {g["consumer_group_id"] for g in gw.get(c + "/consumer-groups").json()["data"]}
         [member] = gw.get(c + f"/consumer-groups/{group}/consumers").json()["data"]
-        assert (member["consumer_id"], member["client_id"]) == (consumer.memberid(), "lagging")
+        assert (member["consumer_id"], member["client_id"], member["host"]) == (
+            consumer.memberid(), "lagging", "/127.0.0.1")  # Kafka's InetAddress.toString
         assigned = gw.get(member["assignments"]["related"]).json()["data"]
         assert sorted((a["topic_name"], a["partition_id"]) for a in assigned) == [(topic, 0), (topic, 1)]
         oracle = {tp.partition: tp.offset for tp in consumer.committed(

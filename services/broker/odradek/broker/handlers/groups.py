@@ -84,7 +84,8 @@ async def join_group(ctx: BrokerContext, header, req):
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
         r = await coord.membership.join(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "", "",
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "",
+            current().client_host,
             session, rebalance, req.protocol_type, tuple((p.name, p.metadata) for p in req.protocols),
             require_known_member_id=v >= 4)
     except KafkaError as e:

@@ -29,6 +29,13 @@ class RequestContext:
     request_bytes: int = 0              # size of the request being handled (the produce quota counts it)
     throttle_ms: int = 0                # quota throttle of the request being handled: the mute after it
 
+    @property
+    def client_host(self) -> str:
+        """The client's IP as Kafka's group member descriptions show it (``InetAddress.toString``:
+        "/127.0.0.1"); empty outside a connection."""
+        host = self.client_address.rpartition(":")[0]
+        return f"/{host}" if host else ""
+
 
 _DEFAULT = RequestContext("PLAINTEXT", "PLAINTEXT", "")
 REQUEST_CONTEXT: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("odradek_request_context")
