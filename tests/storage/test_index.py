@@ -169,3 +169,21 @@ def test_indexes_are_mapped_lazily_and_released_when_inactive(tmp_path):
     for lg in (*idle, reopened):
         lg.close()
     assert _open_fds() <= before
+
+
+def test_a_released_index_is_made_durable_by_the_next_flush(tmp_path, monkeypatch):
+    """Unmapping (a roll) does not msync inside the append that rolls: the entries written stay
+    dirty in the page cache until the log's flush, which then fsyncs the file once."""
+    import odradek.broker.storage.index as index_module
+
+    synced = []
+    monkeypatch.setattr(index_module.os, "fsync", lambda fd: synced.append(fd))
+    index = OffsetIndex(tmp_path / "r.index", 0, 8 * 100)
+    index.append(5, 100)
+    index.trim_to_valid_size()
+    index.release()
+    assert not index.mapped and synced == []
+    index.flush()
+    index.flush()
+    assert len(synced) == 1 and index.lookup(7) == OffsetPosition(5, 100)
+    index.close()

@@ -51,12 +51,16 @@ class CorruptCheckpoint(Exception):
     pass
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory, by its path."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path   # a directory's entries (a file created, renamed or removed in it)
 
 
 def write_checkpoint(path: Path, entries: list[tuple[object, ...]]) -> None:

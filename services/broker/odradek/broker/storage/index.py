@@ -35,6 +35,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from .checkpoint import fsync_path
+
 __all__ = ["AbstractIndex", "CorruptIndex", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
 
 _ALLOCATION_CHUNK = 64 * 1024  # one fallocate per 8192 offset-index entries
@@ -64,7 +66,7 @@ class AbstractIndex(ABC):
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self._map: mmap.mmap | None = None
-        self._dirty = False    # entries written through the mapping since it was last flushed
+        self._dirty = False    # entries written since the last flush (mapped or not since)
         self._closed = False
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -128,18 +130,17 @@ class AbstractIndex(ABC):
         return self._map
 
     def release(self) -> None:
-        """Unmap (flushing what was written through the mapping) and cut the file to the index's
-        size if it is larger; the next access maps it again."""
+        """Unmap and cut the file to the index's size if it is larger; the next access maps it
+        again (what was written stays for ``flush``)."""
         self._unmap()
         if self._file_length > self._length:
             os.truncate(self.path, self._length)
             self._file_length = self._length
 
     def _unmap(self) -> None:
+        # No msync here (a roll would pay it inside the append that rolls): the pages written
+        # stay dirty in the page cache, and ``flush`` fsyncs the file when the log is flushed.
         if self._map is not None:
-            if self._dirty:
-                self._map.flush()
-                self._dirty = False
             self._map.close()
             self._map = None
 
@@ -207,9 +208,12 @@ class AbstractIndex(ABC):
         """Whether ``after`` may follow ``before`` in this kind of index."""
 
     def flush(self) -> None:
+        """Make the entries written so far durable (msync, or fsync once unmapped)."""
         if self._map is not None:
             self._map.flush()
-            self._dirty = False
+        elif self._dirty and not self._closed:
+            fsync_path(self.path)
+        self._dirty = False
 
     def close(self) -> None:
         if self._closed:

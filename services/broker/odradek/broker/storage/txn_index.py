@@ -19,6 +19,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkpoint import fsync_path
+
 __all__ = ["AbortedTxn", "TransactionIndex"]
 
 _ENTRY = struct.Struct(">hqqqq")
@@ -96,11 +98,7 @@ class TransactionIndex:
 
     def flush(self) -> None:
         if self._dirty and self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path)
         self._dirty = False
 
     def rename(self, path: Path) -> None:
