@@ -5,7 +5,7 @@ import threading
 import time
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from odradek.records import RecordBatch, iter_batches
@@ -91,3 +91,57 @@ def test_byte_limits_return_whole_batches_and_at_least_one(cluster):
         assert [b.base_offset for b in capped] == [0, 1, 2]
         assert _fetch(c, "limits", 11).error_code == ErrorCode.offset_out_of_range
         assert not _fetch(c, "limits", 10).records  # at the end: empty, no error
+
+
+# -- fetch sessions (KIP-227) ------------------------------------------------------------------
+def _session_fetch(client, session_id, epoch, wanted, *, forgotten=(), max_wait_ms=0):
+    """A consumer's Fetch v12 in a session: ``wanted`` = {(topic, partition): fetch offset}."""
+    by_topic = {}
+    for (topic, partition), offset in wanted.items():
+        by_topic.setdefault(topic, []).append(FetchPartition(
+            partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20))
+    gone = {}
+    for topic, partition in forgotten:
+        gone.setdefault(topic, []).append(partition)
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+                       max_bytes=1 << 20, isolation_level=0, session_id=session_id, session_epoch=epoch,
+                       topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+                       forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps))
+                                                   for t, ps in gone.items()), rack_id="")
+    return client.request(FETCH, 12, req)
+
+
+def _listed(response) -> dict[tuple[str, int], object]:
+    return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
+
+
+def test_a_fetch_session_lists_only_partitions_with_news_and_forgets(cluster):
+    cluster.create_topic("sessions", partitions=6)
+    leader = cluster.leader_address("sessions", 0)
+    wanted = {("sessions", p): 0 for p in range(6) if cluster.leader_address("sessions", p) == leader}
+    assert len(wanted) >= 2, wanted
+    with WireClient(leader) as c:
+        full = _session_fetch(c, 0, 0, wanted)
+        assert full.error_code == ErrorCode.none and full.session_id > 0
+        assert set(_listed(full)) == set(wanted)  # a full answer lists every partition
+        sid = full.session_id
+        idle = _session_fetch(c, sid, 1, {}, max_wait_ms=100)
+        assert idle.error_code == ErrorCode.none and idle.session_id == sid and _listed(idle) == {}
+        _produce(c, "sessions", [b"news"])
+        news = _session_fetch(c, sid, 2, {}, max_wait_ms=5000)
+        part = _listed(news)[("sessions", 0)]
+        assert set(_listed(news)) == {("sessions", 0)} and part.high_watermark == 1
+        assert [b.base_offset for b in _batches(part.records)] == [0]
+        moved = _session_fetch(c, sid, 3, {("sessions", 0): 1}, max_wait_ms=100)
+        assert _listed(moved) == {}, "nothing new past the moved position"
+        assert _session_fetch(c, sid, 3, {}).error_code == ErrorCode.invalid_fetch_session_epoch
+        assert _session_fetch(c, 0x7FFFFFFE if sid != 0x7FFFFFFE else 1, 1, {}).error_code \
+            == ErrorCode.fetch_session_id_not_found
+        _session_fetch(c, sid, 4, {}, forgotten=[("sessions", 0)], max_wait_ms=0)
+        _produce(c, "sessions", [b"unseen"])
+        after = _session_fetch(c, sid, 5, {}, max_wait_ms=100)
+        assert ("sessions", 0) not in _listed(after), "a forgotten partition is no longer fetched"
+        sessionless = _session_fetch(c, sid, -1, {("sessions", 0): 0})  # closes the session, opens none
+        assert sessionless.session_id == 0 and ("sessions", 0) in _listed(sessionless)
+        assert _session_fetch(c, sid, 6, {}).error_code == ErrorCode.fetch_session_id_not_found

@@ -47,6 +47,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "a connection with no bytes moved and no request pending for this long is closed; -1: never"),
     ConfigKey("replica.lag.time.max.ms", integer(1, LONG_MAX), "30000",
               "a follower not caught up for this long leaves the ISR"),
+    ConfigKey("max.incremental.fetch.session.cache.slots", integer(0, INT_MAX), "1000",
+              "fetch sessions (KIP-227) the broker keeps for followers and consumers; beyond, a new one "
+              "evicts a stale, smaller or consumer's session, or the fetcher keeps sending full requests"),
     ConfigKey("controlled.shutdown.max.retries", integer(0, INT_MAX), "3",
               "attempts to move leaderships away before a stopping broker (SIGTERM) exits"),
     ConfigKey("controlled.shutdown.retry.backoff.ms", integer(0, LONG_MAX), "5000",

@@ -24,6 +24,7 @@ from odradek.broker.metrics.stats import TopicStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.quotas.manager import ClientQuotaManager
+from odradek.broker.replication.fetch_session import FetchSessionCache
 from odradek.broker.security.authorizer import Authorizer
 from odradek.broker.txn.config import TxnConfig
 from odradek.broker.txn.state_topic import TxnCoordination, TxnStateTopic
@@ -45,6 +46,7 @@ class BrokerContext:
     txn_markers: TxnMarkerWriter | None = None   # writes WriteTxnMarkers' markers on partitions led here
     zk: Callable[[], KazooClient | None] = lambda: None  # the broker's ZooKeeper session, once registered
     dynamic: DynamicBrokerConfig | None = None           # dynamic broker configs (None: a test without ZooKeeper)
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227
 
     @classmethod
     def create(cls, config: BrokerConfig, replicas: ReplicaManager, controller: ControllerClient,
@@ -57,7 +59,8 @@ class BrokerContext:
         ctx = cls(config, replicas, controller, group_coordinator(config.broker_id, offsets_topic),
                   offsets_topic, producer_ids, TxnCoordination(config.broker_id, txn_topic, producer_ids, markers),
                   authorizer, quotas=ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
-                  txn_markers=markers, zk=zk, dynamic=DynamicBrokerConfig(config, zk))
+                  txn_markers=markers, zk=zk, dynamic=DynamicBrokerConfig(config, zk),
+                  fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         replicas.topic_deleted = ctx.topic_stats.forget
         ctx.txn_markers.listeners.append(ctx._offsets_marked)
         return ctx

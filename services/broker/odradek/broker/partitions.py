@@ -258,7 +258,7 @@ class ReplicaManager:
             raise self.logs.failures.fail(f"appending to {topic}-{partition}", e) from e
         if part.advance_high_watermark():
             part.complete_produces()
-        self.wakeup.notify()
+        self.wakeup.notify(part.key, appended=True)
         return info
 
     def replicated(self, topic: str, partition: int, last_offset: int) -> asyncio.Future:
@@ -274,17 +274,19 @@ class ReplicaManager:
         part.record_follower_fetch(replica_id, fetch_offset, now_ms(), log_start_offset)
         if part.advance_high_watermark():
             part.complete_produces()
-            self.wakeup.notify()
+            self.wakeup.notify(part.key)
         self.isr.expand(part, replica_id)
 
     def _after_isr_change(self, part: Partition) -> None:
         if part.advance_high_watermark():
-            self.wakeup.notify()
+            self.wakeup.notify(part.key)
         part.complete_produces()
 
-    async def wait_for_data(self, timeout: float) -> None:
-        """Sleep until an append or a HW advance here, or ``timeout`` seconds pass."""
-        await self.wakeup.wait(timeout)
+    async def wait_for_data(self, timeout: float, interest: set[tuple[str, int]] | None = None,
+                            follower: bool = False) -> None:
+        """Sleep until an append (or, unless ``follower``, a HW advance) of a partition in
+        ``interest`` (None: any), or ``timeout`` seconds pass."""
+        await self.wakeup.wait(timeout, interest, appends_only=follower)
 
     # -- lifetime ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:

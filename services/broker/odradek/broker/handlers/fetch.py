@@ -11,10 +11,11 @@ Long poll: when fewer than ``min_bytes`` are ready, the request waits (no busy l
 an append wakes it or ``max_wait`` passes. Byte limits follow KIP-74: ``max_bytes`` for the
 response and ``partition_max_bytes`` per partition, except that the first batch of the
 first non-empty partition is always sent whole so that a consumer can always progress.
-No fetch sessions are created (session id 0), which every client handles by sending full
-fetch requests. A consumer's fetch counts its record bytes against ``consumer_byte_rate`` and
-its time against ``request_percentage`` (docs/quotas.md); when either throttles, the answer is
-empty with the larger throttle time, as Kafka's.
+Fetch sessions (KIP-227, ``replication.fetch_session``): a full request may create one; an
+incremental one fetches the partitions of its session and is answered only those with news.
+A consumer's fetch counts its record bytes against ``consumer_byte_rate`` and its time against
+``request_percentage`` (docs/quotas.md); when either throttles, the answer is empty with the
+larger throttle time, as Kafka's.
 
 Isolation (KIP-98): a read_committed consumer (``isolation_level`` 1) reads below the last
 stable offset and gets the aborted transactions overlapping what it was sent (from the
@@ -65,17 +66,24 @@ class _Part(NamedTuple):
 
 async def fetch(ctx: BrokerContext, header, req):
     deadline = time.monotonic() + req.max_wait.total_seconds()
-    denied = _denied_topics(ctx, req) if ctx.authorizer is not None else frozenset()
+    context = ctx.fetch_sessions.context(header.api_version, req, req.replica_id >= 0, _now_ms())
+    if context.error != ErrorCode.none:
+        return _encode(header, [], error=context.error)
+    wanted = context.wanted
+    denied = _denied_topics(ctx, req.replica_id, wanted) if ctx.authorizer is not None else frozenset()
     if req.replica_id >= 0 and not denied:
-        _record_follower_positions(ctx, req)
+        _record_follower_positions(ctx, req.replica_id, wanted)
     selector = _Selector.of(ctx, header, req)
+    interest = None
     while True:
-        results, total, failed = _collect(ctx, req, denied, selector)
+        results, total, failed = _collect(ctx, req, wanted, denied, selector)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
         parked = time.monotonic()
-        await ctx.replicas.wait_for_data(remaining)
+        if interest is None:
+            interest = {(topic, p.partition) for topic, parts in wanted for p in parts}
+        await ctx.replicas.wait_for_data(remaining, interest, follower=req.replica_id >= 0)
         remote_time(time.monotonic() - parked)
     throttle = 0
     if req.replica_id < 0:
@@ -83,16 +91,21 @@ async def fetch(ctx: BrokerContext, header, req):
                        record_request_time(ctx.quotas, header))
         if throttle:  # as Kafka: a fetch either quota throttles is answered empty, its bytes taken back
             unrecord_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, total)
-            results = []
+            return _encode(header, [], throttle, session_id=context.throttled())
         _count_bytes_out(ctx, results)  # BytesOut counts consumers' fetches (followers' are replication)
-    return _encode(header, results, throttle)
+    session_id, results = context.respond(results, _now_ms())
+    return _encode(header, results, throttle, session_id=session_id)
 
 
-def _denied_topics(ctx: BrokerContext, req) -> frozenset[str]:
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _denied_topics(ctx: BrokerContext, replica_id: int, wanted) -> frozenset[str]:
     """Topics answered TOPIC_AUTHORIZATION_FAILED, as Kafka: all of them for a follower without
     CLUSTER_ACTION on the cluster, else those a consumer may not READ."""
-    names = frozenset(t.topic for t in req.topics)
-    if req.replica_id >= 0:
+    names = frozenset(topic for topic, _ in wanted)
+    if replica_id >= 0:
         return frozenset() if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
     return frozenset(n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n))
 
@@ -104,14 +117,14 @@ def _count_bytes_out(ctx: BrokerContext, results) -> None:
             stats.fetched(topic, sum(p.region.size for p in parts if p.region is not None))
 
 
-def _record_follower_positions(ctx: BrokerContext, req) -> None:
-    for topic in req.topics:
-        for p in topic.partitions:
+def _record_follower_positions(ctx: BrokerContext, replica_id: int, wanted) -> None:
+    for topic, partitions in wanted:
+        for p in partitions:
             try:
-                lp = ctx.replicas.leader(topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                lp = ctx.replicas.leader(topic, p.partition, getattr(p, "current_leader_epoch", -1))
             except KafkaError:
                 continue  # answered with the error by _collect
-            ctx.replicas.record_follower_fetch(lp, req.replica_id, p.fetch_offset,
+            ctx.replicas.record_follower_fetch(lp, replica_id, p.fetch_offset,
                                                getattr(p, "log_start_offset", -1))  # Fetch v5+
 
 
@@ -151,7 +164,7 @@ class _Selector(NamedTuple):
                                       ctx.replicas.rack_of, ctx.replicas.is_live)
 
 
-def _collect(ctx: BrokerContext, req, denied: frozenset[str], selector: _Selector):
+def _collect(ctx: BrokerContext, req, wanted, denied: frozenset[str], selector: _Selector):
     """Per topic: [_Part], bytes, any error (or a partition answered at once)."""
     follower = req.replica_id >= 0
     committed = not follower and getattr(req, "isolation_level", 0) == READ_COMMITTED
@@ -159,16 +172,15 @@ def _collect(ctx: BrokerContext, req, denied: frozenset[str], selector: _Selecto
     total = 0
     failed = False
     results = []
-    for topic in req.topics:
+    for topic, partitions in wanted:
         parts = []
-        if topic.topic in denied:
+        if topic in denied:
             failed = True
-            results.append((topic.topic, [_Part(p.partition, ErrorCode.topic_authorization_failed)
-                                          for p in topic.partitions]))
+            results.append((topic, [_Part(p.partition, ErrorCode.topic_authorization_failed) for p in partitions]))
             continue
-        for p in topic.partitions:
+        for p in partitions:
             try:
-                lp = selector.replica(ctx, topic.topic, p)
+                lp = selector.replica(ctx, topic, p)
                 log = lp.log
                 region = None
                 preferred = selector.preferred(ctx, lp, p.fetch_offset)
@@ -200,9 +212,9 @@ def _collect(ctx: BrokerContext, req, denied: frozenset[str], selector: _Selecto
                                    lso=lso, aborted=aborted))
             except KafkaError as e:
                 failed = True
-                hw, start = _offsets(ctx, topic.topic, p.partition)
+                hw, start = _offsets(ctx, topic, p.partition)
                 parts.append(_Part(p.partition, e.code, hw, start))
-        results.append((topic.topic, parts))
+        results.append((topic, parts))
     return results, total, failed
 
 
@@ -211,7 +223,7 @@ def _offsets(ctx: BrokerContext, topic: str, partition: int) -> tuple[int, int]:
     return (log.high_watermark, log.log_start_offset) if log is not None else (-1, -1)
 
 
-def _encode(header, results, throttle_ms: int = 0):
+def _encode(header, results, throttle_ms: int = 0, *, session_id: int = 0, error: ErrorCode = ErrorCode.none):
     s = Schemas(FETCH, header.api_version)
     regions: list[FileRegion] = []
     topics = []
@@ -233,7 +245,7 @@ def _encode(header, results, throttle_ms: int = 0):
                                                           end_offset=diverging[1])} if diverging else {})))
         topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))
     body = make(s.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-                error_code=ErrorCode.none, session_id=0,
+                error_code=error, session_id=session_id,
                 responses=tuple(topics))
     return encode_with_regions(FETCH, header.api_version, header.correlation_id, body, regions,
                                flexible=header.api_version >= 12)

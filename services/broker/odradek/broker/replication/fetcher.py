@@ -5,7 +5,8 @@ A partition starts **truncating**: the fetcher asks the leader (OffsetForLeaderE
 where our latest leader epoch ends and truncates to min(that end offset, our end offset for
 the epoch the leader answered, our LEO) (KIP-101/KIP-279); without any epoch, to our HW.
 Then it **fetches** from our LEO (Fetch v12 with ``replica_id`` = our id, 500 ms max wait,
-min 1 byte), appends with ``append_as_follower`` and sets HW = min(leader HW, our LEO).
+min 1 byte; in a fetch session with the leader, KIP-227, so that only partitions whose
+position changed are listed, see session_handler), appends with ``append_as_follower`` and sets HW = min(leader HW, our LEO).
 The leader's long poll is what keeps an idle cluster idle: no busy loop here.
 
 Errors per partition: NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and the rest back
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.broker.replication.client import ClientSecurity, KafkaClient
+from odradek.broker.replication.session_handler import FetchSessionHandler
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
 from kio.static.constants import EntityType
@@ -49,6 +51,8 @@ FETCH_BACKOFF_S = 1.0                   # replica.fetch.backoff.ms
 SOCKET_TIMEOUT_S = 30.0                 # replica.socket.timeout.ms
 
 TP = tuple[str, int]
+SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+                            ErrorCode.fetch_session_topic_id_error})  # retried at once with a full request
 
 
 @dataclass(eq=False, slots=True)
@@ -66,7 +70,7 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
                  address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None,
                  storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None,
-                 hw_advanced: Callable[[], None] = lambda: None) -> None:
+                 hw_advanced: Callable[[TP], None] = lambda _tp: None) -> None:
         self.broker_id = broker_id
         self.hw_advanced = hw_advanced  # consumers long-polling on this follower wake up (KIP-392)
         self.security = security
@@ -115,6 +119,7 @@ class ReplicaFetcher:
         self.states: dict[TP, FetchState] = {}
         self._changed = asyncio.Event()
         self._client: KafkaClient | None = None
+        self.session = FetchSessionHandler()
         self._closed = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
@@ -270,28 +275,46 @@ class ReplicaFetcher:
 
     # -- fetching ---------------------------------------------------------------------------
     async def _fetch(self, client: KafkaClient, states: list[FetchState]) -> None:
+        """One fetch in our session with the leader: every ready partition is fetched, only
+        those whose position changed are listed (KIP-227)."""
         s = Schemas(FETCH, FETCH_VERSION, EntityType.request)
         asked: dict[TP, tuple[FetchState, int]] = {}
-        by_topic: dict[str, list] = {}
+        wanted: dict[TP, tuple[int, int, int]] = {}
         for state in states:
             lg = self._current(state)
-            if lg is None:
-                continue
-            asked[(state.topic, state.partition)] = (state, lg.log_end_offset)
-            by_topic.setdefault(state.topic, []).append(make(
-                s.FetchPartition, partition=state.partition, current_leader_epoch=state.leader_epoch,
-                fetch_offset=lg.log_end_offset, last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
-                partition_max_bytes=PARTITION_MAX_BYTES))
+            if lg is not None:
+                asked[(state.topic, state.partition)] = (state, lg.log_end_offset)
+                wanted[(state.topic, state.partition)] = (lg.log_end_offset, lg.log_start_offset, state.leader_epoch)
         if not asked:
             return
+        session = self.session
+        listed, forgotten = session.build(wanted)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (offset, start, epoch) in listed.items():
+            by_topic.setdefault(topic, []).append(make(
+                s.FetchPartition, partition=partition, current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=PARTITION_MAX_BYTES))
+        gone: dict[str, list[int]] = {}
+        for topic, partition in forgotten:
+            gone.setdefault(topic, []).append(partition)
         request = make(s.FetchRequest, cluster_id=None, replica_id=self.manager.broker_id, max_wait=MAX_WAIT,
-                       min_bytes=1, max_bytes=MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                       min_bytes=1, max_bytes=MAX_BYTES, isolation_level=0, session_id=session.session_id,
+                       session_epoch=session.epoch,
                        topics=tuple(make(s.FetchTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-                       forgotten_topics_data=(), rack_id="")
-        response = await client.request(FETCH, FETCH_VERSION, request,
-                                        timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
-        if response.error_code != ErrorCode.none:
-            raise ConnectionError(f"fetch refused: {ErrorCode(response.error_code).name.upper()}")
+                       forgotten_topics_data=tuple(make(s.ForgottenTopic, topic=t, partitions=tuple(ps))
+                                                   for t, ps in gone.items()), rack_id="")
+        try:
+            response = await client.request(FETCH, FETCH_VERSION, request,
+                                            timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
+        except ConnectionError:
+            session.reset()
+            raise
+        if not session.handle_response(response.error_code, response.session_id):
+            error = ErrorCode(response.error_code)
+            if error not in SESSION_ERRORS:
+                raise ConnectionError(f"fetch refused: {error.name.upper()}")
+            log.info("fetch session with broker %d: %s; starting a new one", self.source, error.name.upper())
+            return
         with self._checkpoints_grouped():  # first batches of a new epoch in many partitions: checkpoints together
             self._apply_all(response, asked)
 
@@ -321,7 +344,7 @@ class ReplicaFetcher:
             before = lg.high_watermark
             lg.high_watermark = min(p.high_watermark, lg.log_end_offset)
             if lg.high_watermark > before:
-                self.manager.hw_advanced()
+                self.manager.hw_advanced((state.topic, state.partition))
             state.lag = max(0, p.high_watermark - lg.log_end_offset)
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:

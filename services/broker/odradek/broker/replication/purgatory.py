@@ -6,9 +6,9 @@ DelayedFetch, without a timer wheel: asyncio futures and events do the waking).
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below ``min.insync.replicas`` meanwhile
   (Kafka's check at completion); ``fail_all`` answers every waiter with one error
   (leadership lost). The produce handler owns the request timeout.
-- ``FetchWakeup`` (one per broker): long-polling fetches sleep on it; appends (new data for
-  followers) and high-watermark advances (new data for consumers) wake them all; each then
-  re-checks its own partitions.
+- ``FetchWakeup`` (one per broker): long-polling fetches sleep on it; an append (new data for
+  followers) or a high-watermark advance (new data for consumers) of a partition wakes the
+  fetches reading it; each then re-checks its own partitions.
 
 Event-loop thread only.
 """
@@ -55,22 +55,37 @@ class ProducePurgatory:
 
 
 class FetchWakeup:
+    """Parked fetches, each waiting on the partitions it reads (Kafka's DelayedFetch keys):
+    ``notify(tp)`` wakes only the fetches reading ``tp``, so that an append costs the fetches
+    of other partitions nothing (with thousands of partitions per fetch, re-reading them all on
+    every append anywhere was what kept the event loop busy); followers' fetches wake on
+    appends only (they wait for bytes; a high watermark reaches them with their next fetch)."""
+
     def __init__(self) -> None:
-        self._event = asyncio.Event()
-        self.waiting = 0  # parked fetches (Kafka's Fetch purgatory size)
+        self._parked: dict[asyncio.Future, tuple[frozenset | set | None, bool]] = {}
 
-    def notify(self) -> None:
-        event, self._event = self._event, asyncio.Event()
-        event.set()
+    @property
+    def waiting(self) -> int:
+        """Parked fetches (Kafka's Fetch purgatory size)."""
+        return len(self._parked)
 
-    async def wait(self, timeout: float) -> None:
-        """Sleep until the next ``notify`` or ``timeout`` seconds."""
+    def notify(self, tp: tuple[str, int] | None = None, *, appended: bool = False) -> None:
+        """``tp`` got an append (``appended``) or a new high watermark; None wakes every fetch."""
+        for future, (interest, appends_only) in list(self._parked.items()):
+            if future.done() or (tp is not None and ((interest is not None and tp not in interest)
+                                                     or (appends_only and not appended))):
+                continue
+            future.set_result(None)
+
+    async def wait(self, timeout: float, interest: frozenset | set | None = None, appends_only: bool = False) -> None:
+        """Sleep until a ``notify`` of a partition in ``interest`` (None: any), or ``timeout`` seconds."""
         if timeout <= 0:
             return
-        self.waiting += 1
+        future = asyncio.get_running_loop().create_future()
+        self._parked[future] = (interest, appends_only)
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
             pass
         finally:
-            self.waiting -= 1
+            del self._parked[future]

@@ -1,0 +1,242 @@
+"""Fetch sessions on the serving side (KIP-227, Kafka's FetchSession.scala).
+
+A fetcher that asks for a session (a full request: session id 0 or an old one, epoch 0) is
+given one if the cache has room; from then on it sends *incremental* requests (its session id,
+the epoch it was given, then one more each time) listing only the partitions whose fetch
+position changed and the ones to forget, and the answer lists only the partitions with
+something new: records, a changed high watermark or log start offset, an error, a preferred
+read replica, a diverging epoch. An idle follower's fetch thus carries no partition either way.
+The broker still reads and records every partition of the session on each fetch, as Kafka does.
+
+Kafka's rules, kept here:
+- ``session_epoch`` -1 (FINAL) with id 0 is sessionless; a full request with a session id
+  closes that session first; epoch -1 never creates one.
+- An incremental request naming an unknown session is answered FETCH_SESSION_ID_NOT_FOUND,
+  one with the wrong epoch INVALID_FETCH_SESSION_EPOCH, one whose version does not match the
+  session's use of topic ids (v13+) FETCH_SESSION_TOPIC_ID_ERROR: top-level errors, no partitions.
+- An incremental request that leaves the session empty closes it (answered sessionless).
+- Room: ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new one may take
+  the place of the least recently used session if that was idle over ``EVICTION_MS``; else of
+  the smallest evictable one (followers' sessions are *privileged*: a consumer's session is
+  evictable by a follower's, any session older than ``EVICTION_MS`` by anyone) if the new one
+  is larger (more partitions) or more privileged. Otherwise it gets no session (id 0) and
+  keeps sending full requests.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from odradek.errors import ErrorCode
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+EVICTION_MS = 120_000           # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a setting there)
+TOPIC_IDS_FROM_VERSION = 13     # Fetch v13+ names topics by id
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """One partition of a session: what its fetcher asked last (the attributes of a request's
+    FetchPartition, so the handler reads either alike) and what it was last told."""
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    high_watermark: int = -1        # as last sent; -1 after an error, so the partition is sent again
+    sent_log_start: int = -1
+
+    def update(self, p) -> None:
+        self.fetch_offset = p.fetch_offset
+        self.partition_max_bytes = p.partition_max_bytes
+        self.log_start_offset = getattr(p, "log_start_offset", -1)
+        self.current_leader_epoch = getattr(p, "current_leader_epoch", -1)
+        self.last_fetched_epoch = getattr(p, "last_fetched_epoch", -1)
+
+    def must_respond(self, part) -> bool:
+        """Whether the fetch result ``part`` (a handler ``_Part``) is news for the fetcher;
+        remembers what is sent (Kafka's CachedPartition.maybeUpdateResponseData)."""
+        news = (part.region is not None or part.preferred >= 0 or part.diverging is not None
+                or part.hw != self.high_watermark or part.start != self.sent_log_start)
+        self.high_watermark = part.hw
+        self.sent_log_start = part.start
+        if part.error != ErrorCode.none:
+            self.high_watermark = -1
+            return True
+        return news
+
+
+def _cached(p) -> CachedPartition:
+    c = CachedPartition(p.partition, 0, 0)
+    c.update(p)
+    return c
+
+
+@dataclass(eq=False, slots=True)
+class FetchSession:
+    id: int
+    privileged: bool                       # a follower's
+    topics: dict[str, dict[int, CachedPartition]]
+    uses_topic_ids: bool
+    created_ms: int
+    last_used_ms: int
+    epoch: int = 1
+    by_all: bool = False                   # evictable by any new session (as of its last use)
+    by_privileged: bool = False            # evictable by a follower's new session
+
+    @property
+    def size(self) -> int:
+        return sum(len(ps) for ps in self.topics.values())
+
+    def update(self, topics, forgotten) -> None:
+        for t in topics:
+            mine = self.topics.setdefault(t.topic, {})
+            for p in t.partitions:
+                cached = mine.get(p.partition)
+                if cached is None:
+                    mine[p.partition] = _cached(p)
+                else:
+                    cached.update(p)
+        for t in forgotten:
+            mine = self.topics.get(t.topic)
+            if mine is not None:
+                for index in t.partitions:
+                    mine.pop(index, None)
+                if not mine:
+                    del self.topics[t.topic]
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 0x7FFFFFFF else epoch + 1
+
+
+class FetchContext:
+    """One request's view: which partitions to fetch (``wanted``: (topic, [partition]) with the
+    request's or the session's positions), and what to answer (``respond``)."""
+
+    def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
+                 session: FetchSession | None = None, create: bool = False, privileged: bool = False,
+                 uses_topic_ids: bool = False) -> None:
+        self.cache = cache
+        self.wanted = wanted
+        self.error = error
+        self.session = session          # incremental
+        self.create = create            # full: try to create a session once answered
+        self.privileged = privileged
+        self.uses_topic_ids = uses_topic_ids
+
+    def respond(self, results, now_ms: int) -> tuple[int, list]:
+        """(session id, results to send) once the fetch is done."""
+        if self.session is not None:
+            parts_of = self.session.topics
+            sent = []
+            for topic, parts in results:
+                cached = parts_of.get(topic, {})
+                news = [p for p in parts if p.partition not in cached or cached[p.partition].must_respond(p)]
+                if news:
+                    sent.append((topic, news))
+            return self.session.id, sent
+        if not self.create:
+            return INVALID_SESSION_ID, results
+        topics: dict[str, dict[int, CachedPartition]] = {}
+        for topic, parts in self.wanted:
+            topics[topic] = {p.partition: _cached(p) for p in parts}
+        answered = {(topic, p.partition): p for topic, parts in results for p in parts}
+        for topic, parts in topics.items():
+            for index, cached in parts.items():
+                part = answered.get((topic, index))
+                if part is not None:
+                    cached.must_respond(part)
+        return self.cache.maybe_create(now_ms, self.privileged, topics, self.uses_topic_ids), results
+
+    def throttled(self) -> int:
+        """The session id of an answer throttled empty (a full request creates no session then)."""
+        return self.session.id if self.session is not None else INVALID_SESSION_ID
+
+
+class FetchSessionCache:
+    def __init__(self, max_entries: int = 1000, eviction_ms: int = EVICTION_MS) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self.sessions: dict[int, FetchSession] = {}
+        self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, as a count
+
+    @property
+    def partitions(self) -> int:
+        """Kafka's NumIncrementalFetchPartitionsCached."""
+        return sum(s.size for s in self.sessions.values())
+
+    def context(self, version: int, req, privileged: bool, now_ms: int) -> FetchContext:
+        session_id, epoch = getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH)
+        wanted = [(t.topic, list(t.partitions)) for t in req.topics]
+        uses_ids = version >= TOPIC_IDS_FROM_VERSION
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.pop(session_id, None)  # a full request closes the session it names
+            return FetchContext(self, wanted, create=epoch == INITIAL_EPOCH, privileged=privileged,
+                                uses_topic_ids=uses_ids)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext(self, [], error=ErrorCode.fetch_session_id_not_found)
+        if session.epoch != epoch:
+            return FetchContext(self, [], error=ErrorCode.invalid_fetch_session_epoch)
+        if session.uses_topic_ids != uses_ids:
+            return FetchContext(self, [], error=ErrorCode.fetch_session_topic_id_error)
+        session.update(req.topics, getattr(req, "forgotten_topics_data", ()) or ())
+        if not session.topics:
+            del self.sessions[session.id]
+            return FetchContext(self, wanted)
+        self._touch(session, now_ms)
+        session.epoch = next_epoch(session.epoch)
+        return FetchContext(self, [(t, list(ps.values())) for t, ps in session.topics.items()], session=session)
+
+    def maybe_create(self, now_ms: int, privileged: bool, topics: dict[str, dict[int, CachedPartition]],
+                     uses_topic_ids: bool) -> int:
+        """A new session's id, or 0 when there is no room for it."""
+        size = sum(len(ps) for ps in topics.values())
+        if len(self.sessions) >= self.max_entries and not self._evict_for(privileged, size, now_ms):
+            return INVALID_SESSION_ID
+        session_id = self._new_id()
+        session = FetchSession(session_id, privileged, topics, uses_topic_ids, now_ms, now_ms)
+        self.sessions[session_id] = session
+        self._touch(session, now_ms)
+        return session_id
+
+    def _touch(self, session: FetchSession, now_ms: int) -> None:
+        session.last_used_ms = now_ms
+        old = now_ms - session.created_ms > self.eviction_ms
+        session.by_all = old
+        session.by_privileged = old or not session.privileged
+
+    def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Kafka's FetchSessionCache.tryEvict: a stale session first, else the smallest
+        evictable one if the newcomer ranks above it (privileged, then size)."""
+        if not self.sessions:
+            return False
+        lru = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now_ms - lru.last_used_ms > self.eviction_ms:
+            self._evict(lru)
+            return True
+        evictable = [s for s in self.sessions.values() if (s.by_privileged if privileged else s.by_all)]
+        if not evictable:
+            return False
+        victim = min(evictable, key=lambda s: (s.privileged, s.size, s.id))
+        if (privileged, size, 0) < (victim.privileged, victim.size, victim.id):
+            return False
+        self._evict(victim)
+        return True
+
+    def _evict(self, session: FetchSession) -> None:
+        del self.sessions[session.id]
+        self.evictions += 1
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = random.randint(1, 0x7FFFFFFF)
+            if session_id not in self.sessions:
+                return session_id
