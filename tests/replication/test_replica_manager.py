@@ -111,6 +111,30 @@ def test_lagging_follower_leaves_the_isr_and_rejoins(tmp_path):
     run(scenario())
 
 
+def test_idle_followers_in_fetch_sessions_stay_in_the_isr_and_get_new_records(tmp_path):
+    """Followers fetch in sessions (KIP-227): idle, their fetches name no partition, yet the
+    leader counts them caught up (no ISR shrink past the lag time), and records still flow."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2, 3), min_isr=2)
+        await c.start(tmp_path, lag_ms=1200)  # over the fetches' 500 ms long poll
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2, 3))
+            rm = c.nodes[1].replicas
+            info = rm.append(TOPIC, 0, batch(b"a"), acks=-1)
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            fetchers = [c.nodes[b].replicas.fetchers._fetchers[1] for b in (2, 3)]
+            await eventually(lambda: all(f.session.epoch > 2 for f in fetchers), 10, "incremental fetches")
+            alters = len(c.alters)
+            await asyncio.sleep(3)  # idle for over two lag times
+            assert c.state.isr == (1, 2, 3) and len(c.alters) == alters, c.alters[alters:]
+            info = rm.append(TOPIC, 0, batch(b"b"), acks=-1)
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            assert values(c.nodes[3].log) == [b"a", b"b"]
+        finally:
+            await c.stop()
+    run(scenario())
+
+
 def test_divergent_follower_truncates_by_leader_epoch(tmp_path):
     """Broker 1 led epoch 1 and wrote two records nobody else got; broker 2 took over at
     epoch 2 and wrote others at the same offsets. Back as a follower, broker 1 asks where

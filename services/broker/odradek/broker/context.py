@@ -62,6 +62,7 @@ class BrokerContext:
                   txn_markers=markers, zk=zk, dynamic=DynamicBrokerConfig(config, zk),
                   fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         replicas.topic_deleted = ctx.topic_stats.forget
+        replicas.wakeup.listeners.append(ctx.fetch_sessions.notify)
         ctx.txn_markers.listeners.append(ctx._offsets_marked)
         return ctx
 

@@ -25,6 +25,7 @@ from typing import Awaitable, Callable
 
 from odradek import logs
 from odradek.broker.replication.client import ClientSecurity
+from odradek.broker.replication.fetch_session import FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
 from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
@@ -68,6 +69,7 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
+        self.generation = 0  # snapshots applied: a fetch session reads all its partitions after one
         self._listeners: list[Callable[[], None]] = []  # called after each applied snapshot
         self.topic_deleted: Callable[[str], None] = lambda _name: None  # its metrics go (BrokerContext)
         self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
@@ -111,6 +113,7 @@ class ReplicaManager:
             raise self.logs.failures.fail("applying the controller's metadata", e) from e
         if self._fetchers is not None:
             self._fetchers.metadata_changed()
+        self.generation += 1
         self.metadata_changed.set()
         self.metadata_changed = asyncio.Event()
         for listener in self._listeners:
@@ -269,9 +272,9 @@ class ReplicaManager:
         return future
 
     def record_follower_fetch(self, lp: LeaderPartition, replica_id: int, fetch_offset: int,
-                              log_start_offset: int = -1) -> None:
+                              log_start_offset: int = -1, session: FetchSession | None = None) -> None:
         part = lp.partition
-        part.record_follower_fetch(replica_id, fetch_offset, now_ms(), log_start_offset)
+        part.record_follower_fetch(replica_id, fetch_offset, now_ms(), log_start_offset, session)
         if part.advance_high_watermark():
             part.complete_produces()
             self.wakeup.notify(part.key)

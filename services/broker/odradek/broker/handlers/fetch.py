@@ -69,20 +69,20 @@ async def fetch(ctx: BrokerContext, header, req):
     context = ctx.fetch_sessions.context(header.api_version, req, req.replica_id >= 0, _now_ms())
     if context.error != ErrorCode.none:
         return _encode(header, [], error=context.error)
-    wanted = context.wanted
-    denied = _denied_topics(ctx, req.replica_id, wanted) if ctx.authorizer is not None else frozenset()
+    context.begin(ctx.replicas.generation)
+    denied = _denied_topics(ctx, req.replica_id, context.wanted) if ctx.authorizer is not None else frozenset()
     if req.replica_id >= 0 and not denied:
-        _record_follower_positions(ctx, req.replica_id, wanted)
+        _record_follower_positions(ctx, req.replica_id, context)
     selector = _Selector.of(ctx, header, req)
     interest = None
     while True:
-        results, total, failed = _collect(ctx, req, wanted, denied, selector)
+        results, total, failed = _collect(ctx, req, context.to_read(), denied, selector)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or failed or remaining <= 0:
             break
         parked = time.monotonic()
         if interest is None:
-            interest = {(topic, p.partition) for topic, parts in wanted for p in parts}
+            interest = context.interest()
         await ctx.replicas.wait_for_data(remaining, interest, follower=req.replica_id >= 0)
         remote_time(time.monotonic() - parked)
     throttle = 0
@@ -117,15 +117,17 @@ def _count_bytes_out(ctx: BrokerContext, results) -> None:
             stats.fetched(topic, sum(p.region.size for p in parts if p.region is not None))
 
 
-def _record_follower_positions(ctx: BrokerContext, replica_id: int, wanted) -> None:
-    for topic, partitions in wanted:
+def _record_follower_positions(ctx: BrokerContext, replica_id: int, context) -> None:
+    for topic, partitions in context.to_record():
         for p in partitions:
             try:
                 lp = ctx.replicas.leader(topic, p.partition, getattr(p, "current_leader_epoch", -1))
             except KafkaError:
                 continue  # answered with the error by _collect
             ctx.replicas.record_follower_fetch(lp, replica_id, p.fetch_offset,
-                                               getattr(p, "log_start_offset", -1))  # Fetch v5+
+                                               getattr(p, "log_start_offset", -1),  # Fetch v5+
+                                               session=context.session)
+            context.recorded(topic, p.partition, replica_id in lp.partition.isr)
 
 
 def _diverging(log, p) -> tuple[int, int] | None:

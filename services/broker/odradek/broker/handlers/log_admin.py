@@ -51,6 +51,7 @@ async def _delete_one(ctx: BrokerContext, topic: str, partition: int, offset: in
         wanted = delete_on_leader(lp, offset)
     except KafkaError as e:
         return -1, e.code
+    ctx.replicas.wakeup.notify(lp.partition.key)  # fetch sessions send the new log start offset
     while (low := low_watermark(ctx, lp)) < wanted:
         if time.monotonic() >= deadline or not lp.partition.leading:
             return -1, ErrorCode.request_timed_out if lp.partition.leading else ErrorCode.not_leader_or_follower

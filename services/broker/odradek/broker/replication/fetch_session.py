@@ -6,7 +6,17 @@ the epoch it was given, then one more each time) listing only the partitions who
 position changed and the ones to forget, and the answer lists only the partitions with
 something new: records, a changed high watermark or log start offset, an error, a preferred
 read replica, a diverging epoch. An idle follower's fetch thus carries no partition either way.
-The broker still reads and records every partition of the session on each fetch, as Kafka does.
+
+What a fetch in a session reads and records: Kafka reads every partition of the session on
+each fetch; here that was the event loop's whole time at thousands of partitions, so a session
+reads only the partitions that may have news: those listed in the request, those whose log
+got an append or a new high watermark since they were last answered (``dirty``, from the
+broker's fetch wake-ups), those last answered with an error (``sticky``), and every one after a
+metadata snapshot (``generation``). A follower's position is recorded for the listed ones and
+those it is not in the ISR of (``joining``, so that expansion is retried on each fetch); one
+not listed has not moved, and the leader counts it caught up at the session's last use while
+its position is the log end (``Partition.lagging``). Log start offsets moved by DeleteRecords
+notify their partition; by retention, they are sent with the partition's next news.
 
 Kafka's rules, kept here:
 - ``session_epoch`` -1 (FINAL) with id 0 is sessionless; a full request with a session id
@@ -88,10 +98,18 @@ class FetchSession:
     epoch: int = 1
     by_all: bool = False                   # evictable by any new session (as of its last use)
     by_privileged: bool = False            # evictable by a follower's new session
+    closed: bool = False
+    generation: int = -1                   # the metadata generation of its last full read
+    dirty: set = field(default_factory=set)    # (topic, partition): appended to or HW moved since answered
+    sticky: set = field(default_factory=set)   # last answered with an error: read on every fetch
+    joining: set = field(default_factory=set)  # a follower's partitions it is not in the ISR of
 
     @property
     def size(self) -> int:
         return sum(len(ps) for ps in self.topics.values())
+
+    def holds(self, topic: str, partition: int) -> bool:
+        return not self.closed and partition in self.topics.get(topic, ())
 
     def update(self, topics, forgotten) -> None:
         for t in topics:
@@ -107,8 +125,20 @@ class FetchSession:
             if mine is not None:
                 for index in t.partitions:
                     mine.pop(index, None)
+                    for keys in (self.dirty, self.sticky, self.joining):
+                        keys.discard((t.topic, index))
                 if not mine:
                     del self.topics[t.topic]
+
+
+class _Holds:
+    __slots__ = ("session",)
+
+    def __init__(self, session: FetchSession) -> None:
+        self.session = session
+
+    def __contains__(self, tp) -> bool:
+        return tp[1] in self.session.topics.get(tp[0], ())
 
 
 def next_epoch(epoch: int) -> int:
@@ -121,26 +151,66 @@ class FetchContext:
 
     def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
-                 uses_topic_ids: bool = False) -> None:
+                 uses_topic_ids: bool = False, listed: frozenset = frozenset()) -> None:
         self.cache = cache
         self.wanted = wanted
+        self.listed = listed            # incremental: the partitions the request named
+        self.partial = False            # incremental: read only what may have news (see module doc)
         self.error = error
         self.session = session          # incremental
         self.create = create            # full: try to create a session once answered
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
 
+    def begin(self, generation: int) -> None:
+        """Read everything if the metadata changed since the session's last full read."""
+        session = self.session
+        if session is not None:
+            self.partial = session.generation == generation
+            session.generation = generation
+
+    def _only(self, keys) -> list:
+        parts_of = self.session.topics
+        picked: dict[str, list] = {}
+        for topic, index in keys:
+            cached = parts_of.get(topic, {}).get(index)
+            if cached is not None:
+                picked.setdefault(topic, []).append(cached)
+        return list(picked.items())
+
+    def to_record(self) -> list:
+        """A follower's partitions whose position to record."""
+        return self._only(self.listed | self.session.joining) if self.partial else self.wanted
+
+    def to_read(self) -> list:
+        """The partitions to read now (called again after each wake-up)."""
+        return self._only(self.listed | self.session.dirty | self.session.sticky) if self.partial else self.wanted
+
+    def interest(self):
+        """What wakes this fetch: its partitions (a session's, looked up rather than copied)."""
+        if self.session is None:
+            return {(topic, p.partition) for topic, parts in self.wanted for p in parts}
+        return _Holds(self.session)
+
+    def recorded(self, topic: str, partition: int, in_isr: bool) -> None:
+        if self.session is not None:
+            (self.session.joining.discard if in_isr else self.session.joining.add)((topic, partition))
+
     def respond(self, results, now_ms: int) -> tuple[int, list]:
         """(session id, results to send) once the fetch is done."""
         if self.session is not None:
-            parts_of = self.session.topics
+            session = self.session
+            parts_of = session.topics
             sent = []
             for topic, parts in results:
                 cached = parts_of.get(topic, {})
+                for p in parts:
+                    session.dirty.discard((topic, p.partition))
+                    (session.sticky.discard if p.error == ErrorCode.none else session.sticky.add)((topic, p.partition))
                 news = [p for p in parts if p.partition not in cached or cached[p.partition].must_respond(p)]
                 if news:
                     sent.append((topic, news))
-            return self.session.id, sent
+            return session.id, sent
         if not self.create:
             return INVALID_SESSION_ID, results
         topics: dict[str, dict[int, CachedPartition]] = {}
@@ -176,8 +246,8 @@ class FetchSessionCache:
         wanted = [(t.topic, list(t.partitions)) for t in req.topics]
         uses_ids = version >= TOPIC_IDS_FROM_VERSION
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != INVALID_SESSION_ID:
-                self.sessions.pop(session_id, None)  # a full request closes the session it names
+            if session_id in self.sessions:
+                self._remove(self.sessions[session_id])  # a full request closes the session it names
             return FetchContext(self, wanted, create=epoch == INITIAL_EPOCH, privileged=privileged,
                                 uses_topic_ids=uses_ids)
         session = self.sessions.get(session_id)
@@ -189,11 +259,20 @@ class FetchSessionCache:
             return FetchContext(self, [], error=ErrorCode.fetch_session_topic_id_error)
         session.update(req.topics, getattr(req, "forgotten_topics_data", ()) or ())
         if not session.topics:
-            del self.sessions[session.id]
+            self._remove(session)
             return FetchContext(self, wanted)
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, [(t, list(ps.values())) for t, ps in session.topics.items()], session=session)
+        return FetchContext(self, [(t, list(ps.values())) for t, ps in session.topics.items()], session=session,
+                            listed=frozenset((t.topic, p.partition) for t in req.topics for p in t.partitions))
+
+    def notify(self, tp: tuple[str, int] | None) -> None:
+        """``tp`` was appended to or its HW moved (None: anything may have changed)."""
+        for session in self.sessions.values():
+            if tp is None:
+                session.generation = -1
+            elif session.holds(*tp):
+                session.dirty.add(tp)
 
     def maybe_create(self, now_ms: int, privileged: bool, topics: dict[str, dict[int, CachedPartition]],
                      uses_topic_ids: bool) -> int:
@@ -232,8 +311,12 @@ class FetchSessionCache:
         return True
 
     def _evict(self, session: FetchSession) -> None:
-        del self.sessions[session.id]
+        self._remove(session)
         self.evictions += 1
+
+    def _remove(self, session: FetchSession) -> None:
+        del self.sessions[session.id]
+        session.closed = True
 
     def _new_id(self) -> int:
         while True:

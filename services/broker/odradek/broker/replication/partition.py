@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.broker.replication.fetch_session import FetchSession
 from odradek.broker.replication.purgatory import ProducePurgatory
 from odradek.broker.storage import Log
 from odradek.cluster.model import PartitionState
@@ -40,6 +41,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1  # the leader's LEO when that fetch arrived
     log_start_offset: int = -1       # its log start offset, as its last fetch said (DeleteRecords' low watermark)
+    session: FetchSession | None = None  # the fetch session its last recorded fetch was in (KIP-227)
 
 
 class Partition:
@@ -132,12 +134,13 @@ class Partition:
                              f"than the current {self.leader_epoch}")
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                              log_start_offset: int = -1) -> None:
+                              log_start_offset: int = -1, session: FetchSession | None = None) -> None:
         follower = self.followers.get(replica_id)
         leo = self.log.log_end_offset
         if follower is None or fetch_offset > leo:
             return
         follower.log_start_offset = log_start_offset
+        follower.session = session
         if fetch_offset >= leo:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.last_fetch_leader_leo >= 0:
@@ -166,7 +169,16 @@ class Partition:
     def lagging(self, now_ms: int, lag_ms: int) -> tuple[int, ...]:
         """ISR followers not caught up within ``lag_ms`` (replica.lag.time.max.ms)."""
         return tuple(r for r in self.isr if r != self.broker_id
-                     and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > lag_ms)
+                     and now_ms - self._caught_up_ms(self.followers.get(r, FollowerState())) > lag_ms)
+
+    def _caught_up_ms(self, follower: FollowerState) -> int:
+        """When it was last caught up: a follower whose recorded position is our log end and
+        that still fetches this partition in its session, without naming it (it did not move),
+        was caught up at the session's last fetch."""
+        session = follower.session
+        if session is not None and follower.leo >= self.log.log_end_offset and session.holds(self.topic, self.index):
+            return max(follower.last_caught_up_ms, session.last_used_ms)
+        return follower.last_caught_up_ms
 
     def may_join(self, replica_id: int) -> bool:
         follower = self.followers.get(replica_id)

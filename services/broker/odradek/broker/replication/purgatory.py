@@ -63,6 +63,7 @@ class FetchWakeup:
 
     def __init__(self) -> None:
         self._parked: dict[asyncio.Future, tuple[frozenset | set | None, bool]] = {}
+        self.listeners: list = []  # told every notify's partition (the fetch sessions: what may have news)
 
     @property
     def waiting(self) -> int:
@@ -71,6 +72,8 @@ class FetchWakeup:
 
     def notify(self, tp: tuple[str, int] | None = None, *, appended: bool = False) -> None:
         """``tp`` got an append (``appended``) or a new high watermark; None wakes every fetch."""
+        for listener in self.listeners:
+            listener(tp)
         for future, (interest, appends_only) in list(self._parked.items()):
             if future.done() or (tp is not None and ((interest is not None and tp not in interest)
                                                      or (appends_only and not appended))):
