@@ -237,6 +237,7 @@ class BackgroundCleaner:
         self._process = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=lower_priority, initargs=(priority,))
         self._cleaning: tuple[Future, Log, list[LogSegment]] | None = None
+        self._settings: dict[str, tuple[object, Mapping[str, str], CleanerSettings]] = {}
 
     def tend(self, logs: Iterable[Log], defaults: Mapping[str, str], now: int) -> None:
         """Swap in a finished cleaning (here, on the loop thread), then start the dirtiest due one.
@@ -259,7 +260,7 @@ class BackgroundCleaner:
             self._cleaning = None
         due = []
         for partition_log in logs:
-            settings = CleanerSettings.of(partition_log.config.overrides, defaults)
+            settings = self._settings_of(partition_log, defaults)
             segments = self.cleaner.needs_cleaning(partition_log, settings, now)
             if segments:
                 due.append((self.cleaner.dirty_ratio(partition_log, segments), partition_log, segments, settings))
@@ -267,6 +268,16 @@ class BackgroundCleaner:
             _, dirtiest, segments, settings = max(due, key=lambda d: d[0])
             job = self.cleaner.job(dirtiest, segments, settings, now)
             self._cleaning = (self._process.submit(run_job, job), dirtiest, segments)
+
+    def _settings_of(self, partition_log: Log, defaults: Mapping[str, str]) -> CleanerSettings:
+        """The log's cleaner settings, parsed again only when its config or the defaults were
+        replaced (parsing every log's settings every tick was most of an idle broker's time)."""
+        config = partition_log.config
+        cached = self._settings.get(partition_log.name)
+        if cached is None or cached[0] is not config or cached[1] is not defaults:
+            cached = (config, defaults, CleanerSettings.of(config.overrides, defaults))
+            self._settings[partition_log.name] = cached
+        return cached[2]
 
     def close(self) -> None:
         """Stop the process; a cleaning cut short leaves only its own files (see loader)."""

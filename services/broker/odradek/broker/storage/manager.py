@@ -73,6 +73,7 @@ class LogManager:
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / REPLICATION_OFFSET_CHECKPOINT)
         self._log_starts = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._last_checkpoint = 0.0
+        self._checkpointed: tuple[dict, dict, dict] | None = None  # the offsets last written by maintain
         self.had_clean_shutdown = False
         self.failures = LogDirFailureChannel(self.data_dir)
         self.cleaner = LogCleaner(self.data_dir)
@@ -240,8 +241,13 @@ class LogManager:
         self._background_cleaner.tend(self.logs(), self.defaults, now)
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_seconds:
             # six fsyncs: on the loop they stalled every request for 45-60 ms (bench/profile_broker.py)
+            offsets = self._checkpoint_offsets()
+            if offsets == self._checkpointed:  # an idle broker does not rewrite the same values
+                self._last_checkpoint = time.monotonic()
+                return
             try:
-                await asyncio.to_thread(self._write_checkpoints, self._checkpoint_offsets())
+                await asyncio.to_thread(self._write_checkpoints, offsets)
+                self._checkpointed = offsets
             except OSError as e:
                 self.failures.fail("writing the checkpoints", e)
 
