@@ -88,15 +88,14 @@ def test_controlled_shutdown_moves_every_leadership_without_client_errors(scale)
     """A producer writes to partitions broker 2 leads, before and while it shuts down: every
     record is acknowledged, none fails (NOT_LEADER_OR_FOLLOWER during the handover is retried
     inside the client, as with Kafka); afterwards broker 2 leads nothing and said so before
-    exiting. acks=1: acks=all to hundreds of fresh partitions at once is slow on a loaded
-    machine (docs/performance.md, "Scale", what is not fixed yet)."""
+    exiting. acks=all, min.insync.replicas 2."""
     from confluent_kafka import Producer
     cluster = scale.cluster
     led = _led_by(scale, 2)
     assert len(led) > TOTAL // 6, f"broker 2 leads only {len(led)} partitions"
     watched = led[::max(1, len(led) // PRODUCED)]
     errors, delivered = [], []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5,
                          "message.timeout.ms": 120000})
 
     def report(err, msg):
