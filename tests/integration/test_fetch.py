@@ -24,13 +24,13 @@ def _fetch(client, topic, offset, *, max_wait_ms=0, min_bytes=1, max_bytes=1 << 
     return client.request(FETCH, 12, req).responses[0].partitions[0]
 
 
-def _produce(client, topic, values):
+def _produce(client, topic, values, partition=0):
     # Timestamped now: records from batch()'s default past the 7-day retention roll a segment
     # each, and a maintenance tick between the appends and a fetch deletes them (as Kafka would)
     records = batch(values, timestamp_ms=int(time.time() * 1000))
     req = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
                          topic_data=(TopicProduceData(name=topic, partition_data=(
-                             PartitionProduceData(index=0, records=records),)),))
+                             PartitionProduceData(index=partition, records=records),)),))
     result = client.request(PRODUCE, 9, req).responses[0].partition_responses[0]
     assert result.error_code == ErrorCode.none
     return result.base_offset
@@ -94,7 +94,7 @@ def test_byte_limits_return_whole_batches_and_at_least_one(cluster):
 
 
 # -- fetch sessions (KIP-227) ------------------------------------------------------------------
-def _session_fetch(client, session_id, epoch, wanted, *, forgotten=(), max_wait_ms=0):
+def _session_fetch(client, session_id, epoch, wanted, *, forgotten=(), max_wait_ms=0, max_bytes=1 << 20):
     """A consumer's Fetch v12 in a session: ``wanted`` = {(topic, partition): fetch offset}."""
     by_topic = {}
     for (topic, partition), offset in wanted.items():
@@ -105,7 +105,7 @@ def _session_fetch(client, session_id, epoch, wanted, *, forgotten=(), max_wait_
     for topic, partition in forgotten:
         gone.setdefault(topic, []).append(partition)
     req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
-                       max_bytes=1 << 20, isolation_level=0, session_id=session_id, session_epoch=epoch,
+                       max_bytes=max_bytes, isolation_level=0, session_id=session_id, session_epoch=epoch,
                        topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
                        forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps))
                                                    for t, ps in gone.items()), rack_id="")
@@ -145,3 +145,23 @@ def test_a_fetch_session_lists_only_partitions_with_news_and_forgets(cluster):
         sessionless = _session_fetch(c, sid, -1, {("sessions", 0): 0})  # closes the session, opens none
         assert sessionless.session_id == 0 and ("sessions", 0) in _listed(sessionless)
         assert _session_fetch(c, sid, 6, {}).error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_a_session_sends_later_what_did_not_fit(cluster):
+    """Records left out by max_bytes come in a later incremental answer, though nothing new
+    was appended and the client names only the partitions whose position it moved."""
+    cluster.create_topic("sessions-budget", partitions=6)
+    leader = cluster.leader_address("sessions-budget", 0)
+    keys = [("sessions-budget", p) for p in range(6) if cluster.leader_address("sessions-budget", p) == leader]
+    with WireClient(leader) as c:
+        for _, p in keys:
+            _produce(c, "sessions-budget", [b"x" * 1000], p)
+        full = _session_fetch(c, 0, 0, dict.fromkeys(keys, 0), max_bytes=10)  # the first batch only
+        sent = [k for k, p in _listed(full).items() if p.records]
+        got, epoch = set(sent), 1
+        assert len(sent) == 1 and len(keys) >= 2
+        while len(got) < len(keys):
+            nxt = _session_fetch(c, full.session_id, epoch, dict.fromkeys(sent, 1), max_bytes=10, max_wait_ms=100)
+            sent = [k for k, p in _listed(nxt).items() if p.records]
+            assert sent, "records that did not fit are sent in a later answer"
+            got, epoch = got | set(sent), epoch + 1

@@ -62,6 +62,7 @@ class _Part(NamedTuple):
     lso: int = -1
     aborted: tuple | None = None    # (producer id, first offset) pairs, read_committed only
     preferred: int = -1     # the replica the consumer should fetch from instead (KIP-392)
+    unsent: bool = False    # records were there but did not fit in the response (a session reads it again)
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -211,7 +212,7 @@ def _collect(ctx: BrokerContext, req, wanted, denied: frozenset[str], selector: 
                             aborted = tuple((t.producer_id, t.first_offset)
                                             for t in log.aborted_transactions(p.fetch_offset, chunk.next_offset))
                 parts.append(_Part(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset, region,
-                                   lso=lso, aborted=aborted))
+                                   lso=lso, aborted=aborted, unsent=region is None and p.fetch_offset < upper))
             except KafkaError as e:
                 failed = True
                 hw, start = _offsets(ctx, topic, p.partition)

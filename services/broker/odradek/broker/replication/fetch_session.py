@@ -10,8 +10,8 @@ read replica, a diverging epoch. An idle follower's fetch thus carries no partit
 What a fetch in a session reads and records: Kafka reads every partition of the session on
 each fetch; here that was the event loop's whole time at thousands of partitions, so a session
 reads only the partitions that may have news: those listed in the request, those whose log
-got an append or a new high watermark since they were last answered (``dirty``, from the
-broker's fetch wake-ups), those last answered with an error (``sticky``), and every one after a
+got an append or a new high watermark since they were last answered or whose records did not
+fit in the last answer (``dirty``, from the broker's fetch wake-ups and the answers), those last answered with an error (``sticky``), and every one after a
 metadata snapshot (``generation``). A follower's position is recorded for the listed ones and
 those it is not in the ISR of (``joining``, so that expansion is retried on each fetch); one
 not listed has not moved, and the leader counts it caught up at the session's last use while
@@ -204,8 +204,8 @@ class FetchContext:
             sent = []
             for topic, parts in results:
                 cached = parts_of.get(topic, {})
-                for p in parts:
-                    session.dirty.discard((topic, p.partition))
+                for p in parts:  # read now: no news left unless records did not fit
+                    (session.dirty.add if p.unsent else session.dirty.discard)((topic, p.partition))
                     (session.sticky.discard if p.error == ErrorCode.none else session.sticky.add)((topic, p.partition))
                 news = [p for p in parts if p.partition not in cached or cached[p.partition].must_respond(p)]
                 if news:
