@@ -234,12 +234,7 @@ class FetchSessionCache:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.sessions: dict[int, FetchSession] = {}
-        self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, as a count
-
-    @property
-    def partitions(self) -> int:
-        """Kafka's NumIncrementalFetchPartitionsCached."""
-        return sum(s.size for s in self.sessions.values())
+        self.evictions = 0  # sessions evicted (what Kafka's IncrementalFetchSessionEvictionsPerSec rates)
 
     def context(self, version: int, req, privileged: bool, now_ms: int) -> FetchContext:
         session_id, epoch = getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH)
