@@ -1,7 +1,9 @@
 """The docs runner: every fenced code block of README.md and docs/*.md runs, as pasted, against
 one dev cluster, so a README that drifts from the code fails CI.
 
-- ```python blocks run as a script; ```sh blocks run in bash with ``set -euo pipefail``, line
+- ```python blocks run as scripts, one after another in one interpreter (python_session.py), as
+  pasted into one Python session: a SparkSession a block starts serves the next block's
+  ``getOrCreate()`` (a cold Spark start is tens of seconds of CI); ```sh blocks run in bash with ``set -euo pipefail``, line
   after line in one shell (an ``export`` carries to the next line), and the failing line is named.
 - A block that cannot run here says why on the line before its fence:
   ``<!-- not-run: reason -->`` (Kubernetes, benchmarks of many minutes, synopses with
@@ -15,9 +17,12 @@ one dev cluster, so a README that drifts from the code fails CI.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import subprocess
+import time
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +98,47 @@ def workdir(docs_cluster) -> Path:
     return work
 
 
+def _block_env(workdir: Path) -> dict[str, str]:
+    return {**os.environ, **spark_env(workdir),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.fixture(scope="module")
+def python_session(workdir: Path):
+    """The interpreter the ```python blocks are pasted into; its own output (the JVM a block
+    starts logs there after that block) is in ``python-session.log``."""
+    log = (workdir / "python-session.log").open("w")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("python_session.py"))], cwd=workdir,
+                            env=_block_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                            text=True)
+    try:
+        yield proc
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _run_in_session(session: subprocess.Popen, script: Path) -> subprocess.CompletedProcess:
+    """The script run in the session, as ``subprocess.run`` would report it; the session is
+    killed (and the block fails) after BLOCK_TIMEOUT_S."""
+    out, err = script.with_suffix(".out"), script.with_suffix(".err")
+    session.stdin.write(json.dumps({"script": str(script), "out": str(out), "err": str(err)}) + "\n")
+    session.stdin.flush()
+    deadline = time.monotonic() + BLOCK_TIMEOUT_S
+    while not select.select([session.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        if time.monotonic() >= deadline:
+            session.kill()
+            raise subprocess.TimeoutExpired([str(script)], BLOCK_TIMEOUT_S)
+    answer = session.stdout.readline()
+    assert answer, f"the python session exited while running {script} (exit {session.wait()})"
+    return subprocess.CompletedProcess([str(script)], json.loads(answer)["exit"], out.read_text(), err.read_text())
+
+
 def localised(text: str, cluster) -> str:
     """The docs' default addresses replaced by the cluster's own."""
     gateway = cluster.gateway.removeprefix("http://")
@@ -103,17 +149,14 @@ def localised(text: str, cluster) -> str:
 
 
 @pytest.mark.parametrize("block", [b for b in RUNNABLE if b.language in LANGUAGES], ids=lambda b: b.where)
-def test_block_runs_as_pasted(block: Block, docs_cluster, workdir: Path):
+def test_block_runs_as_pasted(block: Block, docs_cluster, workdir: Path, request):
     text = localised(block.text, docs_cluster)
-    env = {**os.environ, **spark_env(workdir),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if LANGUAGES[block.language] == "python":
         script = workdir / f"block-{block.path.stem}-{block.line}.py"
         script.write_text(text)
-        argv = [sys.executable, str(script)]
+        proc = _run_in_session(request.getfixturevalue("python_session"), script)
     else:
-        argv = ["bash", "-c", SHELL_PRELUDE + text]
-    proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+        proc = subprocess.run(["bash", "-c", SHELL_PRELUDE + text], cwd=workdir, env=_block_env(workdir),
+                              capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (f"{block.where} failed (exit {proc.returncode}):\n{text}\n"
                                   f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}")
