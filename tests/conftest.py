@@ -28,6 +28,7 @@ from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from odradek.dev.zookeeper import ZooKeeperServer
 from tests.support.controllers import CONTROLLER_SESSION_TIMEOUT_S, ControllerProcess, http_json
+from tests.support.gateway import cluster_with_gateway
 
 
 @pytest.fixture
@@ -84,7 +85,5 @@ def cluster(tmp_path_factory) -> Cluster:
 
 @pytest.fixture(scope="module")
 def gw_cluster(tmp_path_factory) -> Cluster:
-    c = start_cluster(tmp_path_factory.mktemp("gateway"), brokers=3, gateway=True)
-    assert c.gateway, "odradek dev up did not report a gateway URL"
-    yield c
-    stop_cluster(c)
+    with cluster_with_gateway(tmp_path_factory.mktemp("gateway")) as c:
+        yield c

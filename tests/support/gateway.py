@@ -1,7 +1,8 @@
 """The HTTP gateway as its own process, and what its tests send it.
 
 ``GatewayProcess`` runs ``odradek gateway`` on a free port (options such as auth or TLS given
-by the test) and stops it by PID; ``write_tokens`` writes a bearer-token file; ``V2*`` and
+by the test) and stops it by PID; ``cluster_with_gateway`` is a dev cluster of 3 brokers with its
+gateway (the ``gw_cluster`` fixtures), stopped on exit; ``write_tokens`` writes a bearer-token file; ``V2*`` and
 ``ARROW`` are the REST Proxy v2 and Arrow content types.
 """
 
@@ -11,17 +12,30 @@ import json
 import ssl
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 
 from odradek.dev.cluster import free_port
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 
 V2 = "application/vnd.kafka.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 ARROW = "application/vnd.apache.arrow.stream"
+
+
+@contextmanager
+def cluster_with_gateway(data_dir: Path) -> Iterator[Cluster]:
+    c = start_cluster(data_dir, brokers=3, gateway=True)
+    assert c.gateway, "odradek dev up did not report a gateway URL"
+    try:
+        yield c
+    finally:
+        stop_cluster(c)
 
 
 class GatewayProcess:
