@@ -13,6 +13,12 @@ from kio.schema.errors import ErrorCode
 from odradek.dev.waiting import wait_until
 
 
+@pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    """The package's shared dev cluster (tests/integration/conftest.py): this module only creates its own topics."""
+    return shared_cluster
+
+
 def _error(future) -> ErrorCode:
     """The Kafka error code a failed admin future carries."""
     with pytest.raises(KafkaException) as e:

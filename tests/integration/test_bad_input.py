@@ -12,6 +12,12 @@ from tests.support.kafka_wire import WireClient, batch
 PRODUCE = 0
 
 
+@pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    """The package's shared dev cluster (tests/integration/conftest.py): this module only creates its own topics."""
+    return shared_cluster
+
+
 def _produce(client: WireClient, topic: str, records: bytes, partition: int = 0):
     request = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
                              topic_data=(TopicProduceData(name=topic, partition_data=(

@@ -22,6 +22,12 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    """The package's shared dev cluster (tests/integration/conftest.py): this module only creates its own topics."""
+    return shared_cluster
+
+
+@pytest.fixture(scope="module")
 def records(dataset):
     return dataset.make(RECORDS, seed=42)
 

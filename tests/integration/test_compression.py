@@ -26,6 +26,12 @@ pytestmark = pytest.mark.timeout(300)
 TEXT = b"Odradek looks like a flat star-shaped spool for thread, and it is in fact covered with thread. " * 4
 
 
+@pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    """The package's shared dev cluster (tests/integration/conftest.py): this module only creates its own topics."""
+    return shared_cluster
+
+
 def _compressible(dataset, seed):
     """The shared keyed records with long repetitive values (so every codec really compresses)."""
     out = []

@@ -3,6 +3,7 @@
 import datetime
 import time
 
+import pytest
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -12,6 +13,12 @@ from odradek.dev.waiting import wait_until
 from tests.support.kafka_wire import WireClient
 
 FETCH, LIST_OFFSETS = 1, 2
+
+
+@pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    """The package's shared dev cluster (tests/integration/conftest.py): this module only creates its own topics."""
+    return shared_cluster
 
 
 def _earliest(client, topic):
