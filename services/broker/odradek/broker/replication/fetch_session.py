@@ -8,8 +8,8 @@ something new: records, a changed high watermark or log start offset, an error, 
 read replica, a diverging epoch. An idle follower's fetch thus carries no partition either way.
 
 What a fetch in a session reads and records: Kafka reads every partition of the session on
-each fetch; here that was the event loop's whole time at thousands of partitions, so a session
-reads only the partitions that may have news: those listed in the request, those whose log
+each fetch, and so does a consumer's session here; at thousands of partitions that was the
+event loop's whole time for followers, so a follower's session reads only the partitions that may have news: those listed in the request, those whose log
 got an append or a new high watermark since they were last answered or whose records did not
 fit in the last answer (``dirty``, from the broker's fetch wake-ups and the answers), those last answered with an error (``sticky``), and every one after a
 metadata snapshot (``generation``). A follower's position is recorded for the listed ones and
@@ -166,7 +166,7 @@ class FetchContext:
         """Read everything if the metadata changed since the session's last full read."""
         session = self.session
         if session is not None:
-            self.partial = session.generation == generation
+            self.partial = session.privileged and session.generation == generation  # consumers: all, as Kafka
             session.generation = generation
 
     def _only(self, keys) -> list:
