@@ -15,6 +15,7 @@ from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, java_string_
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.model import GroupState
 from odradek.broker.group.records import OffsetValue
+from odradek.broker.replication.purgatory import FetchWakeup
 from odradek.broker.storage import LogManager
 from odradek.cluster.model import PartitionState, TopicMetadata
 from odradek.errors import ErrorCode as E, KafkaError
@@ -24,10 +25,12 @@ PARTITIONS = 4
 
 
 class Replicas:
-    """Just what the coordinator reads: ``topic`` and ``leader`` of ``__consumer_offsets``."""
+    """Just what the coordinator reads: ``topic`` and ``leader`` of ``__consumer_offsets``
+    (and the fetch wake-up ``BrokerContext.create`` hooks the fetch sessions into)."""
 
     def __init__(self, data_dir, leader: int = 1, epoch: int = 0) -> None:
         self.logs = LogManager(data_dir)
+        self.wakeup = FetchWakeup()
         self.set_leader(leader, epoch)
 
     def set_leader(self, leader: int, epoch: int) -> None:
