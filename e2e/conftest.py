@@ -21,7 +21,7 @@ import pytest
 
 import local_node
 from odradek.dev.waiting import wait_until
-from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, pods_ready
+from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready
 from tests.support.tools import tool_missing
 
 
@@ -51,7 +51,11 @@ def release(kube):
     kube.helm("install", RELEASE, str(ROOT / "charts" / "odradek"), "--namespace", NAMESPACE, "--create-namespace",
               "-f", str(ROOT / "e2e" / "values-e2e.yaml"))
     try:
-        wait_until(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
+        try:
+            wait_until(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
+        except TimeoutError:
+            print(diagnose(kube))   # CI keeps only the log: say why it is not Ready
+            raise
         yield
     finally:
         if os.environ.get("ODRADEK_E2E_KEEP_RELEASE") != "1":  # 1: keep it to look around afterwards

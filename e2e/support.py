@@ -54,3 +54,29 @@ def pods_ready(kube: Kube, selector: str = "") -> list[dict]:
                 and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
                 for p in pods)
     return pods if pods and ready else []
+
+
+def diagnose(kube: Kube) -> str:
+    """What a failed wait needs in the log: the cluster's status, every pod's state, the events,
+    and the last lines of each container that is not ready (the operator's always)."""
+    out = []
+
+    def section(title: str, *args: str, **kw) -> None:
+        try:
+            out.append(f"--- {title}\n{kube.kubectl(*args, **kw)}")
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            out.append(f"--- {title}: {e}")
+
+    section("odradekcluster status", "get", "odradekcluster", "-n", NAMESPACE, "-o", "jsonpath={.items[*].status}")
+    section("pods", "get", "pods", "-n", NAMESPACE, "-o", "wide")
+    section("events", "get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp")
+    try:
+        pods = kube.get("pods")["items"]
+    except (RuntimeError, subprocess.TimeoutExpired):
+        pods = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        for c in pod["status"].get("containerStatuses", []):
+            if not c.get("ready") or "operator" in name:
+                section(f"logs {name}/{c['name']}", "logs", "-n", NAMESPACE, name, "-c", c["name"], "--tail=60")
+    return "\n".join(out)

@@ -118,8 +118,10 @@ build_helm() {
   # The Kubernetes version helm assumes without a cluster (helm template, lint) comes from
   # ldflags, as helm's Makefile sets them: the minor of the client-go helm is built with.
   local k8s_minor
-  k8s_minor="$(curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/helm.sh/helm/v3/@v/${v}.mod" \
-    | awk '$1 == "k8s.io/client-go" {split($2, p, "."); print p[2]; exit}')"
+  # the whole go.mod first: awk's early exit would close the pipe under curl (exit 23 with pipefail)
+  local helm_mod
+  helm_mod="$(curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/helm.sh/helm/v3/@v/${v}.mod")"
+  k8s_minor="$(awk '$1 == "k8s.io/client-go" {split($2, p, "."); print p[2]; exit}' <<<"$helm_mod")"
   local ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${v} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
   for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
     ldflags="$ldflags -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=${k8s_minor}"
