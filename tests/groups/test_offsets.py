@@ -183,3 +183,32 @@ def test_delete_group_and_offset_retention_write_tombstones(tmp_path):
         assert set(c2.membership.groups) == {"new"}
         c2.close()
     asyncio.run(scenario())
+
+
+def test_a_commit_cancelled_mid_write_is_kept_as_written(tmp_path):
+    """A client that disconnects cancels its request while the offsets replicate: once in the
+    log they are the group's (Kafka completes the append's callback), or a reload and this
+    coordinator would disagree. Plain and transactional commits alike."""
+    async def scenario():
+        replicas = Replicas(tmp_path)
+        c = await _coordinator(replicas)
+        replicated = asyncio.Event()
+
+        async def slow_append(p, batch):
+            await replicated.wait()
+            await replicas.append(p, batch)
+        c._append_batch = slow_append
+        for request in (c.commit("g", -1, "", None, {("t", 0): _ov(10)}),
+                        c.txn_commit("g", 5, 0, -1, "", None, {("t", 1): _ov(20)})):
+            handler = asyncio.ensure_future(request)
+            await settle()
+            handler.cancel()
+            await settle()
+            replicated.set()
+            await settle()
+            replicated.clear()
+        assert c.fetch("g", [("t", 0)])[("t", 0)].offset == 10
+        assert c.has_pending("g", ("t", 1))
+        c.complete_txn(5, {partition_for("g", PARTITIONS)}, commit=True)
+        assert c.fetch("g", [("t", 1)])[("t", 1)].offset == 20
+    asyncio.run(scenario())

@@ -189,6 +189,37 @@ def test_a_hung_transaction_is_fenced_and_aborted_at_its_timeout():
     run(scenario())
 
 
+def test_a_request_cancelled_mid_write_still_completes_its_transition():
+    """A client that disconnects cancels its request's handler while the coordinator waits for
+    its write to replicate; the transition must still complete, or it stays pending: every
+    later request answered CONCURRENT_TRANSACTIONS and the timeout never aborted the transaction."""
+    async def scenario():
+        h = Harness()
+        c = h.coord
+        await c.init_producer_id(TID, 1_000, None)
+        replicated = asyncio.Event()
+        append = h.coord._append_batch
+
+        async def slow_append(partition, batch):
+            await replicated.wait()
+            await append(partition, batch)
+        c._append_batch = slow_append
+        for request in (c.add_partitions(TID, 1001, 0, {T0}), c.end_txn(TID, 1001, 0, True)):
+            handler = asyncio.ensure_future(request)
+            await settle()
+            handler.cancel()          # the connection closed
+            await settle()
+            replicated.set()          # the write replicates after all
+            await settle()
+            replicated.clear()
+        assert not h.md().pending_in_progress
+        assert [v.status for _, v in h.log] == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+        assert h.markers.sent == [(1001, 0, True, 7, frozenset({T0}))]
+        c._append_batch = append
+        assert await c.init_producer_id(TID, 1_000, None) == (E.none, 1001, 1)
+    run(scenario())
+
+
 def test_idle_ids_expire_as_tombstones():
     async def scenario():
         h = Harness()

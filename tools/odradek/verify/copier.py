@@ -19,7 +19,9 @@ committed. ``c`` must also have reached the input's last record once the copier 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import traceback
 import time
 from collections import Counter
 
@@ -115,8 +117,13 @@ class Copier(threading.Thread):
                 self.consumer.close()
 
     def copy_once(self) -> None:
-        from confluent_kafka import TopicPartition
-        messages = [m for m in self.consumer.consume(num_messages=COPY_SIZE, timeout=0.5) if m.error() is None]
+        from confluent_kafka import KafkaError, TopicPartition
+        messages = []
+        for m in self.consumer.consume(num_messages=COPY_SIZE, timeout=0.5):
+            if m.error() is None:
+                messages.append(m)
+            elif m.error().code() != KafkaError._PARTITION_EOF:
+                log.info("copier: consuming partition %s: %s", m.partition(), m.error())
         if not messages:
             return
         self.txns += 1
@@ -184,6 +191,11 @@ class Copier(threading.Thread):
             if all(self.committed.get(p, 0) >= end for p, end in ends.items()):
                 break
             time.sleep(0.2)
+        else:
+            if self.is_alive():  # where it is stuck, for the report's reader
+                frame = sys._current_frames().get(self.ident)
+                log.info("copier: not drained in %.0f s; committed %s; its stack:\n%s", timeout, self.committed,
+                         "".join(traceback.format_stack(frame)) if frame else "?")
         self.stop_event.set()
         self.join(self.timeout_s + 30)
         return all(self.committed.get(p, 0) >= end for p, end in ends.items())

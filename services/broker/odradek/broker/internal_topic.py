@@ -6,6 +6,7 @@ one creation task (RF = min(the configured factor, live brokers), RF 1 if the co
 refuses more, the topic configs given) and starts another only once that one is done and
 ``_CREATE_RETRY_S`` has passed. ``InternalTopic.append`` is the coordinator's writer: the
 leader append at acks=all, answered once the high watermark passes the batch.
+``completes_if_cancelled`` guards a coordinator's request whose state change spans an append.
 ``replay`` is how a coordinator loads a partition it comes to lead: every batch from the log
 start to the log end, read in 1 MiB chunks with a yield to the event loop between chunks so
 that a large partition never stalls the broker.
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, TypeVar
 
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
@@ -121,6 +123,25 @@ class InternalTopic:
             raise KafkaError(E.request_timed_out, f"the {self.name} write was not replicated in time") from None
         if error != E.none:
             raise KafkaError(error)
+
+
+_T = TypeVar("_T")
+_UNCANCELLED: set[asyncio.Future] = set()  # strong references while their requests are gone
+
+
+def completes_if_cancelled(method: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:
+    """A coordinator request that changes state around an append runs to its end even when
+    its handler is cancelled (the client disconnected): Kafka completes an append's callback
+    whatever became of the connection. Cut short, memory and log disagree: a transition left
+    pending answers CONCURRENT_TRANSACTIONS for ever and keeps the timeout from aborting the
+    transaction; offsets in the log are missing from the group's."""
+    @functools.wraps(method)
+    async def run(*args, **kwargs):
+        task = asyncio.ensure_future(method(*args, **kwargs))
+        _UNCANCELLED.add(task)
+        task.add_done_callback(_UNCANCELLED.discard)
+        return await asyncio.shield(task)
+    return run
 
 
 def wall_ms() -> int:

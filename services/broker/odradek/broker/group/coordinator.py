@@ -29,8 +29,8 @@ from odradek.broker.group.membership import Membership
 from odradek.broker.group.model import Group, GroupState
 from odradek.broker.group.records import (GroupValue, MemberValue, OffsetValue, group_key, group_value,
                                           offset_key, offset_value)
-from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, follow_leadership, led_partitions, serving,
-                                           wall_ms)
+from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, completes_if_cancelled, follow_leadership,
+                                           led_partitions, serving, wall_ms)
 from odradek.errors import ErrorCode, KafkaError
 from odradek.records import Record, build_batch
 
@@ -157,6 +157,7 @@ class GroupCoordinator:
             self.membership.touch(group, member_id)
         return error
 
+    @completes_if_cancelled
     async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                      offsets: dict[tuple[str, int], OffsetValue]) -> dict[tuple[str, int], ErrorCode]:
         """Errors per partition; raises KafkaError for coordinator errors."""
@@ -183,6 +184,7 @@ class GroupCoordinator:
             results.update({tp: E.none for tp in valid})
         return results
 
+    @completes_if_cancelled
     async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, generation: int, member_id: str,
                          instance_id: str | None, offsets: dict[tuple[str, int], OffsetValue]
                          ) -> dict[tuple[str, int], ErrorCode]:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from odradek.broker.group.config import partition_for
-from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, follow_leadership, led_partitions, replay,
-                                           serving, wall_ms)
+from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, completes_if_cancelled, follow_leadership,
+                                           led_partitions, replay, serving, wall_ms)
 from odradek.broker.txn.config import TXN_TOPIC, TxnConfig
 from odradek.broker.txn.markers import MarkerSender
 from odradek.broker.txn.metrics import WindowedTimes
@@ -168,6 +168,7 @@ class TransactionCoordinator:
         return E.none
 
     # -- InitProducerId ----------------------------------------------------------------------------
+    @completes_if_cancelled
     async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None
                                ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch) for a transactional producer; ``expected``: the (id, epoch)
@@ -217,6 +218,7 @@ class TransactionCoordinator:
         return (E.none, t) if t is not None else (E.producer_fenced, None)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
+    @completes_if_cancelled
     async def add_partitions(self, tid: str, producer_id: int, epoch: int, partitions: set[tuple[str, int]]
                              ) -> ErrorCode:
         owned, md, error = self._find(tid, producer_id, epoch)
@@ -243,6 +245,7 @@ class TransactionCoordinator:
         return {tp: E.none if tp in md.partitions else E.transaction_abortable for tp in partitions}
 
     # -- EndTxn -------------------------------------------------------------------------------------
+    @completes_if_cancelled
     async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool, from_client: bool = True
                       ) -> ErrorCode:
         """Kafka's endTransaction: write PrepareCommit/PrepareAbort, answer, send the markers."""
