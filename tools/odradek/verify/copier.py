@@ -46,6 +46,10 @@ def copier_transactional_id(topic: str) -> str:
     return f"odradek-verify-{topic}-copier"
 
 
+class StuckClient(Exception):
+    """A client call that did not return within its own timeout."""
+
+
 class Copier(threading.Thread):
     def __init__(self, kafka: KafkaAccess, topic: str, partitions: list[int], stop: threading.Event,
                  timeout_s: float = 60.0) -> None:
@@ -135,13 +139,15 @@ class Copier(threading.Thread):
             self.producer.begin_transaction()
             for m in messages:
                 self._produce(m.partition(), f"{m.partition()}:{m.offset()}")
-            offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(positions.items())]
-            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
-                                                      self.timeout_s)
+            self._send_offsets([TopicPartition(self.topic, p, o) for p, o in sorted(positions.items())])
+            stuck = False
+        except StuckClient as e:
+            log.info("copier: transaction %d: %s; a new producer fences it", self.txns, e)
+            stuck = True
         except Exception as e:
             log.info("copier: transaction %d failed before its end: %r; aborting it", self.txns, e)
-            commit = False
-        outcome = self._finish(commit)
+            commit, stuck = False, False
+        outcome = None if stuck else self._finish(commit)
         if outcome == "commit":   # the consumer is already at these positions
             self.commits += 1
             self.committed = positions
@@ -153,6 +159,28 @@ class Copier(threading.Thread):
             self._open_producer()
             self.committed = self._group_offsets()
         self._rewind(self.committed)
+
+    def _send_offsets(self, offsets) -> None:
+        """send_offsets_to_transaction, given up on past its timeout: librdkafka can block in it
+        for ever while the group coordinator is down (librdkafka issues 5456 and 5511: its
+        coordinator requests' timeout is never checked). The call is left in its thread."""
+        outcome: list[BaseException | None] = []
+
+        def call() -> None:
+            try:
+                self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
+                                                          self.timeout_s)
+                outcome.append(None)
+            except BaseException as e:
+                outcome.append(e)
+        worker = threading.Thread(target=call, name="copier-send-offsets", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s + 10)
+        if worker.is_alive():
+            raise StuckClient(f"send_offsets_to_transaction still blocked 10 s past its {self.timeout_s:.0f} s "
+                              "timeout (librdkafka issue 5456)")
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def _produce(self, partition: int, value: str) -> None:
         while True:
