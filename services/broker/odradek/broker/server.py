@@ -1,6 +1,7 @@
 """A broker process: Kafka listener, internal control-plane API, ZooKeeper registration,
 log maintenance, replication. ``Broker.run`` owns their lifetimes in one asyncio loop
-(uvloop if present). The parts request handlers use (ReplicaManager, controller client,
+(uvloop if present). Clients are accepted once the controller's first metadata snapshot is
+applied (``_metadata_arrived``), not at registration. The parts request handlers use (ReplicaManager, controller client,
 group coordinator, producer-id manager) are built once here, as the ``BrokerContext``.
 
 Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
@@ -59,6 +60,7 @@ from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.listener import KafkaListener
 
 log = logging.getLogger(__name__)
+_METADATA_WAIT_LOG_S = 10.0  # how often a broker still without metadata says so
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0  # one attempt: the controller's answer (it retries a standby's NOT_CONTROLLER)
 
@@ -121,12 +123,14 @@ class Broker:
         self._follow_dynamic_configs(loop)
         self._follow_quotas(loop)
         await asyncio.to_thread(self.config_changes.start)
-        log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
-                 ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
         maintenance = asyncio.create_task(self.logs.run(stop))
         isr_checks = asyncio.create_task(self.replicas.run(stop))
         clean = False
         try:
+            if await self._metadata_arrived(stop):
+                listeners.start()
+                log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
+                         ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
             await stop.wait()
             clean = True
         finally:
@@ -150,6 +154,22 @@ class Broker:
                 self.logs.abandon()
             else:
                 self.logs.close()
+
+    async def _metadata_arrived(self, stop: asyncio.Event) -> bool:
+        """Wait for the controller's first snapshot (pushed once we register) before accepting
+        clients: until then Metadata would name no broker and no topic, and librdkafka, told so
+        by a restarted broker, drops every broker it knows and re-bootstraps (its consumers then
+        stalled for minutes in offset validation). Kafka's brokers likewise serve clients only
+        with metadata (KRaft's once caught up). Connections wait in the listen backlog meanwhile.
+        False if ``stop`` came first."""
+        while self.replicas.metadata is None and not stop.is_set():
+            waits = [asyncio.ensure_future(self.replicas.metadata_changed.wait()), asyncio.ensure_future(stop.wait())]
+            done, pending = await asyncio.wait(waits, timeout=_METADATA_WAIT_LOG_S, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in pending:
+                waiting.cancel()
+            if not done:
+                log.info("broker %d waiting for the controller's metadata before serving clients", self.config.broker_id)
+        return not stop.is_set()
 
     async def _load_quotas(self) -> None:
         """Read the client quotas ZooKeeper holds (at start and after each change)."""
@@ -223,8 +243,7 @@ class Broker:
             endpoints.append((listener.name, listener.advertised_host, listener.advertised_port or port))
         plaintext = [i for i, li in enumerate(self.security.listeners) if li.protocol == "PLAINTEXT"]
         self.kafka_port = ports[plaintext[0] if plaintext else 0]
-        listeners.start()
-        return listeners, endpoints
+        return listeners, endpoints   # started once the first metadata is applied (_metadata_arrived)
 
     async def _serve_metrics(self) -> web.AppRunner | None:
         """``/metrics`` on ``metrics.port`` (plain HTTP, the internal API's address), unless it is -1."""
