@@ -34,6 +34,7 @@ DEFAULT_DIR = Path("var/dev")
 # The broker's log line once its logs are open (recovered, checkpointed): past the point where a
 # full disk stops it; waiting for "serving" would add the wait for a killed predecessor's session.
 BROKER_LOGS_OPEN = re.compile(r"loaded \d+ logs from ")
+BROKER_SERVING = re.compile(r"serving Kafka on ")
 
 
 def free_port(preferred: int = 0) -> int:
@@ -104,6 +105,7 @@ def up(args: argparse.Namespace) -> int:
             _save(state_path, state)
         state["brokers"] = {}
         state.setdefault("commands", {})
+        log_starts: dict[str, int] = {}   # where each broker's log stood at its start
         for broker_id in range(1, args.brokers + 1):
             port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
             name = f"broker-{broker_id}"
@@ -116,9 +118,9 @@ def up(args: argparse.Namespace) -> int:
                 *_broker_rack(args.racks, broker_id, args.brokers),
                 *sum((["--config", c] for c in args.config), [])]
             state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
-            _start_process(state, name)
+            _, log_starts[name] = _start_process(state, name)
             _save(state_path, state)
-        _wait_ready(state, args.brokers, timeout=args.timeout)
+        _wait_ready(state, args.brokers, log_starts, timeout=args.timeout)
         if not args.no_gateway:
             _start_gateway(state, args.gateway_port, timeout=args.timeout)
             _save(state_path, state)
@@ -188,6 +190,13 @@ def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout:
         return f"exited with code {proc.returncode}: {errors[-1] if errors else text.strip()[-500:]}"
     outcome = wait_until(settled, timeout, f"{log_path.stem} to open its logs", 0.1, retry_on=())
     return None if outcome == "open" else outcome
+
+
+def _log_says(state: dict, name: str, since: int, pattern: re.Pattern) -> bool:
+    """``pattern`` in what ``name`` logged after byte ``since``."""
+    with open(Path(state["data_dir"]) / "logs" / f"{name}.log", "rb") as f:
+        f.seek(since)
+        return pattern.search(f.read().decode(errors="replace")) is not None
 
 
 def _process_name(state: dict, which: str) -> str:
@@ -267,7 +276,9 @@ def _wait_gateway_ready(state: dict, timeout: float) -> None:
     wait_until(ready, timeout, "the gateway to be ready", 0.2, retry_on=(OSError,))  # URLError is one
 
 
-def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
+def _wait_ready(state: dict, brokers: int, log_starts: dict[str, int], timeout: float) -> None:
+    """Every broker registered and serving clients (it does once the controller's first
+    metadata is applied, and logs it)."""
     seen = ["no controller answered"]
 
     def ready() -> bool:
@@ -277,8 +288,10 @@ def _wait_ready(state: dict, brokers: int, timeout: float) -> None:
         cluster = active_cluster(state)
         if cluster is None:
             return False
-        seen[0] = f"{len(cluster.get('brokers', []))}/{brokers} brokers registered"
-        return len(cluster.get("brokers", [])) >= brokers
+        registered = len(cluster.get("brokers", []))
+        serving = sum(1 for name, since in log_starts.items() if _log_says(state, name, since, BROKER_SERVING))
+        seen[0] = f"{registered}/{brokers} brokers registered, {serving} serving clients"
+        return registered >= brokers and serving >= brokers
     try:
         wait_until(ready, timeout, "the cluster to be ready", 0.2, retry_on=())
     except TimeoutError:
