@@ -1,8 +1,9 @@
 """A broker process: Kafka listener, internal control-plane API, ZooKeeper registration,
 log maintenance, replication. ``Broker.run`` owns their lifetimes in one asyncio loop
 (uvloop if present). Clients are accepted once the controller's first metadata snapshot is
-applied (``_metadata_arrived``), not at registration. The parts request handlers use (ReplicaManager, controller client,
-group coordinator, producer-id manager) are built once here, as the ``BrokerContext``.
+applied (``_metadata_arrived``), not at registration. The parts request handlers use
+(ReplicaManager, controller client, group coordinator, producer-id manager) are built once
+here, as the ``BrokerContext``.
 
 Stopping (SIGTERM) is a **controlled shutdown**, as Kafka's: the broker asks the controller
 to move its leaderships away (``control_plane.CONTROLLED_SHUTDOWN``),
