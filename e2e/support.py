@@ -68,6 +68,8 @@ def diagnose(kube: Kube) -> str:
             out.append(f"--- {title}: {e}")
 
     section("odradekcluster status", "get", "odradekcluster", "-n", NAMESPACE, "-o", "jsonpath={.items[*].status}")
+    section("node conditions", "get", "nodes", "-o",
+            "jsonpath={range .items[*].status.conditions[*]}{.type}={.status} {.message}{'\\n'}{end}")
     section("pods", "get", "pods", "-n", NAMESPACE, "-o", "wide")
     section("events", "get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp")
     try:
