@@ -179,9 +179,7 @@ def _start_process(state: dict, name: str) -> tuple[subprocess.Popen, int]:
 def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout: float) -> str | None:
     """None once the broker has opened its logs; why it did not if it exited first."""
     def settled() -> str | bool:
-        with open(log_path, "rb") as f:
-            f.seek(since)
-            text = f.read().decode(errors="replace")
+        text = _log_since(log_path, since)
         if BROKER_LOGS_OPEN.search(text):
             return "open"
         if proc.poll() is None:
@@ -192,11 +190,11 @@ def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout:
     return None if outcome == "open" else outcome
 
 
-def _log_says(state: dict, name: str, since: int, pattern: re.Pattern) -> bool:
-    """``pattern`` in what ``name`` logged after byte ``since``."""
-    with open(Path(state["data_dir"]) / "logs" / f"{name}.log", "rb") as f:
+def _log_since(log_path: Path, since: int) -> str:
+    """What a process logged after byte ``since`` of its log."""
+    with open(log_path, "rb") as f:
         f.seek(since)
-        return pattern.search(f.read().decode(errors="replace")) is not None
+        return f.read().decode(errors="replace")
 
 
 def _process_name(state: dict, which: str) -> str:
@@ -280,6 +278,8 @@ def _wait_ready(state: dict, brokers: int, log_starts: dict[str, int], timeout: 
     """Every broker registered and serving clients (it does once the controller's first
     metadata is applied, and logs it)."""
     seen = ["no controller answered"]
+    serving: set[str] = set()
+    logs = Path(state["data_dir"]) / "logs"
 
     def ready() -> bool:
         for name, rec in state["processes"].items():
@@ -289,9 +289,10 @@ def _wait_ready(state: dict, brokers: int, log_starts: dict[str, int], timeout: 
         if cluster is None:
             return False
         registered = len(cluster.get("brokers", []))
-        serving = sum(1 for name, since in log_starts.items() if _log_says(state, name, since, BROKER_SERVING))
-        seen[0] = f"{registered}/{brokers} brokers registered, {serving} serving clients"
-        return registered >= brokers and serving >= brokers
+        serving.update(name for name, since in log_starts.items() if name not in serving
+                       and BROKER_SERVING.search(_log_since(logs / f"{name}.log", since)))
+        seen[0] = f"{registered}/{brokers} brokers registered, {len(serving)} serving clients"
+        return registered >= brokers and len(serving) >= brokers
     try:
         wait_until(ready, timeout, "the cluster to be ready", 0.2, retry_on=())
     except TimeoutError:

@@ -140,14 +140,14 @@ class Copier(threading.Thread):
             for m in messages:
                 self._produce(m.partition(), f"{m.partition()}:{m.offset()}")
             self._send_offsets([TopicPartition(self.topic, p, o) for p, o in sorted(positions.items())])
-            stuck = False
         except StuckClient as e:
             log.info("copier: transaction %d: %s; a new producer fences it", self.txns, e)
-            stuck = True
+            outcome = None
         except Exception as e:
             log.info("copier: transaction %d failed before its end: %r; aborting it", self.txns, e)
-            commit, stuck = False, False
-        outcome = None if stuck else self._finish(commit)
+            outcome = self._finish(False)
+        else:
+            outcome = self._finish(commit)
         if outcome == "commit":   # the consumer is already at these positions
             self.commits += 1
             self.committed = positions
