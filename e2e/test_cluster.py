@@ -20,7 +20,7 @@ from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
 
 # The first test's setup builds the images and starts the node and the release (minutes).
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1800)]
 
 def apply_topic(kube, name: str, partitions: int, replicas: int) -> None:
     kube.kubectl("apply", "-f", "-", input=json.dumps({

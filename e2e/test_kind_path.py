@@ -13,8 +13,10 @@ import local_node
 from support import ROOT
 from tests.support.tools import tool_missing
 
+pytestmark = pytest.mark.k8s  # shellcheck and kind come with the e2e node
+
 SCRIPTS = ["e2e/kind.sh", "e2e/images/build.sh", "e2e/images/zookeeper/docker-entrypoint.sh",
-           "scripts/e2e_node.sh", "scripts/k8s/build.sh"]
+           "scripts/e2e_node.sh", "scripts/k8s/build.sh", "scripts/test.sh"]
 
 
 def test_scripts_pass_shellcheck():

@@ -20,7 +20,7 @@ from odradek.certs import CertificateAuthority
 from odradek.dev.waiting import wait_until
 from support import BROKERS, CLUSTER, NAMESPACE, cluster_ready, pods_ready
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1800)]
 
 TOPIC, FORBIDDEN, GROUP = "secure-orders", "secure-other", "secure-readers"
 ALICE, BOB = "alice", "bob"          # alice: ACLs on TOPIC and GROUP; bob: none

@@ -19,6 +19,8 @@ from tests.support.k8s import build
 from tests.support.monitoring import DASHBOARD, alert_names, panel_queries
 from tests.support.tools import tool_missing
 
+pytestmark = pytest.mark.k8s  # helm, built with the Kubernetes binaries
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "odradek"
 UNIT_TESTS = Path(__file__).with_name("prometheus-rules.test.yaml")

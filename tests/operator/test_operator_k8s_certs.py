@@ -19,7 +19,7 @@ from tests.operator.test_operator_k8s_brokers import (ANNOTATION, assert_rolls_o
                                                       mark_ready, pods, spec, template_hash)
 from tests.support.k8s import condition
 
-pytestmark = pytest.mark.timeout(3000)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 
 def secret(k8s, ns, name):

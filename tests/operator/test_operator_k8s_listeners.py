@@ -12,7 +12,7 @@ from odradek.dev.waiting import wait_until
 from odradek.operator import listeners
 from tests.support.k8s import condition
 
-pytestmark = pytest.mark.timeout(3000)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 BASE = {"brokers": {"replicas": 2, "storage": {"size": "1Gi"}}, "controller": {"replicas": 1},
         "zookeeper": {"managed": {"replicas": 1}}}

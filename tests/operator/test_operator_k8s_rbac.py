@@ -25,7 +25,7 @@ from tests.operator.test_operator_helm import run
 from tests.operator.test_operator_k8s_topics import controller_topic
 from tests.support.k8s import K8s, condition, control_plane_module, need
 
-pytestmark = pytest.mark.timeout(3000)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "odradek"

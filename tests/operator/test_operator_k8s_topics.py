@@ -18,7 +18,7 @@ from tests.support.k8s import condition, ready_check
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
 # binaries (~18 min measured on 2 cores; see docs/kubernetes.md) inside its setup.
-pytestmark = pytest.mark.timeout(3000)
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 READY_BUDGET_S = 2.0
 

@@ -26,7 +26,7 @@ from odradek.dev.waiting import wait_until
 from tests.security.conftest import listener_endpoints
 from tests.support.k8s import condition, need, ready_check
 
-pytestmark = pytest.mark.timeout(3000)  # the first API-server test may pay the Kubernetes build
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]  # the first API-server test may pay the Kubernetes build
 
 BROKER_CONFIG = {
     "listeners": "SASL://127.0.0.1:0",
