@@ -71,3 +71,18 @@ def test_the_follower_lists_only_changes_and_resets_on_session_errors():
     assert not h.handle_response(ErrorCode.fetch_session_id_not_found, 0) and (h.session_id, h.epoch) == (0, 0)
     h.build({a: (3, 0, 1)})
     assert h.handle_response(ErrorCode.none, 0) and h.epoch == 0, "no room: full requests go on"
+
+
+def test_the_follower_compares_only_what_changed_between_walks():
+    h = FetchSessionHandler()
+    a, b = ("t", 0), ("t", 1)
+    wanted = {a: (0, 0, 1), b: (5, 0, 1)}
+    h.build(wanted, set())
+    assert h.handle_response(ErrorCode.none, 42)
+    wanted[a] = (3, 0, 1)  # the fetcher's own append; it keeps updating the same dict
+    assert h.build(wanted, {a}) == ({a: (3, 0, 1)}, [])
+    assert h.handle_response(ErrorCode.none, 42)
+    assert h.build(wanted, set()) == ({}, []), "an idle fetch compares nothing"
+    assert h.handle_response(ErrorCode.none, 42)
+    del wanted[b]
+    assert h.build(wanted, None) == ({}, [b]), "after a walk everything is compared"

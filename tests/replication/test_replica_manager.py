@@ -135,6 +135,34 @@ def test_idle_followers_in_fetch_sessions_stay_in_the_isr_and_get_new_records(tm
     run(scenario())
 
 
+def test_an_idle_followers_fetches_do_not_read_its_logs_again(tmp_path):
+    """Between walks a follower keeps its fetch positions: an idle fetch (nothing answered)
+    looks at no log, so its cost does not grow with the partitions followed."""
+    async def scenario():
+        c = FakeController(replicas=(1, 2, 3), min_isr=2)
+        await c.start(tmp_path)
+        try:
+            c.set_state(leader=1, leader_epoch=1, isr=(1, 2, 3))
+            rm = c.nodes[1].replicas
+            info = rm.append(TOPIC, 0, batch(b"a"), acks=-1)
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            manager = c.nodes[2].replicas.fetchers
+            fetcher = manager._fetchers[1]
+            await eventually(lambda: fetcher.session.epoch > 2, 10, "incremental fetches")
+            reads = []
+            log_of = manager.log_of
+            manager.log_of = lambda topic, partition: reads.append(partition) or log_of(topic, partition)
+            epoch = fetcher.session.epoch
+            await eventually(lambda: fetcher.session.epoch >= epoch + 6, 10, "six more fetches")
+            assert len(reads) <= 2, f"{len(reads)} log reads in 6 idle fetches (at most one walk: 2)"
+            info = rm.append(TOPIC, 0, batch(b"b"), acks=-1)  # records still flow, then are read again
+            assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
+            assert values(c.nodes[2].log) == [b"a", b"b"]
+        finally:
+            await c.stop()
+    run(scenario())
+
+
 def test_divergent_follower_truncates_by_leader_epoch(tmp_path):
     """Broker 1 led epoch 1 and wrote two records nobody else got; broker 2 took over at
     epoch 2 and wrote others at the same offsets. Back as a follower, broker 1 asks where

@@ -224,6 +224,27 @@ def test_increment_log_start_offset_then_retention(tmp_path):
     assert read_records(log)[0].offset == target
 
 
+@pytest.mark.parametrize("records", [0, 3])
+@pytest.mark.parametrize("retention_ms, retention_bytes", [(-1, -1), (1000, -1), (10**9, -1), (-1, 0), (-1, 50), (1000, 0)])
+@pytest.mark.parametrize("now_ms", [1_500, 10**8])
+@pytest.mark.parametrize("hw_at_end", [True, False])
+def test_a_single_segment_logs_shortcut_decides_as_the_retention_rules(tmp_path, records, retention_ms,
+                                                                       retention_bytes, now_ms, hw_at_end):
+    """The idle-log shortcut (most logs of a large broker, every tick) keeps exactly what the
+    full rules keep: the same log, retention applied with and without it."""
+    def outcome(directory, shortcut: bool):
+        log = open_log(directory, retention_ms=retention_ms, retention_bytes=retention_bytes, file_delete_delay_ms=0)
+        fill(log, records)
+        if not hw_at_end:
+            log.high_watermark = 0
+        if not shortcut:
+            log._single_segment_kept = lambda now: False
+        deleted = log.apply_retention(now_ms=now_ms)
+        return deleted, log.log_start_offset, [s.base_offset for s in log.segments]
+
+    assert outcome(tmp_path / "a-0", True) == outcome(tmp_path / "b-0", False)
+
+
 def test_truncate_to_and_continue(tmp_path):
     log = open_log(tmp_path / "t-0", segment_bytes=300, index_interval_bytes=50)
     fill(log, 15)

@@ -33,12 +33,17 @@ class FetchSessionHandler:
     def full(self) -> bool:
         return self.epoch == INITIAL_EPOCH
 
-    def build(self, wanted: dict[Hashable, tuple]) -> tuple[dict[Hashable, tuple], list[Hashable]]:
-        """(partitions to list with their fetch data, partitions to forget) for the next request."""
-        self._pending = wanted
+    def build(self, wanted: dict[Hashable, tuple], changed: set[Hashable] | None = None
+              ) -> tuple[dict[Hashable, tuple], list[Hashable]]:
+        """(partitions to list with their fetch data, partitions to forget) for the next request.
+        ``changed``: the only keys whose data may differ from the last request's, the key set
+        being the same (a follower's idle fetch compares nothing); None compares everything."""
+        self._pending = dict(wanted)  # the caller goes on updating its own
         if self.full:
-            return wanted, []
+            return self._pending, []
         held = self._held
+        if changed is not None:
+            return {key: wanted[key] for key in changed if key in wanted and held.get(key) != wanted[key]}, []
         listed = {key: data for key, data in wanted.items() if held.get(key) != data}
         return listed, [key for key in held if key not in wanted]
 

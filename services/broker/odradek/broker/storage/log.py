@@ -86,6 +86,7 @@ class Log:
         self.dir = directory
         self.topic = topic
         self.partition = partition
+        self.name = f"{topic}-{partition}"  # read on every maintenance tick: made once
         self.config = config
         self._segments = list(segments)
         self._bases = [s.base_offset for s in segments]
@@ -115,10 +116,6 @@ class Log:
                    high_watermark=high_watermark)
 
     # -- state --------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
     @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
@@ -324,6 +321,8 @@ class Log:
     def apply_retention(self, now_ms: int) -> int:
         """Delete old segments by log start offset, retention.ms and retention.bytes; return how many."""
         self._check_open()
+        if len(self._segments) == 1 and self._single_segment_kept(now_ms):
+            return 0
         deleted = self._delete_old_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now_ms)
         if not self.config.delete_enabled:
@@ -341,6 +340,15 @@ class Log:
                 return False
             deleted += self._delete_old_segments(over, now_ms)
         return deleted
+
+    def _single_segment_kept(self, now_ms: int) -> bool:
+        """What the rules below decide for a log of one segment, without running them (most
+        logs of a broker with thousands of idle partitions, every maintenance tick): the log start
+        rule needs a next segment, an empty one is never deleted, retention.bytes deletes it only
+        at 0, retention.ms once expired."""
+        config, segment = self.config, self._segments[0]
+        return segment.size == 0 or (config.retention_bytes != 0 and (
+            config.retention_ms < 0 or now_ms - segment.largest_timestamp <= config.retention_ms))
 
     def _delete_old_segments(self, predicate, now: int) -> int:
         deletable: list[LogSegment] = []
@@ -382,6 +390,8 @@ class Log:
 
     def purge_deleted(self, now_ms: int, *, force: bool = False) -> int:
         """Close and unlink the segments whose deletion delay has passed; return how many."""
+        if not self._doomed:
+            return 0
         due = [(s, t) for s, t in self._doomed if force or t <= now_ms]
         self._doomed = [(s, t) for s, t in self._doomed if not (force or t <= now_ms)]
         for segment, _ in due:
