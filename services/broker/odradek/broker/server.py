@@ -136,6 +136,7 @@ class Broker:
             clean = True
         finally:
             log.info("broker %d shutting down", cfg.broker_id)
+            stopping = time.monotonic()
             offline = self.logs.failures.offline
             if offline:
                 await asyncio.to_thread(self.registration.report_log_dir_failure)
@@ -151,10 +152,13 @@ class Broker:
             if metrics is not None:
                 await metrics.cleanup()
             await self.controller.close()
+            closing = time.monotonic()
             if offline:
                 self.logs.abandon()
             else:
                 self.logs.close()
+            log.info("broker %d shut down in %.2f s (%d logs closed in %.2f s)", cfg.broker_id,
+                     time.monotonic() - stopping, len(self.logs.logs()), time.monotonic() - closing)
 
     async def _metadata_arrived(self, stop: asyncio.Event) -> bool:
         """Wait for the controller's first snapshot (pushed once we register) before accepting
@@ -280,8 +284,10 @@ class Broker:
                 remaining = None
                 log.warning("controlled shutdown attempt %d: unreadable answer: %s", attempt, e)
             if remaining is not None and not remaining:
-                log.info("controlled shutdown done: no leaderships left here")
+                log.info("controlled shutdown done in %.2f s: no leaderships left here", time.monotonic() - started)
                 await self._wait_for_followership(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+                log.info("the snapshot making us a follower everywhere arrived %.2f s after asking",
+                         time.monotonic() - started)
                 return
             if remaining:
                 log.info("controlled shutdown attempt %d: %d leaderships remain", attempt, len(remaining))
