@@ -1,9 +1,13 @@
 """Acceptance of the replication issue through ``odradek verify``: RF=3, min.insync.replicas=2,
-acks=all, three producers (confluent-kafka and kafka-python), 20 SIGKILLs of partition leaders
+acks=all, three producers (confluent-kafka and kafka-python), SIGKILLs of partition leaders
 at random moments (each restarted, one at a time): 0 lost, 0 reordered, 0 inconsistent offsets,
-0 phantom values. Duplicates from producer retries are reported, not failed, until the
-idempotent-producer issue. A shorter mixed run (6 faults: leaders, the active controller with a
-standby, random brokers) holds the same verdict.
+0 phantom values. Duplicates from producer retries are reported, not failed (the idempotent
+producer's own run fails them). A mixed run (one of each fault: a leader, the active controller
+with a standby, a random broker) holds the same verdict.
+
+CI runs 8 leader kills (~17 s each: the killed broker's 10 s ZooKeeper session, its restart and
+catch-up), within CI's time budget; ``ODRADEK_VERIFY_KILLS=20`` runs the replication issue's
+20, and ``odradek verify`` runs hundreds outside CI (docs/verify.md).
 
 The seed is random and printed; ``VERIFY_SEED=N`` replays a run's choices of moments and
 targets. The history and the report are kept under the test's tmp_path (``verify/``).
@@ -19,8 +23,8 @@ import pytest
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.verify import Config, ReplicationUnavailable, run
 
-KILLS = 20
-MIXED_KILLS = 6
+KILLS = int(os.environ.get("ODRADEK_VERIFY_KILLS", "8"))
+MIXED_KILLS = 3
 
 
 def verify_run(tmp_path, kills: int, faults: tuple[str, ...], controllers: int = 1):
@@ -57,7 +61,7 @@ def verify_run(tmp_path, kills: int, faults: tuple[str, ...], controllers: int =
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_twenty_leader_kills_lose_nothing(tmp_path):
+def test_leader_kills_lose_nothing(tmp_path):
     report = verify_run(tmp_path, KILLS, ("leader",))
     assert report.faults == {"leader": KILLS}
 
@@ -65,7 +69,7 @@ def test_twenty_leader_kills_lose_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_mixed_nemesis_leaders_controllers_and_brokers_lose_nothing(tmp_path):
-    """Two of each fault (the nemesis deals kinds from a shuffled deck): leader kills, kills of
-    the active controller (a standby takes over) and of random brokers."""
+    """One of each fault (the nemesis deals kinds from a shuffled deck): a leader kill, a kill of
+    the active controller (a standby takes over) and of a random broker."""
     report = verify_run(tmp_path, MIXED_KILLS, ("leader", "controller", "broker"), controllers=2)
-    assert report.faults == {"leader": 2, "controller": 2, "broker": 2}
+    assert report.faults == {"leader": 1, "controller": 1, "broker": 1}
