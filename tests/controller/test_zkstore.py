@@ -147,3 +147,17 @@ def test_unreachable_store_raises(zookeeper, cluster_name):
     with pytest.raises(StoreUnavailable):
         store.start(timeout=1.0)
     store.close()
+
+
+def test_batched_state_writes_fail_only_the_partitions_that_lost_their_race(stores):
+    """Leader and ISR changes go 100 partitions a transaction; one stale version among them
+    fails that partition alone, the others of its transaction are written."""
+    from odradek.controller.zkstore import STATES_PER_TRANSACTION
+    a = stores()
+    a.elect("a", "u")
+    n = STATES_PER_TRANSACTION + 20
+    a.create_topic("big", "tid", {p: PartitionState(p, (1, 2), 1, 0, (1, 2), 1) for p in range(n)}, {})
+    writes = [("big", PartitionState(p, (1, 2), 2, 1, (2,), 1), 7 if p == 5 else 0) for p in range(n)]
+    assert a.update_partition_states(writes) == [p != 5 for p in range(n)]
+    states = a.load().topics["big"].states
+    assert [states[p].leader for p in range(n)] == [1 if p == 5 else 2 for p in range(n)]

@@ -284,7 +284,7 @@ class Broker:
                 remaining = None
                 log.warning("controlled shutdown attempt %d: unreadable answer: %s", attempt, e)
             if remaining is not None and not remaining:
-                log.info("controlled shutdown done in %.2f s: no leaderships left here", time.monotonic() - started)
+                log.info("controlled shutdown done: no leaderships left here (%.2f s)", time.monotonic() - started)
                 await self._wait_for_followership(CONTROLLED_SHUTDOWN_TIMEOUT_S)
                 log.info("the snapshot making us a follower everywhere arrived %.2f s after asking",
                          time.monotonic() - started)

@@ -46,6 +46,9 @@ _CLUSTER_DEFAULTS = paths.entity_config("brokers", paths.DEFAULT_ENTITY)
 # and with it the session's standing for a while: a bigger transaction is refused here instead
 # (a topic of 2,500-3,000 partitions at RF 3 fits, depending on the length of its znode paths).
 MAX_TRANSACTION_BYTES = 1_000_000
+# Partition states per transaction of leader and ISR changes: ~50 KB at most with 249-character
+# topic names, far below the limit above.
+STATES_PER_TRANSACTION = 100
 
 
 def _unavailable_as_store_error(fn):
@@ -330,18 +333,36 @@ class ZkStore(MetadataStore):
 
     @_unavailable_as_store_error
     def update_partition_states(self, writes: Sequence[tuple[str, PartitionState, int]]) -> list[bool]:
-        """Each write its own fenced transaction (a lost race fails only its partition), all
-        sent before the first answer is awaited: kazoo's async API pipelines them on the one
-        connection (Kafka 1.1's asynchronous ZooKeeper writes)."""
-        pending = []
+        """Fenced transactions of up to ``STATES_PER_TRANSACTION`` partitions each, all sent
+        before the first answer is awaited: kazoo's async API pipelines them on the one
+        connection (Kafka 1.1's asynchronous ZooKeeper writes). A transaction that loses a race
+        commits nothing; its partitions are then written one a transaction, so that a lost race
+        fails only its own. One transaction a partition made a controlled shutdown of a broker
+        in 10,000 partitions' ISRs spend ~2.2 s writing (2026-11-28)."""
+        chunks = [writes[i:i + STATES_PER_TRANSACTION] for i in range(0, len(writes), STATES_PER_TRANSACTION)]
+        pending = [self._states_transaction(chunk).commit_async() for chunk in chunks]
+        written: list[bool] = []
+        for chunk, answer in zip(chunks, pending):
+            if self._states_committed(answer):
+                written.extend(True for _ in chunk)
+            else:
+                retried = [self._states_transaction([w]).commit_async() for w in chunk]
+                written.extend(self._states_committed(r) for r in retried)
+        return written
+
+    def _states_transaction(self, writes: Sequence[tuple[str, PartitionState, int]]):
+        t = self._fenced()
         for topic, state, version in writes:
-            t = self._fenced()
             t.set_data(paths.partition_state(topic, state.partition), _dump(state_json(state)), version=version)
-            pending.append(t.commit_async())
-        outcomes = [_failure(p.get(timeout=_OP_TIMEOUT)) for p in pending]
-        if any(failed is not None and failed[0] == 0 for failed in outcomes):
+        return t
+
+    @staticmethod
+    def _states_committed(answer) -> bool:
+        """False if a partition's version moved (a lost race); raises if the controller did."""
+        failed = _failure(answer.get(timeout=_OP_TIMEOUT))
+        if failed is not None and failed[0] == 0:
             raise ControllerMoved("/controller_epoch moved: another controller was elected")
-        return [_lost_race(failed) for failed in outcomes]
+        return _lost_race(failed)
 
     @_unavailable_as_store_error
     def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:
