@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import resource
 import signal
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 from odradek import logs
 from odradek.broker.config import BrokerConfig
@@ -106,7 +109,7 @@ def raise_open_files_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     config = parse_args(argv)
     from odradek.broker.server import Broker
     soft, hard = raise_open_files_limit()
@@ -123,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import uvloop
-        return uvloop.run(run())
     except ImportError:
-        return asyncio.run(run())
+        code = asyncio.run(run())
+    else:
+        code = uvloop.run(run())
+    # Logs flushed, closed and fsynced, threads and the cleaner's process stopped: the
+    # interpreter's teardown would only free every object one by one (~1.5 s of a controlled
+    # shutdown at 10,000 partitions), which a JVM's exit does not do either.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
