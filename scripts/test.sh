@@ -30,8 +30,8 @@ fi
 setsid env "${build_env[@]}" chrt --idle 0 nice -n 19 \
   bash -c 'scripts/k8s/build.sh >/dev/null && scripts/e2e_node.sh' >"$build_log" 2>&1 &
 build=$!
-cleanup() { kill -- -"$build" 2>/dev/null; [ -z "$go_tmp" ] || rm -rf "$go_tmp"; }
-trap cleanup EXIT
+drop_caches() { [ -z "$go_tmp" ] || rm -rf "$go_tmp"; }
+trap 'kill -- -"$build" 2>/dev/null; drop_caches' EXIT  # interrupted: the build's whole process group
 echo "test: building the Kubernetes binaries and the e2e node in the background (log: $build_log)"
 
 first_args=("$@") k8s_args=("$@")
@@ -48,8 +48,8 @@ first=$?
 start=$SECONDS
 wait "$build"
 built=$?
-cleanup
 trap - EXIT
+drop_caches
 echo "test: the Kubernetes build ended (exit $built) $((SECONDS - start)) s after the first run"
 if [ "$built" != 0 ]; then
   tail -n 60 "$build_log"
