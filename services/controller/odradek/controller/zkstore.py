@@ -306,10 +306,7 @@ class ZkStore(MetadataStore):
         size = len(Transaction(t.operations).serialize())
         if size > MAX_TRANSACTION_BYTES:
             raise TooLarge(f"a transaction of {size} bytes exceeds {MAX_TRANSACTION_BYTES} bytes")
-        failed = _failure(t.commit())
-        if failed is not None and failed[0] == 0:
-            raise ControllerMoved("/controller_epoch moved: another controller was elected")
-        return failed
+        return _fenced_failure(t.commit())
 
     @_unavailable_as_store_error
     def create_topic(self, name: str, topic_id: str, states: Mapping[int, PartitionState],
@@ -359,10 +356,7 @@ class ZkStore(MetadataStore):
     @staticmethod
     def _states_committed(answer) -> bool:
         """False if a partition's version moved (a lost race); raises if the controller did."""
-        failed = _failure(answer.get(timeout=_OP_TIMEOUT))
-        if failed is not None and failed[0] == 0:
-            raise ControllerMoved("/controller_epoch moved: another controller was elected")
-        return _lost_race(failed)
+        return _lost_race(_fenced_failure(answer.get(timeout=_OP_TIMEOUT)))
 
     @_unavailable_as_store_error
     def add_partitions(self, topic: TopicRecord, new_states: Mapping[int, PartitionState]) -> bool:
@@ -502,6 +496,15 @@ def _failure(results: list) -> tuple[int, Exception] | None:
         if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
             return i, r
     return None
+
+
+def _fenced_failure(results: list) -> tuple[int, Exception] | None:
+    """``_failure`` of a transaction from ``_fenced``: its failed first step (the epoch check)
+    means another controller was elected."""
+    failed = _failure(results)
+    if failed is not None and failed[0] == 0:
+        raise ControllerMoved("/controller_epoch moved: another controller was elected")
+    return failed
 
 
 def _lost_race(failed: tuple[int, Exception] | None) -> bool:

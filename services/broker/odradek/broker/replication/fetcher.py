@@ -163,45 +163,55 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while not self._closed:
-            now = time.monotonic()
-            if now < self._walk_at and self._wanted:
-                await self._fetch_kept()
-                continue
-            ready = [s for s in self.states.values() if s.delayed_until <= now]
-            if not ready:
-                timeout = min((s.delayed_until for s in self.states.values()), default=now + 3600) - now
-                self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), max(timeout, 0.01))
-                except asyncio.TimeoutError:
-                    pass
-                continue
-            gone = [s for s in ready if self._current(s) is None]
-            if gone:  # no log to write to (yet): wait for the next snapshot rather than spin
-                self._delay(gone)
-                ready = [s for s in ready if s not in gone]
+            ready = None  # between walks: the kept positions
+            if not (time.monotonic() < self._walk_at and self._wanted):
+                ready = await self._walk()
                 if not ready:
                     continue
             try:
                 client = await self._connect()
-                truncating = [s for s in ready if s.truncating]
-                if truncating:
-                    await self._truncate(client, truncating)
-                fetching = [s for s in ready if not s.truncating and s.delayed_until <= time.monotonic()]
-                self._keep_positions(fetching)
-                if self._wanted:
-                    await self._fetch(client)
+                if ready is None:
+                    await self._fetch(client, self._reread_touched())
+                else:
+                    await self._truncate_then_fetch(client, ready)
             except ConnectionError as e:
                 log.info("fetcher from broker %d: %s; retrying in %.0f s", self.source, e, FETCH_BACKOFF_S)
-                self._delay(ready)
+                self._delay(ready if ready is not None else [state for state, _ in self._asked.values()])
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - a bug must not stop replication for good; it is logged
                 log.exception("fetcher from broker %d failed; retrying", self.source)
-                self._delay(ready)
+                self._delay(ready if ready is not None else [state for state, _ in self._asked.values()])
 
-    async def _fetch_kept(self) -> None:
-        """A fetch between walks: the kept positions, those of the partitions answered last read again."""
+    async def _walk(self) -> list[FetchState]:
+        """Every partition looked at: those ready to truncate or fetch (none: after waiting for
+        the first backoff to end or a change)."""
+        now = time.monotonic()
+        ready = [s for s in self.states.values() if s.delayed_until <= now]
+        if not ready:
+            timeout = min((s.delayed_until for s in self.states.values()), default=now + 3600) - now
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(timeout, 0.01))
+            except asyncio.TimeoutError:
+                pass
+            return []
+        gone = [s for s in ready if self._current(s) is None]
+        if gone:  # no log to write to (yet): wait for the next snapshot rather than spin
+            self._delay(gone)
+            ready = [s for s in ready if s not in gone]
+        return ready
+
+    async def _truncate_then_fetch(self, client: KafkaClient, ready: list[FetchState]) -> None:
+        truncating = [s for s in ready if s.truncating]
+        if truncating:
+            await self._truncate(client, truncating)
+        self._keep_positions([s for s in ready if not s.truncating and s.delayed_until <= time.monotonic()])
+        if self._wanted:
+            await self._fetch(client)
+
+    def _reread_touched(self) -> set[TP]:
+        """Between walks: the positions of the partitions the last answer touched, read again."""
         touched, self._touched = self._touched, set()
         for tp in touched:
             entry = self._asked.get(tp)
@@ -210,16 +220,7 @@ class ReplicaFetcher:
                 self._walk_at = 0.0
                 continue
             self._keep(entry[0], lg)
-        try:
-            await self._fetch(await self._connect(), touched)
-        except ConnectionError as e:
-            log.info("fetcher from broker %d: %s; retrying in %.0f s", self.source, e, FETCH_BACKOFF_S)
-            self._delay([state for state, _ in self._asked.values()])
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - as in _run
-            log.exception("fetcher from broker %d failed; retrying", self.source)
-            self._delay([state for state, _ in self._asked.values()])
+        return touched
 
     def _keep_positions(self, fetching: list[FetchState]) -> None:
         """After a walk: the positions of every partition to fetch, and when to walk next."""
