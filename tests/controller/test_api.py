@@ -134,6 +134,7 @@ def test_standby_answers_not_controller(active, controllers):
                                ("POST", cp.ALTER_PARTITION.path(),
                                 {"broker_id": 1, "broker_epoch": -1, "topic": "s", "partition": 0,
                                  "leader_epoch": 0, "partition_epoch": 0, "isr": [1]}),
+                               ("POST", cp.ALTER_PARTITIONS.path(), {"broker_id": 1, "partitions": []}),
                                ("POST", cp.CONTROLLED_SHUTDOWN.path(id=1), {}),
                                ("POST", cp.ELECT_LEADERS.path(), {"election_type": 0}),
                                ("POST", cp.REASSIGN.path(), {"reassignments": []}),

@@ -147,6 +147,32 @@ def test_alter_partition_error_codes_and_success_by_cas(active, brokers, zk, wai
     assert status == 200 and state["partition_epoch"] == 4 and zk_state(zk, "t")["isr"] == [1, 2]
 
 
+def test_alter_partitions_answers_each_partition_of_one_request(active, brokers, zk, wait_for):
+    """A leader's batched request: every partition decided on its own, as Kafka's AlterPartition."""
+    b1 = brokers[1]
+    for name in ("x", "y", "z"):
+        create(active, name, [1, 2, 3])
+    entry = {"partition": 0, "leader_epoch": 0, "partition_epoch": 0}
+    status, body = active.call("POST", cp.ALTER_PARTITIONS.path(), {
+        "broker_id": 1, "broker_epoch": b1.epoch,
+        "partitions": [{**entry, "topic": "x", "isr": [1, 2]},
+                       {**entry, "topic": "y", "isr": [1, 3], "leader_epoch": 5},
+                       {**entry, "topic": "z", "isr": [1, 2, 4]},
+                       {**entry, "topic": "nope", "isr": [1]}]})
+    assert status == 200, body
+    assert [(r["topic"], r["error_code"]) for r in body["results"]] == [("x", 0), ("y", 74), ("z", 107), ("nope", 3)]
+    assert body["results"][0]["state"]["isr"] == [1, 2] and body["results"][1]["state"] is None
+    assert zk_state(zk, "x")["isr"] == [1, 2] and zk_state(zk, "y")["isr"] == zk_state(zk, "z")["isr"] == [1, 2, 3]
+    pushed(brokers[3], "x", wait_for, isr=[1, 2], partition_epoch=1)
+
+    too_many = [{**entry, "topic": "x", "isr": [1]}] * (cp.MAX_ALTER_PARTITIONS + 1)
+    for bad in ({"broker_id": 1, "partitions": too_many}, {"broker_id": 1, "partitions": [7]}, {"broker_id": 1}):
+        assert error(active.call("POST", cp.ALTER_PARTITIONS.path(), bad)) == (400, 42)
+    status, body = active.call("POST", cp.ALTER_PARTITIONS.path(), {  # a stale broker epoch: every partition
+        "broker_id": 1, "broker_epoch": b1.epoch + 1000, "partitions": [{**entry, "topic": "y", "isr": [1, 3]}]})
+    assert status == 200 and [r["error_code"] for r in body["results"]] == [77]
+
+
 def _body(broker, zk) -> dict:
     current = zk_state(zk, "t")
     return {"broker_id": broker.id, "broker_epoch": broker.epoch, "topic": "t", "partition": 0,

@@ -91,21 +91,26 @@ class FakeController:
             self.nodes[broker_id].replicas.apply(snap)
 
     async def call(self, request: cp.Request, *, timeout: float = 30.0):
-        """``ControllerClient.call``, answering AlterPartition only."""
-        assert request.route is cp.ALTER_PARTITION, request.path
-        body = request.body
+        """``ControllerClient.call``, answering AlterPartitions only (of the one partition)."""
+        assert request.route is cp.ALTER_PARTITIONS, request.path
         await asyncio.sleep(0)
-        self.alters.append(body)
-        if self.refusals:
-            raise KafkaError(self.refusals.pop(0), "refused by the test")
+        results = []
+        for entry in request.body["partitions"]:
+            self.alters.append(entry)
+            if self.refusals:
+                raise KafkaError(self.refusals.pop(0), "refused by the test")
+            results.append({"topic": entry["topic"], "partition": entry["partition"], **self._alter(entry)})
+        return request.decode({"results": results})
+
+    def _alter(self, entry: dict) -> dict:
         s = self.state
-        if body["leader_epoch"] != s.leader_epoch:
-            raise KafkaError(ErrorCode.fenced_leader_epoch, "stale leader epoch")
-        if body["partition_epoch"] != s.partition_epoch:
-            raise KafkaError(ErrorCode.invalid_update_version, "stale partition epoch")
-        self.state = replace(s, isr=tuple(body["isr"]), partition_epoch=s.partition_epoch + 1)
+        if entry["leader_epoch"] != s.leader_epoch:
+            return {"error_code": int(ErrorCode.fenced_leader_epoch), "message": "stale leader epoch"}
+        if entry["partition_epoch"] != s.partition_epoch:
+            return {"error_code": int(ErrorCode.invalid_update_version), "message": "stale partition epoch"}
+        self.state = replace(s, isr=tuple(entry["isr"]), partition_epoch=s.partition_epoch + 1)
         self.push()
-        return request.decode(self.state.to_json())
+        return {"error_code": 0, "state": self.state.to_json()}
 
     async def stop(self) -> None:
         self._stop.set()

@@ -301,6 +301,70 @@ class AlterPartition:
                    _field(body, "leader_epoch", int), _field(body, "partition_epoch", int), isr)
 
 
+MAX_ALTER_PARTITIONS = 2_000  # per request: ~250 KB, well inside the server's 1 MiB body limit
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitions:
+    """A leader's ISR changes for many partitions at once (Kafka's AlterPartition request):
+    one broker id and epoch, then per partition what ``AlterPartition`` carries."""
+
+    broker_id: int
+    broker_epoch: int  # -1 = not checked
+    partitions: tuple[AlterPartition, ...]
+
+    def to_json(self) -> dict:
+        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch,
+                "partitions": [{"topic": a.topic, "partition": a.partition, "leader_epoch": a.leader_epoch,
+                                "partition_epoch": a.partition_epoch, "isr": list(a.isr)}
+                               for a in self.partitions]}
+
+    @classmethod
+    def from_json(cls, body: Mapping) -> "AlterPartitions":
+        broker_id, broker_epoch = _field(body, "broker_id", int), _field(body, "broker_epoch", int, -1)
+        entries = _field(body, "partitions", list)
+        if len(entries) > MAX_ALTER_PARTITIONS:
+            raise _bad(f"at most {MAX_ALTER_PARTITIONS} partitions per request, got {len(entries)}")
+        if not all(isinstance(e, dict) for e in entries):
+            raise _bad("each of 'partitions' must be an object")
+        return cls(broker_id, broker_epoch, tuple(
+            AlterPartition.from_json({**e, "broker_id": broker_id, "broker_epoch": broker_epoch}) for e in entries))
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """One partition's outcome: its state after the change, or the error refusing it."""
+
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    state: PartitionState | None = None
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "error_code": int(self.error),
+                "error": error_name(self.error), "message": self.message,
+                "state": None if self.state is None else self.state.to_json()}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "AlterPartitionResult":
+        state = d.get("state")
+        return cls(d["topic"], int(d["partition"]), ErrorCode(int(d["error_code"])), d.get("message"),
+                   None if state is None else PartitionState.from_json(state))
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResults:
+    results: tuple[AlterPartitionResult, ...]
+
+    def to_json(self) -> dict:
+        return {"results": [r.to_json() for r in self.results]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "AlterPartitionResults":
+        return cls(tuple(AlterPartitionResult.from_json(r) for r in d["results"]))
+
+
 @dataclass(frozen=True, slots=True)
 class ControlledShutdown:
     broker_epoch: int = -1  # -1 = not checked
@@ -503,15 +567,17 @@ CREATE_TOPIC = Route("POST", PREFIX + "/topics", TopicMetadata.from_json)
 DELETE_TOPIC = Route("DELETE", PREFIX + "/topics/{name}", DeletedTopic.from_json)
 CREATE_PARTITIONS = Route("POST", PREFIX + "/topics/{name}/partitions", TopicMetadata.from_json)
 ALTER_CONFIGS = Route("PATCH", PREFIX + "/topics/{name}/configs", TopicConfigs.from_json)
+# One partition a request: what brokers before the batched route send (kept for a rolling upgrade).
 ALTER_PARTITION = Route("POST", PREFIX + "/alter-partition", PartitionState.from_json)
+ALTER_PARTITIONS = Route("POST", PREFIX + "/alter-partitions", AlterPartitionResults.from_json)
 CONTROLLED_SHUTDOWN = Route("POST", PREFIX + "/brokers/{id}/controlled-shutdown", RemainingLeaderships.from_json)
 PRODUCER_IDS = Route("POST", PREFIX + "/producer-ids", ProducerIdBlock.from_json)
 ELECT_LEADERS = Route("POST", PREFIX + "/elect-leaders", PartitionResults.from_json)
 REASSIGN = Route("POST", PREFIX + "/reassignments", PartitionResults.from_json)
 LIST_REASSIGNMENTS = Route("GET", PREFIX + "/reassignments", Reassignments.from_json)
 CONTROLLER_ROUTES = (HEALTH, CLUSTER, CREATE_TOPIC, DELETE_TOPIC, CREATE_PARTITIONS, ALTER_CONFIGS,
-                     ALTER_PARTITION, CONTROLLED_SHUTDOWN, PRODUCER_IDS, ELECT_LEADERS, REASSIGN,
-                     LIST_REASSIGNMENTS)
+                     ALTER_PARTITION, ALTER_PARTITIONS, CONTROLLED_SHUTDOWN, PRODUCER_IDS, ELECT_LEADERS,
+                     REASSIGN, LIST_REASSIGNMENTS)
 # ...and each broker's.
 METADATA = Route("POST", PREFIX + "/metadata", Accepted.from_json)
 STATUS = Route("GET", PREFIX + "/status", BrokerStatus.from_json)
@@ -542,8 +608,8 @@ def alter_configs(name: str, req: AlterConfigs) -> Request[TopicConfigs]:
     return Request(ALTER_CONFIGS, ALTER_CONFIGS.path(name=name), req.to_json())
 
 
-def alter_partition(req: AlterPartition) -> Request[PartitionState]:
-    return Request(ALTER_PARTITION, ALTER_PARTITION.path(), req.to_json())
+def alter_partitions(req: AlterPartitions) -> Request[AlterPartitionResults]:
+    return Request(ALTER_PARTITIONS, ALTER_PARTITIONS.path(), req.to_json())
 
 
 def controlled_shutdown(broker_id: int, req: ControlledShutdown) -> Request[RemainingLeaderships]:

@@ -3,14 +3,14 @@
 Owns: the queue of waiting requests (each with the future its HTTP handler awaits) and the
 one drain task that hands everything queued so far to the controller as a batch, again and
 again until the queue is empty. Kafka's AlterPartition carries many partitions per request
-and its controller writes them with pipelined asynchronous ZooKeeper writes; here leaders
-still send one request per partition, and the batch forms on arrival: while one batch is
-being written, the next one queues up. A restarted broker rejoining 10,000 ISRs costs a few
-batches instead of 10,000 sequential compare-and-set round trips.
+and its controller writes them with pipelined asynchronous ZooKeeper writes; so do leaders
+here (``control_plane.ALTER_PARTITIONS``), and whatever arrives while one batch is being
+written, from one leader or several, forms the next. A restarted broker rejoining 10,000
+ISRs costs a few batches instead of 10,000 sequential compare-and-set round trips.
 
-Also the two small helpers the batch uses: whether a request's broker epoch matches the
-cached registration, and settling a future its handler may have abandoned (a client that
-disconnected cancels it). Event-loop thread only.
+Also the small helpers the batch uses: whether a request's broker epoch matches the cached
+registration, settling a future its handler may have abandoned (a client that disconnected
+cancels it), and one partition's answer to a batched request. Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from odradek.cluster.control_plane import AlterPartition
+from odradek.cluster.control_plane import AlterPartition, AlterPartitionResult
 from odradek.cluster.model import PartitionState
-from odradek.errors import KafkaError
+from odradek.errors import ErrorCode, KafkaError
 
 from .store import StoreSnapshot
 
@@ -79,3 +79,13 @@ def settle(fut: asyncio.Future, state: PartitionState | None = None, error: Base
         fut.set_exception(error)
     else:
         fut.set_result(state)
+
+
+def result(req: AlterPartition, outcome: PartitionState | BaseException) -> AlterPartitionResult:
+    """One partition's entry in an ``ALTER_PARTITIONS`` answer."""
+    if isinstance(outcome, PartitionState):
+        return AlterPartitionResult(req.topic, req.partition, state=outcome)
+    if isinstance(outcome, KafkaError):
+        return AlterPartitionResult(req.topic, req.partition, outcome.code, outcome.message)
+    return AlterPartitionResult(req.topic, req.partition, ErrorCode.unknown_server_error,
+                                f"{type(outcome).__name__}: {outcome}")

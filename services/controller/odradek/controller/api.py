@@ -70,6 +70,9 @@ def make_app(controller: Controller) -> web.Application:
     async def alter_partition(request: web.Request) -> web.Response:
         return _answer(await controller.alter_partition(cp.AlterPartition.from_json(await _body(request))))
 
+    async def alter_partitions(request: web.Request) -> web.Response:
+        return _answer(await controller.alter_partitions(cp.AlterPartitions.from_json(await _body(request))))
+
     async def controlled_shutdown(request: web.Request) -> web.Response:
         try:
             broker_id = int(request.match_info["id"])
@@ -128,6 +131,7 @@ def make_app(controller: Controller) -> web.Application:
 
     return server_app({
         cp.HEALTH: health, cp.CLUSTER: cluster, cp.ALTER_PARTITION: alter_partition,
+        cp.ALTER_PARTITIONS: alter_partitions,
         cp.CONTROLLED_SHUTDOWN: controlled_shutdown, cp.PRODUCER_IDS: producer_ids,
         cp.ELECT_LEADERS: elect_leaders, cp.REASSIGN: reassign, cp.LIST_REASSIGNMENTS: reassignments,
         cp.CREATE_TOPIC: create_topic, cp.DELETE_TOPIC: delete_topic, cp.CREATE_PARTITIONS: create_partitions,

@@ -33,7 +33,7 @@ from odradek.cluster.model import ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode, KafkaError
 
 from . import admin, decisions, reassignment, replication
-from .alter_batch import AlterBatcher, registered as _registered, settle as _settle
+from .alter_batch import AlterBatcher, registered as _registered, result as _alter_result, settle as _settle
 from .decisions import PartitionChange
 from .push import Pusher
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable, TooLarge
@@ -425,6 +425,13 @@ class Controller:
         Requests arriving together are decided and written as one batch (``_alter_batch``)."""
         self._require_active()
         return await self._alters.submit(req)
+
+    async def alter_partitions(self, req: cp.AlterPartitions) -> cp.AlterPartitionResults:
+        """A leader's ISR changes for many partitions: each decided and written as
+        ``alter_partition``'s are (in the same batches), each answered with its own outcome."""
+        self._require_active()
+        outcomes = await asyncio.gather(*(self._alters.submit(a) for a in req.partitions), return_exceptions=True)
+        return cp.AlterPartitionResults(tuple(_alter_result(a, o) for a, o in zip(req.partitions, outcomes)))
 
     async def _alter_batch(self, batch: list[tuple[cp.AlterPartition, asyncio.Future]]) -> None:
         """Decide every request against the cached snapshot, write the changes pipelined, patch

@@ -1,18 +1,21 @@
 """ISR changes requested by leaders (Kafka's AlterPartition path, over our control plane).
 
 The leader never writes the ISR itself: it asks the active controller
-(``control_plane.ALTER_PARTITION`` with its broker epoch, leader epoch and the partition
+(``control_plane.ALTER_PARTITIONS`` with its broker epoch, leader epoch and the partition
 epoch it based the change on), and the controller writes ZooKeeper by compare-and-set and
 answers the new ``PartitionState`` (then pushes it to everyone).
 
 - **Shrink**: ``run`` checks every ``replica.lag.time.max.ms / 2`` (as Kafka does) for ISR
   followers not caught up within the lag time and asks to remove them.
 - **Expand**: ``expand`` is called on a follower fetch that reached the HW.
-- One request in flight per partition (``Partition.pending_isr``). An answer that fences us
-  (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH)
-  blocks further requests until the next snapshot; any other refusal (INELIGIBLE_REPLICA: a
-  returning broker the controller does not see live yet) or an unreachable controller
-  retries after ``RETRY_BACKOFF_MS``.
+- One change in flight per partition (``Partition.pending_isr``), and one request in flight
+  per broker carrying every change queued until it is sent (Kafka's AlterPartitionManager):
+  a broker rejoining thousands of ISRs after a restart costs its leaders a few requests,
+  not one per partition. An answer that fences a partition (FENCED_LEADER_EPOCH,
+  INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH) blocks its further
+  changes until the next snapshot; any other refusal (INELIGIBLE_REPLICA: a returning broker
+  the controller does not see live yet) or an unreachable controller retries after
+  ``RETRY_BACKOFF_MS``.
 
 Event-loop thread only.
 """
@@ -20,6 +23,7 @@ Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from typing import Awaitable, Callable, Iterable
@@ -32,12 +36,13 @@ from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-ALTER_TIMEOUT_S = 5.0
+ALTER_TIMEOUT_S = 15.0  # a request of thousands of partitions while the controller is busy
 RETRY_BACKOFF_MS = 500
 _WAIT_FOR_SNAPSHOT = {ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
                       ErrorCode.not_leader_or_follower, ErrorCode.stale_broker_epoch}
 
-Call = Callable[..., Awaitable[PartitionState]]  # ControllerClient.call
+Call = Callable[..., Awaitable[cp.AlterPartitionResults]]  # ControllerClient.call
+Change = tuple[Partition, PartitionState, tuple[int, ...]]  # the partition, the state it is based on, the new ISR
 
 
 def now_ms() -> int:
@@ -52,7 +57,8 @@ class IsrManager:
         self._broker_epoch = broker_epoch
         self.lag_ms = lag_ms
         self._on_change = on_change
-        self._tasks: set[asyncio.Task] = set()
+        self._unsent: dict[tuple[str, int], Change] = {}  # insertion-ordered: oldest first
+        self._sender: asyncio.Task | None = None
         self.shrinks = 0  # ISR changes this leader made (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)
         self.expands = 0
 
@@ -83,33 +89,59 @@ class IsrManager:
 
     def _submit(self, partition: Partition, isr: tuple[int, ...]) -> None:
         partition.pending_isr = isr
-        task = asyncio.get_running_loop().create_task(self._alter(partition, partition.state, isr))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._unsent[partition.key] = (partition, partition.state, isr)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_all(), name="alter-partitions")
 
-    async def _alter(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...]) -> None:
-        req = cp.AlterPartition(self.broker_id, self._broker_epoch(), partition.topic, partition.index,
-                                based_on.leader_epoch, based_on.partition_epoch, isr)
+    async def _send_all(self) -> None:
+        """Send what is queued, one request at a time, until nothing is (what queues while a
+        request is in flight goes in the next)."""
+        while self._unsent:
+            keys = list(itertools.islice(self._unsent, cp.MAX_ALTER_PARTITIONS))
+            # A snapshot since queueing (it clears pending_isr) made the change moot.
+            batch = [item for item in map(self._unsent.pop, keys) if item[0].pending_isr == item[2]]
+            if batch:
+                await self._send(batch)
+
+    async def _send(self, batch: list[Change]) -> None:
+        epoch = self._broker_epoch()
+        req = cp.AlterPartitions(self.broker_id, epoch, tuple(
+            cp.AlterPartition(self.broker_id, epoch, p.topic, p.index, based_on.leader_epoch,
+                              based_on.partition_epoch, isr) for p, based_on, isr in batch))
         try:
-            state = await self._call(cp.alter_partition(req), timeout=ALTER_TIMEOUT_S)
+            answer = await self._call(cp.alter_partitions(req), timeout=ALTER_TIMEOUT_S)
         except KafkaError as e:
-            if partition.pending_isr == isr:
-                partition.pending_isr = None
-                if e.code in _WAIT_FOR_SNAPSHOT:
-                    partition.alter_fenced = partition.state is based_on
-                else:
-                    partition.alter_retry_ms = now_ms() + RETRY_BACKOFF_MS
-            log.info("%s-%d: ISR change to %s refused (%s: %s)%s", partition.topic, partition.index, list(isr),
-                     e.code.name.upper(), e.message,
-                     "; waiting for the next snapshot" if e.code in _WAIT_FOR_SNAPSHOT else "; retrying")
-            self._on_change(partition)
+            for change in batch:
+                self._refused(*change, e)
             return
         except (ValueError, KeyError, TypeError) as e:
-            log.warning("%s-%d: unreadable alter-partition answer: %s", partition.topic, partition.index, e)
-            if partition.pending_isr == isr:
-                partition.pending_isr = None
+            log.warning("unreadable alter-partitions answer: %s", e)
+            answer = cp.AlterPartitionResults(())
+        results = {(r.topic, r.partition): r for r in answer.results}
+        for change in batch:
+            partition = change[0]
+            result = results.get((partition.topic, partition.index))
+            if result is None:
+                self._refused(*change, KafkaError(ErrorCode.unknown_server_error, "no answer for the partition"))
+            elif result.error != ErrorCode.none:
+                self._refused(*change, KafkaError(result.error, result.message or ""))
+            else:
+                self._accepted(*change, result.state)
+
+    def _refused(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...], e: KafkaError) -> None:
+        if partition.pending_isr == isr:
+            partition.pending_isr = None
+            if e.code in _WAIT_FOR_SNAPSHOT:
+                partition.alter_fenced = partition.state is based_on
+            else:
                 partition.alter_retry_ms = now_ms() + RETRY_BACKOFF_MS
-            return
+        log.info("%s-%d: ISR change to %s refused (%s: %s)%s", partition.topic, partition.index, list(isr),
+                 e.code.name.upper(), e.message,
+                 "; waiting for the next snapshot" if e.code in _WAIT_FOR_SNAPSHOT else "; retrying")
+        self._on_change(partition)
+
+    def _accepted(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...],
+                  state: PartitionState) -> None:
         if partition.pending_isr == isr:
             partition.pending_isr = None
         if partition.leading and not partition.is_stale(state) and state.leader == self.broker_id:
@@ -123,6 +155,6 @@ class IsrManager:
         self._on_change(partition)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._sender is not None:
+            self._sender.cancel()
+            await asyncio.gather(self._sender, return_exceptions=True)

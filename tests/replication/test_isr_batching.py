@@ -1,0 +1,84 @@
+"""A leader's ISR changes travel to the controller many partitions a request, one request in
+flight (Kafka's AlterPartitionManager): real partitions and logs, a fake controller call."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from odradek.broker.replication.isr import IsrManager, now_ms
+from odradek.broker.replication.partition import Partition
+from odradek.broker.storage import LogManager
+from odradek.cluster import control_plane as cp
+from odradek.cluster.model import PartitionState
+from odradek.errors import ErrorCode
+from tests.replication.harness import eventually
+
+LAG_MS = 100
+
+
+class Controller:
+    """Answers each partition of each request; the first request waits for ``release``."""
+
+    def __init__(self, fence: set[str] = frozenset()) -> None:
+        self.requests: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.fence = fence
+
+    async def call(self, request: cp.Request, *, timeout: float):
+        assert request.route is cp.ALTER_PARTITIONS
+        self.requests.append([e["topic"] for e in request.body["partitions"]])
+        if len(self.requests) == 1:
+            await self.release.wait()
+        return request.decode({"results": [self._answer(e) for e in request.body["partitions"]]})
+
+    def _answer(self, e: dict) -> dict:
+        if e["topic"] in self.fence:
+            return {"topic": e["topic"], "partition": 0, "error_code": int(ErrorCode.fenced_leader_epoch)}
+        state = PartitionState(0, (1, 2, 3), 1, e["leader_epoch"], tuple(e["isr"]), 1, e["partition_epoch"] + 1)
+        return {"topic": e["topic"], "partition": 0, "error_code": 0, "state": state.to_json()}
+
+
+def leaders(logs: LogManager, names: list[str]) -> list[Partition]:
+    """Partitions led by broker 1 with followers 2 and 3 in the ISR that never fetch."""
+    out = []
+    for name in names:
+        p = Partition(1, name, 0, logs.get_or_create(name, 0))
+        p.become_leader(PartitionState(0, (1, 2, 3), 1, 0, (1, 2, 3), 1, 0), now_ms())
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("per_request", [cp.MAX_ALTER_PARTITIONS, 4])
+def test_shrinks_go_many_partitions_a_request_and_queue_behind_the_one_in_flight(tmp_path, monkeypatch, per_request):
+    monkeypatch.setattr(cp, "MAX_ALTER_PARTITIONS", per_request)
+
+    async def scenario():
+        logs = LogManager(tmp_path)
+        controller = Controller(fence={"a9"})
+        isr = IsrManager(1, controller.call, lambda: 7, LAG_MS, lambda p: None)
+        led = leaders(logs, [f"a{i}" for i in range(10)])
+        stop = asyncio.Event()
+        checks = asyncio.create_task(isr.run(lambda: led, stop))
+        try:
+            await eventually(lambda: controller.requests, 5, "the first request")
+            led += leaders(logs, [f"b{i}" for i in range(6)])  # lagging while the first request is in flight
+            await eventually(lambda: all(p.pending_isr for p in led), 5, "the new partitions' changes queued")
+            assert len(controller.requests) == 1
+            controller.release.set()
+            await eventually(lambda: not any(p.pending_isr for p in led), 5, "every change answered")
+        finally:
+            stop.set()
+            await checks
+            await isr.close()
+            logs.close()
+        sent = [t for request in controller.requests for t in request]
+        assert sorted(sent) == sorted(p.topic for p in led), "each change sent once"
+        assert all(len(r) <= per_request for r in controller.requests)
+        if per_request >= 10:
+            assert controller.requests == [[f"a{i}" for i in range(10)], [f"b{i}" for i in range(6)]]
+        assert [p.isr for p in led if p.topic != "a9"] == [(1,)] * 15 and isr.shrinks == 15
+        fenced = next(p for p in led if p.topic == "a9")
+        assert fenced.isr == (1, 2, 3) and fenced.alter_fenced, "a fenced partition waits for the next snapshot"
+    asyncio.run(asyncio.wait_for(scenario(), 30))
