@@ -86,3 +86,48 @@ def test_the_follower_compares_only_what_changed_between_walks():
     assert h.handle_response(ErrorCode.none, 42)
     del wanted[b]
     assert h.build(wanted, None) == ({}, [b]), "after a walk everything is compared"
+
+
+def test_the_follower_keeps_what_each_answered_delta_sent():
+    """Between walks only the changed partitions are taken from ``wanted`` (not a copy of all of
+    them per fetch); what the leader holds is still exactly what was sent and answered."""
+    h = FetchSessionHandler()
+    a, b, c = ("t", 0), ("t", 1), ("t", 2)
+    wanted = {a: (0, 0, 1), b: (0, 0, 1), c: (0, 0, 1)}
+    h.build(wanted, None)
+    assert h.handle_response(ErrorCode.none, 42)
+    wanted[a] = (1, 0, 1)
+    assert h.build(wanted, {a}) == ({a: (1, 0, 1)}, [])
+    wanted[a] = (2, 0, 1)  # moved again while the request was in flight: not what the leader holds
+    assert h.handle_response(ErrorCode.none, 42)
+    wanted[b] = (4, 0, 1)
+    assert h.build(wanted, {b}) == ({b: (4, 0, 1)}, [])
+    assert not h.handle_response(ErrorCode.invalid_fetch_session_epoch, 0)  # not held: the session resets
+    assert h.build(wanted, {b}) == (wanted, []), "a full request after the reset"
+    assert h.handle_response(ErrorCode.none, 43)
+    wanted[c] = (7, 0, 1)
+    assert h.build(wanted, {c}) == ({c: (7, 0, 1)}, []) and h.handle_response(ErrorCode.none, 43)
+    assert h.build(wanted, None) == ({}, []), "held equals wanted after the deltas"
+    h.build(wanted, {a})
+    assert h.handle_response(ErrorCode.none, 43)
+    wanted[a] = (9, 0, 1)
+    assert h.build(wanted, None) == ({a: (9, 0, 1)}, [])
+
+
+def test_a_followers_idle_fetch_does_not_list_its_session_but_a_consumers_does():
+    """A follower's partial fetch reads and records only what may have news: the list of every
+    partition of its session (O(partitions) per fetch) is never built; a consumer's is."""
+    cache = FetchSessionCache()
+    follower, consumer = _open(cache, 50, 0, follower=True), _open(cache, 50, 0)
+    for sid, privileged in ((follower, True), (consumer, False)):
+        cache.sessions[sid].generation = 7  # read fully once since the last snapshot
+        context = cache.context(12, _request(sid, cache.sessions[sid].epoch, 0), privileged, 1)
+        context.begin(7)
+        read, recorded = context.to_read(), context.to_record()
+        assert ("t", 3) in context.interest()
+        assert context.respond([], 1) == (sid, [])
+        if privileged:
+            assert context.partial and read == [] and recorded == [] and context._wanted is None
+        else:
+            assert not context.partial and [p.partition for p in read[0][1]] == list(range(50))
+            assert context.wanted is read

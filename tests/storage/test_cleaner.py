@@ -201,3 +201,34 @@ def test_the_manager_compacts_consumer_offsets_in_its_cleaner_process(tmp_path):
     asyncio.run(until_cleaned())
     assert {r.key: r.value for r in read_records(offsets_log)} == last_values(updates)
     manager.close()
+
+
+def test_the_manager_cleans_the_logs_their_config_compacts_after_any_config_change(tmp_path):
+    """Maintenance hands the cleaner only the logs whose config compacts: a topic compacted by an
+    override set later or by a new broker default is cleaned, a delete-policy one never is."""
+    manager = LogManager(tmp_path)
+    manager.open_all()
+    now = int(time.time() * 1000)
+    updates = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(60)]
+    logs = {}
+    for topic in ("by-override", "by-default", "deleting"):
+        logs[topic] = manager.get_or_create(topic, 0, {"cleanup.policy": "delete"} if topic == "deleting" else {})
+        append(logs[topic], updates, ts=now, per_batch=10)
+
+    async def until_cleaned(cleaned):
+        for _ in range(200):
+            await manager.maintain()
+            if all(len(read_records(logs[t])) == 3 for t in cleaned):
+                return
+            await asyncio.sleep(0.05)
+
+    asyncio.run(until_cleaned([]))
+    assert all(len(read_records(lg)) == 60 for lg in logs.values()), "nothing compacts yet"
+    manager.update_config("by-override", {"cleanup.policy": "compact"})
+    asyncio.run(until_cleaned(["by-override"]))
+    manager.update_defaults({"cleanup.policy": "compact"})
+    asyncio.run(until_cleaned(["by-override", "by-default"]))
+    for topic in ("by-override", "by-default"):
+        assert {r.key: r.value for r in read_records(logs[topic])} == last_values(updates)
+    assert len(read_records(logs["deleting"])) == 60
+    manager.close()

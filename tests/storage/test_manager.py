@@ -136,3 +136,52 @@ def test_delete_partition_removes_only_that_partition(tmp_path):
     assert manager.get("t", 0) is None and manager.get("t", 1) is not None
     assert not (tmp_path / "t-0").exists() and (tmp_path / "t-1").exists()
     manager.close()
+
+
+def test_maintenance_checkpoints_only_changed_offsets_of_the_logs_it_holds(tmp_path):
+    manager = LogManager(tmp_path, checkpoint_interval_seconds=0.0)
+    manager.open_all()
+    logs = [manager.get_or_create("t", i) for i in range(3)]
+    fill(logs[1], 4)
+    hw_file = tmp_path / "replication-offset-checkpoint"
+    asyncio.run(manager.maintain())
+    assert OffsetCheckpointFile(hw_file).read() == {("t", 0): 0, ("t", 1): 4, ("t", 2): 0}
+    hw_file.unlink()
+    asyncio.run(manager.maintain())
+    assert not hw_file.exists(), "the same offsets are not written again"
+    fill(logs[2], 2)
+    manager.delete_partition("t", 0)
+    asyncio.run(manager.maintain())
+    assert OffsetCheckpointFile(hw_file).read() == {("t", 1): 4, ("t", 2): 2}
+    manager.close()
+
+
+def test_a_broker_with_many_logs_maintains_them_a_slice_a_tick(tmp_path, monkeypatch):
+    """Each tick visits at most MAINTAINED_PER_TICK logs; a round reaches every log, and a log
+    created during a round is in the next one."""
+    from odradek.broker.storage import manager as manager_module
+    monkeypatch.setattr(manager_module, "MAINTAINED_PER_TICK", 2)
+    manager = LogManager(tmp_path, {"segment.bytes": "200", "retention.bytes": "300", "retention.ms": "-1",
+                                    "file.delete.delay.ms": "0"})
+    manager.open_all()
+    logs = [manager.get_or_create("t", i) for i in range(5)]
+    for lg in logs:
+        fill(lg, 20)
+
+    def trimmed():
+        return [lg.log_start_offset > 0 for lg in logs]
+
+    asyncio.run(manager.maintain())
+    assert trimmed() == [True, True, False, False, False]
+    late = manager.get_or_create("t", 5)
+    fill(late, 20)
+    manager.delete_partition("t", 2)  # closed before its turn: skipped
+    asyncio.run(manager.maintain())
+    asyncio.run(manager.maintain())
+    assert [t for lg, t in zip(logs, trimmed()) if lg is not logs[2]] == [True] * 4 and late.log_start_offset == 0
+    for _ in range(2):  # the next round: t-0 and t-1, then t-3 and t-4, then t-5
+        asyncio.run(manager.maintain())
+        assert late.log_start_offset == 0
+    asyncio.run(manager.maintain())
+    assert late.log_start_offset > 0
+    manager.close()

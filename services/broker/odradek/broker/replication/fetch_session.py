@@ -153,7 +153,7 @@ class FetchContext:
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
                  uses_topic_ids: bool = False, listed: frozenset = frozenset()) -> None:
         self.cache = cache
-        self.wanted = wanted
+        self._wanted = wanted           # None: the session's partitions, listed when first asked for
         self.listed = listed            # incremental: the partitions the request named
         self.partial = False            # incremental: read only what may have news (see module doc)
         self.error = error
@@ -161,6 +161,14 @@ class FetchContext:
         self.create = create            # full: try to create a session once answered
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
+
+    @property
+    def wanted(self) -> list:
+        """Built only when used: a follower's partial fetch never needs it, and listing a
+        session of 3,333 partitions on every fetch was an idle leader's largest cost."""
+        if self._wanted is None:
+            self._wanted = [(t, list(ps.values())) for t, ps in self.session.topics.items()]
+        return self._wanted
 
     def begin(self, generation: int) -> None:
         """Read everything if the metadata changed since the session's last full read."""
@@ -258,7 +266,7 @@ class FetchSessionCache:
             return FetchContext(self, wanted)
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, [(t, list(ps.values())) for t, ps in session.topics.items()], session=session,
+        return FetchContext(self, None, session=session,
                             listed=frozenset((t.topic, p.partition) for t in req.topics for p in t.partitions))
 
     def notify(self, tp: tuple[str, int] | None) -> None:

@@ -44,6 +44,9 @@ class FollowerState:
     session: FetchSession | None = None  # the fetch session its last recorded fetch was in (KIP-227)
 
 
+_NEVER_FETCHED = FollowerState()  # read only: a follower the leader has no record of
+
+
 class Partition:
     def __init__(self, broker_id: int, topic: str, index: int, log: Log) -> None:
         self.broker_id = broker_id
@@ -169,7 +172,7 @@ class Partition:
     def lagging(self, now_ms: int, lag_ms: int) -> tuple[int, ...]:
         """ISR followers not caught up within ``lag_ms`` (replica.lag.time.max.ms)."""
         return tuple(r for r in self.isr if r != self.broker_id
-                     and now_ms - self._caught_up_ms(self.followers.get(r, FollowerState())) > lag_ms)
+                     and now_ms - self._caught_up_ms(self.followers.get(r, _NEVER_FETCHED)) > lag_ms)
 
     def _caught_up_ms(self, follower: FollowerState) -> int:
         """When it was last caught up: a follower whose recorded position is our log end and

@@ -28,6 +28,7 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._held: dict[Hashable, tuple] = {}      # what the leader's session holds
         self._pending: dict[Hashable, tuple] = {}   # what it will hold once the request in flight is answered
+        self._pending_is_delta = False              # ``_pending`` only updates ``_held`` (an incremental ``changed``)
 
     @property
     def full(self) -> bool:
@@ -38,12 +39,15 @@ class FetchSessionHandler:
         """(partitions to list with their fetch data, partitions to forget) for the next request.
         ``changed``: the only keys whose data may differ from the last request's, the key set
         being the same (a follower's idle fetch compares nothing); None compares everything."""
+        held = self._held
+        if changed is not None and not self.full:  # copying all of ``wanted`` per idle fetch was O(partitions)
+            self._pending = {key: wanted[key] for key in changed if key in wanted}
+            self._pending_is_delta = True
+            return {key: data for key, data in self._pending.items() if held.get(key) != data}, []
         self._pending = dict(wanted)  # the caller goes on updating its own
+        self._pending_is_delta = False
         if self.full:
             return self._pending, []
-        held = self._held
-        if changed is not None:
-            return {key: wanted[key] for key in changed if key in wanted and held.get(key) != wanted[key]}, []
         listed = {key: data for key, data in wanted.items() if held.get(key) != data}
         return listed, [key for key in held if key not in wanted]
 
@@ -60,7 +64,10 @@ class FetchSessionHandler:
             return True
         self.epoch = 1 if self.full or self.session_id != session_id else next_epoch(self.epoch)
         self.session_id = session_id
-        self._held = self._pending
+        if self._pending_is_delta:
+            self._held.update(self._pending)
+        else:
+            self._held = self._pending
         return True
 
     def reset(self) -> None:

@@ -57,6 +57,11 @@ class LogConfig:
         return self.segment_ms
 
     @property
+    def compacted(self) -> bool:
+        """Whether the cleaner compacts the log (cleanup.policy has ``compact``)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
     def delete_enabled(self) -> bool:
         """Whether retention deletes segments (cleanup.policy has ``delete``)."""
         return "delete" in self.cleanup_policy.split(",")
