@@ -147,6 +147,25 @@ def test_alter_partition_error_codes_and_success_by_cas(active, brokers, zk, wai
     assert status == 200 and state["partition_epoch"] == 4 and zk_state(zk, "t")["isr"] == [1, 2]
 
 
+def test_a_topic_written_into_zookeeper_by_a_tool_is_led_and_pushed(active, brokers, zk, wait_for):
+    """The controller's own creations do not make it reload every topic (it knows them); a topic
+    another writer puts into ZooKeeper (its znodes complete) still reaches every broker."""
+    create(active, "ours", [1, 2])
+    zk.create(paths.topic_config("theirs"), b'{"version":1,"config":{}}', makepath=True)
+    t = zk.transaction()
+    t.create(paths.topic("theirs"), json.dumps({"version": 1, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                                "partitions": {"0": [2, 3]}}).encode())
+    t.create(paths.partitions("theirs"), b"")
+    t.create(paths.partition_state("theirs", 0).rsplit("/", 1)[0], b"")
+    t.create(paths.partition_state("theirs", 0), json.dumps(
+        {"version": 1, "leader": 2, "leader_epoch": 0, "isr": [2, 3], "controller_epoch": 1}).encode())
+    assert all(r is True or isinstance(r, str) for r in t.commit())
+    # within the watch's reach, not only the 10-s full reload's
+    wait_for(lambda: (p := brokers[1].partition("theirs", 0)) and p["leader"] == 2, 6, "broker 1 to see theirs")
+    zk.delete(paths.topic("theirs"), recursive=True)  # and one that goes
+    wait_for(lambda: "theirs" not in {t["name"] for t in brokers[1].latest()["topics"]}, 6, "theirs gone")
+
+
 def test_alter_partitions_answers_each_partition_of_one_request(active, brokers, zk, wait_for):
     """A leader's batched request: every partition decided on its own, as Kafka's AlterPartition."""
     b1 = brokers[1]

@@ -42,11 +42,10 @@ class Controller:
 
 def leaders(logs: LogManager, names: list[str]) -> list[Partition]:
     """Partitions led by broker 1 with followers 2 and 3 in the ISR that never fetch."""
-    out = []
-    for name in names:
-        p = Partition(1, name, 0, logs.get_or_create(name, 0))
-        p.become_leader(PartitionState(0, (1, 2, 3), 1, 0, (1, 2, 3), 1, 0), now_ms())
-        out.append(p)
+    out = [Partition(1, name, 0, logs.get_or_create(name, 0)) for name in names]
+    now = now_ms()  # one time for all: their followers fall behind at the same shrink check
+    for p in out:
+        p.become_leader(PartitionState(0, (1, 2, 3), 1, 0, (1, 2, 3), 1, 0), now)
     return out
 
 

@@ -49,7 +49,10 @@ class Settings:
     id: str
     url: str
     defaults: admin.Defaults = admin.Defaults()
-    resync_interval: float = 10.0  # full reload even without watch events
+    # A full reload even without watch events (a safety net: every change the controller acts
+    # on has a watch). Each reads every partition's state: at 10,000 partitions, every 10 s
+    # kept the controller at ~20% of a core and ZooKeeper at ~12% on an idle cluster.
+    resync_interval: float = 60.0
     delete_push_timeout: float = 5.0  # how long deletion waits for brokers to drop a topic
     auto_leader_rebalance: bool = True  # Kafka's auto.leader.rebalance.enable
     leader_imbalance_check_interval: float = 300.0  # leader.imbalance.check.interval.seconds
@@ -70,6 +73,7 @@ class Controller:
         self._stopping = asyncio.Event()
         self._pusher = Pusher(on_stale=lambda b: self._poke(), tls=settings.tls)
         self._shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
+        self._creating: set[str] = set()  # topics being written by create_topic
         self._publish_handle: asyncio.TimerHandle | None = None
         self._alters = AlterBatcher(self._alter_batch)
         self.zk_state: str | None = None  # the ZooKeeper session's last state (metrics)
@@ -109,6 +113,15 @@ class Controller:
     def _poke(self) -> None:
         self._dirty.set()
 
+    def _on_topics(self, names: list[str]) -> None:
+        """Reconcile when a topic appeared or went behind our back (a tool writing ZooKeeper),
+        not for our own creations: the cache has them already, and a full reload for each was
+        most of the controller's time while 1,000 topics were created at 10,000 partitions."""
+        known = self._snapshot.topics if self._snapshot is not None else {}
+        listed = set(names)
+        if listed - known.keys() - self._creating or known.keys() - listed:
+            self._poke()
+
     def _on_session(self, state: str) -> None:
         log.info("ZooKeeper session %s", state)
         self._connected = state == "connected"
@@ -143,7 +156,7 @@ class Controller:
         self._store.on_session(threadsafe(self._on_session))
         self._store.watch_controller(threadsafe(self._on_controller))
         self._store.watch_brokers(threadsafe(self._poke))
-        self._store.watch_topics(threadsafe(self._poke))
+        self._store.watch_topics(threadsafe(self._on_topics), threadsafe(self._poke))
         self._store.watch_reassignments(threadsafe(self._poke))
         self._store.watch_log_dir_events(threadsafe(self._poke))
         # a cluster default of unclean.leader.election.enable=true elects offline partitions at
@@ -338,10 +351,14 @@ class Controller:
                                      tuple(plan.states[p] for p in sorted(plan.states)), plan.configs)
             if req.validate_only:
                 return metadata
-            if not await self._write(self._store.create_topic, plan.name, plan.topic_id,
-                                     plan.states, plan.configs):
-                await self._reload_after_write()
-                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists.")
+            self._creating.add(plan.name)  # its znode's watch event may come before the cache has it
+            try:
+                if not await self._write(self._store.create_topic, plan.name, plan.topic_id,
+                                         plan.states, plan.configs):
+                    await self._reload_after_write()
+                    raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists.")
+            finally:
+                self._creating.discard(plan.name)
             log.info("created topic %s (%s) with %d partitions", plan.name, plan.topic_id, len(plan.states))
             self._snapshot = admin.with_created(self._snapshot, plan)  # no reload of every topic
             self._publish()

@@ -181,8 +181,9 @@ class MetadataStore(abc.ABC):
         """Call ``callback`` whenever the set of registered brokers changes (persistent)."""
 
     @abc.abstractmethod
-    def watch_topics(self, callback: Callback) -> None:
-        """Call ``callback`` when topics or deletion markers appear or go (persistent)."""
+    def watch_topics(self, topics: Callable[[list[str]], None], deletions: Callback) -> None:
+        """Call ``topics`` with every topic's name when topics appear or go, ``deletions`` when
+        deletion markers do (persistent)."""
 
     @abc.abstractmethod
     def watch_reassignments(self, callback: Callback) -> None:

@@ -222,9 +222,9 @@ class ZkStore(MetadataStore):
     def watch_brokers(self, callback: Callback) -> None:
         self._zk.ChildrenWatch(paths.BROKER_IDS, lambda _children: callback())
 
-    def watch_topics(self, callback: Callback) -> None:
-        self._zk.ChildrenWatch(paths.TOPICS, lambda _children: callback())
-        self._zk.ChildrenWatch(paths.DELETE_TOPICS, lambda _children: callback())
+    def watch_topics(self, topics: Callable[[list[str]], None], deletions: Callback) -> None:
+        self._zk.ChildrenWatch(paths.TOPICS, topics)
+        self._zk.ChildrenWatch(paths.DELETE_TOPICS, lambda _children: deletions())
 
     def watch_reassignments(self, callback: Callback) -> None:
         self._zk.DataWatch(paths.REASSIGN_PARTITIONS, lambda _data, _stat: callback())

@@ -75,7 +75,8 @@ class LogManager:
         self._overrides: dict[str, dict[str, str]] = {}
         self._configs: dict[str, LogConfig] = {}   # config_for's, per topic
         self._doomed_dirs: list[tuple[Log, Path, int]] = []
-        self._round: list[Log] = []      # the logs the current maintenance round has yet to visit
+        self._round: list[Log] = []      # the logs of the current maintenance round...
+        self._next = 0                   # ...and the first one it has yet to visit
         self._compacted: list[Log] = []  # the round's logs whose cleanup.policy compacts
         self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / REPLICATION_OFFSET_CHECKPOINT)
@@ -234,10 +235,13 @@ class LogManager:
         """One maintenance tick: purge, retention, due flushes, checkpoints when due."""
         now = _now_ms() if now_ms is None else now_ms
         self._purge_dirs(now)
-        if not self._round:  # a new round over every log; logs created since join it
-            self._round = self.logs()
+        if self._next >= len(self._round):  # a new round over every log; logs created since join it
+            self._round, self._next = self.logs(), 0
             self._compacted = [lg for lg in self._round if lg.config.compacted]
-        batch, self._round = self._round[:MAINTAINED_PER_TICK], self._round[MAINTAINED_PER_TICK:]
+        # a slice of the round, not the round's remainder: copying 9,000 references a tick
+        # touched 9,000 objects (their reference counts), a tenth of an idle broker's CPU
+        batch = self._round[self._next:self._next + MAINTAINED_PER_TICK]
+        self._next += MAINTAINED_PER_TICK
         for partition_log in batch:
             if partition_log.closed:  # deleted during the round
                 continue
