@@ -185,3 +185,26 @@ def test_a_broker_with_many_logs_maintains_them_a_slice_a_tick(tmp_path, monkeyp
     asyncio.run(manager.maintain())
     assert late.log_start_offset > 0
     manager.close()
+
+
+def test_the_checkpoint_pass_reads_the_logs_only_after_an_offset_moved(tmp_path, monkeypatch):
+    manager = LogManager(tmp_path, {"retention.ms": "-1"}, checkpoint_interval_seconds=0.0)
+    manager.open_all()
+    lg = manager.get_or_create("t", 0)
+    fill(lg, 4)
+    passes = []
+    real = manager._checkpoint_offsets
+    monkeypatch.setattr(manager, "_checkpoint_offsets", lambda: passes.append(1) or real())
+    asyncio.run(manager.maintain())
+    assert len(passes) == 1
+    asyncio.run(manager.maintain())
+    assert len(passes) == 1, "nothing moved: no log read"
+    starts = tmp_path / "log-start-offset-checkpoint"
+    for move, expected in ((lambda: lg.increment_log_start_offset(2), 2), (lambda: setattr(lg, "recovery_point", 4), 2),
+                           (lambda: setattr(lg, "high_watermark", 3), 2), (lambda: manager.get_or_create("t", 1), 2)):
+        move()
+        asyncio.run(manager.maintain())
+        assert OffsetCheckpointFile(starts).read()[("t", 0)] == expected
+    assert len(passes) == 5
+    assert OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").read() == {("t", 0): 3, ("t", 1): 0}
+    manager.close()

@@ -79,6 +79,11 @@ class FlushPlan:
 
 
 class Log:
+    # Bumped whenever any log's recovery point, high watermark or log start offset moves: the
+    # manager's checkpoint pass, which reads every log, is skipped while nothing moved (at
+    # 10,000 idle logs that pass was a fifth of a broker's CPU).
+    offsets_moved = 0
+
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, topic: str,
                  partition: int, log_start_offset: int, recovery_point: int, high_watermark: int = 0) -> None:
         if not segments:
@@ -138,8 +143,29 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        self.producer_state.replicated_up_to(self._high_watermark)   # followers never ask for the LSO
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if offset != self._high_watermark:
+            self._high_watermark = offset
+            Log.offsets_moved += 1
+        self.producer_state.replicated_up_to(offset)   # followers never ask for the LSO
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        Log.offsets_moved += 1
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self._recovery_point = offset
+        Log.offsets_moved += 1
 
     @property
     def last_stable_offset(self) -> int:
