@@ -52,7 +52,7 @@ class LogConfig:
     def max_segment_ms(self) -> int:
         """Kafka's LogConfig.maxSegmentMs: a compacted log also rolls by max.compaction.lag.ms,
         so that its records reach a closed (cleanable) segment in time."""
-        if "compact" in self.cleanup_policy.split(","):
+        if self.compacted:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
 
