@@ -1,4 +1,4 @@
-"""Placement, topic-name validation and leader election: pure rules, no ZooKeeper."""
+"""Placement and leader election: pure rules, no ZooKeeper."""
 
 from __future__ import annotations
 
@@ -7,23 +7,6 @@ import pytest
 from odradek.cluster.model import PartitionState
 from odradek.controller import placement
 from odradek.errors import ErrorCode, KafkaError
-
-
-@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "a b", "tôpic", "a/b", "a:b"])
-def test_illegal_topic_names(name):
-    with pytest.raises(KafkaError) as e:
-        placement.validate_topic_name(name)
-    assert e.value.code == ErrorCode.invalid_topic_exception
-
-
-@pytest.mark.parametrize("name", ["a", "a" * 249, "Orders.v2_eu-1", "__consumer_offsets", "..."])
-def test_legal_topic_names(name):
-    placement.validate_topic_name(name)
-
-
-def test_collision_between_dot_and_underscore():
-    assert placement.colliding_topic("a.b", ["a_b", "c"]) == "a_b"
-    assert placement.colliding_topic("a.b", ["a.b", "c"]) is None
 
 
 def test_replica_j_of_partition_i_goes_to_broker_i_plus_j_mod_n():

@@ -15,14 +15,13 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from odradek import topics
 from odradek.config import parse_broker_settings, validate_topic_configs
 from odradek.errors import KafkaError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-# Kafka's topic name rule (legal characters, at most 249).
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _CONNECT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*(/[A-Za-z0-9/_.-]*)?$")
 
 
@@ -91,9 +90,9 @@ def validate_storage_change(old_size: str, new_size: str) -> None:
 def topic_name(name: str, spec: Mapping[str, Any]) -> str:
     """``spec.topicName`` or the resource's name, checked against Kafka's rule."""
     topic = spec.get("topicName") or name
-    if topic in (".", "..") or not _TOPIC_NAME.match(topic):
-        raise SpecError(f"topic name {topic!r} is invalid: 1-249 characters of [a-zA-Z0-9._-], "
-                        "not '.' or '..'")
+    problem = topics.name_problem(topic)
+    if problem is not None:
+        raise SpecError(f"topic name {topic!r} is invalid: {problem}")
     return topic
 
 

@@ -18,6 +18,7 @@ from odradek.cluster.control_plane import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_P
 from odradek.cluster.model import PartitionState
 from odradek.config import TOPIC_CONFIGS, validate_topic_configs
 from odradek.errors import ErrorCode, KafkaError
+from odradek import topics
 
 from . import placement
 from .store import StoreSnapshot, TopicRecord
@@ -61,11 +62,11 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
     asked = len(req.assignments) if req.assignments else defaults.partitions if req.partitions == -1 else req.partitions
     if asked > MAX_PARTITIONS_PER_REQUEST:
         raise KafkaError(ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
-    placement.validate_topic_name(req.name)
+    topics.validate_name(req.name)
     if req.name in snapshot.topics:
         suffix = " and is marked for deletion" if req.name in snapshot.pending_deletions else ""
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists{suffix}.")
-    other = placement.colliding_topic(req.name, snapshot.topics)
+    other = topics.colliding_topic(req.name, snapshot.topics)
     if other is not None:
         raise KafkaError(ErrorCode.invalid_topic_exception,
                          f"Topic '{req.name}' collides with existing topic: {other}")

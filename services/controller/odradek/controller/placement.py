@@ -1,7 +1,6 @@
 """Pure placement and election rules (docs/control-plane.md: placement, replication), no I/O.
 
-Owns:
-- topic-name validation as Kafka does it (INVALID_TOPIC_EXCEPTION);
+Owns (topic-name rules live in ``odradek.topics``):
 - replica placement: over the sorted live broker ids ``b``, replica ``j`` of partition ``i``
   goes to ``b[(start + i + j) mod n]``. When the brokers have racks (``broker.rack``), ``b`` is
   first *alternated by rack* as Kafka's ZooKeeper-era ``AdminUtils.getRackAlternatedBrokerList``
@@ -20,41 +19,13 @@ Owns:
 
 from __future__ import annotations
 
-import re
 import zlib
 from typing import Iterable, Mapping
 
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
 
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 NO_LEADER = -1
-
-
-def validate_topic_name(name: str) -> None:
-    """Raise INVALID_TOPIC_EXCEPTION with Kafka's messages (``Topic.validate``)."""
-    if not name:
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME:
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} "
-                         f"characters, topic name: {name}")
-    if not _LEGAL.match(name):
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f'Topic name "{name}" is illegal, it contains a character other than '
-                         "ASCII alphanumerics, '.', '_' and '-'")
-
-
-def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
-    """An existing topic whose name differs only by '.' vs '_' (their metric names collide)."""
-    key = name.replace(".", "_")
-    for other in existing:
-        if other != name and other.replace(".", "_") == key:
-            return other
-    return None
 
 
 def start_offset(topic: str, n: int) -> int:

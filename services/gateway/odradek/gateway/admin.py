@@ -14,6 +14,7 @@ from odradek.gateway.auth import ADMIN, READ, require
 from odradek.gateway.errors import GatewayError, InvalidTopicRequest, KafkaFailure, TopicNotFound
 from odradek.gateway.models import AlterConfigs, CreateTopic, PatchTopic
 from odradek.gateway.principals import kafka
+from odradek.topics import is_internal
 
 TIMEOUT_S = v3.TIMEOUT_S
 # what the cluster refuses as an invalid topic operation (an existing name, bad counts or configs)
@@ -38,7 +39,7 @@ def _topic_json(base: str, cluster_id: str, t) -> dict:
     parts = t.partitions
     rf = len(next(iter(parts.values())).replicas) if parts else 0
     return {"kind": "KafkaTopic", "metadata": {"self": f"{base}/v3/clusters/{cluster_id}/topics/{t.topic}"},
-            "cluster_id": cluster_id, "topic_name": t.topic, "is_internal": t.topic.startswith("__"),
+            "cluster_id": cluster_id, "topic_name": t.topic, "is_internal": is_internal(t.topic),
             "replication_factor": rf, "partitions_count": len(parts)}
 
 

@@ -20,6 +20,7 @@ from functools import partial
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
+from odradek.topics import is_internal
 from odradek.gateway.errors import (AUTHENTICATION_FAILED, AUTHORIZATION_FAILED, GatewayError, KafkaFailure,
                                     OffsetOutOfRange, PartitionNotFound, RecordTooLarge, RetriableKafkaFailure,
                                     TopicNotFound)
@@ -158,9 +159,9 @@ class KafkaBridge:
         this principal may not describe it (Metadata hides such topics, DescribeTopics says why)."""
         for fresh in (False, True):
             t = (await self.metadata(fresh)).topics.get(name)
-            if t is not None and t.error is None and not name.startswith("__"):
+            if t is not None and t.error is None and not is_internal(name):
                 return t
-        if not name.startswith("__"):
+        if not is_internal(name):
             await self.why_hidden(name)
         raise TopicNotFound(name)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+from odradek.topics import MAX_NAME_LENGTH, name_problem
 
 
 # -- v2 produce ---------------------------------------------------------------------------------------
@@ -105,10 +107,18 @@ class ConfigItem(BaseModel):
 
 class CreateTopic(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    topic_name: str = Field(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
+    topic_name: str
     partitions_count: int | None = Field(None, ge=1, le=INT32_MAX)
     replication_factor: int | None = Field(None, ge=1, le=INT16_MAX)   # Kafka's fields: int32, int16
     configs: list[ConfigItem] = []
+
+    @field_validator("topic_name")
+    @classmethod
+    def _legal_name(cls, name: str) -> str:
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
+        return name
 
 
 class AlterConfig(BaseModel):
@@ -131,7 +141,7 @@ class ResetOffsets(BaseModel):
     """Where a group's committed offsets of one topic (or one partition of it) go: Kafka's
     ``kafka-consumer-groups --reset-offsets`` targets."""
     model_config = ConfigDict(extra="forbid")
-    topic_name: str = Field(min_length=1, max_length=249)
+    topic_name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     partition_id: int | None = Field(None, ge=0)
     to: str = Field(pattern="^(earliest|latest|offset|timestamp)$")
     offset: int | None = Field(None, ge=0)

@@ -14,8 +14,7 @@ from typing import Mapping
 from odradek.broker.group.membership import MembershipConfig
 from odradek.config import bound_values, setting
 from odradek.config.transactions import TXN_CONFIGS
-
-OFFSETS_TOPIC = "__consumer_offsets"
+from odradek.topics import OFFSETS_TOPIC  # noqa: F401 - re-exported for the group modules
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from odradek.broker.security.session import current
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.codec import Schemas, make
+from odradek.topics import is_internal
 
 _AUTO_CREATE_TIMEOUT = 5.0
 
@@ -84,7 +85,7 @@ async def _encoded_topic(ctx: BrokerContext, s, cache: EncodedTopics, version: i
 def _topic(ctx: BrokerContext, s, meta, operations: int):
     partitions = tuple(_partition(ctx, s, p) for p in meta.partitions)
     return make(s.MetadataResponseTopic, error_code=ErrorCode.none, name=meta.name,
-                topic_id=uuid.UUID(meta.topic_id), is_internal=meta.name.startswith("__"),
+                topic_id=uuid.UUID(meta.topic_id), is_internal=is_internal(meta.name),
                 partitions=partitions, topic_authorized_operations=operations)
 
 

@@ -11,8 +11,7 @@ from typing import Mapping
 
 from odradek.config import bound_values, setting
 from odradek.config.transactions import TXN_CONFIGS
-
-TXN_TOPIC = "__transaction_state"
+from odradek.topics import TRANSACTION_STATE_TOPIC as TXN_TOPIC  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True, slots=True)
