@@ -7,6 +7,7 @@ whether it is dynamic, and its one-line doc live in one ``ConfigKey``:
 - ``topic``: topic keys (``TOPIC_CONFIGS``), their validation and typed effective values;
 - ``broker``: the broker's own keys, the group coordinator's, the split of a broker's
   ``KEY=VALUE`` settings, and the binding of keys to typed settings dataclasses;
+- ``quotas``: the client quota keys (``QUOTA_CONFIGS``), kept in ZooKeeper per entity;
 - ``describe``: what DescribeConfigs reports (values, sources, synonyms);
 - ``reference``: the README's configuration tables, generated from the registry.
 
