@@ -1,0 +1,19 @@
+"""What a handler gives back: its response and the throttle time its quotas decided (KIP-219).
+
+A handler returns a kio response entity, encoded pieces (Fetch, with file regions), None when
+no response is due, or an ``Answer`` wrapping one of those with ``throttle_ms`` > 0 when a
+quota it recorded against (produce or fetch bytes, the request time Fetch records early)
+throttles the client. The dispatcher raises the response's ``throttle_time`` to the largest
+throttle of the request and hands that throttle to the connection, which mutes itself for it
+once the response is written: nothing travels through mutable per-connection state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    body: object
+    throttle_ms: int = 0
