@@ -59,3 +59,17 @@ def test_secret_and_jaas_config():
     assert secret["metadata"]["labels"]["odradek.dev/cluster"] == "prod"
     assert base64.b64decode(secret["data"]["password"]) == b"pw"
     assert len(users.generate_password()) == 32 and users.generate_password().isalnum()
+
+
+def test_every_user_quota_key_has_its_spec_field_in_the_crd():
+    """The quota fields map onto the registry's user quota keys (odradek.config.quotas), one
+    each, and the CRD offers exactly those fields."""
+    from pathlib import Path
+
+    import yaml
+
+    from odradek.config.quotas import USER_CLIENT_QUOTAS
+    assert sorted(users.QUOTAS.values()) == sorted(USER_CLIENT_QUOTAS)
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds/odradekusers.odradek.dev.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert sorted(spec["properties"]["quotas"]["properties"]) == sorted(users.QUOTAS)

@@ -22,6 +22,8 @@ import string
 from typing import Any, Callable, Mapping
 
 from odradek.cluster.control_plane_users import ScramPassword, UserAcl, UserSpec
+from odradek.config.quotas import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                                   REQUEST_PERCENTAGE)
 from odradek.operator import admin, builders
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
@@ -30,8 +32,10 @@ from odradek.operator.validation import SpecError
 SCRAM, TLS = "scram-sha-512", "tls"
 MECHANISM = "SCRAM-SHA-512"
 PASSWORD_LENGTH = 32  # Strimzi's default length of generated passwords
-QUOTAS = {"producerByteRate": "producer_byte_rate", "consumerByteRate": "consumer_byte_rate",
-          "requestPercentage": "request_percentage", "controllerMutationRate": "controller_mutation_rate"}
+# ``spec.quotas`` field -> Kafka's user quota key (the registry's names: what the brokers enforce).
+# Values are checked by the CRD (minimum 0) and the controller, which accept 0 as Kafka does.
+QUOTAS = {"producerByteRate": PRODUCER_BYTE_RATE, "consumerByteRate": CONSUMER_BYTE_RATE,
+          "requestPercentage": REQUEST_PERCENTAGE, "controllerMutationRate": CONTROLLER_MUTATION_RATE}
 CLUSTER_RESOURCE = "kafka-cluster"
 
 
