@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.operator import builders
+from odradek.operator import builders, cluster_plan
+from odradek.operator.spec import DEFAULT_ZOOKEEPER_IMAGE
+from tests.operator.plans import children as planned, cluster_spec, security
 
 NS = "data"
 
@@ -15,12 +17,17 @@ def by_kind(children, kind, name=None):
     return found[0] if name else found
 
 
+def gateway(raw):
+    spec = cluster_spec(raw)
+    return builders.build_gateway("c", NS, spec, security(spec))
+
+
 def container(obj):
     return obj["spec"]["template"]["spec"]["containers"][0]
 
 
 def test_default_spec_builds_managed_zookeeper_controller_brokers_and_no_gateway():
-    children = builders.build_children("prod", NS, {})
+    children = planned("prod", NS, {})
     kinds = [(c["kind"], c["metadata"]["name"]) for c in children]
     assert kinds == [
         ("ConfigMap", "prod-config"),
@@ -39,7 +46,7 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     spec = {"brokers": {"replicas": 5, "storage": {"size": "50Gi", "class": "fast"},
                         "config": {"retention.ms": 60000, "min.insync.replicas": "2"},
                         "resources": {"requests": {"cpu": "1"}}}}
-    sts = by_kind(builders.build_children("prod", NS, spec), "StatefulSet", "prod-brokers")
+    sts = by_kind(planned("prod", NS, spec), "StatefulSet", "prod-brokers")
     s = sts["spec"]
     assert s["replicas"] == 5 and s["serviceName"] == "prod-brokers"
     assert s["updateStrategy"] == {"type": "OnDelete"}
@@ -56,13 +63,22 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert args[args.index("--internal-advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9093"
     assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
     configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
-    assert configs == ["metrics.port=9404", "min.insync.replicas=2", "retention.ms=60000"]
+    # the spec's settings, then the pod's security (control-plane mutual TLS, ZooKeeper ACLs)
+    assert configs[:3] == ["metrics.port=9404", "min.insync.replicas=2", "retention.ms=60000"]
+    assert [c.split("=")[0] for c in configs[3:]] == [
+        "control.plane.ssl.keystore.location", "control.plane.ssl.truststore.location",
+        "control.plane.ssl.endpoint.identification.algorithm", "control.plane.ssl.peer.common.name.pattern",
+        "zookeeper.digest.credentials.file", "zookeeper.set.acl"]
     assert {"name": "metrics", "containerPort": 9404} in c["ports"]  # the chart's PodMonitor scrapes it
     env = {e["name"]: e for e in c["env"]}
     assert env["BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
     assert env["ODRADEK_ZOOKEEPER"]["valueFrom"]["configMapKeyRef"] == {"name": "prod-config", "key": "zookeeper.connect"}
     assert c["resources"] == {"requests": {"cpu": "1"}}
-    assert c["volumeMounts"] == [{"name": "data", "mountPath": builders.DATA_DIR}]
+    assert [(m["name"], m["mountPath"]) for m in c["volumeMounts"]] == [
+        ("data", builders.DATA_DIR), ("cluster-ca", "/etc/odradek/certs/cluster-ca"),
+        ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper")]
+    # ready when its control-plane API answers the pod's own certificate (the kubelet has none)
+    assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
     assert sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
 
 
@@ -71,17 +87,19 @@ def test_broker_address_matches_the_advertised_pattern():
 
 
 def test_ephemeral_storage_uses_empty_dir_and_delete_claim_deletes():
-    sts = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"type": "ephemeral"}}}),
+    sts = by_kind(planned("c", NS, {"brokers": {"storage": {"type": "ephemeral"}}}),
                   "StatefulSet", "c-brokers")
     assert "volumeClaimTemplates" not in sts["spec"]
-    assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
-    sts = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"deleteClaim": True}}}),
+    assert sts["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
+    assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
+        "data", "cluster-ca", "broker-certs", "zookeeper-digest"]
+    sts = by_kind(planned("c", NS, {"brokers": {"storage": {"deleteClaim": True}}}),
                   "StatefulSet", "c-brokers")
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
 
 
 def test_headless_service_pdb_and_bootstrap():
-    children = builders.build_children("c", NS, {})
+    children = planned("c", NS, {})
     headless = by_kind(children, "Service", "c-brokers")
     assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
     assert by_kind(children, "Service", "c-bootstrap")["spec"]["ports"] == [{"name": "kafka", "port": 9092}]
@@ -95,32 +113,37 @@ def test_headless_service_pdb_and_bootstrap():
 
 def test_external_zookeeper_builds_no_ensemble():
     spec = {"zookeeper": {"external": {"connect": "zk-0.zk:2181,zk-1.zk:2181"}}}
-    children = builders.build_children("c", NS, spec)
+    children = planned("c", NS, spec)
     assert not [c for c in children if "zookeeper" in c["metadata"]["name"]]
     assert by_kind(children, "ConfigMap", "c-config")["data"]["zookeeper.connect"] == "zk-0.zk:2181,zk-1.zk:2181"
 
 
 def test_managed_zookeeper_ensemble():
     spec = {"zookeeper": {"managed": {"replicas": 3, "storage": {"size": "2Gi"}}}}
-    sts = by_kind(builders.build_children("c", NS, spec), "StatefulSet", "c-zookeeper")
+    sts = by_kind(planned("c", NS, spec), "StatefulSet", "c-zookeeper")
     assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "c-zookeeper-headless"
     env = {e["name"]: e["value"] for e in container(sts)["env"]}
     assert env["ZOO_SERVERS"].split() == [
         f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888;2181" for i in range(3)]
     assert env["ZOO_STANDALONE_ENABLED"] == "false"
-    assert container(sts)["image"] == builders.DEFAULT_ZOOKEEPER_IMAGE
+    assert container(sts)["image"] == DEFAULT_ZOOKEEPER_IMAGE
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
 
 
-def test_controller_deployment_advertises_its_pod_ip():
-    children = builders.build_children("c", NS, {"controller": {"replicas": 3}, "image": "reg/odradek:1"})
+def test_controller_deployment_advertises_its_dns_name():
+    children = planned("c", NS, {"controller": {"replicas": 3}, "image": "reg/odradek:1"})
     dep = by_kind(children, "Deployment", "c-controller")
     assert dep["spec"]["replicas"] == 3
     c = container(dep)
     assert c["image"] == "reg/odradek:1"
-    assert c["args"][0] == "controller"
-    assert c["args"][c["args"].index("--advertised-url") + 1] == "http://$(POD_IP):8080"
-    assert c["args"][c["args"].index("--metrics-port") + 1] == "9404"
+    assert "args" not in c   # sh -c makes its advertised name from $POD_IP (test_operator_principals runs it)
+    shell, flag, script = c["command"]
+    assert (shell, flag) == ("sh", "-c") and script.startswith("exec odradek controller ")
+    assert script.endswith(' --advertised-url "https://$(printf %s "$POD_IP" | tr .: --)'
+                           '.c-controller.$POD_NAMESPACE.svc:8080"')
+    assert " --metrics-port 9404 " in script
+    assert dep["spec"]["template"]["metadata"]["annotations"] == {"odradek.dev/certificates-hash": "controller-v1"}
+    assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
     assert {"name": "metrics", "containerPort": 9404} in c["ports"]
     assert by_kind(children, "Service", "c-controller")["spec"]["clusterIP"] == "None"
 
@@ -130,13 +153,13 @@ def option(args: list[str], name: str) -> str:
 
 
 def test_gateway_only_when_replicas_positive():
-    assert not builders.build_gateway("c", NS, {"gateway": {"replicas": 0}})
-    assert not builders.build_gateway("c", NS, {})
-    svc, dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
+    assert not gateway({"gateway": {"replicas": 0}})
+    assert not gateway({})
+    svc, dep = gateway({"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
                                                             "authSecret": "gw-auth"}})
     assert svc["spec"]["type"] == "LoadBalancer"
     assert dep["spec"]["replicas"] == 2
-    assert dep["spec"]["template"]["spec"]["volumes"] == [{"name": "auth", "secret": {"secretName": "gw-auth"}}]
+    assert dep["spec"]["template"]["spec"]["volumes"][0] == {"name": "auth", "secret": {"secretName": "gw-auth"}}
     gw = container(dep)
     assert option(gw["args"], "--bootstrap-servers") == "c-bootstrap.data.svc:9092"
     assert (option(gw["args"], "--host"), option(gw["args"], "--port")) == ("0.0.0.0", "8000")
@@ -148,8 +171,9 @@ def test_gateway_only_when_replicas_positive():
     assert gw["livenessProbe"]["httpGet"]["path"] == "/healthz"
     mount = gw["volumeMounts"][0]
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
-    _, open_dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 1}})
-    assert "--auth-file" not in container(open_dep)["args"] and "volumes" not in open_dep["spec"]["template"]["spec"]
+    _, open_dep = gateway({"gateway": {"replicas": 1}})
+    assert "--auth-file" not in container(open_dep)["args"]
+    assert [v["name"] for v in open_dep["spec"]["template"]["spec"]["volumes"]] == ["cluster-ca", "gateway-certs"]
 
 
 def test_pod_template_overrides_and_rack_spread():
@@ -157,7 +181,7 @@ def test_pod_template_overrides_and_rack_spread():
             "template": {"pod": {"metadata": {"labels": {"team": "x"}, "annotations": {"a": "b"}},
                                  "tolerations": [{"key": "dedicated", "operator": "Exists"}],
                                  "nodeSelector": {"pool": "kafka"}}}}
-    for obj in builders.build_children("c", NS, spec):
+    for obj in planned("c", NS, spec):
         if obj["kind"] not in ("StatefulSet", "Deployment"):
             continue
         tpl = obj["spec"]["template"]
@@ -167,13 +191,13 @@ def test_pod_template_overrides_and_rack_spread():
         assert tpl["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
         # the selector labels cannot be overridden
         assert obj["spec"]["selector"]["matchLabels"].items() <= tpl["metadata"]["labels"].items()
-    sts = by_kind(builders.build_children("c", NS, spec), "StatefulSet", "c-brokers")
+    sts = by_kind(planned("c", NS, spec), "StatefulSet", "c-brokers")
     assert sts["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
 
 
 def test_rack_init_container_reads_the_node_label_for_the_broker():
     spec = {"rack": {"topologyKey": "topology.kubernetes.io/zone"}, "brokers": {"storage": {"type": "ephemeral"}}}
-    children = builders.build_children("c", NS, spec)
+    children = planned("c", NS, spec)
     pod = by_kind(children, "StatefulSet", "c-brokers")["spec"]["template"]["spec"]
     (init,) = pod["initContainers"]
     broker = pod["containers"][0]
@@ -183,7 +207,7 @@ def test_rack_init_container_reads_the_node_label_for_the_broker():
     assert init["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert option(broker["args"], "--rack-file") == option(init["args"], "--output")
     assert {"name": "rack", "mountPath": "/etc/odradek/rack", "readOnly": True} in broker["volumeMounts"]
-    assert {v["name"] for v in pod["volumes"]} == {"rack", "data"}
+    assert {v["name"] for v in pod["volumes"]} == {"rack", "data", "cluster-ca", "broker-certs", "zookeeper-digest"}
     # The brokers read their Node as their own ServiceAccount, bound to the nodes-get role only.
     assert pod["serviceAccountName"] == by_kind(children, "ServiceAccount", "c-brokers")["metadata"]["name"]
     binding = builders.build_rack_binding("c", NS, "odk-broker-rack")
@@ -193,7 +217,7 @@ def test_rack_init_container_reads_the_node_label_for_the_broker():
 
 
 def test_no_rack_no_init_container_and_no_service_account():
-    children = builders.build_children("c", NS, {})
+    children = planned("c", NS, {})
     pod = by_kind(children, "StatefulSet", "c-brokers")["spec"]["template"]["spec"]
     assert "initContainers" not in pod and "serviceAccountName" not in pod
     assert "--rack-file" not in pod["containers"][0]["args"]
@@ -202,31 +226,31 @@ def test_no_rack_no_init_container_and_no_service_account():
 
 def test_config_hash_changes_with_settings_and_image_only():
     base = {"brokers": {"replicas": 3, "config": {"retention.ms": "1000"}}}
-    h = builders.config_hash("c", NS, base)
-    assert h == builders.config_hash("c", NS, {"brokers": {"replicas": 5, "config": {"retention.ms": 1000}}})
-    assert h != builders.config_hash("c", NS, {"brokers": {"config": {"retention.ms": "2000"}}})
-    assert h != builders.config_hash("c", NS, {**base, "image": "other:1"})
+    h = builders.config_hash("c", NS, cluster_spec(base))
+    assert h == builders.config_hash("c", NS, cluster_spec({"brokers": {"replicas": 5, "config": {"retention.ms": 1000}}}))
+    assert h != builders.config_hash("c", NS, cluster_spec({"brokers": {"config": {"retention.ms": "2000"}}}))
+    assert h != builders.config_hash("c", NS, cluster_spec({**base, "image": "other:1"}))
 
 
 def test_broker_replicas_override_for_a_refused_scale_down():
-    sts = by_kind(builders.build_children("c", NS, {"brokers": {"replicas": 2}}, broker_replicas=4),
+    sts = by_kind(planned("c", NS, {"brokers": {"replicas": 2}}, broker_replicas=4),
                   "StatefulSet", "c-brokers")
     assert sts["spec"]["replicas"] == 4
 
 
 def test_keep_immutable_keeps_live_claim_templates():
-    desired = by_kind(builders.build_children("c", NS, {"brokers": {"storage": {"size": "20Gi"}}}),
+    desired = by_kind(planned("c", NS, {"brokers": {"storage": {"size": "20Gi"}}}),
                       "StatefulSet", "c-brokers")
     live = {"spec": {"volumeClaimTemplates": [{
         "metadata": {"name": "data", "labels": {"x": "y"}, "creationTimestamp": None},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
                  "volumeMode": "Filesystem"}, "status": {"phase": "Pending"}}]}}
-    kept = builders.keep_immutable(desired, live)
+    kept = cluster_plan.keep_immutable(desired, live)
     assert kept["spec"]["volumeClaimTemplates"] == [{
         "metadata": {"name": "data", "labels": {"x": "y"}},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}]
     assert desired["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi"
-    assert builders.keep_immutable(desired, None) is desired
+    assert cluster_plan.keep_immutable(desired, None) is desired
 
 
 def test_pvc_names():
@@ -236,7 +260,7 @@ def test_pvc_names():
 @pytest.mark.parametrize("spec", [{}, {"gateway": {"replicas": 1}}, {"zookeeper": {"external": {"connect": "z:2181"}}}])
 def test_no_f_string_yaml_every_manifest_is_plain_data(spec):
     import json
-    for obj in builders.build_children("c", NS, spec):
+    for obj in planned("c", NS, spec):
         json.dumps(obj)  # dicts, lists, str, int, bool only
         assert set(obj) >= {"apiVersion", "kind", "metadata"}
 
@@ -265,7 +289,7 @@ def test_controller_candidates_from_endpoint_slices():
 
 def test_gateway_arguments_parse_with_the_gateways_own_cli():
     from odradek.gateway.settings import from_args
-    _, dep = builders.build_gateway("c", NS, {"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
+    _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
     args = [a.replace("$(POD_IP)", "10.0.0.5") for a in container(dep)["args"]]
     assert args[0] == "gateway"
     settings, _ = from_args(args[1:])

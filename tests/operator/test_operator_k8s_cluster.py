@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from odradek.dev.waiting import wait_until
-from odradek.operator import builders
+from tests.operator.plans import children as planned
 from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
@@ -43,8 +43,11 @@ def test_cluster_children_specs_owner_references_and_status(k8s, operator, names
         refs = obj["metadata"].get("ownerReferences") or []
         assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == \
             [("OdradekCluster", "prod", cr["metadata"]["uid"], True)], f"{kind}/{name}"
-    expected = {(c["kind"], c["metadata"]["name"]): c for c in builders.build_children("prod", namespace, cr["spec"])}
+    expected = {(c["kind"], c["metadata"]["name"]): c for c in planned("prod", namespace, cr["spec"])}
     assert set(expected) == set(children)
+    for key in (("StatefulSet", "prod-brokers"), ("Deployment", "prod-controller")):   # the planned, secured probes
+        probe = children[key]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        assert probe["exec"] == expected[key]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]
     brokers = children[("StatefulSet", "prod-brokers")]
     assert brokers["spec"]["replicas"] == 3
     assert brokers["spec"]["serviceName"] == "prod-brokers"

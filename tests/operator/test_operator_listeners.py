@@ -9,8 +9,9 @@ import json
 import pytest
 
 from odradek.config import parse_broker_settings
-from odradek.operator import builders, listeners
+from odradek.operator import builders, cluster_plan, listeners
 from odradek.operator.validation import SpecError
+from tests.operator.plans import children as planned, cluster_spec, security
 
 NS = "data"
 SCRAM = {"type": "scram-sha-512"}
@@ -43,7 +44,8 @@ def test_bad_listener_specs_are_refused_with_the_reason(items, extra, match):
 
 def test_no_listeners_keeps_the_plain_9092_listener():
     assert listeners.validate({}) == []
-    sts = builders.build_brokers("c", NS, {})[-1]
+    spec = cluster_spec({})
+    sts = builders.build_brokers("c", NS, spec, security(spec))[-1]
     args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--listen") + 1] == "0.0.0.0:9092"
     assert not any(a.startswith("listeners=") for a in args)
@@ -58,25 +60,31 @@ def broker_config(children) -> dict[str, str]:
 def test_internal_listeners_render_kafka_settings_the_broker_accepts():
     spec = spec_with({"name": "plain", "port": 9092}, {"name": "scram", "port": 9094, "authentication": SCRAM},
                      authorization={"type": "simple", "superUsers": ["alice", "User:CN=ops"]})
-    children = builders.build_children("c", NS, spec)
+    children = planned("c", NS, spec)
     config = broker_config(children)
     assert config["listeners"] == "REPLICATION://0.0.0.0:9091,PLAIN://0.0.0.0:9092,SCRAM://0.0.0.0:9094"
     assert config["advertised.listeners"] == ",".join(
         f"{n}://$(POD_NAME).c-brokers.$(POD_NAMESPACE).svc:{p}" for n, p in
         (("REPLICATION", 9091), ("PLAIN", 9092), ("SCRAM", 9094)))
-    assert config["listener.security.protocol.map"] == "REPLICATION:PLAINTEXT,PLAIN:PLAINTEXT,SCRAM:SASL_PLAINTEXT"
+    # authentication on a listener: replication is mutual TLS, so its port is no back door
+    assert config["listener.security.protocol.map"] == "REPLICATION:SSL,PLAIN:PLAINTEXT,SCRAM:SASL_PLAINTEXT"
     assert config["inter.broker.listener.name"] == "REPLICATION"
     assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
-    # built without TLS material the brokers fetch as ANONYMOUS on replication, so it is super
-    assert config["super.users"] == "User:ANONYMOUS;User:alice;User:CN=ops"
+    assert config["super.users"] == ("User:CN=c-broker,O=odradek;User:CN=c-operator,O=odradek;"
+                                      "User:CN=c-gateway,O=odradek;User:alice;User:CN=ops")
+    # without TLS material (no TLS, no authentication) the brokers fetch as ANONYMOUS, so it is super
+    plain = broker_config(planned("c", NS, spec_with({"name": "plain", "port": 9092},
+                                                       authorization={"type": "simple"})))
+    assert plain["super.users"] == "User:ANONYMOUS" and plain["listener.security.protocol.map"].startswith(
+        "REPLICATION:PLAINTEXT")
     settings = {k: v.replace("$(POD_NAME)", "c-brokers-0").replace("$(POD_NAMESPACE)", NS) for k, v in config.items()}
     parse_broker_settings(settings)  # the broker's own registry accepts every key and value
     headless, bootstrap = (c for c in children if c["kind"] == "Service" and c["metadata"]["name"] in
                            ("c-brokers", "c-bootstrap"))
     assert [p["port"] for p in bootstrap["spec"]["ports"]] == [9091, 9092, 9094]
     assert [p["port"] for p in headless["spec"]["ports"]] == [9091, 9092, 9094, 9093]
-    assert builders.bootstrap_servers("c", NS, spec) == "c-bootstrap.data.svc:9092"
+    assert builders.bootstrap_servers("c", NS, cluster_spec(spec)) == "c-bootstrap.data.svc:9092"
 
 
 def test_protocols_follow_tls_and_authentication():
@@ -92,13 +100,14 @@ def test_tls_material_sets_ssl_keys_replication_over_mutual_tls_and_the_principa
     tls = listeners.BrokerTls({"ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem"},
                               "User:CN=c-brokers", ("User:CN=c-operator",))
     specs = listeners.parse(spec_with({"name": "tls", "port": 9094, "tls": True, "authentication": SCRAM}))
-    out = listeners.broker_settings({"authorization": {"type": "simple"}}, specs, "", tls)
+    out = listeners.broker_settings(cluster_spec({"authorization": {"type": "simple"}, "listeners": [
+        {"name": "tls", "port": 9094}]}).authorization, specs, "", tls)
     assert out["listener.security.protocol.map"] == "REPLICATION:SSL,TLS:SASL_SSL"
     assert out["ssl.client.auth"] == "requested"  # SASL_SSL clients send no certificate
     assert out["super.users"] == "User:CN=c-brokers;User:CN=c-operator"
     assert out["ssl.keystore.location"] == "/k.pem" and "advertised.listeners" not in out
     mtls = listeners.parse(spec_with({"name": "mtls", "port": 9094, "tls": True, "authentication": {"type": "tls"}}))
-    assert listeners.broker_settings({}, mtls, "", tls)["ssl.client.auth"] == "required"
+    assert listeners.broker_settings(None, mtls, "", tls)["ssl.client.auth"] == "required"
 
 
 def nodeport_service(name, node_port):
@@ -109,16 +118,15 @@ def test_external_nodeport_listener_services_table_and_init_container(tmp_path):
     spec = spec_with({"name": "tls", "port": 9093 + 1, "authentication": SCRAM},
                      {"name": "ext", "port": 9095, "type": "nodeport", "authentication": SCRAM})
     specs = listeners.validate(spec)
-    services = builders.build_listener_services("c", NS, spec)
+    services = builders.build_listener_services("c", NS, cluster_spec(spec))
     assert [(s["metadata"]["name"], s["spec"]["type"]) for s in services] == [
         ("c-ext-bootstrap", "NodePort"), ("c-brokers-0-ext", "NodePort"), ("c-brokers-1-ext", "NodePort"),
         ("c-brokers-2-ext", "NodePort")]
     assert services[2]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "c-brokers-1"
     live = {s["metadata"]["name"]: nodeport_service(s["metadata"]["name"], 31000 + i) for i, s in enumerate(services)}
-    from odradek.operator.reconcile import external_addresses
-    external = external_addresses("c", specs, 3, live)
+    external = cluster_plan.external_addresses("c", specs, 3, live)
     assert external == {("ext", 0): "{host_ip}:31001", ("ext", 1): "{host_ip}:31002", ("ext", 2): "{host_ip}:31003"}
-    children = builders.build_children("c", NS, spec, external=external)
+    children = planned("c", NS, spec, external=external)
     table = children[0]["data"][listeners.ADVERTISED_TABLE]
     assert json.loads(table)["1"] == ("REPLICATION://c-brokers-1.c-brokers.data.svc:9091,"
                                       "TLS://c-brokers-1.c-brokers.data.svc:9094,EXT://{host_ip}:31002")
@@ -151,6 +159,7 @@ def test_load_balancer_address_or_the_service_name_until_known():
     ready = {"spec": {"ports": [{"port": 9095}]}, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
     assert listeners.external_address(li, ready) == "203.0.113.7:9095"
     spec = spec_with({"name": "lb", "port": 9095, "type": "loadbalancer"})
+    spec = cluster_spec(spec)
     table = json.loads(builders.build_config_map("c", NS, spec, {("lb", 0): "203.0.113.7:9095"})
                        ["data"][listeners.ADVERTISED_TABLE])
     assert table["0"].endswith("LB://203.0.113.7:9095")
@@ -166,15 +175,15 @@ def test_load_balancer_address_or_the_service_name_until_known():
 
 def test_config_hash_of_a_cluster_without_listeners_is_unchanged():
     spec = {"brokers": {"config": {"retention.ms": 1}}}
-    assert builders.config_hash("c", NS, spec) == builders.config_hash("c", NS, {**spec, "listeners": None})
-    assert builders.config_hash("c", NS, spec) != builders.config_hash(
-        "c", NS, {**spec, "listeners": [{"name": "a", "port": 9094}]})
+    plain = builders.config_hash("c", NS, cluster_spec(spec))
+    assert plain == builders.config_hash("c", NS, cluster_spec({**spec, "listeners": None}))
+    assert plain != builders.config_hash("c", NS, cluster_spec({**spec, "listeners": [{"name": "a", "port": 9094}]}))
 
 
 def test_gateway_uses_the_replication_listener():
     from odradek.gateway.settings import from_args
     spec = spec_with({"name": "scram", "port": 9094, "authentication": SCRAM}, gateway={"replicas": 1})
-    dep = builders.build_gateway("c", NS, spec)[1]
+    dep = next(c for c in planned("c", NS, spec) if c["kind"] == "Deployment" and c["metadata"]["name"] == "c-gateway")
     settings, _ = from_args(dep["spec"]["template"]["spec"]["containers"][0]["args"][1:])
     assert settings.bootstrap_servers == "c-bootstrap.data.svc:9091"
 

@@ -1,6 +1,7 @@
 """The cluster's processes as principals (``odradek.operator.principals``), without an API
-server: the pods' arguments parse with the real CLIs against the Secrets' files, the control
-plane admits the operator's and the probe's certificates and refuses the gateway's."""
+server: the pods' arguments, as the security plan and the builders make them for applying,
+parse with the real CLIs against the Secrets' files; the control plane admits the operator's
+and the probe's certificates and refuses the gateway's."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from aiohttp import web
 
 from odradek.cluster import control_plane, control_plane_http
 from odradek.cluster.control_plane_tls import ControlPlaneTls
-from odradek.operator import admin, builders, certs, principals
+from odradek.operator import admin, certs, principals
 from odradek.operator.probe import main as probe
+from tests.operator.plans import children as planned, cluster_spec
 
 NS = "ns"
 
@@ -29,9 +31,8 @@ def secured(tmp_path_factory):
     """The children of cluster ``c`` with their certificates, and the Secrets' files laid out
     where the pods mount them (under a temporary root)."""
     root = tmp_path_factory.mktemp("pod")
-    plan = certs.plan_certificates("c", NS, {}, {}, 1)
-    children = builders.build_children("c", NS, {}, certificates=plan.versions["broker"])
-    principals.secure_children(children, "c", NS, plan.versions)
+    plan = certs.plan_certificates("c", NS, cluster_spec({}), {}, 1)
+    children = planned("c", NS, {}, plan.versions)
     secrets = {s["metadata"]["name"]: certs.decode(s) for s in
                [*plan.secrets, principals.zookeeper_secret("c", NS, None)]}
     for kind, name in (("Deployment", "c-controller"), ("StatefulSet", "c-brokers")):
@@ -145,9 +146,8 @@ def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured
 
 
 def test_gateway_gets_its_certificate_and_the_cluster_ca(secured):
-    plan = certs.plan_certificates("c", NS, {}, {}, 1)
-    children = builders.build_children("c", NS, {"gateway": {"replicas": 1}})
-    principals.secure_children(children, "c", NS, plan.versions)
+    plan = certs.plan_certificates("c", NS, cluster_spec({}), {}, 1)
+    children = planned("c", NS, {"gateway": {"replicas": 1}}, plan.versions)
     from odradek.gateway.settings import from_args
     dep = next(c for c in children if c["metadata"]["name"] == "c-gateway" and c["kind"] == "Deployment")
     settings, _ = from_args(dep["spec"]["template"]["spec"]["containers"][0]["args"][1:]
@@ -162,3 +162,21 @@ def test_zookeeper_credentials_are_kept():
     first = principals.zookeeper_secret("c", NS, None)
     assert principals.zookeeper_secret("c", NS, first)["data"] == first["data"]
     assert principals.zookeeper_secret("c", NS, None)["data"] != first["data"]
+
+
+def test_security_plan_is_a_frozen_value_decided_before_building():
+    import dataclasses
+
+    from odradek.operator import listeners
+    plain = principals.security_plan("c", (), {"broker": "b", "controller": "k", "gateway": "g"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.broker_tls = None  # type: ignore[misc]
+    assert plain.broker_tls is None and plain.broker_certificates == "b"
+    assert plain.controller.annotations == {certs.CERTS_ANNOTATION: "k"} and not plain.broker.annotations
+    assert plain.broker.probe["exec"]["command"][:3] == ["odradek", "operator", "probe"]
+    assert plain.gateway.probe is None and "--kafka-ssl-ca-location" in plain.gateway.args
+    # authentication on a listener: the brokers get TLS material (mutual TLS replication, principals)
+    scram = listeners.parse({"listeners": [{"name": "a", "port": 9094,
+                                            "authentication": {"type": "scram-sha-512"}}]})
+    tls = principals.security_plan("c", scram, {"broker": "b", "controller": "k", "gateway": "g"}).broker_tls
+    assert tls is not None and tls.principal == certs.principal("c", "broker")

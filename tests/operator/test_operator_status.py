@@ -44,3 +44,9 @@ def test_verdicts():
     assert health(active_controller=None).verdict()[1] == "NoActiveController"
     assert health(under_replicated=2).verdict()[1] == "UnderReplicated"
     assert health(rolling="restarting c-brokers-2").phase() == "Rolling"
+
+
+def test_status_fields():
+    assert health(brokers_ready=1, under_replicated=None).status_fields() == {
+        "readyBrokers": 1, "desiredBrokers": 3, "brokers": "1/3", "activeController": "c-0",
+        "underReplicatedPartitions": None, "phase": "NotReady"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.operator.validation import (SpecError, quantity_bytes, validate_broker_config, validate_cluster,
+from odradek.operator.validation import (SpecError, parse_cluster, quantity_bytes, validate_broker_config,
                                          validate_storage_change, validate_topic, validate_topic_change)
 
 
@@ -37,22 +37,24 @@ def test_broker_config_rejects(config, match):
 
 
 def test_cluster_specs():
-    validate_cluster({})
-    validate_cluster({"zookeeper": {"external": {"connect": "zk-0.zk.svc:2181,zk-1:2181"}}})
+    spec = parse_cluster({"brokers": {"config": {"retention.ms": 1000, "min.insync.replicas": 2}}})
+    assert list(spec.brokers.config.items()) == [("min.insync.replicas", "2"), ("retention.ms", "1000")]
+    assert parse_cluster({"zookeeper": {"external": {"connect": "z:2181"}}}).zookeeper.replicas == 0
+    parse_cluster({"zookeeper": {"external": {"connect": "zk-0.zk.svc:2181,zk-1:2181"}}})
     with pytest.raises(SpecError, match="either managed or external"):
-        validate_cluster({"zookeeper": {"managed": {}, "external": {"connect": "z:2181"}}})
+        parse_cluster({"zookeeper": {"managed": {}, "external": {"connect": "z:2181"}}})
     with pytest.raises(SpecError, match="not host:port"):
-        validate_cluster({"zookeeper": {"external": {"connect": "zookeeper"}}})
+        parse_cluster({"zookeeper": {"external": {"connect": "zookeeper"}}})
     with pytest.raises(SpecError, match="no chroot"):
-        validate_cluster({"zookeeper": {"external": {"connect": "z:2181/kafka"}}})
+        parse_cluster({"zookeeper": {"external": {"connect": "z:2181/kafka"}}})
     with pytest.raises(SpecError, match="even"):
-        validate_cluster({"zookeeper": {"managed": {"replicas": 2}}})
+        parse_cluster({"zookeeper": {"managed": {"replicas": 2}}})
     with pytest.raises(SpecError, match="only to type persistent-claim"):
-        validate_cluster({"brokers": {"storage": {"type": "ephemeral", "size": "1Gi"}}})
+        parse_cluster({"brokers": {"storage": {"type": "ephemeral", "size": "1Gi"}}})
     with pytest.raises(SpecError, match="brokers.config"):
-        validate_cluster({"brokers": {"config": {"bogus": "1"}}})
+        parse_cluster({"brokers": {"config": {"bogus": "1"}}})
     with pytest.raises(SpecError, match="authSecret"):
-        validate_cluster({"gateway": {"authSecret": "s"}})
+        parse_cluster({"gateway": {"authSecret": "s"}})
 
 
 def test_storage_can_only_grow():
@@ -78,11 +80,18 @@ def test_topics():
 def test_rack_awareness_without_the_charts_node_role_is_an_invalid_spec():
     from odradek.operator import reconcile
     from odradek.operator.settings import OperatorSettings
-    rack = {"rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+    rack = parse_cluster({"rack": {"topologyKey": "topology.kubernetes.io/zone"}})
     no_role = OperatorSettings.from_env({"ODRADEK_OPERATOR_RACK_CLUSTERROLE": ""})
     with pytest.raises(SpecError, match="rbac.brokerRack=true"):
         reconcile.rack_cluster_role(rack, no_role)
-    assert reconcile.rack_cluster_role({}, no_role) is None
+    assert reconcile.rack_cluster_role(parse_cluster({}), no_role) is None
     role = OperatorSettings.from_env({"ODRADEK_OPERATOR_RACK_CLUSTERROLE": "odk-odradek-broker-rack"})
     assert reconcile.rack_cluster_role(rack, role) == "odk-odradek-broker-rack"
     assert reconcile.rack_cluster_role(rack, OperatorSettings.from_env({})) == "odradek-broker-rack"
+
+
+@pytest.mark.parametrize("ca, why", [({"validityDays": 10, "renewalDays": 10}, "less than validityDays"),
+                                     ({"validityDays": 0}, "at least 1")])
+def test_bad_ca_settings_are_refused(ca, why):
+    with pytest.raises(SpecError, match=why):
+        parse_cluster({"clientsCa": ca})

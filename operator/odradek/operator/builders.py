@@ -1,9 +1,12 @@
 """Pure builders of every Kubernetes object an OdradekCluster owns.
 
-Each ``build_*`` takes the cluster's name, namespace and spec (the CR's ``spec`` as a dict,
-defaults already applied by the API server's schema) and returns a manifest dict ready for
-server-side apply; ``build_children`` returns them all in apply order. No I/O: the unit tests
-call these directly. Owner references are added by the handler (``kopf.adopt``).
+Each ``build_*`` takes the cluster's name, namespace and ``spec.ClusterSpec`` (parsed once by
+``validation.parse_cluster``) and, for the controller, broker and gateway pods, the
+``security.SecurityPlan`` (``principals.security_plan``: certificates, probes, settings), and
+returns the manifest dict that is applied, as it is applied (server-side apply);
+``build_children`` returns them all in apply order. No I/O and no pass over their output
+afterwards: the unit tests call these directly. Owner references are added by the handler
+(``kopf.adopt``).
 
 Names (cluster ``c``):
 - ``c-config`` ConfigMap: ZooKeeper connect string, cluster name, ``broker.properties``;
@@ -26,15 +29,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shlex
 from typing import Any, Mapping
 
-from odradek.cluster import control_plane
 from odradek.operator import listeners as listener_specs
+from odradek.operator.security import PodSecurity, SecurityPlan
+from odradek.operator.spec import ClusterSpec
 
 GROUP = "odradek.dev"
 VERSION = "v1alpha1"
-DEFAULT_IMAGE = "ghcr.io/odradek/odradek:0.1.0"
-DEFAULT_ZOOKEEPER_IMAGE = "zookeeper:3.8"
 KAFKA_PORT = 9092
 BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
@@ -84,16 +87,15 @@ def _meta(name: str, namespace: str, cluster: str, component: str) -> dict:
 
 # -- addresses ----------------------------------------------------------------------------
 
-def zookeeper_connect(cluster: str, namespace: str, spec: Mapping[str, Any]) -> str:
-    external = (spec.get("zookeeper") or {}).get("external")
-    if external is not None:
-        return external["connect"]
+def zookeeper_connect(cluster: str, namespace: str, spec: ClusterSpec) -> str:
+    if spec.zookeeper.external_connect is not None:
+        return spec.zookeeper.external_connect
     return f"{names(cluster)['zookeeper']}.{namespace}.svc:{ZK_CLIENT_PORT}"
 
 
-def bootstrap_servers(cluster: str, namespace: str, spec: Mapping[str, Any] | None = None) -> str:
+def bootstrap_servers(cluster: str, namespace: str, spec: ClusterSpec | None = None) -> str:
     """The bootstrap Service at the first listener of ``spec.listeners`` (9092 without them)."""
-    listeners = listener_specs.parse(spec or {})
+    listeners = spec.listeners if spec is not None else ()
     return f"{names(cluster)['bootstrap']}.{namespace}.svc:{listeners[0].port if listeners else KAFKA_PORT}"
 
 
@@ -114,26 +116,19 @@ def gateway_address(cluster: str, namespace: str) -> str:
 
 # -- the pieces ---------------------------------------------------------------------------
 
-def broker_settings(spec: Mapping[str, Any]) -> dict[str, str]:
-    """``brokers.config`` as sorted strings (the broker's ``--config KEY=VALUE`` arguments)."""
-    config = (spec.get("brokers") or {}).get("config") or {}
-    return {str(k): (("true" if v else "false") if isinstance(v, bool) else str(v))
-            for k, v in sorted(config.items())}
-
-
-def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any],
+def config_hash(cluster: str, namespace: str, spec: ClusterSpec,
                 external: Mapping[tuple[str, int], str | None] | None = None, certificates: str = "") -> str:
     """What a broker restart must pick up: settings, image, ZooKeeper, resources, listeners
     and authorization, load balancers' addresses (node ports stay once allocated), and the
     version of the brokers' certificates (``certs.CertificatePlan.versions``)."""
-    brokers = spec.get("brokers") or {}
-    material = {"config": broker_settings(spec), "image": spec.get("image", DEFAULT_IMAGE),
+    source = spec.source   # as the user wrote them: the hash existing clusters have
+    material = {"config": dict(spec.brokers.config), "image": spec.image,
                 "zookeeper": zookeeper_connect(cluster, namespace, spec),
-                "resources": brokers.get("resources") or {}, "rack": spec.get("rack") or {},
-                "template": spec.get("template") or {}}
+                "resources": spec.brokers.resources or {}, "rack": source.get("rack") or {},
+                "template": source.get("template") or {}}
     for key in ("listeners", "authorization"):  # only when set: older clusters keep their hash
-        if spec.get(key) is not None:
-            material[key] = spec[key]
+        if source.get(key) is not None:
+            material[key] = source[key]
     hosts = sorted(a for a in (external or {}).values() if a and listener_specs.HOST_IP not in a)
     if hosts:
         material["loadBalancers"] = hosts
@@ -142,16 +137,16 @@ def config_hash(cluster: str, namespace: str, spec: Mapping[str, Any],
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_config_map(cluster: str, namespace: str, spec: Mapping[str, Any],
+def build_config_map(cluster: str, namespace: str, spec: ClusterSpec,
                      external: Mapping[tuple[str, int], str | None] | None = None, replicas: int | None = None) -> dict:
-    props = "".join(f"{k}={v}\n" for k, v in broker_settings(spec).items())
+    props = "".join(f"{k}={v}\n" for k, v in spec.brokers.config.items())
     data = {"zookeeper.connect": zookeeper_connect(cluster, namespace, spec),
             "cluster": cluster,
             "bootstrap.servers": bootstrap_servers(cluster, namespace, spec),
             "broker.properties": props}
-    listeners = listener_specs.parse(spec)
+    listeners = spec.listeners
     if any(li.external for li in listeners):
-        count = int((spec.get("brokers") or {}).get("replicas", 3) if replicas is None else replicas)
+        count = spec.brokers.replicas if replicas is None else replicas
         fallback = {(li.name, i): f"{svc}.{namespace}.svc:{li.port}" for li in listeners if li.external
                     for i, svc in enumerate(listener_specs.service_names(cluster, li, count)[1])}
         data[listener_specs.ADVERTISED_TABLE] = listener_specs.advertised_table(
@@ -174,11 +169,11 @@ def _config_env(cluster: str) -> list[dict]:
     ]
 
 
-def _pod_template(cluster: str, component: str, spec: Mapping[str, Any], pod_spec: dict,
+def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dict,
                   annotations: Mapping[str, str] | None = None) -> dict:
     """A pod template with ``spec.template.pod`` overrides merged in (labels, annotations,
     scheduling fields, security context, image pull secrets)."""
-    override = (spec.get("template") or {}).get("pod") or {}
+    override = spec.pod_template
     meta_o = override.get("metadata") or {}
     meta = {"labels": {**(meta_o.get("labels") or {}), **labels(cluster, component)},
             "annotations": {**(meta_o.get("annotations") or {}), **(annotations or {})}}
@@ -192,11 +187,10 @@ def _pod_template(cluster: str, component: str, spec: Mapping[str, Any], pod_spe
     return {"metadata": meta, "spec": pod}
 
 
-def _container(name: str, spec: Mapping[str, Any], args: list[str], ports: list[dict],
-               resources: Mapping[str, Any] | None, env: list[dict], probe: dict) -> dict:
-    c = {"name": name, "image": spec.get("image", DEFAULT_IMAGE),
-         "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
-         "args": args, "ports": ports, "env": env, "readinessProbe": probe,
+def _container(name: str, spec: ClusterSpec, args: list[str], ports: list[dict],
+               resources: Mapping[str, Any] | None, env: list[dict], probe: Mapping[str, Any]) -> dict:
+    c = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
+         "args": args, "ports": ports, "env": env, "readinessProbe": copy.deepcopy(dict(probe)),
          "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
                              "capabilities": {"drop": ["ALL"]}}}
     if resources:
@@ -204,15 +198,13 @@ def _container(name: str, spec: Mapping[str, Any], args: list[str], ports: list[
     return c
 
 
-def build_zookeeper(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
+def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dict]:
     """The managed ensemble (official ``zookeeper`` image): headless + client Services and a
     StatefulSet whose pods take ``myid`` = ordinal + 1. Empty in external mode."""
-    zk = spec.get("zookeeper") or {}
-    if zk.get("external") is not None:
+    managed = spec.zookeeper.managed
+    if managed is None:
         return []
-    managed = zk.get("managed") or {}
-    replicas = int(managed.get("replicas", 3))
-    storage = managed.get("storage") or {}
+    replicas, storage = managed.replicas, managed.storage
     n = names(cluster)
     servers = " ".join(
         f"server.{i + 1}={n['zookeeper']}-{i}.{n['zookeeper_headless']}.{namespace}.svc:2888:3888;{ZK_CLIENT_PORT}"
@@ -231,7 +223,7 @@ def build_zookeeper(cluster: str, namespace: str, spec: Mapping[str, Any]) -> li
         "spec": {"selector": selector(cluster, "zookeeper"), "ports": ports[:1]},
     }
     container = {
-        "name": "zookeeper", "image": managed.get("image", DEFAULT_ZOOKEEPER_IMAGE),
+        "name": "zookeeper", "image": managed.image,
         "command": ["bash", "-c",
                     'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh zkServer.sh start-foreground'],
         "env": [{"name": "ZOO_SERVERS", "value": servers},
@@ -242,13 +234,12 @@ def build_zookeeper(cluster: str, namespace: str, spec: Mapping[str, Any]) -> li
         "readinessProbe": {"tcpSocket": {"port": ZK_CLIENT_PORT}, "periodSeconds": 5},
         "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "datalog", "mountPath": "/datalog"}],
     }
-    if managed.get("resources"):
-        container["resources"] = copy.deepcopy(managed["resources"])
+    if managed.resources:
+        container["resources"] = copy.deepcopy(dict(managed.resources))
     claim = {"metadata": {"name": "data"},
-             "spec": {"accessModes": ["ReadWriteOnce"],
-                      "resources": {"requests": {"storage": storage.get("size", "5Gi")}}}}
-    if storage.get("class"):
-        claim["spec"]["storageClassName"] = storage["class"]
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}}
+    if storage.storage_class:
+        claim["spec"]["storageClassName"] = storage.storage_class
     pod = {"containers": [container], "volumes": [{"name": "datalog", "emptyDir": {}}],
            "securityContext": {"fsGroup": 1000}}
     sts = {
@@ -263,24 +254,39 @@ def build_zookeeper(cluster: str, namespace: str, spec: Mapping[str, Any]) -> li
     return [headless, client, sts]
 
 
-def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
-    """The controller Deployment (one active, the others stand by) and its headless Service."""
-    ctl = spec.get("controller") or {}
+def _secure(pod: dict, container: dict, security: PodSecurity) -> None:
+    """Give the pod being built its component's security (``security.PodSecurity``): the Secret
+    volumes and mounts after its own, the settings and arguments after its own."""
+    if security.volumes:
+        pod["volumes"] = [*pod.get("volumes", []), *copy.deepcopy(list(security.volumes))]
+        container["volumeMounts"] = [*container.get("volumeMounts", []), *copy.deepcopy(list(security.mounts))]
+    for key, value in security.settings.items():
+        container["args"] += ["--config", f"{key}={value}"]
+    container["args"] += list(security.args)
+
+
+def build_controller(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan) -> list[dict]:
+    """The controller Deployment (one active, the others stand by) and its headless Service.
+
+    It advertises its DNS name, which the shell makes from ``$POD_IP``
+    (``SecurityPlan.controller_advertised_url``): the container runs ``sh -c``, its other
+    arguments quoted as they are (the kubelet expands their ``$(VAR)`` references first)."""
     n = names(cluster)
     args = ["controller", "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
-            "--listen", f"0.0.0.0:{CONTROLLER_PORT}", "--advertised-url", f"http://$(POD_IP):{CONTROLLER_PORT}",
-            "--id", "$(POD_NAME)", "--metrics-port", str(METRICS_PORT)]
-    probe = {"httpGet": {"path": control_plane.HEALTH.path(), "port": CONTROLLER_PORT}, "periodSeconds": 5}
+            "--listen", f"0.0.0.0:{CONTROLLER_PORT}", "--id", "$(POD_NAME)", "--metrics-port", str(METRICS_PORT)]
     container = _container("controller", spec, args, [{"name": "http", "containerPort": CONTROLLER_PORT},
                                                       {"name": "metrics", "containerPort": METRICS_PORT}],
-                           ctl.get("resources"), _config_env(cluster), probe)
+                           spec.controller.resources, _config_env(cluster), security.controller.probe or {})
     pod = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
+    _secure(pod, container, security.controller)
+    url = security.controller_advertised_url
+    container["command"] = ["sh", "-c", f"exec odradek {shlex.join(container.pop('args'))} --advertised-url \"{url}\""]
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": _meta(n["controller"], namespace, cluster, "controller"),
-        "spec": {"replicas": int(ctl.get("replicas", 2)),
+        "spec": {"replicas": spec.controller.replicas,
                  "selector": {"matchLabels": selector(cluster, "controller")},
-                 "template": _pod_template(cluster, "controller", spec, pod)},
+                 "template": _pod_template(cluster, "controller", spec, pod, security.controller.annotations)},
     }
     service = {
         "apiVersion": "v1", "kind": "Service",
@@ -291,78 +297,76 @@ def build_controller(cluster: str, namespace: str, spec: Mapping[str, Any]) -> l
     return [service, deployment]
 
 
-def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replicas: int | None = None,
-                  external: Mapping[tuple[str, int], str | None] | None = None,
-                  tls: listener_specs.BrokerTls | None = None, certificates: str = "") -> list[dict]:
-    """Headless and bootstrap Services, the PodDisruptionBudget and the brokers' StatefulSet.
-
-    ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
-    Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
-    ``external``: the external listeners' addresses (``listeners.external_address``);
-    ``certificates``: the brokers' certificate version, part of the config hash."""
-    brokers = spec.get("brokers") or {}
-    n = names(cluster)
-    count = int(brokers.get("replicas", 3) if replicas is None else replicas)
-    storage = brokers.get("storage") or {}
-    persistent = storage.get("type", "persistent-claim") == "persistent-claim"
-    host = f"$(POD_NAME).{n['brokers']}.$(POD_NAMESPACE).svc"
+def _broker_pod(cluster: str, spec: ClusterSpec, security: SecurityPlan) -> dict[str, Any]:
+    """The brokers' pod spec: the broker container (its id is the pod ordinal), the init
+    containers of external listeners and racks, its data volume unless persistent, its security."""
+    host = f"$(POD_NAME).{names(cluster)['brokers']}.$(POD_NAMESPACE).svc"
     args = ["broker", "--id", "$(BROKER_ID)", "--data-dir", DATA_DIR,
             "--zookeeper", "$(ODRADEK_ZOOKEEPER)", "--cluster", "$(ODRADEK_CLUSTER)",
-            *listener_specs.broker_args(spec, host, tls),
+            *listener_specs.broker_args(spec, host, security.broker_tls),
             "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
             "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}",
             "--config", f"metrics.port={METRICS_PORT}"]
-    for key, value in broker_settings(spec).items():
+    for key, value in spec.brokers.config.items():
         args += ["--config", f"{key}={value}"]
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
            *_config_env(cluster)]
-    probe = {"httpGet": {"path": control_plane.STATUS.path(), "port": BROKER_INTERNAL_PORT}, "periodSeconds": 5}
-    ports = listener_specs.kafka_ports(spec)
-    container = _container("broker", spec, args,
-                           [*({"name": p["name"], "containerPort": p["port"]} for p in ports),
-                            {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
-                            {"name": "metrics", "containerPort": METRICS_PORT}],
-                           brokers.get("resources"), env, probe)
+    ports = [*({"name": p["name"], "containerPort": p["port"]} for p in listener_specs.kafka_ports(spec.listeners)),
+             {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
+             {"name": "metrics", "containerPort": METRICS_PORT}]
+    container = _container("broker", spec, args, ports, spec.brokers.resources, env, security.broker.probe or {})
     container["volumeMounts"] = [{"name": "data", "mountPath": DATA_DIR}]
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,
                            "securityContext": {"runAsNonRoot": True, "fsGroup": 10001}}
-    if any(li.external for li in listener_specs.parse(spec)):
+    if any(li.external for li in spec.listeners):
         listener_specs.add_advertise_init(pod, container, names(cluster)["config"])
-    rack_key = rack_topology_key(spec)
+    rack_key = spec.rack_topology_key
     if rack_key:
         _add_rack_init(cluster, spec, pod, container, rack_key)
         pod["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": rack_key, "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector(cluster, "broker")}}]
-    if not persistent:
+    if not spec.brokers.storage.persistent:
         pod["volumes"] = [*pod.get("volumes", []), {"name": "data", "emptyDir": {}}]
+    _secure(pod, container, security.broker)
+    return pod
+
+
+def build_brokers(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan, replicas: int | None = None,
+                  external: Mapping[tuple[str, int], str | None] | None = None) -> list[dict]:
+    """Headless and bootstrap Services, the PodDisruptionBudget and the brokers' StatefulSet.
+
+    ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
+    Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
+    ``external``: the external listeners' addresses (``listeners.external_address``); the
+    brokers' certificate version (``security``) is part of the config hash."""
+    n, storage = names(cluster), spec.brokers.storage
+    hashed = config_hash(cluster, namespace, spec, external, security.broker_certificates)
     sts_spec: dict[str, Any] = {
-        "replicas": count, "serviceName": n["brokers"], "podManagementPolicy": "Parallel",
-        "updateStrategy": {"type": "OnDelete"},
+        "replicas": spec.brokers.replicas if replicas is None else replicas, "serviceName": n["brokers"],
+        "podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector(cluster, "broker")},
-        "template": _pod_template(cluster, "broker", spec, pod,
-                                  {CONFIG_HASH_ANNOTATION: config_hash(cluster, namespace, spec, external,
-                                                                       certificates)}),
+        "template": _pod_template(cluster, "broker", spec, _broker_pod(cluster, spec, security),
+                                  {**security.broker.annotations, CONFIG_HASH_ANNOTATION: hashed}),
     }
-    if persistent:
+    if storage.persistent:
         claim = {"metadata": {"name": "data", "labels": labels(cluster, "broker")},
-                 "spec": {"accessModes": ["ReadWriteOnce"],
-                          "resources": {"requests": {"storage": storage.get("size", "10Gi")}}}}
-        if storage.get("class"):
-            claim["spec"]["storageClassName"] = storage["class"]
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}}
+        if storage.storage_class:
+            claim["spec"]["storageClassName"] = storage.storage_class
         sts_spec["volumeClaimTemplates"] = [claim]
-        policy = "Delete" if storage.get("deleteClaim") else "Retain"
+        policy = "Delete" if storage.delete_claim else "Retain"
         sts_spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": policy, "whenScaled": policy}
-    kafka_port = ports
+    kafka_ports = listener_specs.kafka_ports(spec.listeners)
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["brokers"], namespace, cluster, "broker"),
          "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                   "selector": selector(cluster, "broker"),
-                  "ports": kafka_port + [{"name": "internal", "port": BROKER_INTERNAL_PORT}]}},
+                  "ports": kafka_ports + [{"name": "internal", "port": BROKER_INTERNAL_PORT}]}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["bootstrap"], namespace, cluster, "broker"),
-         "spec": {"selector": selector(cluster, "broker"), "ports": kafka_port}},
+         "spec": {"selector": selector(cluster, "broker"), "ports": kafka_ports}},
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
          "metadata": _meta(n["brokers"], namespace, cluster, "broker"),
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(cluster, "broker")}}},
@@ -371,11 +375,7 @@ def build_brokers(cluster: str, namespace: str, spec: Mapping[str, Any], replica
     ]
 
 
-def rack_topology_key(spec: Mapping[str, Any]) -> str | None:
-    return (spec.get("rack") or {}).get("topologyKey") or None
-
-
-def _add_rack_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dict, topology_key: str) -> None:
+def _add_rack_init(cluster: str, spec: ClusterSpec, pod: dict, broker: dict, topology_key: str) -> None:
     """An init container writes the node's ``topology_key`` label to a shared emptyDir; the
     broker reads it with ``--rack-file`` (no downward API exists for node labels)."""
     rack_file = f"{RACK_DIR}/rack"
@@ -393,9 +393,9 @@ def _add_rack_init(cluster: str, spec: Mapping[str, Any], pod: dict, broker: dic
     pod["volumes"] = [*pod.get("volumes", []), {"name": "rack", "emptyDir": {}}]
 
 
-def build_broker_account(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
+def build_broker_account(cluster: str, namespace: str, spec: ClusterSpec) -> list[dict]:
     """The brokers' ServiceAccount, only with rack awareness (otherwise they need no API access)."""
-    if not rack_topology_key(spec):
+    if not spec.rack_topology_key:
         return []
     return [{"apiVersion": "v1", "kind": "ServiceAccount",
              "metadata": _meta(names(cluster)["brokers"], namespace, cluster, "broker")}]
@@ -414,89 +414,73 @@ def build_rack_binding(cluster: str, namespace: str, cluster_role: str) -> dict:
             "subjects": [{"kind": "ServiceAccount", "name": names(cluster)["brokers"], "namespace": namespace}]}
 
 
-def build_gateway(cluster: str, namespace: str, spec: Mapping[str, Any]) -> list[dict]:
+def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan) -> list[dict]:
     """The HTTP gateway's Deployment and Service; empty when ``gateway.replicas`` is 0/absent."""
-    gw = spec.get("gateway") or {}
-    replicas = int(gw.get("replicas", 0))
-    if replicas <= 0:
+    gw = spec.gateway
+    if gw.replicas <= 0:
         return []
     n = names(cluster)
     # Each replica advertises its own pod IP: consumer instances live in one replica, and
     # their base_uri must lead back to it (the CLI is fixed in docs/gateway.md).
     # With spec.listeners the gateway uses the replication listener, as the brokers do.
     bootstrap = (f"{n['bootstrap']}.{namespace}.svc:{listener_specs.REPLICATION_PORT}"
-                 if listener_specs.parse(spec) else bootstrap_servers(cluster, namespace))
+                 if spec.listeners else bootstrap_servers(cluster, namespace))
     args = ["gateway", "--bootstrap-servers", bootstrap,
             "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
             "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}",
             # the console's throughput and partition sizes: each broker's metrics port, at the
             # host Metadata advertises for it (the gateway fills in {host})
             "--broker-metrics-urls", f"http://{{host}}:{METRICS_PORT}/metrics"]
-    if gw.get("authSecret"):
+    if gw.auth_secret:
         args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
-    if listener_specs.secured(listener_specs.parse(spec)):
-        # mutual TLS on the replication listener with its certificate (principals.secure_children
-        # adds the --kafka-ssl-* files): the gateway's principal, a super user
+    if listener_specs.secured(spec.listeners):
+        # mutual TLS on the replication listener with its certificate (the --kafka-ssl-* files
+        # of SecurityPlan.gateway): the gateway's principal, a super user
         args += ["--kafka-security-protocol", "SSL"]
     readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
-                           gw.get("resources"), _config_env(cluster), readiness)
+                           gw.resources, _config_env(cluster), readiness)
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
                                   "periodSeconds": 10, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
-    if gw.get("authSecret"):
+    if gw.auth_secret:
         # A mounted Secret (not subPath) so a rotated Secret reaches the gateway, which
         # re-reads the file when it changes.
         container["volumeMounts"] = [{"name": "auth", "mountPath": GATEWAY_AUTH_DIR, "readOnly": True}]
-        pod["volumes"] = [{"name": "auth", "secret": {"secretName": gw["authSecret"]}}]
+        pod["volumes"] = [{"name": "auth", "secret": {"secretName": gw.auth_secret}}]
+    _secure(pod, container, security.gateway)
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
-         "spec": {"type": gw.get("serviceType", "ClusterIP"), "selector": selector(cluster, "gateway"),
+         "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"),
                   "ports": [{"name": "http", "port": GATEWAY_PORT}]}},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
-         "spec": {"replicas": replicas, "selector": {"matchLabels": selector(cluster, "gateway")},
-                  "template": _pod_template(cluster, "gateway", spec, pod)}},
+         "spec": {"replicas": gw.replicas, "selector": {"matchLabels": selector(cluster, "gateway")},
+                  "template": _pod_template(cluster, "gateway", spec, pod, security.gateway.annotations)}},
     ]
 
 
-def build_listener_services(cluster: str, namespace: str, spec: Mapping[str, Any],
+def build_listener_services(cluster: str, namespace: str, spec: ClusterSpec,
                             broker_replicas: int | None = None) -> list[dict]:
     """The external listeners' Services (applied first: the brokers advertise their node ports
     and load balancers' addresses)."""
-    count = int((spec.get("brokers") or {}).get("replicas", 3) if broker_replicas is None else broker_replicas)
-    return listener_specs.build_external_services(cluster, namespace, listener_specs.parse(spec), count,
+    count = spec.brokers.replicas if broker_replicas is None else broker_replicas
+    return listener_specs.build_external_services(cluster, namespace, spec.listeners, count,
                                                   labels(cluster, "broker"), selector(cluster, "broker"))
 
 
-def build_children(cluster: str, namespace: str, spec: Mapping[str, Any],
+def build_children(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan,
                    broker_replicas: int | None = None,
-                   external: Mapping[tuple[str, int], str | None] | None = None,
-                   tls: listener_specs.BrokerTls | None = None, certificates: str = "") -> list[dict]:
+                   external: Mapping[tuple[str, int], str | None] | None = None) -> list[dict]:
     """Every child but the listeners' Services, in apply order (config, ZooKeeper, controller,
-    brokers, gateway)."""
+    brokers, gateway), as they are applied."""
     return [build_config_map(cluster, namespace, spec, external, broker_replicas),
             *build_zookeeper(cluster, namespace, spec),
-            *build_controller(cluster, namespace, spec),
+            *build_controller(cluster, namespace, spec, security),
             *build_broker_account(cluster, namespace, spec),
-            *build_brokers(cluster, namespace, spec, broker_replicas, external, tls, certificates),
-            *build_gateway(cluster, namespace, spec)]
-
-
-def keep_immutable(desired: dict, existing: Mapping[str, Any] | None) -> dict:
-    """A StatefulSet's ``volumeClaimTemplates`` cannot change after creation: keep the live
-    ones (storage growth is applied to the PVCs themselves)."""
-    if not existing or desired.get("kind") != "StatefulSet":
-        return desired
-    out = copy.deepcopy(desired)
-    live = (existing.get("spec") or {}).get("volumeClaimTemplates")
-    if live is not None and "volumeClaimTemplates" in out["spec"]:
-        out["spec"]["volumeClaimTemplates"] = [
-            {"metadata": {k: v for k, v in t["metadata"].items() if k in ("name", "labels")},
-             "spec": {k: v for k, v in t["spec"].items() if k in ("accessModes", "resources", "storageClassName")}}
-            for t in live]
-    return out
+            *build_brokers(cluster, namespace, spec, security, broker_replicas, external),
+            *build_gateway(cluster, namespace, spec, security)]
 
 
 def pvc_names(cluster: str, replicas: int) -> list[str]:

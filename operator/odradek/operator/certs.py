@@ -10,8 +10,8 @@ the key Secret not):
 - the **clients CA** (``c-clients-ca-cert``, ``c-clients-ca``) signs users' certificates
   (OdradekUser with ``tls`` authentication); brokers trust it on their TLS listeners.
 
-Spec: ``clusterCa`` / ``clientsCa`` with ``validityDays`` (365), ``renewalDays`` (30) and
-``generateCertificateAuthority`` (true; false: the user put ``ca.crt``/``ca.key`` into the two
+Spec: ``clusterCa`` / ``clientsCa`` (``spec.CaSettings``) with ``validityDays``, ``renewalDays``
+and ``generateCertificateAuthority`` (false: the user put ``ca.crt``/``ca.key`` into the two
 Secrets, the operator only reads them and never renews them).
 
 Per-component Secrets (owned by the cluster): ``c-broker-certs`` (``<pod>.crt``, ``<pod>.key``
@@ -32,7 +32,7 @@ The interface for the listeners (``listeners.py``), users (``users.py``) and the
 ``principal``, ``user_certificate`` (a tls OdradekUser's certificate from the clients CA),
 ``read_ca``; ``expiring`` is the status timer's check of what time alone makes due.
 ``plan_certificates`` is pure (validates everything before anything is written: no partial
-change on bad input); ``sync_certificates`` reads the Secrets and applies the plan.
+change on bad input) over the Secrets ``read_existing`` reads; the reconcile applies the plan.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from odradek.certs import CertificateAuthority, IssuedCertificate, alt_names, no
 from odradek.config.cluster_security import (CONTROL_PLANE_ENDPOINT_IDENTIFICATION, CONTROL_PLANE_KEYSTORE,
                                              CONTROL_PLANE_PEER_CN, CONTROL_PLANE_TRUSTSTORE)
 from odradek.operator import builders
-from odradek.operator.validation import SpecError
+from odradek.operator.spec import CaSettings, ClusterSpec
+from odradek.operator.validation import SpecError, ca_settings
 
 ORGANIZATION = "odradek"
 CERTS_DIR = "/etc/odradek/certs"
@@ -59,7 +60,6 @@ COMPONENTS = ("broker", "controller", "gateway", "operator")
 CA_CERT_KEY, CA_KEY_KEY, BUNDLE_KEY = "ca.crt", "ca.key", "ca-bundle.crt"
 CERTS_ANNOTATION = "odradek.dev/certificates-hash"
 RENEWAL_ANNOTATION = "odradek.dev/certificates-renewal"   # set on the cluster: reconcile to renew
-DEFAULT_VALIDITY_DAYS, DEFAULT_RENEWAL_DAYS = 365, 30
 CLUSTER_DOMAIN = "cluster.local"
 
 
@@ -93,8 +93,8 @@ def pod_tls_volumes(cluster: str, component: str) -> tuple[list[dict], list[dict
     (``<stem>.crt``, ``.key``, ``.pem``; for brokers also ``ca-bundle.crt``) and the cluster
     CA's certificate at ``/etc/odradek/certs/cluster-ca/ca.crt``. Mounted as directories (not
     subPath), so renewed Secrets reach running pods; processes load them at start, which is
-    why a change rolls the pods (``CERTS_ANNOTATION``). ``principals.secure_children`` mounts
-    them in every broker, controller and gateway pod: builders need not add them again."""
+    why a change rolls the pods (``CERTS_ANNOTATION``). ``principals.security_plan`` gives them
+    to every broker, controller and gateway pod."""
     n = secret_names(cluster)
     volumes = [{"name": "cluster-ca", "secret": {"secretName": n["cluster_ca_cert"]}},
                {"name": f"{component}-certs", "secret": {"secretName": n[component]}}]
@@ -174,37 +174,6 @@ def component_names(cluster: str, namespace: str, component: str) -> list[str]:
     return []
 
 
-# -- the spec --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CaSettings:
-    validity_days: int = DEFAULT_VALIDITY_DAYS
-    renewal_days: int = DEFAULT_RENEWAL_DAYS
-    generate: bool = True
-
-    @property
-    def validity(self) -> datetime.timedelta:
-        return datetime.timedelta(days=self.validity_days)
-
-    @property
-    def renewal(self) -> datetime.timedelta:
-        return datetime.timedelta(days=self.renewal_days)
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], key: str) -> "CaSettings":
-        """``spec[key]`` (``clusterCa`` or ``clientsCa``); ``SpecError`` when renewal would start
-        before the certificate is issued."""
-        ca = spec.get(key) or {}
-        out = cls(int(ca.get("validityDays", DEFAULT_VALIDITY_DAYS)), int(ca.get("renewalDays", DEFAULT_RENEWAL_DAYS)),
-                  bool(ca.get("generateCertificateAuthority", True)))
-        if out.validity_days < 1 or out.renewal_days < 1:
-            raise SpecError(f"{key}: validityDays and renewalDays must be at least 1")
-        if out.renewal_days >= out.validity_days:
-            raise SpecError(f"{key}.renewalDays ({out.renewal_days}) must be less than validityDays "
-                            f"({out.validity_days})")
-        return out
-
-
 # -- the plan (pure) -------------------------------------------------------------------------
 
 def _b64(data: bytes) -> str:
@@ -224,7 +193,7 @@ def _secret(name: str, namespace: str, cluster: str, data: Mapping[str, bytes]) 
 
 @dataclass
 class CertificatePlan:
-    """What ``sync_certificates`` writes, and what the pod builders need."""
+    """What the reconcile writes, and what the pod builders need (``versions``)."""
     secrets: list[dict] = field(default_factory=list)      # owned by the cluster: adopt, then apply
     versions: dict[str, str] = field(default_factory=dict)  # component -> hash of what its pods load
     renewed: list[str] = field(default_factory=list)       # for the log: what was (re)issued
@@ -313,15 +282,15 @@ def _version(data: Mapping[str, bytes]) -> str:
     return digest.hexdigest()[:16]
 
 
-def plan_certificates(cluster: str, namespace: str, spec: Mapping[str, Any], existing: Mapping[str, Mapping[str, bytes]],
+def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str, bytes]],
                       broker_replicas: int, extra_broker_names: Mapping[int, Iterable[str]] | None = None,
                       now: datetime.datetime | None = None) -> CertificatePlan:
     """Every certificate Secret the cluster should have, from ``existing`` (Secret name -> its
-    decoded data; absent names are missing Secrets). ``SpecError`` for bad ``clusterCa`` /
-    ``clientsCa`` settings or unusable user-supplied CAs, before anything is decided."""
+    decoded data; absent names are missing Secrets). ``SpecError`` for missing or unusable
+    user-supplied CAs, before anything is decided."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     n, plan = secret_names(cluster), CertificatePlan()
-    settings = {w: CaSettings.from_spec(spec, f"{w}Ca") for w in ("cluster", "clients")}
+    settings = {"cluster": spec.cluster_ca, "clients": spec.clients_ca}
     cas = {}
     for which in ("cluster", "clients"):
         ca, owned = _ca(which, cluster, settings[which], existing.get(n[f"{which}_ca_cert"], {}),
@@ -349,15 +318,14 @@ def plan_certificates(cluster: str, namespace: str, spec: Mapping[str, Any], exi
     return plan
 
 
-def expiring(cluster: str, spec: Mapping[str, Any], existing: Mapping[str, Mapping[str, bytes]],
+def expiring(cluster: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str, bytes]],
              now: datetime.datetime | None = None) -> list[str]:
     """What the next reconcile would renew because of time alone (``Secret/key``): operator-made
     CAs and process certificates with fewer than ``renewalDays`` left. The operator's status
-    timer asks this (cheap: no keys made), so a cluster nobody edits is still renewed in time.
-    ``SpecError`` for bad CA settings."""
+    timer asks this (cheap: no keys made), so a cluster nobody edits is still renewed in time."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     n, out = secret_names(cluster), []
-    settings = {w: CaSettings.from_spec(spec, f"{w}Ca") for w in ("cluster", "clients")}
+    settings = {"cluster": spec.cluster_ca, "clients": spec.clients_ca}
     for which in ("cluster", "clients"):
         cert_pem, key_pem = existing.get(n[f"{which}_ca_cert"], {}).get(CA_CERT_KEY), \
             existing.get(n[f"{which}_ca"], {}).get(CA_KEY_KEY)
@@ -387,20 +355,6 @@ def read_existing(kube: Any, cluster: str, namespace: str) -> dict[str, dict[str
     return out
 
 
-def sync_certificates(kube: Any, cluster: str, namespace: str, spec: Mapping[str, Any],
-                      adopt: Callable[[list[dict]], None], broker_replicas: int,
-                      extra_broker_names: Mapping[int, Iterable[str]] | None = None,
-                      now: datetime.datetime | None = None) -> CertificatePlan:
-    """Plan from the live Secrets, then apply every Secret the operator owns (owner references
-    through ``adopt``). A user-supplied CA's Secrets are read, never written."""
-    plan = plan_certificates(cluster, namespace, spec, read_existing(kube, cluster, namespace), broker_replicas,
-                             extra_broker_names, now)
-    adopt(plan.secrets)
-    for secret in plan.secrets:
-        kube.apply(secret)
-    return plan
-
-
 def read_ca(kube: Any, cluster: str, namespace: str, which: str = "clients") -> CertificateAuthority | None:
     """The cluster's ``which`` (clients, cluster) CA with its key, e.g. to sign a user's
     certificate; None while the operator has not made it (or a user-supplied one is missing)."""
@@ -421,7 +375,7 @@ def user_certificate(kube: Any, cluster_body: Mapping[str, Any],
     ca = read_ca(kube, meta["name"], meta["namespace"], "clients")
     if ca is None:
         return None
-    settings = CaSettings.from_spec(spec, "clientsCa")
+    settings = ca_settings(spec, "clientsCa")
     existing = decode(kube.get("v1", "Secret", meta["namespace"], user_secret))
 
     def issue(cn: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ import kopf
 from odradek.operator import admin, certs, kube, metrics, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
-from odradek.operator.validation import SpecError
+from odradek.operator.validation import SpecError, parse_cluster
 
 CLUSTER = ("odradek.dev", "v1alpha1", "odradekclusters")
 TOPIC = ("odradek.dev", "v1alpha1", "odradektopics")
@@ -89,21 +89,19 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
                            logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     if status.get("phase") in ("Failed", "Paused") or is_paused(meta):
         return
-    due = reconcile.renewal_due(kube.shared(), body)
+    try:
+        spec = parse_cluster(body.get("spec") or {})
+    except SpecError:   # the reconcile handler reports it
+        return
+    name, namespace = meta["name"], meta["namespace"]
+    due = reconcile.renewal_due(kube.shared(), name, namespace, spec)
     if due:  # a changed annotation runs the update handler, which renews and rolls the pods
         logger.info("certificates to renew: %s", due)
         patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
-    health = reconcile.cluster_health(kube.shared(), body, operator_settings)
-    ready, reason, message = health.verdict()
-    patch.status["readyBrokers"] = health.brokers_ready
-    patch.status["desiredBrokers"] = health.brokers_desired
-    patch.status["brokers"] = f"{health.brokers_ready}/{health.brokers_desired}"
-    patch.status["activeController"] = health.active_controller
-    patch.status["underReplicatedPartitions"] = health.under_replicated
-    patch.status["phase"] = health.phase()
-    patch.status["listeners"] = reconcile.listener_status(kube.shared(), body)
-    patch.status["conditions"] = readiness(
-        status.get("conditions"), ready, reason, message, meta.get("generation"))
+    health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
+    patch.status.update(health.status_fields())
+    patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)
+    patch.status["conditions"] = readiness(status.get("conditions"), *health.verdict(), meta.get("generation"))
 
 
 def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:

@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from odradek.operator.validation import SpecError
+from odradek.operator.spec import Authorization, ClusterSpec, SpecError
 
 TYPES = ("internal", "nodeport", "loadbalancer")
 AUTHENTICATIONS = ("scram-sha-512", "tls")
@@ -143,12 +143,11 @@ def secured(listeners: Iterable[Listener]) -> bool:
     return any(li.tls or li.authentication for li in listeners)
 
 
-def super_users(spec: Mapping[str, Any], broker_principal: str, extra: Iterable[str] = ()) -> str:
+def super_users(authorization: Authorization, broker_principal: str, extra: Iterable[str] = ()) -> str:
     """``super.users``: the brokers' principal, the operator's components', then the spec's
     (``alice`` and ``User:alice`` both mean ``User:alice``)."""
     users = [broker_principal, *extra]
-    for user in (spec.get("authorization") or {}).get("superUsers") or []:
-        user = str(user)
+    for user in authorization.super_users:
         users.append(user if user.startswith("User:") else f"User:{user}")
     return ";".join(dict.fromkeys(users))
 
@@ -157,7 +156,7 @@ def replication_protocol(tls: BrokerTls | None) -> str:
     return "SSL" if tls is not None else "PLAINTEXT"
 
 
-def broker_settings(spec: Mapping[str, Any], listeners: list[Listener], advertised: str,
+def broker_settings(authorization: Authorization | None, listeners: Sequence[Listener], advertised: str,
                     tls: BrokerTls | None) -> dict[str, str]:
     """The brokers' listener, SASL and authorizer settings (``advertised`` is the
     ``advertised.listeners`` value, or empty when each pod reads its own from a file)."""
@@ -176,16 +175,16 @@ def broker_settings(spec: Mapping[str, Any], listeners: list[Listener], advertis
         # listener authenticates by certificate, else requested (SASL_SSL clients send none).
         cert_only = all(li.authentication == "tls" for li in listeners if li.tls)
         out["ssl.client.auth"] = "required" if cert_only else "requested"
-    if spec.get("authorization") is not None:
+    if authorization is not None:
         principal = tls.principal if tls is not None else "User:ANONYMOUS"
         out["authorizer.class.name"] = AUTHORIZER
-        out["super.users"] = super_users(spec, principal, tls.extra_super_users if tls else ())
+        out["super.users"] = super_users(authorization, principal, tls.extra_super_users if tls else ())
     return out
 
 
 # -- addresses ------------------------------------------------------------------------------
 
-def internal_advertised(host: str, listeners: list[Listener]) -> list[str]:
+def internal_advertised(host: str, listeners: Sequence[Listener]) -> list[str]:
     """``NAME://host:port`` of the replication listener and every internal listener."""
     return [f"{REPLICATION}://{host}:{REPLICATION_PORT}"] + [
         f"{li.kafka_name}://{host}:{li.port}" for li in listeners if not li.external]
@@ -205,7 +204,7 @@ def external_address(listener: Listener, service: Mapping[str, Any] | None) -> s
     return f"{host}:{listener.port}" if host else None
 
 
-def advertised_table(pod_host: Mapping[int, str], listeners: list[Listener],
+def advertised_table(pod_host: Mapping[int, str], listeners: Sequence[Listener],
                      external: Mapping[tuple[str, int], str | None], fallback: Mapping[tuple[str, int], str]) -> str:
     """JSON ``{ordinal: advertised.listeners}`` for every broker; an external address not known
     yet (a load balancer still pending) is the per-broker Service's DNS name (``fallback``)."""
@@ -228,7 +227,7 @@ def advertised_line(table: str, ordinal: int, host_ip: str) -> str:
     return line.replace(HOST_IP, f"[{host_ip}]" if ":" in host_ip else host_ip)
 
 
-def certificate_names(listeners: list[Listener], replicas: int, host_ips: Iterable[str],
+def certificate_names(listeners: Sequence[Listener], replicas: int, host_ips: Iterable[str],
                       external: Mapping[tuple[str, int], str | None]) -> dict[int, list[str]]:
     """The external names each broker's certificate must carry for its TLS external listeners
     (``certs.plan_certificates``' ``extra_broker_names``): the node addresses of every broker pod
@@ -248,25 +247,24 @@ def certificate_names(listeners: list[Listener], replicas: int, host_ips: Iterab
 
 # -- the brokers' pods ------------------------------------------------------------------------
 
-def kafka_ports(spec: Mapping[str, Any]) -> list[dict]:
+def kafka_ports(listeners: Sequence[Listener]) -> list[dict]:
     """The brokers' Kafka ports: 9092 without ``spec.listeners``; else replication and each listener."""
-    listeners = parse(spec)
     if not listeners:
         return [{"name": "kafka", "port": PLAIN_PORT}]
     return [{"name": "replication", "port": REPLICATION_PORT}, *({"name": li.name, "port": li.port} for li in listeners)]
 
 
-def broker_args(spec: Mapping[str, Any], host: str, tls: BrokerTls | None) -> list[str]:
+def broker_args(spec: ClusterSpec, host: str, tls: BrokerTls | None) -> list[str]:
     """The broker's Kafka listener arguments: the ``--listen`` flag's PLAINTEXT listener, or
     ``spec.listeners`` as Kafka's settings (with external listeners each pod reads its own
     ``advertised.listeners`` from the init container's argument file)."""
-    listeners = parse(spec)
+    listeners = spec.listeners
     if not listeners:
         return ["--listen", f"0.0.0.0:{PLAIN_PORT}", "--advertised", f"{host}:{PLAIN_PORT}"]
     external = any(li.external for li in listeners)
     advertised = "" if external else ",".join(internal_advertised(host, listeners))
     args = [f"@{ADVERTISED_DIR}/broker.args"] if external else []
-    for key, value in broker_settings(spec, listeners, advertised, tls).items():
+    for key, value in broker_settings(spec.authorization, listeners, advertised, tls).items():
         args += ["--config", f"{key}={value}"]
     return args
 
@@ -298,7 +296,7 @@ def service_names(cluster: str, listener: Listener, replicas: int) -> tuple[str,
             [f"{cluster}-brokers-{i}-{listener.name}" for i in range(replicas)])
 
 
-def build_external_services(cluster: str, namespace: str, listeners: list[Listener], replicas: int,
+def build_external_services(cluster: str, namespace: str, listeners: Sequence[Listener], replicas: int,
                             labels: Mapping[str, str], selector: Mapping[str, str]) -> list[dict]:
     """A bootstrap Service and one Service per broker for every external listener."""
     out = []

@@ -20,9 +20,10 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
   ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication.
 
-``secure_children`` adds all of this to the manifests ``builders`` made (volumes, mounts,
-settings, probes, and the ``odradek.dev/certificates-hash`` annotation whose change restarts
-the pods); it is idempotent about volumes, so a builder that mounted them already is fine.
+``security_plan`` decides all of this as a frozen ``security.SecurityPlan`` (volumes, mounts,
+settings, probes, the ``odradek.dev/certificates-hash`` annotation whose change restarts the
+pods, the brokers' TLS listener material) before anything is built; the pure ``builders`` take
+it in and return the manifests as they are applied.
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ import base64
 import hashlib
 import os
 import secrets
-import shlex
 import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
 from odradek.operator import builders, certs
+from odradek.operator.listeners import BrokerTls, Listener, secured
+from odradek.operator.security import PodSecurity, SecurityPlan
 
 ZK_SECRET_KEY = "credentials"
 ZK_DIR = "/etc/odradek/zookeeper"
@@ -74,35 +77,19 @@ def controller_url(cluster: str, pod_ip: str, namespace: str) -> str:
     return f"https://{host}.{builders.names(cluster)['controller']}.{namespace}.svc:{builders.CONTROLLER_PORT}"
 
 
-def _advertise_by_name(cluster: str, container: dict) -> None:
-    """Run the controller through ``sh -c`` so that its ``--advertised-url`` is its DNS name,
-    made from ``$POD_IP`` (dots and colons to dashes). The other arguments are quoted as they
-    are (the kubelet has expanded their ``$(VAR)`` references before the shell runs)."""
-    args = list(container.pop("args"))
-    i = args.index("--advertised-url")
-    del args[i:i + 2]
+def _controller_url_word(cluster: str) -> str:
+    """The controller's ``--advertised-url`` as a shell word: its DNS name made from ``$POD_IP``
+    (dots and colons to dashes) and ``$POD_NAMESPACE``; ``builders`` runs the controller through
+    ``sh -c`` for it."""
     dashed = '$(printf %s "$POD_IP" | tr .: --)'
-    url = f"https://{dashed}.{builders.names(cluster)['controller']}.$POD_NAMESPACE.svc:{builders.CONTROLLER_PORT}"
-    container["command"] = ["sh", "-c", f"exec odradek {shlex.join(args)} --advertised-url \"{url}\""]
+    return f"https://{dashed}.{builders.names(cluster)['controller']}.$POD_NAMESPACE.svc:{builders.CONTROLLER_PORT}"
 
 
-# -- the manifests -------------------------------------------------------------------------
-
-def _mount(pod: dict, container: dict, volumes: list[dict], mounts: list[dict]) -> None:
-    have = {v["name"] for v in pod.get("volumes", [])}
-    pod["volumes"] = [*pod.get("volumes", []), *(v for v in volumes if v["name"] not in have)]
-    have = {m["name"] for m in container.get("volumeMounts", [])}
-    container["volumeMounts"] = [*container.get("volumeMounts", []), *(m for m in mounts if m["name"] not in have)]
-
+# -- the security plan----------------------------------------------------------------------
 
 def _zookeeper_volume(cluster: str) -> tuple[list[dict], list[dict]]:
     return ([{"name": "zookeeper-digest", "secret": {"secretName": zookeeper_secret_name(cluster)}}],
             [{"name": "zookeeper-digest", "mountPath": ZK_DIR, "readOnly": True}])
-
-
-def _settings(container: dict, settings: Mapping[str, str]) -> None:
-    for key, value in settings.items():
-        container["args"] += ["--config", f"{key}={value}"]
 
 
 def _probe(component: str, port: int, route: control_plane.Route) -> dict:
@@ -113,43 +100,37 @@ def _probe(component: str, port: int, route: control_plane.Route) -> dict:
             "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S}
 
 
-def _annotate(template: dict, version: str) -> None:
-    template["metadata"].setdefault("annotations", {})[certs.CERTS_ANNOTATION] = version
+def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route) -> PodSecurity:
+    """A broker's or controller's: its certificates, the ZooKeeper digest, control-plane mutual
+    TLS and ZooKeeper ACL settings, the probe with its own certificate."""
+    tls_volumes, tls_mounts = certs.pod_tls_volumes(cluster, component)
+    zk_volumes, zk_mounts = _zookeeper_volume(cluster)
+    return PodSecurity(tuple(tls_volumes + zk_volumes), tuple(tls_mounts + zk_mounts),
+                       {**certs.control_plane_config(cluster, component), **zookeeper_config()},
+                       probe=_probe(component, port, route))
 
 
-def _secure_control_plane(cluster: str, component: str, template: dict, port: int,
-                          route: control_plane.Route) -> dict:
-    pod = template["spec"]
-    container = pod["containers"][0]
-    _mount(pod, container, *certs.pod_tls_volumes(cluster, component))
-    _mount(pod, container, *_zookeeper_volume(cluster))
-    _settings(container, {**certs.control_plane_config(cluster, component), **zookeeper_config()})
-    container["readinessProbe"] = _probe(component, port, route)
-    return container
+def broker_tls(cluster: str, listeners: Sequence[Listener]) -> BrokerTls | None:
+    """The brokers' TLS material (``certs``) when a listener has TLS or authentication: then
+    replication is mutual TLS too, with the brokers', operator's and gateway's certificates."""
+    if not secured(listeners):
+        return None
+    return BrokerTls(certs.broker_ssl_config(), certs.principal(cluster, "broker"),
+                     (certs.principal(cluster, "operator"), certs.principal(cluster, "gateway")))
 
 
-def secure_children(children: list[dict], cluster: str, namespace: str, versions: Mapping[str, str]) -> None:
-    """Give the controller, broker and gateway manifests among ``children`` their
-    certificates, settings and probes (in place). ``versions``: ``CertificatePlan.versions``."""
-    n = builders.names(cluster)
-    for child in children:
-        name, kind = child["metadata"]["name"], child["kind"]
-        if kind == "Deployment" and name == n["controller"]:
-            template = child["spec"]["template"]
-            container = _secure_control_plane(cluster, "controller", template, builders.CONTROLLER_PORT,
-                                              control_plane.HEALTH)
-            _advertise_by_name(cluster, container)
-            _annotate(template, versions["controller"])
-        elif kind == "StatefulSet" and name == n["brokers"]:
-            # The brokers' certificates are in the config hash (rolling.py restarts them one at a time).
-            _secure_control_plane(cluster, "broker", child["spec"]["template"], builders.BROKER_INTERNAL_PORT,
-                                  control_plane.STATUS)
-        elif kind == "Deployment" and name == n["gateway"]:
-            template = child["spec"]["template"]
-            container = template["spec"]["containers"][0]
-            _mount(template["spec"], container, *certs.pod_tls_volumes(cluster, "gateway"))
-            container["args"] += certs.gateway_kafka_args()
-            _annotate(template, versions["gateway"])
+def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str]) -> SecurityPlan:
+    """What the controller, broker and gateway pods of ``cluster`` get for their identities.
+    ``versions``: ``CertificatePlan.versions`` (component -> hash of what its pods load)."""
+    gateway_volumes, gateway_mounts = certs.pod_tls_volumes(cluster, "gateway")
+    return SecurityPlan(
+        controller=replace(_control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH),
+                           annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
+        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS),
+        gateway=PodSecurity(tuple(gateway_volumes), tuple(gateway_mounts), args=tuple(certs.gateway_kafka_args()),
+                            annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
+        broker_certificates=versions["broker"], broker_tls=broker_tls(cluster, listeners),
+        controller_advertised_url=_controller_url_word(cluster))
 
 
 # -- the operator's own client certificate ---------------------------------------------------

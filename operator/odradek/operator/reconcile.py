@@ -5,17 +5,20 @@ writes, and returns the status fields to patch; decisions are the pure functions
 ``builders``, ``rolling``, ``topics`` and ``status``. Exceptions: ``SpecError`` (invalid
 spec), ``Waiting`` (retry later, with the reason), ``admin.Unreachable`` / ``admin.AdminError``.
 The operator's settings (``OperatorSettings``, read at start-up) come in as an argument.
+An OdradekCluster's reconcile observes (``observe_cluster``), plans without I/O
+(``cluster_plan``) and applies exactly what was planned.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import admin, builders, certs, listeners, principals, rolling, topics, validation
+from odradek.operator import admin, builders, certs, cluster_plan, listeners, principals, rolling, topics, validation
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
+from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
 
 CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
@@ -77,88 +80,78 @@ class ClusterOutcome:
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
                   logger: logging.Logger, settings: OperatorSettings) -> ClusterOutcome:
-    """Validate, apply every child, grow PVCs, take one rolling-restart step."""
-    meta, spec = body["metadata"], body.get("spec") or {}
+    """Parse the spec, observe, apply what ``cluster_plan`` plans (Secrets and listener Services,
+    then every child), grow PVCs, take one rolling-restart step."""
+    meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
-    validation.validate_cluster(spec)
-    specs = listeners.validate(spec)
+    spec = validation.parse_cluster(body.get("spec") or {})
     rack_role = rack_cluster_role(spec, settings)
+    observed, client = observe_cluster(kube, body, spec, settings, logger)
+    first = cluster_plan.plan_prerequisites(name, namespace, spec, observed)
+    if first.certificates.renewed:
+        logger.info("certificates issued: %s", ", ".join(first.certificates.renewed))
+    for warning in first.certificates.warnings:
+        logger.warning(warning)
+    _apply(kube, adopt, first.secrets)
+    live_services = _apply(kube, adopt, first.services)
+    plan = cluster_plan.plan_children(name, namespace, spec, observed, first.certificates.versions, live_services)
+    _apply(kube, adopt, plan.children)
+    applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
+    sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
+    replicas = observed.scale.replicas
+    resized = grow_claims(kube, name, namespace, spec, replicas)
+    if resized:
+        logger.info("resized %s", ", ".join(resized))
+    waiting = None
+    if observed.statefulsets.get(builders.names(name)["brokers"]) is not None:
+        step = roll_step(kube, body, spec, replicas, settings, client, plan.external,
+                         plan.security.broker_certificates)
+        waiting = None if step.done else step.reason
+    nodeport_tls = any(li.type == "nodeport" and li.tls for li in spec.listeners)
+    if waiting is None and nodeport_tls and len(observed.host_ips) < replicas:
+        # Their certificates need the nodes' addresses: look again once every pod is scheduled.
+        waiting = f"waiting for the broker pods' node addresses ({len(observed.host_ips)}/{replicas} scheduled)"
+    status = {
+        "observedGeneration": meta.get("generation"),
+        "desiredBrokers": spec.brokers.replicas,
+        "bootstrapServers": builders.bootstrap_servers(name, namespace, spec),
+        "listeners": listener_status(kube, name, namespace, spec, live_services),
+        "gatewayAddress": builders.gateway_address(name, namespace) if spec.gateway.replicas > 0 else None,
+        "rolling": waiting,
+    }
+    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied)
+
+
+def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, settings: OperatorSettings,
+                    logger: logging.Logger) -> tuple[cluster_plan.Observed, admin.ControllerClient | None]:
+    """What the plan needs, read from the API server (and, for a scale-down, from the active
+    controller: which partitions the brokers to remove hold; its client is returned for reuse)."""
+    name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
     names = builders.names(name)
     live_sts = kube.get("apps/v1", "StatefulSet", namespace, names["brokers"])
     current = (live_sts or {}).get("spec", {}).get("replicas")
-    desired = int((spec.get("brokers") or {}).get("replicas", 3))
-
     client, metadata = None, None
-    if current is not None and desired < current:
+    if current is not None and spec.brokers.replicas < current:
         client = controller_client(kube, body, settings)
         try:
             metadata = client.cluster()
         except (admin.Unreachable, admin.AdminError) as e:
             logger.warning("scale-down check: %s", e)
-    scale = rolling.plan_scale(current, desired, metadata)
-
-    # Certificates first: a bad clusterCa/clientsCa raises SpecError before anything is applied.
-    # Brokers' certificates carry their external TLS listeners' addresses (node addresses, load
-    # balancers), read from the live pods and Services.
-    host_ips = broker_host_ips(kube, name, namespace)
-    existing = {n: kube.get("v1", "Service", namespace, n) for li in specs if li.external and li.tls
-                for n in listeners.service_names(name, li, scale.replicas)[1]}
-    cert_names = listeners.certificate_names(specs, scale.replicas, host_ips.values(),
-                                             external_addresses(name, specs, scale.replicas, existing))
-    plan = certs.sync_certificates(kube, name, namespace, spec, adopt, scale.replicas, cert_names)
-    if plan.renewed:
-        logger.info("certificates issued: %s", ", ".join(plan.renewed))
-    for warning in plan.warnings:
-        logger.warning(warning)
-    sync_zookeeper_digest(kube, name, namespace, adopt)
-    services = builders.build_listener_services(name, namespace, spec, scale.replicas)
-    adopt(services)
-    live_services = {s["metadata"]["name"]: kube.apply(s) for s in services}
-    external = external_addresses(name, specs, scale.replicas, live_services)
-    children = builders.build_children(name, namespace, spec, broker_replicas=scale.replicas, external=external,
-                                       certificates=plan.versions["broker"], tls=broker_tls(name, specs))
-    principals.secure_children(children, name, namespace, plan.versions)
-    adopt(children)
-    applied = [f"Service/{n}" for n in live_services]
-    for child in children:
-        if child["kind"] == "StatefulSet":
-            live = live_sts if child["metadata"]["name"] == names["brokers"] else \
-                kube.get("apps/v1", "StatefulSet", namespace, child["metadata"]["name"])
-            child = builders.keep_immutable(child, live)
-        kube.apply(child)
-        applied.append(f"{child['kind']}/{child['metadata']['name']}")
-    sync_rack_binding(kube, name, namespace, rack_role, bool(builders.rack_topology_key(spec)))
-    resized = grow_claims(kube, name, namespace, spec, scale.replicas)
-    if resized:
-        logger.info("resized %s", ", ".join(resized))
-
-    waiting = None
-    if live_sts is not None:
-        step = roll_step(kube, body, scale.replicas, settings, client, external, plan.versions["broker"])
-        if not step.done:
-            waiting = step.reason
-    if waiting is None and any(li.type == "nodeport" and li.tls for li in specs) and len(host_ips) < scale.replicas:
-        # Their certificates need the nodes' addresses: look again once every pod is scheduled.
-        waiting = f"waiting for the broker pods' node addresses ({len(host_ips)}/{scale.replicas} scheduled)"
-    status = {
-        "observedGeneration": meta.get("generation"),
-        "desiredBrokers": desired,
-        "bootstrapServers": builders.bootstrap_servers(name, namespace, spec),
-        "listeners": listener_status(kube, body, specs, live_services),
-        "gatewayAddress": builders.gateway_address(name, namespace) if builders.build_gateway(name, namespace, spec) else None,
-        "rolling": waiting,
-    }
-    return ClusterOutcome(status, None if scale.allowed else scale.reason, waiting, applied)
+    scale = rolling.plan_scale(current, spec.brokers.replicas, metadata)
+    statefulsets = {names["brokers"]: live_sts}
+    if spec.zookeeper.managed is not None:
+        statefulsets[names["zookeeper"]] = kube.get("apps/v1", "StatefulSet", namespace, names["zookeeper"])
+    services = {n: kube.get("v1", "Service", namespace, n)
+                for n in cluster_plan.observed_service_names(name, spec, scale.replicas)}
+    digest = kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name))
+    return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
+                                 certs.read_existing(kube, name, namespace), digest), client
 
 
-def external_addresses(name: str, specs: list[listeners.Listener], replicas: int,
-                       live: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, int], str | None]:
-    """(listener, ordinal) -> what that broker advertises, from its live Service."""
-    out = {}
-    for li in (li for li in specs if li.external):
-        for ordinal, service in enumerate(listeners.service_names(name, li, replicas)[1]):
-            out[(li.name, ordinal)] = listeners.external_address(li, live.get(service))
-    return out
+def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:
+    """Adopt and apply ``objects`` in order; name -> the object as the API server returned it."""
+    adopt(list(objects))
+    return {o["metadata"]["name"]: kube.apply(o) for o in objects}
 
 
 def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
@@ -171,21 +164,11 @@ def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
     return out
 
 
-def broker_tls(name: str, specs: list[listeners.Listener]) -> listeners.BrokerTls | None:
-    """The brokers' TLS material (``certs``) when a listener has TLS or authentication: then
-    replication is mutual TLS too, with the brokers', operator's and gateway's certificates."""
-    if not listeners.secured(specs):
-        return None
-    return listeners.BrokerTls(certs.broker_ssl_config(), certs.principal(name, "broker"),
-                               (certs.principal(name, "operator"), certs.principal(name, "gateway")))
-
-
-def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.Listener] | None = None,
+def listener_status(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
                     live: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict] | None:
-    """``status.listeners``: each listener's type, bootstrap address and the CA Secret to trust."""
-    meta, spec = body["metadata"], body.get("spec") or {}
-    name, namespace = meta["name"], meta["namespace"]
-    specs = listeners.parse(spec) if specs is None else specs
+    """``status.listeners``: each listener's type, bootstrap address and the CA Secret to trust
+    (``live``: the listener Services as just applied; others are read)."""
+    specs = spec.listeners
     if not specs:
         return None
     host_ips = list(broker_host_ips(kube, name, namespace).values()) if any(
@@ -206,34 +189,24 @@ def listener_status(kube: Kube, body: Mapping[str, Any], specs: list[listeners.L
     return out
 
 
-def sync_zookeeper_digest(kube: Kube, name: str, namespace: str, adopt: Callable[[list[dict]], None]) -> None:
-    """The brokers' and controllers' ZooKeeper digest credentials (generated once, then kept)."""
-    secret = principals.zookeeper_secret(
-        name, namespace, kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name)))
-    adopt([secret])
-    kube.apply(secret)
-
-
-def renewal_due(kube: Kube, body: Mapping[str, Any]) -> str | None:
+def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
     """The certificates the cluster's next reconcile would renew because of time alone (for the
     status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None."""
-    meta = body["metadata"]
     try:
-        due = certs.expiring(meta["name"], body.get("spec") or {},
-                             certs.read_existing(kube, meta["name"], meta["namespace"]))
-    except (validation.SpecError, ValueError):   # the reconcile reports it
+        due = certs.expiring(name, spec, certs.read_existing(kube, name, namespace))
+    except ValueError:   # an unusable user-supplied CA: the reconcile reports it
         return None
     return ", ".join(due) or None
 
 
-def rack_cluster_role(spec: Mapping[str, Any], settings: OperatorSettings) -> str | None:
+def rack_cluster_role(spec: ClusterSpec, settings: OperatorSettings) -> str | None:
     """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
     uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);
     empty means the chart grants no node access, so a rack-aware cluster is an invalid spec.
     ``None`` when the operator does not manage rack bindings at all."""
     role = settings.rack_cluster_role
     if not role:
-        if builders.rack_topology_key(spec):
+        if spec.rack_topology_key:
             raise validation.SpecError(
                 "spec.rack.topologyKey needs the brokers to read their Node: install the chart with "
                 "rbac.brokerRack=true (a ClusterRole for nodes get, bound per rack-aware cluster)")
@@ -252,12 +225,11 @@ def sync_rack_binding(kube: Kube, name: str, namespace: str, role: str | None, w
         kube.delete(RBAC, "ClusterRoleBinding", None, binding["metadata"]["name"])
 
 
-def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], replicas: int) -> list[str]:
+def grow_claims(kube: Kube, name: str, namespace: str, spec: ClusterSpec, replicas: int) -> list[str]:
     """Patch the brokers' PVCs up to ``brokers.storage.size`` (never down)."""
-    storage = (spec.get("brokers") or {}).get("storage") or {}
-    if storage.get("type", "persistent-claim") != "persistent-claim":
+    if not spec.brokers.storage.persistent:
         return []
-    want = storage.get("size", "10Gi")
+    want = spec.brokers.storage.size
     resized = []
     for pvc_name in builders.pvc_names(name, replicas):
         pvc = kube.get("v1", "PersistentVolumeClaim", namespace, pvc_name)
@@ -272,14 +244,13 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any], 
     return resized
 
 
-def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int, settings: OperatorSettings,
+def roll_step(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, replicas: int, settings: OperatorSettings,
               client: admin.ControllerClient | None = None,
               external: Mapping[tuple[str, int], str | None] | None = None,
               certificates: str = "") -> rolling.RollStep:
     """One step of a rolling restart: delete at most one outdated broker pod (``external`` and
     ``certificates``, the brokers' certificate version, are part of the config hash)."""
-    meta, spec = body["metadata"], body.get("spec") or {}
-    name, namespace = meta["name"], meta["namespace"]
+    name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
     pods = [rolling.PodView.from_pod(p) for p in
             kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))]
     desired_hash = builders.config_hash(name, namespace, spec, external, certificates)
@@ -296,19 +267,16 @@ def roll_step(kube: Kube, body: Mapping[str, Any], replicas: int, settings: Oper
     return step
 
 
-def cluster_health(kube: Kube, body: Mapping[str, Any], settings: OperatorSettings) -> ClusterHealth:
+def cluster_health(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, settings: OperatorSettings) -> ClusterHealth:
     """Read the children's status and the controller's health."""
-    meta, spec = body["metadata"], body.get("spec") or {}
-    name, namespace = meta["name"], meta["namespace"]
+    name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
     names = builders.names(name)
 
     def ready(kind: str, obj_name: str, field_name: str) -> int:
         obj = kube.get("apps/v1", kind, namespace, obj_name)
         return int(((obj or {}).get("status") or {}).get(field_name) or 0)
 
-    zk = spec.get("zookeeper") or {}
-    zk_desired = 0 if zk.get("external") is not None else int((zk.get("managed") or {}).get("replicas", 3))
-    gw_desired = int((spec.get("gateway") or {}).get("replicas", 0))
+    zk_desired, gw_desired = spec.zookeeper.replicas, spec.gateway.replicas
     active, urp = None, None
     try:
         health = controller_client(kube, body, settings).health()
@@ -316,7 +284,7 @@ def cluster_health(kube: Kube, body: Mapping[str, Any], settings: OperatorSettin
     except (admin.Unreachable, admin.AdminError, OSError):
         pass
     return ClusterHealth(
-        brokers_desired=int((spec.get("brokers") or {}).get("replicas", 3)),
+        brokers_desired=spec.brokers.replicas,
         brokers_ready=ready("StatefulSet", names["brokers"], "readyReplicas"),
         controllers_available=ready("Deployment", names["controller"], "availableReplicas"),
         zookeeper_desired=zk_desired,

@@ -88,3 +88,10 @@ class ClusterHealth:
         if ready:
             return "Ready"
         return "Rolling" if reason == "RollingRestart" else "NotReady"
+
+    def status_fields(self) -> dict[str, Any]:
+        """The OdradekCluster's status fields this health fills in (besides the conditions)."""
+        return {"readyBrokers": self.brokers_ready, "desiredBrokers": self.brokers_desired,
+                "brokers": f"{self.brokers_ready}/{self.brokers_desired}",
+                "activeController": self.active_controller, "underReplicatedPartitions": self.under_replicated,
+                "phase": self.phase()}

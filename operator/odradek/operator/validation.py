@@ -3,9 +3,10 @@
 The CRDs' OpenAPI schemas reject wrong types and out-of-range numbers at the API server; this
 module checks what a schema cannot say: broker settings against the config registry
 (``odradek.config``, which the broker uses too; the operator never imports the broker), one
-ZooKeeper mode, quantities, topic names and configs. Every check raises ``SpecError`` with a
-one-line reason; the handlers turn it into ``kopf.PermanentError`` and write the reason into
-the resource's status.
+ZooKeeper mode, quantities, topic names and configs. ``parse_cluster`` turns an OdradekCluster's
+spec into the frozen ``spec.ClusterSpec`` (the CRD's defaults stated there once), checking it
+whole. Every check raises ``SpecError`` with a one-line reason; the handlers turn it into
+``kopf.PermanentError`` and write the reason into the resource's status.
 
 Pure: no Kubernetes or network access, so the unit tests call it directly.
 """
@@ -18,15 +19,13 @@ from typing import Any, Mapping
 from odradek import topics
 from odradek.config import parse_broker_settings, validate_topic_configs
 from odradek.errors import KafkaError
+from odradek.operator import listeners, spec as model
+from odradek.operator.spec import SpecError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _CONNECT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*(/[A-Za-z0-9/_.-]*)?$")
-
-
-class SpecError(ValueError):
-    """An invalid spec: retrying cannot help until the user edits the resource."""
 
 
 def quantity_bytes(q: str) -> int:
@@ -50,17 +49,53 @@ def validate_broker_config(config: Mapping[str, Any]) -> dict[str, str]:
     return settings
 
 
-def validate_cluster(spec: Mapping[str, Any]) -> None:
-    """Raise ``SpecError`` for an OdradekCluster spec the operator cannot build."""
+def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
+    """An OdradekCluster's ``spec`` as a ``ClusterSpec`` (the CRD's defaults for what it leaves
+    out); ``SpecError`` for a spec the operator cannot build."""
     brokers = spec.get("brokers") or {}
+    return model.ClusterSpec(
+        image=spec.get("image", model.ClusterSpec.image),
+        image_pull_policy=spec.get("imagePullPolicy", model.ClusterSpec.image_pull_policy),
+        brokers=model.Brokers(int(brokers.get("replicas", model.Brokers.replicas)), _broker_storage(brokers),
+                              brokers.get("resources"),
+                              dict(sorted(validate_broker_config(brokers.get("config") or {}).items()))),
+        listeners=tuple(listeners.validate(spec)),
+        authorization=_authorization(spec),
+        controller=_controller(spec.get("controller") or {}),
+        gateway=_gateway(spec.get("gateway") or {}),
+        zookeeper=_zookeeper(spec.get("zookeeper") or {}),
+        cluster_ca=ca_settings(spec, "clusterCa"), clients_ca=ca_settings(spec, "clientsCa"),
+        rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
+        pod_template=(spec.get("template") or {}).get("pod") or {},
+        source={key: spec[key] for key in ("listeners", "authorization", "rack", "template") if key in spec})
+
+
+def _broker_storage(brokers: Mapping[str, Any]) -> model.BrokerStorage:
     storage = brokers.get("storage") or {}
-    if storage.get("type", "persistent-claim") == "persistent-claim":
-        quantity_bytes(storage.get("size", "10Gi"))
+    default = model.BrokerStorage()
+    out = model.BrokerStorage(storage.get("type", default.type), storage.get("size", default.size),
+                              storage.get("class"), bool(storage.get("deleteClaim", default.delete_claim)))
+    if out.persistent:
+        quantity_bytes(out.size)
     elif storage.get("size") or storage.get("class"):
         raise SpecError("brokers.storage: size and class apply only to type persistent-claim")
-    validate_broker_config(brokers.get("config") or {})
+    return out
 
-    zk = spec.get("zookeeper") or {}
+
+def _controller(ctl: Mapping[str, Any]) -> model.Controller:
+    return model.Controller(int(ctl.get("replicas", model.Controller.replicas)), ctl.get("resources"))
+
+
+def _gateway(gateway: Mapping[str, Any]) -> model.Gateway:
+    out = model.Gateway(int(gateway.get("replicas", model.Gateway.replicas)),
+                        gateway.get("serviceType", model.Gateway.service_type), gateway.get("authSecret"),
+                        gateway.get("resources"))
+    if out.auth_secret is not None and not out.replicas:
+        raise SpecError("gateway.authSecret is set but gateway.replicas is 0")
+    return out
+
+
+def _zookeeper(zk: Mapping[str, Any]) -> model.Zookeeper:
     managed, external = zk.get("managed"), zk.get("external")
     if managed is not None and external is not None:
         raise SpecError("zookeeper: set either managed or external, not both")
@@ -70,15 +105,39 @@ def validate_cluster(spec: Mapping[str, Any]) -> None:
             raise SpecError(f"zookeeper.external.connect: {connect!r} is not host:port[,host:port...]")
         if "/" in connect:
             raise SpecError("zookeeper.external.connect: give no chroot; the cluster uses /odradek/<name>")
-    if managed is not None:
-        replicas = managed.get("replicas", 3)
-        if replicas % 2 == 0:
-            raise SpecError(f"zookeeper.managed.replicas: {replicas} is even; an ensemble needs an odd size")
-        quantity_bytes((managed.get("storage") or {}).get("size", "5Gi"))
+        return model.Zookeeper(None, connect)
+    managed = managed or {}
+    replicas = int(managed.get("replicas", model.ManagedZookeeper.replicas))
+    if replicas % 2 == 0:
+        raise SpecError(f"zookeeper.managed.replicas: {replicas} is even; an ensemble needs an odd size")
+    storage = managed.get("storage") or {}
+    storage = model.ZookeeperStorage(storage.get("size", model.ZookeeperStorage.size), storage.get("class"))
+    quantity_bytes(storage.size)
+    return model.Zookeeper(model.ManagedZookeeper(replicas, managed.get("image", model.ManagedZookeeper.image),
+                                                  storage, managed.get("resources")))
 
-    gateway = spec.get("gateway") or {}
-    if gateway.get("authSecret") is not None and not gateway.get("replicas", 0):
-        raise SpecError("gateway.authSecret is set but gateway.replicas is 0")
+
+def _authorization(spec: Mapping[str, Any]) -> model.Authorization | None:
+    """``spec.authorization`` (its type and its need of listeners: ``listeners.validate``)."""
+    authz = spec.get("authorization")
+    if authz is None:
+        return None
+    return model.Authorization(tuple(str(u) for u in authz.get("superUsers") or []))
+
+
+def ca_settings(spec: Mapping[str, Any], key: str) -> model.CaSettings:
+    """``spec[key]`` (``clusterCa`` or ``clientsCa``); ``SpecError`` when renewal would start
+    before the certificate is issued."""
+    ca, default = spec.get(key) or {}, model.CaSettings()
+    out = model.CaSettings(int(ca.get("validityDays", default.validity_days)),
+                           int(ca.get("renewalDays", default.renewal_days)),
+                           bool(ca.get("generateCertificateAuthority", default.generate)))
+    if out.validity_days < 1 or out.renewal_days < 1:
+        raise SpecError(f"{key}: validityDays and renewalDays must be at least 1")
+    if out.renewal_days >= out.validity_days:
+        raise SpecError(f"{key}.renewalDays ({out.renewal_days}) must be less than validityDays "
+                        f"({out.validity_days})")
+    return out
 
 
 def validate_storage_change(old_size: str, new_size: str) -> None:

@@ -1,0 +1,134 @@
+"""The OdradekCluster spec as frozen values, with the CRD's defaults stated once.
+
+``crds/odradekclusters.odradek.dev.yaml`` is the source of truth: every ``default:`` there is
+the default of the field here (``tests/operator/test_operator_spec.py`` walks the schema and
+fails on drift). The API server applies the schema's defaults before the operator sees a
+resource; these defaults serve the objects a user leaves out where the schema has none
+(``spec.gateway``), the operator's own documented defaults (storage sizes) and the unit tests.
+
+``validation.parse_cluster`` builds a ``ClusterSpec`` from the resource's ``spec`` dict, once,
+raising ``SpecError``; the builders, the certificate plan and the reconcile read these fields,
+never the dict (``SpecError`` is defined here so that ``listeners`` can raise it too). Only
+what a broker restart must pick up is also kept as the user wrote it (``ClusterSpec.source``),
+so the brokers' config hash stays what it was for existing clusters.
+
+No operator imports at run time: ``listeners`` and ``validation`` import this module.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from odradek.operator.listeners import Listener
+
+DEFAULT_IMAGE = "ghcr.io/odradek/odradek:0.1.0"
+DEFAULT_ZOOKEEPER_IMAGE = "zookeeper:3.8"
+PERSISTENT_CLAIM, EPHEMERAL = "persistent-claim", "ephemeral"
+
+
+class SpecError(ValueError):
+    """An invalid spec: retrying cannot help until the user edits the resource."""
+
+
+@dataclass(frozen=True)
+class BrokerStorage:
+    type: str = PERSISTENT_CLAIM
+    size: str = "10Gi"                 # the operator's default (the CRD documents it; no schema default)
+    storage_class: str | None = None   # ``class``
+    delete_claim: bool = False
+
+    @property
+    def persistent(self) -> bool:
+        return self.type == PERSISTENT_CLAIM
+
+
+@dataclass(frozen=True)
+class Brokers:
+    replicas: int = 3
+    storage: BrokerStorage = BrokerStorage()
+    resources: Mapping[str, Any] | None = None
+    config: Mapping[str, str] = field(default_factory=dict)  # checked settings, as sorted strings
+
+
+@dataclass(frozen=True)
+class Controller:
+    replicas: int = 2
+    resources: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Gateway:
+    replicas: int = 0
+    service_type: str = "ClusterIP"
+    auth_secret: str | None = None
+    resources: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ZookeeperStorage:
+    size: str = "5Gi"                  # the operator's default (no schema default)
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True)
+class ManagedZookeeper:
+    replicas: int = 3
+    image: str = DEFAULT_ZOOKEEPER_IMAGE
+    storage: ZookeeperStorage = ZookeeperStorage()
+    resources: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Zookeeper:
+    """Managed unless ``external`` is given (the schema's default is ``{managed: {}}``)."""
+    managed: ManagedZookeeper | None = ManagedZookeeper()
+    external_connect: str | None = None
+
+    @property
+    def replicas(self) -> int:
+        """The pods the operator runs (0 for an external ensemble)."""
+        return self.managed.replicas if self.managed is not None else 0
+
+
+@dataclass(frozen=True)
+class CaSettings:
+    """``clusterCa`` / ``clientsCa``."""
+    validity_days: int = 365
+    renewal_days: int = 30
+    generate: bool = True              # ``generateCertificateAuthority``
+
+    @property
+    def validity(self) -> datetime.timedelta:
+        return datetime.timedelta(days=self.validity_days)
+
+    @property
+    def renewal(self) -> datetime.timedelta:
+        return datetime.timedelta(days=self.renewal_days)
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """``spec.authorization`` (type ``simple``, Kafka's AclAuthorizer)."""
+    super_users: tuple[str, ...] = ()  # as written: ``alice`` or ``User:alice``
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    brokers: Brokers = Brokers()
+    listeners: tuple["Listener", ...] = ()
+    authorization: Authorization | None = None
+    controller: Controller = Controller()
+    gateway: Gateway = Gateway()
+    zookeeper: Zookeeper = Zookeeper()
+    cluster_ca: CaSettings = CaSettings()
+    clients_ca: CaSettings = CaSettings()
+    rack_topology_key: str | None = None
+    pod_template: Mapping[str, Any] = field(default_factory=dict)   # ``template.pod``, merged into every pod
+    # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
+    # the brokers' config hash in the form existing clusters hashed them.
+    source: Mapping[str, Any] = field(default_factory=dict)
