@@ -98,19 +98,10 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     _apply(kube, adopt, plan.children)
     applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
     sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
-    replicas = observed.scale.replicas
-    resized = grow_claims(kube, name, namespace, spec, replicas)
+    resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)
     if resized:
         logger.info("resized %s", ", ".join(resized))
-    waiting = None
-    if observed.statefulsets.get(builders.names(name)["brokers"]) is not None:
-        step = roll_step(kube, body, spec, replicas, settings, client, plan.external,
-                         plan.security.broker_certificates)
-        waiting = None if step.done else step.reason
-    nodeport_tls = any(li.type == "nodeport" and li.tls for li in spec.listeners)
-    if waiting is None and nodeport_tls and len(observed.host_ips) < replicas:
-        # Their certificates need the nodes' addresses: look again once every pod is scheduled.
-        waiting = f"waiting for the broker pods' node addresses ({len(observed.host_ips)}/{replicas} scheduled)"
+    waiting = _roll(kube, body, spec, observed, plan, settings, client)
     status = {
         "observedGeneration": meta.get("generation"),
         "desiredBrokers": spec.brokers.replicas,
@@ -120,6 +111,22 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         "rolling": waiting,
     }
     return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied)
+
+
+def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: cluster_plan.Observed,
+          plan: cluster_plan.ClusterPlan, settings: OperatorSettings,
+          client: admin.ControllerClient | None) -> str | None:
+    """One rolling-restart step of existing brokers; what the cluster waits for, or None."""
+    replicas, host_ips = observed.scale.replicas, observed.host_ips
+    if observed.statefulsets.get(builders.names(body["metadata"]["name"])["brokers"]) is not None:
+        step = roll_step(kube, body, spec, replicas, settings, client, plan.external,
+                         plan.security.broker_certificates)
+        if not step.done:
+            return step.reason
+    if any(li.type == "nodeport" and li.tls for li in spec.listeners) and len(host_ips) < replicas:
+        # Their certificates need the nodes' addresses: look again once every pod is scheduled.
+        return f"waiting for the broker pods' node addresses ({len(host_ips)}/{replicas} scheduled)"
+    return None
 
 
 def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, settings: OperatorSettings,
