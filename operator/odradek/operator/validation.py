@@ -118,7 +118,7 @@ def _zookeeper(zk: Mapping[str, Any]) -> model.Zookeeper:
 
 
 def _authorization(spec: Mapping[str, Any]) -> model.Authorization | None:
-    """``spec.authorization`` (its type and its need of listeners: ``listeners.validate``)."""
+    """``spec.authorization`` (``listeners.validate`` checks its type and that listeners exist)."""
     authz = spec.get("authorization")
     if authz is None:
         return None
