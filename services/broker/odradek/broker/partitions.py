@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from odradek import logs
-from odradek.broker.replication.client import ClientSecurity
+from odradek.broker.replication.connector import ClientSecurity
 from odradek.broker.metrics.stats import remote_time
 from odradek.broker.replication.fetch_session import FetchContext, FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Protocol, Sequence
 
 from odradek.broker.replication.replica_selector import preferred_read_replica
 from odradek.broker.storage.segment import FetchSlice
@@ -91,7 +91,8 @@ class FetchResult(NamedTuple):
     bytes: int
 
 
-def read_logs(rm: "ReplicaManager", params: FetchParams, wanted) -> tuple[FetchResult, bool]:
+def read_logs(rm: "ReplicaManager", params: FetchParams,
+              wanted: Iterable[tuple[str, Sequence[FetchPosition]]]) -> tuple[FetchResult, bool]:
     """One read of every partition in ``wanted`` ((topic, [FetchPosition])); True with it if a
     partition must be answered at once (an error, a diverging epoch, a preferred replica)."""
     follower, committed = params.follower, params.committed
@@ -110,7 +111,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams, wanted) -> tuple[FetchR
             try:
                 lp = _replica(rm, params, topic, p)
                 log = lp.log
-                early = _answer_at_once(rm, params, lp, p)
+                early = None if follower else _answer_at_once(rm, params, lp, p)  # consumers' rules
                 if early is not None:
                     failed = True
                     parts.append(early)
@@ -151,7 +152,7 @@ def _answer_at_once(rm: "ReplicaManager", params: FetchParams, lp: "LeaderPartit
     if preferred is not None:
         return PartitionRead(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
                              last_stable_offset=log.last_stable_offset, preferred_replica=preferred)
-    diverging = None if params.follower else _diverging(log, p)
+    diverging = _diverging(log, p)
     if diverging is not None:
         return PartitionRead(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
                              diverging=diverging, last_stable_offset=log.last_stable_offset)
