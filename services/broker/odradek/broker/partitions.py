@@ -7,9 +7,12 @@ follow (parked acks=all produces fail with NOT_LEADER_OR_FOLLOWER, the fetcher o
 leader truncates and fetches). Logs of partitions no longer assigned here are deleted
 (reassignment), and of topics gone from the snapshot (deletion).
 
-Handlers come here for "am I the leader of t-p?" (``leader``), leader appends, follower
-fetch positions (``record_follower_fetch``, which moves the HW, completes parked produces,
-wakes parked consumer fetches and asks for ISR expansion) and the long-poll wake-up.
+Handlers come here for "am I the leader of t-p?" (``leader``), leader appends, reads
+(``read``: Kafka's fetchMessages, consumers' and followers' alike, long polls included; the
+pass over the logs and its value types are in ``replication.read``), follower fetch positions
+(``record_follower_fetch``, which moves the HW, completes parked produces and deletions,
+wakes parked consumer fetches and asks for ISR expansion) and DeleteRecords
+(``delete_records``: Kafka's deleteRecordsOnLeader and DelayedDeleteRecords).
 Once the data directory is offline (an append failed with an OSError, see
 storage.failure) every partition answers KAFKA_STORAGE_ERROR.
 The replication parts live in ``odradek.broker.replication`` (partition state, fetchers,
@@ -20,16 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from odradek import logs
-from odradek.broker.replication.client import ClientSecurity
-from odradek.broker.replication.fetch_session import FetchSession
+from odradek.broker.replication.connector import ClientSecurity
+from odradek.broker.metrics.stats import remote_time
+from odradek.broker.replication.fetch_session import FetchContext, FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
 from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
 from odradek.broker.replication.purgatory import FetchWakeup
+from odradek.broker.replication.read import FetchParams, FetchResult, read_logs
 from odradek.broker.storage import AppendInfo, Log, LogManager
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
@@ -40,6 +46,7 @@ from odradek.records import ControlType
 log = logging.getLogger(__name__)
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+HIGH_WATERMARK = -1        # DeleteRecords' "up to the high watermark"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,8 @@ class ReplicaManager:
             raise self.logs.failures.fail("applying the controller's metadata", e) from e
         if self._fetchers is not None:
             self._fetchers.metadata_changed()
+        for part in self._partitions.values():  # live followers may have come or gone
+            self._complete_deletions(part)
         self.generation += 1
         self.metadata_changed.set()
         self.metadata_changed = asyncio.Event()
@@ -278,18 +287,69 @@ class ReplicaManager:
         if part.advance_high_watermark():
             part.complete_produces()
             self.wakeup.notify(part.key)
+        self._complete_deletions(part)
         self.isr.expand(part, replica_id)
+
+    def _record_follower_positions(self, replica_id: int, context: FetchContext) -> None:
+        for topic, partitions in context.to_record():
+            for p in partitions:
+                try:
+                    lp = self.leader(topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                except KafkaError:
+                    continue  # answered with the error by the read
+                self.record_follower_fetch(lp, replica_id, p.fetch_offset,
+                                           getattr(p, "log_start_offset", -1),  # Fetch v5+
+                                           session=context.session)
+                context.recorded(topic, p.partition, replica_id in lp.partition.isr)
+
+    async def read(self, params: FetchParams, context: FetchContext) -> FetchResult:
+        """Kafka's fetchMessages: a follower's positions recorded once (its fetch offset is its
+        log end offset: it may move the HW and the ISR), then the partitions of ``context``
+        read until ``min_bytes`` are ready, one must be answered at once or ``max_wait_ms``
+        passes: the fetch sleeps meanwhile on the wake-up of its partitions (an append, or for
+        consumers a HW advance: Kafka's DelayedFetch), its wait counted as remote time."""
+        deadline = time.monotonic() + params.max_wait_ms / 1000
+        context.begin(self.generation)
+        if params.follower and not params.unauthorized:
+            self._record_follower_positions(params.replica_id, context)
+        interest = None
+        while True:
+            result, failed = read_logs(self, params, context.to_read())
+            remaining = deadline - time.monotonic()
+            if result.bytes >= params.min_bytes or failed or remaining <= 0:
+                return result
+            parked = time.monotonic()
+            if interest is None:
+                interest = context.interest()
+            await self.wakeup.wait(remaining, interest, appends_only=params.follower)
+            remote_time(time.monotonic() - parked)
+
+    # -- DeleteRecords ---------------------------------------------------------------------------
+    def delete_records(self, topic: str, partition: int, offset: int) -> asyncio.Future:
+        """Move the leader's log start offset to ``offset`` (-1: the high watermark; Kafka's
+        deleteRecordsOnLeader) and return a future resolved with (low watermark, ErrorCode) once
+        the low watermark reaches it (NOT_LEADER_OR_FOLLOWER if leadership goes first); the
+        caller owns the timeout (Kafka's DelayedDeleteRecords)."""
+        lp = self.leader(topic, partition)
+        wanted = _delete_on_leader(lp.log, offset)
+        future = lp.partition.deletions.park(wanted)
+        self.wakeup.notify(lp.partition.key)  # fetch sessions send the new log start offset
+        self._complete_deletions(lp.partition)
+        return future
+
+    def low_watermark(self, part: Partition) -> int:
+        """The smallest log start offset of the leader and its live followers (-1 while one is unknown)."""
+        starts = [f.log_start_offset for rid, f in part.followers.items() if rid in self._live]
+        return min([part.log.log_start_offset, *starts])
+
+    def _complete_deletions(self, part: Partition) -> None:
+        if len(part.deletions) and part.leading:
+            part.deletions.complete(self.low_watermark(part))
 
     def _after_isr_change(self, part: Partition) -> None:
         if part.advance_high_watermark():
             self.wakeup.notify(part.key)
         part.complete_produces()
-
-    async def wait_for_data(self, timeout: float, interest: set[tuple[str, int]] | None = None,
-                            follower: bool = False) -> None:
-        """Sleep until an append (or, unless ``follower``, a HW advance) of a partition in
-        ``interest`` (None: any), or ``timeout`` seconds pass."""
-        await self.wakeup.wait(timeout, interest, appends_only=follower)
 
     # -- lifetime ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -309,3 +369,20 @@ class ReplicaManager:
         controlled shutdown can move (the controller does not list them either)."""
         return sorted(p.key for p in self._partitions.values()
                       if p.leading and not (movable_only and p.state is not None and len(p.state.replicas) < 2))
+
+
+def _delete_on_leader(log: Log, offset: int) -> int:
+    """The log start offset moved to ``offset`` (-1: the high watermark), checked as Kafka's
+    Partition.deleteRecordsOnLeader; returns the offset asked for."""
+    if not log.config.delete_enabled:
+        raise KafkaError(ErrorCode.policy_violation, f"Records of partition {log.name} can not be deleted "
+                                                     f"due to the configured policy")
+    wanted = log.high_watermark if offset == HIGH_WATERMARK else offset
+    if wanted < 0:
+        raise KafkaError(ErrorCode.offset_out_of_range, f"The offset {wanted} for partition {log.name} is not valid")
+    if wanted > log.high_watermark:
+        raise KafkaError(ErrorCode.offset_out_of_range,
+                         f"Cannot increment the log start offset to {wanted} of partition {log.name} since it "
+                         f"is larger than the high watermark {log.high_watermark}")
+    log.increment_log_start_offset(wanted)
+    return wanted

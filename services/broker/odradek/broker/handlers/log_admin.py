@@ -4,37 +4,33 @@ a partition's leader (or, for log dirs, each broker) about its logs.
 
 DeleteRecords moves the leader's log start offset (the next maintenance tick deletes the whole
 segments below it); followers follow it from the ``log_start_offset`` of Fetch responses and
-report theirs in Fetch requests. The answer waits, as Kafka's DelayedDeleteRecords, until the
-*low watermark* — the smallest log start offset of the leader and its live followers — reaches
-the requested offset, or the request's timeout passes (REQUEST_TIMED_OUT).
+report theirs in Fetch requests. The answer waits in the partition's purgatory (the replica
+manager's ``delete_records``, Kafka's DelayedDeleteRecords) until the *low watermark* — the
+smallest log start offset of the leader and its live followers — reaches the requested
+offset, or the request's timeout passes (REQUEST_TIMED_OUT).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.dispatch import ZERO
-from odradek.broker.partitions import LeaderPartition
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
-
-DELETE_RECORDS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 21, 35, 61
-HIGH_WATERMARK = -1        # DeleteRecords' "up to the high watermark"
-_POLL_S = 0.01             # how often a waiting DeleteRecords looks at the followers' positions
 
 
 # -- DeleteRecords -----------------------------------------------------------------------------
 async def delete_records(ctx: BrokerContext, header, req):
-    s = Schemas(DELETE_RECORDS, header.api_version)
-    deadline = time.monotonic() + max(req.timeout.total_seconds(), 0.0)
+    s = Schemas(ApiKey.DELETE_RECORDS, header.api_version)
+    timeout = max(req.timeout.total_seconds(), 0.0)
     topics = []
     for t in req.topics:
-        results = await asyncio.gather(*(_delete_one(ctx, t.name, p.partition_index, p.offset, deadline)
+        results = await asyncio.gather(*(_delete_one(ctx, t.name, p.partition_index, p.offset, timeout)
                                          for p in t.partitions))
         topics.append(make(s.DeleteRecordsTopicResult, name=t.name, partitions=tuple(
             make(s.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low, error_code=err)
@@ -43,50 +39,22 @@ async def delete_records(ctx: BrokerContext, header, req):
 
 
 async def _delete_one(ctx: BrokerContext, topic: str, partition: int, offset: int,
-                      deadline: float) -> tuple[int, ErrorCode]:
+                      timeout: float) -> tuple[int, ErrorCode]:
     if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, topic):
         return -1, ErrorCode.topic_authorization_failed
     try:
-        lp = ctx.replicas.leader(topic, partition)
-        wanted = delete_on_leader(lp, offset)
+        deleted = ctx.replicas.delete_records(topic, partition, offset)
     except KafkaError as e:
         return -1, e.code
-    ctx.replicas.wakeup.notify(lp.partition.key)  # fetch sessions send the new log start offset
-    while (low := low_watermark(ctx, lp)) < wanted:
-        if time.monotonic() >= deadline or not lp.partition.leading:
-            return -1, ErrorCode.request_timed_out if lp.partition.leading else ErrorCode.not_leader_or_follower
-        await asyncio.sleep(_POLL_S)
-    return low, ErrorCode.none
-
-
-def delete_on_leader(lp: LeaderPartition, offset: int) -> int:
-    """Kafka's Partition.deleteRecordsOnLeader: the log start offset moved to ``offset`` (-1: the
-    high watermark); returns the offset asked for."""
-    log = lp.log
-    if not log.config.delete_enabled:
-        raise KafkaError(ErrorCode.policy_violation, f"Records of partition {log.name} can not be deleted "
-                                                     f"due to the configured policy")
-    wanted = log.high_watermark if offset == HIGH_WATERMARK else offset
-    if wanted < 0:
-        raise KafkaError(ErrorCode.offset_out_of_range, f"The offset {wanted} for partition {log.name} is not valid")
-    if wanted > log.high_watermark:
-        raise KafkaError(ErrorCode.offset_out_of_range,
-                         f"Cannot increment the log start offset to {wanted} of partition {log.name} since it "
-                         f"is larger than the high watermark {log.high_watermark}")
-    log.increment_log_start_offset(wanted)
-    return wanted
-
-
-def low_watermark(ctx: BrokerContext, lp: LeaderPartition) -> int:
-    """The smallest log start offset of the leader and its live followers (-1 while one is unknown)."""
-    part = lp.partition
-    starts = [f.log_start_offset for rid, f in part.followers.items() if ctx.replicas.is_live(rid)]
-    return min([lp.log.log_start_offset, *starts])
+    try:
+        return await asyncio.wait_for(deleted, timeout)
+    except asyncio.TimeoutError:
+        return -1, ErrorCode.request_timed_out
 
 
 # -- DescribeLogDirs ---------------------------------------------------------------------------
 async def describe_log_dirs(ctx: BrokerContext, header, req):
-    s = Schemas(DESCRIBE_LOG_DIRS, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_LOG_DIRS, header.api_version)
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
         return make(s.DescribeLogDirsResponse, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed,
                     results=())
@@ -122,7 +90,7 @@ def _disk(path) -> tuple[int, int]:
 
 # -- DescribeProducers -------------------------------------------------------------------------
 async def describe_producers(ctx: BrokerContext, header, req):
-    s = Schemas(DESCRIBE_PRODUCERS, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_PRODUCERS, header.api_version)
     topics = []
     for t in req.topics:
         read = allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)
@@ -150,7 +118,7 @@ def _producers_of(ctx: BrokerContext, s, topic: str, partition: int, read: bool)
 
 
 TABLE = {
-    DELETE_RECORDS: (0, 2, delete_records),
-    DESCRIBE_LOG_DIRS: (1, 4, describe_log_dirs),
-    DESCRIBE_PRODUCERS: (0, 0, describe_producers),
+    ApiKey.DELETE_RECORDS: (0, 2, delete_records),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4, describe_log_dirs),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0, describe_producers),
 }

@@ -40,6 +40,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from odradek.broker.replication.read import PartitionRead
 from odradek.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -68,13 +69,13 @@ class CachedPartition:
         self.current_leader_epoch = getattr(p, "current_leader_epoch", -1)
         self.last_fetched_epoch = getattr(p, "last_fetched_epoch", -1)
 
-    def must_respond(self, part) -> bool:
-        """Whether the fetch result ``part`` (a handler ``_Part``) is news for the fetcher;
-        remembers what is sent (Kafka's CachedPartition.maybeUpdateResponseData)."""
-        news = (part.region is not None or part.preferred >= 0 or part.diverging is not None
-                or part.hw != self.high_watermark or part.start != self.sent_log_start)
-        self.high_watermark = part.hw
-        self.sent_log_start = part.start
+    def must_respond(self, part: PartitionRead) -> bool:
+        """Whether the read ``part`` is news for the fetcher; remembers what is sent (Kafka's
+        CachedPartition.maybeUpdateResponseData)."""
+        news = (part.records is not None or part.preferred_replica >= 0 or part.diverging is not None
+                or part.high_watermark != self.high_watermark or part.log_start_offset != self.sent_log_start)
+        self.high_watermark = part.high_watermark
+        self.sent_log_start = part.log_start_offset
         if part.error != ErrorCode.none:
             self.high_watermark = -1
             return True

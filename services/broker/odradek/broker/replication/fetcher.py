@@ -40,9 +40,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from odradek.broker.storage.checkpoint import grouped_writes
-from odradek.broker.replication.client import ClientSecurity, KafkaClient
+from odradek.broker.replication.client import Connector, KafkaClient
 from odradek.broker.replication.session_handler import FetchSessionHandler
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 from kio.static.constants import EntityType
 
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4
 MAX_WAIT = datetime.timedelta(milliseconds=500)
 MAX_BYTES = 10 * 1024 * 1024            # replica.fetch.response.max.bytes
@@ -81,12 +81,12 @@ class FetchState:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
-                 address_of: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None = None,
+                 address_of: Callable[[int], tuple[str, int] | None], connector: Connector | None = None,
                  storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None,
                  hw_advanced: Callable[[TP], None] = lambda _tp: None) -> None:
         self.broker_id = broker_id
         self.hw_advanced = hw_advanced  # consumers long-polling on this follower wake up (KIP-392)
-        self.security = security
+        self.connector = connector  # opens the inter-broker listener's connections (TLS, SASL)
         self.log_of = log_of
         self.address_of = address_of
         self.storage_failed = storage_failed
@@ -259,13 +259,13 @@ class ReplicaFetcher:
             self._client = None
         if self._client is None:
             self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}",
-                                       security=self.manager.security)
+                                       security=self.manager.connector)
         await self._client.connect()
         return self._client
 
     # -- truncation (OffsetForLeaderEpoch) ------------------------------------------------------
     async def _truncate(self, client: KafkaClient, states: list[FetchState]) -> None:
-        s = Schemas(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, EntityType.request)
+        s = Schemas(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, EntityType.request)
         asked: dict[TP, tuple[FetchState, int]] = {}
         for state in states:
             lg = self._current(state)
@@ -287,7 +287,7 @@ class ReplicaFetcher:
         request = make(s.OffsetForLeaderEpochRequest, replica_id=self.manager.broker_id,
                        topics=tuple(make(s.OffsetForLeaderTopic, topic=t, partitions=tuple(ps))
                                     for t, ps in by_topic.items()))
-        response = await client.request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request, timeout=SOCKET_TIMEOUT_S)
+        response = await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request, timeout=SOCKET_TIMEOUT_S)
         with self._checkpoints_grouped():  # leader-epoch truncations of many partitions: fsyncs together
             self._truncate_all(response, asked)
 
@@ -346,7 +346,7 @@ class ReplicaFetcher:
         """One fetch in our session with the leader: every kept partition is fetched, only
         those whose position changed are listed (KIP-227); ``touched``: the only ones that may
         have changed since the last fetch (None after a walk)."""
-        s = Schemas(FETCH, FETCH_VERSION, EntityType.request)
+        s = Schemas(ApiKey.FETCH, FETCH_VERSION, EntityType.request)
         asked = self._asked  # its answer is checked against these (changed only before the next fetch)
         session = self.session
         listed, forgotten = session.build(self._wanted, None if self._walked else touched)
@@ -366,7 +366,7 @@ class ReplicaFetcher:
                        forgotten_topics_data=tuple(make(s.ForgottenTopic, topic=t, partitions=tuple(ps))
                                                    for t, ps in gone.items()), rack_id="")
         try:
-            response = await client.request(FETCH, FETCH_VERSION, request,
+            response = await client.request(ApiKey.FETCH, FETCH_VERSION, request,
                                             timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
         except ConnectionError:
             session.reset()

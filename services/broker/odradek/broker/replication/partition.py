@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.broker.replication.fetch_session import FetchSession
-from odradek.broker.replication.purgatory import ProducePurgatory
+from odradek.broker.replication.purgatory import DeleteRecordsPurgatory, ProducePurgatory
 from odradek.broker.storage import Log
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
@@ -63,6 +63,7 @@ class Partition:
         self.alter_fenced = False   # the controller fenced our last request: wait for a snapshot
         self.alter_retry_ms = 0     # after another refusal: not before this (monotonic ms)
         self.produces = ProducePurgatory()
+        self.deletions = DeleteRecordsPurgatory()  # DeleteRecords waiting on the low watermark
 
     @property
     def key(self) -> tuple[str, int]:
@@ -109,6 +110,7 @@ class Partition:
                    or state.leader_epoch != self.leader_epoch)
         if self.leading:
             self.produces.fail_all(ErrorCode.not_leader_or_follower)
+            self.deletions.fail_all(ErrorCode.not_leader_or_follower)
         self.leading = False
         self.state = state
         self.leader_epoch = state.leader_epoch
@@ -120,6 +122,7 @@ class Partition:
     def stop(self) -> None:
         """No longer hosted here (reassigned, deleted, broker stopping)."""
         self.produces.fail_all(ErrorCode.not_leader_or_follower)
+        self.deletions.fail_all(ErrorCode.not_leader_or_follower)
         self.leading = False
         self.followers = {}
 

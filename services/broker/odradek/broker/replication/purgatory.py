@@ -1,11 +1,16 @@
-"""Purgatories: requests parked until replication lets them finish (Kafka's DelayedProduce and
-DelayedFetch, without a timer wheel: asyncio futures and events do the waking).
+"""Purgatories: requests parked until replication lets them finish (Kafka's DelayedProduce,
+DelayedDeleteRecords and DelayedFetch, without a timer wheel: asyncio futures do the waking).
 
 - ``ProducePurgatory`` (one per leader partition): acks=all produces wait until the high
   watermark reaches their last offset + 1. ``complete`` answers those that are due, with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below ``min.insync.replicas`` meanwhile
   (Kafka's check at completion); ``fail_all`` answers every waiter with one error
   (leadership lost). The produce handler owns the request timeout.
+- ``DeleteRecordsPurgatory`` (one per leader partition): DeleteRecords requests wait until the
+  low watermark (the smallest log start offset of the leader and its live followers) reaches
+  the offset they deleted up to; ``complete`` is called with it whenever it may have moved (a
+  follower's fetch, a deletion, a new snapshot); ``fail_all`` on leadership lost. The
+  DeleteRecords handler owns the request timeout.
 - ``FetchWakeup`` (one per broker): long-polling fetches sleep on it; an append (new data for
   followers) or a high-watermark advance (new data for consumers) of a partition wakes the
   fetches reading it; each then re-checks its own partitions.
@@ -20,7 +25,9 @@ import asyncio
 from odradek.errors import ErrorCode
 
 
-class ProducePurgatory:
+class _Purgatory:
+    """Futures parked each until a watermark reaches its required offset."""
+
     def __init__(self) -> None:
         self._waiting: list[tuple[int, asyncio.Future]] = []
 
@@ -28,30 +35,49 @@ class ProducePurgatory:
         return len(self._waiting)
 
     def park(self, required_offset: int) -> asyncio.Future:
-        """A future resolved with an ErrorCode once the HW reaches ``required_offset``."""
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((required_offset, future))
         return future
 
-    def complete(self, high_watermark: int, isr_size: int, min_isr: int) -> None:
-        if not self._waiting:
-            return
-        code = ErrorCode.none if isr_size >= min_isr else ErrorCode.not_enough_replicas_after_append
+    def _complete(self, watermark: int, result) -> None:
         kept = []
         for required, future in self._waiting:
-            if future.done():
+            if future.done():  # timed out: cancelled by its handler's wait
                 continue
-            if required <= high_watermark:
-                future.set_result(code)
+            if required <= watermark:
+                future.set_result(result)
             else:
                 kept.append((required, future))
         self._waiting = kept
 
-    def fail_all(self, code: ErrorCode) -> None:
+    def _fail_all(self, result) -> None:
         waiting, self._waiting = self._waiting, []
         for _, future in waiting:
             if not future.done():
-                future.set_result(code)
+                future.set_result(result)
+
+
+class ProducePurgatory(_Purgatory):
+    """``park(offset)``: a future resolved with an ErrorCode once the HW reaches ``offset``."""
+
+    def complete(self, high_watermark: int, isr_size: int, min_isr: int) -> None:
+        if self._waiting:
+            self._complete(high_watermark, ErrorCode.none if isr_size >= min_isr
+                           else ErrorCode.not_enough_replicas_after_append)
+
+    def fail_all(self, code: ErrorCode) -> None:
+        self._fail_all(code)
+
+
+class DeleteRecordsPurgatory(_Purgatory):
+    """``park(offset)``: a future resolved with (low watermark, ErrorCode) once the low
+    watermark reaches ``offset``, or with (-1, the error) by ``fail_all``."""
+
+    def complete(self, low_watermark: int) -> None:
+        self._complete(low_watermark, (low_watermark, ErrorCode.none))
+
+    def fail_all(self, code: ErrorCode) -> None:
+        self._fail_all((-1, code))
 
 
 class FetchWakeup:

@@ -17,12 +17,13 @@ or expired) is kept on the leader. Pure: the caller passes what it knows.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from odradek.broker.replication.partition import Partition
+if TYPE_CHECKING:  # the read path imports this module, and the partition imports the read path's types
+    from odradek.broker.replication.partition import Partition
 
 
-def preferred_read_replica(part: Partition, client_rack: str, fetch_offset: int, now_ms: int,
+def preferred_read_replica(part: "Partition", client_rack: str, fetch_offset: int, now_ms: int,
                            rack_of: Callable[[int], str | None], is_live: Callable[[int], bool]) -> int | None:
     """A follower's broker id the consumer should fetch from, or None for the leader (us)."""
     if not client_rack or rack_of(part.broker_id) == client_rack:

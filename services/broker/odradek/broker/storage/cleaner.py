@@ -32,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from odradek.config import effective
-
 from .checkpoint import OffsetCheckpointFile, fsync_dir
+from .config import LogConfig
 from .cleaning import CLEANED_SUFFIX, SEGMENT_FILES, SWAP_SUFFIX, CleaningDone, CleaningJob, run_job
 from .log import Log
 from .priority import lower_priority
@@ -58,10 +57,10 @@ class CleanerSettings:
 
     @classmethod
     def of(cls, overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> "CleanerSettings":
-        values = effective(overrides, defaults)
-        return cls("compact" in str(values["cleanup.policy"]).split(","), values["delete.retention.ms"],
-                   values["min.cleanable.dirty.ratio"], values["min.compaction.lag.ms"],
-                   values["max.compaction.lag.ms"])
+        """A log's settings, read from its typed ``LogConfig`` (the registry's parse)."""
+        config = LogConfig.from_overrides(overrides, defaults)
+        return cls(config.compacted, config.delete_retention_ms, config.min_cleanable_dirty_ratio,
+                   config.min_compaction_lag_ms, config.max_compaction_lag_ms)
 
 
 # -- installing a cleaning -------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""The fetch read path's value types and its one pass over the logs (Kafka's FetchParams,
+FetchPartitionData/LogReadResult and ReplicaManager.readFromLog).
+
+``FetchParams`` is what a Fetch request asks, once translated by the handler: who reads
+(a follower's ``replica_id`` >= 0, or a consumer: -1), how long it may wait for how many
+bytes, its byte limits (KIP-74), its isolation level (KIP-98), whether it may read from a
+follower here (Fetch v11+, KIP-392) and its rack when a replica selector is configured.
+Positions (what to read of each partition) come from the fetch session's context
+(``replication.fetch_session``): request partitions or a session's ``CachedPartition``,
+alike in their attributes (``FetchPosition``).
+
+``read_logs`` reads each wanted partition once and answers a ``PartitionRead`` per partition:
+- consumers read below the high watermark; read_committed ones below the last stable offset,
+  with the aborted transactions overlapping what they were sent (from the ``.txnindex``);
+  followers read up to the log end, markers and transactional batches like any batch;
+- the first batch of the first non-empty partition is sent whole (KIP-74), so a reader
+  always progresses; records are a ``FetchSlice`` of a segment file, sent by sendfile;
+- a consumer whose ``last_fetched_epoch`` shows a diverged log gets the diverging epoch
+  (KIP-320) and no records; one in another rack than a follower here may get that
+  ``preferred_read_replica`` (KIP-392) and no records: both are answered at once, as errors are.
+
+Event-loop thread only; no per-record work (records stay in the segment files).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Protocol, Sequence
+
+from odradek.broker.replication.replica_selector import preferred_read_replica
+from odradek.broker.storage.segment import FetchSlice
+from odradek.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.partitions import LeaderPartition, ReplicaManager
+
+
+class IsolationLevel(enum.IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int                 # a follower's broker id, -1 for a consumer
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    any_replica: bool = False       # a consumer's Fetch v11+: any replica here may answer (KIP-392)
+    client_rack: str = ""           # the consumer's rack, when a replica selector is configured
+    unauthorized: frozenset[str] = frozenset()  # topics answered TOPIC_AUTHORIZATION_FAILED
+
+    @property
+    def follower(self) -> bool:
+        return self.replica_id >= 0
+
+    @property
+    def committed(self) -> bool:
+        """A read_committed consumer (followers read everything)."""
+        return self.replica_id < 0 and self.isolation == IsolationLevel.READ_COMMITTED
+
+
+class FetchPosition(Protocol):
+    """Where to read one partition (a request's FetchPartition or a session's CachedPartition;
+    older Fetch versions lack the epochs and the log start offset: read as -1)."""
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+class PartitionRead(NamedTuple):
+    """One partition's answer (Kafka's FetchPartitionData); a NamedTuple: thousands per fetch."""
+    partition: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: FetchSlice | None = None
+    diverging: tuple[int, int] | None = None   # (epoch, end offset) of a diverged log (KIP-320)
+    last_stable_offset: int = -1
+    aborted: tuple | None = None    # (producer id, first offset) pairs, read_committed only
+    preferred_replica: int = -1     # the replica the consumer should fetch from instead (KIP-392)
+    unsent: bool = False            # records were there but did not fit (a session reads it again)
+
+
+class FetchResult(NamedTuple):
+    """Per topic, its partitions' answers (in the order asked); ``bytes`` of records in all."""
+    topics: list[tuple[str, list[PartitionRead]]]
+    bytes: int
+
+
+def read_logs(rm: "ReplicaManager", params: FetchParams,
+              wanted: Iterable[tuple[str, Sequence[FetchPosition]]]) -> tuple[FetchResult, bool]:
+    """One read of every partition in ``wanted`` ((topic, [FetchPosition])); True with it if a
+    partition must be answered at once (an error, a diverging epoch, a preferred replica)."""
+    follower, committed = params.follower, params.committed
+    budget = params.max_bytes
+    total = 0
+    failed = False
+    results = []
+    for topic, partitions in wanted:
+        if topic in params.unauthorized:
+            failed = True
+            results.append((topic, [PartitionRead(p.partition, ErrorCode.topic_authorization_failed)
+                                    for p in partitions]))
+            continue
+        parts = []
+        for p in partitions:
+            try:
+                lp = _replica(rm, params, topic, p)
+                log = lp.log
+                early = None if follower else _answer_at_once(rm, params, lp, p)  # consumers' rules
+                if early is not None:
+                    failed = True
+                    parts.append(early)
+                    continue
+                lso = log.last_stable_offset
+                upper = log.log_end_offset if follower else lso if committed else log.high_watermark
+                limit = min(p.partition_max_bytes, budget - total)
+                records = None
+                aborted = () if committed else None
+                if limit > 0 or total == 0:
+                    chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper, min_one_batch=total == 0)
+                    if chunk.size:
+                        records = chunk
+                        total += chunk.size
+                        if committed:
+                            aborted = tuple((t.producer_id, t.first_offset)
+                                            for t in log.aborted_transactions(p.fetch_offset, chunk.next_offset))
+                parts.append(PartitionRead(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
+                                           records, last_stable_offset=lso, aborted=aborted,
+                                           unsent=records is None and p.fetch_offset < upper))
+            except KafkaError as e:
+                failed = True
+                hw, start = _offsets(rm, topic, p.partition)
+                parts.append(PartitionRead(p.partition, e.code, hw, start))
+        results.append((topic, parts))
+    return FetchResult(results, total), failed
+
+
+def _replica(rm: "ReplicaManager", params: FetchParams, topic: str, p) -> "LeaderPartition":
+    epoch = getattr(p, "current_leader_epoch", -1)
+    return (rm.replica if params.any_replica else rm.leader)(topic, p.partition, epoch)
+
+
+def _answer_at_once(rm: "ReplicaManager", params: FetchParams, lp: "LeaderPartition", p) -> PartitionRead | None:
+    """A consumer pointed to a replica in its rack, or told its log diverged: no records."""
+    log = lp.log
+    preferred = _preferred(rm, params, lp, p.fetch_offset)
+    if preferred is not None:
+        return PartitionRead(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
+                             last_stable_offset=log.last_stable_offset, preferred_replica=preferred)
+    diverging = _diverging(log, p)
+    if diverging is not None:
+        return PartitionRead(p.partition, ErrorCode.none, log.high_watermark, log.log_start_offset,
+                             diverging=diverging, last_stable_offset=log.last_stable_offset)
+    return None
+
+
+def _preferred(rm: "ReplicaManager", params: FetchParams, lp: "LeaderPartition", fetch_offset: int) -> int | None:
+    if not params.client_rack or not lp.partition.leading:
+        return None
+    return preferred_read_replica(lp.partition, params.client_rack, fetch_offset, int(time.time() * 1000),
+                                  rm.rack_of, rm.is_live)
+
+
+def _diverging(log, p) -> tuple[int, int] | None:
+    """(epoch, end offset) if a consumer's last fetched epoch shows a divergent log (KIP-320)."""
+    last_epoch = getattr(p, "last_fetched_epoch", -1)
+    if last_epoch < 0:
+        return None
+    epoch, end_offset = log.end_offset_for_epoch(last_epoch)
+    if end_offset < 0:
+        return None
+    if epoch < last_epoch or end_offset < p.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _offsets(rm: "ReplicaManager", topic: str, partition: int) -> tuple[int, int]:
+    log = rm.logs.get(topic, partition)
+    return (log.high_watermark, log.log_start_offset) if log is not None else (-1, -1)
