@@ -1,13 +1,14 @@
 """The one partition-state write path (``PartitionStateWriter``) and the leader-election count it
 keeps, driven through the controller's parts over an in-memory store: a broker's death moving
-leadership counts (Kafka's LeaderElectionRateAndTimeMs), as a controlled shutdown's does; an
-ISR-only change does not; a lost race writes nothing, counts nothing and reloads the cache.
+leadership counts (Kafka's LeaderElectionRateAndTimeMs), as a controlled shutdown's and a
+reassignment's do; an ISR-only change does not; a lost race writes nothing, counts nothing and reloads the cache.
 No ZooKeeper, no processes."""
 
 from __future__ import annotations
 
 import asyncio
 
+from odradek.cluster import control_plane as cp
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.controller import decisions
 from odradek.controller.config import Settings
@@ -42,6 +43,10 @@ class MemoryStore:
     def load(self) -> StoreSnapshot:
         self.loads += 1
         return self.held
+
+    def write_reassignments(self, writes, requests, requests_version) -> bool:
+        self.reassigned = writes
+        return True
 
     def update_partition_states(self, writes) -> list[bool]:
         out = []
@@ -105,3 +110,12 @@ def test_a_lost_race_writes_nothing_counts_nothing_and_reloads():
     assert [(f.topic, f.state.partition) for f in failed] == [("t", 0)]
     assert c.leader_elections == 0 and store.loads == 1 and leader(c) == 1
     assert c.ctx.dirty.is_set()  # the loop reconciles again
+
+
+def test_a_reassignment_moving_leadership_counts_once():
+    c, store = active_controller(snapshot((1, 2, 3)))
+    results = asyncio.run(c.reassigner.reassign([cp.Reassignment("t", 0, (2, 3))]))
+    assert [r.error for r in results] == [0]
+    [write] = store.reassigned
+    assert write.states[0][0].leader == 2  # the target is in the ISR already: done at once, 2 leads
+    assert elections_metric(c) == 1

@@ -5,7 +5,8 @@ Owns: writing ``PartitionChange``s (elections, ISR changes) and reassignment ``M
 them, the log line of each change written, and the count of leader changes the controller
 wrote (Kafka's LeaderElectionRateAndTimeMs): every written state whose leader differs from
 the one it replaced counts once, whatever decided it (a broker's death, a controlled
-shutdown, a preferred or unclean election, the rebalance, a reassignment).
+shutdown, a preferred or unclean election, the rebalance, a reassignment). A new partition's
+first state is no change and no election: it is created with its topic (``TopicLifecycle``).
 
 State writes are pipelined by the store (``MetadataStore.update_partition_states``: many
 partitions a transaction, one a transaction again after a lost race). Store failures are
