@@ -6,6 +6,7 @@ import pytest
 
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.controller import admin, decisions
+from odradek.controller.config import ControllerConfig
 from odradek.controller.store import ControllerRecord, StoreSnapshot, TopicRecord
 from odradek.errors import ErrorCode, KafkaError
 
@@ -34,12 +35,12 @@ def code_of(fn, *args) -> ErrorCode:
     return e.value.code
 
 
-def create(snap, defaults=admin.Defaults(), **kw):
+def create(snap, defaults=ControllerConfig(), **kw):
     return admin.plan_create(admin.CreateTopic(**kw), snap, defaults, ME.epoch)
 
 
 def test_create_uses_defaults_for_minus_one():
-    plan = create(snapshot(), admin.Defaults(partitions=3), name="t")
+    plan = create(snapshot(), ControllerConfig(num_partitions=3), name="t")
     assert sorted(plan.states) == [0, 1, 2]
     assert all(len(s.replicas) == 1 and s.leader == s.replicas[0] and s.leader_epoch == 0
                and s.controller_epoch == ME.epoch for s in plan.states.values())
@@ -57,7 +58,7 @@ def test_replication_factor_up_to_the_live_brokers():
     assert e.value.code == ErrorCode.invalid_replication_factor
     assert e.value.message == "Replication factor: 3 larger than available brokers: 2."
     with pytest.raises(KafkaError) as e:
-        create(snapshot(brokers=(1, 2)), admin.Defaults(replication_factor=3), name="t")
+        create(snapshot(brokers=(1, 2)), ControllerConfig(default_replication_factor=3), name="t")
     assert e.value.message == "Replication factor: 3 larger than available brokers: 2."
     plan = create(snapshot(), name="t", assignments={0: (2, 1)})
     assert plan.states[0] == PartitionState(0, (2, 1), 2, 0, (2, 1), ME.epoch)
@@ -123,7 +124,7 @@ def test_more_than_ten_thousand_partitions_is_kafkas_policy_violation():
             create(snapshot(), **kw)
         assert (e.value.code, e.value.message) == (ErrorCode.policy_violation,
                                                     "Excessively large number of partitions per request.")
-    assert code_of(lambda: create(snapshot(), admin.Defaults(partitions=10_001), name="t")) == ErrorCode.policy_violation
+    assert code_of(lambda: create(snapshot(), ControllerConfig(num_partitions=10_001), name="t")) == ErrorCode.policy_violation
     assert len(create(snapshot(), name="t", partitions=10_000).states) == 10_000
     snap = snapshot(topics=[topic("t", [1, 2])])
     assert code_of(admin.plan_partitions, snap, "t", 10_003, 1) == ErrorCode.policy_violation

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 import aiohttp
 from aiohttp import web
 
-from odradek.cluster.control_plane import Request, Route
+from odradek.cluster.control_plane_base import Request, Route
 from odradek.cluster.control_plane_tls import ControlPlaneTls, MutualTlsSite, client_context, peer_check
 from odradek.errors import ErrorCode, KafkaError
 

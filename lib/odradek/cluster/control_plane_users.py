@@ -1,7 +1,8 @@
 """The control-plane contract for Kafka users (docs/control-plane.md, "Users"): the routes and
 bodies through which the operator (an ``OdradekUser``) makes one user's SCRAM credential, ACLs
 and quotas what its spec says. Part of ``control_plane``'s contract, kept in its own module
-because that one is full; it uses the same ``Route``/``Request`` types and validation helpers.
+because that one is full; it uses the same ``Route``/``Request`` types and validation helpers
+(``control_plane_base``). The quota keys are the registry's (``odradek.config.quotas``).
 
 ``PUT /internal/v1/users/{name}`` is a whole-user sync (``UserSpec``): the credential, the
 ACLs whose principal is ``principal`` and the quota keys become exactly what the body says
@@ -19,9 +20,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from odradek.cluster.control_plane import PREFIX, Request, Route, _bad, _field
-
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+from odradek.cluster.control_plane_base import PREFIX, Request, Route, _bad, _field
+from odradek.config.quotas import USER_CLIENT_QUOTAS
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +75,8 @@ def _quotas(value: Any) -> dict[str, float]:
         raise _bad("'quotas' must be an object")
     out = {}
     for key, v in value.items():
-        if key not in QUOTA_KEYS:
-            raise _bad(f"unknown user quota '{key}' (known: {', '.join(QUOTA_KEYS)})")
+        if key not in USER_CLIENT_QUOTAS:
+            raise _bad(f"unknown user quota '{key}' (known: {', '.join(USER_CLIENT_QUOTAS)})")
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _bad(f"quota '{key}' must be a number >= 0")
         out[key] = float(v)

@@ -136,10 +136,11 @@ def _check(key: ConfigKey, value: str) -> object:
         raise invalid(key.name, value, e) from None
 
 
-def setting(name: str, scale: int = 1) -> Any:
-    """A dataclass field holding broker or group key ``name``'s typed value, times ``scale``
-    (``offsets.retention.minutes`` held in ms: 60,000), defaulting to the registry's default."""
-    key = BROKER_CONFIGS.get(name) or GROUP_CONFIGS[name]
+def setting(name: str, scale: int = 1, keys: Mapping[str, ConfigKey] | None = None) -> Any:
+    """A dataclass field holding broker or group key ``name``'s typed value (or, with ``keys``,
+    that registry's key), times ``scale`` (``offsets.retention.minutes`` held in ms: 60,000),
+    defaulting to the registry's default."""
+    key = keys[name] if keys is not None else BROKER_CONFIGS.get(name) or GROUP_CONFIGS[name]
     default = key.typed_default
     return field(default=default * scale if scale != 1 else default, metadata={_BOUND: (key, scale)})
 

@@ -56,7 +56,15 @@ def _cleanup_policy(s: str) -> str:
     return ",".join(sorted(parts, reverse=True) if len(parts) > 1 else parts)
 
 
+def _positive(s: str) -> float:
+    v = float(s)
+    if not v > 0:
+        raise ValueError("must be above 0")
+    return v
+
+
 BOOLEAN = ValueType(ConfigType.BOOLEAN, _bool, "true or false")
+POSITIVE = ValueType(ConfigType.DOUBLE, _positive, "number above 0")
 CLEANUP_POLICY = ValueType(ConfigType.LIST, _cleanup_policy, "delete, compact or compact,delete")
 
 

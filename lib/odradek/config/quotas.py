@@ -9,17 +9,7 @@ controller accepts for a user and what the operator maps its spec fields to.
 
 from __future__ import annotations
 
-from odradek.config.keys import INT_MAX, LONG_MAX, ConfigKey, ConfigType, ValueType, integer, registry
-
-
-def _rate(s: str) -> float:
-    v = float(s)
-    if not v > 0:
-        raise ValueError("must be above 0")
-    return v
-
-
-RATE = ValueType(ConfigType.DOUBLE, _rate, "number above 0")
+from odradek.config.keys import INT_MAX, LONG_MAX, POSITIVE as RATE, ConfigKey, integer, registry
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from odradek.config.broker import BROKER_CONFIGS, GROUP_CONFIGS
+from odradek.config.controller import CONTROLLER_CONFIGS
 from odradek.config.keys import INT_MAX, LONG_MAX, ConfigKey
 from odradek.config.quotas import QUOTA_CONFIGS
 from odradek.config.topic import TOPIC_CONFIGS
@@ -26,6 +27,9 @@ _SECTIONS = (
      "synonym (values of `*.hours` / `*.minutes` synonyms are converted to ms).", "topic"),
     ("Broker settings (`odradek broker --config KEY=VALUE`, or the operator's `brokers.config`):", "broker"),
     ("Group and transaction coordinator settings (same way):", "group"),
+    ("Controller settings (`odradek controller --config KEY=VALUE`; a few also as flags, e.g. "
+     "`--default-partitions`; the controller takes the broker's `zookeeper.*` session and "
+     "cluster security keys above too):", "controller"),
     ("Client quotas (per user, client id or IP in ZooKeeper: AlterClientQuotas, `kafka-configs "
      "--entity-type users|clients|ips`, an OdradekUser's `quotas`; no key, no quota):", "quota"),
 )
@@ -53,7 +57,8 @@ def table(keys: Iterable[ConfigKey], with_synonyms: bool) -> list[str]:
 
 def render() -> str:
     """The generated block, markers included."""
-    registries = {"topic": TOPIC_CONFIGS, "broker": BROKER_CONFIGS, "group": GROUP_CONFIGS, "quota": QUOTA_CONFIGS}
+    registries = {"topic": TOPIC_CONFIGS, "broker": BROKER_CONFIGS, "group": GROUP_CONFIGS,
+                  "controller": CONTROLLER_CONFIGS, "quota": QUOTA_CONFIGS}
     lines = [BEGIN]
     for intro, kind in _SECTIONS:
         lines += ["", intro, "", *table(registries[kind].values(), kind == "topic")]

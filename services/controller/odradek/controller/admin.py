@@ -1,8 +1,8 @@
 """Topic admin decisions: pure functions from a request and a store snapshot to what to write.
 
 Owns: Kafka's validation order and error codes for CreateTopics, CreatePartitions,
-IncrementalAlterConfigs and DeleteTopics (raised as ``KafkaError``) and the defaults for
-``-1`` partitions / replication factor. The replication factor ranges over 1..live brokers
+IncrementalAlterConfigs and DeleteTopics (raised as ``KafkaError``) and applying the defaults
+for ``-1`` partitions / replication factor (``ControllerConfig``). The replication factor ranges over 1..live brokers
 (``placement.assign_replicas`` says "larger than available brokers"). The service executes
 the plans against the store; nothing here does I/O.
 """
@@ -21,17 +21,12 @@ from odradek.errors import ErrorCode, KafkaError
 from odradek import topics
 
 from . import placement
+from .config import ControllerConfig
 from .store import StoreSnapshot, TopicRecord
 
 # Kafka's controller refuses an operation producing more records than one batch holds (10,000)
 # with POLICY_VIOLATION and this message; the ZooKeeper store's own bound is smaller (zkstore).
 TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
-
-
-@dataclass(frozen=True, slots=True)
-class Defaults:
-    partitions: int = 1
-    replication_factor: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +52,11 @@ def _not_being_deleted(snapshot: StoreSnapshot, name: str) -> None:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"The topic {name} is queued for deletion.")
 
 
-def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
+def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: ControllerConfig,
                 controller_epoch: int) -> TopicPlan:
-    asked = len(req.assignments) if req.assignments else defaults.partitions if req.partitions == -1 else req.partitions
+    """``defaults``: ``num.partitions`` and ``default.replication.factor`` for -1."""
+    asked = len(req.assignments) if req.assignments else defaults.num_partitions if req.partitions == -1 \
+        else req.partitions
     if asked > MAX_PARTITIONS_PER_REQUEST:
         raise KafkaError(ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
     topics.validate_name(req.name)
@@ -74,8 +71,8 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: Defaults,
     if req.assignments:
         assignment = _checked_assignment(req, live)
     else:
-        partitions = defaults.partitions if req.partitions == -1 else req.partitions
-        rf = defaults.replication_factor if req.replication_factor == -1 else req.replication_factor
+        partitions = defaults.num_partitions if req.partitions == -1 else req.partitions
+        rf = defaults.default_replication_factor if req.replication_factor == -1 else req.replication_factor
         if partitions <= 0:
             raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         if rf <= 0:

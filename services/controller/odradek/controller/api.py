@@ -2,8 +2,9 @@
 
 Owns: one handler per route of ``odradek.cluster.control_plane`` (which declares the routes
 and parses the bodies: malformed -> INVALID_REQUEST) and the mapping of ``KafkaError`` to HTTP
-statuses. Every error body is ``KafkaError.to_json()``. Business decisions live in ``admin``
-and ``service``; handlers only translate.
+statuses. Every error body is ``KafkaError.to_json()``. Handlers only translate: each calls
+the ``Controller`` part that owns the request (``topics``, ``isr``, ``elections``,
+``reassigner``) or the controller itself.
 """
 
 from __future__ import annotations
@@ -68,10 +69,10 @@ def make_app(controller: Controller) -> web.Application:
         return _answer(cp.ClusterView(controller.metadata(), controller.health().under_replicated_partitions))
 
     async def alter_partition(request: web.Request) -> web.Response:
-        return _answer(await controller.alter_partition(cp.AlterPartition.from_json(await _body(request))))
+        return _answer(await controller.isr.alter_partition(cp.AlterPartition.from_json(await _body(request))))
 
     async def alter_partitions(request: web.Request) -> web.Response:
-        return _answer(await controller.alter_partitions(cp.AlterPartitions.from_json(await _body(request))))
+        return _answer(await controller.isr.alter_partitions(cp.AlterPartitions.from_json(await _body(request))))
 
     async def controlled_shutdown(request: web.Request) -> web.Response:
         try:
@@ -79,7 +80,7 @@ def make_app(controller: Controller) -> web.Application:
         except ValueError:
             raise KafkaError(ErrorCode.invalid_request, "the broker id in the path must be an integer") from None
         req = cp.ControlledShutdown.from_json(await _body(request))
-        remaining = await controller.controlled_shutdown(broker_id, req.broker_epoch)
+        remaining = await controller.elections.controlled_shutdown(broker_id, req.broker_epoch)
         return _answer(cp.RemainingLeaderships(tuple(remaining)))
 
     async def producer_ids(request: web.Request) -> web.Response:
@@ -88,32 +89,32 @@ def make_app(controller: Controller) -> web.Application:
 
     async def elect_leaders(request: web.Request) -> web.Response:
         req = cp.ElectLeaders.from_json(await _body(request))
-        return _answer(cp.PartitionResults(tuple(await controller.elect_leaders(req.election_type,
+        return _answer(cp.PartitionResults(tuple(await controller.elections.elect_leaders(req.election_type,
                                                                                 req.partitions))))
 
     async def reassign(request: web.Request) -> web.Response:
         req = cp.Reassign.from_json(await _body(request))
-        return _answer(cp.PartitionResults(tuple(await controller.reassign(req.reassignments))))
+        return _answer(cp.PartitionResults(tuple(await controller.reassigner.reassign(req.reassignments))))
 
     async def reassignments(request: web.Request) -> web.Response:
-        return _answer(cp.Reassignments(tuple(controller.reassignments())))
+        return _answer(cp.Reassignments(tuple(controller.reassigner.ongoing())))
 
     async def create_topic(request: web.Request) -> web.Response:
         req = cp.CreateTopic.from_json(await _body(request))
-        return _answer(await controller.create_topic(req), status=200 if req.validate_only else 201)
+        return _answer(await controller.topics.create(req), status=200 if req.validate_only else 201)
 
     async def delete_topic(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        await controller.delete_topic(name)
+        await controller.topics.delete(name)
         return _answer(cp.DeletedTopic(name))
 
     async def create_partitions(request: web.Request) -> web.Response:
         req = cp.CreatePartitions.from_json(await _body(request))
-        return _answer(await controller.create_partitions(request.match_info["name"], req.count, req.validate_only))
+        return _answer(await controller.topics.create_partitions(request.match_info["name"], req.count, req.validate_only))
 
     async def alter_configs(request: web.Request) -> web.Response:
         req = cp.AlterConfigs.from_json(await _body(request))
-        configs = await controller.alter_configs(request.match_info["name"], req.set_configs,
+        configs = await controller.topics.alter_configs(request.match_info["name"], req.set_configs,
                                                  list(req.delete_configs), req.validate_only)
         return _answer(cp.TopicConfigs(configs))
 

@@ -21,11 +21,15 @@ from odradek.cluster.control_plane_http import serve as serve_http
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
+from odradek.config.controller import (AUTO_LEADER_REBALANCE, CONTROLLER_CONFIGS, DEFAULT_REPLICATION_FACTOR,
+                                       LEADER_IMBALANCE_CHECK_INTERVAL, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+                                       NUM_PARTITIONS)
+from odradek.errors import KafkaError
 
-from .admin import Defaults
 from .api import make_app
+from .config import ControllerConfig, Settings
 from .metrics import ControllerCollector
-from .service import Controller, Settings
+from .service import Controller
 from .zkstore import ZkStore
 
 log = logging.getLogger("odradek.controller")
@@ -48,6 +52,18 @@ def _positive(value: str) -> float:
     return seconds
 
 
+# the flags that set a controller key: flag's attribute -> key
+_FLAG_KEYS = {"default_partitions": NUM_PARTITIONS, "default_replication_factor": DEFAULT_REPLICATION_FACTOR,
+              "auto_leader_rebalance": AUTO_LEADER_REBALANCE,
+              "leader_imbalance_check_interval_seconds": LEADER_IMBALANCE_CHECK_INTERVAL,
+              "leader_imbalance_per_broker_percentage": LEADER_IMBALANCE_PER_BROKER_PERCENTAGE}
+
+
+def _key_help(name: str) -> str:
+    key = CONTROLLER_CONFIGS[name]
+    return f"{name}: {key.doc} (default {key.default})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="odradek controller",
                                 description="Odradek controller: election, placement, admin API.")
@@ -61,12 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "https:// with control.plane.ssl.keystore.location)")
     p.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}",
                    help="instance id written to /controller (default hostname-pid)")
-    p.add_argument("--default-partitions", type=int, default=1,
-                   help="partitions of a topic created with -1 (default %(default)s)")
-    p.add_argument("--default-replication-factor", type=int, default=1,
-                   help="replication factor of a topic created with -1 (default %(default)s)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="the ZooKeeper session's settings, as the brokers take them: "
+                   help="the controller's settings (the README's controller table: num.partitions, "
+                        "default.replication.factor, auto.leader.rebalance.enable, leader.imbalance.*...); "
+                        "the ZooKeeper session's, as the brokers take them: "
                         "zookeeper.session.timeout.ms (default 18000: how long a dead controller keeps "
                         "/controller, and how long a ZooKeeper outage may last before it loses its role) and "
                         "zookeeper.connection.timeout.ms (start-up's wait; default: the session timeout); "
@@ -75,14 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "zookeeper.digest.credentials.file")
     p.add_argument("--zk-session-timeout", type=_positive, default=None,
                    help="zookeeper.session.timeout.ms in seconds (wins over --config)")
-    p.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction, default=True,
-                   help="move leadership back to preferred replicas periodically "
-                        "(Kafka's auto.leader.rebalance.enable; default on)")
-    p.add_argument("--leader-imbalance-check-interval-seconds", type=_positive, default=300.0,
-                   help="how often the rebalance checks (default %(default)s)")
-    p.add_argument("--leader-imbalance-per-broker-percentage", type=float, default=10.0,
-                   help="rebalance a broker when more than this percentage of the partitions whose "
-                        "preferred replica it is are led by others (default %(default)s)")
+    # Flags for some controller keys; each wins over --config, its default is the registry's.
+    p.add_argument("--default-partitions", type=int, default=None, help=_key_help(NUM_PARTITIONS))
+    p.add_argument("--default-replication-factor", type=int, default=None,
+                   help=_key_help(DEFAULT_REPLICATION_FACTOR))
+    p.add_argument("--auto-leader-rebalance", action=argparse.BooleanOptionalAction, default=None,
+                   help=_key_help(AUTO_LEADER_REBALANCE))
+    p.add_argument("--leader-imbalance-check-interval-seconds", type=_positive, default=None,
+                   help=_key_help(LEADER_IMBALANCE_CHECK_INTERVAL))
+    p.add_argument("--leader-imbalance-per-broker-percentage", type=float, default=None,
+                   help=_key_help(LEADER_IMBALANCE_PER_BROKER_PERCENTAGE))
     p.add_argument("--metrics-port", type=int, default=-1,
                    help="port of the plain-HTTP Prometheus endpoint /metrics, on --listen's address "
                         "(0: any free port; default -1: none; the chart uses 9404)")
@@ -98,12 +114,7 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     store = ZkStore(args.zookeeper, args.cluster, args.zk_timeouts, args.zk_security)
-    settings = Settings(id=args.id, url="", defaults=Defaults(args.default_partitions,
-                                                              args.default_replication_factor),
-                        auto_leader_rebalance=args.auto_leader_rebalance,
-                        leader_imbalance_check_interval=args.leader_imbalance_check_interval_seconds,
-                        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
-                        tls=args.tls)
+    settings = Settings(id=args.id, url="", config=args.controller_config, tls=args.tls)
     controller = Controller(store, settings)
     runner, bound = await serve_http(make_app(controller), host, port, args.tls, f"controller {args.id} API")
     url = args.advertised_url or f"{scheme(args.tls)}://{_url_host(bound[0])}:{bound[1]}"
@@ -141,18 +152,26 @@ def _url_host(host: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The arguments, with ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout,
+    """The arguments, with ``controller_config`` (``ControllerConfig``) from --config and the
+    controller's flags, ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout,
     ``zk_security`` (``ZkSecurity``) and ``tls`` (``ControlPlaneTls`` or None) from --config."""
     p = build_parser()
     args = p.parse_args(argv)
     settings = dict(kv.partition("=")[::2] for kv in args.config)
     if args.zk_session_timeout is not None:
         settings[zk_session.SESSION_TIMEOUT] = str(round(args.zk_session_timeout * 1000))
+    for attr, key in _FLAG_KEYS.items():
+        if (value := getattr(args, attr)) is not None:
+            settings[key] = CONTROLLER_CONFIGS[key].type.format(value)
+    own = {k: settings.pop(k) for k in CONTROLLER_CONFIGS if k in settings}
     security = {k: settings.pop(k) for k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS) if k in settings}
     try:
+        args.controller_config = ControllerConfig.from_settings(own)
         args.zk_timeouts = ZkTimeouts.from_settings(settings)
         args.zk_security = ZkSecurity.from_settings(security)
         args.tls = ControlPlaneTls.from_settings(security)
+    except KafkaError as e:
+        p.error(e.message)
     except ValueError as e:
         p.error(str(e))
     return args

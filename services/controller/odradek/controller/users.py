@@ -24,7 +24,9 @@ from odradek.broker.security.acl_store import AclStore
 from odradek.broker.security.scram_store import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramStore, \
     credential_from_password
 from odradek.cluster.entity_config import sanitize
-from odradek.cluster.control_plane_users import QUOTA_KEYS, UserAcl, UserSpec, UserState
+from odradek.cluster.control_plane_users import UserAcl, UserSpec, UserState
+from odradek.config.keys import ConfigType
+from odradek.config.quotas import USER_CLIENT_QUOTAS
 from odradek.errors import ErrorCode, KafkaError
 
 # Kafka's kafka-acls (AclCommand.ResourceTypeToValidOperations), for the resource types a user's
@@ -99,7 +101,7 @@ class UserAdmin:
         principal = principal or f"User:{name}"
         config = self.scram.config(sanitize(name))
         scram = {m: int(text.rsplit("iterations=", 1)[1]) for m, text in config.items() if m in SCRAM_MECHANISMS}
-        quotas = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
+        quotas = {k: float(v) for k, v in config.items() if k in USER_CLIENT_QUOTAS}
         acls = tuple(_as_user_acl(p, e) for p, entries in sorted(self._mine(principal).items(), key=_order)
                      for e in sorted(entries, key=lambda e: (e.operation, e.host, e.permission)))
         return UserState(name, principal, scram, acls, quotas, changed)
@@ -142,12 +144,12 @@ class UserAdmin:
                     config.pop(m, None)
             if credential is not None:
                 config[scram.mechanism] = credential
-            for k in QUOTA_KEYS:
+            for k in USER_CLIENT_QUOTAS:
                 config.pop(k, None)
             config.update(quotas)
             if any(before.get(m) != config.get(m) for m in SCRAM_MECHANISMS):
                 changed.append("scram")
-            if any(before.get(k) != config.get(k) for k in QUOTA_KEYS):
+            if any(before.get(k) != config.get(k) for k in USER_CLIENT_QUOTAS):
                 changed.append("quotas")
         self.scram.update_config(user, change)
         return changed
@@ -170,8 +172,8 @@ class UserAdmin:
 
 def _number(key: str, value: float) -> str:
     """The text Kafka stores for a quota: the byte rates are LONGs, request_percentage and
-    controller_mutation_rate DOUBLEs."""
-    return repr(float(value)) if key in ("request_percentage", "controller_mutation_rate") else str(int(value))
+    controller_mutation_rate DOUBLEs (the registry's types)."""
+    return repr(float(value)) if USER_CLIENT_QUOTAS[key].type.code == ConfigType.DOUBLE else str(int(value))
 
 
 def _order(item) -> tuple:
