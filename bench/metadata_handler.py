@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from kio.static.constants import EntityType
 
 from odradek.broker.handlers import metadata
+from odradek.broker.metadata_cache import MetadataCache
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.protocol.codec import Schemas, encode_response, make
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=50)
     args = ap.parse_args(argv)
     ctx = SimpleNamespace(replicas=Replicas(snapshot(args.partitions)), authorizer=None, cluster_id="bench",
-                          config=SimpleNamespace(auto_create_topics=False))
+                          config=SimpleNamespace(auto_create_topics=False), metadata_cache=MetadataCache())
     load = open("/proc/loadavg").read().split()[:3]
     for version in map(int, args.versions.split(",")):
         ms = asyncio.run(per_request_ms(ctx, version, args.runs))

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from odradek.broker.security.scram_store import ScramStore
+from odradek.broker.zk.configs import EntityConfigs
+from odradek.broker.zk.znodes import Znodes
 from odradek.cluster.control_plane_users import ScramPassword, UserAcl, UserSpec
 from odradek.errors import ErrorCode, KafkaError
 
@@ -32,7 +34,7 @@ def test_sync_writes_kafka_znodes_and_is_idempotent(stores, zk):
         ("GROUP", "app-", "PREFIXED", "READ")]
     config = json.loads(zk.get("/config/users/alice")[0])["config"]
     assert config["producer_byte_rate"] == "1048576" and config["SCRAM-SHA-512"].endswith("iterations=4096")
-    assert ScramStore(lambda: zk).verify("alice", "SCRAM-SHA-512", "alice-secret")
+    assert ScramStore(EntityConfigs(Znodes(lambda: zk))).verify("alice", "SCRAM-SHA-512", "alice-secret")
     acls = json.loads(zk.get("/kafka-acl/Topic/orders")[0])["acls"]
     assert {a["operation"] for a in acls} == {"Read", "Write"} and acls[0]["principal"] == ALICE
     assert json.loads(zk.get("/kafka-acl-extended/prefixed/Group/app-")[0])["acls"][0]["operation"] == "Read"
@@ -49,7 +51,7 @@ def test_sync_writes_kafka_znodes_and_is_idempotent(stores, zk):
     assert not zk.exists("/kafka-acl-extended/prefixed/Group/app-")
     principals = {(a["principal"], a["operation"]) for a in json.loads(zk.get("/kafka-acl/Topic/orders")[0])["acls"]}
     assert principals == {(ALICE, "Read"), ("User:bob", "Read")}
-    assert ScramStore(lambda: zk).verify("alice", "SCRAM-SHA-512", "new-secret")
+    assert ScramStore(EntityConfigs(Znodes(lambda: zk))).verify("alice", "SCRAM-SHA-512", "new-secret")
 
     gone = store.user_call(lambda u: u.delete("alice"))
     assert (gone.scram, gone.acls, gone.quotas) == ({}, (), {})

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from odradek.broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
 from odradek.broker.storage.manager import CLEAN_SHUTDOWN_FILE
-from odradek.broker.zk import STOP_TIMEOUT_S
+from odradek.broker.zk.session import STOP_TIMEOUT_S
 from odradek.config import BROKER_CONFIGS
 from odradek.dev import processes
 from odradek.dev.harness import start_cluster, stop_cluster

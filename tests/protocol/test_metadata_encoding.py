@@ -1,7 +1,7 @@
 """Metadata responses with cached topic entries (issue 21): byte-for-byte kio's encoding.
 
 The handler encodes each topic's entry once per applied snapshot and version and splices the
-entries into the response (odradek.broker.handlers.metadata_cache); these tests compare the
+entries into the response (odradek.broker.metadata_cache); these tests compare the
 result with kio's encoding of the whole response for every Metadata version, and check what
 stays per request (authorized operations, errors, the throttle time) and that a new snapshot
 is answered from new entries.
@@ -20,7 +20,7 @@ from kio.static.constants import EntityType
 
 from bench.metadata_handler import Replicas
 from odradek.broker.handlers import metadata as md
-from odradek.broker.handlers.metadata_cache import EncodedMetadataResponse, encode_topic
+from odradek.broker.metadata_cache import EncodedMetadataResponse, MetadataCache, encode_topic
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, encode_response, make
@@ -38,7 +38,7 @@ def _snapshot(leader_epoch: int = 1, live=BROKERS) -> ClusterMetadata:
 
 def _ctx(snapshot: ClusterMetadata):
     return SimpleNamespace(replicas=Replicas(snapshot), authorizer=None, cluster_id="c",
-                           config=SimpleNamespace(auto_create_topics=False))
+                           config=SimpleNamespace(auto_create_topics=False), metadata_cache=MetadataCache())
 
 
 def _request(version: int, names=None, ops: bool = False):

@@ -6,11 +6,15 @@ from types import SimpleNamespace as C
 
 import pytest
 
-from odradek.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaEntities
+from odradek.broker.quotas.entities import QuotaEntities
+from odradek.config.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from odradek.broker.quotas.manager import ClientQuotaManager, user_of
 from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
-from odradek.broker.security.client_quotas import _typed, USER_CLIENT_KEYS, entity_of
-from odradek.cluster.entity_config import DEFAULT, desanitize, sanitize
+from odradek.broker.handlers.client_quotas import _typed, entity_of
+from odradek.config.quotas import USER_CLIENT_QUOTAS as USER_CLIENT_KEYS
+from odradek.cluster.zk_data import DEFAULT, ENTITY_CONFIG
+
+sanitize, desanitize = ENTITY_CONFIG.sanitize, ENTITY_CONFIG.desanitize
 from odradek.errors import KafkaError
 
 

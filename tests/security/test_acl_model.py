@@ -13,7 +13,8 @@ from kio.static.constants import EntityType
 from odradek.broker.handlers import acls
 from odradek.broker.security.acl import (Entry, Filter, Operation, Pattern, PatternType, Permission, ResourceType,
                                          creation_problem, decode_entries, encode_entries)
-from odradek.broker.security.acl_store import AclSnapshot, change_payload, parse_change, znode_path
+from odradek.broker.security.acl_store import AclSnapshot, AclStore, change_payload, parse_change, znode_path
+from odradek.broker.zk.znodes import Znodes
 from odradek.broker.security.authorizer import Authorizer
 from odradek.broker.security.session import RequestContext
 from odradek.errors import ErrorCode
@@ -24,7 +25,7 @@ TOPIC = R.TOPIC
 
 
 def _authorizer(bindings: dict, super_users: str = "User:admin", allow_if_none: bool = False) -> Authorizer:
-    a = Authorizer(super_users, allow_if_none, lambda: None)
+    a = Authorizer(super_users, allow_if_none, AclStore(Znodes(lambda: None)))
     a.store.snapshot = AclSnapshot({p: frozenset(es) for p, es in bindings.items()})
     return a
 

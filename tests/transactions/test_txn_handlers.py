@@ -11,6 +11,7 @@ from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 
 from odradek.broker.handlers import transactions as h
+from odradek.protocol.api_keys import ApiKey
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.txn.metadata import TxnState
 from odradek.errors import ErrorCode as E
@@ -80,14 +81,14 @@ def test_admin_apis_describe_only_what_the_principal_may():
     assert [(s.error_code, s.transaction_state) for s in described.transaction_states] == [
         (E.none, "Empty"), (E.transactional_id_authorization_failed, ""), (E.transactional_id_not_found, "")]
     # no transaction started: Kafka's -1 as the start time, on the wire
-    encoded = bytes(encode_response(h.DESCRIBE_TRANSACTIONS, 0, 1, described))
+    encoded = bytes(encode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, 1, described))
     assert b"Empty" + (60_000).to_bytes(4, "big") + b"\xff" * 8 in encoded   # state, timeout, start time
 
 
 # -- Kafka 3.9's versions ------------------------------------------------------------------------
 def batch(*txns, version=4):
     from kio.index import load_request_schema
-    s = load_request_schema(h.ADD_PARTITIONS, version)
+    s = load_request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, version)
     mod = __import__(s.__module__, fromlist=["x"])
     return s(transactions=tuple(mod.AddPartitionsToTxnTransaction(
         transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=verify, topics=tuple(

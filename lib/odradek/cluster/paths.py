@@ -1,4 +1,6 @@
-"""ZooKeeper layout (docs/control-plane.md, "ZooKeeper znodes"), relative to ``/odradek/<cluster>``.
+"""ZooKeeper layout (docs/control-plane.md, "ZooKeeper znodes"), relative to ``/odradek/<cluster>``:
+where each znode is. What a znode the brokers read or write holds, and how it is encoded and
+decoded, is ``odradek.cluster.zk_data``'s (one kind each, built on these paths).
 
 Every znode holds UTF-8 JSON. Kazoo clients are created with the chroot in the connect
 string (``host:port/odradek/<cluster>``), so these paths are absolute inside it.

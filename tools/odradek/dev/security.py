@@ -100,12 +100,14 @@ def gateway_arguments(block: dict) -> list[str]:
 def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
     """Write the admin's SCRAM credential into the cluster's ZooKeeper chroot."""
     from odradek.broker.security.scram_store import ScramStore
+    from odradek.broker.zk.configs import EntityConfigs
+    from odradek.broker.zk.znodes import Znodes
     zk_security = ZkSecurity.from_settings(dict(c.split("=", 1) for c in cluster_config(block)))
     zk_session.ensure_chroot(zookeeper, cluster, timeouts, zk_security)
     zk = zk_session.client(zookeeper, timeouts, paths.chroot(cluster), zk_security)
     zk.start(timeout=timeouts.connection_s)
     try:
-        ScramStore(lambda: zk).set_password(block["username"], block["mechanism"], block["password"])
+        ScramStore(EntityConfigs(Znodes(lambda: zk))).set_password(block["username"], block["mechanism"], block["password"])
     finally:
         zk.stop()
         zk.close()

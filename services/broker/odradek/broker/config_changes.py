@@ -13,36 +13,26 @@ with ``None`` (load everything), then with the entity's name (``"<default>"``,
 ``"alice/clients/app"``) for each notification, in sequence order. Handlers run on kazoo's
 thread: they re-read the znode and hand the result to whoever owns it. Notifications older
 than 15 minutes are removed, as Kafka does. The writer's side, and the reading of one entity,
-are ``odradek.cluster.entity_config``'s.
+are ``odradek.broker.zk.configs``'; the notification's format is ``odradek.cluster.zk_data``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from typing import Callable, Iterable, Mapping
+from typing import Callable
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
-
-from odradek.cluster import paths
-from odradek.cluster.entity_config import parse_notification
+from odradek.broker.zk.znodes import NoZooKeeper, Znodes
+from odradek.cluster.zk_data import CONFIG_CHANGE
 
 log = logging.getLogger(__name__)
 
-CHANGE_EXPIRY_S = 15 * 60
 Handler = Callable[[str | None], None]   # entity name, or None: (re)load every entity of the type
-
-
-def _seq(child: str) -> int:
-    prefix = paths.CONFIG_CHANGE_PREFIX
-    return int(child[len(prefix):]) if child.startswith(prefix) and child[len(prefix):].isdigit() else -1
+_seq = CONFIG_CHANGE.sequence
 
 
 class ConfigChangeListener:
-    def __init__(self, zk: Callable[[], KazooClient | None]) -> None:
-        self._zk = zk
+    def __init__(self, znodes: Znodes) -> None:
+        self._znodes = znodes
         self._handlers: dict[str, list[Handler]] = {}
         self._seen = -1
         self._started = False
@@ -56,14 +46,14 @@ class ConfigChangeListener:
 
     def start(self) -> None:
         """Load every registered type, then follow the notifications (once the session is up)."""
-        zk = self._zk()
-        zk.ensure_path(paths.CONFIG_CHANGES)
-        self._seen = max((_seq(c) for c in zk.get_children(paths.CONFIG_CHANGES)), default=-1)
+        znodes = self._znodes
+        znodes.ensure(CONFIG_CHANGE.root)
+        self._seen = max((_seq(c) for c in znodes.children(CONFIG_CHANGE.root)), default=-1)
         self._started = True
         for entity_type, handlers in self._handlers.items():
             for handler in handlers:
                 self._call(handler, entity_type, None)
-        ChildrenWatch(zk, paths.CONFIG_CHANGES, self._on_changes)
+        znodes.watch_children(CONFIG_CHANGE.root, self._on_changes)
 
     @staticmethod
     def _call(handler: Handler, entity_type: str, entity: str | None) -> None:
@@ -73,33 +63,26 @@ class ConfigChangeListener:
             log.exception("config change handler for %s/%s failed", entity_type, entity)
 
     def _on_changes(self, children: list[str]) -> None:
-        zk = self._zk()
-        if zk is None:
+        try:
+            self._follow(children)
+        except NoZooKeeper:   # the session is closing
             return
+
+    def _follow(self, children: list[str]) -> None:
+        znodes = self._znodes
         for child in sorted(children, key=_seq):
             seq = _seq(child)
             if seq <= self._seen:
                 continue
             self._seen = seq
-            try:
-                data, _ = zk.get(f"{paths.CONFIG_CHANGES}/{child}")
-                entity_type, entity = parse_notification(data)
-            except NoNodeError:
+            found = znodes.get(f"{CONFIG_CHANGE.root}/{child}")
+            if found is None:
                 continue
+            try:
+                entity_type, entity = CONFIG_CHANGE.decode(found[0])
             except (ValueError, KeyError) as e:
                 log.warning("ignoring unreadable config change %s: %s", child, e)
                 continue
             for handler in self._handlers.get(entity_type, ()):
                 self._call(handler, entity_type, entity)
-        purge_expired(zk, paths.CONFIG_CHANGES, children)
-
-
-def purge_expired(zk: KazooClient, path: str, children: Iterable[str], expiry_s: float = CHANGE_EXPIRY_S) -> None:
-    """Remove the notifications under ``path`` older than ``expiry_s`` (Kafka: 15 minutes)."""
-    cutoff = (time.time() - expiry_s) * 1000
-    for child in children:
-        try:
-            if zk.exists(f"{path}/{child}").ctime < cutoff:
-                zk.delete(f"{path}/{child}")
-        except (NoNodeError, AttributeError):
-            continue
+        znodes.purge_expired(CONFIG_CHANGE.root, children)

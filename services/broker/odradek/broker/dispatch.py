@@ -1,46 +1,55 @@
 """From a request frame to response pieces: version negotiation and dispatch.
 
-The table of supported APIs lives here (``SUPPORTED``): ApiVersions advertises exactly it.
+ApiVersions advertises exactly the handler table (``odradek.broker.handlers``) plus the SASL
+exchange the connection gate serves.
 An ApiVersions request of a version we don't know is answered, as Kafka does, with error
 UNSUPPORTED_VERSION and a v0 body listing our ranges (librdkafka then retries at v0). Any
 other API or version outside the table closes the connection, which is what Apache Kafka
 does with a request it cannot parse; the close reason is logged.
+
+``handle`` answers with the response pieces and the request's throttle time: the larger of the
+handler's (an ``Answer``) and the request quota's, which the response's ``throttle_time`` is
+raised to and the connection mutes itself for (``security.gate``).
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Awaitable, Callable, Iterable
 
+from odradek.broker.handlers.answer import ZERO, Answer
 from odradek.broker.quotas.manager import ClientQuotaManager
-from odradek.broker.quotas.throttling import request_finished, request_started
+from odradek.broker.quotas.throttling import request_finished, request_started, with_throttle
 from odradek.errors import ErrorCode
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import FrameError, Schemas, decode_request, encode_response, make, peek_header
 from odradek.protocol.connection import ConnectionClosed, Piece
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
-ZERO = datetime.timedelta(0)
 
 Handler = Callable[..., Awaitable[object]]
 
 
 class Dispatcher:
     """Maps api key -> (min version, max version, handler(header, request)). With ``quotas``,
-    each request's handling time counts against ``request_percentage`` and a response's
-    ``throttle_time_ms`` is the connection's throttle (odradek.broker.quotas.throttling)."""
+    each request's handling time counts against ``request_percentage``
+    (odradek.broker.quotas.throttling). ``advertised``: APIs served before this dispatcher (the
+    SASL exchange, by the connection gate) that ApiVersions lists too."""
 
-    def __init__(self, handlers: dict[int, tuple[int, int, Handler]], quotas: ClientQuotaManager | None = None
-                 ) -> None:
+    def __init__(self, handlers: dict[int, tuple[int, int, Handler]], quotas: ClientQuotaManager | None = None,
+                 advertised: dict[int, tuple[int, int]] | None = None) -> None:
         self.handlers = dict(handlers)
         self.quotas = quotas
-        self.handlers[API_VERSIONS] = (0, 4, self._api_versions)
-        from odradek.broker.handlers.answer import Answer  # here: the handlers package imports this module
-        self._answer = Answer
+        self.handlers[ApiKey.API_VERSIONS] = (0, 4, self._api_versions)
+        self._ranges_of = {**{k: (lo, hi) for k, (lo, hi, _) in self.handlers.items()}, **(advertised or {})}
 
     async def __call__(self, frame: bytes) -> Iterable[Piece] | None:
+        """The response pieces (the throttle dropped: a connection without a gate)."""
+        return (await self.handle(frame)).body
+
+    async def handle(self, frame: bytes) -> Answer:
+        """The response pieces (None: none due) and the throttle the connection mutes for."""
         view = memoryview(frame).toreadonly()
         try:
             api_key, version, correlation_id = peek_header(view)
@@ -48,8 +57,8 @@ class Dispatcher:
             raise ConnectionClosed(str(e)) from None
         entry = self.handlers.get(api_key)
         if entry is None or not entry[0] <= version <= entry[1]:
-            if api_key == API_VERSIONS:
-                return [self._unsupported_api_versions(correlation_id)]
+            if api_key == ApiKey.API_VERSIONS:
+                return Answer([self._unsupported_api_versions(correlation_id)])
             raise ConnectionClosed(f"unsupported request: api key {api_key} version {version}")
         try:
             header, request = decode_request(view)
@@ -58,28 +67,28 @@ class Dispatcher:
         quotas = self.quotas
         started = request_started(quotas, api_key) if quotas is not None else 0
         body = await entry[2](header, request)
-        if isinstance(body, self._answer):  # its throttle already reached the connection (quotas.throttling)
-            body = body.body
+        throttle = 0
+        if isinstance(body, Answer):
+            body, throttle = body.body, body.throttle_ms
         if quotas is not None:
-            body = request_finished(quotas, started, header, request, body)
-        if body is None:
-            return None
-        if isinstance(body, list):  # pre-encoded pieces (Fetch, with file regions)
-            return body
-        return [encode_response(api_key, version, correlation_id, body)]
+            throttle = max(throttle, request_finished(quotas, started, header, request))
+            body = with_throttle(body, throttle)
+        if body is None or isinstance(body, list):  # none due; pre-encoded pieces (Fetch, with file regions)
+            return Answer(body, throttle)
+        return Answer([encode_response(api_key, version, correlation_id, body)], throttle)
 
     def _ranges(self, schemas: Schemas) -> tuple:
         return tuple(make(schemas.ApiVersion, api_key=key, min_version=lo, max_version=hi)
-                     for key, (lo, hi, _) in sorted(self.handlers.items()))
+                     for key, (lo, hi) in sorted(self._ranges_of.items()))
 
     async def _api_versions(self, header, request) -> object:
-        s = Schemas(API_VERSIONS, header.api_version)
+        s = Schemas(ApiKey.API_VERSIONS, header.api_version)
         return make(s.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=self._ranges(s),
                     throttle_time=ZERO, supported_features=(), finalized_features_epoch=-1,
                     finalized_features=(), zk_migration_ready=False)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytearray:
-        s = Schemas(API_VERSIONS, 0)
+        s = Schemas(ApiKey.API_VERSIONS, 0)
         body = make(s.ApiVersionsResponse, error_code=ErrorCode.unsupported_version,
                     api_keys=self._ranges(s))
-        return encode_response(API_VERSIONS, 0, correlation_id, body)
+        return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

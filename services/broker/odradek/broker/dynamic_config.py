@@ -19,21 +19,20 @@ import asyncio
 import logging
 from typing import Callable, Mapping
 
-from kazoo.client import KazooClient
-
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_changes import ConfigChangeListener
-from odradek.cluster.entity_config import BROKERS, read_entity_config, write_entity_config
-from odradek.cluster.paths import DEFAULT_ENTITY
+from odradek.broker.zk.configs import EntityConfigs
+from odradek.cluster.zk_data import BROKERS, DEFAULT as DEFAULT_ENTITY
 from odradek.config.dynamic import BrokerLayers
+from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 
 class DynamicBrokerConfig:
-    def __init__(self, config: BrokerConfig, zk: Callable[[], KazooClient | None]) -> None:
+    def __init__(self, config: BrokerConfig, configs: EntityConfigs | None) -> None:
         self._config = config
-        self._zk = zk
+        self._configs = configs   # None: a test without ZooKeeper
         self.layers = BrokerLayers(config.broker_id, {**config.given_settings, **config.group_settings},
                                    dict(config.topic_defaults))
         self._appliers: list[Callable[[BrokerLayers], None]] = []
@@ -53,13 +52,12 @@ class DynamicBrokerConfig:
 
     def _on_change(self, entity: str | None) -> None:
         """A notification (kazoo's thread): read the entity again, install it on the loop."""
-        zk = self._zk()
-        if zk is None or self._loop is None:
+        if self._configs is None or self._loop is None:
             return
         wanted = (DEFAULT_ENTITY, self.own_entity) if entity is None else (entity,)
         for name in wanted:
             if name in (DEFAULT_ENTITY, self.own_entity):
-                config, _ = read_entity_config(zk, BROKERS, name)
+                config, _ = self._configs.read(BROKERS, name)
                 self._loop.call_soon_threadsafe(self._install, name, config)
 
     def _install(self, entity: str, config: Mapping[str, str]) -> None:
@@ -77,8 +75,9 @@ class DynamicBrokerConfig:
     async def alter(self, entity: str, change: Callable[[dict[str, str]], Mapping[str, str]]) -> None:
         """Change the entity's znode (``change`` maps its config to the new one), notify every
         broker, and apply it here before returning."""
-        zk = self._zk()
-        written = await asyncio.to_thread(write_entity_config, zk, BROKERS, entity, change)
+        if self._configs is None:
+            raise KafkaError(ErrorCode.unknown_server_error, "not connected to ZooKeeper")
+        written = await asyncio.to_thread(self._configs.alter, BROKERS, entity, change)
         self._install(entity, written)
 
     def current(self, entity: str) -> dict[str, str]:

@@ -66,7 +66,8 @@ class ReplicaManager:
                  controller_call: Callable[..., Awaitable[object]] = _no_controller,
                  broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-                 inter_broker: ClientSecurity | None = None) -> None:
+                 inter_broker: ClientSecurity | None = None,
+                 topic_deleted: Callable[[str], None] = lambda _name: None) -> None:
         self.broker_id = broker_id
         self.inter_broker = inter_broker or ClientSecurity()  # followers fetch on this listener
         self.logs = logs
@@ -78,7 +79,7 @@ class ReplicaManager:
         self.metadata_changed = asyncio.Event()
         self.generation = 0  # snapshots applied: a fetch session reads all its partitions after one
         self._listeners: list[Callable[[], None]] = []  # called after each applied snapshot
-        self.topic_deleted: Callable[[str], None] = lambda _name: None  # its metrics go (BrokerContext)
+        self.topic_deleted = topic_deleted  # its metrics go (the broker's TopicStats)
         self.isr = IsrManager(broker_id, controller_call, broker_epoch, replica_lag_time_max_ms,
                               self._after_isr_change)
         self._fetchers: ReplicaFetcherManager | None = None

@@ -13,7 +13,7 @@ refresh metadata and retry on the new leaders); then it stops fetching, deregist
 serving and closes its logs. With the controller unreachable the attempts fail and the broker
 shuts down anyway, as Kafka's "unclean" shutdown (leaderships not moved): it still flushes its
 logs and writes the clean-shutdown marker, and deregistering from an unreachable ZooKeeper is
-bounded (``zk.STOP_TIMEOUT_S``), so SIGTERM ends the process within about
+bounded (``zk.session.STOP_TIMEOUT_S``), so SIGTERM ends the process within about
 retries x max(backoff, ``CONTROLLED_SHUTDOWN_TIMEOUT_S``).
 
 When the data directory goes offline (a write failed with an OSError: a full disk, EIO; see
@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from functools import partial
 
 from aiohttp import web
 
@@ -42,20 +41,22 @@ from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.metrics.collector import BrokerCollector
 from odradek.broker.txn.metrics import TxnCollector
-from odradek.broker.metrics.stats import RequestStats
+from odradek.broker.metrics.stats import RequestStats, TopicStats
 from odradek.broker.partitions import ReplicaManager
 from odradek.broker.quotas import connections
-from odradek.broker.quotas.manager import load as load_quotas
+from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.broker.quotas.metrics import QuotaCollector
-from odradek.broker.security.acl import ResourceType
-from odradek.broker.security.authorizer import allowed, authorizer_of
+from odradek.broker.quotas.store import QuotaStore
+from odradek.broker.security.authorizer import authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
+from odradek.broker.security.scram_store import ScramStore
 from odradek.broker.storage import LogManager
-from odradek.broker.zk import BrokerRegistration
+from odradek.broker.zk.configs import EntityConfigs
+from odradek.broker.zk.session import BrokerSession
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import serve, server_app
 from odradek.cluster.control_plane_tls import scheme
-from odradek.cluster.entity_config import CLIENTS, IPS, USERS
+from odradek.cluster.zk_data import CLIENTS, IPS, USERS
 from odradek.cluster.model import BrokerInfo, ClusterMetadata
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.listener import KafkaListener
@@ -70,31 +71,32 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.logs = LogManager(config.data_dir, config.topic_defaults, cleaner_priority=config.cleaner_priority)
-        self.registration: BrokerRegistration | None = None
         self.control_plane_tls = config.control_plane_tls()
         self.zookeeper_security = config.zookeeper_security()
-        self.security = BrokerSecurity(config, lambda: self.registration.client if self.registration else None)
-        self.controller = ControllerClient(lambda: self.registration.controller_url if self.registration else None,
-                                           self.control_plane_tls)
+        self.session = BrokerSession(config.zookeeper, config.cluster, config.zookeeper_timeouts,
+                                     self.zookeeper_security)   # started (registered) in run
+        configs = EntityConfigs(self.session.znodes)
+        self.security = BrokerSecurity(config, ScramStore(configs))
+        self.controller = ControllerClient(lambda: self.session.controller_url, self.control_plane_tls)
+        topic_stats = TopicStats()
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
-                                       broker_epoch=lambda: self.registration.broker_epoch if self.registration else -1,
+                                       broker_epoch=lambda: self.session.broker_epoch,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                                       inter_broker=self.security.client)
-        zk = self._zk_client
-        self.context = BrokerContext.create(config, self.replicas, self.controller, authorizer_of(config, zk), zk)
-        self.config_changes = ConfigChangeListener(zk)
-        self.security.store.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
-        self.security.quotas.cluster_allowed = partial(allowed, self.context, rtype=ResourceType.CLUSTER)
-        self.security.quotas.changed = lambda _paths: self.reload_quotas()
-        self.dispatcher = Dispatcher({**table(self.context), **self.security.table()}, quotas=self.context.quotas)
+                                       inter_broker=self.security.client, topic_deleted=topic_stats.forget)
+        quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
+        self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
+        self.context = BrokerContext.create(
+            config, self.replicas, self.controller, authorizer=authorizer_of(config, self.session.znodes),
+            configs=configs, scram=self.security.store, quotas=quotas,
+            quota_store=QuotaStore(configs, (quotas.install, self.connection_rates.install)), topic_stats=topic_stats)
+        self.config_changes = ConfigChangeListener(self.session.znodes)
+        self.dispatcher = Dispatcher(table(self.context), quotas=quotas, advertised=self.security.exchange_versions())
         self.kafka_port = config.port
         self.internal_port = config.internal_port
         self.metrics_port: int | None = None  # bound once serving, when metrics.port >= 0
         self.requests = RequestStats()
-        self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
         self.listeners: KafkaListener | None = None
         self.exit_code = 0
-        self._quota_loads: set[asyncio.Task] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
@@ -115,10 +117,8 @@ class Broker:
                           f"{scheme(self.control_plane_tls)}://{cfg.internal_advertised_host or cfg.internal_host}:"
                           f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,
                           endpoints=tuple(endpoints) if cfg.listeners else ())
-        self.registration = BrokerRegistration(cfg.zookeeper, cfg.cluster, info, cfg.zookeeper_timeouts,
-                                               self.zookeeper_security)
-        await asyncio.to_thread(self.registration.start)
-        await self._load_quotas()
+        await asyncio.to_thread(self.session.start, info)
+        await self.context.quota_store.reload()
         if self.context.authorizer is not None:  # until loaded, only super users get through
             await asyncio.to_thread(self.context.authorizer.start)
         self._follow_dynamic_configs(loop)
@@ -139,12 +139,12 @@ class Broker:
             stopping = time.monotonic()
             offline = self.logs.failures.offline
             if offline:
-                await asyncio.to_thread(self.registration.report_log_dir_failure)
+                await asyncio.to_thread(self.session.report_log_dir_failure)
             elif clean:
                 await self._controlled_shutdown()
             await self.replicas.close()
             self.context.close()
-            await asyncio.to_thread(self.registration.stop)
+            await asyncio.to_thread(self.session.stop)
             await listeners.stop()
             await maintenance
             await isr_checks
@@ -176,32 +176,14 @@ class Broker:
                 log.info("broker %d waiting for the controller's metadata before serving clients", self.config.broker_id)
         return not stop.is_set()
 
-    async def _load_quotas(self) -> None:
-        """Read the client quotas ZooKeeper holds (at start and after each change)."""
-        client = self.registration.client if self.registration else None
-        if client is not None:
-            self.context.quotas.apply(await asyncio.to_thread(load_quotas, client))
-            self.connection_rates.apply_ip_rates(await asyncio.to_thread(connections.load_ip_rates, client))
-
-    def reload_quotas(self) -> asyncio.Task:
-        """A quota entity changed (a config change notification, or our own AlterClientQuotas,
-        which awaits the task returned)."""
-        task = asyncio.get_running_loop().create_task(self._load_quotas())
-        self._quota_loads.add(task)  # held until done (the loop keeps only weak references)
-        task.add_done_callback(self._quota_loads.discard)
-        return task
-
     def _follow_quotas(self, loop: asyncio.AbstractEventLoop) -> None:
         """Client quotas re-read on a users / clients / ips change notification (AlterClientQuotas on any
         broker, an OdradekUser's quotas through the controller); loaded once at start already."""
         def changed(entity: str | None) -> None:
             if entity is not None:
-                loop.call_soon_threadsafe(self.reload_quotas)
+                loop.call_soon_threadsafe(self.context.quota_store.reload_soon)
         for entity_type in (USERS, CLIENTS, IPS):
             self.config_changes.register(entity_type, changed)
-
-    def _zk_client(self):
-        return self.registration.client if self.registration else None
 
     def _follow_dynamic_configs(self, loop: asyncio.AbstractEventLoop) -> None:
         """Dynamic broker configs (``/config/brokers``) applied live: topic defaults to the logs,
@@ -257,7 +239,7 @@ class Broker:
             return None
         collector = BrokerCollector(
             self.replicas, self.context.groups, self.context.topic_stats, self.requests,
-            zk_state=lambda: self.registration.client.state if self.registration else None,
+            zk_state=lambda: self.session.state,
             connections=lambda: self.listeners.connection_counts() if self.listeners else {},
             auth_failures=lambda: dict(self.security.sasl.failures), partition_level=cfg.metrics_partition_level)
         txn = TxnCollector(self.context.txn.coordinator)
@@ -273,7 +255,7 @@ class Broker:
         cfg = self.config
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             started = time.monotonic()
-            request = cp.controlled_shutdown(cfg.broker_id, cp.ControlledShutdown(self.registration.broker_epoch))
+            request = cp.controlled_shutdown(cfg.broker_id, cp.ControlledShutdown(self.session.broker_epoch))
             try:
                 answer = await self.controller.call(request, timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
                 remaining = answer.remaining_leaderships

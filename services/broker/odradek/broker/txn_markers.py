@@ -21,8 +21,8 @@ Contract of ``write(marker, timeout_s)``:
   coordinator to retry (Kafka's TransactionMarkerRequestCompletionHandler does);
 - it never raises a KafkaError; the markers of partitions that succeeded stay written.
 
-``listeners`` are called with (producer id, commit, partitions written) after every write that
-succeeded somewhere: the group coordinator's hook for the pending transactional offset commits
+``written`` (a constructor argument) is called with (producer id, commit, partitions written)
+after every write that succeeded somewhere: the group coordinator's hook for the pending transactional offset commits
 of ``__consumer_offsets`` partitions (Kafka's ``onTransactionCompleted``).
 Event-loop thread only.
 """
@@ -57,9 +57,9 @@ class TxnMarker:
 
 
 class TxnMarkerWriter:
-    def __init__(self, replicas) -> None:
+    def __init__(self, replicas, written: Callable[[int, bool, Partitions], None] = lambda *_: None) -> None:
         self.replicas = replicas   # the broker's ReplicaManager
-        self.listeners: list[Callable[[int, bool, Partitions], None]] = []
+        self._written = written    # told (producer id, commit, partitions) after each write that landed
 
     async def write(self, marker: TxnMarker, timeout_s: float = MARKER_TIMEOUT_S) -> dict[tuple[str, int], ErrorCode]:
         """Append ``marker`` to each of its partitions led here; answer once replicated (see above)."""
@@ -85,6 +85,5 @@ class TxnMarkerWriter:
                 results[key] = ErrorCode.request_timed_out
         written = tuple(k for k in marker.partitions if results[k] == ErrorCode.none)
         if written:
-            for listener in self.listeners:
-                listener(marker.producer_id, marker.commit, written)
+            self._written(marker.producer_id, marker.commit, written)
         return results

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeVar
 
 from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
+from odradek.cluster.zk_data import CONTROLLER
 
 if TYPE_CHECKING:
     from .users import UserAdmin
@@ -57,7 +58,8 @@ class ControllerRecord:
 
     @classmethod
     def from_json(cls, d: Mapping) -> "ControllerRecord":
-        return cls(str(d["id"]), int(d["epoch"]), str(d["url"]))
+        info = CONTROLLER.from_doc(d)  # the one /controller decoder, the brokers' too
+        return cls(info.id, info.epoch, info.url)
 
 
 @dataclass(frozen=True, slots=True)

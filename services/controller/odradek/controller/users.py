@@ -1,6 +1,6 @@
 """Kafka users as the operator's ``OdradekUser`` declares them: one user's SCRAM credential,
 its principal's ACLs and its quotas, in Kafka's ZooKeeper layout, written with the brokers' own
-stores (``scram_store`` for ``/config/users/<user>`` through ``entity_config``, ``acl_store`` for ``/kafka-acl*`` and its
+stores (``scram_store`` for ``/config/users/<user>`` through ``zk_data.ENTITY_CONFIG``, ``acl_store`` for ``/kafka-acl*`` and its
 change notifications), so that every broker sees them as it sees ``kafka-configs`` and
 ``kafka-acls`` changes.
 
@@ -10,7 +10,7 @@ mechanism and iterations as AlterUserScramCredentials checks them), and the sync
 credential and quota keys in one read-modify-write of the user's znode (written only when they
 differ: a password that already matches the stored credential is left alone), then the ACLs
 pattern by pattern. Entity names are sanitized as Kafka's ``Sanitizer`` does (``CN=a`` ->
-``CN%3Da``, ``entity_config.sanitize``). Blocking: the controller runs these calls in a thread,
+``CN%3Da``, ``zk_data.ENTITY_CONFIG.sanitize``). Blocking: the controller runs these calls in a thread,
 as the active controller.
 """
 
@@ -23,7 +23,9 @@ from odradek.broker.security.acl import Entry, Operation, Pattern, PatternType, 
 from odradek.broker.security.acl_store import AclStore
 from odradek.broker.security.scram_store import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramStore, \
     credential_from_password
-from odradek.cluster.entity_config import sanitize
+from odradek.broker.zk.configs import EntityConfigs
+from odradek.broker.zk.znodes import Znodes
+from odradek.cluster.zk_data import ENTITY_CONFIG
 from odradek.cluster.control_plane_users import UserAcl, UserSpec, UserState
 from odradek.config.keys import ConfigType
 from odradek.config.quotas import USER_CLIENT_QUOTAS
@@ -93,13 +95,13 @@ class UserAdmin:
     """``zk``: the controller's kazoo client (the store's session, with its ZooKeeper ACLs)."""
 
     def __init__(self, zk: Callable[[], Any]) -> None:
-        self._zk = zk
-        self.scram = ScramStore(zk)
-        self.acls = AclStore(zk)
+        znodes = Znodes(zk)
+        self.scram = ScramStore(EntityConfigs(znodes))
+        self.acls = AclStore(znodes)
 
     def describe(self, name: str, principal: str | None = None, changed: tuple[str, ...] = ()) -> UserState:
         principal = principal or f"User:{name}"
-        config = self.scram.config(sanitize(name))
+        config = self.scram.config(ENTITY_CONFIG.sanitize(name))
         scram = {m: int(text.rsplit("iterations=", 1)[1]) for m, text in config.items() if m in SCRAM_MECHANISMS}
         quotas = {k: float(v) for k, v in config.items() if k in USER_CLIENT_QUOTAS}
         acls = tuple(_as_user_acl(p, e) for p, entries in sorted(self._mine(principal).items(), key=_order)
@@ -114,7 +116,7 @@ class UserAdmin:
             p, e = parse_acl(acl, spec.principal)
             wanted.setdefault(p, set()).add(e)
         changed = []
-        groups = self._write_config(sanitize(name), spec)
+        groups = self._write_config(ENTITY_CONFIG.sanitize(name), spec)
         changed += groups
         if self._write_acls(spec.principal, {p: frozenset(es) for p, es in wanted.items()}):
             changed.append("acls")
@@ -155,8 +157,7 @@ class UserAdmin:
         return changed
 
     def _mine(self, principal: str) -> dict[Pattern, frozenset[Entry]]:
-        zk = self._zk()
-        return {p: mine for p, entries in AclStore.read_all(zk).items()
+        return {p: mine for p, entries in self.acls.read_all().items()
                 if (mine := frozenset(e for e in entries if e.principal == principal))}
 
     def _write_acls(self, principal: str, wanted: dict[Pattern, frozenset[Entry]]) -> bool:

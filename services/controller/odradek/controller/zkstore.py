@@ -27,7 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Transaction
 
 from odradek.cluster import paths, zk_session
-from odradek.cluster.entity_config import parse_entity_config
+from odradek.cluster.zk_data import ENTITY_CONFIG
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
@@ -208,7 +208,7 @@ class ZkStore(MetadataStore):
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
                              requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads),
-                             parse_entity_config((_result(defaults_read) or (None,))[0], _CLUSTER_DEFAULTS))
+                             ENTITY_CONFIG.decode((_result(defaults_read) or (None,))[0], _CLUSTER_DEFAULTS))
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -476,7 +476,7 @@ def _topic_record(name: str, got: tuple[bytes, Any], state_reads: Mapping[int, A
                                    tuple(d["isr"]), int(d.get("controller_epoch", 0)), s[1].version)
         versions[p] = s[1].version
     config = _result(config_read)
-    configs = parse_entity_config(config[0] if config else None, f"topic {name}")
+    configs = ENTITY_CONFIG.decode(config[0] if config else None, f"topic {name}")
     adding, removing = ({int(p): tuple(int(r) for r in rs) for p, rs in body.get(key, {}).items()}
                         for key in ("adding_replicas", "removing_replicas"))
     return TopicRecord(name, body["topic_id"], assignment, got[1].version, states, versions,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Entry, Filter, Operation, Pattern, PatternType, Permission, ResourceType, \
     creation_problem
 from odradek.broker.security.authorizer import CLUSTER_DENIED, allowed
 from odradek.errors import ErrorCode
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 _DISABLED = "No Authorizer is configured on the broker"
 
 
@@ -32,7 +32,7 @@ def _refusal(ctx: BrokerContext, op: Operation) -> tuple[ErrorCode, str] | None:
 
 # -- CreateAcls --------------------------------------------------------------------------------
 async def create_acls(ctx: BrokerContext, header, req):
-    s = Schemas(CREATE_ACLS, header.api_version)
+    s = Schemas(ApiKey.CREATE_ACLS, header.api_version)
     refused = _refusal(ctx, Operation.ALTER)
     if refused is not None:
         results = [refused] * len(req.creations)
@@ -58,7 +58,7 @@ def _create_one(ctx: BrokerContext, c) -> tuple[ErrorCode, str | None]:
 
 # -- DescribeAcls ------------------------------------------------------------------------------
 async def describe_acls(ctx: BrokerContext, header, req):
-    s = Schemas(DESCRIBE_ACLS, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_ACLS, header.api_version)
     refused = _refusal(ctx, Operation.DESCRIBE)
     try:
         wanted = Filter.of(req)
@@ -87,7 +87,7 @@ def _description(s, e: Entry):
 
 # -- DeleteAcls --------------------------------------------------------------------------------
 async def delete_acls(ctx: BrokerContext, header, req):
-    s = Schemas(DELETE_ACLS, header.api_version)
+    s = Schemas(ApiKey.DELETE_ACLS, header.api_version)
     refused = _refusal(ctx, Operation.ALTER)
     results = []
     for f in req.filters:
@@ -120,7 +120,7 @@ def _delete_matching(ctx: BrokerContext, request) -> tuple[ErrorCode, str | None
 
 
 TABLE = {
-    DESCRIBE_ACLS: (1, 3, describe_acls),
-    CREATE_ACLS: (1, 3, create_acls),
-    DELETE_ACLS: (1, 3, delete_acls),
+    ApiKey.DESCRIBE_ACLS: (1, 3, describe_acls),
+    ApiKey.CREATE_ACLS: (1, 3, create_acls),
+    ApiKey.DELETE_ACLS: (1, 3, delete_acls),
 }

@@ -23,16 +23,16 @@ import uuid
 from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO, Answer
 from odradek.broker.handlers.configs import topic_entries
 from odradek.broker.quotas.mutation import MutationQuota, ThrottlingQuotaExceeded, for_request
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import DENIED, allowed
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 
 
 CONTROLLER_WRITE_TIMEOUT_S = 30.0  # the controller's answer, whatever the request's timeout
@@ -60,7 +60,7 @@ def _seconds(timeout) -> float:
 
 
 async def create_topics(ctx: BrokerContext, header, req):
-    s = Schemas(CREATE_TOPICS, header.api_version)
+    s = Schemas(ApiKey.CREATE_TOPICS, header.api_version)
     asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in req.topics)
     if asked > cp.MAX_PARTITIONS_PER_REQUEST:  # Kafka refuses the whole request, each topic alike
         refused = KafkaError(ErrorCode.policy_violation, cp.TOO_MANY_PARTITIONS)
@@ -72,8 +72,7 @@ async def create_topics(ctx: BrokerContext, header, req):
         _create_one(ctx, s, t, req, quota)
         if cluster_create or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
         else _denied(s, t.name) for t in req.topics))
-    quota.finish()
-    return make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
+    return Answer(make(s.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results)), quota.finish())
 
 
 def _create_failed(s, name: str, e: KafkaError):
@@ -132,15 +131,14 @@ async def _create_one(ctx: BrokerContext, s, topic, req, quota: MutationQuota):
 
 
 async def delete_topics(ctx: BrokerContext, header, req):
-    s = Schemas(DELETE_TOPICS, header.api_version)
+    s = Schemas(ApiKey.DELETE_TOPICS, header.api_version)
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
     quota = for_request(ctx.quotas, header)
     results = await asyncio.gather(*(_delete_one(ctx, s, n, i, _seconds(req.timeout), quota) for n, i in wanted))
-    quota.finish()
-    return make(s.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results))
+    return Answer(make(s.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(results)), quota.finish())
 
 
 async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout, quota: MutationQuota):
@@ -167,11 +165,10 @@ async def _delete_one(ctx: BrokerContext, s, name, topic_id, timeout, quota: Mut
 
 
 async def create_partitions(ctx: BrokerContext, header, req):
-    s = Schemas(CREATE_PARTITIONS, header.api_version)
+    s = Schemas(ApiKey.CREATE_PARTITIONS, header.api_version)
     quota = for_request(ctx.quotas, header)
     results = await asyncio.gather(*(_grow_one(ctx, s, t, req, quota) for t in req.topics))
-    quota.finish()
-    return make(s.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
+    return Answer(make(s.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results)), quota.finish())
 
 
 async def _grow_one(ctx: BrokerContext, s, topic, req, quota: MutationQuota):

@@ -10,7 +10,10 @@ once the response is written: nothing travels through mutable per-connection sta
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
+
+ZERO = datetime.timedelta(0)   # a response's throttle_time when nothing throttles (the dispatcher raises it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,17 @@ from __future__ import annotations
 import asyncio
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.handlers import broker_configs
 from odradek.broker.handlers.broker_configs import BROKER, BROKER_LOGGER
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, require_cluster
 from odradek.cluster import control_plane as cp
-from odradek.cluster.entity_config import TOPICS, read_entity_config
+from odradek.cluster.zk_data import TOPICS
 from odradek.config import TOPIC_CONFIGS, ConfigType
 from odradek.config.describe import Described, describe_topic
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 TOPIC = 2
@@ -31,7 +32,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 async def describe_configs(ctx: BrokerContext, header, req):
-    s = Schemas(32, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_CONFIGS, header.api_version)
     results = []
     for res in req.resources:
         try:
@@ -73,10 +74,9 @@ async def _entries(ctx: BrokerContext, res) -> list[Described]:
 
 async def _stored_overrides(ctx: BrokerContext, topic: str, pushed):
     """The topic's overrides as ZooKeeper holds them now (what the controller last wrote)."""
-    zk = ctx.zk()
-    if zk is None:
+    if ctx.configs is None:
         return pushed
-    stored, version = await asyncio.to_thread(read_entity_config, zk, TOPICS, topic)
+    stored, version = await asyncio.to_thread(ctx.configs.read, TOPICS, topic)
     return stored if version >= 0 else pushed
 
 
@@ -98,14 +98,14 @@ def _describe(s, entry: Described, with_synonyms: bool):
 
 
 async def incremental_alter_configs(ctx: BrokerContext, header, req):
-    s = Schemas(44, header.api_version)
+    s = Schemas(ApiKey.INCREMENTAL_ALTER_CONFIGS, header.api_version)
     responses = await _alter_each(ctx, s, req, _alter_incremental)
     return make(s.IncrementalAlterConfigsResponse, throttle_time=ZERO, responses=responses)
 
 
 async def alter_configs(ctx: BrokerContext, header, req):
     """AlterConfigs (legacy): each resource's dynamic config becomes exactly the one given."""
-    s = Schemas(33, header.api_version)
+    s = Schemas(ApiKey.ALTER_CONFIGS, header.api_version)
     responses = await _alter_each(ctx, s, req, _alter_legacy)
     return make(s.AlterConfigsResponse, throttle_time=ZERO, responses=responses)
 

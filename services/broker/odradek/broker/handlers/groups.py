@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.group.config import partition_for
 from odradek.broker.group.records import OffsetValue
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import OPERATIONS_OMITTED, allowed, authorized_operations
 from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 E = ErrorCode
@@ -41,7 +42,7 @@ def _ms(td) -> int:
 
 # -- FindCoordinator ---------------------------------------------------------------------------
 async def find_coordinator(ctx: BrokerContext, header, req):
-    s = Schemas(10, header.api_version)
+    s = Schemas(ApiKey.FIND_COORDINATOR, header.api_version)
     keys = req.coordinator_keys if header.api_version >= 4 else (req.key,)
     found = [_locate(ctx, key, getattr(req, "key_type", 0)) for key in keys]
     if header.api_version >= 4:
@@ -76,7 +77,7 @@ def _locate(ctx: BrokerContext, key: str, key_type: int) -> tuple:
 
 # -- membership --------------------------------------------------------------------------------
 async def join_group(ctx: BrokerContext, header, req):
-    s, v = Schemas(11, header.api_version), header.api_version
+    s, v = Schemas(ApiKey.JOIN_GROUP, header.api_version), header.api_version
     coord = ctx.groups
     try:
         _require(ctx, Operation.READ, req.group_id)
@@ -100,7 +101,7 @@ async def join_group(ctx: BrokerContext, header, req):
 
 
 async def sync_group(ctx: BrokerContext, header, req):
-    s = Schemas(14, header.api_version)
+    s = Schemas(ApiKey.SYNC_GROUP, header.api_version)
     coord = ctx.groups
     try:
         _require(ctx, Operation.READ, req.group_id)
@@ -117,7 +118,7 @@ async def sync_group(ctx: BrokerContext, header, req):
 
 
 async def heartbeat(ctx: BrokerContext, header, req):
-    s = Schemas(12, header.api_version)
+    s = Schemas(ApiKey.HEARTBEAT, header.api_version)
     coord = ctx.groups
     try:
         _require(ctx, Operation.READ, req.group_id)
@@ -130,7 +131,7 @@ async def heartbeat(ctx: BrokerContext, header, req):
 
 
 async def leave_group(ctx: BrokerContext, header, req):
-    s, v = Schemas(13, header.api_version), header.api_version
+    s, v = Schemas(ApiKey.LEAVE_GROUP, header.api_version), header.api_version
     leaving = [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     coord = ctx.groups
     try:
@@ -148,7 +149,7 @@ async def leave_group(ctx: BrokerContext, header, req):
 
 # -- offsets -----------------------------------------------------------------------------------
 async def offset_commit(ctx: BrokerContext, header, req):
-    s = Schemas(8, header.api_version)
+    s = Schemas(ApiKey.OFFSET_COMMIT, header.api_version)
     now = int(time.time() * 1000)
     results: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetValue] = {}
@@ -211,7 +212,7 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, req
 
 
 async def offset_fetch(ctx: BrokerContext, header, req):
-    s, v = Schemas(9, header.api_version), header.api_version
+    s, v = Schemas(ApiKey.OFFSET_FETCH, header.api_version), header.api_version
     if v >= 8:
         groups = []
         for g in req.groups:
@@ -224,7 +225,7 @@ async def offset_fetch(ctx: BrokerContext, header, req):
 
 # -- admin -------------------------------------------------------------------------------------
 async def describe_groups(ctx: BrokerContext, header, req):
-    s = Schemas(15, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_GROUPS, header.api_version)
     coord = ctx.groups
     out = []
     for group_id in req.groups:
@@ -251,7 +252,7 @@ async def describe_groups(ctx: BrokerContext, header, req):
 
 
 async def list_groups(ctx: BrokerContext, header, req):
-    s = Schemas(16, header.api_version)
+    s = Schemas(ApiKey.LIST_GROUPS, header.api_version)
     coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
@@ -266,7 +267,7 @@ async def list_groups(ctx: BrokerContext, header, req):
 
 
 async def delete_groups(ctx: BrokerContext, header, req):
-    s = Schemas(42, header.api_version)
+    s = Schemas(ApiKey.DELETE_GROUPS, header.api_version)
     coord = ctx.groups
     results = []
     for group_id in req.groups_names:
@@ -280,7 +281,7 @@ async def delete_groups(ctx: BrokerContext, header, req):
 
 
 async def offset_delete(ctx: BrokerContext, header, req):
-    s = Schemas(47, header.api_version)
+    s = Schemas(ApiKey.OFFSET_DELETE, header.api_version)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     try:
         _require(ctx, Operation.DELETE, req.group_id)
@@ -298,15 +299,15 @@ async def offset_delete(ctx: BrokerContext, header, req):
 
 # api key: (min version, max version, handler), merged into the broker's table
 TABLE = {
-    8: (2, 8, offset_commit),
-    9: (1, 8, offset_fetch),
-    10: (0, 4, find_coordinator),
-    11: (0, 7, join_group),
-    12: (0, 4, heartbeat),
-    13: (0, 5, leave_group),
-    14: (0, 5, sync_group),
-    15: (0, 5, describe_groups),
-    16: (0, 4, list_groups),
-    42: (0, 2, delete_groups),
-    47: (0, 0, offset_delete),
+    ApiKey.OFFSET_COMMIT: (2, 8, offset_commit),
+    ApiKey.OFFSET_FETCH: (1, 8, offset_fetch),
+    ApiKey.FIND_COORDINATOR: (0, 4, find_coordinator),
+    ApiKey.JOIN_GROUP: (0, 7, join_group),
+    ApiKey.HEARTBEAT: (0, 4, heartbeat),
+    ApiKey.LEAVE_GROUP: (0, 5, leave_group),
+    ApiKey.SYNC_GROUP: (0, 5, sync_group),
+    ApiKey.DESCRIBE_GROUPS: (0, 5, describe_groups),
+    ApiKey.LIST_GROUPS: (0, 4, list_groups),
+    ApiKey.DELETE_GROUPS: (0, 2, delete_groups),
+    ApiKey.OFFSET_DELETE: (0, 0, offset_delete),
 }

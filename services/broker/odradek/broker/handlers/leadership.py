@@ -8,14 +8,14 @@ from collections import defaultdict
 from typing import Iterable, TypeVar
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation
 from odradek.broker.security.authorizer import require_cluster
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-ELECT_LEADERS, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 43, 45, 46
 R = TypeVar("R", cp.PartitionResult, cp.OngoingReassignment)
 
 
@@ -35,7 +35,7 @@ def _message(r: cp.PartitionResult) -> str | None:
 
 
 async def elect_leaders(ctx: BrokerContext, header, req):
-    s = Schemas(ELECT_LEADERS, header.api_version)
+    s = Schemas(ApiKey.ELECT_LEADERS, header.api_version)
     partitions = None
     if req.topic_partitions is not None:
         partitions = tuple(cp.TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions)
@@ -54,7 +54,7 @@ async def elect_leaders(ctx: BrokerContext, header, req):
 
 
 async def alter_partition_reassignments(ctx: BrokerContext, header, req):
-    s = Schemas(ALTER_REASSIGNMENTS, header.api_version)
+    s = Schemas(ApiKey.ALTER_PARTITION_REASSIGNMENTS, header.api_version)
     reassign = cp.Reassign(tuple(
         cp.Reassignment(t.name, p.partition_index, tuple(p.replicas) if p.replicas is not None else None)
         for t in req.topics for p in t.partitions))
@@ -73,7 +73,7 @@ async def alter_partition_reassignments(ctx: BrokerContext, header, req):
 
 
 async def list_partition_reassignments(ctx: BrokerContext, header, req):
-    s = Schemas(LIST_REASSIGNMENTS, header.api_version)
+    s = Schemas(ApiKey.LIST_PARTITION_REASSIGNMENTS, header.api_version)
     try:
         require_cluster(ctx, Operation.DESCRIBE)
         answer = await ctx.controller.call(cp.list_reassignments(), timeout=_seconds(req.timeout))

@@ -16,7 +16,7 @@ import asyncio
 import os
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError

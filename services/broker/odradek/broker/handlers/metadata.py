@@ -13,13 +13,14 @@ import uuid
 from kio.static.constants import uuid_zero
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
-from odradek.broker.handlers.metadata_cache import EncodedMetadataResponse, EncodedTopics, encode_topic, encoded_topics
+from odradek.broker.handlers.answer import ZERO
+from odradek.broker.metadata_cache import EncodedMetadataResponse, EncodedTopics, encode_topic
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import OPERATIONS_OMITTED, allowed, authorized_operations
 from odradek.broker.security.session import current
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 from odradek.topics import is_internal
 
@@ -33,8 +34,8 @@ def controller_id(ctx: BrokerContext) -> int:
 
 async def metadata(ctx: BrokerContext, header, req):
     version = header.api_version
-    s = Schemas(3, version)
-    cache = encoded_topics(ctx.replicas)
+    s = Schemas(ApiKey.METADATA, version)
+    cache = ctx.metadata_cache.topics(ctx.replicas.metadata)
     if req.topics is None:
         names = cache.names
         if ctx.authorizer is not None:  # as Kafka: topics the principal may not describe are left out
@@ -122,7 +123,7 @@ async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto:
 
 
 async def describe_cluster(ctx: BrokerContext, header, req):
-    s = Schemas(60, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_CLUSTER, header.api_version)
     brokers = tuple(make(s.DescribeClusterBroker, broker_id=b.id, host=host, port=port, rack=b.rack)
                     for b, host, port in _endpoints(ctx))
     return make(s.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none,

@@ -11,17 +11,17 @@ the leader-epoch cache. Only the leader answers (NOT_LEADER_OR_FOLLOWER otherwis
 from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-OFFSET_FOR_LEADER_EPOCH = 23
 
 
 async def offset_for_leader_epoch(ctx: BrokerContext, header, req):
-    s = Schemas(OFFSET_FOR_LEADER_EPOCH, header.api_version)
+    s = Schemas(ApiKey.OFFSET_FOR_LEADER_EPOCH, header.api_version)
     topics = []
     follower = getattr(req, "replica_id", -1) >= 0
     for t in req.topics:

@@ -9,10 +9,11 @@ end offset for a replica (``replica_id`` >= 0).
 from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -20,7 +21,7 @@ READ_COMMITTED = 1
 
 
 async def list_offsets(ctx: BrokerContext, header, req):
-    s = Schemas(2, header.api_version)
+    s = Schemas(ApiKey.LIST_OFFSETS, header.api_version)
     topics = []
     for t in req.topics:
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name):

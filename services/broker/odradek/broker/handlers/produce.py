@@ -16,13 +16,15 @@ import datetime
 import time
 
 from odradek.broker.context import BrokerContext
+from odradek.broker.handlers.answer import Answer
 from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
 from odradek.broker.security.acl import Operation, ResourceType
-from odradek.broker.quotas.entities import PRODUCER_BYTE_RATE
+from odradek.config.quotas import PRODUCER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import ConnectionClosed
 
@@ -30,7 +32,7 @@ _UTC = datetime.timezone.utc
 
 
 async def produce(ctx: BrokerContext, header, req):
-    s = Schemas(0, header.api_version)
+    s = Schemas(ApiKey.PRODUCE, header.api_version)
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
     order = []
@@ -62,12 +64,13 @@ async def produce(ctx: BrokerContext, header, req):
     if req.acks == 0:
         if failed:
             raise ConnectionClosed("acks=0 produce failed; closing so the producer notices")
-        return None
+        return Answer(None, throttle)   # no response, but the connection is muted all the same
     topics: dict[str, list] = {}
     for key in order:
         topics.setdefault(key[0], []).append(results[key])
-    return make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
-        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()))
+    return Answer(make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
+        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items())),
+        throttle)
 
 
 def _denied_topics(ctx: BrokerContext, req) -> dict[str, ErrorCode]:

@@ -12,14 +12,14 @@ producer id at epoch 0: so does this.
 from __future__ import annotations
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.handlers.transactions import init_transactional
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, allowed_any
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-INIT_PRODUCER_ID = 22
 
 
 def _response(s, code: ErrorCode, producer_id: int = -1, epoch: int = -1):
@@ -28,7 +28,7 @@ def _response(s, code: ErrorCode, producer_id: int = -1, epoch: int = -1):
 
 
 async def init_producer_id(ctx: BrokerContext, header, req):
-    s = Schemas(INIT_PRODUCER_ID, header.api_version)
+    s = Schemas(ApiKey.INIT_PRODUCER_ID, header.api_version)
     if req.transactional_id is not None:
         return _response(s, *await init_transactional(ctx, header, req))
     if ctx.authorizer is not None and not (

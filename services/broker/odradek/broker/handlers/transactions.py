@@ -17,18 +17,17 @@ import datetime
 import time
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.dispatch import ZERO
+from odradek.broker.handlers.answer import ZERO
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.group.records import OffsetValue
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.txn.metadata import NO_EPOCH, NO_PRODUCER_ID, TxnState
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 E = ErrorCode
-INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 _UTC = datetime.timezone.utc
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, _UTC)   # written as Kafka's -1
 
@@ -107,7 +106,7 @@ def _topic_results(s, wanted: dict[str, list[int]], results: dict[tuple[str, int
 
 
 async def add_partitions_to_txn(ctx: BrokerContext, header, req):
-    s = Schemas(ADD_PARTITIONS, header.api_version)
+    s = Schemas(ApiKey.ADD_PARTITIONS_TO_TXN, header.api_version)
     if header.api_version >= 4:
         return await _add_partitions_batch(ctx, s, header.api_version, req)
     wanted = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
@@ -133,7 +132,7 @@ async def _add_partitions_batch(ctx: BrokerContext, s, version: int, req):
 
 
 async def add_offsets_to_txn(ctx: BrokerContext, header, req):
-    s = Schemas(ADD_OFFSETS, header.api_version)
+    s = Schemas(ApiKey.ADD_OFFSETS_TO_TXN, header.api_version)
     if not _txn_allowed(ctx, req.transactional_id):
         error = E.transactional_id_authorization_failed
     elif not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
@@ -146,7 +145,7 @@ async def add_offsets_to_txn(ctx: BrokerContext, header, req):
 
 
 async def end_txn(ctx: BrokerContext, header, req):
-    s = Schemas(END_TXN, header.api_version)
+    s = Schemas(ApiKey.END_TXN, header.api_version)
     if not _txn_allowed(ctx, req.transactional_id):
         error = E.transactional_id_authorization_failed
     else:
@@ -157,7 +156,7 @@ async def end_txn(ctx: BrokerContext, header, req):
 
 # -- TxnOffsetCommit ------------------------------------------------------------------------------
 async def txn_offset_commit(ctx: BrokerContext, header, req):
-    s = Schemas(TXN_OFFSET_COMMIT, header.api_version)
+    s = Schemas(ApiKey.TXN_OFFSET_COMMIT, header.api_version)
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
     if not _txn_allowed(ctx, req.transactional_id):
@@ -217,13 +216,13 @@ def _described(ctx: BrokerContext, s, tid: str):
 
 
 async def describe_transactions(ctx: BrokerContext, header, req):
-    s = Schemas(DESCRIBE_TRANSACTIONS, header.api_version)
+    s = Schemas(ApiKey.DESCRIBE_TRANSACTIONS, header.api_version)
     return make(s.DescribeTransactionsResponse, throttle_time=ZERO,
                 transaction_states=tuple(_described(ctx, s, tid) for tid in req.transactional_ids))
 
 
 async def list_transactions(ctx: BrokerContext, header, req):
-    s = Schemas(LIST_TRANSACTIONS, header.api_version)
+    s = Schemas(ApiKey.LIST_TRANSACTIONS, header.api_version)
     names = {st.kafka_name: st for st in TxnState}
     unknown = tuple(f for f in req.state_filters if f not in names)
     states = {names[f] for f in req.state_filters if f in names}
@@ -247,10 +246,10 @@ async def list_transactions(ctx: BrokerContext, header, req):
 # (Apache Kafka 3.9's ranges; the last versions only add TRANSACTION_ABORTABLE, which this
 # coordinator answers only to a broker's verify_only AddPartitionsToTxn, as Kafka 3.9)
 TABLE = {
-    24: (0, 5, add_partitions_to_txn),
-    25: (0, 4, add_offsets_to_txn),
-    26: (0, 4, end_txn),
-    28: (0, 4, txn_offset_commit),
-    65: (0, 0, describe_transactions),
-    66: (0, 1, list_transactions),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, add_partitions_to_txn),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, add_offsets_to_txn),
+    ApiKey.END_TXN: (0, 4, end_txn),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4, txn_offset_commit),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: (0, 1, list_transactions),
 }

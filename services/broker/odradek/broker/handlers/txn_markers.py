@@ -15,13 +15,13 @@ from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.txn_markers import TxnMarker
 from odradek.errors import ErrorCode
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-WRITE_TXN_MARKERS = 27
 
 
 async def write_txn_markers(ctx: BrokerContext, header, req):
-    s = Schemas(WRITE_TXN_MARKERS, header.api_version)
+    s = Schemas(ApiKey.WRITE_TXN_MARKERS, header.api_version)
     markers = [TxnMarker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
                          tuple((t.name, p) for t in m.topics for p in t.partition_indexes)) for m in req.markers]
     if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER):

@@ -13,7 +13,8 @@ listener accepts a connection.
 
 Rates are Kafka's ``Rate`` over ``quota.window.num`` windows of ``quota.window.size.seconds``
 (``rate.SampledRate``); a throttle is ``(rate - quota) / quota * window`` capped at one window,
-Kafka's ``boundedThrottleTime``. Event loop only; ``load_ip_rates`` blocks (kazoo).
+Kafka's ``boundedThrottleTime``. Event loop only; the ip rates come from the quota store's
+snapshot (``install``).
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ import socket
 import time
 from typing import Mapping
 
-from kazoo.exceptions import NoNodeError
-
 from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+from odradek.broker.quotas.store import QuotaSnapshot
 from odradek.broker.txn.metrics import WindowedTimes
-from odradek.cluster.entity_config import DEFAULT, IPS, desanitize, read_entity_config
+from odradek.cluster.zk_data import DEFAULT, IP
+from odradek.config.quotas import CONNECTION_CREATION_RATE
 
 log = logging.getLogger(__name__)
 
 UNLIMITED = 2**31 - 1       # Kafka's default of every connection rate (Int.MaxValue)
-IP_KEY = "connection_creation_rate"
 LISTENER_KEY = "max.connection.creation.rate"
 _IP_SENSOR_EXPIRY_MS = 3600 * 1000
 _PRUNE_EVERY = 1024
@@ -63,6 +63,10 @@ class ConnectionRates:
 
     def apply_ip_rates(self, rates: Mapping[str, int]) -> None:
         self.ip_rates = dict(rates)
+
+    def install(self, snapshot: QuotaSnapshot) -> None:
+        """The ``/config/ips`` rates of a quota snapshot, in force from now."""
+        self.apply_ip_rates(ip_rates(snapshot))
 
     def rate(self, name: str, now: float | None = None) -> float:
         """The connection creation rate now of ``broker``, ``listener:<name>`` or ``ip:<address>``."""
@@ -138,23 +142,14 @@ def listener_rates(settings: Mapping[str, str], listeners: list[str]) -> dict[st
     return out
 
 
-def load_ip_rates(zk) -> dict[str, int]:
-    """Every ``/config/ips`` entity's ``connection_creation_rate``, keyed by address (blocking)."""
-    try:
-        names = sorted(zk.get_children(f"/config/{IPS}"))
-    except NoNodeError:
-        return {}
+def ip_rates(snapshot: QuotaSnapshot) -> dict[str, int]:
+    """Every ip entity's ``connection_creation_rate``, keyed by address (DEFAULT: every other)."""
     rates = {}
-    for name in names:
-        config, _ = read_entity_config(zk, IPS, name)
-        if IP_KEY not in config:
-            continue
-        address = DEFAULT if name == DEFAULT else _address(desanitize(name) or "")
-        try:
-            if address is not None:
-                rates[address] = int(float(config[IP_KEY]))
-        except ValueError:
-            log.warning("ignoring %s=%r of ip %s: not a number", IP_KEY, config[IP_KEY], name)
+    for names, values in snapshot.of_types(IP):
+        name = names[IP]
+        address = DEFAULT if name is None else _address(name)
+        if address is not None and CONNECTION_CREATION_RATE in values:
+            rates[address] = int(values[CONNECTION_CREATION_RATE])
     return rates
 
 

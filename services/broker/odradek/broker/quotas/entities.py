@@ -28,13 +28,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from odradek.cluster.entity_config import DEFAULT
+from odradek.cluster.zk_data import DEFAULT
+from odradek.config.quotas import CONSUMER_BYTE_RATE, USER_CLIENT_QUOTAS  # noqa: F401 - the Fetch handler's import
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+ENFORCED = tuple(USER_CLIENT_QUOTAS)   # the keys resolved here (the ip one is the connection rates')
 
 Entity = tuple[str | None, str | None]   # (user, client id); DEFAULT for <default>, None: not named
 Tags = tuple[str, str]                   # the sensor's (user, client-id) tags

@@ -9,10 +9,9 @@ A fetch that is throttled is answered empty and its bytes are taken back (``unre
 Kafka's KafkaApis does. When no entity sets a key, ``record`` returns 0 after one dict test:
 the produce path costs nothing without quotas.
 
-The quotas are read from ZooKeeper (``load``; ``reload`` on an entity's change notification),
-as ``/config/users`` and ``/config/clients`` keep them (``odradek.cluster.entity_config``).
-Sensors not recorded for an hour are dropped (Kafka's inactive sensor expiry). Event loop only;
-``load`` blocks (kazoo): call it in a thread and pass the result to ``apply``.
+The quotas are what ZooKeeper's ``/config/users`` and ``/config/clients`` hold, read by the
+quota store (``quotas.store``) and installed here (``install``) at start and on each change.
+Sensors not recorded for an hour are dropped (Kafka's inactive sensor expiry). Event loop only.
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ import time
 from collections import Counter
 from typing import Mapping
 
-from kazoo.exceptions import NoNodeError
-
-from odradek.broker.quotas.entities import (CONTROLLER_MUTATION_RATE, ENFORCED, REQUEST_PERCENTAGE, Entity,
-                                            QuotaEntities, Tags)
+from odradek.broker.quotas.entities import Entity, QuotaEntities, Tags
 from odradek.broker.quotas.rate import SampledRate, TokenBucket, throttle_time_ms
+from odradek.broker.quotas.store import QuotaSnapshot
 from odradek.broker.txn.metrics import WindowedTimes
-from odradek.cluster.entity_config import CLIENTS, DEFAULT, USERS, desanitize, read_entity_config
+from odradek.cluster.zk_data import CLIENT_ID, DEFAULT, IP, USER
+from odradek.config.quotas import CONTROLLER_MUTATION_RATE, REQUEST_PERCENTAGE
 
 log = logging.getLogger(__name__)
 
@@ -142,39 +140,18 @@ class ClientQuotaManager:
         self.entities.replace(entities)
         log.info("client quotas in force: %d entities", len(entities))
 
-
-def load(zk) -> dict[Entity, dict[str, float]]:
-    """Every user / client entity's enforced quotas, from Kafka's ZooKeeper layout (blocking)."""
-    found: dict[Entity, dict[str, float]] = {}
-
-    def read(entity: Entity, path: str) -> None:
-        config, _ = read_entity_config(zk, *path.split("/", 1))
-        values = {}
-        for key in ENFORCED:
-            try:
-                if key in config:
-                    values[key] = float(config[key])
-            except ValueError:
-                log.warning("ignoring quota %s=%r of %s: not a number", key, config[key], path)
-        if values:
-            found[entity] = values
-
-    for user in _children(zk, f"/config/{USERS}"):
-        read((_name(user), None), f"{USERS}/{user}")
-        for client in _children(zk, f"/config/{USERS}/{user}/clients"):
-            read((_name(user), _name(client)), f"{USERS}/{user}/clients/{client}")
-    for client in _children(zk, f"/config/{CLIENTS}"):
-        read((None, _name(client)), f"{CLIENTS}/{client}")
-    return found
+    def install(self, snapshot: QuotaSnapshot) -> None:
+        """The user / client entities of a quota snapshot, in force from now."""
+        entities: dict[Entity, Mapping[str, float]] = {}
+        for entity, values in snapshot.entries:
+            names = dict(entity)
+            if IP not in names:
+                entities[(_name(names, USER), _name(names, CLIENT_ID))] = values
+        self.apply(entities)
 
 
-def _name(sanitized: str) -> str:
-    """An entity's name as quotas resolve it (``<default>`` kept as the marker)."""
-    return desanitize(sanitized) or DEFAULT
-
-
-def _children(zk, path: str) -> list[str]:
-    try:
-        return sorted(zk.get_children(path))
-    except NoNodeError:
-        return []
+def _name(names: dict[str, str | None], entity_type: str) -> str | None:
+    """An entity's name as quotas resolve it: None when not named, ``<default>`` kept as the marker."""
+    if entity_type not in names:
+        return None
+    return names[entity_type] or DEFAULT

@@ -28,8 +28,8 @@ from typing import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from odradek.broker.quotas.connections import ConnectionRates
-from odradek.broker.quotas.entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
-                                            REQUEST_PERCENTAGE, Tags)
+from odradek.broker.quotas.entities import Tags
+from odradek.config.quotas import CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.metrics_http import gauge
 

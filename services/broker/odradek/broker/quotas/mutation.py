@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import time
 
-from odradek.broker.quotas.entities import CONTROLLER_MUTATION_RATE
 from odradek.broker.quotas.manager import ClientQuotaManager, user_of
 from odradek.broker.quotas.rate import TokenBucket, bucket_throttle_ms
 from odradek.broker.security.session import current
+from odradek.config.quotas import CONTROLLER_MUTATION_RATE
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.api_keys import ApiKey
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
-STRICT_SINCE = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
+STRICT_SINCE = {ApiKey.CREATE_TOPICS: 6, ApiKey.DELETE_TOPICS: 5, ApiKey.CREATE_PARTITIONS: 3}
 
 
 class ThrottlingQuotaExceeded(KafkaError):
@@ -90,12 +90,8 @@ class MutationQuota:
         return max(0, round(self._throttle_ms - (_now_ms() - self._recorded_ms))) if self._throttle_ms else 0
 
     def finish(self) -> int:
-        """Keep the throttle for the connection's mute and the response; returns it."""
-        throttle = self.throttle_ms()
-        if throttle:
-            context = current()
-            context.throttle_ms = max(context.throttle_ms, throttle)
-        return throttle
+        """The throttle the handler answers with (``Answer``): the response's and the connection's mute."""
+        return self.throttle_ms()
 
 
 def for_request(quotas: ClientQuotaManager, header) -> MutationQuota:

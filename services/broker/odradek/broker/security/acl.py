@@ -9,9 +9,10 @@ are Kafka's CamelCase spellings (``Topic``, ``DescribeConfigs``, ``Allow``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import IntEnum
+
+from odradek.cluster.zk_data import ACL
 
 WILDCARD = "*"                 # a LITERAL resource name matching every name, and "any host"
 WILDCARD_PRINCIPAL = "User:*"
@@ -111,17 +112,14 @@ class Entry:
 
 
 def encode_entries(entries) -> bytes:
-    """The znode body of one resource: Kafka's ``{"version":1,"acls":[...]}``."""
+    """The znode body of one resource (``zk_data.ACL``), entries in Kafka's order."""
     ordered = sorted(entries, key=lambda e: (e.principal, e.host, e.operation, e.permission))
-    return json.dumps({"version": 1, "acls": [e.to_json() for e in ordered]}, separators=(",", ":")).encode()
+    return ACL.encode([e.to_json() for e in ordered])
 
 
 def decode_entries(data: bytes | None) -> frozenset[Entry]:
-    if not data:
-        return frozenset()
-    doc = json.loads(data)
     return frozenset(Entry(a["principal"], a["host"], _OPERATIONS[a["operation"]], _PERMISSIONS[a["permissionType"]])
-                     for a in doc.get("acls", ()))
+                     for a in ACL.decode(data))
 
 
 @dataclass(frozen=True, slots=True)

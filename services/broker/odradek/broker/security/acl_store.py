@@ -1,14 +1,9 @@
 """ACLs in ZooKeeper, where Kafka's ZooKeeper mode (ZkAclStore, ZkAclChangeStore) keeps them,
 and every broker's cache of them.
 
-Layout (under the cluster's chroot):
-
-- ``/kafka-acl/<ResourceType>/<name>``: the LITERAL bindings of one resource;
-- ``/kafka-acl-extended/prefixed/<ResourceType>/<name>``: the PREFIXED ones;
-  each znode ``{"version":1,"acls":[{"principal":..,"permissionType":"Allow","operation":"Read","host":"*"}]}``;
-- ``/kafka-acl-changes/acl_changes_<seq>``: a LITERAL change, payload ``<RESOURCE_TYPE>:<name>``;
-- ``/kafka-acl-extended-changes/acl_changes_<seq>``: any other, payload
-  ``{"version":1,"resourceType":"TOPIC","name":..,"patternType":"PREFIXED"}``.
+The layout (``/kafka-acl``, ``/kafka-acl-extended/prefixed`` and their change notifications) is
+``odradek.cluster.zk_data``'s ``ACL`` and ``ACL_CHANGE``; this module maps it to ``Pattern`` and
+``Entry`` and keeps the cache, over the broker's ``Znodes``.
 
 The broker that receives CreateAcls/DeleteAcls writes the resource znode itself
 (read-modify-write on the znode version, retried on a concurrent change, so two brokers adding
@@ -19,46 +14,31 @@ delivers a watch (milliseconds). Notifications older than 15 minutes are removed
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError
-from kazoo.recipe.watchers import ChildrenWatch
-
-from odradek.broker.config_changes import purge_expired
 from odradek.broker.security.acl import (SPECIFIC_TYPES, Entry, Pattern, PatternType, ResourceType,
                                          decode_entries, encode_entries)
+from odradek.broker.zk.znodes import NoZooKeeper, Znodes
+from odradek.cluster.zk_data import ACL, ACL_CHANGE
 
 log = logging.getLogger(__name__)
 
-LITERAL_ROOT, PREFIXED_ROOT = "/kafka-acl", "/kafka-acl-extended/prefixed"
-LITERAL_CHANGES, EXTENDED_CHANGES = "/kafka-acl-changes", "/kafka-acl-extended-changes"
-CHANGE_PREFIX = "acl_changes_"
-
 
 def znode_path(p: Pattern) -> str:
-    root = LITERAL_ROOT if p.pattern == PatternType.LITERAL else PREFIXED_ROOT
-    return f"{root}/{p.type.zk_name}/{p.name}"
+    return ACL.path(p.type.zk_name, p.name, p.pattern == PatternType.PREFIXED)
 
 
 def change_payload(p: Pattern) -> tuple[str, bytes]:
     """(change path, payload) of Kafka's notification for a change of ``p``."""
-    if p.pattern == PatternType.LITERAL:
-        return LITERAL_CHANGES, f"{p.type.name}:{p.name}".encode()
-    return EXTENDED_CHANGES, json.dumps({"version": 1, "resourceType": p.type.name, "name": p.name,
-                                         "patternType": p.pattern.name}).encode()
+    return ACL_CHANGE.encode(p.type.name, p.name, p.pattern.name)
 
 
 def parse_change(path: str, data: bytes) -> Pattern:
-    if path == LITERAL_CHANGES:
-        kind, _, name = data.decode().partition(":")
-        return Pattern(ResourceType[kind.upper()], name, PatternType.LITERAL)
-    doc = json.loads(data)
-    return Pattern(ResourceType[doc["resourceType"].upper()], doc["name"], PatternType[doc["patternType"].upper()])
+    kind, name, pattern = ACL_CHANGE.decode(path, data)
+    return Pattern(ResourceType[kind], name, PatternType[pattern])
 
 
 @dataclass(frozen=True)
@@ -93,8 +73,8 @@ class AclSnapshot:
 
 
 class AclStore:
-    def __init__(self, zk: Callable[[], KazooClient | None]) -> None:
-        self._zk = zk
+    def __init__(self, znodes: Znodes) -> None:
+        self._znodes = znodes
         self.snapshot = AclSnapshot()
         self._seen: dict[str, int] = {}   # change path -> highest sequence number processed
         self._lock = threading.Lock()     # cache updates come from kazoo's thread and request threads
@@ -102,96 +82,81 @@ class AclStore:
     # -- loading and watching ------------------------------------------------------------------
     def start(self) -> None:
         """Load every binding, then follow both change paths (call once the session is up)."""
-        zk = self._zk()
-        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            zk.ensure_path(path)
-            self._seen[path] = max((self._seq(c) for c in zk.get_children(path)), default=-1)
-        bindings = self.read_all(zk)
+        znodes = self._znodes
+        for path in ACL_CHANGE.roots:
+            znodes.ensure(path)
+            self._seen[path] = max((ACL_CHANGE.sequence(c) for c in znodes.children(path)), default=-1)
+        bindings = self.read_all()
         with self._lock:
             self.snapshot = AclSnapshot(bindings)
-        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            ChildrenWatch(zk, path, lambda children, path=path: self._on_changes(path, children))
+        for path in ACL_CHANGE.roots:
+            znodes.watch_children(path, lambda children, path=path: self._on_changes(path, children))
         log.info("ACLs loaded: %d resource patterns", len(bindings))
 
-    @classmethod
-    def read_all(cls, zk: KazooClient) -> dict[Pattern, frozenset[Entry]]:
+    def read_all(self) -> dict[Pattern, frozenset[Entry]]:
         """Every binding in ZooKeeper, read once (no watch)."""
         bindings = {}
-        for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
+        for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
+            root = ACL.root(pattern == PatternType.PREFIXED)
             for rtype in SPECIFIC_TYPES:
-                for name in cls._children(zk, f"{root}/{rtype.zk_name}"):
+                for name in self._znodes.children(f"{root}/{rtype.zk_name}"):
                     p = Pattern(rtype, name, pattern)
-                    entries = cls._read(zk, p)[0]
+                    entries = self._read(p)[0]
                     if entries:
                         bindings[p] = entries
         return bindings
 
-    @staticmethod
-    def _children(zk: KazooClient, path: str) -> list[str]:
-        try:
-            return zk.get_children(path)
-        except NoNodeError:
-            return []
-
-    @staticmethod
-    def _seq(child: str) -> int:
-        return int(child[len(CHANGE_PREFIX):]) if child.startswith(CHANGE_PREFIX) else -1
-
     def _on_changes(self, path: str, children: list[str]) -> None:
-        zk = self._zk()
-        if zk is None:
+        try:
+            self._follow(path, children)
+        except NoZooKeeper:   # the session is closing
             return
-        for child in sorted(children, key=self._seq):
-            seq = self._seq(child)
+
+    def _follow(self, path: str, children: list[str]) -> None:
+        for child in sorted(children, key=ACL_CHANGE.sequence):
+            seq = ACL_CHANGE.sequence(child)
             if seq <= self._seen.get(path, -1):
                 continue
             self._seen[path] = seq
-            try:
-                data, stat = zk.get(f"{path}/{child}")
-                self.reload(parse_change(path, data))
-            except NoNodeError:
+            found = self._znodes.get(f"{path}/{child}")
+            if found is None:
                 continue
+            try:
+                self.reload(parse_change(path, found[0]))
             except (ValueError, KeyError) as e:
                 log.warning("ignoring unreadable ACL change %s/%s: %s", path, child, e)
-        purge_expired(zk, path, children)
+        self._znodes.purge_expired(path, children)
 
     def reload(self, p: Pattern) -> None:
-        entries = self._read(self._zk(), p)[0]
-        self._install(p, entries)
+        self._install(p, self._read(p)[0])
 
     def _install(self, p: Pattern, entries: frozenset[Entry]) -> None:
         with self._lock:
             self.snapshot = self.snapshot.with_binding(p, entries)
 
     # -- writing -------------------------------------------------------------------------------
-    @staticmethod
-    def _read(zk: KazooClient, p: Pattern) -> tuple[frozenset[Entry], int]:
-        try:
-            data, stat = zk.get(znode_path(p))
-        except NoNodeError:
+    def _read(self, p: Pattern) -> tuple[frozenset[Entry], int]:
+        found = self._znodes.get(znode_path(p))
+        if found is None:
             return frozenset(), -1
-        return decode_entries(data), stat.version
+        return decode_entries(found[0]), found[1]
 
     def update(self, p: Pattern, change: Callable[[frozenset[Entry]], frozenset[Entry]]) -> frozenset[Entry]:
         """Read-modify-write of one resource's znode (retried on a concurrent change), then the
         change notification; returns the entries before the change."""
-        zk = self._zk()
+        znodes = self._znodes
         while True:
-            before, version = self._read(zk, p)
+            before, version = self._read(p)
             after = change(before)
             if after == before:
                 return before
-            try:
-                if version < 0:
-                    zk.create(znode_path(p), encode_entries(after), makepath=True)
-                elif after:
-                    zk.set(znode_path(p), encode_entries(after), version=version)
-                else:
-                    zk.delete(znode_path(p), version=version)
+            if version >= 0 and not after:
+                written = znodes.delete(znode_path(p), version)
+            else:
+                written = znodes.put(znode_path(p), encode_entries(after), version)
+            if written:
                 break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
         path, payload = change_payload(p)
-        zk.create(f"{path}/{CHANGE_PREFIX}", payload, sequence=True, makepath=True)
+        znodes.append(f"{path}/{ACL_CHANGE.child_prefix}", payload)
         self._install(p, after)
         return before

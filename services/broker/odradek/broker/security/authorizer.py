@@ -14,14 +14,11 @@ attribute check, so the produce and fetch paths cost nothing more.
 from __future__ import annotations
 
 import logging
-from typing import Callable
-
-from kazoo.client import KazooClient
-
 from odradek.broker.security.acl import (CLUSTER_NAME, IMPLIES, WILDCARD, Entry, Operation, PatternType, Permission,
                                          ResourceType)
 from odradek.broker.security.acl_store import AclStore
 from odradek.broker.security.session import RequestContext, current
+from odradek.broker.zk.znodes import Znodes
 from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("odradek.authorizer")
@@ -36,10 +33,10 @@ def host_of(address: str) -> str:
 
 
 class Authorizer:
-    def __init__(self, super_users: str, allow_if_no_acl: bool, zk: Callable[[], KazooClient | None]) -> None:
+    def __init__(self, super_users: str, allow_if_no_acl: bool, store: AclStore) -> None:
         self.super_users = frozenset(p.strip() for p in super_users.split(";") if p.strip())
         self.allow_if_no_acl = allow_if_no_acl
-        self.store = AclStore(zk)
+        self.store = store
 
     def start(self) -> None:
         self.store.start()
@@ -128,8 +125,8 @@ def allowed_any(ctx, op: Operation, rtype: ResourceType) -> bool:
     return authorizer is None or authorizer.authorize_any(current(), op, rtype)
 
 
-def authorizer_of(config, zk: Callable[[], KazooClient | None]) -> Authorizer | None:
-    """The broker's authorizer, or None when ``authorizer.class.name`` is empty."""
+def authorizer_of(config, znodes: Znodes) -> Authorizer | None:
+    """The broker's authorizer over the ACLs ZooKeeper holds, or None when ``authorizer.class.name`` is empty."""
     if not config.authorizer_class_name:
         return None
-    return Authorizer(config.super_users, config.allow_everyone_if_no_acl_found, zk)
+    return Authorizer(config.super_users, config.allow_everyone_if_no_acl_found, AclStore(znodes))

@@ -1,6 +1,6 @@
 """The broker's security set-up from its configuration: listeners, TLS contexts, the SASL
-server, the SCRAM store and the client quotas read beside it, the per-connection protocol factory, and the credentials a
-follower uses toward a leader's inter-broker listener.
+server (over the SCRAM store it is given), the per-connection protocol factory, and the
+credentials a follower uses toward a leader's inter-broker listener.
 
 Kafka's per-listener JAAS keys give the SASL users: ``listener.name.<l>.plain.sasl.jaas.config``
 declares PLAIN users (``user_<name>="<password>"``), and on the inter-broker listener the
@@ -11,13 +11,9 @@ what this broker logs in with (as Kafka's brokers do).
 from __future__ import annotations
 
 import ssl
-from typing import Callable
-
-from kazoo.client import KazooClient
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.replication.client import ClientSecurity
-from odradek.broker.security.client_quotas import ClientQuotas
 from odradek.broker.security.gate import ConnectionGate, ListenerConnection
 from odradek.broker.security.listeners import (Listener, client_context, inter_broker_listener, listeners_of,
                                                parse_mapping_rules, server_context)
@@ -33,14 +29,13 @@ def _jaas(cfg: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
 
 
 class BrokerSecurity:
-    def __init__(self, cfg: BrokerConfig, zk: Callable[[], KazooClient | None]) -> None:
+    def __init__(self, cfg: BrokerConfig, store: ScramStore) -> None:
         self.listeners = listeners_of(cfg)
         self.inter_broker = inter_broker_listener(cfg, self.listeners)
         tls = any(li.tls for li in self.listeners)
         self.server_ssl: ssl.SSLContext | None = server_context(cfg) if tls else None
         self.mapping_rules = parse_mapping_rules(cfg.ssl_principal_mapping_rules)
-        self.store = ScramStore(zk)
-        self.quotas = ClientQuotas(zk)
+        self.store = store
         mechanisms = [m.strip() for m in cfg.sasl_enabled_mechanisms.split(",") if m.strip()]
         plain_users = {li.name: {k[5:]: v for k, v in _jaas(cfg, li.name, "PLAIN").items() if k.startswith("user_")}
                        for li in self.listeners}
@@ -62,14 +57,15 @@ class BrokerSecurity:
                              f"username and password")
         return ClientSecurity(listener.name, context, mechanism, options["username"], options["password"])
 
-    def table(self) -> dict:
-        return {**self.sasl.table(), **self.store.table(), **self.quotas.table()}
+    def exchange_versions(self) -> dict[int, tuple[int, int]]:
+        """The SASL exchange's APIs and versions, which the gate serves and ApiVersions lists."""
+        return {key: (lo, hi) for key, (lo, hi, _) in self.sasl.table().items()}
 
     def ssl_for(self, listener: Listener) -> ssl.SSLContext | None:
         return self.server_ssl if listener.tls else None
 
     def protocol_factory(self, listener: Listener, dispatcher, max_frame_bytes: int):
         def connection() -> ListenerConnection:
-            gate = ConnectionGate(listener, dispatcher, self.sasl if listener.sasl else None, self.mapping_rules)
+            gate = ConnectionGate(listener, dispatcher, self.sasl, self.mapping_rules)
             return ListenerConnection(gate, max_frame_bytes=max_frame_bytes)
         return connection

@@ -1,12 +1,14 @@
-"""One connection's way into the dispatcher: its ``RequestContext`` and the SASL gate.
+"""One connection's way into the dispatcher: its ``RequestContext``, the SASL exchange, the mute.
 
 ``ListenerConnection`` is the Kafka connection of one listener: when the connection is made it
 builds the ``RequestContext`` (listener, client address, principal from a TLS client
 certificate), and each request frame goes through ``ConnectionGate``, which sets the context
-for the handlers and, on a SASL listener before authentication succeeds, lets only ApiVersions,
-SaslHandshake and SaslAuthenticate through, as Kafka does: anything else closes the
-connection. After a SaslHandshake v0 the client's SASL tokens arrive as bare frames and are
-answered as bare frames.
+for the handlers and answers the SASL exchange itself (SaslHandshake, SaslAuthenticate: the
+only APIs not in the handler table); on a SASL listener before authentication succeeds it lets
+only ApiVersions and that exchange through, as Kafka does: anything else closes the connection.
+After a SaslHandshake v0 the client's SASL tokens arrive as bare frames and are answered as
+bare frames. Everything else goes to the dispatcher, whose answer carries the request's
+throttle: the connection is muted that long once the response is written (KIP-219).
 
 A failed authentication's response is written, then the connection closes (the transport
 flushes before closing); other connections are not touched.
@@ -17,25 +19,27 @@ from __future__ import annotations
 import logging
 import struct
 
-from odradek.broker.dispatch import API_VERSIONS, Dispatcher
+from odradek.broker.dispatch import Dispatcher
 from odradek.broker.security.listeners import Listener, principal_of
-from odradek.broker.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticationFailed, SaslServer
+from odradek.broker.security.sasl import AuthenticationFailed, SaslServer
 from odradek.broker.security.session import REQUEST_CONTEXT, RequestContext
 from odradek.errors import KafkaError
-from odradek.protocol.codec import FrameError, encode_response, peek_header
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.codec import FrameError, decode_request, encode_response, peek_header
 from odradek.protocol.connection import ConnectionClosed, KafkaConnection
 
 log = logging.getLogger(__name__)
 
-_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+_SASL_EXCHANGE = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SIZE = struct.Struct(">i")
 
 
 class ConnectionGate:
-    def __init__(self, listener: Listener, dispatcher: Dispatcher, sasl: SaslServer | None, mapping_rules) -> None:
+    def __init__(self, listener: Listener, dispatcher: Dispatcher, sasl: SaslServer, mapping_rules) -> None:
         self.listener = listener
         self.dispatcher = dispatcher
-        self.sasl = sasl
+        self.sasl = sasl   # answers the exchange on any listener (illegal state where no SASL is due)
+        self._exchange = sasl.table()
         self.mapping_rules = mapping_rules
         self.context: RequestContext | None = None
         self.transport = None
@@ -66,28 +70,38 @@ class ConnectionGate:
         try:
             if context.raw_tokens and not context.authenticated:
                 return [_SIZE.pack(len(reply := await self.sasl.evaluate(frame))) + reply]
-            if not context.authenticated:
-                try:
-                    api_key, _, _ = peek_header(memoryview(frame))
-                except FrameError as e:
-                    raise ConnectionClosed(str(e)) from None
-                if api_key not in _BEFORE_AUTHENTICATION:
-                    raise ConnectionClosed(f"unexpected request (api key {api_key}) before SASL authentication "
-                                           f"on listener {context.listener}")
-            pieces = await self.dispatcher(frame)
-            if context.throttle_ms:  # KIP-219: answered at once, then muted for the throttle time
-                if self.connection is not None:
-                    self.connection.throttle(context.throttle_ms / 1000.0)
-                context.throttle_ms = 0
-            return pieces
+            try:
+                api_key, version, correlation_id = peek_header(memoryview(frame))
+            except FrameError as e:
+                raise ConnectionClosed(str(e)) from None
+            if api_key in _SASL_EXCHANGE:
+                return [await self._exchange_step(frame, api_key, version, correlation_id)]
+            if not context.authenticated and api_key != ApiKey.API_VERSIONS:
+                raise ConnectionClosed(f"unexpected request (api key {api_key}) before SASL authentication "
+                                       f"on listener {context.listener}")
+            answer = await self.dispatcher.handle(frame)
+            if answer.throttle_ms and self.connection is not None:  # KIP-219: answered at once, then muted
+                self.connection.throttle(answer.throttle_ms / 1000.0)
+            return answer.body
         except AuthenticationFailed as e:
-            if self.sasl is not None:  # failed-authentication-total (docs/observability.md)
+            if self.listener.sasl:  # failed-authentication-total (docs/observability.md)
                 self.sasl.failures[context.listener] += 1
             if not isinstance(e.body, str):  # a SaslAuthenticate response is due before the close
                 api_key, version, correlation_id = peek_header(memoryview(frame))
                 self.transport.write(encode_response(api_key, version, correlation_id, e.body))
             raise ConnectionClosed(f"authentication failed on listener {context.listener} "
                                    f"from {context.client_address}") from None
+
+    async def _exchange_step(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> bytearray:
+        """A SaslHandshake or SaslAuthenticate request answered (a version we lack closes, as any)."""
+        lo, hi, handler = self._exchange[api_key]
+        if not lo <= version <= hi:
+            raise ConnectionClosed(f"unsupported request: api key {api_key} version {version}")
+        try:
+            header, request = decode_request(memoryview(frame).toreadonly())
+        except FrameError as e:
+            raise ConnectionClosed(str(e)) from None
+        return encode_response(api_key, version, correlation_id, await handler(header, request))
 
 
 class ListenerConnection(KafkaConnection):

@@ -26,12 +26,11 @@ from scramp import ScramException, ScramMechanism
 from odradek.broker.security.scram_store import ScramStore
 from odradek.broker.security.session import current
 from odradek.errors import ErrorCode
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 log = logging.getLogger(__name__)
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 NO_LIFETIME = datetime.timedelta(0)
 
@@ -72,10 +71,11 @@ class SaslServer:
         self.failures: Counter[str] = Counter()  # listener name -> failed authentications (the gate counts)
 
     def table(self) -> dict:
-        return {SASL_HANDSHAKE: (0, 1, self.handshake), SASL_AUTHENTICATE: (0, 2, self.authenticate)}
+        """The exchange's APIs (served by the connection gate, advertised by ApiVersions)."""
+        return {ApiKey.SASL_HANDSHAKE: (0, 1, self.handshake), ApiKey.SASL_AUTHENTICATE: (0, 2, self.authenticate)}
 
     async def handshake(self, header, request) -> object:
-        s = Schemas(SASL_HANDSHAKE, header.api_version)
+        s = Schemas(ApiKey.SASL_HANDSHAKE, header.api_version)
         session = current()
         if session.authenticated or session.mechanism is not None:
             return make(s.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
@@ -87,7 +87,7 @@ class SaslServer:
         return make(s.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(self.mechanisms))
 
     async def authenticate(self, header, request) -> object:
-        s = Schemas(SASL_AUTHENTICATE, header.api_version)
+        s = Schemas(ApiKey.SASL_AUTHENTICATE, header.api_version)
         session = current()
         if session.authenticated or session.mechanism is None or session.raw_tokens:
             message = ("SaslAuthenticate request received after successful authentication" if session.authenticated

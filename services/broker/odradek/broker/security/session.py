@@ -27,7 +27,6 @@ class RequestContext:
     raw_tokens: bool = False            # SaslHandshake v0: tokens follow as bare frames
     exchange: object = field(default=None, repr=False)  # the mechanism's server state
     request_bytes: int = 0              # size of the request being handled (the produce quota counts it)
-    throttle_ms: int = 0                # quota throttle of the request being handled: the mute after it
 
     @property
     def client_host(self) -> str:

@@ -22,11 +22,11 @@ from kio.static.constants import EntityType
 from odradek.broker.replication.client import KafkaClient
 from odradek.broker.txn_markers import TxnMarker
 from odradek.errors import ErrorCode
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = 27
 VERSION = 1
 Errors = dict[tuple[str, int], ErrorCode]
 
@@ -72,7 +72,7 @@ class MarkerChannel:
 
     async def _send(self, markers: list[TxnMarker]) -> dict[int, Errors]:
         """{producer id: errors of its partitions}, one WriteTxnMarkers request for all."""
-        s = Schemas(WRITE_TXN_MARKERS, VERSION, EntityType.request)
+        s = Schemas(ApiKey.WRITE_TXN_MARKERS, VERSION, EntityType.request)
         wire = []
         for m in markers:
             by_topic: dict[str, list[int]] = {}
@@ -84,7 +84,7 @@ class MarkerChannel:
                                           for t, ps in by_topic.items())))
         self.requests += 1
         try:
-            answer = await self._client().request(WRITE_TXN_MARKERS, VERSION, make(
+            answer = await self._client().request(ApiKey.WRITE_TXN_MARKERS, VERSION, make(
                 s.WriteTxnMarkersRequest, markers=tuple(wire)), timeout=self.timeout_s)
         except (ConnectionError, StopIteration) as e:
             log.debug("WriteTxnMarkers to broker %d failed: %s", self.broker, e)

@@ -22,14 +22,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kio.serial import entity_writer
 from kio.serial.writers import write_int32, write_unsigned_varint
 
-__all__ = ["EncodedMetadataResponse", "EncodedTopics", "encode_topic", "encoded_topics"]
+__all__ = ["EncodedMetadataResponse", "EncodedTopics", "MetadataCache", "encode_topic"]
 
 _ZERO = datetime.timedelta(0)
 
@@ -60,15 +59,18 @@ class EncodedTopics:
         return encoded
 
 
-_BY_REPLICAS: "weakref.WeakKeyDictionary[Any, EncodedTopics]" = weakref.WeakKeyDictionary()
+class MetadataCache:
+    """The broker's encoded topic entries, for the snapshot last asked about (a ``BrokerContext``
+    part; event loop only)."""
 
+    def __init__(self) -> None:
+        self._cached = EncodedTopics(None)
 
-def encoded_topics(replicas) -> EncodedTopics:
-    """The cache for ``replicas``' current snapshot (a new one when the snapshot changed)."""
-    cached = _BY_REPLICAS.get(replicas)
-    if cached is None or cached.snapshot is not replicas.metadata:
-        cached = _BY_REPLICAS[replicas] = EncodedTopics(replicas.metadata)
-    return cached
+    def topics(self, snapshot) -> EncodedTopics:
+        """The cache for ``snapshot`` (a new one when the snapshot changed)."""
+        if self._cached.snapshot is not snapshot:
+            self._cached = EncodedTopics(snapshot)
+        return self._cached
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The broker's ZooKeeper session (the only broker module using kazoo's client).
+"""The broker's ZooKeeper session: its registration, the active controller, log directory events.
 
 The broker registers itself with the ephemeral ``/brokers/ids/<id>`` znode (created again
 after a session expiry; its czxid is the broker epoch the controller fences requests with),
@@ -19,56 +19,68 @@ znode goes when the session expires, as after a crash.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
-from kazoo.client import KazooState
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from odradek.broker.zk.znodes import Znodes
 from odradek.cluster import paths, zk_session
 from odradek.cluster.model import BrokerInfo
+from odradek.cluster.zk_data import BROKER, CONTROLLER, LOG_DIR_EVENT, LogDirEvent
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 5.0  # how long deregistering (and the log directory event) may wait on ZooKeeper
 
 
-class BrokerRegistration:
-    def __init__(self, connect: str, cluster: str, info: BrokerInfo, timeouts: ZkTimeouts = ZkTimeouts(),
+class BrokerSession:
+    """Built with the broker (its ``znodes`` given to the stores then), started once the broker
+    knows its advertised endpoints (``start(info)``); until then ``znodes`` raise ``NoZooKeeper``."""
+
+    def __init__(self, connect: str, cluster: str, timeouts: ZkTimeouts = ZkTimeouts(),
                  security: ZkSecurity = ZkSecurity()) -> None:
         self._zk = zk_session.client(connect, timeouts, paths.chroot(cluster), security)
         self._security = security
         self._timeouts = timeouts
         self._connect = connect
         self._cluster = cluster
-        self._info = info
+        self._info: BrokerInfo | None = None
         self._controller_url: str | None = None
         self._session_lost = False
         self.broker_epoch = -1  # czxid of our registration znode (-1 until registered)
+        self.znodes = Znodes(self._started_client)
+
+    def _started_client(self) -> KazooClient | None:
+        return self._zk if self._info is not None else None
 
     @property
-    def client(self) -> KazooClient:
-        """The chrooted session (SCRAM credentials under /config/users are read and written with it)."""
-        return self._zk
+    def state(self) -> str | None:
+        """kazoo's connection state (CONNECTED, SUSPENDED, LOST); None before ``start``."""
+        return self._zk.state if self._info is not None else None
 
     @property
     def controller_url(self) -> str | None:
         return self._controller_url
 
-    def start(self) -> None:
-        """Connect (within ``zookeeper.connection.timeout.ms``) and register."""
+    def start(self, info: BrokerInfo) -> None:
+        """Connect (within ``zookeeper.connection.timeout.ms``) and register as ``info``."""
         zk_session.ensure_chroot(self._connect, self._cluster, self._timeouts, self._security)
         self._zk.add_listener(self._on_state)
         self._zk.start(timeout=self._timeouts.connection_s)
+        self._info = info
         self._register()
-        self._zk.DataWatch(paths.CONTROLLER, self._on_controller)
+        self._zk.DataWatch(CONTROLLER.path, self._on_controller)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Deregister (within ``timeout``, only while connected) and close the session."""
+        if self._info is None:
+            self._zk.close()
+            return
         if self._zk.connected:
             try:
-                self._zk.delete_async(paths.broker(self._info.id)).get(timeout=timeout)
+                self._zk.delete_async(BROKER.path(self._info.id)).get(timeout=timeout)
             except Exception:  # noqa: BLE001 - the session may be gone already: the znode then is too
                 pass
         else:
@@ -80,11 +92,9 @@ class BrokerRegistration:
 
     def report_log_dir_failure(self) -> None:
         """Tell the controller our log directory is offline (it moves our leaderships away)."""
-        body = {"version": 1, "broker": self._info.id, "event": paths.LOG_DIR_FAILURE,
-                "broker_epoch": self.broker_epoch}
+        body = LOG_DIR_EVENT.encode(LogDirEvent(self._info.id, self.broker_epoch))
         try:
-            self._zk.create_async(paths.log_dir_event(paths.LOG_DIR_EVENT_PREFIX), json.dumps(body).encode(),
-                                  sequence=True, makepath=True).get(timeout=STOP_TIMEOUT_S)
+            self._zk.create_async(LOG_DIR_EVENT.prefix, body, sequence=True, makepath=True).get(timeout=STOP_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - the deregistration that follows moves leadership too
             log.warning("could not write the log directory event: %s", e)
 
@@ -92,8 +102,8 @@ class BrokerRegistration:
         """Create our ephemeral znode. After a crash, the previous process's znode lives until
         its session expires: wait for that (a bounded time) rather than fail, as a restarted
         pod would otherwise crash-loop; a live broker with the same id keeps it forever."""
-        body = json.dumps(self._info.to_json()).encode()
-        path = paths.broker(self._info.id)
+        body = BROKER.encode(self._info)
+        path = BROKER.path(self._info.id)
         self._zk.ensure_path(paths.BROKER_IDS)
         deadline = time.monotonic() + 3 * self._timeouts.session_s
         while True:
@@ -140,8 +150,8 @@ class BrokerRegistration:
         url = None
         if data:
             try:
-                url = json.loads(data)["url"]
-            except (ValueError, KeyError):
+                url = CONTROLLER.decode(data).url
+            except (ValueError, KeyError, TypeError):
                 log.warning("unreadable /controller znode: %r", data)
         if url != self._controller_url:
             log.info("active controller: %s", url)
