@@ -1,4 +1,7 @@
-"""``odradek gateway``: run the HTTP gateway with uvicorn (uvloop, httptools)."""
+"""``odradek gateway``: run the HTTP gateway with uvicorn (uvloop, httptools).
+
+The socket is bound here, before uvicorn serves it, so that the port really bound (``--port 0``:
+any free one) is reported (``odradek.ports``) to whoever started the gateway."""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ import gc
 import sys
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 
 from odradek import logs
+from odradek.ports import report as report_ports
 from odradek.gateway.app import create_app
 from odradek.gateway.settings import from_args
 
@@ -19,9 +24,18 @@ def main(argv: list[str] | None = None) -> int:
     # first generation keep the cyclic GC from scanning it every few hundred records.
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                log_config=None, access_log=False, timeout_graceful_shutdown=20,
-                ssl_certfile=settings.ssl_certfile or None, ssl_keyfile=settings.ssl_keyfile or None)
+    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, loop="uvloop",
+                            http="httptools", log_config=None, access_log=False, timeout_graceful_shutdown=20,
+                            ssl_certfile=settings.ssl_certfile or None, ssl_keyfile=settings.ssl_keyfile or None)
+    server = uvicorn.Server(config)
+    sock = config.bind_socket()   # exits with uvicorn's start-up failure code when the port is taken
+    report_ports(http=sock.getsockname()[1])
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:   # as uvicorn.run: SIGINT re-raised after a graceful shutdown
+        pass
+    if not server.started:   # as uvicorn.run: a failed start-up is not a success
+        sys.exit(STARTUP_FAILURE)
     return 0
 
 
