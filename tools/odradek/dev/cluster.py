@@ -125,7 +125,8 @@ def _record_ports(state: dict, args: argparse.Namespace, started: dict[str, Laun
     deadline = time.monotonic() + timeout
     for name, launched in started.items():
         bound = launch.await_ports(state, launched, max(1.0, deadline - time.monotonic()))
-        state.setdefault("metrics", {})[name] = metrics_http.url("127.0.0.1", bound["metrics"])
+        if "metrics" in bound:   # unless a --config metrics.port=-1 turned it off
+            state.setdefault("metrics", {})[name] = metrics_http.url("127.0.0.1", bound["metrics"])
         kind, _, number = name.partition("-")
         if kind == "controller":
             state["commands"][name] = _controller_command(state, args, int(number), bound)
