@@ -85,8 +85,8 @@ def test_a_stale_controller_epoch_refusal_is_not_retried_forever(controllers, fa
     b1.join()
     c = controllers("c1")
     c.wait_active()
-    wait_for(lambda: b1.refused, 10, "a refused push")
+    wait_for(lambda: b1.refused, 60, "a refused push")
     assert c.call("POST", T, {"name": "t"})[0] == 201
-    wait_for(lambda: len(b1.refused) >= 2, 10, "the next snapshot to be offered once")
+    wait_for(lambda: len(b1.refused) >= 2, 60, "the next snapshot to be offered once")
     assert all(r["controller_epoch"] == 1 for r in b1.refused) and not b1.snapshots
     assert "refused controller epoch 1 as stale" in c.log()

@@ -3,6 +3,9 @@ ZooKeeper restart: the server restores sessions from its database with a fresh t
 client reconnects within 0.7 s of the server's return, so even an outage longer than the session
 timeout expires nothing. kazoo's own policy (backing off to minutes) came back too late.
 
+The test asserts what the speed is for, not the speed: the client reconnects into its old session
+(same id, its ephemeral znode kept, never LOST).
+
 A private ZooKeeper server (the shared one must not restart under other tests), an 8 s session:
 the server's clock for a restored session starts when it loads its database, before it listens,
 and a JVM start on a loaded machine took most of a 4 s session (a CI run saw LOST).
@@ -12,16 +15,24 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 
+import pytest
 from kazoo.client import KazooState
 
 from odradek.cluster import zk_session
 from odradek.cluster.zk_session import ZkTimeouts
 from odradek.dev.waiting import wait_until
+from odradek.dev import zookeeper as zk_server
+from odradek.dev.processes import candidate_port
 from odradek.dev.zookeeper import ZooKeeperServer
 from tests.support.controllers import CONTROLLER_SESSION_TIMEOUT_S, ControllerProcess
+
+# A deadline, not a speed: reconnecting late (kazoo's own back-off) expires the restored session,
+# which the assertions after the wait catch (LOST, a new session id).
+RECONNECT_DEADLINE_S = 60
 
 
 def test_a_session_outlives_a_zookeeper_restart_longer_than_its_timeout(tmp_path):
@@ -36,11 +47,12 @@ def test_a_session_outlives_a_zookeeper_restart_longer_than_its_timeout(tmp_path
         session, czxid = client.client_id[0], client.exists("/registration").czxid
         port = server.port
         server.stop()
-        wait_until(lambda: KazooState.SUSPENDED in states, 10, "the client to notice")
+        wait_until(lambda: KazooState.SUSPENDED in states, 30, "the client to notice")
         connected.clear()
         time.sleep(9.0)                                 # down longer than the 8 s session timeout
         server = ZooKeeperServer(tmp_path / "zk", port=port).start()
-        assert connected.wait(5.0), f"no reconnection within 5 s of the restart: {states}"
+        # however long the reconnection takes on a loaded machine, it must land in the old session
+        wait_until(connected.is_set, RECONNECT_DEADLINE_S, f"the client to reconnect: {states}")
         assert KazooState.LOST not in states, states
         assert client.client_id[0] == session and client.exists("/registration").czxid == czxid
     finally:
@@ -74,3 +86,24 @@ def test_sigterm_ends_an_active_controller_while_zookeeper_is_down(tmp_path):
         if controller is not None:
             controller.kill()
         server.stop()
+
+
+def test_a_restart_on_a_taken_port_fails_at_once_even_when_another_zookeeper_answers_there(tmp_path, zookeeper):
+    """Another server answering ``srvr`` on the port is not this one serving: the JVM's exit
+    (``Address already in use``) is seen, not taken for a start."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        with pytest.raises(zk_server.PortTaken):
+            ZooKeeperServer(tmp_path / "plain", port=taken.getsockname()[1]).start()
+    with pytest.raises(zk_server.PortTaken):
+        ZooKeeperServer(tmp_path / "shadow", port=zookeeper.port).start()
+
+
+def test_a_chosen_port_found_taken_is_retried_on_another(tmp_path, monkeypatch):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        offered = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(zk_server, "candidate_port", lambda: next(offered, None) or candidate_port())
+        server = ZooKeeperServer(tmp_path / "zk").start()
+        try:
+            assert server.port != taken.getsockname()[1] and zk_server.serving(server.port)
+        finally:
+            server.stop()

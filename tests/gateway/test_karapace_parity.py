@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from odradek.dev.cluster import free_port
+from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
 from tests.support.gateway import V2, V2_BINARY
 
@@ -32,24 +32,40 @@ def install_karapace() -> tuple[str | None, str]:
     return done.stdout.strip(), ""
 
 
-def start_karapace(python: str, bootstrap: str, where: Path) -> tuple[subprocess.Popen, str]:
-    """Karapace's REST proxy alone (no registry) on a free loopback port, once it answers."""
-    port = free_port()
+class _PortTaken(Exception):
+    """Karapace exited because another process holds the port it was given."""
+
+
+def start_karapace(python: str, bootstrap: str, where: Path, attempts: int = 5) -> tuple[subprocess.Popen, str]:
+    """Karapace's REST proxy alone (no registry) on a loopback port, once it answers. It must be
+    told its port (its base_uri carries it), so it gets a candidate one, and another when taken."""
+    for attempt in range(attempts):
+        port = candidate_port()
+        proc = _launch_karapace(python, bootstrap, where, port)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(lambda: _answers(proc, url + "/topics", where / "karapace.log"), 120,
+                       "Karapace's REST proxy", retry_on=())
+            return proc, url
+        except _PortTaken:
+            stop_process(proc)
+            if attempt == attempts - 1:
+                raise
+        except BaseException:
+            stop_process(proc)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _launch_karapace(python: str, bootstrap: str, where: Path, port: int) -> subprocess.Popen:
     config = {"karapace_rest": True, "karapace_registry": False, "bootstrap_uri": bootstrap,
               "host": "127.0.0.1", "port": port, "advertised_hostname": "127.0.0.1"}
     (where / "karapace.json").write_text(json.dumps(config))
     # Older Karapace reads the JSON file, newer the KARAPACE_* environment: both are given.
     env = {f"KARAPACE_{k.upper()}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.items()}
-    log = (where / "karapace.log").open("wb")
-    proc = subprocess.Popen([python, "-m", "karapace.karapace_all", str(where / "karapace.json")], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=where)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(proc, url + "/topics", where / "karapace.log"), 120, "Karapace's REST proxy")
-    except BaseException:
-        stop_process(proc)
-        raise
-    return proc, url
+    with (where / "karapace.log").open("wb") as log:
+        return subprocess.Popen([python, "-m", "karapace.karapace_all", str(where / "karapace.json")], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=where)
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -79,7 +95,12 @@ def karapace(karapace_python, gw_cluster, tmp_path_factory) -> str:   # skips be
 
 
 def _answers(proc, url: str, log: Path) -> bool:
-    assert proc.poll() is None, f"Karapace exited:\n{log.read_text()[-3000:]}"
+    """Karapace answers ``url``; ``_PortTaken`` when it exited for want of its port."""
+    if proc.poll() is not None:
+        text = log.read_text(errors="replace")
+        if "address already in use" in text.lower():
+            raise _PortTaken(text[-500:])
+        raise AssertionError(f"Karapace exited:\n{text[-3000:]}")
     try:
         return httpx.get(url, timeout=5).status_code == 200
     except httpx.HTTPError:

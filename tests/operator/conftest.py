@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from odradek.dev.cluster import free_port
+from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
@@ -88,18 +88,19 @@ def operator(k8s, control_plane, tmp_path_factory):
     env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
            "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1"}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
-    metrics_port = free_port()
-    with open(log, "ab") as out:
+    with open(log, "ab") as out:   # metrics on port 0: the one port the operator listens on is it
         proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
-                                 "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port)],
+                                 "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
-    op = OperatorProcess(proc, log, f"http://127.0.0.1:{metrics_port}/metrics")
+    op = OperatorProcess(proc, log)
     try:
         # kopf logs "Activity 'configure' succeeded." once the startup handler ran.
         wait_until(lambda: proc.poll() is not None or "'configure' succeeded" in log.read_text(),
                    60, "the operator to start", 0.2)
         if proc.poll() is not None:
             raise AssertionError(f"the operator exited {proc.returncode}:\n{op.log_tail()}")
+        (port,) = wait_until(lambda: listening_ports(proc.pid), 30, "the operator's metrics port")
+        op.metrics_url = f"http://127.0.0.1:{port}/metrics"
         yield op
     finally:
         peak = op.peak_rss_mb() if proc.poll() is None else None

@@ -180,11 +180,10 @@ def check_broker_reports_the_rack(dev_cluster, rack_file: Path, tmp_path: Path) 
     """A real broker started with ``--rack-file`` joins the dev cluster; DescribeCluster (a real
     Kafka client) shows its rack."""
     st = dev_cluster.status()
-    port = control_plane_module.free_port()
     log = open(tmp_path / "broker-7.log", "ab")
     broker = subprocess.Popen([sys.executable, "-m", "odradek.cli", "broker", "--id", "7", "--data-dir",
                                str(tmp_path / "broker-7"), "--zookeeper", st["zookeeper"], "--listen",
-                               f"127.0.0.1:{port}", "--rack-file", str(rack_file)],
+                               "127.0.0.1:0", "--rack-file", str(rack_file)],
                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
     log.close()
     try:

@@ -1,7 +1,7 @@
 """The HTTP gateway as its own process, and what its tests send it.
 
-``GatewayProcess`` runs ``odradek gateway`` on a free port (options such as auth or TLS given
-by the test) and stops it by PID; ``cluster_with_gateway`` is a dev cluster of 3 brokers with its
+``GatewayProcess`` runs ``odradek gateway`` on port 0 and reads the port it bound from its
+ports report (``odradek.ports``; options such as auth or TLS given by the test) and stops it by PID; ``cluster_with_gateway`` is a dev cluster of 3 brokers with its
 gateway (the ``gw_cluster`` fixtures), stopped on exit; ``write_tokens`` writes a bearer-token file; ``V2*`` and
 ``ARROW`` are the REST Proxy v2 and Arrow content types.
 """
@@ -9,6 +9,7 @@ gateway (the ``gw_cluster`` fixtures), stopped on exit; ``write_tokens`` writes 
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import Iterator
 
 import httpx
 
-from odradek.dev.cluster import free_port
+from odradek import ports
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 
@@ -42,13 +43,19 @@ class GatewayProcess:
     """``odradek gateway`` as its own process on a free port (stopped by PID)."""
 
     def __init__(self, bootstrap: str, log: Path, *options: str, verify: ssl.SSLContext | bool = True):
-        self.port = free_port()
-        self.url = f"{'https' if '--ssl-certfile' in options else 'http'}://127.0.0.1:{self.port}"
         self.verify = verify   # the CA file an https gateway is checked against
         self.log = log
+        report = log.with_suffix(".ports.json")
+        report.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odradek.gateway", "--bootstrap-servers", bootstrap, "--port", str(self.port),
-             *options], stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [sys.executable, "-m", "odradek.gateway", "--bootstrap-servers", bootstrap, "--port", "0", *options],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, ports.ENV: str(report)})
+        try:
+            self.port = ports.wait_for(report, 60, lambda: self.proc.poll() is None, "the gateway")["http"]
+        except ports.PortsNotReported as e:
+            raise AssertionError(f"{e}:\n{log.read_text()[-3000:]}") from None
+        self.url = f"{'https' if '--ssl-certfile' in options else 'http'}://127.0.0.1:{self.port}"
         wait_until(self._ready, 60, f"the gateway on port {self.port} to be ready")
 
     def _ready(self) -> bool:

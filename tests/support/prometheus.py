@@ -1,6 +1,6 @@
 """A real Prometheus server for the observability tests: Debian's ``prometheus`` package
-(``make test-tools`` installs it, scripts/prometheus.sh), started on 127.0.0.1 with a free port,
-a scrape interval of 1 s and the given targets, and stopped by PID.
+(``make test-tools`` installs it, scripts/prometheus.sh), started on 127.0.0.1 port 0 (the port
+it bound read from its listening socket), a scrape interval of 1 s and the given targets, and stopped by PID.
 
 ``PrometheusServer(dir, targets).start()``; ``query(promql)`` answers an instant query as
 ``{label tuple: value}`` (``scalar(promql)`` for a single value or None); ``stop()``.
@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from odradek.dev.cluster import free_port
+from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from tests.support.tools import tool_missing
 
@@ -60,11 +60,10 @@ class PrometheusServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "prometheus.yml"
         config.write_text(json.dumps(_scrape_config(self.targets)))  # JSON is YAML
-        self.port = free_port()
         log = open(self.directory / "prometheus.log", "wb")
         self.proc = subprocess.Popen(
             [exe, f"--config.file={config}", f"--storage.tsdb.path={self.directory / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
+             "--web.listen-address=127.0.0.1:0", "--storage.tsdb.retention.time=1h"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 
@@ -72,7 +71,10 @@ class PrometheusServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited {self.proc.returncode}: "
                                    + (self.directory / "prometheus.log").read_text()[-2000:])
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
+            if not self.port:
+                self.port = next(iter(listening_ports(self.proc.pid)), 0)
+                return False
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=10) as resp:
                 return resp.status == 200
         wait_until(ready, timeout, "prometheus to be ready", 0.2, retry_on=(OSError,))
         return self

@@ -2,7 +2,9 @@
 
 ZooKeeper, the controller(s) and the brokers run as child processes, with data and logs
 under one directory (``--data-dir``); ``cluster.json`` there records every PID (with its
-start time) and address, so ``down`` and ``status`` work from any shell.
+start time) and address, so ``down`` and ``status`` work from any shell. Ports are not chosen
+here: each process binds 0 (or the port asked for) and reports what it bound (``launch``);
+its recorded command is then rewritten with those ports, so ``start`` binds the same again.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -25,27 +25,14 @@ from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
-from odradek.dev import netns, processes, security, zookeeper
+from odradek.dev import launch, netns, processes, security, zookeeper
+from odradek.dev.launch import Launched, StartFailed
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = Path("var/dev")
-# The broker's log line once its logs are open (recovered, checkpointed): past the point where a
-# full disk stops it; waiting for "serving" would add the wait for a killed predecessor's session.
-BROKER_LOGS_OPEN = re.compile(r"loaded \d+ logs from ")
 BROKER_SERVING = re.compile(r"serving Kafka on ")
-
-
-def free_port(preferred: int = 0) -> int:
-    for port in ([preferred] if preferred else []) + [0]:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    raise RuntimeError("no free port")
 
 
 def _python() -> list[str]:
@@ -85,41 +72,15 @@ def up(args: argparse.Namespace) -> int:
         _save(state_path, state)
         if "security" in state:   # the brokers' own SCRAM user, before any broker logs in with it
             security.create_admin(state["zookeeper"], args.cluster, state["security"])
-        state["controllers"] = []
         # the cluster's own security keys (control-plane mTLS, ZooKeeper ACLs) go to the controllers too
         state["cluster_security"] = {k: v for k, _, v in (c.partition("=") for c in args.config)
                                      if k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS)}
-        for i in range(args.controllers):
-            port, metrics_port = free_port(), free_port()
-            url = f"{scheme(_control_plane_tls(state))}://127.0.0.1:{port}"
-            state.setdefault("metrics", {})[f"controller-{i}"] = metrics_http.url("127.0.0.1", metrics_port)
-            state.setdefault("commands", {})[f"controller-{i}"] = _python() + [
-                "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                "--listen", f"127.0.0.1:{port}", "--id", f"controller-{i}", "--metrics-port", str(metrics_port),
-                "--default-partitions", str(args.partitions),
-                "--default-replication-factor", str(args.replication_factor),
-                "--leader-imbalance-check-interval-seconds", "10",
-                *sum((["--config", f"{k}={v}"] for k, v in state["cluster_security"].items()), [])]
-            _start_process(state, f"controller-{i}")
-            state["controllers"].append(url)
-            _save(state_path, state)
-        state["brokers"] = {}
-        state.setdefault("commands", {})
-        log_starts: dict[str, int] = {}   # where each broker's log stood at its start
-        for broker_id in range(1, args.brokers + 1):
-            port = free_port(args.kafka_port + broker_id - 1 if args.kafka_port else 0)
-            name = f"broker-{broker_id}"
-            metrics_port = free_port()
-            state.setdefault("metrics", {})[name] = metrics_http.url("127.0.0.1", metrics_port)
-            state["commands"][name] = _python() + [
-                "odradek.broker", "--id", str(broker_id), "--data-dir", str(root / name),
-                "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
-                *_broker_listener(state, port), "--config", f"metrics.port={metrics_port}",
-                *_broker_rack(args.racks, broker_id, args.brokers),
-                *sum((["--config", c] for c in args.config), [])]
-            state["brokers"][str(broker_id)] = f"127.0.0.1:{port}"
-            _, log_starts[name] = _start_process(state, name)
-            _save(state_path, state)
+        state["commands"], state["brokers"] = {}, {}
+        started = _start_controllers_and_brokers(state, args)
+        _save(state_path, state)
+        _record_ports(state, args, started, timeout=args.timeout)
+        _save(state_path, state)
+        log_starts = {name: s.since for name, s in started.items() if name.startswith("broker-")}
         _wait_ready(state, args.brokers, log_starts, timeout=args.timeout)
         if not args.no_gateway:
             _start_gateway(state, args.gateway_port, timeout=args.timeout)
@@ -144,6 +105,61 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_controllers_and_brokers(state: dict, args: argparse.Namespace) -> dict[str, Launched]:
+    """Spawn every controller and broker at once, on port 0 (the brokers' Kafka port on
+    ``--kafka-port``'s when it is free), without waiting for any."""
+    started = {}
+    for i in range(args.controllers):
+        state["commands"][f"controller-{i}"] = _controller_command(state, args, i, {})
+        started[f"controller-{i}"] = launch.start(state, f"controller-{i}")
+    for broker_id in range(1, args.brokers + 1):
+        kafka = launch.preferred(args.kafka_port + broker_id - 1) if args.kafka_port else 0
+        state["commands"][f"broker-{broker_id}"] = _broker_command(state, args, broker_id, {"kafka": kafka})
+        started[f"broker-{broker_id}"] = launch.start(state, f"broker-{broker_id}")
+    return started
+
+
+def _record_ports(state: dict, args: argparse.Namespace, started: dict[str, Launched], timeout: float) -> None:
+    """Each process's reported ports: its addresses in the state, and its command rewritten with
+    them (a restart binds the same ports)."""
+    deadline = time.monotonic() + timeout
+    for name, launched in started.items():
+        bound = launch.await_ports(state, launched, max(1.0, deadline - time.monotonic()))
+        if "metrics" in bound:   # unless a --config metrics.port=-1 turned it off
+            state.setdefault("metrics", {})[name] = metrics_http.url("127.0.0.1", bound["metrics"])
+        kind, _, number = name.partition("-")
+        if kind == "controller":
+            state["commands"][name] = _controller_command(state, args, int(number), bound)
+        else:
+            state["commands"][name] = _broker_command(state, args, int(number), bound)
+            state["brokers"][number] = f"127.0.0.1:{bound['kafka']}"
+    tls = _control_plane_tls(state)
+    state["controllers"] = [f"{scheme(tls)}://127.0.0.1:{state['ports'][f'controller-{i}']['api']}"
+                            for i in range(args.controllers)]
+
+
+def _controller_command(state: dict, args: argparse.Namespace, i: int, bound: dict[str, int]) -> list[str]:
+    return _python() + [
+        "odradek.controller", "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
+        "--listen", f"127.0.0.1:{bound.get('api', 0)}", "--id", f"controller-{i}",
+        "--metrics-port", str(bound.get("metrics", 0)),
+        "--default-partitions", str(args.partitions),
+        "--default-replication-factor", str(args.replication_factor),
+        "--leader-imbalance-check-interval-seconds", "10",
+        *sum((["--config", f"{k}={v}"] for k, v in state["cluster_security"].items()), [])]
+
+
+def _broker_command(state: dict, args: argparse.Namespace, broker_id: int, bound: dict[str, int]) -> list[str]:
+    """The broker's command; its internal API stays on port 0 (it registers the bound one)."""
+    name = f"broker-{broker_id}"
+    return _python() + [
+        "odradek.broker", "--id", str(broker_id), "--data-dir", str(Path(state["data_dir"]) / name),
+        "--zookeeper", state["zookeeper"], "--cluster", args.cluster,
+        *_broker_listener(state, bound.get("kafka", 0)), "--config", f"metrics.port={bound.get('metrics', 0)}",
+        *_broker_rack(args.racks, broker_id, args.brokers),
+        *sum((["--config", c] for c in args.config), [])]
+
+
 def _broker_rack(racks: str, broker_id: int, brokers: int) -> list[str]:
     """``--rack`` for one broker: contiguous blocks, so that the sorted ids are *not* already
     alternated by rack (rack-aware placement must do it)."""
@@ -165,29 +181,7 @@ def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
     state["processes"]["zookeeper"] = ProcessRecord(
         "zookeeper", zk.pid, processes.start_time(zk.pid) or 0, str(zk.directory / zookeeper.LOG_NAME)).to_json()
     state["zookeeper"] = zk.connect
-
-
-def _start_process(state: dict, name: str) -> tuple[subprocess.Popen, int]:
-    """Spawn ``name``; its process and where its log stood before it started."""
-    log_path = Path(state["data_dir"]) / "logs" / f"{name}.log"
-    since = log_path.stat().st_size if log_path.exists() else 0
-    proc, rec = processes.spawn(name, state["commands"][name], log_path, group=state.get("groups", {}).get(name))
-    state["processes"][name] = rec.to_json()
-    return proc, since
-
-
-def _broker_failure(proc: subprocess.Popen, log_path: Path, since: int, timeout: float) -> str | None:
-    """None once the broker has opened its logs; why it did not if it exited first."""
-    def settled() -> str | bool:
-        text = _log_since(log_path, since)
-        if BROKER_LOGS_OPEN.search(text):
-            return "open"
-        if proc.poll() is None:
-            return False
-        errors = [line for line in text.splitlines() if " ERROR " in line or " CRITICAL " in line]
-        return f"exited with code {proc.returncode}: {errors[-1] if errors else text.strip()[-500:]}"
-    outcome = wait_until(settled, timeout, f"{log_path.stem} to open its logs", 0.1, retry_on=())
-    return None if outcome == "open" else outcome
+    state.setdefault("ports", {})["zookeeper"] = {"client": zk.port}
 
 
 def _log_since(log_path: Path, since: int) -> str:
@@ -234,26 +228,38 @@ def start(args: argparse.Namespace) -> int:
         print(f"{name} is already running", file=sys.stderr)
         return 1
     if name == "zookeeper":  # the same port: brokers and controllers reconnect to their connect string
-        _start_zookeeper(state, int(state["zookeeper"].rsplit(":", 1)[1]), args.timeout)
-    else:
-        proc, since = _start_process(state, name)
+        try:
+            _start_zookeeper(state, int(state["zookeeper"].rsplit(":", 1)[1]), args.timeout)
+        except zookeeper.ZooKeeperFailed as e:   # its port taken meanwhile, say
+            print(f"zookeeper failed to start: {e}", file=sys.stderr)
+            return 1
+    else:   # its recorded command has its recorded ports: it binds them again or fails saying so
+        launched = launch.start(state, name)
     _save(path, state)
+    if name != "zookeeper":
+        try:   # a broker reports once its logs are open: a full disk stops it before
+            launch.await_ports(state, launched, args.timeout)
+        except StartFailed as e:
+            print(f"{name} failed to start: {e}", file=sys.stderr)
+            return 1
+        _save(path, state)
     if name == "gateway":   # like `dev up`: return once it answers /readyz
         _wait_gateway_ready(state, timeout=60)
-    elif name.startswith("broker-"):  # a broker that cannot start (a full disk) says why and exits
-        failure = _broker_failure(proc, Path(state["processes"][name]["log"]), since, args.timeout)
-        if failure is not None:
-            print(f"{name} failed to start: {failure}", file=sys.stderr)
-            return 1
     print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
 
 
 def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
-    port = free_port(preferred_port)
+    state["commands"]["gateway"] = _gateway_command(state, launch.preferred(preferred_port))
+    port = launch.await_ports(state, launch.start(state, "gateway"), timeout)["http"]
+    state["commands"]["gateway"] = _gateway_command(state, port)
     state["gateway"] = f"http://127.0.0.1:{port}"
     state.setdefault("metrics", {})["gateway"] = state["gateway"] + metrics_http.PATH
-    state["commands"]["gateway"] = _python() + [
+    _wait_gateway_ready(state, timeout)
+
+
+def _gateway_command(state: dict, port: int) -> list[str]:
+    return _python() + [
         "odradek.gateway", "--bootstrap-servers", ",".join(state["brokers"].values()),
         "--host", "127.0.0.1", "--port", str(port),
         # the console's throughput and partition sizes come from the brokers' metrics
@@ -261,8 +267,6 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
                                           for name, url in state.get("metrics", {}).items()
                                           if name.startswith("broker-")),
         *(security.gateway_arguments(state["security"]) if "security" in state else [])]
-    _start_process(state, "gateway")
-    _wait_gateway_ready(state, timeout)
 
 
 def _wait_gateway_ready(state: dict, timeout: float) -> None:
@@ -341,6 +345,8 @@ def _addresses(state: dict) -> dict:
             "brokers": {k: v for k, v in state.get("brokers", {}).items()},
             # process name (broker-1, controller-0, gateway) -> its Prometheus endpoint
             "metrics_url": dict(state.get("metrics", {})),
+            # process name -> the ports it reported binding (``launch``)
+            "ports": dict(state.get("ports", {})),
             "pids": {r.name: r.pid for r in _records(state) if processes.alive(r)}}
 
 

@@ -2,8 +2,13 @@
 
 Owns: writing ``zoo.cfg`` into a directory, launching Debian's ZooKeeper (3.8) with
 ``java ... ZooKeeperServerMain zoo.cfg`` and a log file of its own, waiting until it
-serves (the ``srvr`` four-letter command reports ``Mode:``; ``ruok`` answers too early),
-and stopping it by PID (SIGTERM, then SIGKILL after a deadline).
+serves (the process itself listens on its port and ``srvr`` reports ``Mode:``; ``ruok``
+answers too early), and stopping it by PID (SIGTERM, then SIGKILL after a deadline).
+
+Its port: ZooKeeper cannot bind port 0 and say which it got, so port 0 means "try candidate
+ports" (``candidate_port``: below the kernel's ephemeral range) and launch again on another
+when the JVM exits with ``Address already in use``; a port given explicitly (a restart) that is
+taken fails at once (``PortTaken``).
 
 Two ways to use it:
 - ``ZooKeeperServer(directory)``: owns the process (``start()`` / ``stop()``, or ``with``).
@@ -24,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.dev.processes import candidate_port, listening_ports
 from odradek.dev.waiting import wait_until
 
 JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
@@ -31,6 +37,8 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 LOG_NAME = "zookeeper.log"
 CONFIG_NAME = "zoo.cfg"
 PID_NAME = "zookeeper.pid"
+_ATTEMPTS = 5         # candidate ports tried before giving up
+PORT_TAKEN = "Address already in use"   # Java's BindException, in the log before the JVM exits 1
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -41,6 +49,10 @@ class ZooKeeperFailed(RuntimeError):
     """The server exited or did not serve before the deadline; the message has its log tail."""
 
 
+class PortTaken(ZooKeeperFailed):
+    """The server exited because another process holds its port."""
+
+
 def check_installed() -> None:
     missing = [j for j in JARS if not os.path.exists(j)]
     if missing or not _which("java"):
@@ -48,12 +60,6 @@ def check_installed() -> None:
         raise ZooKeeperNotInstalled(
             f"ZooKeeper for development needs {what}: run scripts/bootstrap.sh "
             "(it installs Debian's zookeeper package, which brings a JRE and slf4j)")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def write_config(directory: str | os.PathLike, port: int) -> Path:
@@ -110,11 +116,14 @@ def _launch(directory: Path, port: int) -> subprocess.Popen:
         log.close()
 
 
-def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float) -> None:
+def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float, since: int) -> None:
+    """Until this very process listens on ``port`` and answers ``srvr`` (another server that holds
+    the port would answer too); ``PortTaken`` as soon as it exits for want of the port."""
     def up() -> bool:
         if proc.poll() is not None:
-            raise ZooKeeperFailed(f"ZooKeeper exited with {proc.returncode}:\n{_log_tail(directory)}")
-        return serving(port)
+            kind = PortTaken if PORT_TAKEN in _log_since(directory, since) else ZooKeeperFailed
+            raise kind(f"ZooKeeper exited with {proc.returncode} (port {port}):\n{_log_tail(directory)}")
+        return port in listening_ports(proc.pid) and serving(port)
     try:
         wait_until(up, timeout, f"ZooKeeper to serve on port {port}", retry_on=())
     except TimeoutError:
@@ -125,16 +134,18 @@ def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: f
 
 
 def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[subprocess.Popen, int]:
-    """Launch and wait; with port 0 pick free ports, retrying if one is taken meanwhile."""
+    """Launch and wait; with port 0 try candidate ports until one is not taken. A given port
+    (a restart: clients know it) that is taken fails at once, saying so."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    attempts = 3 if port == 0 else 1
+    attempts = _ATTEMPTS if port == 0 else 1
     for attempt in range(attempts):
-        chosen = port or free_port()
+        chosen = port or candidate_port()
+        since = _log_size(d)
         proc = _launch(d, chosen)
         try:
-            _wait_serving(proc, d, chosen, timeout)
-        except ZooKeeperFailed:
+            _wait_serving(proc, d, chosen, timeout, since)
+        except PortTaken:
             if attempt == attempts - 1:
                 raise
             continue
@@ -259,3 +270,19 @@ def _log_tail(directory: Path, lines: int = 30) -> str:
         return "\n".join((directory / LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def _log_size(directory: Path) -> int:
+    try:
+        return (directory / LOG_NAME).stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(directory: Path, since: int) -> str:
+    try:
+        with open(directory / LOG_NAME, "rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

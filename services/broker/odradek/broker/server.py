@@ -33,6 +33,7 @@ import time
 from aiohttp import web
 
 from odradek import metrics_http
+from odradek.ports import report as report_ports
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_changes import ConfigChangeListener
 from odradek.broker.context import BrokerContext
@@ -113,6 +114,7 @@ class Broker:
         runner, (_, self.internal_port) = await serve(self._internal_app(), cfg.internal_host, cfg.internal_port,
                                                       self.control_plane_tls, f"broker {cfg.broker_id} internal API")
         metrics = await self._serve_metrics()
+        report_ports(kafka=self.kafka_port, internal=self.internal_port, metrics=self.metrics_port)
         info = BrokerInfo(cfg.broker_id, endpoints[0][1], endpoints[0][2],
                           f"{scheme(self.control_plane_tls)}://{cfg.internal_advertised_host or cfg.internal_host}:"
                           f"{cfg.internal_advertised_port or self.internal_port}", cfg.rack,

@@ -16,6 +16,7 @@ import signal
 import socket
 
 from odradek import logs, metrics_http
+from odradek.ports import report as report_ports
 from odradek.cluster import zk_session
 from odradek.cluster.control_plane_http import serve as serve_http
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
@@ -120,11 +121,12 @@ async def serve(args: argparse.Namespace) -> int:
     url = args.advertised_url or f"{scheme(args.tls)}://{_url_host(bound[0])}:{bound[1]}"
     controller.settings = dataclasses.replace(settings, url=url)
     log.info("controller %s serving the internal API on %s", args.id, url)
-    metrics = None
+    metrics = bound_port = None
     if args.metrics_port >= 0:
         metrics, bound_port = await metrics_http.serve(metrics_http.registry(ControllerCollector(controller)),
                                                        host, args.metrics_port)
         log.info("controller %s serving Prometheus metrics on %s", args.id, metrics_http.url(host, bound_port))
+    report_ports(api=bound[1], metrics=bound_port)
 
     loop_task = asyncio.create_task(controller.run(), name="controller-loop")
     stopper = asyncio.create_task(stop.wait())
