@@ -30,8 +30,9 @@ from bench.scale import load
 from bench.side_by_side import cpu_seconds, memory_mb
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
+from odradek.protocol.api_keys import ApiKey
 
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 CLIENT_ID = b"idle-bench"
 BATCH = 250  # connections opened (and their requests sent) before their answers are read
 

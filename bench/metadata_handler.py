@@ -22,6 +22,7 @@ from kio.static.constants import EntityType
 from odradek.broker.handlers import metadata
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, encode_response, make
 
 
@@ -56,14 +57,14 @@ def snapshot(partitions: int) -> ClusterMetadata:
 
 
 async def per_request_ms(ctx, version: int, runs: int) -> float:
-    s = Schemas(3, version, EntityType.request)
+    s = Schemas(ApiKey.METADATA, version, EntityType.request)
     request = make(s.MetadataRequest, topics=None, allow_auto_topic_creation=False,
                    include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
-    header = SimpleNamespace(api_version=version, api_key=3)
-    encode_response(3, version, 1, await metadata.metadata(ctx, header, request))
+    header = SimpleNamespace(api_version=version, api_key=ApiKey.METADATA)
+    encode_response(ApiKey.METADATA, version, 1, await metadata.metadata(ctx, header, request))
     started = time.perf_counter()
     for _ in range(runs):
-        encode_response(3, version, 1, await metadata.metadata(ctx, header, request))
+        encode_response(ApiKey.METADATA, version, 1, await metadata.metadata(ctx, header, request))
     return 1000 * (time.perf_counter() - started) / runs
 
 

@@ -78,7 +78,8 @@ def consume(bootstrap: str, topic: str, total: int, conf: dict) -> float:
 
 def handshakes_per_s(address: str, ca_file: str, count: int) -> float:
     """New TLS + SCRAM-SHA-512 connections per second, CONCURRENCY at a time."""
-    from odradek.broker.replication.client import ClientSecurity, KafkaClient
+    from odradek.broker.replication.client import KafkaClient
+    from odradek.broker.replication.connector import ClientSecurity
     host, port = address.rsplit(":", 1)
     security = ClientSecurity("SECURE", ssl.create_default_context(cafile=ca_file), "SCRAM-SHA-512", USER, PASSWORD)
 

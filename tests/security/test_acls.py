@@ -22,7 +22,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from kazoo.client import KazooClient
 from kio.static.constants import EntityType
 
-from odradek.broker.replication.client import ClientSecurity, KafkaClient
+from odradek.broker.replication.client import KafkaClient
+from odradek.broker.replication.connector import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, make
 from tests.security.conftest import PLAIN_USERS, Secured

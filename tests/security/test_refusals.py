@@ -12,7 +12,8 @@ import time
 import pytest
 from kio.static.constants import EntityType
 
-from odradek.broker.replication.client import ClientSecurity, KafkaClient
+from odradek.broker.replication.client import KafkaClient
+from odradek.broker.replication.connector import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import Schemas, make
 from tests.security.conftest import Secured

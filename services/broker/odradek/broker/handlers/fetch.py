@@ -39,7 +39,7 @@ import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
-from odradek.broker.quotas.entities import CONSUMER_BYTE_RATE
+from odradek.config.quotas import CONSUMER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes, record_request_time, unrecord_bytes
 from odradek.broker.replication.read import FetchParams, FetchResult, IsolationLevel
 from odradek.broker.security.acl import Operation, ResourceType

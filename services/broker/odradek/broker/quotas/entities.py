@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from odradek.cluster.zk_data import DEFAULT
-from odradek.config.quotas import CONSUMER_BYTE_RATE, USER_CLIENT_QUOTAS  # noqa: F401 - the Fetch handler's import
+from odradek.config.quotas import USER_CLIENT_QUOTAS
 
 ENFORCED = tuple(USER_CLIENT_QUOTAS)   # the keys resolved here (the ip one is the connection rates')
 

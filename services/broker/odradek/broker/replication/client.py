@@ -19,8 +19,6 @@ from typing import Any, Protocol
 from odradek.broker.replication.connector import ClientSecurity, Streams
 from odradek.broker.replication.wire import exchange
 
-__all__ = ["ClientSecurity", "Connector", "KafkaClient"]  # ClientSecurity: security/broker_security.py imports it here
-
 
 class Connector(Protocol):
     """Opens a connection ready for requests (TLS and SASL done), or raises ConnectionError."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ssl
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.replication.client import ClientSecurity
+from odradek.broker.replication.connector import ClientSecurity
 from odradek.broker.security.gate import ConnectionGate, ListenerConnection
 from odradek.broker.security.listeners import (Listener, client_context, inter_broker_listener, listeners_of,
                                                parse_mapping_rules, server_context)
