@@ -10,7 +10,10 @@ etcd + kube-apiserver (+ kube-controller-manager when built), no kubelet, so no 
 - Binaries: ``scripts/k8s/build.sh`` (built once from the Go module proxy, cached in
   ``.cache/k8s/``); etcd from PATH (Debian's etcd-server 3.4.23; it has no
   ``--unsafe-no-fsync``, so its data directory goes to /dev/shm when there is one).
-- kube-apiserver: 127.0.0.1 on free ports, self-signed serving certificate (``--cert-dir``),
+- Ports: etcd and kube-apiserver cannot bind port 0 and report, so each gets a candidate port
+  below the ephemeral range (``odradek.dev.processes.candidate_port``) and is started again on
+  another when it exits with "address already in use"; kube-controller-manager serves no port.
+- kube-apiserver: 127.0.0.1, self-signed serving certificate (``--cert-dir``),
   a static token for an admin in ``system:masters`` (``--token-auth-file``), RBAC, a
   generated RSA service-account key (issuer ``https://kubernetes.default.svc``). The
   ServiceAccount admission plugin is off (no token controller without a controller manager).
@@ -36,6 +39,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +48,11 @@ DEFAULT_DIR = ROOT / ".cache" / "k8s" / "run"
 KCM_CONTROLLERS = "garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,endpointslice-controller,persistentvolume-expander-controller"
 
 
+PORT_ATTEMPTS = 5
+
+
 def free_port() -> int:
+    """A port free now (the e2e node's processes, in the node's own network namespace)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -89,14 +97,24 @@ class ControlPlane:
     def start(self, timeout: float = 90.0) -> "ControlPlane":
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._start_etcd()
-            self._start_apiserver(timeout)
+            self._on_free_ports(self._start_etcd)
+            self._on_free_ports(lambda: self._start_apiserver(timeout))
             if self.kcm_bin:
                 self._start_kcm()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _on_free_ports(self, start) -> None:
+        """``start()``, again (on other candidate ports) while its process exits because a port was taken."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return start()
+            except RuntimeError as e:
+                if "address already in use" not in str(e) or attempt == PORT_ATTEMPTS:
+                    raise
+                print(f"control plane: a port was taken ({str(e).splitlines()[0]}); trying others", file=sys.stderr)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.dir / f"{name}.log", "ab")
@@ -110,7 +128,7 @@ class ControlPlane:
         shm = Path("/dev/shm")
         base = Path(os.environ.get("ODRADEK_ETCD_DIR", shm if shm.is_dir() and os.access(shm, os.W_OK) else self.dir))
         self.etcd_data = base / f"odradek-etcd-{os.getpid()}-{secrets.token_hex(4)}"
-        client, peer = free_port(), free_port()
+        client, peer = candidate_port(), candidate_port()
         self.etcd_url = f"http://{self.address}:{client}"
         self._spawn("etcd", [shutil.which("etcd") or "etcd", "--name", "default", "--data-dir", str(self.etcd_data),
                              "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
@@ -129,7 +147,7 @@ class ControlPlane:
             subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
         tokens = self.dir / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin,"system:masters"\n')
-        self.port = free_port()
+        self.port = candidate_port()
         node_args = ["--kubelet-preferred-address-types", "InternalIP"] if self.with_nodes \
             else ["--disable-admission-plugins", "ServiceAccount"]
         self._spawn("kube-apiserver", [
@@ -150,7 +168,7 @@ class ControlPlane:
             if self.with_nodes else ["--controllers", KCM_CONTROLLERS]
         self._spawn("kube-controller-manager", [
             str(self.kcm_bin), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
-            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--bind-address", "127.0.0.1", "--secure-port", "0",  # nothing reads its health: no port
             *controllers, "--concurrent-gc-syncs", "5",
             "--service-account-private-key-file", str(self.dir / "sa.key"), "--v=1"])
         time.sleep(0.5)
