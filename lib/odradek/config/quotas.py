@@ -9,7 +9,7 @@ controller accepts for a user and what the operator maps its spec fields to.
 
 from __future__ import annotations
 
-from odradek.config.keys import INT_MAX, LONG_MAX, POSITIVE as RATE, ConfigKey, integer, registry
+from odradek.config.keys import INT_MAX, LONG_MAX, ConfigKey, POSITIVE, integer, registry
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -22,9 +22,9 @@ USER_CLIENT_QUOTAS: dict[str, ConfigKey] = registry(
               "bytes/s a user or client id may produce on one broker (throttled above)"),
     ConfigKey(CONSUMER_BYTE_RATE, integer(1, LONG_MAX), str(LONG_MAX),
               "bytes/s a user or client id may fetch from one broker (throttled above)"),
-    ConfigKey(REQUEST_PERCENTAGE, RATE, str(float(INT_MAX)),
+    ConfigKey(REQUEST_PERCENTAGE, POSITIVE, str(float(INT_MAX)),
               "percentage of one I/O thread's time a user or client id may use per quota window"),
-    ConfigKey(CONTROLLER_MUTATION_RATE, RATE, str(float(INT_MAX)),
+    ConfigKey(CONTROLLER_MUTATION_RATE, POSITIVE, str(float(INT_MAX)),
               "partitions/s a user or client id may create or delete (THROTTLING_QUOTA_EXCEEDED above)"),
 )
 IP_QUOTAS: dict[str, ConfigKey] = registry(
