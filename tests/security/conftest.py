@@ -79,3 +79,15 @@ def secured(tmp_path_factory) -> Secured:
                       listener_endpoints(data_dir, 3))
     finally:
         stop_cluster(cluster)
+
+
+@pytest.fixture(scope="package")
+def dev_secured(tmp_path_factory) -> Cluster:
+    """``odradek dev up --security sasl_ssl`` with its gateway: RF 3, min.insync.replicas 2, shared by
+    test_dev_secured.py and the hostile-tenant modules (test_hostile_*.py)."""
+    c = start_cluster(tmp_path_factory.mktemp("dev-secured"), brokers=3, replication_factor=3,
+                      min_insync_replicas=2, gateway=True, extra=("--security", "sasl_ssl"))
+    try:
+        yield c
+    finally:
+        stop_cluster(c)

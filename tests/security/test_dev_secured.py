@@ -28,21 +28,16 @@ from kazoo.exceptions import NoAuthError
 
 from odradek.cluster import paths
 from odradek.dev.access import KafkaAccess
-from odradek.dev.harness import Cluster, start_cluster, stop_cluster
+from odradek.dev.harness import Cluster
 from odradek.verify import Config, run
 from tests.support.kafka_tools import TOPIC_COMMAND, Endpoint, require_kafka
 
 KILLS = 3
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    c = start_cluster(tmp_path_factory.mktemp("dev-secured"), brokers=3, replication_factor=3,
-                      min_insync_replicas=2, gateway=True, extra=("--security", "sasl_ssl"))
-    try:
-        yield c
-    finally:
-        stop_cluster(c)
+@pytest.fixture
+def cluster(dev_secured) -> Cluster:
+    return dev_secured
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess:
