@@ -76,7 +76,8 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert c["resources"] == {"requests": {"cpu": "1"}}
     assert [(m["name"], m["mountPath"]) for m in c["volumeMounts"]] == [
         ("data", builders.DATA_DIR), ("cluster-ca", "/etc/odradek/certs/cluster-ca"),
-        ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper")]
+        ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper"),
+        ("writable-tmp", "/tmp")]
     # ready when its control-plane API answers the pod's own certificate (the kubelet has none)
     assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
     assert sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
@@ -92,7 +93,7 @@ def test_ephemeral_storage_uses_empty_dir_and_delete_claim_deletes():
     assert "volumeClaimTemplates" not in sts["spec"]
     assert sts["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
     assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
-        "data", "cluster-ca", "broker-certs", "zookeeper-digest"]
+        "data", "cluster-ca", "broker-certs", "zookeeper-digest", "writable-tmp"]
     sts = by_kind(planned("c", NS, {"brokers": {"storage": {"deleteClaim": True}}}),
                   "StatefulSet", "c-brokers")
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
@@ -173,7 +174,7 @@ def test_gateway_only_when_replicas_positive():
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
     _, open_dep = gateway({"gateway": {"replicas": 1}})
     assert "--auth-file" not in container(open_dep)["args"]
-    assert [v["name"] for v in open_dep["spec"]["template"]["spec"]["volumes"]] == ["cluster-ca", "gateway-certs"]
+    assert [v["name"] for v in open_dep["spec"]["template"]["spec"]["volumes"]] == ["cluster-ca", "gateway-certs", "writable-tmp"]
 
 
 def test_pod_template_overrides_and_rack_spread():
@@ -207,7 +208,8 @@ def test_rack_init_container_reads_the_node_label_for_the_broker():
     assert init["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert option(broker["args"], "--rack-file") == option(init["args"], "--output")
     assert {"name": "rack", "mountPath": "/etc/odradek/rack", "readOnly": True} in broker["volumeMounts"]
-    assert {v["name"] for v in pod["volumes"]} == {"rack", "data", "cluster-ca", "broker-certs", "zookeeper-digest"}
+    assert {v["name"] for v in pod["volumes"]} == {"rack", "data", "cluster-ca", "broker-certs", "zookeeper-digest",
+                                               "writable-tmp"}
     # The brokers read their Node as their own ServiceAccount, bound to the nodes-get role only.
     assert pod["serviceAccountName"] == by_kind(children, "ServiceAccount", "c-brokers")["metadata"]["name"]
     binding = builders.build_rack_binding("c", NS, "odk-broker-rack")

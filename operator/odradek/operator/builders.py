@@ -33,6 +33,7 @@ import shlex
 from typing import Any, Mapping
 
 from odradek.operator import listeners as listener_specs
+from odradek.operator import pod_security
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -171,8 +172,8 @@ def _config_env(cluster: str) -> list[dict]:
 
 def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dict,
                   annotations: Mapping[str, str] | None = None) -> dict:
-    """A pod template with ``spec.template.pod`` overrides merged in (labels, annotations,
-    scheduling fields, security context, image pull secrets)."""
+    """A pod template, hardened (``pod_security``), with ``spec.template.pod`` overrides merged
+    in (labels, annotations, scheduling fields, security context, image pull secrets)."""
     override = spec.pod_template
     meta_o = override.get("metadata") or {}
     meta = {"labels": {**(meta_o.get("labels") or {}), **labels(cluster, component)},
@@ -180,6 +181,7 @@ def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dic
     if not meta["annotations"]:
         del meta["annotations"]
     pod = copy.deepcopy(pod_spec)
+    pod_security.harden(pod, component)
     for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "securityContext",
                 "imagePullSecrets", "topologySpreadConstraints", "serviceAccountName"):
         if key in override:

@@ -10,7 +10,8 @@ Two stages, because the API server allocates what the second needs:
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
    the brokers advertise), the security plan (``principals.security_plan``) and every child
    manifest as it is applied (``builders.build_children``), the live StatefulSets' claim
-   templates kept (``keep_immutable``).
+   templates kept (``keep_immutable``), then the NetworkPolicies (``network_policies``) and
+   the names of those an earlier spec had that are to be deleted.
 
 No I/O here (certificate keys and the digest password are generated, not read): the unit tests
 call these on built ``Observed`` values and assert on exactly what is applied.
@@ -23,7 +24,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, listeners, principals
+from odradek.operator import builders, certs, listeners, network_policies, principals
 from odradek.operator.rolling import ScaleDecision
 from odradek.operator.security import SecurityPlan
 from odradek.operator.spec import ClusterSpec
@@ -58,6 +59,7 @@ class ClusterPlan:
     security: SecurityPlan
     external: Addresses
     children: tuple[dict, ...]
+    stale_policies: tuple[str, ...] = ()   # NetworkPolicies to delete (turned off, component gone)
 
 
 def keep_immutable(desired: dict, existing: Mapping[str, Any] | None) -> dict:
@@ -112,4 +114,5 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
     children = [keep_immutable(child, observed.statefulsets.get(child["metadata"]["name"]))
                 if child["kind"] == "StatefulSet" else child
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]
-    return ClusterPlan(security, external, tuple(children))
+    children += network_policies.build_network_policies(name, namespace, spec)
+    return ClusterPlan(security, external, tuple(children), tuple(network_policies.unwanted(name, spec)))

@@ -30,6 +30,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("apps/v1", "StatefulSet"): ("statefulsets", True),
     ("apps/v1", "Deployment"): ("deployments", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("discovery.k8s.io/v1", "EndpointSlice"): ("endpointslices", True),
     ("odradek.dev/v1alpha1", "OdradekCluster"): ("odradekclusters", True),
     ("odradek.dev/v1alpha1", "OdradekTopic"): ("odradektopics", True),

@@ -15,7 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import admin, builders, certs, cluster_plan, listeners, principals, rolling, topics, validation
+from odradek.operator import (admin, builders, certs, cluster_plan, listeners, network_policies, principals, rolling,
+                              topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
@@ -96,6 +97,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     live_services = _apply(kube, adopt, first.services)
     plan = cluster_plan.plan_children(name, namespace, spec, observed, first.certificates.versions, live_services)
     _apply(kube, adopt, plan.children)
+    for stale in plan.stale_policies:
+        kube.delete(network_policies.API_VERSION, "NetworkPolicy", namespace, stale)
     applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
     sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
     resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)

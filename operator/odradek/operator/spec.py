@@ -128,6 +128,7 @@ class ClusterSpec:
     cluster_ca: CaSettings = CaSettings()
     clients_ca: CaSettings = CaSettings()
     rack_topology_key: str | None = None
+    network_policies: bool = True      # ``networkPolicies``: the NetworkPolicies of network_policies.py
     pod_template: Mapping[str, Any] = field(default_factory=dict)   # ``template.pod``, merged into every pod
     # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
     # the brokers' config hash in the form existing clusters hashed them.

@@ -66,6 +66,7 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
         zookeeper=_zookeeper(spec.get("zookeeper") or {}),
         cluster_ca=ca_settings(spec, "clusterCa"), clients_ca=ca_settings(spec, "clientsCa"),
         rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
+        network_policies=bool(spec.get("networkPolicies", model.ClusterSpec.network_policies)),
         pod_template=(spec.get("template") or {}).get("pod") or {},
         source={key: spec[key] for key in ("listeners", "authorization", "rack", "template") if key in spec})
 
