@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from odradek.operator import cluster_plan, network_policies
+from odradek.operator import cluster_plan, network_policies, reconcile
 from odradek.operator.rolling import ScaleDecision
 from tests.operator.plans import VERSIONS, children as planned, cluster_spec
 
@@ -119,3 +119,23 @@ def test_policies_off_or_components_gone_are_planned_for_deletion():
     off = plan({"networkPolicies": False, "gateway": {"replicas": 1}})
     assert not policies(off.children)
     assert set(off.stale_policies) == {f"c-network-policy-{c}" for c in network_policies.COMPONENTS}
+
+
+def test_topic_cleanup_without_namespace_reads_falls_back_to_its_cluster():
+    """Namespaced RBAC (the chart's watchNamespaces) forbids reading Namespaces: the cleanup of a
+    deleted topic then goes by its cluster alone."""
+    class Forbidden(Exception):
+        def __init__(self, status):
+            super().__init__(status)
+            self.status = status
+
+    class Kube:
+        ApiException = Forbidden
+
+        def get(self, api_version, kind, namespace, name):
+            if kind == "Namespace":
+                raise Forbidden(403)
+            return None     # the cluster is gone
+
+    cluster, why = reconcile.cluster_for_cleanup(Kube(), "apps", {"name": "t"}, {"cluster": "c"})
+    assert cluster is None and "does not exist" in why

@@ -357,13 +357,25 @@ def cluster_for_cleanup(kube: Kube, namespace: str, meta: Mapping[str, Any],
     """The cluster a deleted resource is cleaned up in, or (None, why) when its finalizer must be
     released at once instead: the namespace is terminating (the controller's pods go with it),
     the cluster is gone or being deleted, or the resource never named one."""
-    ns = kube.get("v1", "Namespace", None, namespace)
-    if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
+    if _terminating(kube, namespace):
         return None, f"namespace {namespace} is terminating"
     try:
         return topic_cluster(kube, namespace, meta, spec), ""
     except (ClusterMissing, validation.SpecError) as e:
         return None, str(e)
+
+
+def _terminating(kube: Kube, namespace: str) -> bool:
+    """Whether ``namespace`` is being deleted. Under namespaced RBAC (the chart's
+    ``watchNamespaces``) Namespaces are not readable: then not known here, and the cluster's own
+    deletion (the namespace's deletes it too) releases the resource instead."""
+    try:
+        ns = kube.get("v1", "Namespace", None, namespace)
+    except kube.ApiException as e:
+        if e.status != 403:
+            raise
+        return False
+    return ns is not None and (ns.get("status") or {}).get("phase") == "Terminating"
 
 
 def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
