@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from odradek.operator import cluster_plan, network_policies, reconcile
+from odradek.operator import certs, cluster_plan, metrics, network_policies, reconcile
 from odradek.operator.rolling import ScaleDecision
 from tests.operator.plans import VERSIONS, children as planned, cluster_spec
 
@@ -139,3 +139,28 @@ def test_topic_cleanup_without_namespace_reads_falls_back_to_its_cluster():
 
     cluster, why = reconcile.cluster_for_cleanup(Kube(), "apps", {"name": "t"}, {"cluster": "c"})
     assert cluster is None and "does not exist" in why
+
+
+def test_certificate_expiry_metric_names_every_certificate_until_the_cluster_goes_stale():
+    spec = cluster_spec({})
+    now = datetime.datetime.now(datetime.timezone.utc)
+    plan_ = certs.plan_certificates("c", NS, spec, {}, 2, now=now)
+    expiry = certs.expiry_times({s["metadata"]["name"]: certs.decode(s) for s in plan_.secrets})
+    assert set(expiry) == {("c-cluster-ca-cert", "ca.crt"), ("c-clients-ca-cert", "ca.crt"),
+                           ("c-broker-certs", "c-brokers-0.crt"), ("c-broker-certs", "c-brokers-1.crt"),
+                           ("c-controller-certs", "controller.crt"), ("c-gateway-certs", "gateway.crt"),
+                           ("c-operator-certs", "operator.crt")}
+    year = (now + spec.cluster_ca.validity).timestamp()
+    assert all(abs(when - year) < 3600 for when in expiry.values())
+    clock = [100.0]
+    gauge = metrics.CertificateExpiry(lambda: clock[0])
+    gauge.record(NS, "c", expiry)
+
+    def samples():
+        return {(s.labels["cluster"], s.labels["secret"], s.labels["key"]): s.value
+                for family in gauge.collect() for s in family.samples}
+
+    assert samples()[("c", "c-broker-certs", "c-brokers-1.crt")] == expiry[("c-broker-certs", "c-brokers-1.crt")]
+    assert {s.labels["resource_namespace"] for f in gauge.collect() for s in f.samples} == {NS}
+    clock[0] += metrics.CertificateExpiry.STALE_S + 1    # no status refresh since: deleted or unwatched
+    assert samples() == {}

@@ -30,7 +30,8 @@ brokers with the rolling logic (``rolling.py``) and the Deployments by their own
 The interface for the listeners (``listeners.py``), users (``users.py``) and the pod builders:
 ``pod_tls_volumes``, ``broker_ssl_config``, ``control_plane_config``, ``gateway_kafka_args``,
 ``principal``, ``user_certificate`` (a tls OdradekUser's certificate from the clients CA),
-``read_ca``; ``expiring`` is the status timer's check of what time alone makes due.
+``read_ca``; ``expiring`` is the status timer's check of what time alone makes due, and
+``expiry_times`` what it exports (``odradek_certificate_expiry_timestamp_seconds``).
 ``plan_certificates`` is pure (validates everything before anything is written: no partial
 change on bad input) over the Secrets ``read_existing`` reads; the reconcile applies the plan.
 """
@@ -341,6 +342,14 @@ def expiring(cluster: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str
                     if key.endswith(".crt") and key != BUNDLE_KEY and _due(not_after(data), cap, settings[which], now):
                         out.append(f"{n[component]}/{key}")
     return out
+
+
+def expiry_times(existing: Mapping[str, Mapping[str, bytes]]) -> dict[tuple[str, str], float]:
+    """(Secret, key) -> when that certificate expires (its notAfter, Unix time): the CAs' and
+    the processes' certificates in ``existing`` (``read_existing``), for the expiry metric
+    (``metrics.CERTIFICATES``) and its alert. ``ValueError`` for a key that is no certificate."""
+    return {(name, key): not_after(pem).timestamp() for name, data in sorted(existing.items())
+            for key, pem in sorted(data.items()) if key.endswith(".crt") and key != BUNDLE_KEY}
 
 
 # -- with the API server ---------------------------------------------------------------------

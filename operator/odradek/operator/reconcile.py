@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import (admin, builders, certs, cluster_plan, listeners, network_policies, principals, rolling,
-                              topics, validation)
+from odradek.operator import (admin, builders, certs, cluster_plan, listeners, metrics, network_policies, principals,
+                              rolling, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
@@ -201,9 +201,12 @@ def listener_status(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
 
 def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
     """The certificates the cluster's next reconcile would renew because of time alone (for the
-    status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None."""
+    status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None.
+    Each run also exports when every certificate expires (``metrics.CERTIFICATES``)."""
+    existing = certs.read_existing(kube, name, namespace)
     try:
-        due = certs.expiring(name, spec, certs.read_existing(kube, name, namespace))
+        metrics.CERTIFICATES.record(namespace, name, certs.expiry_times(existing))
+        due = certs.expiring(name, spec, existing)
     except ValueError:   # an unusable user-supplied CA: the reconcile reports it
         return None
     return ", ".join(due) or None
