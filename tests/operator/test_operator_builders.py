@@ -159,22 +159,29 @@ def test_gateway_only_when_replicas_positive():
     svc, dep = gateway({"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
                                                             "authSecret": "gw-auth"}})
     assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["sessionAffinity"] == "ClientIP"    # a client's consumer instances live in one replica
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["volumes"][0] == {"name": "auth", "secret": {"secretName": "gw-auth"}}
     gw = container(dep)
     assert option(gw["args"], "--bootstrap-servers") == "c-bootstrap.data.svc:9092"
     assert (option(gw["args"], "--host"), option(gw["args"], "--port")) == ("0.0.0.0", "8000")
-    # Per-replica URL from the downward API (consumer instances live in one replica).
-    assert option(gw["args"], "--advertised-url") == "http://$(POD_IP):8000"
+    # Its Service's URL, over HTTPS with its certificate from the cluster CA.
+    assert option(gw["args"], "--advertised-url") == "https://c-gateway.data.svc:8000"
+    assert option(gw["args"], "--ssl-certfile") == "/etc/odradek/certs/gateway/gateway.crt"
+    assert option(gw["args"], "--ssl-keyfile") == "/etc/odradek/certs/gateway/gateway.key"
     assert option(gw["args"], "--broker-metrics-urls") == "http://{host}:9404/metrics"
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in gw["env"]
-    assert gw["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert gw["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert gw["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8000, "scheme": "HTTPS"}
+    assert gw["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8000, "scheme": "HTTPS"}
     mount = gw["volumeMounts"][0]
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
-    _, open_dep = gateway({"gateway": {"replicas": 1}})
-    assert "--auth-file" not in container(open_dep)["args"]
-    assert [v["name"] for v in open_dep["spec"]["template"]["spec"]["volumes"]] == ["cluster-ca", "gateway-certs", "writable-tmp"]
+    assert {"name": "ODRADEK_GATEWAY_REQUIRE_AUTH", "value": "true"} in gw["env"]
+    # without authSecret: the tokens the operator generates, never an open gateway
+    _, own_dep = gateway({"gateway": {"replicas": 1}})
+    assert option(container(own_dep)["args"], "--auth-file") == "/etc/odradek/gateway-auth/credentials"
+    assert [v["name"] for v in own_dep["spec"]["template"]["spec"]["volumes"]] == [
+        "auth", "cluster-ca", "gateway-certs", "writable-tmp"]
+    assert own_dep["spec"]["template"]["spec"]["volumes"][0]["secret"] == {"secretName": "c-gateway-tokens"}
 
 
 def test_pod_template_overrides_and_rack_spread():
@@ -292,9 +299,10 @@ def test_controller_candidates_from_endpoint_slices():
 def test_gateway_arguments_parse_with_the_gateways_own_cli():
     from odradek.gateway.settings import from_args
     _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
-    args = [a.replace("$(POD_IP)", "10.0.0.5") for a in container(dep)["args"]]
+    args = container(dep)["args"]
     assert args[0] == "gateway"
     settings, _ = from_args(args[1:])
-    assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "http://10.0.0.5:8000")
+    assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "https://c-gateway.data.svc:8000")
+    assert settings.scheme == "https"
     assert settings.auth_file == "/etc/odradek/gateway-auth/credentials"
     assert settings.bootstrap_servers == "c-bootstrap.data.svc:9092"

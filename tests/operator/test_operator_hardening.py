@@ -3,8 +3,11 @@ of every pod and container (``pod_security``) and the NetworkPolicies (``network
 
 from __future__ import annotations
 
+import base64
 import datetime
+import json
 
+from odradek.certs import alt_names
 from odradek.operator import certs, cluster_plan, metrics, network_policies, reconcile
 from odradek.operator.rolling import ScaleDecision
 from tests.operator.plans import VERSIONS, children as planned, cluster_spec
@@ -164,3 +167,39 @@ def test_certificate_expiry_metric_names_every_certificate_until_the_cluster_goe
     assert {s.labels["resource_namespace"] for f in gauge.collect() for s in f.samples} == {NS}
     clock[0] += metrics.CertificateExpiry.STALE_S + 1    # no status refresh since: deleted or unwatched
     assert samples() == {}
+
+
+def prerequisites(raw, **observed):
+    spec = cluster_spec(raw)
+    return cluster_plan.plan_prerequisites("c", NS, spec, cluster_plan.Observed(
+        ScaleDecision(spec.brokers.replicas, True, ""), **observed))
+
+
+def secret(prereqs, name):
+    return next((s for s in prereqs.secrets if s["metadata"]["name"] == name), None)
+
+
+def test_a_gateway_without_auth_secret_gets_generated_tokens_kept_across_reconciles():
+    first = secret(prerequisites({"gateway": {"replicas": 1}}), "c-gateway-tokens")
+    tokens = json.loads(base64.b64decode(first["data"]["credentials"]))["tokens"]
+    assert [(t["name"], t["admin"], len(t["token"]) >= 32) for t in tokens] == [("admin", True, True)]
+    again = secret(prerequisites({"gateway": {"replicas": 1}}, gateway_tokens=first), "c-gateway-tokens")
+    assert again["data"] == first["data"]
+    assert secret(prerequisites({"gateway": {"replicas": 1, "authSecret": "mine"}}), "c-gateway-tokens") is None
+    assert secret(prerequisites({}), "c-gateway-tokens") is None
+
+
+def test_a_node_port_gateway_certificate_names_the_nodes_it_ran_on():
+    raw = {"gateway": {"replicas": 1, "serviceType": "NodePort"}}
+    first = prerequisites(raw, gateway_host_ips=("10.0.0.7",))
+    gateway = certs.decode(secret(first, "c-gateway-certs"))
+    assert "10.0.0.7" in alt_names(gateway["gateway.crt"])
+    assert "c-gateway.data.svc" in alt_names(gateway["gateway.crt"])
+    existing = {s["metadata"]["name"]: certs.decode(s) for s in first.certificates.secrets}
+    moved = prerequisites(raw, gateway_host_ips=("10.0.0.8",), certificates=existing)
+    assert {"10.0.0.7", "10.0.0.8"} <= set(alt_names(certs.decode(secret(moved, "c-gateway-certs"))["gateway.crt"]))
+    same = prerequisites(raw, gateway_host_ips=("10.0.0.7",), certificates=existing)
+    assert "c-gateway-certs" not in " ".join(same.certificates.renewed) and "gateway" not in same.certificates.renewed
+    cluster_ip = certs.decode(secret(prerequisites({"gateway": {"replicas": 1}}, gateway_host_ips=("10.0.0.7",)),
+                                     "c-gateway-certs"))
+    assert "10.0.0.7" not in alt_names(cluster_ip["gateway.crt"])

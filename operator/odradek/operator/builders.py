@@ -15,7 +15,8 @@ Names (cluster ``c``):
   active instance by asking each endpoint's health route, ``control_plane.HEALTH``);
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
   which each broker advertises) + ``c-bootstrap`` Service + ``c-brokers`` PodDisruptionBudget;
-- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0;
+- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0 (HTTPS, tokens required:
+  ``gateway_security``);
 - with ``rack.topologyKey``: ``c-brokers`` ServiceAccount (the brokers' init container reads
   its Node as it) and the cluster-scoped ClusterRoleBinding ``odradek-rack-<namespace>-c`` of
   it to the chart's ``nodes get`` ClusterRole (``build_rack_binding``, not owned: a cluster-scoped
@@ -33,7 +34,7 @@ import shlex
 from typing import Any, Mapping
 
 from odradek.operator import listeners as listener_specs
-from odradek.operator import pod_security
+from odradek.operator import gateway_security, pod_security
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -45,7 +46,6 @@ CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
 METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporter port; the chart's PodMonitor)
 ZK_CLIENT_PORT = 2181
-GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
 RACK_DIR = "/etc/odradek/rack"
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
@@ -112,7 +112,8 @@ def broker_address(cluster: str, namespace: str, ordinal: int) -> str:
 
 
 def gateway_address(cluster: str, namespace: str) -> str:
-    return f"http://{names(cluster)['gateway']}.{namespace}.svc:{GATEWAY_PORT}"
+    """The gateway's Service URL (HTTPS: ``gateway_security``), what it advertises in ``base_uri``."""
+    return f"https://{names(cluster)['gateway']}.{namespace}.svc:{GATEWAY_PORT}"
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -422,19 +423,15 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     if gw.replicas <= 0:
         return []
     n = names(cluster)
-    # Each replica advertises its own pod IP: consumer instances live in one replica, and
-    # their base_uri must lead back to it (the CLI is fixed in docs/gateway.md).
     # With spec.listeners the gateway uses the replication listener, as the brokers do.
     bootstrap = (f"{n['bootstrap']}.{namespace}.svc:{listener_specs.REPLICATION_PORT}"
                  if spec.listeners else bootstrap_servers(cluster, namespace))
     args = ["gateway", "--bootstrap-servers", bootstrap,
             "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
-            "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}",
+            *gateway_security.args(cluster, namespace),
             # the console's throughput and partition sizes: each broker's metrics port, at the
             # host Metadata advertises for it (the gateway fills in {host})
             "--broker-metrics-urls", f"http://{{host}}:{METRICS_PORT}/metrics"]
-    if gw.auth_secret:
-        args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
     if listener_specs.secured(spec.listeners):
         # mutual TLS on the replication listener with its certificate (the --kafka-ssl-* files
         # of SecurityPlan.gateway): the gateway's principal, a super user
@@ -445,16 +442,13 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
                                   "periodSeconds": 10, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
-    if gw.auth_secret:
-        # A mounted Secret (not subPath) so a rotated Secret reaches the gateway, which
-        # re-reads the file when it changes.
-        container["volumeMounts"] = [{"name": "auth", "mountPath": GATEWAY_AUTH_DIR, "readOnly": True}]
-        pod["volumes"] = [{"name": "auth", "secret": {"secretName": gw.auth_secret}}]
+    gateway_security.secure_pod(cluster, spec, pod, container)
     _secure(pod, container, security.gateway)
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
-         "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"),
+         # a client stays on one replica: its consumer instances live there (base_uri is this Service)
+         "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"), "sessionAffinity": "ClientIP",
                   "ports": [{"name": "http", "port": GATEWAY_PORT}]}},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),

@@ -285,9 +285,10 @@ def _version(data: Mapping[str, bytes]) -> str:
 
 def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str, bytes]],
                       broker_replicas: int, extra_broker_names: Mapping[int, Iterable[str]] | None = None,
-                      now: datetime.datetime | None = None) -> CertificatePlan:
+                      now: datetime.datetime | None = None, gateway_names: Iterable[str] = ()) -> CertificatePlan:
     """Every certificate Secret the cluster should have, from ``existing`` (Secret name -> its
-    decoded data; absent names are missing Secrets). ``SpecError`` for missing or unusable
+    decoded data; absent names are missing Secrets); ``gateway_names``: addresses the gateway's
+    certificate names besides its Service (``gateway_security.certificate_names``). ``SpecError`` for missing or unusable
     user-supplied CAs, before anything is decided."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     n, plan = secret_names(cluster), CertificatePlan()
@@ -312,8 +313,8 @@ def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing:
     plan.secrets.append(_secret(n["broker"], namespace, cluster, broker_data))
     plan.versions["broker"] = _version(broker_data)
     for component in COMPONENTS[1:]:
-        data = _issue(existing.get(n[component], {}), component, ca, component_names(cluster, namespace, component),
-                      common_name(cluster, component), cfg, now, plan)
+        names = component_names(cluster, namespace, component) + (list(gateway_names) if component == "gateway" else [])
+        data = _issue(existing.get(n[component], {}), component, ca, names, common_name(cluster, component), cfg, now, plan)
         plan.secrets.append(_secret(n[component], namespace, cluster, data))
         plan.versions[component] = _version({**data, CA_CERT_KEY: ca.cert_pem})
     return plan

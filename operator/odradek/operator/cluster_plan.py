@@ -4,8 +4,9 @@ the objects to apply, as data (``reconcile.apply_cluster`` observes, then applie
 Two stages, because the API server allocates what the second needs:
 
 1. ``plan_prerequisites``: the certificate Secrets (``certs.plan_certificates``; the brokers'
-   certificates name their external TLS listeners' addresses as observed), the ZooKeeper
-   digest Secret and the external listeners' Services. Applied first; a bad user-supplied CA
+   certificates name their external TLS listeners' addresses as observed, a NodePort
+   gateway's its nodes'), the ZooKeeper digest Secret, the gateway's generated tokens
+   (``gateway_security.tokens_secret``) and the external listeners' Services. Applied first; a bad user-supplied CA
    raises ``SpecError`` before anything is written.
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
    the brokers advertise), the security plan (``principals.security_plan``) and every child
@@ -24,7 +25,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, listeners, network_policies, principals
+from odradek.operator import builders, certs, gateway_security, listeners, network_policies, principals
 from odradek.operator.rolling import ScaleDecision
 from odradek.operator.security import SecurityPlan
 from odradek.operator.spec import ClusterSpec
@@ -43,6 +44,8 @@ class Observed:
     certificates: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)   # certificate Secrets, decoded
     zookeeper_secret: Mapping[str, Any] | None = None
     now: datetime.datetime | None = None
+    gateway_tokens: Mapping[str, Any] | None = None        # the live <c>-gateway-tokens Secret
+    gateway_host_ips: tuple[str, ...] = ()                  # the nodes a NodePort gateway's pods run on
 
 
 @dataclass(frozen=True)
@@ -98,9 +101,13 @@ def plan_prerequisites(name: str, namespace: str, spec: ClusterSpec, observed: O
     replicas = observed.scale.replicas
     cert_names = listeners.certificate_names(spec.listeners, replicas, observed.host_ips.values(),
                                              external_addresses(name, spec.listeners, replicas, observed.services))
-    plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now)
+    gateway_names = gateway_security.certificate_names(
+        spec, observed.gateway_host_ips, observed.certificates.get(certs.secret_names(name)["gateway"], {}))
+    plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now,
+                                   gateway_names)
     digest = principals.zookeeper_secret(name, namespace, observed.zookeeper_secret)
-    return Prerequisites(plan, (*plan.secrets, digest),
+    tokens = gateway_security.tokens_secret(name, namespace, spec, observed.gateway_tokens)
+    return Prerequisites(plan, (*plan.secrets, digest, *tokens),
                          tuple(builders.build_listener_services(name, namespace, spec, replicas)))
 
 

@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import (admin, builders, certs, cluster_plan, listeners, metrics, network_policies, principals,
-                              rolling, topics, validation)
+from odradek.operator import (admin, builders, certs, cluster_plan, gateway_security, listeners, metrics,
+                              network_policies, principals, rolling, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
@@ -154,8 +154,13 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     services = {n: kube.get("v1", "Service", namespace, n)
                 for n in cluster_plan.observed_service_names(name, spec, scale.replicas)}
     digest = kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name))
+    gateway = spec.gateway.replicas > 0
+    tokens = kube.get("v1", "Secret", namespace, gateway_security.tokens_secret_name(name)) if gateway else None
+    gateway_hosts = host_ips(kube, name, namespace, "gateway") if gateway and spec.gateway.service_type == "NodePort" \
+        else {}
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
-                                 certs.read_existing(kube, name, namespace), digest), client
+                                 certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
+                                 gateway_host_ips=tuple(sorted(set(gateway_hosts.values())))), client
 
 
 def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:
@@ -164,14 +169,19 @@ def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[di
     return {o["metadata"]["name"]: kube.apply(o) for o in objects}
 
 
-def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
-    """Broker ordinal -> the address of the node its pod runs on (scheduled pods only)."""
+def host_ips(kube: Kube, name: str, namespace: str, component: str) -> dict[str, str]:
+    """Pod name -> the address of the node it runs on, for ``component``'s scheduled pods."""
     out = {}
-    for pod in kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker"))):
+    for pod in kube.list("v1", "Pod", namespace, _selector(builders.selector(name, component))):
         ip = (pod.get("status") or {}).get("hostIP")
         if ip:
-            out[int(pod["metadata"]["name"].rpartition("-")[2])] = ip
+            out[pod["metadata"]["name"]] = ip
     return out
+
+
+def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
+    """Broker ordinal -> the address of the node its pod runs on (scheduled pods only)."""
+    return {int(pod.rpartition("-")[2]): ip for pod, ip in host_ips(kube, name, namespace, "broker").items()}
 
 
 def listener_status(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
