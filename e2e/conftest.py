@@ -11,15 +11,18 @@ the tests of ``test_cluster.py`` run in file order against it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import local_node
+from odradek.client import GatewayClient
 from odradek.dev.waiting import wait_until
 from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready
 from tests.support.tools import tool_missing
@@ -72,11 +75,26 @@ def _uninstall(kube: Kube) -> None:
         print(f"e2e: uninstall incomplete: {e}")
 
 
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway as a host outside the cluster reaches it: its NodePort Service at the node's
+    InternalIP over HTTPS (its certificate, from the cluster CA, names the node), with the token
+    the operator generated (``<cluster>-gateway-tokens``: the gateway requires one)."""
+    url: str
+    token: str
+    ca_file: str
+
+    def client(self, **kwargs) -> GatewayClient:
+        return GatewayClient(self.url, self.token, ca_file=self.ca_file, **kwargs)
+
+
 @pytest.fixture(scope="session")
-def gateway_url(kube, release) -> str:
-    """The gateway Service (NodePort) at the node's InternalIP, as a host outside the cluster sees it."""
+def gateway(kube, release, tmp_path_factory) -> Gateway:
     service = kube.get("service", f"{CLUSTER}-gateway")
     node_port = service["spec"]["ports"][0]["nodePort"]
     node = json.loads(kube.kubectl("get", "nodes", "-o", "json"))["items"][0]
     address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
-    return f"http://{address}:{node_port}"
+    tokens = base64.b64decode(kube.get("secret", f"{CLUSTER}-gateway-tokens")["data"]["credentials"])
+    ca = tmp_path_factory.mktemp("gateway-ca") / "ca.crt"
+    ca.write_bytes(base64.b64decode(kube.get("secret", f"{CLUSTER}-cluster-ca-cert")["data"]["ca.crt"]))
+    return Gateway(f"https://{address}:{node_port}", json.loads(tokens)["tokens"][0]["token"], str(ca))

@@ -129,6 +129,8 @@ def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: clus
     if any(li.type == "nodeport" and li.tls for li in spec.listeners) and len(host_ips) < replicas:
         # Their certificates need the nodes' addresses: look again once every pod is scheduled.
         return f"waiting for the broker pods' node addresses ({len(host_ips)}/{replicas} scheduled)"
+    if spec.gateway.replicas > 0 and spec.gateway.service_type == "NodePort" and not observed.gateway_host_ips:
+        return "waiting for the gateway pods' node addresses (its certificate names them)"
     return None
 
 
