@@ -134,6 +134,8 @@ def test_managed_zookeeper_ensemble():
     assert [f"server.{i}={cfg[f'server.{i}']}" for i in (1, 2, 3)] == [   # no ";2181": no plaintext client port
         f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888" for i in range(3)]
     assert cfg["standaloneEnabled"] == "false" and cfg["dataDir"] == "/data"
+    assert "dataLogDir" not in cfg   # the transaction log on the claim with the snapshots, not on an emptyDir
+    assert {"name": "data", "mountPath": "/data"} in container(sts)["volumeMounts"]
     assert container(sts)["command"][-1].endswith("zkServer.sh start-foreground /etc/odradek/zookeeper-config/zoo.cfg")
     assert container(sts)["image"] == DEFAULT_ZOOKEEPER_IMAGE
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"

@@ -232,7 +232,7 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec,
         "ports": [{"name": p["name"], "containerPort": p["port"]} for p in ports],
         "readinessProbe": {"tcpSocket": {"port": ZK_CLIENT_PORT}, "periodSeconds": 5},
         "volumeMounts": [{"name": "data", "mountPath": zookeeper.DATA_DIR},
-                         {"name": "datalog", "mountPath": zookeeper.DATA_LOG_DIR},
+                         {"name": "datalog", "mountPath": "/datalog"},   # the image's log directory: scratch
                          {"name": "config", "mountPath": zookeeper.CONFIG_DIR, "readOnly": True}],
     }
     if managed.resources:

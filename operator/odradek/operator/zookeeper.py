@@ -31,7 +31,10 @@ PEER_PORT, ELECTION_PORT = 2888, 3888
 CONFIG_DIR = "/etc/odradek/zookeeper-config"
 CONFIG_FILE = "zoo.cfg"
 CERTS_DIR = "/etc/odradek/certs"
-DATA_DIR, DATA_LOG_DIR = "/data", "/datalog"   # the official image's (its entrypoint writes myid there)
+# The official image's data directory (its entrypoint writes myid there), on the PersistentVolume.
+# The transaction log goes there too (no dataLogDir): the image's /datalog is an emptyDir in the
+# pod, and a log there would lose every change since the last snapshot at each restart.
+DATA_DIR = "/data"
 
 
 def config_map_name(cluster: str) -> str:
@@ -52,7 +55,7 @@ def _stores(prefix: str) -> list[str]:
 
 def zoo_cfg(cluster: str, namespace: str, replicas: int) -> str:
     """``zoo.cfg`` of an ensemble of ``replicas`` servers."""
-    lines = [f"dataDir={DATA_DIR}", f"dataLogDir={DATA_LOG_DIR}",
+    lines = [f"dataDir={DATA_DIR}",
              "tickTime=2000", "initLimit=5", "syncLimit=2",
              "autopurge.snapRetainCount=3", "autopurge.purgeInterval=1",
              "maxClientCnxns=60", f"standaloneEnabled={'false' if replicas > 1 else 'true'}",
