@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.operator import builders, cluster_plan
+from odradek.operator import builders, certs, cluster_plan
 from odradek.operator.spec import DEFAULT_ZOOKEEPER_IMAGE
 from tests.operator.plans import children as planned, cluster_spec, security
 
@@ -31,8 +31,8 @@ def test_default_spec_builds_managed_zookeeper_controller_brokers_and_no_gateway
     kinds = [(c["kind"], c["metadata"]["name"]) for c in children]
     assert kinds == [
         ("ConfigMap", "prod-config"),
-        ("Service", "prod-zookeeper-headless"), ("Service", "prod-zookeeper"), ("StatefulSet", "prod-zookeeper"),
-        ("Service", "prod-controller"), ("Deployment", "prod-controller"),
+        ("ConfigMap", "prod-zookeeper-config"), ("Service", "prod-zookeeper-headless"), ("Service", "prod-zookeeper"),
+        ("StatefulSet", "prod-zookeeper"), ("Service", "prod-controller"), ("Deployment", "prod-controller"),
         ("Service", "prod-brokers"), ("Service", "prod-bootstrap"),
         ("PodDisruptionBudget", "prod-brokers"), ("StatefulSet", "prod-brokers"),
     ]
@@ -63,12 +63,14 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert args[args.index("--internal-advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9093"
     assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
     configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
-    # the spec's settings, then the pod's security (control-plane mutual TLS, ZooKeeper ACLs)
+    # the spec's settings, then the pod's security (control-plane mutual TLS, ZooKeeper ACLs and TLS)
     assert configs[:3] == ["metrics.port=9404", "min.insync.replicas=2", "retention.ms=60000"]
     assert [c.split("=")[0] for c in configs[3:]] == [
         "control.plane.ssl.keystore.location", "control.plane.ssl.truststore.location",
         "control.plane.ssl.endpoint.identification.algorithm", "control.plane.ssl.peer.common.name.pattern",
-        "zookeeper.digest.credentials.file", "zookeeper.set.acl"]
+        "zookeeper.digest.credentials.file", "zookeeper.set.acl", "zookeeper.ssl.client.enable",
+        "zookeeper.ssl.keystore.location", "zookeeper.ssl.truststore.location",
+        "zookeeper.ssl.endpoint.identification.algorithm"]
     assert {"name": "metrics", "containerPort": 9404} in c["ports"]  # the chart's PodMonitor scrapes it
     env = {e["name"]: e for e in c["env"]}
     assert env["BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
@@ -119,16 +121,64 @@ def test_external_zookeeper_builds_no_ensemble():
     assert by_kind(children, "ConfigMap", "c-config")["data"]["zookeeper.connect"] == "zk-0.zk:2181,zk-1.zk:2181"
 
 
+def _zoo_cfg(children: list[dict]) -> dict[str, str]:
+    text = by_kind(children, "ConfigMap", "c-zookeeper-config")["data"]["zoo.cfg"]
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
 def test_managed_zookeeper_ensemble():
     spec = {"zookeeper": {"managed": {"replicas": 3, "storage": {"size": "2Gi"}}}}
-    sts = by_kind(planned("c", NS, spec), "StatefulSet", "c-zookeeper")
+    children = planned("c", NS, spec)
+    sts = by_kind(children, "StatefulSet", "c-zookeeper")
     assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "c-zookeeper-headless"
-    env = {e["name"]: e["value"] for e in container(sts)["env"]}
-    assert env["ZOO_SERVERS"].split() == [
-        f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888;2181" for i in range(3)]
-    assert env["ZOO_STANDALONE_ENABLED"] == "false"
+    cfg = _zoo_cfg(children)
+    assert [f"server.{i}={cfg[f'server.{i}']}" for i in (1, 2, 3)] == [   # no ";2181": no plaintext client port
+        f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888" for i in range(3)]
+    assert cfg["standaloneEnabled"] == "false" and cfg["dataDir"] == "/data"
+    assert "dataLogDir" not in cfg   # the transaction log on the claim with the snapshots, not on an emptyDir
+    assert {"name": "data", "mountPath": "/data"} in container(sts)["volumeMounts"]
+    assert container(sts)["command"][-1].endswith("zkServer.sh start-foreground /etc/odradek/zookeeper-config/zoo.cfg")
     assert container(sts)["image"] == DEFAULT_ZOOKEEPER_IMAGE
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
+
+
+def test_managed_zookeeper_serves_tls_only_with_the_cluster_ca():
+    """Strimzi's ZooKeeper: TLS client port only, client certificates from the cluster CA
+    required, quorum TLS; its own certificate mounted, the brokers and the controller
+    connecting with theirs (Kafka's zookeeper.ssl.*)."""
+    children = planned("c", NS, {"zookeeper": {"managed": {"replicas": 3}}})
+    cfg = _zoo_cfg(children)
+    assert "clientPort" not in cfg and cfg["secureClientPort"] == "2181"
+    assert cfg["serverCnxnFactory"] == "org.apache.zookeeper.server.NettyServerCnxnFactory"
+    keystore, truststore = certs.keystore_file("zookeeper"), certs.cluster_ca_file()
+    for prefix in ("ssl", "ssl.quorum"):
+        assert {k: cfg[f"{prefix}.{k}"] for k in ("keyStore.location", "keyStore.type", "trustStore.location",
+                                                  "trustStore.type", "clientAuth")} == {
+            "keyStore.location": keystore, "keyStore.type": "PEM", "trustStore.location": truststore,
+            "trustStore.type": "PEM", "clientAuth": "need"}, prefix
+    assert cfg["sslQuorum"] == "true" and cfg["portUnification"] == "false"
+    sts = by_kind(children, "StatefulSet", "c-zookeeper")
+    pod = sts["spec"]["template"]
+    assert {v["name"]: v for v in pod["spec"]["volumes"]}["zookeeper-certs"]["secret"]["secretName"] == \
+        "c-zookeeper-certs"
+    assert {m["mountPath"] for m in container(sts)["volumeMounts"]} >= {
+        "/etc/odradek/certs/zookeeper", "/etc/odradek/certs/cluster-ca", "/etc/odradek/zookeeper-config"}
+    assert pod["metadata"]["annotations"][certs.CERTS_ANNOTATION] == "zookeeper-v1"
+    assert pod["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+    for name, kind, component in (("c-brokers", "StatefulSet", "broker"), ("c-controller", "Deployment", "controller")):
+        obj = by_kind(children, kind, name)
+        words = " ".join(container(obj).get("args") or container(obj)["command"])
+        for setting in ("zookeeper.ssl.client.enable=true", f"zookeeper.ssl.keystore.location={certs.keystore_file(component)}",
+                        f"zookeeper.ssl.truststore.location={truststore}",
+                        "zookeeper.ssl.endpoint.identification.algorithm=HTTPS"):
+            assert setting in words, (name, setting)
+
+
+def test_external_zookeeper_is_reached_as_configured():
+    """An external ensemble is the user's: no zookeeper.ssl.* (its TLS is not the cluster CA's)."""
+    children = planned("c", NS, {"zookeeper": {"external": {"connect": "zk:2181"}}})
+    args = container(by_kind(children, "StatefulSet", "c-brokers"))["args"]
+    assert not [a for a in args if a.startswith("zookeeper.ssl.")]
 
 
 def test_controller_deployment_advertises_its_dns_name():

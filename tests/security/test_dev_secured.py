@@ -2,8 +2,9 @@
 min.insync.replicas 2, every broker with one SASL_SSL listener (SCRAM-SHA-512) for clients
 and replication, the authorizer on, ``admin`` the super user.
 
-- the cluster's own traffic: the controller's API over mutual TLS (https), the admin's SCRAM
-  credential unreadable in ZooKeeper without the cluster's digest;
+- the cluster's own traffic: the controller's API over mutual TLS (https); ZooKeeper TLS only,
+  a certificate from the cluster CA required (plaintext and a stranger's certificate refused),
+  its root locked to the cluster's principals;
 - ``dev status --json``'s security block, and its client properties file with Kafka's own
   ``kafka-topics --command-config``;
 - ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL;
@@ -24,9 +25,15 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import Permissions
 
-from odradek.cluster import paths
+from odradek.certs import CertificateAuthority
+from odradek.cluster import paths, zk_session
+from odradek.cluster.zk_session import LOCKED_OUTSIDE_CHROOT, ZkSecurity, ZkTimeouts
+from odradek.cluster.zk_tls import ZkTls
+from odradek.dev import security as dev_security
 from odradek.dev.access import KafkaAccess
 from odradek.dev.harness import Cluster
 from odradek.verify import Config, run
@@ -59,14 +66,34 @@ def test_status_reports_the_security_block(cluster):
     assert security["client_properties"] in text and "SASL_SSL (SCRAM-SHA-512)" in text
 
 
-def test_control_plane_and_zookeeper_are_secured(cluster):
+def _refused(zk: KazooClient) -> None:
+    """``zk`` never gets a session (kazoo keeps trying until the start timeout)."""
+    try:
+        with pytest.raises(KazooTimeoutError):
+            zk.start(timeout=3)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_control_plane_and_zookeeper_are_secured(cluster, tmp_path):
     status = cluster.status()
     assert status["controller_url"].startswith("https://"), status
-    zk = KazooClient(hosts=status["zookeeper"] + paths.chroot(status["cluster"]))
+    connect, security = status["zookeeper"], cluster.security
+    _refused(KazooClient(hosts=connect, connection_retry=KazooRetry(max_tries=-1, max_delay=0.5)))  # plaintext
+    CertificateAuthority.create("a stranger's CA").write_issued(tmp_path / "stranger.pem", "127.0.0.1")
+    stranger = ZkSecurity(tls=ZkTls(security["ca_file"], str(tmp_path / "stranger.pem")))
+    _refused(zk_session.client(connect, ZkTimeouts(), security=stranger))
+    # the processes' certificate from the cluster CA (and no digest): a session, and the root
+    # and quota tree writable by the cluster's principals only
+    own = ZkSecurity(tls=ZkTls(security["ca_file"], dev_security.zookeeper_tls(security).keystore))
+    zk = zk_session.client(connect, ZkTimeouts(), security=own)
     zk.start(timeout=30)
     try:
-        with pytest.raises(NoAuthError):
-            zk.get("/config/users/admin")
+        assert zk.exists(paths.chroot(status["cluster"]) + "/config/users/admin")
+        for path in (*LOCKED_OUTSIDE_CHROOT, "/odradek", paths.chroot(status["cluster"])):
+            assert {(a.id.scheme, a.perms) for a in zk.get_acls(path)[0]} == {
+                ("digest", Permissions.ALL), ("x509", Permissions.ALL), ("world", Permissions.READ)}, path
     finally:
         zk.stop()
         zk.close()

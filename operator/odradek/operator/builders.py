@@ -10,7 +10,8 @@ afterwards: the unit tests call these directly. Owner references are added by th
 
 Names (cluster ``c``):
 - ``c-config`` ConfigMap: ZooKeeper connect string, cluster name, ``broker.properties``;
-- ``c-zookeeper`` StatefulSet + ``c-zookeeper-headless`` / ``c-zookeeper`` Services (managed mode);
+- ``c-zookeeper`` StatefulSet + ``c-zookeeper-headless`` / ``c-zookeeper`` Services and the
+  ``c-zookeeper-config`` ConfigMap (managed mode; TLS only: ``zookeeper``);
 - ``c-controller`` Deployment + ``c-controller`` headless Service (the operator finds the
   active instance by asking each endpoint's health route, ``control_plane.HEALTH``);
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
@@ -34,7 +35,7 @@ import shlex
 from typing import Any, Mapping
 
 from odradek.operator import listeners as listener_specs
-from odradek.operator import gateway_security, pod_security
+from odradek.operator import gateway_security, pod_security, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -45,7 +46,7 @@ BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
 METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporter port; the chart's PodMonitor)
-ZK_CLIENT_PORT = 2181
+ZK_CLIENT_PORT = zookeeper.CLIENT_PORT   # TLS (secureClientPort): the managed ensemble has no plaintext port
 RACK_DIR = "/etc/odradek/rack"
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
@@ -201,19 +202,19 @@ def _container(name: str, spec: ClusterSpec, args: list[str], ports: list[dict],
     return c
 
 
-def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dict]:
-    """The managed ensemble (official ``zookeeper`` image): headless + client Services and a
-    StatefulSet whose pods take ``myid`` = ordinal + 1. Empty in external mode."""
+def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec,
+                    security: PodSecurity = PodSecurity()) -> list[dict]:
+    """The managed ensemble (official ``zookeeper`` image): its ``zoo.cfg`` ConfigMap (TLS only,
+    ``zookeeper.zoo_cfg``), headless + client Services and a StatefulSet whose pods take
+    ``myid`` = ordinal + 1 and ``security``'s certificates. Empty in external mode."""
     managed = spec.zookeeper.managed
     if managed is None:
         return []
     replicas, storage = managed.replicas, managed.storage
     n = names(cluster)
-    servers = " ".join(
-        f"server.{i + 1}={n['zookeeper']}-{i}.{n['zookeeper_headless']}.{namespace}.svc:2888:3888;{ZK_CLIENT_PORT}"
-        for i in range(replicas))
-    ports = [{"name": "client", "port": ZK_CLIENT_PORT}, {"name": "peer", "port": 2888},
-             {"name": "election", "port": 3888}]
+    config = zookeeper.build_config_map(cluster, namespace, replicas, labels(cluster, "zookeeper"))
+    ports = [{"name": "client", "port": ZK_CLIENT_PORT}, {"name": "peer", "port": zookeeper.PEER_PORT},
+             {"name": "election", "port": zookeeper.ELECTION_PORT}]
     headless = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": _meta(n["zookeeper_headless"], namespace, cluster, "zookeeper"),
@@ -225,17 +226,16 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dic
         "metadata": _meta(n["zookeeper"], namespace, cluster, "zookeeper"),
         "spec": {"selector": selector(cluster, "zookeeper"), "ports": ports[:1]},
     }
+    cfg = f"{zookeeper.CONFIG_DIR}/{zookeeper.CONFIG_FILE}"   # by path: the entrypoint's own zoo.cfg is not used
     container = {
         "name": "zookeeper", "image": managed.image,
-        "command": ["bash", "-c",
-                    'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh zkServer.sh start-foreground'],
-        "env": [{"name": "ZOO_SERVERS", "value": servers},
-                {"name": "ZOO_STANDALONE_ENABLED", "value": "false" if replicas > 1 else "true"},
-                {"name": "ZOO_ADMINSERVER_ENABLED", "value": "false"},
-                {"name": "ZOO_4LW_COMMANDS_WHITELIST", "value": "srvr,ruok,stat,mntr"}],
+        "command": ["bash", "-c", 'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); '
+                                  f'exec /docker-entrypoint.sh zkServer.sh start-foreground {cfg}'],
         "ports": [{"name": p["name"], "containerPort": p["port"]} for p in ports],
         "readinessProbe": {"tcpSocket": {"port": ZK_CLIENT_PORT}, "periodSeconds": 5},
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "datalog", "mountPath": "/datalog"}],
+        "volumeMounts": [{"name": "data", "mountPath": zookeeper.DATA_DIR},
+                         {"name": "datalog", "mountPath": "/datalog"},   # the image's log directory: scratch
+                         {"name": "config", "mountPath": zookeeper.CONFIG_DIR, "readOnly": True}],
     }
     if managed.resources:
         container["resources"] = copy.deepcopy(dict(managed.resources))
@@ -243,18 +243,22 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dic
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}}
     if storage.storage_class:
         claim["spec"]["storageClassName"] = storage.storage_class
-    pod = {"containers": [container], "volumes": [{"name": "datalog", "emptyDir": {}}],
+    pod = {"containers": [container],
+           "volumes": [{"name": "datalog", "emptyDir": {}},
+                       {"name": "config", "configMap": {"name": zookeeper.config_map_name(cluster)}}],
            "securityContext": {"fsGroup": 1000}}
+    _secure(pod, container, security)
+    annotations = {CONFIG_HASH_ANNOTATION: zookeeper.config_hash(config), **security.annotations}
     sts = {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": _meta(n["zookeeper"], namespace, cluster, "zookeeper"),
         "spec": {"replicas": replicas, "serviceName": n["zookeeper_headless"],
                  "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": selector(cluster, "zookeeper")},
-                 "template": _pod_template(cluster, "zookeeper", spec, pod),
+                 "template": _pod_template(cluster, "zookeeper", spec, pod, annotations),
                  "volumeClaimTemplates": [claim]},
     }
-    return [headless, client, sts]
+    return [config, headless, client, sts]
 
 
 def _secure(pod: dict, container: dict, security: PodSecurity) -> None:
@@ -263,9 +267,9 @@ def _secure(pod: dict, container: dict, security: PodSecurity) -> None:
     if security.volumes:
         pod["volumes"] = [*pod.get("volumes", []), *copy.deepcopy(list(security.volumes))]
         container["volumeMounts"] = [*container.get("volumeMounts", []), *copy.deepcopy(list(security.mounts))]
-    for key, value in security.settings.items():
-        container["args"] += ["--config", f"{key}={value}"]
-    container["args"] += list(security.args)
+    args = [*(a for key, value in security.settings.items() for a in ("--config", f"{key}={value}")), *security.args]
+    if args:   # ZooKeeper's container has none (its settings are in zoo.cfg)
+        container["args"] = [*container.get("args", []), *args]
 
 
 def build_controller(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan) -> list[dict]:
@@ -472,7 +476,7 @@ def build_children(cluster: str, namespace: str, spec: ClusterSpec, security: Se
     """Every child but the listeners' Services, in apply order (config, ZooKeeper, controller,
     brokers, gateway), as they are applied."""
     return [build_config_map(cluster, namespace, spec, external, broker_replicas),
-            *build_zookeeper(cluster, namespace, spec),
+            *build_zookeeper(cluster, namespace, spec, security.zookeeper),
             *build_controller(cluster, namespace, spec, security),
             *build_broker_account(cluster, namespace, spec),
             *build_brokers(cluster, namespace, spec, security, broker_replicas, external),

@@ -5,8 +5,9 @@ Two CAs per OdradekCluster ``c``, each as two Secrets (the certificate Secret ma
 the key Secret not):
 
 - the **cluster CA** (``c-cluster-ca-cert``: ``ca.crt``; ``c-cluster-ca``: ``ca.key``) signs the
-  certificates of the brokers, the controller, the gateway and the operator: Kafka listeners,
-  inter-broker replication and the control plane (``control.plane.ssl.*``);
+  certificates of the brokers, the controller, the gateway, the operator and ZooKeeper: Kafka
+  listeners, inter-broker replication, the control plane (``control.plane.ssl.*``) and
+  ZooKeeper's client and quorum TLS (``zookeeper.ssl.*``, ``operator.zookeeper``);
 - the **clients CA** (``c-clients-ca-cert``, ``c-clients-ca``) signs users' certificates
   (OdradekUser with ``tls`` authentication); brokers trust it on their TLS listeners.
 
@@ -17,7 +18,7 @@ Secrets, the operator only reads them and never renews them).
 Per-component Secrets (owned by the cluster): ``c-broker-certs`` (``<pod>.crt``, ``<pod>.key``
 and ``<pod>.pem`` = certificate, CA and key in one file, the broker's keystore form, per broker
 pod; ``ca-bundle.crt`` = cluster CA + clients CA, the brokers' truststore), ``c-controller-certs``,
-``c-gateway-certs``, ``c-operator-certs`` (``<component>.crt/.key/.pem``). Subjects are
+``c-gateway-certs``, ``c-operator-certs``, ``c-zookeeper-certs`` (``<component>.crt/.key/.pem``). Subjects are
 ``CN=<c>-<component>,O=odradek``, so each process has its own principal (``principal``).
 
 Renewal: a CA whose certificate has less than ``renewalDays`` left is re-signed with the same
@@ -57,7 +58,7 @@ from odradek.operator.validation import SpecError, ca_settings
 
 ORGANIZATION = "odradek"
 CERTS_DIR = "/etc/odradek/certs"
-COMPONENTS = ("broker", "controller", "gateway", "operator")
+COMPONENTS = ("broker", "controller", "gateway", "operator", "zookeeper")
 CA_CERT_KEY, CA_KEY_KEY, BUNDLE_KEY = "ca.crt", "ca.key", "ca-bundle.crt"
 CERTS_ANNOTATION = "odradek.dev/certificates-hash"
 RENEWAL_ANNOTATION = "odradek.dev/certificates-renewal"   # set on the cluster: reconcile to renew
@@ -164,8 +165,14 @@ def broker_names(cluster: str, namespace: str, ordinal: int, extra: Iterable[str
 
 def component_names(cluster: str, namespace: str, component: str) -> list[str]:
     """SANs of the controller (its Service, and ``*.<c>-controller.<ns>.svc``: it advertises
-    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service); the operator: none."""
+    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service), ZooKeeper (its
+    client Service, which the connect string names, and every server's headless name); the
+    operator: none."""
     n = builders.names(cluster)
+    if component == "zookeeper":
+        headless = n["zookeeper_headless"]
+        return [*_service_names(n["zookeeper"], namespace), f"*.{headless}.{namespace}.svc",
+                f"*.{headless}.{namespace}.svc.{CLUSTER_DOMAIN}"]
     if component == "controller":
         svc = n["controller"]
         return [*_service_names(svc, namespace), f"*.{svc}.{namespace}.svc",

@@ -117,7 +117,7 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
     ``live_services``: the listener Services as the API server returned them."""
     replicas = observed.scale.replicas
     external = external_addresses(name, spec.listeners, replicas, live_services)
-    security = principals.security_plan(name, spec.listeners, versions)
+    security = principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None)
     children = [keep_immutable(child, observed.statefulsets.get(child["metadata"]["name"]))
                 if child["kind"] == "StatefulSet" else child
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]

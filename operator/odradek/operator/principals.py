@@ -16,7 +16,10 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
   Secret's PEMs written to files of its own, as Python's ``ssl`` needs files).
 - **ZooKeeper**: digest credentials generated once into the Secret ``<c>-zookeeper-digest``
   (key ``credentials``, ``user:password``), mounted into brokers and controllers, with
-  ``zookeeper.set.acl=true`` (Kafka's znode ACLs: only the cluster's processes may write).
+  ``zookeeper.set.acl=true`` (Kafka's znode ACLs: only the cluster's processes may write). A
+  managed ensemble serves TLS only (``zookeeper``): ZooKeeper gets ``<c>-zookeeper-certs``, and
+  brokers and controllers connect with their own certificates (``zookeeper.ssl.*``), which also
+  locks ZooKeeper's root to them (``odradek.cluster.zk_session.ensure_chroot``).
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
   ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication.
 
@@ -40,7 +43,7 @@ from typing import Any, Mapping, Sequence
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
-from odradek.operator import builders, certs
+from odradek.operator import builders, certs, zookeeper
 from odradek.operator.listeners import BrokerTls, Listener, secured
 from odradek.operator.security import PodSecurity, SecurityPlan
 
@@ -100,14 +103,26 @@ def _probe(component: str, port: int, route: control_plane.Route) -> dict:
             "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S}
 
 
-def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route) -> PodSecurity:
+def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route,
+                   zookeeper_tls: bool) -> PodSecurity:
     """A broker's or controller's: its certificates, the ZooKeeper digest, control-plane mutual
-    TLS and ZooKeeper ACL settings, the probe with its own certificate."""
+    TLS and ZooKeeper ACL settings (and TLS to a managed ensemble), the probe with its own
+    certificate."""
     tls_volumes, tls_mounts = certs.pod_tls_volumes(cluster, component)
     zk_volumes, zk_mounts = _zookeeper_volume(cluster)
+    zk_tls = zookeeper.client_settings(certs.keystore_file(component), certs.cluster_ca_file()) if zookeeper_tls else {}
     return PodSecurity(tuple(tls_volumes + zk_volumes), tuple(tls_mounts + zk_mounts),
-                       {**certs.control_plane_config(cluster, component), **zookeeper_config()},
+                       {**certs.control_plane_config(cluster, component), **zookeeper_config(), **zk_tls},
                        probe=_probe(component, port, route))
+
+
+def _zookeeper(cluster: str, versions: Mapping[str, str], managed: bool) -> PodSecurity:
+    """The managed ensemble's server certificate and the cluster CA (``zookeeper.zoo_cfg``
+    names the files); nothing for an external one."""
+    if not managed:
+        return PodSecurity()
+    volumes, mounts = certs.pod_tls_volumes(cluster, "zookeeper")
+    return PodSecurity(tuple(volumes), tuple(mounts), annotations={certs.CERTS_ANNOTATION: versions["zookeeper"]})
 
 
 def broker_tls(cluster: str, listeners: Sequence[Listener]) -> BrokerTls | None:
@@ -119,18 +134,23 @@ def broker_tls(cluster: str, listeners: Sequence[Listener]) -> BrokerTls | None:
                      (certs.principal(cluster, "operator"), certs.principal(cluster, "gateway")))
 
 
-def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str]) -> SecurityPlan:
-    """What the controller, broker and gateway pods of ``cluster`` get for their identities.
-    ``versions``: ``CertificatePlan.versions`` (component -> hash of what its pods load)."""
+def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str],
+                  managed_zookeeper: bool = False) -> SecurityPlan:
+    """What the controller, broker, gateway (and managed ZooKeeper) pods of ``cluster`` get for
+    their identities. ``versions``: ``CertificatePlan.versions`` (component -> hash of what its
+    pods load); ``managed_zookeeper``: the operator runs the ensemble (TLS only)."""
     gateway_volumes, gateway_mounts = certs.pod_tls_volumes(cluster, "gateway")
+    controller = _control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH,
+                                managed_zookeeper)
     return SecurityPlan(
-        controller=replace(_control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH),
-                           annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
-        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS),
+        controller=replace(controller, annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
+        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS,
+                              managed_zookeeper),
         gateway=PodSecurity(tuple(gateway_volumes), tuple(gateway_mounts), args=tuple(certs.gateway_kafka_args()),
                             annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
         broker_certificates=versions["broker"], broker_tls=broker_tls(cluster, listeners),
-        controller_advertised_url=_controller_url_word(cluster))
+        controller_advertised_url=_controller_url_word(cluster),
+        zookeeper=_zookeeper(cluster, versions, managed_zookeeper))
 
 
 # -- the operator's own client certificate ---------------------------------------------------

@@ -176,8 +176,10 @@ def _broker_listener(state: dict, port: int) -> list[str]:
 
 def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
     """Start the cluster's ZooKeeper (its data under ``<data-dir>/zookeeper``) on ``port`` (0: a
-    free one) and wait until it serves; record its PID and connect string."""
-    zk = zookeeper.start_detached(Path(state["data_dir"]) / "zookeeper", port, timeout)
+    free one; TLS only in a secured cluster) and wait until it serves; record its PID and connect
+    string."""
+    zk = zookeeper.start_detached(Path(state["data_dir"]) / "zookeeper", port, timeout,
+                                  security.zookeeper_tls(state.get("security")))
     state["processes"]["zookeeper"] = ProcessRecord(
         "zookeeper", zk.pid, processes.start_time(zk.pid) or 0, str(zk.directory / zookeeper.LOG_NAME)).to_json()
     state["zookeeper"] = zk.connect

@@ -13,7 +13,9 @@ The cluster's own traffic is secured as well (``cluster_config``, given to the c
 and the brokers): the internal HTTP APIs take mutual TLS with the brokers' certificate
 (``control.plane.ssl.*``, only that certificate's CN admitted), and every process
 authenticates to ZooKeeper with a digest and creates znodes with Kafka's ACLs
-(``zookeeper.set.acl``); the admin's credential is written with the same digest.
+(``zookeeper.set.acl``); the admin's credential is written with the same digest. ZooKeeper
+serves TLS only (``zookeeper_tls``: the same certificate, a client certificate from the CA
+required) and every process connects with it (``zookeeper.ssl.*``).
 
 The security block (``status --json``'s ``"security"``) is what every dev tool reads to
 connect (``odradek.dev.access.KafkaAccess``).
@@ -28,10 +30,11 @@ from pathlib import Path
 from odradek.cluster import paths, zk_session
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 from odradek.config.cluster_security import (CONTROL_PLANE_KEYSTORE, CONTROL_PLANE_PEER_CN, CONTROL_PLANE_TRUSTSTORE,
-                                             ZK_SET_ACL)
+                                             ZK_SET_ACL, ZK_SSL_CLIENT_ENABLE, ZK_SSL_KEYSTORE, ZK_SSL_TRUSTSTORE)
 from odradek.config.cluster_security import ZK_DIGEST_FILE as ZK_DIGEST_FILE_KEY
 from odradek.dev.access import KafkaAccess, jaas_config
 from odradek.certs import CertificateAuthority
+from odradek.dev.zookeeper import ServerTls
 
 CHOICES = ("none", "sasl_ssl")
 PROTOCOL, MECHANISM, LISTENER = "SASL_SSL", "SCRAM-SHA-512", "SASL_SSL"
@@ -80,13 +83,23 @@ def broker_config(block: dict, port: int) -> list[str]:
 
 
 def cluster_config(block: dict) -> list[str]:
-    """``--config`` entries for the controllers and the brokers alike: control-plane mutual TLS
-    and ZooKeeper digest authentication with Kafka's znode ACLs."""
+    """``--config`` entries for the controllers and the brokers alike: control-plane mutual TLS,
+    ZooKeeper over TLS and its digest authentication with Kafka's znode ACLs."""
     directory = Path(block["ca_file"]).parent
     settings = {CONTROL_PLANE_KEYSTORE: str(directory / "broker.pem"), CONTROL_PLANE_TRUSTSTORE: block["ca_file"],
                 CONTROL_PLANE_PEER_CN: re.escape(PROCESS_CN),
-                ZK_SET_ACL: "true", ZK_DIGEST_FILE_KEY: str(directory / ZK_DIGEST_FILE)}
+                ZK_SET_ACL: "true", ZK_DIGEST_FILE_KEY: str(directory / ZK_DIGEST_FILE),
+                ZK_SSL_CLIENT_ENABLE: "true", ZK_SSL_KEYSTORE: str(directory / "broker.pem"),
+                ZK_SSL_TRUSTSTORE: block["ca_file"]}
     return [f"{k}={v}" for k, v in settings.items()]
+
+
+def zookeeper_tls(block: dict | None) -> ServerTls | None:
+    """ZooKeeper's TLS server side (None without security): the processes' certificate, and
+    only clients with a certificate from the dev CA."""
+    if block is None:
+        return None
+    return ServerTls(str(Path(block["ca_file"]).parent / "broker.pem"), block["ca_file"])
 
 
 def gateway_arguments(block: dict) -> list[str]:

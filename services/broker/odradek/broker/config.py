@@ -75,6 +75,12 @@ class BrokerConfig:
     zookeeper_connection_timeout_ms: int | None = setting("zookeeper.connection.timeout.ms")
     zookeeper_set_acl: bool = setting("zookeeper.set.acl")
     zookeeper_digest_credentials_file: str = setting("zookeeper.digest.credentials.file")
+    zookeeper_ssl_client_enable: bool = setting("zookeeper.ssl.client.enable")
+    zookeeper_ssl_keystore_type: str = setting("zookeeper.ssl.keystore.type")
+    zookeeper_ssl_keystore_location: str = setting("zookeeper.ssl.keystore.location")
+    zookeeper_ssl_truststore_type: str = setting("zookeeper.ssl.truststore.type")
+    zookeeper_ssl_truststore_location: str = setting("zookeeper.ssl.truststore.location")
+    zookeeper_ssl_endpoint_identification_algorithm: str = setting("zookeeper.ssl.endpoint.identification.algorithm")
     control_plane_ssl_keystore_location: str = setting("control.plane.ssl.keystore.location")
     control_plane_ssl_truststore_location: str = setting("control.plane.ssl.truststore.location")
     control_plane_ssl_endpoint_identification_algorithm: str = setting(
@@ -107,7 +113,7 @@ class BrokerConfig:
         return ZkTimeouts(self.zookeeper_session_timeout_ms, self.zookeeper_connection_timeout_ms)
 
     def zookeeper_security(self) -> ZkSecurity:
-        """Reads the credentials file: ``ValueError`` when it cannot."""
+        """Reads the credentials file and loads the TLS files: ``ValueError`` when it cannot."""
         return ZkSecurity.from_settings(self.broker_settings)
 
     def control_plane_tls(self) -> ControlPlaneTls | None:
