@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import struct
 from unittest import mock
 
 import pytest

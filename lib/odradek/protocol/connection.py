@@ -119,6 +119,9 @@ class CloseReason(enum.Enum):
     SERVER_STOPPING = "server stopping"
 
 
+_UNREAD = frozenset((CloseReason.FRAME_TOO_LARGE, CloseReason.PREAUTH_FRAME_TOO_LARGE))  # closed with the body unread
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """``pool``: the listener's request memory (unbounded if None); ``on_closed(conn)`` is
     called once the connection is lost."""
@@ -482,7 +485,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def close(self, reason: CloseReason) -> None:
         self.close_reason = self.close_reason or reason
-        if self._transport is not None and not self._transport.is_closing():
+        if self._transport is None:
+            return
+        if reason in _UNREAD:  # no TLS shutdown to wait for: its wait would keep reading the peer's bytes
+            self._transport.abort()
+        elif not self._transport.is_closing():
             self._transport.close()
 
 
