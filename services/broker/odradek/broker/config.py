@@ -54,6 +54,8 @@ class BrokerConfig:
     sasl_enabled_mechanisms: str = setting("sasl.enabled.mechanisms")
     sasl_mechanism_inter_broker_protocol: str = setting("sasl.mechanism.inter.broker.protocol")
     connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms")
+    sasl_server_max_receive_size: int = setting("sasl.server.max.receive.size")
+    connections_max_reauth_ms: int = setting("connections.max.reauth.ms")
     ssl_keystore_type: str = setting("ssl.keystore.type")
     ssl_keystore_location: str = setting("ssl.keystore.location")
     ssl_keystore_certificate_chain: str = setting("ssl.keystore.certificate.chain")
