@@ -48,7 +48,7 @@ def broker_collector(partition_level=True) -> BrokerCollector:
                                fetchers=SimpleNamespace(max_lag=lambda: 7), wakeup=SimpleNamespace(waiting=4))
     group = SimpleNamespace(offsets={("t", 0): SimpleNamespace(offset=60), ("t", 1): SimpleNamespace(offset=50),
                                      ("elsewhere", 0): SimpleNamespace(offset=1)})
-    groups = SimpleNamespace(membership=SimpleNamespace(groups={"g": group, "not-mine": group}),
+    groups = SimpleNamespace(membership=SimpleNamespace(groups={"g": group, "not-mine": group}), unparseable_records=0,
                              serves=lambda g: g == "g")
     topic_stats = st.TopicStats()
     topic_stats.produced("t", 1000, 10)
