@@ -104,3 +104,18 @@ def test_require_auth_needs_an_auth_file(tmp_path, monkeypatch):
     monkeypatch.setenv("ODRADEK_GATEWAY_REQUIRE_AUTH", "true")   # as the operator sets it
     settings, _ = from_args(["--bootstrap-servers", "k", "--auth-file", str(tmp_path / "t.json")])
     assert settings.require_auth
+
+
+def test_the_commands_take_a_secured_dev_clusters_token_and_ca(tmp_path):
+    """``odradek produce|consume --data-dir`` of a ``dev up --security sasl_ssl`` cluster: its
+    https gateway, checked against the dev CA, with the admin's token."""
+    import argparse
+    from odradek.certs import CertificateAuthority
+    from odradek.client.cli import _gateway
+    CertificateAuthority.create().write_ca(tmp_path / "ca.pem")
+    (tmp_path / "cluster.json").write_text(json.dumps({"gateway": "https://127.0.0.1:1", "security": {
+        "gateway_token": "dev-token", "ca_file": str(tmp_path / "ca.pem")}}))
+    args = argparse.Namespace(gateway=None, data_dir=tmp_path, token=None, gateway_ca=None)
+    with _gateway(args) as gw:
+        assert gw.http.headers["authorization"] == "Bearer dev-token"
+        assert str(gw.http.base_url) == "https://127.0.0.1:1"
