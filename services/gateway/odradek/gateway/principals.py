@@ -2,8 +2,9 @@
 
 Kafka has no impersonation, so an HTTP user mapped to a Kafka principal (``kafka_username`` or
 ``kafka_ssl_certificate_location`` in the tokens file, see ``auth``) gets Kafka clients of its
-own, logged in with that principal's SASL credentials or client certificate: a producer, an admin client and range readers (a ``KafkaBridge``), and the
-consumers of the consumer instances it creates. The brokers' ACLs then decide what the user
+own, logged in with that principal's SASL credentials or client certificate: a producer, an
+admin client and range readers (a ``KafkaBridge``), and the consumers of the consumer instances
+it creates. The brokers' ACLs then decide what the user
 may do, as with Confluent REST Proxy's principal propagation. Users without a mapping (and,
 unless ``--require-auth``, requests without a token on the inventory paths) act as the
 gateway's own principal.
@@ -93,7 +94,7 @@ class KafkaClients:
     async def _open(self, key, who: Principal) -> _Entry:
         await self._make_room()
         principal = who.kafka.principal
-        bridge = self._bridge(who.kafka, who.name)
+        bridge = self._bridge(who.kafka, who.kafka.username or who.name)
         try:
             await bridge.authenticate()
         except BaseException:
