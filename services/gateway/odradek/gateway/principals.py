@@ -4,10 +4,9 @@ Kafka has no impersonation, so an HTTP user mapped to a Kafka principal (``kafka
 ``kafka_ssl_certificate_location`` in the tokens file, see ``auth``) gets Kafka clients of its
 own, logged in with that principal's SASL credentials or client certificate: a producer, an
 admin client and range readers (a ``KafkaBridge``), and the consumers of the consumer instances
-it creates. The brokers' ACLs then decide what the user
-may do, as with Confluent REST Proxy's principal propagation. Users without a mapping (and,
-unless ``--require-auth``, requests without a token on the inventory paths) act as the
-gateway's own principal.
+it creates. The brokers' ACLs then decide what the user may do, as with Confluent REST Proxy's
+principal propagation. Users without a mapping (and, unless ``--require-auth``, requests
+without a token on the inventory paths) act as the gateway's own principal.
 
 Bridges are opened on a user's first request (after the brokers accepted the credentials:
 a refusal answers 401 at once), kept while used, closed after ``principal_clients_idle_ms``
