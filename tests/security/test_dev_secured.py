@@ -7,7 +7,8 @@ and replication, the authorizer on, ``admin`` the super user.
   its root locked to the cluster's principals;
 - ``dev status --json``'s security block, and its client properties file with Kafka's own
   ``kafka-topics --command-config``;
-- ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL;
+- ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL
+  and serves HTTPS to callers with the admin's token (test_hostile_gateway.py: none without one);
 - a short leader-kill ``odradek verify`` over SASL_SSL, idempotent producers: 0 lost,
   0 duplicated, 0 reordered.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -61,7 +63,8 @@ def test_status_reports_the_security_block(cluster):
     security = cluster.status()["security"]
     assert {k: security[k] for k in ("protocol", "mechanism", "username")} == {
         "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "admin"}
-    assert os.path.exists(security["ca_file"]) and security["password"]
+    assert os.path.exists(security["ca_file"]) and security["password"] and security["gateway_token"]
+    assert cluster.status()["gateway"].startswith("https://")
     text = cluster.run("status").stdout
     assert security["client_properties"] in text and "SASL_SSL (SCRAM-SHA-512)" in text
 
@@ -120,8 +123,10 @@ def test_the_gateway_produces_over_sasl_ssl(cluster):
     cluster.create_topic("through-the-gateway", partitions=1, replication_factor=3)
     body = json.dumps({"records": [{"value": {"n": 1}}]}).encode()
     request = urllib.request.Request(f"{cluster.gateway}/topics/through-the-gateway", data=body, method="POST",
-                                     headers={"Content-Type": "application/vnd.kafka.json.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as resp:
+                                     headers={"Content-Type": "application/vnd.kafka.json.v2+json",
+                                              "Authorization": f"Bearer {cluster.security['gateway_token']}"})
+    tls = ssl.create_default_context(cafile=cluster.security["ca_file"])   # https, the dev CA's certificate
+    with urllib.request.urlopen(request, timeout=30, context=tls) as resp:
         assert json.loads(resp.read())["offsets"][0]["offset"] == 0
 
 

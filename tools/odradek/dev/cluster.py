@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import sys
 import time
 import urllib.error
@@ -255,7 +256,7 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
     state["commands"]["gateway"] = _gateway_command(state, launch.preferred(preferred_port))
     port = launch.await_ports(state, launch.start(state, "gateway"), timeout)["http"]
     state["commands"]["gateway"] = _gateway_command(state, port)
-    state["gateway"] = f"http://127.0.0.1:{port}"
+    state["gateway"] = f"{'https' if 'security' in state else 'http'}://127.0.0.1:{port}"   # security: dev CA
     state.setdefault("metrics", {})["gateway"] = state["gateway"] + metrics_http.PATH
     _wait_gateway_ready(state, timeout)
 
@@ -275,7 +276,8 @@ def _wait_gateway_ready(state: dict, timeout: float) -> None:
     def ready() -> bool:
         if not processes.alive(ProcessRecord.from_json(state["processes"]["gateway"])):
             raise RuntimeError("the gateway exited during start-up")
-        with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5) as resp:
+        tls = ssl.create_default_context(cafile=state["security"]["ca_file"]) if "security" in state else None
+        with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5, context=tls) as resp:
             return resp.status == 200
     wait_until(ready, timeout, "the gateway to be ready", 0.2, retry_on=(OSError,))  # URLError is one
 

@@ -7,7 +7,10 @@ both the client listener and the inter-broker listener (the brokers log in as ``
 ACL authorizer is on with ``super.users=User:admin``. ``admin``'s SCRAM credential is written
 to ZooKeeper (``/config/users/admin``, as ``kafka-configs --zookeeper`` would) after ZooKeeper
 starts and before any broker does, so the brokers' own logins succeed from the first fetch.
-The HTTP gateway connects over SASL_SSL as ``admin`` too (its ``--kafka-*`` options).
+The HTTP gateway serves HTTPS (``gateway.pem``, from the same CA) and requires a bearer token
+(``--require-auth``): ``dev up`` makes one for the admin (``gateway_token`` in the security
+block), mapped in ``gateway-tokens.json`` to ``admin``'s SCRAM credential, so the gateway's
+requests reach the brokers as ``User:admin`` and as no one without the token.
 
 The cluster's own traffic is secured as well (``cluster_config``, given to the controllers
 and the brokers): the internal HTTP APIs take mutual TLS with the brokers' certificate
@@ -23,6 +26,7 @@ connect (``odradek.dev.access.KafkaAccess``).
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from pathlib import Path
@@ -44,6 +48,7 @@ DIRECTORY = "security"
 PASSWORD_FILE = "admin.password"
 ZK_DIGEST_FILE = "zookeeper.digest"
 PROCESS_CN = "odradek-broker"    # the one certificate of the dev cluster's processes
+GATEWAY_TOKENS, GATEWAY_CERT = "gateway-tokens.json", "gateway.pem"
 
 
 def prepare(root: Path) -> dict:
@@ -55,9 +60,12 @@ def prepare(root: Path) -> dict:
     ca.write_issued(directory / "broker.pem", "127.0.0.1", "localhost", common_name=PROCESS_CN)
     block = {"protocol": PROTOCOL, "mechanism": MECHANISM, "ca_file": str(directory / "ca.pem"),
              "username": ADMIN, "password": secrets.token_urlsafe(18),
-             "client_properties": str(directory / "client.properties")}
+             "client_properties": str(directory / "client.properties"),
+             "gateway_token": secrets.token_urlsafe(24)}
+    ca.write_issued(directory / GATEWAY_CERT, "127.0.0.1", "localhost", common_name="odradek-gateway")
     for path, text in ((Path(block["client_properties"]), KafkaAccess("", block).properties()),
                        (directory / PASSWORD_FILE, block["password"]),
+                       (directory / GATEWAY_TOKENS, gateway_tokens(block)),
                        (directory / ZK_DIGEST_FILE, f"odradek:{secrets.token_urlsafe(18)}\n")):
         path.touch(mode=0o600, exist_ok=True)   # they hold passwords
         path.write_text(text)
@@ -101,13 +109,22 @@ def zookeeper_tls(block: dict | None) -> ServerTls | None:
         return None
     return ServerTls(str(Path(block["ca_file"]).parent / "broker.pem"), block["ca_file"])
 
+def gateway_tokens(block: dict) -> str:
+    """The gateway's tokens file: the admin's token, acting on the brokers as ``admin``."""
+    return json.dumps({"tokens": [{"token": block["gateway_token"], "name": block["username"],
+                                   "kafka_username": block["username"], "kafka_password_file": PASSWORD_FILE}]})
+
 
 def gateway_arguments(block: dict) -> list[str]:
-    """The gateway's ``--kafka-*`` options: it reaches the brokers over SASL_SSL as the admin."""
+    """The gateway's options: HTTPS, a token required on every route, and its ``--kafka-*``
+    options (it reaches the brokers over SASL_SSL; each request as its token's user)."""
+    directory = Path(block["ca_file"]).parent
     return ["--kafka-security-protocol", block["protocol"], "--kafka-sasl-mechanism", block["mechanism"],
             "--kafka-sasl-username", block["username"],
-            "--kafka-sasl-password-file", str(Path(block["ca_file"]).parent / PASSWORD_FILE),
-            "--kafka-ssl-ca-location", block["ca_file"]]
+            "--kafka-sasl-password-file", str(directory / PASSWORD_FILE),
+            "--kafka-ssl-ca-location", block["ca_file"],
+            "--auth-file", str(directory / GATEWAY_TOKENS), "--require-auth",
+            "--ssl-certfile", str(directory / GATEWAY_CERT), "--ssl-keyfile", str(directory / GATEWAY_CERT)]
 
 
 def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
@@ -131,4 +148,5 @@ def summary(block: dict) -> str:
     return (f"  security:          {block['protocol']} ({block['mechanism']}), user {block['username']!r}, "
             f"password {block['password']!r}\n"
             f"  CA certificate:    {block['ca_file']}\n"
+            f"  gateway token:     {block['gateway_token']!r} (Authorization: Bearer; https, the CA above)\n"
             f"  client properties: {block['client_properties']} (Kafka tools: --command-config)")
