@@ -81,3 +81,21 @@ def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     assert status[0] == {"name": "scram", "type": "internal", "tls": False,
                          "bootstrapServers": f"np-bootstrap.{namespace}.svc:9094"}
     assert status[1]["name"] == "ext" and status[1]["type"] == "nodeport"
+
+
+def test_a_secret_planted_under_a_clusters_name_is_not_adopted(k8s, operator, namespace):
+    """A digest Secret made before the cluster (its credentials the planter's) stops the
+    reconcile with SecretConflict, untouched; once it is gone the cluster makes its own."""
+    k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "plant-zookeeper-digest"},
+                                                  "stringData": {"credentials": "odradek:known"}})
+    planted = k8s.child(namespace, "Secret", "plant-zookeeper-digest")
+    k8s.apply_cluster(namespace, "plant", BASE)
+    cr = wait_until(lambda: (x := k8s.cluster(namespace, "plant")) and (c := condition(x, "Ready"))
+                    and c["reason"] == "SecretConflict" and x, 30, "the conflict in status")
+    assert "plant-zookeeper-digest exists and is not owned by OdradekCluster plant" in condition(cr, "Ready")["message"]
+    assert k8s.child(namespace, "Secret", "plant-zookeeper-digest") == planted
+    assert k8s.child(namespace, "StatefulSet", "plant-brokers") is None
+    k8s.delete(f"/api/v1/namespaces/{namespace}/secrets/plant-zookeeper-digest")
+    made = wait_until(lambda: k8s.child(namespace, "Secret", "plant-zookeeper-digest"), 30, "the cluster's own")
+    assert made["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
+    assert made["data"]["credentials"] != planted["data"]["credentials"]

@@ -79,6 +79,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
                                           operator_settings)
     except SpecError as e:
         _fail(patch, old, meta.get("generation"), e.reason, str(e))
+        if isinstance(e, kube.SecretConflict):   # goes once the foreign Secret does: look again
+            raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
         raise kopf.PermanentError(str(e)) from None
     patch.status.update(outcome.status)
     patch.status["conditions"] = _controller_url_condition(set_condition(

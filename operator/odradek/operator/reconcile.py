@@ -21,7 +21,6 @@ from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
 
-CONTROLLER_URL_ANNOTATION = principals.CONTROLLER_URL_ANNOTATION
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
