@@ -342,8 +342,8 @@ def test_controller_candidates_from_endpoint_slices():
         f"https://10-0-0-5.c-controller.{NS}.svc:8080", f"https://fd00--7.c-controller.{NS}.svc:8080"]
     override = OperatorSettings.from_env({"ODRADEK_OPERATOR_CONTROLLER_URL": "http://a:1, http://b:2/"})
     assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://a:1", "http://b:2"]
-    body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}
-    assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://x:9"]
+    body["metadata"]["annotations"] = {"odradek.dev/controller-url": f"https://x.{NS}.svc:9"}
+    assert reconcile.controller_candidates(FakeKube(), body, override) == [f"https://x.{NS}.svc:9"]
 
 
 def test_gateway_arguments_parse_with_the_gateways_own_cli():

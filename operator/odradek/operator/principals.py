@@ -23,6 +23,14 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
   ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication.
 
+- **Where the operator sends credentials**: the ``odradek.dev/controller-url`` annotation is
+  honoured only for ``https`` URLs whose host is a Service of the cluster's namespace
+  (``<svc>.<ns>.svc[.cluster.local]``, or a pod under it), or that start with a prefix the
+  operator's administrator trusts (``ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS``, for controllers
+  outside Kubernetes in development: ``scheme://host`` origins); otherwise it is ignored (``annotated_controller_urls``
+  says why, for a status condition) and the controller Service's endpoints are used: the
+  users' passwords the operator sends there never leave the cluster's namespace.
+
 ``security_plan`` decides all of this as a frozen ``security.SecurityPlan`` (volumes, mounts,
 settings, probes, the ``odradek.dev/certificates-hash`` annotation whose change restarts the
 pods, the brokers' TLS listener material) before anything is built; the pure ``builders`` take
@@ -34,8 +42,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import secrets
 import tempfile
+import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -52,6 +62,8 @@ ZK_DIR = "/etc/odradek/zookeeper"
 ZK_USER = "odradek"
 PROBE_PERIOD_S, PROBE_TIMEOUT_S = 10, 8   # a Python process starts in each probe
 _FILES = Path(tempfile.gettempdir()) / "odradek-operator-certs"
+CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 
 
 def zookeeper_secret_name(cluster: str) -> str:
@@ -78,6 +90,45 @@ def controller_url(cluster: str, pod_ip: str, namespace: str) -> str:
     what the operator calls)."""
     host = pod_ip.replace(".", "-").replace(":", "-")
     return f"https://{host}.{builders.names(cluster)['controller']}.{namespace}.svc:{builders.CONTROLLER_PORT}"
+
+
+def cluster_secret_names(cluster: str) -> list[str]:
+    """Every Secret an OdradekCluster ``cluster`` makes: no OdradekUser may be named like one."""
+    return sorted({*certs.secret_names(cluster).values(), zookeeper_secret_name(cluster)})
+
+
+def controller_url_problem(url: str, namespace: str, trusted: Sequence[str] = ()) -> str | None:
+    """Why the operator may not call ``url`` from the controller-url annotation of a cluster in
+    ``namespace`` (None: https to a Service of that namespace). ``trusted``: ``scheme://host``
+    origins the operator's administrator allows besides (any port)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a bad port
+    except ValueError as e:
+        return f"{url!r} is not a URL ({e})"
+    if parts.username is not None or parts.query or parts.fragment:
+        return f"{url!r} carries credentials, a query or a fragment"
+    origins = {(t.scheme, t.hostname) for t in map(urllib.parse.urlsplit, trusted)}
+    if (parts.scheme, parts.hostname) in origins:
+        return None
+    if parts.scheme != "https":
+        return f"{url!r} is not https"
+    service = rf"^({_DNS_LABEL}\.)?{_DNS_LABEL}\.{re.escape(namespace)}\.svc(\.cluster\.local)?$"
+    if not re.match(service, parts.hostname or ""):
+        return f"{url!r} is not a Service of namespace {namespace} (<service>.{namespace}.svc)"
+    return None
+
+
+def annotated_controller_urls(meta: Mapping[str, Any], trusted: Sequence[str] = ()) -> tuple[list[str], str | None]:
+    """The controller URLs a cluster's ``odradek.dev/controller-url`` annotation names, and why
+    it is ignored (then the URLs are empty: one untrusted URL voids the annotation)."""
+    annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION) or ""
+    urls = [u.strip() for u in annotated.split(",") if u.strip()]
+    problems = [p for p in (controller_url_problem(u, meta["namespace"], trusted) for u in urls) if p]
+    if problems:
+        return [], (f"{CONTROLLER_URL_ANNOTATION} ignored, the controller Service is used: "
+                    f"{'; '.join(problems)}")
+    return urls, None
 
 
 def _controller_url_word(cluster: str) -> str:

@@ -22,7 +22,6 @@ from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
 
-CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
@@ -43,9 +42,9 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: Oper
     carry (``https://<pod-ip-dashed>.<cluster>-controller.<ns>.svc:8080``: the control plane
     takes mutual TLS)."""
     meta = cluster["metadata"]
-    annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
-    if annotated:
-        return [u.strip() for u in annotated.split(",") if u.strip()]
+    annotated, _ = principals.annotated_controller_urls(meta, settings.trusted_controller_urls)
+    if annotated:   # only https Services of the namespace (or trusted origins): see principals
+        return annotated
     if settings.controller_urls:
         return list(settings.controller_urls)
     service = builders.names(meta["name"])["controller"]
@@ -340,13 +339,14 @@ def topic_cluster(kube: Kube, namespace: str, meta: Mapping[str, Any], spec: Map
 
 
 def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
-               logger: logging.Logger, settings: OperatorSettings) -> dict[str, Any]:
-    """Make the controller's topic match the spec; returns the status fields."""
+               logger: logging.Logger, settings: OperatorSettings, status: Mapping[str, Any]) -> dict[str, Any]:
+    """Make the controller's topic match the spec (one it created or adopted); the status fields."""
     configs = validation.validate_topic(name, spec)
     topic = validation.topic_name(name, spec)
     cluster = topic_cluster(kube, namespace, meta, spec)
     client = controller_client(kube, cluster, settings)
-    current = next((t for t in client.cluster().get("topics") or [] if t["name"] == topic), None)
+    current = topics.find(client.cluster(), topic)
+    topics.check_ownership(topic, meta, status, current)
     plan = topics.plan_topic(spec, configs, current)
     if plan.create:
         try:
@@ -394,8 +394,10 @@ def _terminating(kube: Kube, namespace: str) -> bool:
 
 
 def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
-                            spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings) -> str:
-    """On OdradekTopic deletion: delete the topic, or release when its cluster is gone."""
+                            spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings,
+                            status: Mapping[str, Any]) -> str:
+    """On OdradekTopic deletion: delete the topic it created or adopted, or release (its cluster
+    is gone, or the topic is not its own)."""
     try:
         topic = validation.topic_name(name, spec)
     except validation.SpecError as e:
@@ -403,8 +405,12 @@ def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping
     cluster, why = cluster_for_cleanup(kube, namespace, meta, spec)
     if cluster is None:
         return f"{why}: releasing without deleting the topic"
+    client = controller_client(kube, cluster, settings)
+    current = topics.find(client.cluster(), topic)
+    if current is not None and not topics.owned(status, current):
+        return f"topic {topic} was not created or adopted by this OdradekTopic: released without deleting it"
     try:
-        controller_client(kube, cluster, settings).delete_topic(topic)
+        client.delete_topic(topic)
     except admin.AdminError as e:
         if e.code != admin.UNKNOWN_TOPIC:
             raise

@@ -30,7 +30,12 @@ PERSISTENT_CLAIM, EPHEMERAL = "persistent-claim", "ephemeral"
 
 
 class SpecError(ValueError):
-    """An invalid spec: retrying cannot help until the user edits the resource."""
+    """An invalid spec: retrying cannot help until the user edits the resource. ``reason`` is
+    the Ready condition's reason: ``InvalidSpec``, or a refusal's own (``SecretConflict``...)."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -148,11 +148,15 @@ def validate_storage_change(old_size: str, new_size: str) -> None:
 
 
 def topic_name(name: str, spec: Mapping[str, Any]) -> str:
-    """``spec.topicName`` or the resource's name, checked against Kafka's rule."""
+    """``spec.topicName`` or the resource's name, checked against Kafka's rule; an internal
+    topic (``__consumer_offsets``, ``__transaction_state``) is refused (reason ``InternalTopic``)."""
     topic = spec.get("topicName") or name
     problem = topics.name_problem(topic)
     if problem is not None:
         raise SpecError(f"topic name {topic!r} is invalid: {problem}")
+    if topics.is_internal(topic):   # the brokers' own (offsets, transactions): never a tenant's
+        raise SpecError(f"topic {topic!r} is internal to the cluster: an OdradekTopic may not manage it",
+                        "InternalTopic")
     return topic
 
 

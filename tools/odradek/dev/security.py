@@ -109,6 +109,7 @@ def zookeeper_tls(block: dict | None) -> ServerTls | None:
         return None
     return ServerTls(str(Path(block["ca_file"]).parent / "broker.pem"), block["ca_file"])
 
+
 def gateway_tokens(block: dict) -> str:
     """The gateway's tokens file: the admin's token, acting on the brokers as ``admin``."""
     return json.dumps({"tokens": [{"token": block["gateway_token"], "name": block["username"],
