@@ -234,7 +234,8 @@ def test_kubectl_explain_documents_the_user_spec(k8s, k8s_bins, control_plane, t
 def test_a_user_named_like_a_secret_it_does_not_own_is_refused_and_the_secret_untouched(k8s, namespace, odc):
     """An OdradekUser named like the cluster's ZooKeeper digest Secret, or like a Secret someone
     else made, would have taken it over (forced apply stripping its keys, garbage collection with
-    the user): refused with SecretConflict, nothing written, nothing collected."""
+    the user), and one whose password source is the digest Secret would have copied it into its
+    own: refused with SecretConflict, nothing written, nothing collected."""
     ns, (url, _) = namespace, odc
     digest = wait_until(lambda: k8s.child(ns, "Secret", "dev-zookeeper-digest"), 30, "the cluster's digest Secret")
     k8s.core.create_namespaced_secret(ns, {"metadata": {"name": "payments-db"}, "stringData": {"password": "hunter2"}})
@@ -248,13 +249,20 @@ def test_a_user_named_like_a_secret_it_does_not_own_is_refused_and_the_secret_un
     assert "is named like a Secret of OdradekCluster dev" in condition(k8s.user(ns, "dev-zookeeper-digest"),
                                                                           "Ready")["message"]
     assert "is not owned by OdradekUser payments-db" in condition(k8s.user(ns, "payments-db"), "Ready")["message"]
+    # nor copied out of the cluster's Secrets through a password source
+    k8s.apply_user(ns, "copier", "dev", {"authentication": {"type": "scram-sha-512", "password": {
+        "valueFrom": {"secretKeyRef": {"name": "dev-zookeeper-digest", "key": "credentials"}}}}})
+    c = condition(wait_until(failed(k8s, ns, "copier"), 30, "the copy refused"), "Ready")
+    assert c["reason"] == "SecretConflict" and "must come from a Secret of your own" in c["message"], c
+    assert k8s.child(ns, "Secret", "copier") is None and stored(url, "copier").scram == {}
     for before in (digest, theirs):
         after = k8s.child(ns, "Secret", before["metadata"]["name"])
         assert (after["data"], after["metadata"]["resourceVersion"], after["metadata"].get("ownerReferences")) == \
             (before["data"], before["metadata"]["resourceVersion"], before["metadata"].get("ownerReferences"))
-    for name in ("dev-zookeeper-digest", "payments-db"):
+    for name in ("dev-zookeeper-digest", "payments-db", "copier"):
         k8s.delete(k8s.cr_path(ns, "odradekusers", name))
-    wait_until(lambda: all(k8s.user(ns, n) is None for n in ("dev-zookeeper-digest", "payments-db")), 30, "deletions")
+    wait_until(lambda: all(k8s.user(ns, n) is None for n in ("dev-zookeeper-digest", "payments-db", "copier")), 30,
+               "deletions")
     # not theirs to collect: no owner reference of a user was ever added
     assert k8s.child(ns, "Secret", "payments-db")["data"] == theirs["data"]
     assert k8s.child(ns, "Secret", "dev-zookeeper-digest")["metadata"]["ownerReferences"] == \

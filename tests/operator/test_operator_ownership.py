@@ -216,3 +216,21 @@ def test_one_untrusted_url_voids_the_annotation():
     assert urls == [] and "odradek.dev/controller-url ignored" in why and "'http://collector:80' is not https" in why
     meta["annotations"][principals.CONTROLLER_URL_ANNOTATION] = f"https://c-controller.{NS}.svc:8080"
     assert principals.annotated_controller_urls(meta) == ([f"https://c-controller.{NS}.svc:8080"], None)
+
+
+def test_a_password_may_not_come_from_a_secret_the_operator_makes():
+    """Else a tenant who may not read the cluster's Secrets gets one copied into its own."""
+    digest = principals.zookeeper_secret("prod", NS, None)
+    assert "is the operator's" in users.password_source_problem("prod-zookeeper-digest", digest, ["prod"])
+    assert "is the operator's" in users.password_source_problem("prod-cluster-ca", None, ["prod"])
+    assert "is the operator's" in users.password_source_problem("bob", user_secret(), ["prod"])  # a user's
+    mine = {"metadata": {"name": "alice-pw", "labels": {"team": "a"}}, "data": {}}
+    assert users.password_source_problem("alice-pw", mine, ["prod"]) is None
+    k = StubKube({"prod-cluster-ca": {"metadata": {"name": "prod-cluster-ca",
+                                                   "labels": {"app.kubernetes.io/managed-by": "odradek-operator"}},
+                                      "data": {"ca.key": "a2V5"}}})
+    body = {**user_body(), "spec": {"authentication": {"type": "scram-sha-512", "password": {
+        "valueFrom": {"secretKeyRef": {"name": "prod-cluster-ca", "key": "ca.key"}}}}}}
+    with pytest.raises(kube.SecretConflict, match="must come from a Secret of your own"):
+        users.sync_user(k, StubController(), body, "prod", lambda objs: pytest.fail("adopted"), None)
+    assert k.applied == []

@@ -13,7 +13,9 @@ The Secret is the user's own or nothing is written: an OdradekUser named like a 
 OdradekCluster of the namespace makes (``principals.cluster_secret_names``, and any
 ``<cluster>-...-ca``, ``-ca-cert``, ``-certs``, ``-digest``), or like an existing Secret that is
 not controlled by this very OdradekUser (``kube.foreign_secret``), is refused with reason
-``SecretConflict`` before its password is read or the controller is called. Deletion removes
+``SecretConflict`` before its password is read or the controller is called; so is a password
+``secretKeyRef`` to a Secret the operator makes (``password_source_problem``: a cluster's key or
+digest, another user's password would be copied into this user's Secret). Deletion removes
 only the identities its status records (what it made), and the Secret goes by garbage collection
 only when its owner reference is this user's.
 
@@ -33,7 +35,7 @@ from odradek.cluster.control_plane_users import ScramPassword, UserAcl, UserSpec
 from odradek.config.quotas import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                                    REQUEST_PERCENTAGE)
 from odradek.operator import admin, builders, principals
-from odradek.operator.kube import Kube, SecretConflict, foreign_secret
+from odradek.operator.kube import MANAGED_BY, Kube, SecretConflict, foreign_secret
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
 
@@ -165,10 +167,25 @@ class Waiting(Exception):
     """Something the user needs does not exist yet (the password's Secret)."""
 
 
-def _password(kube: Kube, namespace: str, spec: Mapping[str, Any], own: Mapping[str, Any] | None) -> str:
+def password_source_problem(name: str, secret: Mapping[str, Any] | None, clusters: list[str]) -> str | None:
+    """Why ``password.valueFrom.secretKeyRef`` may not name Secret ``name``: one the operator
+    makes (a cluster's keys or digest, another user's password) would be copied into this user's
+    Secret, for whoever reads it."""
+    labels = ((secret or {}).get("metadata") or {}).get("labels") or {}
+    if reserved_by(name, clusters) is None and labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
+        return None
+    return (f"authentication.password: Secret {name} is the operator's (a cluster's or a user's); "
+            "the password must come from a Secret of your own")
+
+
+def _password(kube: Kube, namespace: str, spec: Mapping[str, Any], own: Mapping[str, Any] | None,
+              clusters: list[str]) -> str:
     ref = (((spec.get("authentication") or {}).get("password") or {}).get("valueFrom") or {}).get("secretKeyRef")
     if ref:
         secret = kube.get("v1", "Secret", namespace, ref["name"])
+        refusal = password_source_problem(ref["name"], secret, clusters)
+        if refusal is not None:
+            raise SecretConflict(refusal)
         value = secret_value(secret, ref["key"])
         if not value:
             raise Waiting(f"authentication.password: Secret {namespace}/{ref['name']} "
@@ -186,14 +203,15 @@ def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any
     name, namespace = meta["name"], meta["namespace"]
     validate_user(spec)
     own = kube.get("v1", "Secret", namespace, name)
-    refusal = secret_conflict(body, cluster, [c["metadata"]["name"] for c in kube.list(*CLUSTER, namespace)], own)
+    clusters = [c["metadata"]["name"] for c in kube.list(*CLUSTER, namespace)]
+    refusal = secret_conflict(body, cluster, clusters, own)
     if refusal is not None:   # before anything is read from it or written anywhere
         raise SecretConflict(refusal)
     username, principal = identity(name, spec)
     if auth_type(spec) == TLS and certificate is None:   # the cluster's reconcile makes it
         raise Waiting(f"authentication.type tls needs the clients CA of OdradekCluster {cluster} "
                       f"(Secrets {cluster}-clients-ca-cert, {cluster}-clients-ca), which does not exist yet")
-    password = _password(kube, namespace, spec, own) if auth_type(spec) == SCRAM else None
+    password = _password(kube, namespace, spec, own, clusters) if auth_type(spec) == SCRAM else None
     request = user_request(name, spec, password)
     old = status.get("username")
     if old and old != username:  # tls <-> scram: the old identity goes first
