@@ -141,11 +141,11 @@ def test_reassign_partitions_throttle_then_verify(both, topic, tmp_path):
             {"topic": topic, "partition": 0, "replicas": [int(broker)], "log_dirs": ["any"]}]}))
         steps = [ok(e.tool(REASSIGN, "--execute", "--throttle", "1000000", "--reassignment-json-file", str(plan)))]
         topic_configs = ("--entity-type", "topics", "--entity-name", topic, "--describe")
-        steps.append(wait_until(lambda: (t := ok(e.tool(CONFIG_COMMAND, *topic_configs))) if "throttled" in t
+        steps.append(wait_until(lambda: t if "throttled" in (t := ok(e.tool(CONFIG_COMMAND, *topic_configs)))
                                 else None, 30, f"{e.name}: the topic's throttled replicas", interval=0.5))
         steps.append(_described(e, ("--entity-name", broker), lambda t: "throttled.rate=1000000" in t))
         steps.append(ok(e.tool(REASSIGN, "--verify", "--reassignment-json-file", str(plan))))
-        steps.append(wait_until(lambda: (t := ok(e.tool(CONFIG_COMMAND, *topic_configs))) if "throttled" not in t
+        steps.append(wait_until(lambda: t if "throttled" not in (t := ok(e.tool(CONFIG_COMMAND, *topic_configs)))
                                 else None, 30, f"{e.name}: the topic's throttles removed", interval=0.5))
         steps.append(_described(e, ("--entity-name", broker), lambda t: "throttled" not in t))
         outputs[e.name] = [_same_ids(s, broker).replace(topic, "<topic>").replace(f"0:{broker}", "0:<id>")

@@ -298,7 +298,7 @@ def test_a_reassignment_under_kafkas_throttle_moves_at_the_throttle_then_verify_
     from tests.support.kafka_tools import Endpoint, require_kafka
     require_kafka()
     admin = rc.admin()
-    admin.create_topics([NewTopic("throttled", replica_assignment=[[1], [1]])])["throttled"].result(timeout=60)
+    admin.create_topics([NewTopic("throttled", 2, replica_assignment=[[1], [1]])])["throttled"].result(timeout=60)
     rc.wait_for_leaders("throttled", 2)
     producer = Producer({"bootstrap.servers": rc.bootstrap, "acks": "all", "linger.ms": 20})
     for i in range(2 * MOVED_PER_PARTITION // 10_000):
@@ -321,16 +321,20 @@ def test_a_reassignment_under_kafkas_throttle_moves_at_the_throttle_then_verify_
         parts = admin.list_topics("throttled", timeout=10).topics["throttled"].partitions
         return [parts[0].replicas, parts[1].replicas] == [[2], [3]]
     wait_until(moved, 120, "the reassignment to complete", interval=0.5)
-    steady = [s for s in samples if s[0] >= 3.0]
-    (t0, _, b0), (t1, _, b1) = steady[0], steady[-1]
-    mean_rate = sum(rate for _, rate, _ in steady) / len(steady)
-    print(f"\nthrottle {THROTTLE} B/s: {samples[-1][2]} bytes moved in {samples[-1][0]:.1f} s; from the metrics "
-          f"after 3 s: {(b1 - b0) / (t1 - t0):.0f} B/s sent, LeaderReplication byte rate {mean_rate:.0f} B/s on average")
-    assert samples[-1][2] >= 2 * MOVED_PER_PARTITION, "every byte of both partitions went through broker 1's quota"
+    # while moving: from the first sample with bytes sent (the first fetches' burst) to the first with all sent
+    total = samples[-1][2]
+    first = next(i for i, s in enumerate(samples) if s[2] > 0)
+    last = next(i for i, s in enumerate(samples) if s[2] >= total)
+    (t0, _, b0), (t1, _, b1) = samples[first], samples[last]
+    mean_rate = sum(rate for _, rate, _ in samples[first:last + 1]) / (last + 1 - first)
+    print(f"\nthrottle {THROTTLE} B/s: {total:.0f} bytes sent in {t1:.1f} s after --execute, moved in "
+          f"{samples[-1][0]:.1f} s; from the metrics while moving: {(b1 - b0) / (t1 - t0):.0f} B/s sent, LeaderReplication byte rate "
+          f"{mean_rate:.0f} B/s on average")
+    assert total >= 2 * MOVED_PER_PARTITION, "every byte of both partitions went through broker 1's quota"
     assert (b1 - b0) / (t1 - t0) == pytest.approx(THROTTLE, rel=0.2)
     assert mean_rate == pytest.approx(THROTTLE, rel=0.2)
-    verified = wait_until(lambda: (v := _tool_output(tool.tool(REASSIGN, "--verify", "--reassignment-json-file",
-                                                                 str(plan)))) if "Clearing" in v else None,
+    verified = wait_until(lambda: v if "Clearing" in (v := _tool_output(tool.tool(
+                              REASSIGN, "--verify", "--reassignment-json-file", str(plan)))) else None,
                           60, "--verify to see the reassignment complete", interval=1)
     assert "Reassignment of partition throttled-0 is completed." in verified
     assert "Clearing topic-level throttles on topic throttled" in verified

@@ -64,6 +64,17 @@ def test_the_quota_is_kafkas_simple_rate_against_an_upper_bound():
     assert not quotas.follower.exceeded()
 
 
+def test_time_before_the_first_byte_is_no_allowance():
+    """A quota idle since the broker started does not let a first move burst past the rate."""
+    clock = Clock()
+    quotas = ReplicationQuotas(1, clock=clock)
+    quotas.update_rates({"leader.replication.throttled.rate": str(RATE),
+                         "follower.replication.throttled.rate": str(RATE)}.__getitem__)
+    clock.now += 8.0
+    quotas.leader.record(2 * RATE)
+    assert quotas.leader.exceeded() and quotas.leader.rate() == 2 * RATE
+
+
 def _records(n: int) -> memoryview:
     return memoryview(build_batch([Record(b"x" * BATCH, key=b"k")] * n))
 
