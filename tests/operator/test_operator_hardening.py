@@ -152,7 +152,7 @@ def test_certificate_expiry_metric_names_every_certificate_until_the_cluster_goe
     assert set(expiry) == {("c-cluster-ca-cert", "ca.crt"), ("c-clients-ca-cert", "ca.crt"),
                            ("c-broker-certs", "c-brokers-0.crt"), ("c-broker-certs", "c-brokers-1.crt"),
                            ("c-controller-certs", "controller.crt"), ("c-gateway-certs", "gateway.crt"),
-                           ("c-operator-certs", "operator.crt")}
+                           ("c-operator-certs", "operator.crt"), ("c-zookeeper-certs", "zookeeper.crt")}
     year = (now + spec.cluster_ca.validity).timestamp()
     assert all(abs(when - year) < 3600 for when in expiry.values())
     clock = [100.0]
