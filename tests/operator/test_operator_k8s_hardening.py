@@ -1,7 +1,8 @@
 """Hardening against the real API server (the session's shared one, the operator as a process):
 the NetworkPolicies and the restricted security contexts as applied, owned by the cluster, and
 the policies deleted when ``spec.networkPolicies`` turns them off; the gateway as its
-Deployment runs it, over HTTPS and only with a token."""
+Deployment runs it, over HTTPS and only with a token, its tokens mapped to the OdradekUsers of
+``gateway.users`` whose Secrets it mounts."""
 
 from __future__ import annotations
 
@@ -89,14 +90,54 @@ def _materialize(k8s, namespace: str, pod: dict, root: Path) -> None:
                 (target / key).write_bytes(base64.b64decode(value))
 
 
+def _condition(k8s, namespace: str, cluster: str, kind: str) -> dict | None:
+    conditions = ((k8s.cluster(namespace, cluster) or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def _user_secrets(deployment: dict) -> set[tuple[str, str]]:
+    """(Secret, mount path) of the OdradekUsers' Secrets the gateway mounts."""
+    pod = deployment["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    return {(secrets[m["name"]], m["mountPath"]) for m in pod["containers"][0]["volumeMounts"]
+            if m["mountPath"].startswith("/etc/odradek/gateway-users/")}
+
+
+def _ready_tls_user(k8s, namespace: str, name: str, cluster: str) -> None:
+    """A tls OdradekUser as a reconcile leaves it (no controller runs here: paused, its Secret
+    and status written by the test)."""
+    k8s.apply(f"/api/v1/namespaces/{namespace}/secrets/{name}",
+              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+               "data": {k: base64.b64encode(b"PEM").decode() for k in ("user.crt", "user.key", "ca.crt")}})
+    k8s.apply(k8s.cr_path(namespace, "odradekusers", name),
+              {"apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekUser",
+               "metadata": {"name": name, "namespace": namespace,
+                            "annotations": {"odradek.dev/pause-reconciliation": "true"}},
+               "spec": {"cluster": cluster, "authentication": {"type": "tls"}}})
+    k8s.merge(k8s.cr_path(namespace, "odradekusers", name) + "/status",
+              {"status": {"cluster": cluster, "secret": name, "username": f"CN={name}"}})
+
+
 def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_token(k8s, operator, namespace, tmp_path):
     """The gateway exactly as its Deployment runs it (arguments, environment, the Secrets it
     mounts, read back from the API server), as a local process: HTTPS with the operator's
     certificate for its Service's name, checked against the cluster CA, and no request without
     the generated token."""
-    spec = {**SPEC, "gateway": {"replicas": 1}}
+    spec = {**SPEC, "gateway": {"replicas": 1, "users": ["gwr"]}}
     k8s.apply_cluster(namespace, "g", spec)
     dep = wait_until(lambda: k8s.child(namespace, "Deployment", "g-gateway"), 60, "the gateway Deployment", 0.2)
+    # the gateway maps no token to a user that does not exist yet, and says so
+    refused = wait_until(lambda: _condition(k8s, namespace, "g", "GatewayUsersRefused"), 60, "the refusal", 0.2)
+    assert refused["reason"] == "GatewayUserRefused" and "OdradekUser gwr does not exist" in refused["message"]
+    assert _user_secrets(dep) == set()
+    _ready_tls_user(k8s, namespace, "gwr", "g")
+    dep = wait_until(lambda: (d := k8s.child(namespace, "Deployment", "g-gateway")) and _user_secrets(d) and d,
+                     60, "the user's Secret mounted in the gateway", 0.2)
+    assert _user_secrets(dep) == {("gwr", "/etc/odradek/gateway-users/gwr")}
+    wait_until(lambda: not _condition(k8s, namespace, "g", "GatewayUsersRefused"), 60, "the refusal lifted", 0.2)
+    tokens = json.loads(base64.b64decode(k8s.child(namespace, "Secret", "g-gateway-tokens")["data"]["credentials"]))
+    assert [(t["name"], t["kafka_ssl_certificate_location"]) for t in tokens["tokens"]] == [
+        ("gwr", "/etc/odradek/gateway-users/gwr/user.crt")]
     pod = dep["spec"]["template"]["spec"]
     _materialize(k8s, namespace, pod, tmp_path)
     container = pod["containers"][0]

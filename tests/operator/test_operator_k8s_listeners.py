@@ -68,9 +68,9 @@ def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     pod = sts["spec"]["template"]["spec"]
     assert pod["initContainers"][0]["args"][:2] == ["operator", "advertise"]
     args = pod["containers"][0]["args"]
-    # SCRAM listeners: replication over mutual TLS, the components' certificates super users
-    assert "super.users=User:CN=np-broker,O=odradek;User:CN=np-operator,O=odradek;User:CN=np-gateway,O=odradek;" \
-        "User:ops" in args
+    # SCRAM listeners: replication over mutual TLS, the brokers' and operator's certificates super
+    # users (never the gateway's: it acts as mapped OdradekUsers)
+    assert "super.users=User:CN=np-broker,O=odradek;User:CN=np-operator,O=odradek;User:ops" in args
     assert "listener.security.protocol.map=REPLICATION:SSL,SCRAM:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT" in args
     # replication (9091) takes only clients with a cluster-CA certificate (Kafka's per-listener key)
     assert "listener.name.replication.ssl.client.auth=required" in args

@@ -95,9 +95,9 @@ def test_internal_listeners_render_kafka_settings_the_broker_accepts():
     assert config["inter.broker.listener.name"] == "REPLICATION"
     assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
-    assert config["super.users"] == ("User:CN=c-broker,O=odradek;User:CN=c-operator,O=odradek;"
-                                      "User:CN=c-gateway,O=odradek;User:alice;User:CN=ops")
-    assert "ANONYMOUS" not in config["super.users"]
+    # never the gateway's certificate: its requests run as mapped OdradekUsers, under their ACLs
+    assert config["super.users"] == "User:CN=c-broker,O=odradek;User:CN=c-operator,O=odradek;User:alice;User:CN=ops"
+    assert "ANONYMOUS" not in config["super.users"] and "gateway" not in config["super.users"]
     # replication: mutual TLS required on its own listener (Kafka's per-listener key)
     assert config["listener.name.replication.ssl.client.auth"] == "required"
     # without TLS material nor authorization (no TLS, no authentication) replication is plaintext

@@ -437,8 +437,8 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
             # host Metadata advertises for it (the gateway fills in {host})
             "--broker-metrics-urls", f"http://{{host}}:{METRICS_PORT}/metrics"]
     if listener_specs.secured(spec.listeners):
-        # mutual TLS on the replication listener with its certificate (the --kafka-ssl-* files
-        # of SecurityPlan.gateway): the gateway's principal, a super user
+        # mutual TLS on the replication listener: each mapped user's certificate (gateway_security),
+        # the gateway's own (the --kafka-ssl-* files of SecurityPlan.gateway) is no super user
         args += ["--kafka-security-protocol", "SSL"]
     readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
@@ -446,7 +446,7 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
                                   "periodSeconds": 10, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
-    gateway_security.secure_pod(cluster, spec, pod, container)
+    gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)
     return [
         {"apiVersion": "v1", "kind": "Service",

@@ -6,7 +6,7 @@ Two stages, because the API server allocates what the second needs:
 1. ``plan_prerequisites``: the certificate Secrets (``certs.plan_certificates``; the brokers'
    certificates name their external TLS listeners' addresses as observed, a NodePort
    gateway's its nodes'), the ZooKeeper digest Secret, the gateway's generated tokens
-   (``gateway_security.tokens_secret``) and the external listeners' Services. Applied first; a bad user-supplied CA
+   (``gateway_security.tokens_secret``: one per ``gateway.users`` user that can be mapped) and the external listeners' Services. Applied first; a bad user-supplied CA
    raises ``SpecError`` before anything is written.
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
    the brokers advertise), the security plan (``principals.security_plan``) and every child
@@ -46,6 +46,15 @@ class Observed:
     now: datetime.datetime | None = None
     gateway_tokens: Mapping[str, Any] | None = None        # the live <c>-gateway-tokens Secret
     gateway_host_ips: tuple[str, ...] = ()                  # the nodes a NodePort gateway's pods run on
+    gateway_users: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # gateway.users' OdradekUsers
+
+    def gateway_user_problems(self, cluster: str, spec: ClusterSpec) -> dict[str, str]:
+        return gateway_security.user_problems(cluster, spec.gateway.users, self.gateway_users)
+
+    def mapped_gateway_users(self, cluster: str, spec: ClusterSpec) -> tuple[str, ...]:
+        """The ``gateway.users`` the gateway can log in as now."""
+        problems = self.gateway_user_problems(cluster, spec)
+        return tuple(u for u in spec.gateway.users if u not in problems)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class ClusterPlan:
     external: Addresses
     children: tuple[dict, ...]
     stale_policies: tuple[str, ...] = ()   # NetworkPolicies to delete (turned off, component gone)
+    gateway_refused: str | None = None     # gateway.users left out, and why (a status condition)
 
 
 def keep_immutable(desired: dict, existing: Mapping[str, Any] | None) -> dict:
@@ -106,7 +116,8 @@ def plan_prerequisites(name: str, namespace: str, spec: ClusterSpec, observed: O
     plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now,
                                    gateway_names)
     digest = principals.zookeeper_secret(name, namespace, observed.zookeeper_secret)
-    tokens = gateway_security.tokens_secret(name, namespace, spec, observed.gateway_tokens)
+    tokens = gateway_security.tokens_secret(name, namespace, spec, observed.gateway_tokens,
+                                            observed.mapped_gateway_users(name, spec))
     return Prerequisites(plan, (*plan.secrets, digest, *tokens),
                          tuple(builders.build_listener_services(name, namespace, spec, replicas)))
 
@@ -117,9 +128,11 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
     ``live_services``: the listener Services as the API server returned them."""
     replicas = observed.scale.replicas
     external = external_addresses(name, spec.listeners, replicas, live_services)
-    security = principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None)
+    security = principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None,
+                                        observed.mapped_gateway_users(name, spec))
     children = [keep_immutable(child, observed.statefulsets.get(child["metadata"]["name"]))
                 if child["kind"] == "StatefulSet" else child
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]
     children += network_policies.build_network_policies(name, namespace, spec)
-    return ClusterPlan(security, external, tuple(children), tuple(network_policies.unwanted(name, spec)))
+    return ClusterPlan(security, external, tuple(children), tuple(network_policies.unwanted(name, spec)),
+                       gateway_security.refusal(observed.gateway_user_problems(name, spec)))

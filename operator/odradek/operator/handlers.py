@@ -83,15 +83,18 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
             raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
         raise kopf.PermanentError(str(e)) from None
     patch.status.update(outcome.status)
-    patch.status["conditions"] = _controller_url_condition(set_condition(
-        old.get("conditions"), "Warning", True if outcome.warning else None, "ScaleDownRefused",
-        outcome.warning or "", meta.get("generation")), meta, operator_settings)
+    conditions = set_condition(old.get("conditions"), "Warning", True if outcome.warning else None,
+                               "ScaleDownRefused", outcome.warning or "", meta.get("generation"))
+    conditions = set_condition(conditions, "GatewayUsersRefused", True if outcome.gateway_refused else None,
+                               "GatewayUserRefused", outcome.gateway_refused or "", meta.get("generation"))
+    patch.status["conditions"] = _controller_url_condition(conditions, meta, operator_settings)
     if old.get("phase") in (None, "Pending", "Failed", "Paused"):
         patch.status["phase"] = "Reconciling"
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
-    if outcome.waiting or outcome.warning:
-        raise kopf.TemporaryError(outcome.waiting or outcome.warning, delay=operator_settings.retry_delay)
+    if outcome.waiting or outcome.warning or outcome.gateway_refused:   # a refused user may become mappable
+        raise kopf.TemporaryError(outcome.waiting or outcome.warning or outcome.gateway_refused,
+                                  delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,

@@ -79,7 +79,7 @@ class BrokerTls:
 
     settings: Mapping[str, str]
     principal: str                  # User:CN=..., the brokers' own, a super user
-    extra_super_users: tuple[str, ...] = ()   # the operator's and the gateway's principals
+    extra_super_users: tuple[str, ...] = ()   # the operator's principal (never the gateway's)
 
 
 def parse(spec: Mapping[str, Any]) -> list[Listener]:

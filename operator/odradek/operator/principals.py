@@ -21,7 +21,9 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
   brokers and controllers connect with their own certificates (``zookeeper.ssl.*``), which also
   locks ZooKeeper's root to them (``odradek.cluster.zk_session.ensure_chroot``).
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
-  ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication.
+  ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication, which is no
+  super user (no ACL of its own either): requests run as the OdradekUsers it maps tokens to
+  (``gateway_security``), whose Secrets it mounts (``gateway_users``).
 
 - **Where the operator sends credentials**: the ``odradek.dev/controller-url`` annotation is
   honoured only for ``https`` URLs whose host is a Service of the cluster's namespace
@@ -178,18 +180,20 @@ def _zookeeper(cluster: str, versions: Mapping[str, str], managed: bool) -> PodS
 
 def broker_tls(cluster: str, listeners: Sequence[Listener]) -> BrokerTls | None:
     """The brokers' TLS material (``certs``) when a listener has TLS or authentication: then
-    replication is mutual TLS too, with the brokers', operator's and gateway's certificates."""
+    replication is mutual TLS too. Super users: the brokers' and the operator's certificates;
+    never the gateway's (its requests run as mapped OdradekUsers, under their ACLs)."""
     if not secured(listeners):
         return None
     return BrokerTls(certs.broker_ssl_config(), certs.principal(cluster, "broker"),
-                     (certs.principal(cluster, "operator"), certs.principal(cluster, "gateway")))
+                     (certs.principal(cluster, "operator"),))
 
 
 def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str],
-                  managed_zookeeper: bool = False) -> SecurityPlan:
+                  managed_zookeeper: bool = False, gateway_users: Sequence[str] = ()) -> SecurityPlan:
     """What the controller, broker, gateway (and managed ZooKeeper) pods of ``cluster`` get for
     their identities. ``versions``: ``CertificatePlan.versions`` (component -> hash of what its
-    pods load); ``managed_zookeeper``: the operator runs the ensemble (TLS only)."""
+    pods load); ``managed_zookeeper``: the operator runs the ensemble (TLS only);
+    ``gateway_users``: the OdradekUsers whose Secrets the gateway mounts."""
     gateway_volumes, gateway_mounts = certs.pod_tls_volumes(cluster, "gateway")
     controller = _control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH,
                                 managed_zookeeper)
@@ -201,7 +205,7 @@ def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping
                             annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
         broker_certificates=versions["broker"], broker_tls=broker_tls(cluster, listeners),
         controller_advertised_url=_controller_url_word(cluster),
-        zookeeper=_zookeeper(cluster, versions, managed_zookeeper))
+        zookeeper=_zookeeper(cluster, versions, managed_zookeeper), gateway_users=tuple(sorted(gateway_users)))
 
 
 # -- the operator's own client certificate ---------------------------------------------------

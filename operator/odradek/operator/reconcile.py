@@ -76,6 +76,7 @@ class ClusterOutcome:
     warning: str | None = None      # a refused scale-down
     waiting: str | None = None      # a rolling restart in progress
     applied: list[str] = field(default_factory=list)
+    gateway_refused: str | None = None   # gateway.users that cannot be mapped yet (looked at again)
 
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
@@ -112,7 +113,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         "gatewayAddress": builders.gateway_address(name, namespace) if spec.gateway.replicas > 0 else None,
         "rolling": waiting,
     }
-    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied)
+    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied,
+                          gateway_refused=plan.gateway_refused)
 
 
 def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: cluster_plan.Observed,
@@ -159,9 +161,11 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     tokens = kube.get("v1", "Secret", namespace, gateway_security.tokens_secret_name(name)) if gateway else None
     gateway_hosts = host_ips(kube, name, namespace, "gateway") if gateway and spec.gateway.service_type == "NodePort" \
         else {}
+    gateway_users = {u: kube.get("odradek.dev/v1alpha1", "OdradekUser", namespace, u) for u in spec.gateway.users}
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
                                  certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
-                                 gateway_host_ips=tuple(sorted(set(gateway_hosts.values())))), client
+                                 gateway_host_ips=tuple(sorted(set(gateway_hosts.values()))),
+                                 gateway_users=gateway_users), client
 
 
 def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:

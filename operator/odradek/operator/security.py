@@ -41,3 +41,4 @@ class SecurityPlan:
     broker_tls: BrokerTls | None = None   # TLS listeners and mutual-TLS replication, when secured
     controller_advertised_url: str = ""   # a shell word: the controller runs through ``sh -c``
     zookeeper: PodSecurity = field(default_factory=PodSecurity)   # the managed ensemble's certificates
+    gateway_users: tuple[str, ...] = ()   # OdradekUsers the gateway logs in as (gateway_security)

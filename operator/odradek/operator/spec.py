@@ -70,6 +70,7 @@ class Gateway:
     service_type: str = "ClusterIP"
     auth_secret: str | None = None
     resources: Mapping[str, Any] | None = None
+    users: tuple[str, ...] = ()        # OdradekUsers (tls) the generated tokens map to
 
 
 @dataclass(frozen=True)
