@@ -79,7 +79,8 @@ class Broker:
                                      self.zookeeper_security)   # started (registered) in run
         configs = EntityConfigs(self.session.znodes)
         self.security = BrokerSecurity(config, ScramStore(configs))
-        self.controller = ControllerClient(lambda: self.session.controller_url, self.control_plane_tls)
+        self.controller = ControllerClient(lambda: self.session.controller_url, self.control_plane_tls,
+                                           config.protocol_version)
         topic_stats = TopicStats()
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.session.broker_epoch,
@@ -308,7 +309,7 @@ class Broker:
     # -- the broker's side of the control plane ----------------------------------------------
     def _internal_app(self) -> web.Application:
         return server_app({cp.METADATA: self._on_metadata, cp.STATUS: self._on_status, cp.READY: self._on_ready},
-                          client_max_size=64 * 1024 * 1024)
+                          client_max_size=64 * 1024 * 1024, version=self.config.protocol_version)
 
     async def _on_ready(self, request: web.Request) -> web.Response:
         """Readiness: serving and in every ISR it belongs to; a count kept on ISR changes, O(1)."""

@@ -151,4 +151,5 @@ def make_app(controller: Controller) -> web.Application:
         cp.CREATE_TOPIC: create_topic, cp.DELETE_TOPIC: delete_topic, cp.CREATE_PARTITIONS: create_partitions,
         cp.ALTER_CONFIGS: alter_configs, cp.MAINTENANCE: maintenance, cp.ENABLE_MAINTENANCE: enable_maintenance,
         cp.DISABLE_MAINTENANCE: disable_maintenance,
-        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors])
+        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors],
+        version=controller.settings.protocol_version)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import versions
 from odradek.errors import ErrorCode, KafkaError
 
 from . import replication
@@ -38,6 +39,8 @@ class Maintenance:
 
     async def enable(self, broker_id: int) -> cp.Maintenance:
         ctx = self._ctx
+        # a controller of the previous release (a failover while rolling) would not read the znode
+        versions.require(ctx.settings.protocol_version, versions.MAINTENANCE, "maintenance mode")
         async with ctx.acting():
             record, snapshot = await ctx.fresh()
             if snapshot.broker(broker_id) is None:

@@ -70,12 +70,16 @@ def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterab
     return brokers.index(first[0]) if first and first[0] in brokers else 0
 
 
-def initial_state(partition: int, replicas: tuple[int, ...], controller_epoch: int) -> PartitionState:
-    """A new partition: ISR = all replicas, leader = the first (preferred) replica, epoch 0.
+def initial_state(partition: int, replicas: tuple[int, ...], controller_epoch: int,
+                  avoid: Iterable[int] = ()) -> PartitionState:
+    """A new partition: ISR = all replicas, leader = the first (preferred) replica, epoch 0;
+    the first replica not in ``avoid`` (maintenance mode) when there is one.
 
     The replicas are live brokers (placement and the assignment check make sure of it); a
     replica whose broker died meanwhile leaves the ISR at the next reconciliation."""
-    return PartitionState(partition, replicas, replicas[0], 0, replicas, controller_epoch)
+    avoided = set(avoid)
+    leader = next((r for r in replicas if r not in avoided), replicas[0])
+    return PartitionState(partition, replicas, leader, 0, replicas, controller_epoch)
 
 
 def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Iterable[int],
