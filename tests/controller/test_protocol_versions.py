@@ -67,3 +67,11 @@ def test_requests_and_answers_carry_their_senders_version():
         finally:
             await runner.cleanup()
     asyncio.run(scenario())
+
+
+def test_the_controller_takes_the_brokers_key():
+    from odradek.controller.cli import parse_args
+    assert parse_args(["--zookeeper", "x:1"]).protocol_version == versions.CURRENT
+    assert parse_args(["--zookeeper", "x:1", "--config", "inter.broker.protocol.version=1"]).protocol_version == 1
+    with pytest.raises(SystemExit):
+        parse_args(["--zookeeper", "x:1", "--config", "inter.broker.protocol.version=3"])
