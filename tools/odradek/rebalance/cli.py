@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from odradek.balance import PlanError, Proposal, change_replication_factor, plan
@@ -63,8 +65,9 @@ def _metrics_urls(args) -> list[str]:
 
 
 def _proposal(port: KafkaPort, args) -> Proposal:
-    urls = _metrics_urls(args)
-    sizes = sizes_from_metrics(urls) if urls else None
+    sizes = port.sizes()
+    if sizes is None and (urls := _metrics_urls(args)):
+        sizes = sizes_from_metrics(urls)
     model = port.model(sizes)
     if args.replication_factor is not None:
         if not args.topic:
@@ -78,7 +81,8 @@ def _proposal(port: KafkaPort, args) -> Proposal:
         proposal = plan(model, "full")
     if sizes is None:
         return Proposal(proposal.mode, proposal.moves, proposal.before, proposal.after,
-                        (*proposal.notes, "partition sizes unknown (no broker metrics): bytes are not counted"))
+                        (*proposal.notes, "partition sizes unknown (DescribeLogDirs refused, no broker metrics): "
+                                          "bytes are not counted"))
     return proposal
 
 
@@ -122,8 +126,11 @@ def _run(port: KafkaPort, args) -> int:
     if args.dry_run or not proposal.moves:
         return 0
     report = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
+    stop = threading.Event()   # Ctrl-C or SIGTERM: cancel the running moves, remove the throttle
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     progress = executor.execute(port, proposal, concurrency=args.concurrency, throttle=args.throttle,
-                                report=_changes_only(report), timeout=args.timeout)
+                                report=_changes_only(report), should_stop=stop.is_set, timeout=args.timeout)
     if args.json:
         print(json.dumps({**proposal.to_json(), "moved": progress.done, "errors": list(progress.errors)}, indent=2))
     else:

@@ -3,7 +3,7 @@
 cluster the user can reach, Odradek or Apache Kafka.
 
 Owns: the ``ClusterModel`` built from DescribeCluster and Metadata (brokers, racks, replicas,
-leaders) plus partition sizes when the brokers' Prometheus metrics are known (a dev cluster's
+leaders) plus partition sizes from DescribeLogDirs (or, refused, a dev cluster's brokers' Prometheus
 ``kafka_log_log_size``; otherwise sizes are 0 and the plan counts replicas, not bytes), and
 the ``executor.ClusterPort`` over the same admin client.
 """
@@ -47,6 +47,22 @@ class KafkaPort:
                 partitions.append(Partition(key[0], key[1], tuple(p["replicas"]), p["leader"],
                                             (sizes or {}).get(key, 0)))
         return ClusterModel(brokers, tuple(sorted(partitions, key=lambda p: p.key)))
+
+    def sizes(self) -> dict[Key, int] | None:
+        """Each partition's largest log size over the brokers (DescribeLogDirs, as
+        ``kafka-log-dirs``): the leader's is what a new replica copies. None if refused."""
+        try:
+            answers = self.admin.describe_log_dirs()
+        except Exception:   # noqa: BLE001 - an old broker, or no DESCRIBE on the cluster: count replicas only
+            return None
+        sizes: dict[Key, int] = {}
+        for answer in answers:
+            for log_dir in answer["log_dirs"]:
+                for topic in log_dir.get("topics", ()):
+                    for p in topic.get("partitions", ()):
+                        key = (topic["name"], p["partition_index"])
+                        sizes[key] = max(sizes.get(key, 0), p["partition_size"])
+        return sizes
 
     # -- executor.ClusterPort -----------------------------------------------------------------
     def reassign(self, targets: dict[Key, tuple[int, ...] | None]) -> dict[Key, str | None]:
