@@ -73,6 +73,20 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "samples kept for client quota rates (docs/quotas.md)"),
     ConfigKey("quota.window.size.seconds", integer(1, INT_MAX), "1",
               "time span of each client quota sample (docs/quotas.md)"),
+    # Replication throttles (KIP-73; docs/replication.md): per broker, dynamic, in bytes/s.
+    ConfigKey("leader.replication.throttled.rate", integer(0, LONG_MAX), str(LONG_MAX),
+              "bytes/s this broker as leader sends to out-of-ISR followers of the replicas listed in the "
+              "topics' leader.replication.throttled.replicas (Kafka's default: unlimited)", dynamic=True),
+    ConfigKey("follower.replication.throttled.rate", integer(0, LONG_MAX), str(LONG_MAX),
+              "bytes/s this broker as an out-of-ISR follower fetches of the replicas listed in the topics' "
+              "follower.replication.throttled.replicas (Kafka's default: unlimited)", dynamic=True),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", integer(0, LONG_MAX), str(LONG_MAX),
+              "Kafka's throttle of moves between a broker's log directories: accepted and cleared as Kafka's "
+              "tools do, no effect (an Odradek broker has one log directory)", dynamic=True),
+    ConfigKey("replication.quota.window.num", integer(1, INT_MAX), "11",
+              "samples kept for the replication throttles' rates"),
+    ConfigKey("replication.quota.window.size.seconds", integer(1, INT_MAX), "1",
+              "time span of each replication throttle sample"),
     ConfigKey("replica.selector.class", optional(one_of(RACK_AWARE_SELECTOR), "the leader serves every fetch"), "",
               "how a partition's leader picks the replica a consumer should fetch from (KIP-392): unset, "
               "always the leader; RackAwareReplicaSelector, a replica in the consumer's client.rack (docs/racks.md)"),

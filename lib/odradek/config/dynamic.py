@@ -24,8 +24,9 @@ from odradek.config.keys import ConfigKey
 from odradek.config.topic import TOPIC_CONFIGS, TOPIC_SYNONYMS
 from odradek.errors import ErrorCode, KafkaError
 
-# Kafka broker name -> topic key, for the topic keys' dynamic broker-wide defaults
-DYNAMIC_TOPIC_DEFAULTS: dict[str, ConfigKey] = {key.broker_name: key for key in TOPIC_CONFIGS.values()}
+# Kafka broker name -> topic key, for the topic keys' dynamic broker-wide defaults (a topic key
+# with no broker synonym, such as the throttled replica lists, has none)
+DYNAMIC_TOPIC_DEFAULTS: dict[str, ConfigKey] = {key.broker_name: key for key in TOPIC_CONFIGS.values() if key.synonyms}
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     [*DYNAMIC_TOPIC_DEFAULTS, *(n for n, k in BROKER_CONFIGS.items() if k.dynamic)])
 

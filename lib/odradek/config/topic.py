@@ -8,13 +8,28 @@ synonyms are Kafka's LogConfig ``ALL_TOPIC_CONFIG_SYNONYMS``, in Kafka's order.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
-from odradek.config.keys import (BOOLEAN, CLEANUP_POLICY, INT_MAX, LONG_MAX, ConfigKey, Synonym, fraction, integer,
-                                 one_of, registry)
+from odradek.config.keys import (BOOLEAN, CLEANUP_POLICY, INT_MAX, LONG_MAX, ConfigKey, ConfigType, Synonym, ValueType,
+                                 fraction, integer, one_of, registry)
 from odradek.errors import ErrorCode, KafkaError
 
 _HOUR_MS, _MINUTE_MS = 3_600_000, 60_000
+
+
+def _throttled_replicas(s: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: ``*``, or ``partition:broker`` entries (none: "")."""
+    entries = [e.strip() for e in s.split(",")]
+    if s.strip() != "*" and not all(re.fullmatch(r"([0-9]+:[0-9]+)?", e) for e in entries):
+        raise ValueError("must be the literal '*' or a list of replicas in the following format: "
+                         "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return s.strip()
+
+
+THROTTLED_REPLICAS = ValueType(ConfigType.LIST, _throttled_replicas, "*, or partition:broker pairs, comma-separated")
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 
 
 def _topic(name: str, type_, default: str, doc: str, *synonyms: str | Synonym) -> ConfigKey:
@@ -38,6 +53,13 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
            Synonym("log.flush.interval.ms", reports_default=False), "log.flush.scheduler.interval.ms"),
     _topic("index.interval.bytes", integer(0, INT_MAX), "4096", "bytes between sparse offset-index entries",
            "log.index.interval.bytes"),
+    # No broker-wide default (Kafka's LogConfig configsWithNoServerDefaults): per topic only.
+    _topic(FOLLOWER_THROTTLED_REPLICAS, THROTTLED_REPLICAS, "",
+           "replicas (partition:follower broker, or *) whose fetching from the leader is throttled to that "
+           "broker's follower.replication.throttled.rate while out of the ISR (docs/replication.md)"),
+    _topic(LEADER_THROTTLED_REPLICAS, THROTTLED_REPLICAS, "",
+           "replicas (partition:leader broker, or *) whose leader sends out-of-ISR followers no more than its "
+           "leader.replication.throttled.rate (docs/replication.md)"),
     _topic("max.compaction.lag.ms", integer(1, LONG_MAX), str(LONG_MAX), "compaction deadline",
            "log.cleaner.max.compaction.lag.ms"),
     _topic("max.message.bytes", integer(0, INT_MAX), "1048588",
@@ -103,6 +125,8 @@ def topic_defaults(settings: Mapping[str, str]) -> dict[str, str]:
     ``{topic key: value}`` in the topic key's unit (``log.retention.hours=1`` -> ``retention.ms``)."""
     out: dict[str, str] = {}
     for name, value in settings.items():
+        if name in TOPIC_CONFIGS and not TOPIC_CONFIGS[name].synonyms:
+            raise KafkaError(ErrorCode.invalid_config, f"{name} is a topic config with no broker-wide default")
         if name in TOPIC_SYNONYMS and name not in TOPIC_CONFIGS:
             key, synonym = TOPIC_SYNONYMS[name]
             try:

@@ -30,6 +30,7 @@ from typing import Awaitable, Callable
 from odradek import logs
 from odradek.broker.replication.connector import ClientSecurity
 from odradek.broker.metrics.stats import remote_time
+from odradek.broker.quotas.replication import ReplicationQuotas
 from odradek.broker.replication.fetch_session import FetchContext, FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
 from odradek.broker.replication.isr import IsrManager, now_ms
@@ -67,8 +68,10 @@ class ReplicaManager:
                  broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
                  inter_broker: ClientSecurity | None = None,
-                 topic_deleted: Callable[[str], None] = lambda _name: None) -> None:
+                 topic_deleted: Callable[[str], None] = lambda _name: None,
+                 quotas: ReplicationQuotas | None = None) -> None:
         self.broker_id = broker_id
+        self.quotas = quotas or ReplicationQuotas(broker_id)  # replication throttles (read, fetchers)
         self.inter_broker = inter_broker or ClientSecurity()  # followers fetch on this listener
         self.logs = logs
         self.metadata: ClusterMetadata | None = None
@@ -90,7 +93,7 @@ class ReplicaManager:
         if self._fetchers is None:  # created lazily: its tasks need a running loop
             self._fetchers = ReplicaFetcherManager(self.broker_id, self._online_log, self._address, self.inter_broker,
                                                    storage_failed=self.logs.failures.fail,
-                                                   hw_advanced=self.wakeup.notify)
+                                                   hw_advanced=self.wakeup.notify, quota=self.quotas.follower)
         return self._fetchers
 
     def _online_log(self, topic: str, partition: int) -> Log | None:
@@ -134,6 +137,7 @@ class ReplicaManager:
         self.metadata = snapshot
         self._topics = {t.name: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}
+        self.quotas.update_topics((t.name, t.configs) for t in snapshot.topics)
         assigned: set[tuple[str, int]] = set()
         # new logs' directory entries and leader-epoch checkpoints are synced together, before we serve them
         with self.logs.creating(), grouped_writes():

@@ -47,6 +47,7 @@ from odradek.broker.partitions import ReplicaManager
 from odradek.broker.quotas import connections
 from odradek.broker.quotas.manager import ClientQuotaManager
 from odradek.broker.quotas.metrics import QuotaCollector
+from odradek.broker.quotas.replication import ReplicationQuotas
 from odradek.broker.quotas.store import QuotaStore
 from odradek.broker.security.authorizer import authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
@@ -83,7 +84,9 @@ class Broker:
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.session.broker_epoch,
                                        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                                       inter_broker=self.security.client, topic_deleted=topic_stats.forget)
+                                       inter_broker=self.security.client, topic_deleted=topic_stats.forget,
+                                       quotas=ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
+                                                                config.replication_quota_window_size_seconds))
         quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
         self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
         self.context = BrokerContext.create(
@@ -189,7 +192,7 @@ class Broker:
 
     def _follow_dynamic_configs(self, loop: asyncio.AbstractEventLoop) -> None:
         """Dynamic broker configs (``/config/brokers``) applied live: topic defaults to the logs,
-        connection limits to the listener."""
+        connection limits to the listener, replication throttle rates to the replica manager."""
         dynamic = self.context.dynamic
 
         def apply(layers) -> None:
@@ -199,6 +202,8 @@ class Broker:
             if self.listeners is not None:
                 self.listeners.limits = self.config.listener_limits_with(layers.broker_value)
             self._configure_connection_rates(layers)
+            self.replicas.quotas.update_rates(layers.broker_value)
+        self.replicas.quotas.update_rates(dynamic.layers.broker_value)
         dynamic.on_apply(apply)
         dynamic.listen(self.config_changes, loop)
 

@@ -67,11 +67,28 @@ class BrokerCollector:
         yield gauge("kafka_server_replicafetchermanager_maxlag", "largest lag (records) of a partition this "
                     "broker follows, behind its leader's high watermark", labels=["clientId"],
                     samples=[(["Replica"], self.replicas.fetchers.max_lag())])
+        yield from self._replication_quotas()
         yield gauge("kafka_server_delayedoperationpurgatory_purgatorysize",
                     "requests parked: acks=all produces waiting for replication, fetches long-polling",
                     labels=["delayedOperation"],
                     samples=[(["Produce"], sum(len(p.produces) for p in leading)),
                              (["Fetch"], self.replicas.wakeup.waiting)])
+
+    # -- kafka.server:type=LeaderReplication / FollowerReplication, ReplicationBytes*PerSec ------
+    def _replication_quotas(self) -> Iterator[Metric]:
+        """The replication throttles' byte rates (Kafka's ``byte-rate`` of the LeaderReplication
+        and FollowerReplication sensors: bytes/s of throttled partitions over the quota's
+        samples) and every replication byte (the broker-wide ReplicationBytesOut/InPerSec)."""
+        quotas = self.replicas.quotas
+        for quota in (quotas.leader, quotas.follower):
+            yield gauge(f"kafka_server_{quota.kind.lower()}_byte_rate",
+                        f"bytes/s of throttled replicas ({quota.kind}) over the replication quota's samples",
+                        quota.rate())
+        prefix = "kafka_server_brokertopicmetrics_"
+        yield counter(prefix + "replicationbytesout", "record bytes sent to followers (leader)",
+                      quotas.leader.bytes_total)
+        yield counter(prefix + "replicationbytesin", "record bytes fetched from leaders (follower)",
+                      quotas.follower.bytes_total)
 
     # -- kafka.server:type=BrokerTopicMetrics ---------------------------------------------------
     def _topics(self) -> Iterator[Metric]:

@@ -9,6 +9,12 @@ min 1 byte; in a fetch session with the leader, KIP-227, so that only partitions
 position changed are listed, see session_handler), appends with ``append_as_follower`` and sets HW = min(leader HW, our LEO).
 The leader's long poll is what keeps an idle cluster idle: no busy loop here.
 
+Replication throttles (``quotas.replication``, Kafka's RemoteLeaderEndPoint.buildFetch): while
+the follower quota is exceeded, the throttled partitions not caught up (lag > 0, or not yet
+known) are left out of the fetch, and so out of the session, until it is not; when nothing
+else is left to fetch, the fetcher sleeps until the rate is back at the quota. Bytes appended
+for throttled partitions are recorded against it.
+
 What a fetch costs does not grow with the partitions followed when they are idle: a follower's
 log moves only by this fetcher's own appends and truncations, so the positions computed for
 the last fetch are kept and only the partitions its answer touched are read again. Every
@@ -48,6 +54,7 @@ from odradek.protocol.codec import Schemas, make
 from kio.static.constants import EntityType
 
 if TYPE_CHECKING:
+    from odradek.broker.quotas.replication import ReplicationQuota
     from odradek.broker.storage import Log
 
 log = logging.getLogger(__name__)
@@ -76,15 +83,26 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
-    lag: int = 0  # the leader's HW minus our log end, as of the last fetch (Kafka's fetcher lag)
+    lag: int = -1  # the leader's HW minus our log end, as of the last fetch (Kafka's fetcher lag; -1: none yet)
+
+    @property
+    def in_sync(self) -> bool:
+        """Caught up as of the last fetch (Kafka's PartitionFetchState.isReplicaInSync)."""
+        return self.lag == 0
+
+
+def _known(lag: int) -> int:
+    return max(lag, 0)
 
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
                  address_of: Callable[[int], tuple[str, int] | None], connector: Connector | None = None,
                  storage_failed: Callable[[str, OSError], object] = lambda _what, _e: None,
-                 hw_advanced: Callable[[TP], None] = lambda _tp: None) -> None:
+                 hw_advanced: Callable[[TP], None] = lambda _tp: None,
+                 quota: "ReplicationQuota | None" = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota  # the follower replication throttle
         self.hw_advanced = hw_advanced  # consumers long-polling on this follower wake up (KIP-392)
         self.connector = connector  # opens the inter-broker listener's connections (TLS, SASL)
         self.log_of = log_of
@@ -112,7 +130,7 @@ class ReplicaFetcherManager:
 
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of a followed partition."""
-        return max((s.lag for f in self._fetchers.values() for s in f.states.values()), default=0)
+        return max((s.lag for f in self._fetchers.values() for s in f.states.values()), default=0, key=_known)
 
     def metadata_changed(self) -> None:
         """Leaders' addresses may have changed: wake fetchers sleeping on a backoff."""
@@ -140,6 +158,7 @@ class ReplicaFetcher:
         self._touched: set[TP] = set()  # answered since the last fetch: positions to read again
         self._walk_at = 0.0             # monotonic time of the next walk (0: before the next fetch)
         self._walked = False            # positions recomputed since the last fetch was built
+        self._held: set[TP] = set()     # left out of the last fetch by the follower throttle
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
     def add(self, state: FetchState) -> None:
@@ -349,7 +368,11 @@ class ReplicaFetcher:
         s = Schemas(ApiKey.FETCH, FETCH_VERSION, EntityType.request)
         asked = self._asked  # its answer is checked against these (changed only before the next fetch)
         session = self.session
-        listed, forgotten = session.build(self._wanted, None if self._walked else touched)
+        wanted, touched = self._unthrottled(touched)
+        if not wanted:
+            await self._wait_for_quota()
+            return
+        listed, forgotten = session.build(wanted, None if self._walked else touched)
         self._walked = False
         by_topic: dict[str, list] = {}
         for (topic, partition), (offset, start, epoch) in listed.items():
@@ -380,6 +403,30 @@ class ReplicaFetcher:
         with self._checkpoints_grouped():  # first batches of a new epoch in many partitions: checkpoints together
             self._apply_all(response, asked)
 
+    def _unthrottled(self, touched: set[TP] | None) -> tuple[dict[TP, tuple[int, int, int]], set[TP] | None]:
+        """The positions to fetch, without the throttled partitions not caught up while the
+        follower quota is exceeded; when that set changes, everything is compared (None): those
+        left out are forgotten by the session, those let in again listed."""
+        quota = self.manager.quota
+        held: set[TP] = set()
+        if quota is not None and quota.throttled_topics and quota.exceeded():
+            held = {tp for tp, (state, _) in self._asked.items()
+                    if not state.in_sync and quota.is_throttled(*tp) and tp in self._wanted}
+        if not held and not self._held:
+            return self._wanted, touched
+        changed = held != self._held
+        self._held = held
+        wanted = {tp: v for tp, v in self._wanted.items() if tp not in held} if held else self._wanted
+        return wanted, None if changed else touched
+
+    async def _wait_for_quota(self) -> None:
+        """Every partition is held back: sleep until the follower rate is back at its quota (or
+        a partition comes or goes)."""
+        self._touched.update(self._held)  # their positions are read again after the sleep
+        self._changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), min(max(self.manager.quota.delay_s(), 0.01), FETCH_BACKOFF_S))
+
     def _apply_all(self, response, asked: dict[TP, tuple[FetchState, int]]) -> None:
         for topic in response.responses:
             for p in topic.partitions:
@@ -405,6 +452,7 @@ class ReplicaFetcher:
         if error == ErrorCode.none:
             if p.records:
                 lg.append_as_follower(p.records)
+                self._record(state, len(p.records))
             before = lg.high_watermark
             lg.high_watermark = min(p.high_watermark, lg.log_end_offset)
             if lg.high_watermark > before:
@@ -427,6 +475,15 @@ class ReplicaFetcher:
         else:
             log.info("%s: fetch from broker %d: %s; backing off", lg.name, self.source, error.name.upper())
             self._delay([state])
+
+    def _record(self, state: FetchState, size: int) -> None:
+        """Replication bytes in; a throttled partition's against the follower quota, caught up
+        or not (Kafka's ReplicaFetcherThread.processPartitionData)."""
+        quota = self.manager.quota
+        if quota is not None:
+            quota.bytes_total += size
+            if quota.is_throttled(state.topic, state.partition):
+                quota.record(size)
 
     async def close(self) -> None:
         self._closed = True  # the loop also ends if wait_for swallows the cancellation (bpo-42130)

@@ -96,6 +96,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
     """One read of every partition in ``wanted`` ((topic, [FetchPosition])); True with it if a
     partition must be answered at once (an error, a diverging epoch, a preferred replica)."""
     follower, committed = params.follower, params.committed
+    quota = rm.quotas.leader if follower else None
     budget = params.max_bytes
     total = 0
     failed = False
@@ -121,11 +122,16 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                 limit = min(p.partition_max_bytes, budget - total)
                 records = None
                 aborted = () if committed else None
-                if limit > 0 or total == 0:
+                throttled = quota is not None and quota.is_throttled(topic, p.partition)
+                # Kafka's shouldLeaderThrottle: nothing of this partition this time, it comes again
+                held = throttled and params.replica_id not in lp.partition.isr and quota.exceeded()
+                if not held and (limit > 0 or total == 0):
                     chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper, min_one_batch=total == 0)
                     if chunk.size:
                         records = chunk
                         total += chunk.size
+                        if quota is not None:
+                            _record_replication(quota, throttled, chunk.size)
                         if committed:
                             aborted = tuple((t.producer_id, t.first_offset)
                                             for t in log.aborted_transactions(p.fetch_offset, chunk.next_offset))
@@ -138,6 +144,14 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                 parts.append(PartitionRead(p.partition, e.code, hw, start))
         results.append((topic, parts))
     return FetchResult(results, total), failed
+
+
+def _record_replication(quota, throttled: bool, size: int) -> None:
+    """Bytes sent to a follower: all count as replication bytes out, a throttled partition's
+    against the leader quota too, in-sync followers' included (Kafka's sizeOfThrottledPartitions)."""
+    quota.bytes_total += size
+    if throttled:
+        quota.record(size)
 
 
 def _replica(rm: "ReplicaManager", params: FetchParams, topic: str, p) -> "LeaderPartition":

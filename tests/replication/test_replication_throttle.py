@@ -1,0 +1,156 @@
+"""Replication throttles (``quotas.replication``), in one process with a fake clock: the quota's
+rate and bound, which replicas the topic configs throttle on this broker, the leader's read
+path holding an out-of-ISR follower's throttled partitions at the rate (in-sync followers and
+other partitions untouched), and the follower leaving its throttled, not caught-up partitions
+out of its fetch while over its quota."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from odradek.broker.partitions import ReplicaManager
+from odradek.broker.quotas.replication import ReplicationQuotas, throttled_partitions
+from odradek.broker.replication.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
+from odradek.broker.replication.read import FetchParams, read_logs
+from odradek.broker.storage import LogManager
+from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
+from odradek.config.keys import LONG_MAX
+from odradek.records import Record, build_batch
+from tests.replication.harness import TOPIC, TOPIC_ID
+
+RATE = 100_000          # bytes/s
+BATCH = 10_000          # bytes of value per batch
+FETCH_EVERY_S = 0.1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_throttled_replica_lists_name_this_brokers_partitions():
+    assert throttled_partitions("*", 1) is None
+    assert throttled_partitions("0:1,1:2, 3:1", 1) == frozenset({0, 3})
+    assert throttled_partitions("0:2", 1) == frozenset()
+    quotas = ReplicationQuotas(1)
+    quotas.update_topics([("a", {"leader.replication.throttled.replicas": "0:1,1:2",
+                                 "follower.replication.throttled.replicas": "*"}),
+                          ("b", {"leader.replication.throttled.replicas": ""}), ("c", {})])
+    assert quotas.leader.is_throttled("a", 0) and not quotas.leader.is_throttled("a", 1)
+    assert not quotas.leader.is_throttled("b", 0) and not quotas.leader.is_throttled("c", 0)
+    assert quotas.follower.is_throttled("a", 7) and not quotas.follower.is_throttled("b", 0)
+
+
+def test_the_quota_is_kafkas_simple_rate_against_an_upper_bound():
+    clock = Clock()
+    quotas = ReplicationQuotas(1, samples=11, window_s=1, clock=clock)
+    quota = quotas.leader
+    quota.record(10 * RATE)
+    assert not quota.exceeded(), "unlimited (Long.MAX_VALUE) until a rate is set"
+    quotas.update_rates({"leader.replication.throttled.rate": str(RATE),
+                         "follower.replication.throttled.rate": str(LONG_MAX)}.__getitem__)
+    assert quota.rate() == 10 * RATE, "within the first window the rate is over one window (SimpleRate)"
+    assert quota.exceeded() and quota.delay_s() == pytest.approx(10.0), "until 10 x the bound is over 10 s"
+    clock.now += 4.0
+    assert quota.rate() == pytest.approx(2.5 * RATE) and quota.exceeded()
+    clock.now += 6.0
+    assert quota.rate() == pytest.approx(RATE) and not quota.exceeded() and quota.delay_s() == 0.0
+    assert not quotas.follower.exceeded()
+
+
+def _records(n: int) -> memoryview:
+    return memoryview(build_batch([Record(b"x" * BATCH, key=b"k")] * n))
+
+
+def _leader(tmp_path, clock: Clock, isr: tuple[int, ...]) -> ReplicaManager:
+    """Broker 1 leading partitions 0 and 1 (replicas 1, 2), partition 0 leader-throttled."""
+    logs = LogManager(tmp_path)
+    logs.open_all()
+    rm = ReplicaManager(1, logs, quotas=ReplicationQuotas(1, clock=clock))
+    rm.quotas.update_rates({"leader.replication.throttled.rate": str(RATE),
+                            "follower.replication.throttled.rate": str(RATE)}.__getitem__)
+    states = tuple(PartitionState(p, (1, 2), 1, 1, isr, 1, 0) for p in (0, 1))
+    topic = TopicMetadata(TOPIC, TOPIC_ID, states, {"leader.replication.throttled.replicas": "0:1,1:2"})
+    brokers = tuple(BrokerInfo(b, "127.0.0.1", 9092, "http://unused") for b in (1, 2))
+    rm.apply(ClusterMetadata("c", "fake", 1, brokers, (topic,)))
+    for p in (0, 1):
+        for _ in range(30):
+            rm.append(TOPIC, p, _records(5))   # 1.5 MB per partition
+    return rm
+
+
+def _follow(rm: ReplicaManager, clock: Clock, seconds: float) -> dict[int, int]:
+    """Follower 2 fetching both partitions every 100 ms (64 KB per partition): bytes per partition."""
+    offsets, got = {0: 0, 1: 0}, {0: 0, 1: 0}
+    params = FetchParams(2, 0, 1, 10 << 20)
+    for _ in range(round(seconds / FETCH_EVERY_S)):
+        positions = [SimpleNamespace(partition=p, fetch_offset=o, partition_max_bytes=64 << 10)
+                     for p, o in offsets.items()]
+        result, _ = read_logs(rm, params, [(TOPIC, positions)])
+        for part in result.topics[0][1]:
+            if part.records is not None:
+                got[part.partition] += part.records.size
+                offsets[part.partition] = part.records.next_offset
+        clock.now += FETCH_EVERY_S
+    return got
+
+
+def test_the_leader_holds_an_out_of_isr_followers_throttled_partition_at_the_rate(tmp_path):
+    async def scenario():
+        clock = Clock()
+        rm = _leader(tmp_path, clock, isr=(1,))
+        try:
+            got = _follow(rm, clock, 10.0)
+            assert got[0] / 10.0 == pytest.approx(RATE, rel=0.2), got
+            assert got[1] == rm.logs.get(TOPIC, 1).size, "partition 1 is not throttled on this leader: all of it"
+            assert rm.quotas.leader.bytes_total == got[0] + got[1]
+        finally:
+            await rm.close()
+    asyncio.run(scenario())
+
+
+def test_the_leader_never_slows_an_in_sync_follower(tmp_path):
+    async def scenario():
+        clock = Clock()
+        rm = _leader(tmp_path, clock, isr=(1, 2))
+        try:
+            got = _follow(rm, clock, 10.0)
+            assert got == {p: rm.logs.get(TOPIC, p).size for p in (0, 1)}
+            assert rm.quotas.leader.rate() > RATE, "in-sync bytes of throttled partitions still count (Kafka)"
+        finally:
+            await rm.close()
+    asyncio.run(scenario())
+
+
+def test_the_follower_leaves_out_throttled_partitions_not_caught_up_while_over_its_quota():
+    async def scenario():
+        clock = Clock()
+        quotas = ReplicationQuotas(2, clock=clock)
+        quotas.update_rates({"leader.replication.throttled.rate": str(LONG_MAX),
+                             "follower.replication.throttled.rate": str(RATE)}.__getitem__)
+        quotas.update_topics([(TOPIC, {"follower.replication.throttled.replicas": "0:2,2:2"})])
+        manager = ReplicaFetcherManager(2, lambda _t, _p: None, lambda _b: None, quota=quotas.follower)
+        fetcher = ReplicaFetcher(manager, 1)   # no partition of its own: its task waits
+        try:
+            states = [FetchState(TOPIC, 0, 1, 1), FetchState(TOPIC, 1, 1, 1), FetchState(TOPIC, 2, 1, 1, lag=0)]
+            fetcher._asked = {(s.topic, s.partition): (s, 0) for s in states}
+            fetcher._wanted = {(s.topic, s.partition): (0, 0, 1) for s in states}
+            assert fetcher._unthrottled({(TOPIC, 1)}) == (fetcher._wanted, {(TOPIC, 1)})
+            fetcher._record(states[0], 3 * RATE)
+            fetcher._record(states[1], 5 * RATE)   # not throttled: counted as replication bytes only
+            wanted, touched = fetcher._unthrottled({(TOPIC, 1)})
+            assert set(wanted) == {(TOPIC, 1), (TOPIC, 2)} and touched is None, \
+                "partition 0 out (throttled, lag unknown); 2 in (caught up); the session compares all"
+            assert fetcher._unthrottled({(TOPIC, 1)}) == (wanted, {(TOPIC, 1)}), "held back as before"
+            assert quotas.follower.bytes_total == 8 * RATE
+            clock.now += quotas.follower.delay_s()
+            assert fetcher._unthrottled({(TOPIC, 1)}) == (fetcher._wanted, None), "back in, listed again"
+        finally:
+            await fetcher.close()
+    asyncio.run(scenario())
