@@ -127,10 +127,13 @@ def _run(port: KafkaPort, args) -> int:
         return 0
     report = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
     stop = threading.Event()   # Ctrl-C or SIGTERM: cancel the running moves, remove the throttle
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    progress = executor.execute(port, proposal, concurrency=args.concurrency, throttle=args.throttle,
-                                report=_changes_only(report), should_stop=stop.is_set, timeout=args.timeout)
+    saved = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        progress = executor.execute(port, proposal, concurrency=args.concurrency, throttle=args.throttle,
+                                    report=_changes_only(report), should_stop=stop.is_set, timeout=args.timeout)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     if args.json:
         print(json.dumps({**proposal.to_json(), "moved": progress.done, "errors": list(progress.errors)}, indent=2))
     else:

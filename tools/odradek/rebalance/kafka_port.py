@@ -37,14 +37,14 @@ class KafkaPort:
     # -- what the planner needs ---------------------------------------------------------------
     def model(self, sizes: dict[Key, int] | None = None, topics: list[str] | None = None) -> ClusterModel:
         cluster = self.admin.describe_cluster()
-        brokers = tuple(Broker(b["node_id"], b.get("rack")) for b in cluster["brokers"])
+        brokers = tuple(Broker(b["broker_id"], b.get("rack")) for b in cluster["brokers"])
         partitions = []
-        for t in self.admin.describe_topics(topics):
+        for t in self.admin.describe_topics(topics):   # Metadata's fields, snake_case
             if t.get("is_internal") and topics is None:
                 continue
             for p in t["partitions"]:
-                key = (t["topic"], p["partition"])
-                partitions.append(Partition(key[0], key[1], tuple(p["replicas"]), p["leader"],
+                key = (t["name"], p["partition_index"])
+                partitions.append(Partition(key[0], key[1], tuple(p["replica_nodes"]), p["leader_id"],
                                             (sizes or {}).get(key, 0)))
         return ClusterModel(brokers, tuple(sorted(partitions, key=lambda p: p.key)))
 
@@ -79,8 +79,9 @@ class KafkaPort:
         out = {}
         for t in self.admin.describe_topics(sorted({k[0] for k in wanted})):
             for p in t["partitions"]:
-                if (t["topic"], p["partition"]) in wanted:
-                    out[(t["topic"], p["partition"])] = (tuple(p["replicas"]), tuple(p["isr"]))
+                key = (t["name"], p["partition_index"])
+                if key in wanted:
+                    out[key] = (tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
         return out
 
     def alter_broker_configs(self, broker: int, configs: dict[str, str | None]) -> None:
@@ -93,10 +94,10 @@ class KafkaPort:
         ops = {k: ("DELETE", None) if v is None else ("SET", v) for k, v in configs.items()}
         result = self.admin.alter_configs([ConfigResource(kind, name, configs=ops)], raise_on_unknown=False,
                                           incremental=True)
-        for by_name in result.values():
-            for resource, error in by_name.items():
-                if error is not None and getattr(error, "errno", 0):
-                    raise RuntimeError(f"altering configs of {resource}: {error}")
+        for by_name in result.values():   # 'OK' or the error's text
+            for resource, outcome in by_name.items():
+                if outcome != "OK":
+                    raise RuntimeError(f"altering the configs of {resource}: {outcome}")
 
     def elect_preferred(self, keys: Iterable[Key]) -> None:
         by_topic: dict[str, list[int]] = {}
