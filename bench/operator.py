@@ -64,7 +64,8 @@ def measure(workdir: Path, topics: int) -> dict:
         log = open(workdir / "operator.log", "ab")
         operator = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces"],
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **plane.env(), "ODRADEK_OPERATOR_RETRY_DELAY": "1"})
+                                    env={**os.environ, **plane.env(), "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+                                         "ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS": "http://127.0.0.1"})
         log.close()
         k8s.core.create_namespace({"metadata": {"name": "bench"}})
         k8s.apply_cluster("bench", "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},

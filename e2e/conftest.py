@@ -11,15 +11,19 @@ the tests of ``test_cluster.py`` run in file order against it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 import local_node
+from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
 from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready
 from tests.support.tools import tool_missing
@@ -51,6 +55,7 @@ def release(kube):
     kube.helm("install", RELEASE, str(ROOT / "charts" / "odradek"), "--namespace", NAMESPACE, "--create-namespace",
               "-f", str(ROOT / "e2e" / "values-e2e.yaml"))
     try:
+        kube.kubectl("apply", "-f", "-", input=json.dumps(GATEWAY_USER))
         try:
             wait_until(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
         except TimeoutError:
@@ -72,11 +77,52 @@ def _uninstall(kube: Kube) -> None:
         print(f"e2e: uninstall incomplete: {e}")
 
 
+# The OdradekUser the gateway's token acts as (values-e2e.yaml's gateway.users): the gateway is no
+# super user, so the ACLs the tests' produce, consume, inventory and Spark job need are its own.
+GATEWAY_USER_NAME = "http-client"
+GATEWAY_USER = {
+    "apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekUser",
+    "metadata": {"name": GATEWAY_USER_NAME, "namespace": NAMESPACE},
+    "spec": {"cluster": CLUSTER, "authentication": {"type": "tls"}, "authorization": {"type": "simple", "acls": [
+        {"resource": {"type": "topic", "name": "*", "patternType": "literal"}, "operations": ["All"]},
+        {"resource": {"type": "group", "name": "*", "patternType": "literal"}, "operations": ["All"]},
+        {"resource": {"type": "cluster"}, "operations": ["Describe", "DescribeConfigs"]}]}}}
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway as a host outside the cluster reaches it: its NodePort Service at the node's
+    InternalIP over HTTPS (its certificate, from the cluster CA, names the node), with the token
+    the operator generated (``<cluster>-gateway-tokens``: the gateway requires one) for OdradekUser
+    ``http-client``, whose certificate the gateway logs in with: its ACLs decide."""
+    url: str
+    token: str
+    ca_file: str
+
+    def client(self, **kwargs) -> GatewayClient:
+        return GatewayClient(self.url, self.token, ca_file=self.ca_file, **kwargs)
+
+
 @pytest.fixture(scope="session")
-def gateway_url(kube, release) -> str:
-    """The gateway Service (NodePort) at the node's InternalIP, as a host outside the cluster sees it."""
+def gateway(kube, release, tmp_path_factory) -> Gateway:
     service = kube.get("service", f"{CLUSTER}-gateway")
     node_port = service["spec"]["ports"][0]["nodePort"]
     node = json.loads(kube.kubectl("get", "nodes", "-o", "json"))["items"][0]
     address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
-    return f"http://{address}:{node_port}"
+    ca = tmp_path_factory.mktemp("gateway-ca") / "ca.crt"
+    ca.write_bytes(base64.b64decode(kube.get("secret", f"{CLUSTER}-cluster-ca-cert")["data"]["ca.crt"]))
+
+    def user_token() -> str | None:   # once the user is Ready the operator maps a token to it
+        tokens = base64.b64decode(kube.get("secret", f"{CLUSTER}-gateway-tokens")["data"]["credentials"])
+        return next((t["token"] for t in json.loads(tokens)["tokens"] if t["name"] == GATEWAY_USER_NAME), None)
+    out = Gateway(f"https://{address}:{node_port}", wait_until(user_token, 300, "the gateway user's token", 2), str(ca))
+
+    def answers() -> bool:   # the gateway pod with the user's Secret mounted, the token file updated
+        try:
+            with out.client(timeout=30) as gw:
+                gw.topics()
+            return True
+        except (GatewayError, httpx.HTTPError, OSError):   # 401 until the token reaches the pod; a pod restarting
+            return False
+    wait_until(answers, 300, "the gateway serving the user's token", 3)
+    return out

@@ -52,16 +52,16 @@ class Producer(threading.Thread):
     """Produces numbered values in small batches until stopped; remembers what was acknowledged
     (the gateway answers a batch only when Kafka's acks=all producer has) and what failed."""
 
-    def __init__(self, url: str, topic: str, prefix: str):
+    def __init__(self, gateway, topic: str, prefix: str):
         super().__init__(daemon=True)
-        self.url, self.topic, self.prefix = url, topic, prefix
+        self.gateway, self.topic, self.prefix = gateway, topic, prefix
         self.acked: list[str] = []
         self.failures: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         n = 0
-        with GatewayClient(self.url, timeout=120) as gw:
+        with self.gateway.client(timeout=120) as gw:
             while not self.stop.is_set():
                 batch = [f"{self.prefix}-{n + i}" for i in range(100)]
                 n += len(batch)
@@ -93,9 +93,9 @@ def test_helm_install_brings_every_pod_ready(kube, release):
         f"data-{CLUSTER}-brokers-{i}" for i in range(3)] + [f"data-{CLUSTER}-zookeeper-0"]
 
 
-def test_topic_resource_creates_the_topic(kube, gateway_url):
+def test_topic_resource_creates_the_topic(kube, gateway):
     apply_topic(kube, "orders", partitions=6, replicas=3)
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         layout = wait_until(lambda: "orders" in gw.topics() and gw.partition_details("orders"), 180, "topic orders", 2)
         assert len(layout) == 6
         assert all(len(p["replicas"]) == 3 for p in layout)
@@ -105,9 +105,9 @@ def test_topic_resource_creates_the_topic(kube, gateway_url):
                120, "OdradekTopic orders Ready", 2)
 
 
-def test_http_produce_and_consume_100k_records(gateway_url):
+def test_http_produce_and_consume_100k_records(gateway):
     sent = Counter()
-    with GatewayClient(gateway_url, timeout=120) as gw:
+    with gateway.client(timeout=120) as gw:
         for start in range(0, 100_000, 5_000):
             batch = [{"key": f"k{i % 1000}".encode(), "value": f"v{i}".encode()} for i in range(start, start + 5_000)]
             results = gw.produce("orders", batch)
@@ -118,13 +118,13 @@ def test_http_produce_and_consume_100k_records(gateway_url):
     assert values(received) == sent
 
 
-def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, gateway_url):
+def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, gateway):
     apply_topic(kube, "durable", partitions=3, replicas=3)
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         wait_until(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 180, "topic durable in sync", 2)
     claim_uid = kube.get("pvc", f"data-{CLUSTER}-brokers-1")["metadata"]["uid"]
     old_pod = kube.get("pod", f"{CLUSTER}-brokers-1")["metadata"]["uid"]
-    producer = Producer(gateway_url, "durable", "delete")
+    producer = Producer(gateway, "durable", "delete")
     producer.start()
     wait_until(lambda: len(producer.acked) >= 2_000, 120, "produce running", 0.5)
     kube.kubectl("delete", "pod", "-n", NAMESPACE, f"{CLUSTER}-brokers-1", "--wait=false")
@@ -137,7 +137,7 @@ def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, g
     pod = kube.get("pod", f"{CLUSTER}-brokers-1")
     claim = next(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "data")
     assert kube.get("pvc", claim)["metadata"]["uid"] == claim_uid  # the same volume came back
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         wait_until(lambda: all_in_sync(gw, "durable", 3), 300, "broker 1 back in every ISR", 2)
         stored = values(read_all(gw, "durable"))
     lost = [v for v in producer.acked if v not in stored]
@@ -145,7 +145,7 @@ def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, g
     assert not lost, lost[:10]
 
 
-def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
+def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
     assert len(before) == 3
     seen_ready: list[int] = []
@@ -160,7 +160,7 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
             watching.wait(1)
 
     watcher = threading.Thread(target=watch, daemon=True)
-    producer = Producer(gateway_url, "durable", "roll")
+    producer = Producer(gateway, "durable", "roll")
     watcher.start()
     producer.start()
     kube.kubectl("patch", "odradekcluster", CLUSTER, "-n", NAMESPACE, "--type", "merge", "-p",
@@ -178,7 +178,7 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
     wait_until(lambda: len(producer.acked) >= acked_after_roll + 1_000, 120, "produce after the roll", 0.5)
     producer.finish()
     assert min(seen_ready) >= 2, f"more than one broker down at once: {seen_ready}"
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         stored = values(read_all(gw, "durable"))
     lost = [v for v in producer.acked if v not in stored]
     print(f"roll: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
@@ -186,18 +186,20 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway_url):
     assert len(producer.failures) <= len(producer.acked) // 1000, producer.failures[:5]
 
 
-def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway_url, tmp_path):
+def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway, tmp_path):
     apply_topic(kube, "order-counts", partitions=1, replicas=3)
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         wait_until(lambda: "order-counts" in gw.topics(), 180, "topic order-counts", 2)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp_path)}
+           "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp_path),
+           "SSL_CERT_FILE": gateway.ca_file}   # the gateway's CA, for the source's clients (httpx)
     submit = Path(sys.executable).parent / "spark-submit"
     result = subprocess.run([str(submit), "--master", "local[2]", str(ROOT / "examples" / "spark_counts_by_key.py"),
-                             "--gateway", gateway_url, "--input", "orders", "--output", "order-counts"],
+                             "--gateway", gateway.url, "--token", gateway.token, "--input", "orders",
+                             "--output", "order-counts"],
                             capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    with GatewayClient(gateway_url) as gw:
+    with gateway.client() as gw:
         counts = {base64.b64decode(r["key"]).decode(): base64.b64decode(r["value"]).decode()
                   for r in read_all(gw, "order-counts")}
     assert counts == {f"k{i}": "100" for i in range(1000)}

@@ -2,7 +2,9 @@
 per key (key, count) to another topic, both through the gateway.
 
     spark-submit --master 'local[2]' examples/spark_counts_by_key.py \
-        --gateway http://127.0.0.1:8080 --input orders --output order-counts
+        --gateway http://127.0.0.1:8080 --input orders --output order-counts [--token TOKEN]
+
+(an https gateway with a private CA: SSL_CERT_FILE=<its CA> in spark-submit's environment)
 """
 
 import argparse
@@ -15,12 +17,14 @@ def main() -> None:
     ap.add_argument("--gateway", required=True)
     ap.add_argument("--input", required=True)
     ap.add_argument("--output", required=True)
+    ap.add_argument("--token", help="the gateway's bearer token, if it requires one")
     args = ap.parse_args()
+    gateway = {"gateway": args.gateway, **({"token": args.token} if args.token else {})}
     spark = SparkSession.builder.appName("odradek-counts-by-key").getOrCreate()
-    orders = (spark.read.format("odradek").option("gateway", args.gateway)
+    orders = (spark.read.format("odradek").options(**gateway)
               .option("subscribe", args.input).option("startingOffsets", "earliest").load())
     counts = orders.groupBy("key").count().selectExpr("key", "CAST(`count` AS STRING) AS value")
-    counts.write.format("odradek").option("gateway", args.gateway).option("topic", args.output).mode("append").save()
+    counts.write.format("odradek").options(**gateway).option("topic", args.output).mode("append").save()
     spark.stop()
 
 

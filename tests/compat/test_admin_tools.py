@@ -1,7 +1,9 @@
 """Kafka's admin tools for records, log directories and broker configs do the same against
 Odradek as against Apache Kafka: ``kafka-delete-records``, ``kafka-log-dirs --describe``,
-``kafka-transactions describe-producers`` and ``kafka-configs --entity-type brokers`` (one
-broker, ``--entity-default``; describe, alter, delete). What legitimately differs (broker ids, log directory paths, byte sizes) is normalized.
+``kafka-transactions describe-producers``, ``kafka-configs --entity-type brokers`` (one
+broker, ``--entity-default``; describe, alter, delete) and ``kafka-reassign-partitions
+--execute --throttle`` then ``--verify`` (the throttle configs it sets, then removes; a real
+move under a throttle is tests/replication/test_cluster_replication.py's). What legitimately differs (broker ids, log directory paths, byte sizes) is normalized.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from odradek.dev.waiting import wait_until
 from tests.support.kafka_tools import CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRODUCER
 
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
@@ -121,6 +124,35 @@ def test_config_command_brokers_default_and_one_broker(both):
         outputs[e.name] = [_same_ids(s, broker) for s in steps]
     assert outputs["kafka"][2] == "Default configs for brokers in the cluster are:\n  log.retention.ms=3600000 " \
                                   "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n"
+    for kafka_step, odradek_step in zip(outputs["kafka"], outputs["odradek"]):
+        assert odradek_step == kafka_step
+
+
+def test_reassign_partitions_throttle_then_verify(both, topic, tmp_path):
+    """``--execute --throttle`` sets the brokers' rates and the topic's throttled replica lists
+    (leader: the current replicas; follower: the moving ones, none here), ``--verify`` sees the
+    reassignment complete and removes them all: the same output and configs from both."""
+    outputs: dict[str, list[str]] = {}
+    for e in both:
+        _fill(e, topic, 10)
+        broker = _broker_id(e)
+        plan = tmp_path / f"{e.name}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [int(broker)], "log_dirs": ["any"]}]}))
+        steps = [ok(e.tool(REASSIGN, "--execute", "--throttle", "1000000", "--reassignment-json-file", str(plan)))]
+        topic_configs = ("--entity-type", "topics", "--entity-name", topic, "--describe")
+        steps.append(wait_until(lambda: t if "throttled" in (t := ok(e.tool(CONFIG_COMMAND, *topic_configs)))
+                                else None, 30, f"{e.name}: the topic's throttled replicas", interval=0.5))
+        steps.append(_described(e, ("--entity-name", broker), lambda t: "throttled.rate=1000000" in t))
+        steps.append(ok(e.tool(REASSIGN, "--verify", "--reassignment-json-file", str(plan))))
+        steps.append(wait_until(lambda: t if "throttled" not in (t := ok(e.tool(CONFIG_COMMAND, *topic_configs)))
+                                else None, 30, f"{e.name}: the topic's throttles removed", interval=0.5))
+        steps.append(_described(e, ("--entity-name", broker), lambda t: "throttled" not in t))
+        outputs[e.name] = [_same_ids(s, broker).replace(topic, "<topic>").replace(f"0:{broker}", "0:<id>")
+                           .replace(f"[{broker}]", "[<id>]").replace(f"broker {broker}\n", "broker <id>\n")
+                           for s in steps]
+    assert "leader.replication.throttled.replicas=0:<id>" in outputs["kafka"][1]
+    assert "Clearing topic-level throttles on topic <topic>" in outputs["kafka"][3]
     for kafka_step, odradek_step in zip(outputs["kafka"], outputs["odradek"]):
         assert odradek_step == kafka_step
 

@@ -155,11 +155,14 @@ def test_every_control_is_labelled_and_reachable_with_the_keyboard(page, topic, 
 
 
 def test_a_gateway_with_an_auth_file_asks_for_a_token_and_uses_it(browser, console_cluster, tmp_path):
+    """Under --require-auth (as on Kubernetes and dev up --security): the console's files load
+    without a token, and every call it makes asks for one."""
     topic = f"console-auth-{uuid.uuid4().hex[:8]}"
     console_cluster.create_topic(topic, partitions=1, replication_factor=3)
     tokens = write_tokens(tmp_path / "tokens.json", [{"token": "console-s3cret", "name": "ops", "admin": True,
                                                       "topics": {"*": "rw"}}])
-    gw = GatewayProcess(console_cluster.bootstrap, tmp_path / "gateway.log", "--auth-file", str(tokens))
+    gw = GatewayProcess(console_cluster.bootstrap, tmp_path / "gateway.log", "--auth-file", str(tokens),
+                        "--require-auth")
     context = browser.new_context(base_url=gw.url)
     try:
         page = context.new_page()

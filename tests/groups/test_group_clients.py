@@ -103,10 +103,23 @@ def _ends(cluster, topic: str) -> dict[int, int]:
 
 
 def _committed(cluster, topic: str, group: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    """The group's committed offsets, asked again while its coordinator is moving: librdkafka's
+    ``committed()`` hands NOT_COORDINATOR back (seen once right after a coordinator restart)
+    where Kafka's Java consumer looks the coordinator up again and retries."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+              KafkaError.COORDINATOR_NOT_AVAILABLE}
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+
+    def committed():
+        try:
+            return c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        except KafkaException as e:
+            if e.args[0].code() in moving:
+                return None
+            raise
     try:
-        found = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        found = wait_until(committed, 60, f"{group}'s committed offsets", 0.5, retry_on=())
         return {tp.partition: tp.offset for tp in found}
     finally:
         c.close()

@@ -212,3 +212,34 @@ def test_a_commit_cancelled_mid_write_is_kept_as_written(tmp_path):
         c.complete_txn(5, {partition_for("g", PARTITIONS)}, commit=True)
         assert c.fetch("g", [("t", 1)])[("t", 1)].offset == 20
     asyncio.run(scenario())
+
+
+def test_a_record_that_cannot_be_parsed_is_skipped_and_the_other_groups_load(tmp_path, caplog):
+    """Garbage in a ``__consumer_offsets`` partition (a client could once produce there): the
+    coordinator counts it, logs it once for the load, and serves every other group of the
+    partition (it used to resign them all: issue 30)."""
+    from odradek.records import Record, build_batch
+
+    async def scenario():
+        replicas = Replicas(tmp_path)
+        c = await _coordinator(replicas)
+        groups = [g for g in (f"g{i}" for i in range(40)) if partition_for(g, PARTITIONS) == 0][:2]
+        for i, group in enumerate(groups):
+            await c.commit(group, -1, "", None, {("t", 0): _ov(10 + i)})
+        garbage = [Record(b"garbage", b"\x00\x01\xff\xff"),                        # a key that runs past the record
+                   Record(b"\x00\x07junk", rec.offset_key("g-bad", "t", 0)),       # a value of no known version
+                   Record(b"\x00\x03\x00", rec.offset_key("g-short", "t", 0))]      # a value cut short
+        await replicas.append(0, build_batch(garbage))
+        await c.commit(groups[0], -1, "", None, {("t", 1): _ov(7)})                 # written after the garbage
+        c.close()
+        replicas.logs.close()
+        again = Replicas(tmp_path)
+        again.logs.open_all()
+        with caplog.at_level("WARNING", logger="odradek.broker.internal_topic"):
+            c2 = await _coordinator(again)
+        assert c2.owned[0].loaded and c2.unparseable_records == 3
+        assert {tp: v.offset for tp, v in c2.fetch(groups[0], None).items()} == {("t", 0): 10, ("t", 1): 7}
+        assert {tp: v.offset for tp, v in c2.fetch(groups[1], None).items()} == {("t", 0): 11}
+        skipped = [r for r in caplog.records if "cannot be parsed" in r.getMessage()]
+        assert len(skipped) == 1 and "skipped 3 records" in skipped[0].getMessage()
+    asyncio.run(scenario())

@@ -17,9 +17,9 @@ from tests.support.records import make_records, verify
 PRODUCE, INIT_PRODUCER_ID, API_VERSIONS = 0, 22, 18
 
 
-def init_producer_id(client: WireClient, transactional_id: str | None = None):
+def init_producer_id(client: WireClient, transactional_id: str | None = None, timeout_ms: int = 60_000):
     return client.request(INIT_PRODUCER_ID, 4, InitProducerIdRequest(
-        transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
+        transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
         producer_id=-1, producer_epoch=-1))
 
 

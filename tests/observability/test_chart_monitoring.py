@@ -83,7 +83,7 @@ def test_monitoring_on_renders_pod_monitors_rules_and_dashboard(helm):
 def test_rendered_rules_pass_promtool_check_and_unit_tests(helm, promtool, tmp_path):
     groups = render(helm, *ALL_ON)["PrometheusRule", "rel-odradek"]["spec"]
     (tmp_path / "prometheus-rules.yaml").write_text(yaml.safe_dump(groups))
-    assert "SUCCESS: 6 rules found" in run(promtool, "check", "rules", tmp_path / "prometheus-rules.yaml")
+    assert "SUCCESS: 7 rules found" in run(promtool, "check", "rules", tmp_path / "prometheus-rules.yaml")
     cases = yaml.safe_load(UNIT_TESTS.read_text())["tests"]
     tested = {t["alertname"] for case in cases for t in case["alert_rule_test"] if t["exp_alerts"]}
     assert tested == set(alert_names()), "every alert has a unit case in which it fires"

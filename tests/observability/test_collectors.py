@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from odradek import logs, metrics_http
 from odradek.broker.metrics import stats as st
 from odradek.broker.metrics.collector import BrokerCollector
+from odradek.broker.quotas.replication import ReplicationQuotas
 from odradek.cluster.model import PartitionState
 from odradek.controller.metrics import ControllerCollector
 from odradek.controller.store import StoreSnapshot, TopicRecord
@@ -38,6 +39,13 @@ def _log(topic, partition, start, end, hw, size):
                            high_watermark=hw, size=size, segments=[1, 2])
 
 
+def _replication_quotas() -> ReplicationQuotas:
+    quotas = ReplicationQuotas(1, clock=lambda: 100.0)
+    quotas.leader.record(3000)   # within the first window: 3000 B/s
+    quotas.leader.bytes_total, quotas.follower.bytes_total = 5000, 700
+    return quotas
+
+
 def broker_collector(partition_level=True) -> BrokerCollector:
     parts = [_partition("t", 0, [1, 2, 3], [1, 2, 3], True), _partition("t", 1, [1, 2, 3], [1], True, parked=2),
              _partition("t", 2, [2, 1, 3], [2, 1], False)]
@@ -45,10 +53,11 @@ def broker_collector(partition_level=True) -> BrokerCollector:
     logs_ = SimpleNamespace(logs=lambda: list(partition_logs.values()), get=lambda t, p: partition_logs.get((t, p)),
                             failures=SimpleNamespace(offline=False))
     replicas = SimpleNamespace(partitions=lambda: parts, logs=logs_, isr=SimpleNamespace(shrinks=3, expands=1),
-                               fetchers=SimpleNamespace(max_lag=lambda: 7), wakeup=SimpleNamespace(waiting=4))
+                               fetchers=SimpleNamespace(max_lag=lambda: 7), wakeup=SimpleNamespace(waiting=4),
+                               quotas=_replication_quotas())
     group = SimpleNamespace(offsets={("t", 0): SimpleNamespace(offset=60), ("t", 1): SimpleNamespace(offset=50),
                                      ("elsewhere", 0): SimpleNamespace(offset=1)})
-    groups = SimpleNamespace(membership=SimpleNamespace(groups={"g": group, "not-mine": group}),
+    groups = SimpleNamespace(membership=SimpleNamespace(groups={"g": group, "not-mine": group}), unparseable_records=0,
                              serves=lambda g: g == "g")
     topic_stats = st.TopicStats()
     topic_stats.produced("t", 1000, 10)
@@ -72,6 +81,14 @@ def test_replica_manager_and_purgatory_series():
     assert s[("kafka_server_replicafetchermanager_maxlag", (("clientId", "Replica"),))] == 7
     assert s[("kafka_server_delayedoperationpurgatory_purgatorysize", (("delayedOperation", "Produce"),))] == 2
     assert s[("kafka_server_delayedoperationpurgatory_purgatorysize", (("delayedOperation", "Fetch"),))] == 4
+
+
+def test_replication_throttle_series():
+    s = samples(broker_collector())
+    assert s[("kafka_server_leaderreplication_byte_rate", ())] == 3000
+    assert s[("kafka_server_followerreplication_byte_rate", ())] == 0
+    assert s[("kafka_server_brokertopicmetrics_replicationbytesout_total", ())] == 5000
+    assert s[("kafka_server_brokertopicmetrics_replicationbytesin_total", ())] == 700
 
 
 def test_topic_series_per_topic_and_in_total():

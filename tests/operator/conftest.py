@@ -9,7 +9,8 @@
 - ``k8s``: a ``K8s`` helper (kubernetes client on the generated kubeconfig) with the CRDs
   applied; ``namespace``: a fresh namespace per test.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
-  intervals; its peak RSS is checked at teardown (≤ 150 MB) and written to its log directory.
+  intervals, the dev clusters' loopback controllers trusted; its peak RSS is checked at
+  teardown (≤ 150 MB) and written to its log directory.
 """
 
 from __future__ import annotations
@@ -26,11 +27,15 @@ import yaml
 
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
+from odradek.operator.settings import TRUSTED_CONTROLLER_URLS_ENV
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
 from tests.support.tools import tool_missing
 
 OPERATOR_MEMORY_LIMIT_MB = 150
+# The dev clusters standing in for pods run their controllers on loopback: the operator's
+# administrator trusts that origin for the controller-url annotation (principals.controller_url_problem).
+DEV_CONTROLLERS = "http://127.0.0.1"
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +91,8 @@ def operator(k8s, control_plane, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("operator")
     log = logdir / "operator.log"
     env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
-           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1"}
+           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
     with open(log, "ab") as out:   # metrics on port 0: the one port the operator listens on is it
         proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",

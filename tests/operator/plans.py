@@ -10,7 +10,8 @@ from odradek.operator.security import SecurityPlan
 from odradek.operator.spec import ClusterSpec
 from odradek.operator.validation import parse_cluster
 
-VERSIONS = {"broker": "broker-v1", "controller": "controller-v1", "gateway": "gateway-v1", "operator": "operator-v1"}
+VERSIONS = {"broker": "broker-v1", "controller": "controller-v1", "gateway": "gateway-v1", "operator": "operator-v1",
+            "zookeeper": "zookeeper-v1"}
 
 
 def cluster_spec(raw: Mapping[str, Any] | None = None) -> ClusterSpec:
@@ -18,7 +19,7 @@ def cluster_spec(raw: Mapping[str, Any] | None = None) -> ClusterSpec:
 
 
 def security(spec: ClusterSpec, cluster: str = "c", versions: Mapping[str, str] = VERSIONS) -> SecurityPlan:
-    return principals.security_plan(cluster, spec.listeners, versions)
+    return principals.security_plan(cluster, spec.listeners, versions, spec.zookeeper.managed is not None)
 
 
 def children(cluster: str, namespace: str, raw: Mapping[str, Any] | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.operator import builders, cluster_plan
+from odradek.operator import builders, certs, cluster_plan
 from odradek.operator.spec import DEFAULT_ZOOKEEPER_IMAGE
 from tests.operator.plans import children as planned, cluster_spec, security
 
@@ -31,8 +31,8 @@ def test_default_spec_builds_managed_zookeeper_controller_brokers_and_no_gateway
     kinds = [(c["kind"], c["metadata"]["name"]) for c in children]
     assert kinds == [
         ("ConfigMap", "prod-config"),
-        ("Service", "prod-zookeeper-headless"), ("Service", "prod-zookeeper"), ("StatefulSet", "prod-zookeeper"),
-        ("Service", "prod-controller"), ("Deployment", "prod-controller"),
+        ("ConfigMap", "prod-zookeeper-config"), ("Service", "prod-zookeeper-headless"), ("Service", "prod-zookeeper"),
+        ("StatefulSet", "prod-zookeeper"), ("Service", "prod-controller"), ("Deployment", "prod-controller"),
         ("Service", "prod-brokers"), ("Service", "prod-bootstrap"),
         ("PodDisruptionBudget", "prod-brokers"), ("StatefulSet", "prod-brokers"),
     ]
@@ -63,12 +63,14 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert args[args.index("--internal-advertised") + 1] == "$(POD_NAME).prod-brokers.$(POD_NAMESPACE).svc:9093"
     assert args[args.index("--zookeeper") + 1] == "$(ODRADEK_ZOOKEEPER)"
     configs = [args[i + 1] for i, a in enumerate(args) if a == "--config"]
-    # the spec's settings, then the pod's security (control-plane mutual TLS, ZooKeeper ACLs)
+    # the spec's settings, then the pod's security (control-plane mutual TLS, ZooKeeper ACLs and TLS)
     assert configs[:3] == ["metrics.port=9404", "min.insync.replicas=2", "retention.ms=60000"]
     assert [c.split("=")[0] for c in configs[3:]] == [
         "control.plane.ssl.keystore.location", "control.plane.ssl.truststore.location",
         "control.plane.ssl.endpoint.identification.algorithm", "control.plane.ssl.peer.common.name.pattern",
-        "zookeeper.digest.credentials.file", "zookeeper.set.acl"]
+        "zookeeper.digest.credentials.file", "zookeeper.set.acl", "zookeeper.ssl.client.enable",
+        "zookeeper.ssl.keystore.location", "zookeeper.ssl.truststore.location",
+        "zookeeper.ssl.endpoint.identification.algorithm"]
     assert {"name": "metrics", "containerPort": 9404} in c["ports"]  # the chart's PodMonitor scrapes it
     env = {e["name"]: e for e in c["env"]}
     assert env["BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
@@ -76,7 +78,8 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
     assert c["resources"] == {"requests": {"cpu": "1"}}
     assert [(m["name"], m["mountPath"]) for m in c["volumeMounts"]] == [
         ("data", builders.DATA_DIR), ("cluster-ca", "/etc/odradek/certs/cluster-ca"),
-        ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper")]
+        ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper"),
+        ("writable-tmp", "/tmp")]
     # ready when its control-plane API answers the pod's own certificate (the kubelet has none)
     assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
     assert sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
@@ -92,7 +95,7 @@ def test_ephemeral_storage_uses_empty_dir_and_delete_claim_deletes():
     assert "volumeClaimTemplates" not in sts["spec"]
     assert sts["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
     assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
-        "data", "cluster-ca", "broker-certs", "zookeeper-digest"]
+        "data", "cluster-ca", "broker-certs", "zookeeper-digest", "writable-tmp"]
     sts = by_kind(planned("c", NS, {"brokers": {"storage": {"deleteClaim": True}}}),
                   "StatefulSet", "c-brokers")
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
@@ -118,16 +121,64 @@ def test_external_zookeeper_builds_no_ensemble():
     assert by_kind(children, "ConfigMap", "c-config")["data"]["zookeeper.connect"] == "zk-0.zk:2181,zk-1.zk:2181"
 
 
+def _zoo_cfg(children: list[dict]) -> dict[str, str]:
+    text = by_kind(children, "ConfigMap", "c-zookeeper-config")["data"]["zoo.cfg"]
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
 def test_managed_zookeeper_ensemble():
     spec = {"zookeeper": {"managed": {"replicas": 3, "storage": {"size": "2Gi"}}}}
-    sts = by_kind(planned("c", NS, spec), "StatefulSet", "c-zookeeper")
+    children = planned("c", NS, spec)
+    sts = by_kind(children, "StatefulSet", "c-zookeeper")
     assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "c-zookeeper-headless"
-    env = {e["name"]: e["value"] for e in container(sts)["env"]}
-    assert env["ZOO_SERVERS"].split() == [
-        f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888;2181" for i in range(3)]
-    assert env["ZOO_STANDALONE_ENABLED"] == "false"
+    cfg = _zoo_cfg(children)
+    assert [f"server.{i}={cfg[f'server.{i}']}" for i in (1, 2, 3)] == [   # no ";2181": no plaintext client port
+        f"server.{i + 1}=c-zookeeper-{i}.c-zookeeper-headless.data.svc:2888:3888" for i in range(3)]
+    assert cfg["standaloneEnabled"] == "false" and cfg["dataDir"] == "/data"
+    assert "dataLogDir" not in cfg   # the transaction log on the claim with the snapshots, not on an emptyDir
+    assert {"name": "data", "mountPath": "/data"} in container(sts)["volumeMounts"]
+    assert container(sts)["command"][-1].endswith("zkServer.sh start-foreground /etc/odradek/zookeeper-config/zoo.cfg")
     assert container(sts)["image"] == DEFAULT_ZOOKEEPER_IMAGE
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
+
+
+def test_managed_zookeeper_serves_tls_only_with_the_cluster_ca():
+    """Strimzi's ZooKeeper: TLS client port only, client certificates from the cluster CA
+    required, quorum TLS; its own certificate mounted, the brokers and the controller
+    connecting with theirs (Kafka's zookeeper.ssl.*)."""
+    children = planned("c", NS, {"zookeeper": {"managed": {"replicas": 3}}})
+    cfg = _zoo_cfg(children)
+    assert "clientPort" not in cfg and cfg["secureClientPort"] == "2181"
+    assert cfg["serverCnxnFactory"] == "org.apache.zookeeper.server.NettyServerCnxnFactory"
+    keystore, truststore = certs.keystore_file("zookeeper"), certs.cluster_ca_file()
+    for prefix in ("ssl", "ssl.quorum"):
+        assert {k: cfg[f"{prefix}.{k}"] for k in ("keyStore.location", "keyStore.type", "trustStore.location",
+                                                  "trustStore.type", "clientAuth")} == {
+            "keyStore.location": keystore, "keyStore.type": "PEM", "trustStore.location": truststore,
+            "trustStore.type": "PEM", "clientAuth": "need"}, prefix
+    assert cfg["sslQuorum"] == "true" and cfg["portUnification"] == "false"
+    sts = by_kind(children, "StatefulSet", "c-zookeeper")
+    pod = sts["spec"]["template"]
+    assert {v["name"]: v for v in pod["spec"]["volumes"]}["zookeeper-certs"]["secret"]["secretName"] == \
+        "c-zookeeper-certs"
+    assert {m["mountPath"] for m in container(sts)["volumeMounts"]} >= {
+        "/etc/odradek/certs/zookeeper", "/etc/odradek/certs/cluster-ca", "/etc/odradek/zookeeper-config"}
+    assert pod["metadata"]["annotations"][certs.CERTS_ANNOTATION] == "zookeeper-v1"
+    assert pod["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+    for name, kind, component in (("c-brokers", "StatefulSet", "broker"), ("c-controller", "Deployment", "controller")):
+        obj = by_kind(children, kind, name)
+        words = " ".join(container(obj).get("args") or container(obj)["command"])
+        for setting in ("zookeeper.ssl.client.enable=true", f"zookeeper.ssl.keystore.location={certs.keystore_file(component)}",
+                        f"zookeeper.ssl.truststore.location={truststore}",
+                        "zookeeper.ssl.endpoint.identification.algorithm=HTTPS"):
+            assert setting in words, (name, setting)
+
+
+def test_external_zookeeper_is_reached_as_configured():
+    """An external ensemble is the user's: no zookeeper.ssl.* (its TLS is not the cluster CA's)."""
+    children = planned("c", NS, {"zookeeper": {"external": {"connect": "zk:2181"}}})
+    args = container(by_kind(children, "StatefulSet", "c-brokers"))["args"]
+    assert not [a for a in args if a.startswith("zookeeper.ssl.")]
 
 
 def test_controller_deployment_advertises_its_dns_name():
@@ -158,22 +209,29 @@ def test_gateway_only_when_replicas_positive():
     svc, dep = gateway({"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
                                                             "authSecret": "gw-auth"}})
     assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["sessionAffinity"] == "ClientIP"    # a client's consumer instances live in one replica
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["spec"]["volumes"][0] == {"name": "auth", "secret": {"secretName": "gw-auth"}}
     gw = container(dep)
     assert option(gw["args"], "--bootstrap-servers") == "c-bootstrap.data.svc:9092"
     assert (option(gw["args"], "--host"), option(gw["args"], "--port")) == ("0.0.0.0", "8000")
-    # Per-replica URL from the downward API (consumer instances live in one replica).
-    assert option(gw["args"], "--advertised-url") == "http://$(POD_IP):8000"
+    # Its Service's URL, over HTTPS with its certificate from the cluster CA.
+    assert option(gw["args"], "--advertised-url") == "https://c-gateway.data.svc:8000"
+    assert option(gw["args"], "--ssl-certfile") == "/etc/odradek/certs/gateway/gateway.crt"
+    assert option(gw["args"], "--ssl-keyfile") == "/etc/odradek/certs/gateway/gateway.key"
     assert option(gw["args"], "--broker-metrics-urls") == "http://{host}:9404/metrics"
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in gw["env"]
-    assert gw["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert gw["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert gw["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8000, "scheme": "HTTPS"}
+    assert gw["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8000, "scheme": "HTTPS"}
     mount = gw["volumeMounts"][0]
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
-    _, open_dep = gateway({"gateway": {"replicas": 1}})
-    assert "--auth-file" not in container(open_dep)["args"]
-    assert [v["name"] for v in open_dep["spec"]["template"]["spec"]["volumes"]] == ["cluster-ca", "gateway-certs"]
+    assert {"name": "ODRADEK_GATEWAY_REQUIRE_AUTH", "value": "true"} in gw["env"]
+    # without authSecret: the tokens the operator generates, never an open gateway
+    _, own_dep = gateway({"gateway": {"replicas": 1}})
+    assert option(container(own_dep)["args"], "--auth-file") == "/etc/odradek/gateway-auth/credentials"
+    assert [v["name"] for v in own_dep["spec"]["template"]["spec"]["volumes"]] == [
+        "auth", "cluster-ca", "gateway-certs", "writable-tmp"]
+    assert own_dep["spec"]["template"]["spec"]["volumes"][0]["secret"] == {"secretName": "c-gateway-tokens"}
 
 
 def test_pod_template_overrides_and_rack_spread():
@@ -207,7 +265,8 @@ def test_rack_init_container_reads_the_node_label_for_the_broker():
     assert init["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert option(broker["args"], "--rack-file") == option(init["args"], "--output")
     assert {"name": "rack", "mountPath": "/etc/odradek/rack", "readOnly": True} in broker["volumeMounts"]
-    assert {v["name"] for v in pod["volumes"]} == {"rack", "data", "cluster-ca", "broker-certs", "zookeeper-digest"}
+    assert {v["name"] for v in pod["volumes"]} == {"rack", "data", "cluster-ca", "broker-certs", "zookeeper-digest",
+                                               "writable-tmp"}
     # The brokers read their Node as their own ServiceAccount, bound to the nodes-get role only.
     assert pod["serviceAccountName"] == by_kind(children, "ServiceAccount", "c-brokers")["metadata"]["name"]
     binding = builders.build_rack_binding("c", NS, "odk-broker-rack")
@@ -283,16 +342,17 @@ def test_controller_candidates_from_endpoint_slices():
         f"https://10-0-0-5.c-controller.{NS}.svc:8080", f"https://fd00--7.c-controller.{NS}.svc:8080"]
     override = OperatorSettings.from_env({"ODRADEK_OPERATOR_CONTROLLER_URL": "http://a:1, http://b:2/"})
     assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://a:1", "http://b:2"]
-    body["metadata"]["annotations"] = {"odradek.dev/controller-url": "http://x:9"}
-    assert reconcile.controller_candidates(FakeKube(), body, override) == ["http://x:9"]
+    body["metadata"]["annotations"] = {"odradek.dev/controller-url": f"https://x.{NS}.svc:9"}
+    assert reconcile.controller_candidates(FakeKube(), body, override) == [f"https://x.{NS}.svc:9"]
 
 
 def test_gateway_arguments_parse_with_the_gateways_own_cli():
     from odradek.gateway.settings import from_args
     _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
-    args = [a.replace("$(POD_IP)", "10.0.0.5") for a in container(dep)["args"]]
+    args = container(dep)["args"]
     assert args[0] == "gateway"
     settings, _ = from_args(args[1:])
-    assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "http://10.0.0.5:8000")
+    assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "https://c-gateway.data.svc:8000")
+    assert settings.scheme == "https"
     assert settings.auth_file == "/etc/odradek/gateway-auth/credentials"
     assert settings.bootstrap_servers == "c-bootstrap.data.svc:9092"

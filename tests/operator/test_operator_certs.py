@@ -36,6 +36,9 @@ def test_plan_makes_both_cas_and_every_certificate():
     ca = CertificateAuthority.from_pem(data["prod-cluster-ca-cert"]["ca.crt"], data["prod-cluster-ca"]["ca.key"])
     cert.verify_directly_issued_by(ca.cert)
     assert "*.prod-controller.ns.svc" in alt_names(data["prod-controller-certs"]["controller.crt"])
+    # ZooKeeper's: the client Service the connect string names, and every server's headless name
+    assert {"prod-zookeeper.ns.svc", "*.prod-zookeeper-headless.ns.svc"} <= set(
+        alt_names(data["prod-zookeeper-certs"]["zookeeper.crt"]))
     days = (not_after(data["prod-gateway-certs"]["gateway.crt"]) - datetime.datetime.now(datetime.timezone.utc)).days
     assert 363 <= days <= 365
 

@@ -124,3 +124,64 @@ def test_image_pull_policy_reaches_operator_and_cluster_and_rack_rbac_is_opt_in(
     assert not [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r["resources"]]
     env = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "ODRADEK_OPERATOR_RACK_CLUSTERROLE", "value": ""} in env
+
+
+def rbac(docs) -> dict[tuple[str, str | None], dict]:
+    """(kind, namespace) -> the operator's own role or binding (not the brokers' rack role)."""
+    kinds = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    return {(d["kind"], d["metadata"].get("namespace")): d for d in docs
+            if d["kind"] in kinds and d["metadata"]["name"] == "rel-odradek"}
+
+
+def test_watch_namespaces_gives_roles_in_them_and_no_cluster_role(helm):
+    def render(*extra):
+        out = run(helm, "template", "rel", CHART, "--namespace", "ops", "--set", "operator.watchNamespaces={apps,data}",
+                  *extra).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    docs = render()
+    found = rbac(docs)
+    assert set(found) == {(kind, ns) for kind in ("Role", "RoleBinding") for ns in ("apps", "data", "ops")}
+    for ns in ("apps", "data"):
+        rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r["verbs"] for r in found[("Role", ns)]["rules"]}
+        assert rules[(("",), ("secrets",))] == ["get", "create", "patch"]
+        assert rules[(("networking.k8s.io",), ("networkpolicies",))] == ["get", "create", "patch", "delete"]
+        assert found[("RoleBinding", ns)]["subjects"] == [{"kind": "ServiceAccount", "name": "rel-odradek",
+                                                           "namespace": "ops"}]
+    # its own namespace, unwatched: Events only; nothing cluster-scoped (no Namespaces, no CRDs)
+    assert [r["resources"] for r in found[("Role", "ops")]["rules"]] == [["events"]]
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:5] == ["operator", "--namespace", "apps", "--namespace", "data"]
+    # glob patterns cannot be Roles: cluster-wide; rack awareness adds only its cluster-scoped bindings
+    assert set(rbac(render("--set", "operator.watchNamespaces={apps-*}"))) == {("ClusterRole", None),
+                                                                             ("ClusterRoleBinding", None)}
+    rack = rbac(render("--set", "rbac.brokerRack=true"))
+    assert [r["resources"] for r in rack[("ClusterRole", None)]["rules"]] == [["clusterrolebindings"], ["clusterroles"]]
+    assert ["serviceaccounts"] in [r["resources"] for r in rack[("Role", "apps")]["rules"]]
+
+
+def test_watch_namespaces_install_grants_nothing_outside_them(helm, k8s, control_plane, k8s_bins, namespace):
+    """Installed into the API server: the operator's ServiceAccount may act in the namespace it
+    watches, not in its own (Events only), not elsewhere, and reads nothing cluster-scoped."""
+    env, kubectl = control_plane.env(), need(k8s_bins, "kubectl")
+    watched = f"{namespace}-w"
+    k8s.core.create_namespace({"metadata": {"name": watched}})
+    run(helm, "install", "nsr", CHART, "--namespace", namespace, "--set", f"operator.watchNamespaces={{{watched}}}",
+        "--wait=false", env=env)
+    try:
+        sa = f"system:serviceaccount:{namespace}:nsr-odradek"
+
+        def can(verb, resource, ns=None):
+            argv = ["auth", "can-i", verb, resource, "--as", sa] + (["-n", ns] if ns else [])
+            return run(kubectl, *argv, env=env, check=False).stdout.strip()
+
+        for verb, resource in (("patch", "statefulsets.apps"), ("get", "secrets"), ("create", "networkpolicies.networking.k8s.io"),
+                               ("patch", "odradekclusters.odradek.dev/status"), ("delete", "pods")):
+            assert can(verb, resource, watched) == "yes", (verb, resource)
+            assert can(verb, resource, namespace) == "no", (verb, resource, "own namespace")
+            assert can(verb, resource, "default") == "no", (verb, resource, "elsewhere")
+        assert can("create", "events", namespace) == "yes"
+        assert can("list", "secrets", watched) == "no"
+        assert can("get", "namespaces") == can("list", "customresourcedefinitions.apiextensions.k8s.io") == "no"
+    finally:
+        run(helm, "uninstall", "nsr", "--namespace", namespace, env=env, check=False)

@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 SPEC = {"brokers": {"replicas": 3, "storage": {"size": "1Gi"}, "config": {"retention.ms": "60000"}},
         "controller": {"replicas": 2}, "zookeeper": {"managed": {"replicas": 3}}}
 
-CHILDREN = [("ConfigMap", "{c}-config"), ("Service", "{c}-zookeeper-headless"), ("Service", "{c}-zookeeper"),
+CHILDREN = [("ConfigMap", "{c}-config"), ("ConfigMap", "{c}-zookeeper-config"),
+            ("Service", "{c}-zookeeper-headless"), ("Service", "{c}-zookeeper"),
             ("StatefulSet", "{c}-zookeeper"), ("Service", "{c}-controller"), ("Deployment", "{c}-controller"),
             ("Service", "{c}-brokers"), ("Service", "{c}-bootstrap"), ("PodDisruptionBudget", "{c}-brokers"),
             ("StatefulSet", "{c}-brokers")]
@@ -58,6 +59,9 @@ def test_cluster_children_specs_owner_references_and_status(k8s, operator, names
     assert "retention.ms=60000" in args
     assert children[("Deployment", "prod-controller")]["spec"]["replicas"] == 2
     assert children[("StatefulSet", "prod-zookeeper")]["spec"]["replicas"] == 3
+    zoo_cfg = children[("ConfigMap", "prod-zookeeper-config")]["data"]["zoo.cfg"].splitlines()   # TLS only
+    assert "secureClientPort=2181" in zoo_cfg and "ssl.clientAuth=need" in zoo_cfg and "sslQuorum=true" in zoo_cfg
+    assert not [line for line in zoo_cfg if line.startswith("clientPort=")]
     assert children[("PodDisruptionBudget", "prod-brokers")]["spec"]["maxUnavailable"] == 1
     assert children[("ConfigMap", "prod-config")]["data"]["zookeeper.connect"] == f"prod-zookeeper.{namespace}.svc:2181"
     assert k8s.child(namespace, "Deployment", "prod-gateway") is None  # no gateway asked for

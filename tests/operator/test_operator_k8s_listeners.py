@@ -38,6 +38,19 @@ def test_bad_listeners_fail_with_the_reason_and_change_nothing(k8s, operator, na
         assert k8s.child(namespace, kind, name) is None, (kind, name)
 
 
+def test_authorization_without_an_authenticating_listener_is_refused_and_nothing_applied(k8s, operator, namespace):
+    """Every client would be User:ANONYMOUS, which was then made a super user: refused."""
+    k8s.apply_cluster(namespace, "anon", {**BASE, "listeners": [{"name": "plain", "port": 9092},
+                                                                 {"name": "tls", "port": 9094, "tls": True}],
+                                          "authorization": {"type": "simple"}})
+    cr = wait_until(lambda: (x := k8s.cluster(namespace, "anon")) and (x.get("status") or {}).get("phase") == "Failed"
+                    and x, 30, "status phase Failed")
+    ready = condition(cr, "Ready")
+    assert ready["reason"] == "NoAuthenticatingListener" and "User:ANONYMOUS" in ready["message"], ready
+    for kind, name in (("ConfigMap", "anon-config"), ("StatefulSet", "anon-brokers"), ("Secret", "anon-cluster-ca")):
+        assert k8s.child(namespace, kind, name) is None, (kind, name)
+
+
 def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     spec = {**BASE, "listeners": [{"name": "scram", "port": 9094, "authentication": SCRAM},
                                   {"name": "ext", "port": 9095, "type": "nodeport", "authentication": SCRAM}],
@@ -55,10 +68,12 @@ def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     pod = sts["spec"]["template"]["spec"]
     assert pod["initContainers"][0]["args"][:2] == ["operator", "advertise"]
     args = pod["containers"][0]["args"]
-    # SCRAM listeners: replication over mutual TLS, the components' certificates super users
-    assert "super.users=User:CN=np-broker,O=odradek;User:CN=np-operator,O=odradek;User:CN=np-gateway,O=odradek;" \
-        "User:ops" in args
+    # SCRAM listeners: replication over mutual TLS, the brokers' and operator's certificates super
+    # users (never the gateway's: it acts as mapped OdradekUsers)
+    assert "super.users=User:CN=np-broker,O=odradek;User:CN=np-operator,O=odradek;User:ops" in args
     assert "listener.security.protocol.map=REPLICATION:SSL,SCRAM:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT" in args
+    # replication (9091) takes only clients with a cluster-CA certificate (Kafka's per-listener key)
+    assert "listener.name.replication.ssl.client.auth=required" in args
 
     def listed():
         return (k8s.cluster(namespace, "np").get("status") or {}).get("listeners")
@@ -66,3 +81,21 @@ def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     assert status[0] == {"name": "scram", "type": "internal", "tls": False,
                          "bootstrapServers": f"np-bootstrap.{namespace}.svc:9094"}
     assert status[1]["name"] == "ext" and status[1]["type"] == "nodeport"
+
+
+def test_a_secret_planted_under_a_clusters_name_is_not_adopted(k8s, operator, namespace):
+    """A digest Secret made before the cluster (its credentials the planter's) stops the
+    reconcile with SecretConflict, untouched; once it is gone the cluster makes its own."""
+    k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "plant-zookeeper-digest"},
+                                                  "stringData": {"credentials": "odradek:known"}})
+    planted = k8s.child(namespace, "Secret", "plant-zookeeper-digest")
+    k8s.apply_cluster(namespace, "plant", BASE)
+    cr = wait_until(lambda: (x := k8s.cluster(namespace, "plant")) and (c := condition(x, "Ready"))
+                    and c["reason"] == "SecretConflict" and x, 30, "the conflict in status")
+    assert "plant-zookeeper-digest exists and is not owned by OdradekCluster plant" in condition(cr, "Ready")["message"]
+    assert k8s.child(namespace, "Secret", "plant-zookeeper-digest") == planted
+    assert k8s.child(namespace, "StatefulSet", "plant-brokers") is None
+    k8s.delete(f"/api/v1/namespaces/{namespace}/secrets/plant-zookeeper-digest")
+    made = wait_until(lambda: k8s.child(namespace, "Secret", "plant-zookeeper-digest"), 30, "the cluster's own")
+    assert made["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
+    assert made["data"]["credentials"] != planted["data"]["credentials"]

@@ -21,6 +21,8 @@ import yaml
 
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
+from odradek.operator.settings import TRUSTED_CONTROLLER_URLS_ENV
+from tests.operator.conftest import DEV_CONTROLLERS
 from tests.operator.test_operator_helm import run
 from tests.operator.test_operator_k8s_topics import controller_topic
 from tests.support.k8s import K8s, condition, control_plane_module, need
@@ -82,7 +84,8 @@ def chart_operator(plane, admin, chart_installed, tmp_path_factory):
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     chart_env = {e["name"]: e["value"] for e in container.get("env", [])}
     env = {**os.environ, **chart_env, "KUBECONFIG": str(kubeconfig), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
-           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1"}
+           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
     log = logdir / "operator.log"
     with open(log, "ab") as out:

@@ -144,3 +144,53 @@ def test_topic_in_a_terminating_namespace_releases_its_finalizer(k8s, operator, 
     wait_until(lambda: k8s.get(f"/api/v1/namespaces/{ns}")["status"].get("phase") == "Terminating", 30, "Terminating")
     k8s.delete(k8s.cr_path(ns, "odradektopics", "left"))
     wait_until(lambda: k8s.topic(ns, "left") is None, 15, "deletion without waiting for the controller")
+
+
+# -- issue 30: an OdradekTopic manages only its own topics ------------------------------------
+
+def failed_with(k8s, ns, name, reason):
+    def check():
+        c = condition(k8s.topic(ns, name), "Ready")
+        return c if c and c["status"] == "False" and c["reason"] == reason else None
+    return check
+
+
+def apply_annotated_topic(k8s, ns, name, spec, annotations):
+    return k8s.apply(k8s.cr_path(ns, "odradektopics", name), {
+        "apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekTopic",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations}, "spec": spec})
+
+
+def test_a_topic_cr_naming_an_internal_topic_is_refused(k8s, namespace, odc):
+    ns, url = namespace, odc
+    before = controller_topic(url, "__consumer_offsets")
+    k8s.apply_topic(ns, "offsets", {"cluster": "dev", "topicName": "__consumer_offsets",
+                                    "config": {"retention.ms": "1"}})
+    c = wait_until(failed_with(k8s, ns, "offsets", "InternalTopic"), 30, "the internal topic refused")
+    assert "'__consumer_offsets' is internal" in c["message"], c
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "offsets"))
+    wait_until(lambda: k8s.topic(ns, "offsets") is None, 30, "the OdradekTopic to go")
+    assert controller_topic(url, "__consumer_offsets") == before
+
+
+def test_an_existing_topic_is_adopted_only_with_the_annotation(k8s, namespace, odc):
+    ns, url = namespace, odc
+    call_blocking(url, control_plane.create_topic(control_plane.CreateTopic(
+        "legacy", 2, 1, configs={"retention.ms": "1000"})), 10)
+    theirs = controller_topic(url, "legacy")
+    k8s.apply_topic(ns, "legacy", {"cluster": "dev", "partitions": 2, "config": {"retention.ms": "5000"}})
+    c = wait_until(failed_with(k8s, ns, "legacy", "TopicNotOwned"), 30, "the takeover refused")
+    assert 'odradek.dev/adopt: "true"' in c["message"], c
+    assert controller_topic(url, "legacy") == theirs   # neither altered...
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "legacy"))
+    wait_until(lambda: k8s.topic(ns, "legacy") is None, 30, "the OdradekTopic to go")
+    assert controller_topic(url, "legacy") == theirs   # ...nor deleted
+
+    apply_annotated_topic(k8s, ns, "legacy", {"cluster": "dev", "partitions": 2, "config": {"retention.ms": "5000"}},
+                          {"odradek.dev/adopt": "true"})
+    t = wait_until(ready(k8s, ns, "legacy"), 30, "the adopted topic")
+    assert t["status"]["topicId"] == theirs["topic_id"]
+    assert controller_topic(url, "legacy")["configs"] == {"retention.ms": "5000"}
+    k8s.delete(k8s.cr_path(ns, "odradektopics", "legacy"))   # adopted: deleted with its OdradekTopic
+    wait_until(lambda: k8s.topic(ns, "legacy") is None, 30, "the adopted OdradekTopic to go")
+    assert controller_topic(url, "legacy") is None

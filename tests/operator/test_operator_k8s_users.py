@@ -227,3 +227,67 @@ def test_kubectl_explain_documents_the_user_spec(k8s, k8s_bins, control_plane, t
     assert "KIND:" in proc.stdout and "OdradekUser" in proc.stdout
     for field in ("resource", "operations", "host", "IdempotentWrite"):
         assert field in proc.stdout, proc.stdout
+
+
+# -- issue 30: the operator cannot be turned against Secrets it does not own ---------------------
+
+def test_a_user_named_like_a_secret_it_does_not_own_is_refused_and_the_secret_untouched(k8s, namespace, odc):
+    """An OdradekUser named like the cluster's ZooKeeper digest Secret, or like a Secret someone
+    else made, would have taken it over (forced apply stripping its keys, garbage collection with
+    the user), and one whose password source is the digest Secret would have copied it into its
+    own: refused with SecretConflict, nothing written, nothing collected."""
+    ns, (url, _) = namespace, odc
+    digest = wait_until(lambda: k8s.child(ns, "Secret", "dev-zookeeper-digest"), 30, "the cluster's digest Secret")
+    k8s.core.create_namespaced_secret(ns, {"metadata": {"name": "payments-db"}, "stringData": {"password": "hunter2"}})
+    theirs = k8s.child(ns, "Secret", "payments-db")
+    for name in ("dev-zookeeper-digest", "payments-db"):
+        k8s.apply_user(ns, name, "dev", {"authentication": {"type": "scram-sha-512"}})
+        u = wait_until(failed(k8s, ns, name), 30, f"{name} refused")
+        c = condition(u, "Ready")
+        assert (c["status"], c["reason"]) == ("False", "SecretConflict"), c
+        assert stored(url, name).scram == {}   # no credential made from the Secret's password
+    assert "is named like a Secret of OdradekCluster dev" in condition(k8s.user(ns, "dev-zookeeper-digest"),
+                                                                          "Ready")["message"]
+    assert "is not owned by OdradekUser payments-db" in condition(k8s.user(ns, "payments-db"), "Ready")["message"]
+    # nor copied out of the cluster's Secrets through a password source
+    k8s.apply_user(ns, "copier", "dev", {"authentication": {"type": "scram-sha-512", "password": {
+        "valueFrom": {"secretKeyRef": {"name": "dev-zookeeper-digest", "key": "credentials"}}}}})
+    c = condition(wait_until(failed(k8s, ns, "copier"), 30, "the copy refused"), "Ready")
+    assert c["reason"] == "SecretConflict" and "must come from a Secret of your own" in c["message"], c
+    assert k8s.child(ns, "Secret", "copier") is None and stored(url, "copier").scram == {}
+    for before in (digest, theirs):
+        after = k8s.child(ns, "Secret", before["metadata"]["name"])
+        assert (after["data"], after["metadata"]["resourceVersion"], after["metadata"].get("ownerReferences")) == \
+            (before["data"], before["metadata"]["resourceVersion"], before["metadata"].get("ownerReferences"))
+    for name in ("dev-zookeeper-digest", "payments-db", "copier"):
+        k8s.delete(k8s.cr_path(ns, "odradekusers", name))
+    wait_until(lambda: all(k8s.user(ns, n) is None for n in ("dev-zookeeper-digest", "payments-db", "copier")), 30,
+               "deletions")
+    # not theirs to collect: no owner reference of a user was ever added
+    assert k8s.child(ns, "Secret", "payments-db")["data"] == theirs["data"]
+    assert k8s.child(ns, "Secret", "dev-zookeeper-digest")["metadata"]["ownerReferences"] == \
+        digest["metadata"]["ownerReferences"]
+
+
+def test_an_http_controller_url_is_ignored_and_no_password_sent_there(k8s, operator, namespace):
+    """``odradek.dev/controller-url`` naming plain http outside the namespace (here loopback by
+    another name than the one the test operator trusts): the operator keeps to the controller
+    Service (none runs here), says so on the cluster, and never calls the URL."""
+    from tests.support.fake_peers import serve_json
+    calls = []
+    server, url = serve_json(lambda method, path, body: (calls.append((method, path)) or (404, {})))
+    try:
+        collector = url.replace("127.0.0.1", "localhost")
+        k8s.apply_cluster(namespace, "lured", {"zookeeper": {"external": {"connect": "zk:2181"}}},
+                          {"odradek.dev/controller-url": collector})
+        cr = wait_until(lambda: condition(k8s.cluster(namespace, "lured"), "ControllerUrlRefused")
+                        and k8s.cluster(namespace, "lured"), 30, "the refusal on the cluster")
+        c = condition(cr, "ControllerUrlRefused")
+        assert c["status"] == "True" and c["reason"] == "UntrustedControllerUrl" and "is not https" in c["message"], c
+        k8s.apply_user(namespace, "victim", "lured", {"authentication": {"type": "scram-sha-512"}})
+        u = wait_until(lambda: (x := k8s.user(namespace, "victim")) and condition(x, "NotReady") and x, 30, "NotReady")
+        assert "no controller endpoints" in condition(u, "NotReady")["message"], condition(u, "NotReady")
+        assert calls == []
+    finally:
+        server.shutdown()
+        server.server_close()

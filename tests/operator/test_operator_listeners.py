@@ -33,13 +33,37 @@ def spec_with(*items, **extra):
     ([{"name": "replication", "port": 9094}], {}, "the operator's own"),
     ([{"name": "a", "port": 9094, "authentication": {"type": "gssapi"}}], {}, "unknown authentication type 'gssapi'"),
     ([{"name": "a", "port": 9094}], {"authorization": {"type": "opa"}}, "'opa' is not supported"),
-    ([], {"authorization": {"type": "simple"}}, "needs spec.listeners"),
+    ([], {"authorization": {"type": "simple"}}, "needs a listener with authentication"),
+    # plaintext or TLS without authentication only: every client would be User:ANONYMOUS
+    ([{"name": "a", "port": 9094}, {"name": "b", "port": 9095, "tls": True}], {"authorization": {"type": "simple"}},
+     "needs a listener with authentication"),
+    ([{"name": "a", "port": 9094, "authentication": SCRAM}],
+     {"authorization": {"type": "simple", "superUsers": ["ops", "User:ANONYMOUS"]}}, "ANONYMOUS .* cannot be a super"),
+    ([{"name": "a", "port": 9094, "authentication": SCRAM}], {"authorization": {"type": "simple",
+                                                                                "superUsers": ["ANONYMOUS"]}},
+     "ANONYMOUS"),
+    ([{"name": "a", "port": 9094}], {"brokers": {"config": {"listener.name.replication.ssl.client.auth": "none",
+                                                            "ssl.client.auth": "none"}}},
+     "brokers.config: listener.name.replication.ssl.client.auth, ssl.client.auth are set from spec.listeners"),
     ([{"name": "a", "port": 9094}], {"brokers": {"config": {"listeners": "X://:1", "super.users": "User:x"}}},
      "brokers.config: listeners, super.users are set from spec.listeners"),
 ])
 def test_bad_listener_specs_are_refused_with_the_reason(items, extra, match):
     with pytest.raises(SpecError, match=match):
         listeners.validate(spec_with(*items, **extra))
+
+
+def test_authorization_without_authentication_is_refused_with_its_own_reason():
+    with pytest.raises(SpecError) as refused:
+        cluster_spec(spec_with({"name": "plain", "port": 9092}, authorization={"type": "simple"}))
+    assert refused.value.reason == "NoAuthenticatingListener" and "User:ANONYMOUS" in str(refused.value)
+    with pytest.raises(SpecError) as anonymous:
+        listeners.validate(spec_with({"name": "a", "port": 9094, "authentication": SCRAM},
+                                     authorization={"type": "simple", "superUsers": ["ANONYMOUS"]}))
+    assert anonymous.value.reason == "AnonymousSuperUser"
+    with pytest.raises(SpecError, match="needs a listener with authentication"):   # never ANONYMOUS as super
+        listeners.broker_settings(listeners.Authorization(), listeners.parse(spec_with({"name": "a", "port": 9094})),
+                                  "", None)
 
 
 def test_no_listeners_keeps_the_plain_9092_listener():
@@ -71,13 +95,14 @@ def test_internal_listeners_render_kafka_settings_the_broker_accepts():
     assert config["inter.broker.listener.name"] == "REPLICATION"
     assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert config["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
-    assert config["super.users"] == ("User:CN=c-broker,O=odradek;User:CN=c-operator,O=odradek;"
-                                      "User:CN=c-gateway,O=odradek;User:alice;User:CN=ops")
-    # without TLS material (no TLS, no authentication) the brokers fetch as ANONYMOUS, so it is super
-    plain = broker_config(planned("c", NS, spec_with({"name": "plain", "port": 9092},
-                                                       authorization={"type": "simple"})))
-    assert plain["super.users"] == "User:ANONYMOUS" and plain["listener.security.protocol.map"].startswith(
-        "REPLICATION:PLAINTEXT")
+    # never the gateway's certificate: its requests run as mapped OdradekUsers, under their ACLs
+    assert config["super.users"] == "User:CN=c-broker,O=odradek;User:CN=c-operator,O=odradek;User:alice;User:CN=ops"
+    assert "ANONYMOUS" not in config["super.users"] and "gateway" not in config["super.users"]
+    # replication: mutual TLS required on its own listener (Kafka's per-listener key)
+    assert config["listener.name.replication.ssl.client.auth"] == "required"
+    # without TLS material nor authorization (no TLS, no authentication) replication is plaintext
+    plain = broker_config(planned("c", NS, spec_with({"name": "plain", "port": 9092})))
+    assert "super.users" not in plain and plain["listener.security.protocol.map"].startswith("REPLICATION:PLAINTEXT")
     settings = {k: v.replace("$(POD_NAME)", "c-brokers-0").replace("$(POD_NAMESPACE)", NS) for k, v in config.items()}
     parse_broker_settings(settings)  # the broker's own registry accepts every key and value
     headless, bootstrap = (c for c in children if c["kind"] == "Service" and c["metadata"]["name"] in
@@ -99,15 +124,25 @@ def test_protocols_follow_tls_and_authentication():
 def test_tls_material_sets_ssl_keys_replication_over_mutual_tls_and_the_principals():
     tls = listeners.BrokerTls({"ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem"},
                               "User:CN=c-brokers", ("User:CN=c-operator",))
-    specs = listeners.parse(spec_with({"name": "tls", "port": 9094, "tls": True, "authentication": SCRAM}))
+    specs = listeners.parse(spec_with({"name": "tls", "port": 9094, "tls": True, "authentication": SCRAM},
+                                      {"name": "open", "port": 9095, "tls": True}))
     out = listeners.broker_settings(cluster_spec({"authorization": {"type": "simple"}, "listeners": [
-        {"name": "tls", "port": 9094}]}).authorization, specs, "", tls)
-    assert out["listener.security.protocol.map"] == "REPLICATION:SSL,TLS:SASL_SSL"
-    assert out["ssl.client.auth"] == "requested"  # SASL_SSL clients send no certificate
+        {"name": "tls", "port": 9094, "authentication": SCRAM}]}).authorization, specs, "", tls)
+    assert out["listener.security.protocol.map"] == "REPLICATION:SSL,TLS:SASL_SSL,OPEN:SSL"
+    # per listener (Kafka's listener.name.<l>.ssl.client.auth): replication is mutual TLS, the
+    # client listeners keep their own (SASL_SSL clients log in with SASL, send no certificate)
+    assert out["listener.name.replication.ssl.client.auth"] == "required"
+    assert out["listener.name.tls.ssl.client.auth"] == "none" and out["listener.name.open.ssl.client.auth"] == "none"
+    assert out["ssl.client.auth"] == "requested"  # broker-wide, for brokers reading no per-listener key
     assert out["super.users"] == "User:CN=c-brokers;User:CN=c-operator"
     assert out["ssl.keystore.location"] == "/k.pem" and "advertised.listeners" not in out
-    mtls = listeners.parse(spec_with({"name": "mtls", "port": 9094, "tls": True, "authentication": {"type": "tls"}}))
-    assert listeners.broker_settings(None, mtls, "", tls)["ssl.client.auth"] == "required"
+    mtls = listeners.parse(spec_with({"name": "mtls", "port": 9094, "tls": True, "authentication": {"type": "tls"}},
+                                     {"name": "scram", "port": 9095, "tls": True, "authentication": SCRAM}))
+    mixed = listeners.broker_settings(None, mtls, "", tls)
+    assert (mixed["listener.name.mtls.ssl.client.auth"], mixed["listener.name.scram.ssl.client.auth"],
+            mixed["listener.name.replication.ssl.client.auth"]) == ("required", "none", "required")
+    assert listeners.broker_settings(None, mtls[:1], "", tls)["ssl.client.auth"] == "required"
+    parse_broker_settings(mixed)   # the broker's registry takes the per-listener keys
 
 
 def nodeport_service(name, node_port):

@@ -89,7 +89,7 @@ def test_the_applied_children_are_the_secured_plan():
     assert broker_pod["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION] == builders.config_hash(
         "c", NS, spec, {}, versions["broker"])
     assert kube.get("v1", "Secret", NS, principals.zookeeper_secret_name("c")) is not None
-    assert outcome.applied[:2] == ["ConfigMap/c-config", "Service/c-zookeeper-headless"]
+    assert outcome.applied[:3] == ["ConfigMap/c-config", "ConfigMap/c-zookeeper-config", "Service/c-zookeeper-headless"]
     assert outcome.status["desiredBrokers"] == 3 and outcome.status["gatewayAddress"]
 
 

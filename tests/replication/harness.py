@@ -53,6 +53,7 @@ class Node:
 class FakeController:
     replicas: tuple[int, ...]
     min_isr: int = 1
+    configs: dict[str, str] = field(default_factory=dict)   # the topic's other configs
     epoch: int = 1
     nodes: dict[int, Node] = field(default_factory=dict)
     reachable: set[int] = field(default_factory=set)
@@ -77,7 +78,7 @@ class FakeController:
 
     def snapshot(self) -> ClusterMetadata:
         brokers = tuple(BrokerInfo(n.broker_id, "127.0.0.1", n.port, "http://unused") for n in self.nodes.values())
-        topic = TopicMetadata(TOPIC, TOPIC_ID, (self.state,), {"min.insync.replicas": str(self.min_isr)})
+        topic = TopicMetadata(TOPIC, TOPIC_ID, (self.state,), {"min.insync.replicas": str(self.min_isr), **self.configs})
         return ClusterMetadata("c", "fake", self.epoch, brokers, (topic,))
 
     def set_state(self, leader: int, leader_epoch: int, isr: tuple[int, ...]) -> None:

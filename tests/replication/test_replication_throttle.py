@@ -19,7 +19,7 @@ from odradek.broker.storage import LogManager
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.config.keys import LONG_MAX
 from odradek.records import Record, build_batch
-from tests.replication.harness import TOPIC, TOPIC_ID
+from tests.replication.harness import TOPIC, TOPIC_ID, FakeController, eventually
 
 RATE = 100_000          # bytes/s
 BATCH = 10_000          # bytes of value per batch
@@ -62,6 +62,17 @@ def test_the_quota_is_kafkas_simple_rate_against_an_upper_bound():
     clock.now += 6.0
     assert quota.rate() == pytest.approx(RATE) and not quota.exceeded() and quota.delay_s() == 0.0
     assert not quotas.follower.exceeded()
+
+
+def test_time_before_the_first_byte_is_no_allowance():
+    """A quota idle since the broker started does not let a first move burst past the rate."""
+    clock = Clock()
+    quotas = ReplicationQuotas(1, clock=clock)
+    quotas.update_rates({"leader.replication.throttled.rate": str(RATE),
+                         "follower.replication.throttled.rate": str(RATE)}.__getitem__)
+    clock.now += 8.0
+    quotas.leader.record(2 * RATE)
+    assert quotas.leader.exceeded() and quotas.leader.rate() == 2 * RATE
 
 
 def _records(n: int) -> memoryview:
@@ -154,3 +165,40 @@ def test_the_follower_leaves_out_throttled_partitions_not_caught_up_while_over_i
         finally:
             await fetcher.close()
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_a_new_replica_throttled_over_the_wire_catches_up_no_faster_than_the_rate_then_joins_the_isr(tmp_path, side):
+    """Over real listeners (the harness): broker 2 starts following a 4 MB partition throttled
+    at 1 MB/s on one side: it takes at least the 2 s the quota allows beyond its first two
+    fetches (1 MB each: the rate is over one window at first), unthrottled a fraction of that;
+    every byte counts against the quota; once caught up it joins the ISR."""
+    async def scenario():
+        throttled = 1 if side == "leader" else 2
+        c = FakeController(replicas=(1, 2), configs={f"{side}.replication.throttled.replicas": f"0:{throttled}"})
+        await c.start(tmp_path)
+        try:
+            quotas = c.nodes[throttled].replicas.quotas
+            quotas.update_rates({"leader.replication.throttled.rate": str(1 << 20),
+                                 "follower.replication.throttled.rate": str(1 << 20)}.__getitem__)
+            c.reachable = {1}
+            c.set_state(leader=1, leader_epoch=1, isr=(1,))
+            for _ in range(40):
+                c.nodes[1].replicas.append(TOPIC, 0, memoryview(build_batch([Record(b"x" * (100 << 10))])))
+            size = c.nodes[1].log.size
+            c.reachable = {1, 2}
+            started = loop_time()
+            c.push()
+            await eventually(lambda: c.nodes[2].log.log_end_offset == 40, 30, "broker 2 caught up", interval=0.01)
+            took = loop_time() - started
+            assert took >= 2.0, f"caught up in {took:.2f} s"
+            quota = quotas.leader if side == "leader" else quotas.follower
+            assert quota.bytes_total == size and quota.rate() > 0
+            await eventually(lambda: c.state.isr == (1, 2), 10, "broker 2 in the ISR")
+        finally:
+            await c.stop()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()

@@ -1,6 +1,9 @@
 """A secured three-broker cluster shared by the security tests: the PLAINTEXT listener of
-``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested) and
-INTERNAL (SASL_SSL with PLAIN, the inter-broker listener); certificates from ``odradek.certs``.
+``--listen`` (the harness's), SECURE (SASL_SSL), MTLS (SSL, client certificates requested),
+INTERNAL (SASL_SSL with PLAIN, the inter-broker listener), REPL (SSL, client certificates
+required by ``listener.name.repl.ssl.client.auth``) and REAUTH (SASL_SSL with PLAIN, sessions of
+``REAUTH_MS``: ``listener.name.reauth.connections.max.reauth.ms``); certificates from
+``odradek.certs``.
 
 The ACL authorizer is on, with the brokers' own principal (``User:admin``, their inter-broker
 PLAIN login) as the super user Kafka requires for replication. ``allow.everyone.if.no.acl.found``
@@ -20,6 +23,7 @@ from odradek.certs import CertificateAuthority
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 
 PLAIN_USERS = {"admin": "admin-secret", "paula": "paula-secret", "ana": "ana-secret", "bert": "bert-secret"}
+REAUTH_MS = 3000
 INTERNAL_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
                  'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
 
@@ -57,12 +61,17 @@ def secured(tmp_path_factory) -> Secured:
                     unit="eng")
     other_ca.write_issued(certs / "mallory.pem", "mallory@example.com", common_name="mallory")
     config = {
-        "listeners": "SECURE://127.0.0.1:0,MTLS://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL,INTERNAL:SASL_SSL",
+        "listeners": "SECURE://127.0.0.1:0,MTLS://127.0.0.1:0,INTERNAL://127.0.0.1:0,REPL://127.0.0.1:0,"
+                     "REAUTH://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL,INTERNAL:SASL_SSL,REPL:SSL,"
+                                          "REAUTH:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.internal.plain.sasl.jaas.config": INTERNAL_JAAS,
         "listener.name.secure.plain.sasl.jaas.config": INTERNAL_JAAS,
+        "listener.name.reauth.plain.sasl.jaas.config": INTERNAL_JAAS,
+        "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
+        "listener.name.repl.ssl.client.auth": "required",
         "ssl.keystore.location": str(certs / "broker.pem"),
         "ssl.truststore.location": str(certs / "ca.pem"),
         "ssl.client.auth": "requested",

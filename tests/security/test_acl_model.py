@@ -139,3 +139,12 @@ def test_acl_requests_without_an_authorizer_are_security_disabled():
                     principal="User:a", host="*", operation=O.READ, permission_type=P.ALLOW)
     answer = asyncio.run(acls.create_acls(ctx, header, make(s.CreateAclsRequest, creations=(creation,))))
     assert [r.error_code for r in answer.results] == [ErrorCode.security_disabled]
+
+
+def test_anonymous_is_a_super_user_only_when_named_and_then_a_warning(caplog):
+    anonymous = _who("User:ANONYMOUS")
+    assert not _authorizer({}).authorize(anonymous, O.ALTER, R.CLUSTER, "kafka-cluster")
+    assert "super.users names User:ANONYMOUS" not in caplog.text
+    assert _authorizer({}, super_users="User:admin;User:ANONYMOUS").authorize(anonymous, O.ALTER, R.CLUSTER,
+                                                                               "kafka-cluster")
+    assert "super.users names User:ANONYMOUS" in caplog.text

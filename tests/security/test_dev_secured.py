@@ -2,11 +2,13 @@
 min.insync.replicas 2, every broker with one SASL_SSL listener (SCRAM-SHA-512) for clients
 and replication, the authorizer on, ``admin`` the super user.
 
-- the cluster's own traffic: the controller's API over mutual TLS (https), the admin's SCRAM
-  credential unreadable in ZooKeeper without the cluster's digest;
+- the cluster's own traffic: the controller's API over mutual TLS (https); ZooKeeper TLS only,
+  a certificate from the cluster CA required (plaintext and a stranger's certificate refused),
+  its root locked to the cluster's principals;
 - ``dev status --json``'s security block, and its client properties file with Kafka's own
   ``kafka-topics --command-config``;
-- ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL;
+- ``odradek users`` and ``odradek acls`` against it; the HTTP gateway, which reaches it over SASL_SSL
+  and serves HTTPS to callers with the admin's token (test_hostile_gateway.py: none without one);
 - a short leader-kill ``odradek verify`` over SASL_SSL, idempotent producers: 0 lost,
   0 duplicated, 0 reordered.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -24,9 +27,15 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import Permissions
 
-from odradek.cluster import paths
+from odradek.certs import CertificateAuthority
+from odradek.cluster import paths, zk_session
+from odradek.cluster.zk_session import LOCKED_OUTSIDE_CHROOT, ZkSecurity, ZkTimeouts
+from odradek.cluster.zk_tls import ZkTls
+from odradek.dev import security as dev_security
 from odradek.dev.access import KafkaAccess
 from odradek.dev.harness import Cluster
 from odradek.verify import Config, run
@@ -54,19 +63,40 @@ def test_status_reports_the_security_block(cluster):
     security = cluster.status()["security"]
     assert {k: security[k] for k in ("protocol", "mechanism", "username")} == {
         "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "admin"}
-    assert os.path.exists(security["ca_file"]) and security["password"]
+    assert os.path.exists(security["ca_file"]) and security["password"] and security["gateway_token"]
+    assert cluster.status()["gateway"].startswith("https://")
     text = cluster.run("status").stdout
     assert security["client_properties"] in text and "SASL_SSL (SCRAM-SHA-512)" in text
 
 
-def test_control_plane_and_zookeeper_are_secured(cluster):
+def _refused(zk: KazooClient) -> None:
+    """``zk`` never gets a session (kazoo keeps trying until the start timeout)."""
+    try:
+        with pytest.raises(KazooTimeoutError):
+            zk.start(timeout=3)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_control_plane_and_zookeeper_are_secured(cluster, tmp_path):
     status = cluster.status()
     assert status["controller_url"].startswith("https://"), status
-    zk = KazooClient(hosts=status["zookeeper"] + paths.chroot(status["cluster"]))
+    connect, security = status["zookeeper"], cluster.security
+    _refused(KazooClient(hosts=connect, connection_retry=KazooRetry(max_tries=-1, max_delay=0.5)))  # plaintext
+    CertificateAuthority.create("a stranger's CA").write_issued(tmp_path / "stranger.pem", "127.0.0.1")
+    stranger = ZkSecurity(tls=ZkTls(security["ca_file"], str(tmp_path / "stranger.pem")))
+    _refused(zk_session.client(connect, ZkTimeouts(), security=stranger))
+    # the processes' certificate from the cluster CA (and no digest): a session, and the root
+    # and quota tree writable by the cluster's principals only
+    own = ZkSecurity(tls=ZkTls(security["ca_file"], dev_security.zookeeper_tls(security).keystore))
+    zk = zk_session.client(connect, ZkTimeouts(), security=own)
     zk.start(timeout=30)
     try:
-        with pytest.raises(NoAuthError):
-            zk.get("/config/users/admin")
+        assert zk.exists(paths.chroot(status["cluster"]) + "/config/users/admin")
+        for path in (*LOCKED_OUTSIDE_CHROOT, "/odradek", paths.chroot(status["cluster"])):
+            assert {(a.id.scheme, a.perms) for a in zk.get_acls(path)[0]} == {
+                ("digest", Permissions.ALL), ("x509", Permissions.ALL), ("world", Permissions.READ)}, path
     finally:
         zk.stop()
         zk.close()
@@ -93,8 +123,10 @@ def test_the_gateway_produces_over_sasl_ssl(cluster):
     cluster.create_topic("through-the-gateway", partitions=1, replication_factor=3)
     body = json.dumps({"records": [{"value": {"n": 1}}]}).encode()
     request = urllib.request.Request(f"{cluster.gateway}/topics/through-the-gateway", data=body, method="POST",
-                                     headers={"Content-Type": "application/vnd.kafka.json.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as resp:
+                                     headers={"Content-Type": "application/vnd.kafka.json.v2+json",
+                                              "Authorization": f"Bearer {cluster.security['gateway_token']}"})
+    tls = ssl.create_default_context(cafile=cluster.security["ca_file"])   # https, the dev CA's certificate
+    with urllib.request.urlopen(request, timeout=30, context=tls) as resp:
         assert json.loads(resp.read())["offsets"][0]["offset"] == 0
 
 

@@ -8,7 +8,9 @@ import time
 
 import pytest
 from confluent_kafka import KafkaException
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
@@ -17,20 +19,28 @@ from odradek.records import Record, build_batch
 from tests.idempotence.test_wire import init_producer_id
 from tests.support.kafka_wire import WireClient
 
-PRODUCE, LIST_OFFSETS, WRITE_TXN_MARKERS = 0, 2, 27
+PRODUCE, LIST_OFFSETS, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, WRITE_TXN_MARKERS = 0, 2, 10, 24, 27
 TOPIC = "txn-log"
 
 
 class Txn:
-    """One producer's transactional batches and markers, sent to the partition leader."""
+    """One producer's transactional batches and markers, sent to the partition leader. The
+    coordinator is told of the partition once (AddPartitionsToTxn: KIP-890's verification) and
+    then left alone: the markers are written by hand."""
 
-    def __init__(self, cluster, pid: int, epoch: int = 0) -> None:
-        self.cluster, self.pid, self.epoch, self.seq = cluster, pid, epoch, 0
+    def __init__(self, cluster, producer: tuple[str, int], epoch: int = 0) -> None:
+        self.cluster, (self.tid, self.pid), self.epoch, self.seq = cluster, producer, epoch, 0
+        self.added = False
 
     def produce(self, *values: bytes, transactional: bool = True) -> int:
+        if not self.added:
+            with WireClient(self.cluster.bootstrap.split(",")[0]) as c:
+                (added,) = add_partitions(c, self.tid, self.pid, self.epoch)
+            assert added == ErrorCode.none
+            self.added = True
         records = bytes(build_batch([Record(v, b"k") for v in values], producer_id=self.pid,
                                     producer_epoch=self.epoch, base_sequence=self.seq, transactional=transactional))
-        request = ProduceRequest(transactional_id="tx", acks=-1, timeout=datetime.timedelta(seconds=20),
+        request = ProduceRequest(transactional_id=self.tid, acks=-1, timeout=datetime.timedelta(seconds=20),
                                  topic_data=(TopicProduceData(name=TOPIC, partition_data=(
                                      PartitionProduceData(index=0, records=records),)),))
         with WireClient(self.cluster.leader_address(TOPIC, 0)) as c:
@@ -43,6 +53,26 @@ class Txn:
             address: str | None = None, partitions=(0,)) -> ErrorCode:
         return write_marker(address or self.cluster.leader_address(TOPIC, 0), self.pid,
                             self.epoch if epoch is None else epoch, commit, coordinator_epoch, partitions)
+
+
+def add_partitions(client, tid: str, pid: int, epoch: int) -> list[ErrorCode]:
+    """AddPartitionsToTxn v3 of the module's partition (to the id's coordinator)."""
+    request = AddPartitionsToTxnRequest(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                                        v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
+                                            AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),))
+    with WireClient(coordinator_of(client, tid)) as c:
+        answer = c.request(ADD_PARTITIONS_TO_TXN, 3, request)
+    return [p.partition_error_code for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition]
+
+
+def coordinator_of(client, tid: str) -> str:
+    request = FindCoordinatorRequest(key_type=1, coordinator_keys=(tid,))
+    deadline = time.monotonic() + 30
+    while True:
+        (found,) = client.request(FIND_COORDINATOR, 4, request).coordinators
+        if found.error_code == ErrorCode.none or time.monotonic() > deadline:
+            return f"{found.host}:{found.port}"
+        time.sleep(0.2)   # __transaction_state being created or loaded
 
 
 def write_marker(address, pid, epoch, commit, coordinator_epoch, partitions=(0,)):
@@ -113,8 +143,17 @@ def topic(cluster):
 
 @pytest.fixture(scope="module")
 def pids(cluster):
+    """(transactional id, producer id) of eight transactional producers, with the longest
+    transaction timeout (the coordinator must not abort them while the module runs)."""
+    out = []
     with WireClient(cluster.bootstrap.split(",")[0]) as c:
-        return [init_producer_id(c).producer_id for _ in range(8)]
+        for i in range(8):
+            tid = f"txn-wire-{i}"
+            with WireClient(coordinator_of(c, tid)) as coordinator:
+                answer = init_producer_id(coordinator, tid, timeout_ms=900_000)
+            assert answer.error_code == ErrorCode.none, answer
+            out.append((tid, answer.producer_id))
+    return out
 
 
 def test_read_committed_skips_aborted_data_and_stops_at_the_lso(cluster, topic, pids):

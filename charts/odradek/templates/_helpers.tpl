@@ -35,3 +35,50 @@ app.kubernetes.io/component: operator
 {{- define "odradek.clusterName" -}}
 {{- default .Release.Name .Values.cluster.name -}}
 {{- end -}}
+
+{{- /* The operator's rights on namespaced objects (rbac.yaml: a Role per watched namespace, or
+the ClusterRole when it watches every namespace). */ -}}
+{{- define "odradek.operatorRules" -}}
+- apiGroups: [odradek.dev]
+  resources: [odradekclusters, odradektopics, odradekusers]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [odradek.dev]
+  resources: [odradekclusters/status, odradektopics/status, odradekusers/status]
+  verbs: [get, patch, update]
+- apiGroups: [""]
+  resources: [configmaps, services]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [apps]
+  resources: [statefulsets, deployments]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, delete]
+# OdradekUsers' Secrets (applied, owned by the user: garbage-collected with it), the Secrets
+# their passwords are taken from, and the clusters' CAs, certificates and ZooKeeper digest
+# (read, created, renewed; owned by the cluster). By name; never listed.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, list, watch, patch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- if .Values.rbac.brokerRack }}
+# Rack awareness: the brokers' ServiceAccount of a rack-aware cluster.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
+{{- end }}
+{{- end -}}

@@ -16,20 +16,23 @@ from odradek.client import GatewayClient, GatewayError
 BATCH = 500
 
 
-def _gateway(args: argparse.Namespace) -> str:
-    if args.gateway:
-        return args.gateway
-    if os.environ.get("ODRADEK_GATEWAY"):
-        return os.environ["ODRADEK_GATEWAY"]
-    state = args.data_dir / "cluster.json"
-    try:
-        url = json.loads(state.read_text()).get("gateway")
-    except (OSError, ValueError):
-        url = None
+def _gateway(args: argparse.Namespace) -> GatewayClient:
+    """The client of the gateway ``args`` name, or the dev cluster's (with its token and CA
+    under ``--security sasl_ssl``)."""
+    url = args.gateway or os.environ.get("ODRADEK_GATEWAY")
+    token, ca_file = args.token, args.gateway_ca
     if not url:
-        raise SystemExit(f"no gateway: pass --gateway URL, set ODRADEK_GATEWAY, or start one with "
-                         f"`odradek dev up` (looked in {state})")
-    return url
+        state = args.data_dir / "cluster.json"
+        try:
+            saved = json.loads(state.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        url, security = saved.get("gateway"), saved.get("security") or {}
+        token, ca_file = token or security.get("gateway_token"), ca_file or security.get("ca_file")
+        if not url:
+            raise SystemExit(f"no gateway: pass --gateway URL, set ODRADEK_GATEWAY, or start one with "
+                             f"`odradek dev up` (looked in {state})")
+    return GatewayClient(url, token, ca_file=ca_file)
 
 
 def _common(ap: argparse.ArgumentParser) -> None:
@@ -54,7 +57,7 @@ def produce(argv: list[str] | None = None) -> int:
         return {"key": key.encode() if key is not None else None, "value": value.encode(),
                 "partition": args.partition}
     failed = sent = 0
-    with GatewayClient(_gateway(args), args.token, ca_file=args.gateway_ca) as gw:
+    with _gateway(args) as gw:
         batch: list[dict] = []
         for line in sys.stdin:
             batch.append(record(line.rstrip("\n")))
@@ -89,7 +92,7 @@ def consume(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     shown = 0
     try:
-        with GatewayClient(_gateway(args), args.token, ca_file=args.gateway_ca) as gw:
+        with _gateway(args) as gw:
             parts = [args.partition] if args.partition is not None else gw.partitions(args.topic)
             positions = {p: gw.offsets(args.topic, p)[0 if args.from_beginning else 1] for p in parts}
             while args.max_records is None or shown < args.max_records:

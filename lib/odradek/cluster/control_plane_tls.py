@@ -85,11 +85,18 @@ class ControlPlaneTls:
 @functools.lru_cache(maxsize=8)
 def client_context(tls: ControlPlaneTls) -> ssl.SSLContext:
     """The context of a control-plane client (one per settings: contexts are reusable)."""
+    return pem_client_context(tls.truststore, tls.keystore, tls.check_hostname)
+
+
+def pem_client_context(truststore: str, keystore: str, check_hostname: bool) -> ssl.SSLContext:
+    """A TLS 1.2+ client context trusting ``truststore``'s CA alone and presenting
+    ``keystore``'s certificate ("": none); also ZooKeeper's (``odradek.cluster.zk_tls``)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_verify_locations(tls.truststore)
-    context.check_hostname = tls.check_hostname
-    context.load_cert_chain(tls.keystore)
+    context.load_verify_locations(truststore)
+    context.check_hostname = check_hostname
+    if keystore:
+        context.load_cert_chain(keystore)
     return context
 
 

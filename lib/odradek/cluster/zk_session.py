@@ -4,7 +4,9 @@ Owns: the session's timeouts (``zookeeper.session.timeout.ms`` and
 ``zookeeper.connection.timeout.ms``, stated in the config registry), kazoo's reconnection
 policy, creating a cluster's chroot before a chrooted session starts, and the session's
 security (``ZkSecurity``): ZooKeeper digest authentication and, with ``zookeeper.set.acl``,
-Kafka's znode ACLs on every znode the session creates (docs/security.md, "ZooKeeper").
+Kafka's znode ACLs on every znode the session creates (docs/security.md, "ZooKeeper"); with
+``zookeeper.ssl.client.enable``, TLS with the cluster CA (``odradek.cluster.zk_tls``) and
+ZooKeeper's root locked to the cluster (``ensure_chroot``; docs/security.md, "ZooKeeper TLS").
 
 Why a reconnection policy of our own: kazoo's default backs off exponentially without bound
 (0.1 s, 0.2 s, 0.4 s ... up to an hour), so after a ZooKeeper restart of ten seconds a client
@@ -17,22 +19,25 @@ connection (kazoo's SUSPENDED) is not a lost session: only LOST (expiry) is, for
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from odradek.cluster import paths
+from odradek.cluster.zk_tls import ZkTls
 from odradek.config import BROKER_CONFIGS
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
 
 SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
 CONNECTION_TIMEOUT = "zookeeper.connection.timeout.ms"
 RECONNECT_MAX_DELAY_S = 0.5
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,20 +78,26 @@ class ZkTimeouts:
 # path) stays open to all.
 SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
 OPEN_PATH = "/consumers"
+# On the cluster's own ensemble: ZooKeeper's root (world: all, out of the box) and its quota
+# tree, which anyone could otherwise fill or use to set quotas on the cluster's chroot.
+LOCKED_OUTSIDE_CHROOT = ("/", "/zookeeper", "/zookeeper/quota")
 
 
 @dataclass(frozen=True, slots=True)
 class ZkSecurity:
     """``digest``: ``user:password`` the session authenticates with (ZooKeeper's digest
-    scheme), None: none; ``set_acl``: znodes are created with Kafka's ACLs (``acl``)."""
+    scheme), None: none; ``set_acl``: znodes are created with Kafka's ACLs (``acl``);
+    ``tls``: the session is TLS (``zookeeper.ssl.*``), None: plaintext."""
     digest: str | None = None
     set_acl: bool = False
+    tls: ZkTls | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "ZkSecurity":
         """From ``{key: string}`` (other keys ignored). ``ValueError`` for an unreadable or
         malformed credentials file, or ``zookeeper.set.acl`` without credentials (Kafka refuses
-        to start then too: ACLs naming no one would lock the cluster out of its own znodes)."""
+        to start then too: ACLs naming no one would lock the cluster out of its own znodes), and
+        ``ZkTls.from_settings``'s errors."""
         set_acl = BROKER_CONFIGS[ZK_SET_ACL].parse(settings.get(ZK_SET_ACL, BROKER_CONFIGS[ZK_SET_ACL].default))
         digest = None
         if credentials := settings.get(ZK_DIGEST_FILE, ""):
@@ -99,7 +110,15 @@ class ZkSecurity:
                 raise ValueError(f"{ZK_DIGEST_FILE}: {credentials} must hold one line user:password")
         if set_acl and digest is None:
             raise ValueError(f"{ZK_SET_ACL} is true but {ZK_DIGEST_FILE} is not set")
-        return cls(digest, set_acl)
+        return cls(digest, set_acl, ZkTls.from_settings(settings))
+
+    @property
+    def owns_ensemble(self) -> bool:
+        """True when the ensemble is the cluster's own: reached over TLS with the cluster CA's
+        certificates (only the cluster's processes can connect at all, as under Strimzi) and
+        with ACLs on. Then ``ensure_chroot`` locks ZooKeeper's root and ``/odradek``, which a
+        shared ensemble must leave open to its other users."""
+        return self.set_acl and self.tls is not None and bool(self.tls.keystore)
 
     def acl(self, path: str) -> list[ACL]:
         """The ACL of a znode at ``path`` (relative to the cluster's chroot), as Kafka's
@@ -140,25 +159,45 @@ def client(connect: str, timeouts: ZkTimeouts, chroot: str = "", security: ZkSec
     options = dict(hosts=connect + chroot, timeout=timeouts.session_s,
                    connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S),
                    auth_data=[("digest", security.digest)] if security.digest else None)
+    if security.tls is not None:
+        options.update(handler=security.tls.handler(), use_ssl=True)
     return _AclClient(security, **options) if security.set_acl else KazooClient(**options)
 
 
 def ensure_chroot(connect: str, cluster: str, timeouts: ZkTimeouts, security: ZkSecurity = ZkSecurity()) -> None:
-    """Create ``/odradek/<cluster>`` with a short-lived unchrooted session. ``/odradek`` is
-    shared by every cluster of the ensemble, which may hold other credentials: it stays open
-    (it holds no data; nobody can remove it while a cluster lives under it); the chroot gets
-    the ACL of the cluster's root."""
-    zk = client(connect, timeouts, security=ZkSecurity(security.digest))
+    """Create ``/odradek/<cluster>`` with a short-lived unchrooted session. On a shared
+    ensemble ``/odradek``, shared by every cluster (which may hold other credentials), stays
+    open (it holds no data; nobody can remove it while a cluster lives under it); on the
+    cluster's own (``ZkSecurity.owns_ensemble``) ZooKeeper's root, its quota tree and
+    ``/odradek`` are locked to the cluster's principals (others may read, not create). The
+    chroot gets the ACL of the cluster's root."""
+    zk = client(connect, timeouts, security=ZkSecurity(security.digest, tls=security.tls))
     zk.start(timeout=timeouts.connection_s)
+    parent = paths.chroot(cluster).rsplit("/", 1)[0]
+    locked = security.owns_ensemble
     try:
-        for path, acl in ((paths.chroot(cluster).rsplit("/", 1)[0], OPEN_ACL_UNSAFE),
+        if locked:
+            for path in LOCKED_OUTSIDE_CHROOT:
+                _lock(zk, path, security.acl("/"))
+        for path, acl in ((parent, security.acl("/") if locked else OPEN_ACL_UNSAFE),
                           (paths.chroot(cluster), security.acl("/"))):
             try:
                 zk.create(path, acl=acl)
             except NodeExistsError:
-                pass
+                if locked and path == parent:
+                    _lock(zk, path, acl)
     except NoNodeError:  # a concurrent creator removed a parent meanwhile: theirs to finish
         pass
     finally:
         zk.stop()
         zk.close()
+
+
+def _lock(zk: KazooClient, path: str, acl: list[ACL]) -> None:
+    """Give ``path`` the cluster's ACL (again at every start: the cluster's principals hold
+    ADMIN on it after the first time). Refused: some other principal locked it first, which only
+    a holder of a cluster-CA certificate could have done; the chroot's own ACL still keeps it out."""
+    try:
+        zk.set_acls(path, acl)
+    except NoAuthError:
+        log.warning("ZooKeeper's %s is locked by other principals than this cluster's: left as it is", path)

@@ -94,6 +94,11 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
     *CLUSTER_SECURITY_CONFIGS.values(),
 )
 
+# Kafka's broker quota configs (QuotaConfig.brokerQuotaConfigs): dynamic only, not KafkaConfig
+# keys, so DescribeConfigs lists them only when set, with no DEFAULT_CONFIG synonym.
+DYNAMIC_ONLY_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                               "replica.alter.log.dirs.io.max.bytes.per.second"})
+
 GROUP_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("group.initial.rebalance.delay.ms", integer(0, INT_MAX), "3000",
               "how long a new group waits for more members before its first rebalance"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Mapping
 
-from odradek.config.broker import BROKER_CONFIGS, GROUP_CONFIGS
+from odradek.config.broker import BROKER_CONFIGS, DYNAMIC_ONLY_KEYS, GROUP_CONFIGS
 from odradek.config.keys import INT_MAX, ConfigKey, integer
 from odradek.config.dynamic import DYNAMIC_BROKER_KEYS, BrokerLayers
 from odradek.config.topic import TOPIC_CONFIGS, TOPIC_SYNONYMS
@@ -82,6 +82,8 @@ def _default_of(key: ConfigKey, name: str) -> str | None:
     """The default Kafka gives broker key ``name``: a topic key's default sits on its last
     synonym, in that synonym's unit (``log.retention.hours=168``), or on a synonym that reports
     it; the others (``log.retention.ms``) have none."""
+    if name in DYNAMIC_ONLY_KEYS:
+        return None
     if name not in TOPIC_SYNONYMS:
         return key.default
     synonyms = key.synonyms
@@ -114,6 +116,8 @@ def describe_broker(layers: BrokerLayers, per_broker: bool = True) -> list[Descr
         if not per_broker:  # Kafka 3.9 lists only the default's own layer then (tests/compat)
             chain = tuple(c for c in chain if c[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         chain = tuple(itertools.dropwhile(lambda c: c[0] != name, chain))
+        if not chain and name in DYNAMIC_ONLY_KEYS:
+            continue
         value = next((v for n, v, _ in chain if n == name), None)
         source = chain[0][2] if chain else ConfigSource.DEFAULT_CONFIG
         out.append(Described(name, value, source, key, chain, read_only=name not in DYNAMIC_BROKER_KEYS))

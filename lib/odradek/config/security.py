@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 
-from odradek.config.keys import BOOLEAN, INT_MAX, ConfigKey, ConfigType, ValueType, integer, one_of, registry
+from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, ConfigKey, ConfigType, ValueType, integer, one_of, registry
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+CLIENT_AUTH = ("none", "requested", "required")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
 _LISTENER_KEY = re.compile(r"^listener\.name\.[a-z0-9_]+\.")
@@ -107,6 +108,12 @@ SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
               "mechanism a follower authenticates with on a SASL inter-broker listener"),
     ConfigKey("connection.failed.authentication.delay.ms", integer(0, INT_MAX), "100",
               "delay before a connection whose authentication failed is answered and closed"),
+    ConfigKey("sasl.server.max.receive.size", integer(1, INT_MAX), "524288",
+              "largest frame a SASL listener reads before and during authentication (larger: connection closed); "
+              "a listener.name.NAME. prefix overrides it"),
+    ConfigKey("connections.max.reauth.ms", integer(0, LONG_MAX), "0",
+              "SASL session lifetime (KIP-368): clients re-authenticate within it, an expired connection is closed "
+              "at its next request; 0: no limit; listener.name.NAME[.MECHANISM]. prefixes override it"),
     ConfigKey("ssl.keystore.type", one_of("PEM"), "PEM", "format of the broker's certificate and key (PEM only)"),
     ConfigKey("ssl.keystore.location", TEXT, "", "PEM file with the broker's certificate chain and private key"),
     ConfigKey("ssl.keystore.certificate.chain", TEXT, "",
@@ -114,8 +121,9 @@ SECURITY_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("ssl.keystore.key", TEXT, "", "path of a PEM file with the broker's unencrypted private key (Kafka: the PEM text)"),
     ConfigKey("ssl.truststore.location", TEXT, "",
               "PEM file of the CA certificates that client certificates (and other brokers') must chain to"),
-    ConfigKey("ssl.client.auth", one_of("none", "requested", "required"), "none",
-              "whether an SSL/SASL_SSL listener asks clients for a certificate"),
+    ConfigKey("ssl.client.auth", one_of(*CLIENT_AUTH), "none",
+              "whether an SSL listener asks clients for a certificate; listener.name.NAME.ssl.client.auth "
+              "overrides it, and alone applies to SASL_SSL listeners (KIP-684)"),
     ConfigKey("ssl.principal.mapping.rules", TEXT, "DEFAULT",
               "RULE:pattern/replacement/[LU] list mapping a certificate's subject DN to a user name"),
     ConfigKey("ssl.endpoint.identification.algorithm", one_of("https", ""), "https",

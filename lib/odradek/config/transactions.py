@@ -6,7 +6,7 @@ given as ``odradek broker --config KEY=VALUE``); ``odradek.broker.txn.config.Txn
 
 from __future__ import annotations
 
-from odradek.config.keys import INT_MAX, ConfigKey, integer, registry
+from odradek.config.keys import BOOLEAN, INT_MAX, ConfigKey, integer, registry
 
 TXN_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("transaction.state.log.num.partitions", integer(1, INT_MAX), "50",
@@ -25,4 +25,8 @@ TXN_CONFIGS: dict[str, ConfigKey] = registry(
               "how often transactions past their timeout are looked for and aborted"),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", integer(1, INT_MAX), "3600000",
               "how often expired transactional ids are looked for"),
+    ConfigKey("transaction.partition.verification.enable", BOOLEAN, "true",
+              "KIP-890: a partition leader asks the transaction coordinator whether a partition was added "
+              "to the producer's transaction before appending its first transactional batch (else "
+              "INVALID_TXN_STATE)"),
 )

@@ -16,6 +16,15 @@ a client announcing a huge frame costs memory only once admitted. A frame size t
 negative or over ``max_frame_bytes`` (``socket.request.max.bytes``) closes the connection
 before anything is allocated.
 
+**Before authentication** (``before_authentication(limit)``, until ``authentication_done()``:
+a SASL listener's connection until its exchange succeeds, and again while it re-authenticates)
+a frame may not exceed ``limit`` (``sasl.server.max.receive.size``, Kafka's cap since
+CVE-2022-34917): a larger announced size closes the connection before its body is read. Such
+frames are not charged to the pool: the connection reads one at a time (reading pauses until
+it is handled, as Kafka's authenticator reads one receive at a time), so it holds at most
+``limit`` bytes of its own and an unauthenticated client can never hold the pool that
+authenticated requests and followers' fetches need.
+
 A single task per connection handles the queue in order, as Kafka does (one request in flight
 per connection on the broker side, responses in request order), so a long-polling Fetch
 delays only its own connection. More than 64 queued frames mute the connection too, and so
@@ -56,7 +65,7 @@ _SIZE = struct.Struct(">i")
 _RECEIVE_BUFFER = 64 * 1024
 _MAX_QUEUED_FRAMES = 64
 _INLINE_REGION_BYTES = 64 * 1024   # smaller regions are read and sent with the rest (no sendfile)
-_QUEUE_FULL, _NO_MEMORY, _THROTTLED = 1, 2, 4   # why a connection is muted (a bit each)
+_QUEUE_FULL, _NO_MEMORY, _THROTTLED, _AUTHENTICATING = 1, 2, 4, 8   # why a connection is muted (a bit each)
 _now = time.monotonic
 
 _API = struct.Struct(">hh")        # a request header's api key and version
@@ -104,9 +113,13 @@ Handler = Callable[[bytes | bytearray], Awaitable[Iterable[Piece] | None]]
 class CloseReason(enum.Enum):
     PEER_CLOSED = "peer closed the connection"
     FRAME_TOO_LARGE = "frame size over socket.request.max.bytes"
+    PREAUTH_FRAME_TOO_LARGE = "frame size before authentication over sasl.server.max.receive.size"
     BAD_FRAME = "frame could not be parsed"
     IDLE = "idle for longer than connections.max.idle.ms"
     SERVER_STOPPING = "server stopping"
+
+
+_UNREAD = frozenset((CloseReason.FRAME_TOO_LARGE, CloseReason.PREAUTH_FRAME_TOO_LARGE))  # closed with the body unread
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -125,9 +138,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a frame larger than the receive buffer, being filled
         self._frame_got = 0
         self._reserved = 0                     # pool bytes of queued frames and of self._frame
-        # queued frames with when each was complete; a deque and a future the request loop waits
-        # on when it is empty (an asyncio.Queue and an Event cost 4 KiB more per connection)
-        self._frames: collections.deque[tuple[bytes | bytearray, float]] = collections.deque()
+        self._frame_pooled = True              # whether self._frame is charged to the pool
+        self._preauth_limit: int | None = None  # before authentication: the frame cap (no pool)
+        self._preauth_held = 0                 # bytes of the one unauthenticated frame not yet handled
+        # queued frames with when each was complete and whether the pool holds its bytes; a deque
+        # and a future the request loop waits on when it is empty (an asyncio.Queue and an Event
+        # cost 4 KiB more per connection)
+        self._frames: collections.deque[tuple[bytes | bytearray, float, bool]] = collections.deque()
         self._frame_waiter: asyncio.Future | None = None
         self.observer: Observer | None = None
         self.listener_name = ""  # the listener that accepted it (per-listener connection counts)
@@ -147,6 +164,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def attach(self, pool: MemoryPool, on_closed: Callable[[KafkaConnection], None], peer_host: str) -> None:
         """Join a listener: its request memory pool, its bookkeeping (before ``connection_made``)."""
         self._pool, self._on_closed, self.peer_host = pool, on_closed, peer_host
+
+    def before_authentication(self, limit: int) -> None:
+        """Frames parsed from now on are unauthenticated: capped at ``limit``, one at a time, not
+        charged to the pool (called before any byte is read, or while a request is handled)."""
+        self._preauth_limit = limit
+
+    def authentication_done(self) -> None:
+        """Frames parsed from now on are charged to the pool, up to ``max_frame_bytes``."""
+        self._preauth_limit = None
+
+    @property
+    def authenticating(self) -> bool:
+        return self._preauth_limit is not None
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -201,7 +231,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._frame_got += nbytes
             if self._frame_got == len(self._frame):
                 frame, self._frame = self._frame, None
-                self._enqueue(frame)
+                self._enqueue(frame, self._frame_pooled)
             return
         self._end += nbytes
         self._parse()
@@ -216,10 +246,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if buf is None:
             return
         while self._end - self._start >= 4:
+            if self._preauth_limit is not None and self._preauth_held:
+                self._mute(_AUTHENTICATING)  # the next frame is read once this one is handled
+                return
             (size,) = _SIZE.unpack_from(buf, self._start)
-            if size < 0 or size > self._max_frame:
-                log.warning("closing %s: frame of %d bytes (limit %d)", self.name, size, self._max_frame)
-                self.close(CloseReason.FRAME_TOO_LARGE)
+            if not self._size_allowed(size):
                 return
             begin = self._start + 4
             if 4 + size > len(buf):
@@ -232,10 +263,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not self._admit(size):
                 return
             with memoryview(buf) as view:  # one copy: slicing the bytearray would copy it twice
-                self._enqueue(bytes(view[begin:begin + size]))
+                self._enqueue(bytes(view[begin:begin + size]), self._preauth_limit is None)
             self._start = begin + size
         if self._start == self._end:
             self._return_buffer()
+
+    def _size_allowed(self, size: int) -> bool:
+        """Within the limit in force, else the connection is closed (its body is never read)."""
+        if self._preauth_limit is not None and size > self._preauth_limit:
+            log.warning("closing %s: frame of %d bytes before authentication (sasl.server.max.receive.size %d)",
+                        self.name, size, self._preauth_limit)
+            self.close(CloseReason.PREAUTH_FRAME_TOO_LARGE)
+            return False
+        if size < 0 or size > self._max_frame:
+            log.warning("closing %s: frame of %d bytes (limit %d)", self.name, size, self._max_frame)
+            self.close(CloseReason.FRAME_TOO_LARGE)
+            return False
+        return True
 
     def _return_buffer(self) -> None:
         """Everything received is parsed: the buffer goes back (the event loop may still hold
@@ -254,27 +298,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
         got = self._end - begin
         with memoryview(self._buf) as view:
             frame[:got] = view[begin:self._end]
-        self._frame, self._frame_got = frame, got
+        self._frame, self._frame_got, self._frame_pooled = frame, got, self._preauth_limit is None
         self._return_buffer()
 
     def _admit(self, size: int) -> bool:
+        if self._preauth_limit is not None:  # the connection's own budget: this frame alone
+            self._preauth_held = size
+            return True
         if self._pool.try_reserve(size):
             self._reserved += size
             return True
-        self._muted |= _NO_MEMORY
-        self._sync_reading()
+        self._mute(_NO_MEMORY)
         self._pool.wait(self, size, self._memory_freed)
         return False
 
+    def _mute(self, reason: int) -> None:
+        self._muted |= reason
+        self._sync_reading()
+
     def _memory_freed(self) -> None:
+        self._unmute_and_parse(_NO_MEMORY)
+
+    def _unmute_and_parse(self, reason: int) -> None:
+        """The reason to wait is gone: parse what is buffered, read again unless muted otherwise."""
         if self._transport is None or self._transport.is_closing():
             return
-        self._muted &= ~_NO_MEMORY
+        self._muted &= ~reason
         self._parse()
         self._sync_reading()
 
-    def _enqueue(self, frame: bytes | bytearray) -> None:
-        self._frames.append((frame, _now()))
+    def _enqueue(self, frame: bytes | bytearray, pooled: bool) -> None:
+        self._frames.append((frame, _now(), pooled))
         waiter = self._frame_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -315,7 +369,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return None
         return self.last_active
 
-    async def _next_frame(self) -> tuple[bytes | bytearray, float]:
+    async def _next_frame(self) -> tuple[bytes | bytearray, float, bool]:
         while not self._frames:
             self._frame_waiter = asyncio.get_running_loop().create_future()
             try:
@@ -327,9 +381,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         try:
             while True:
-                frame, received = await self._next_frame()
+                frame, received, pooled = await self._next_frame()
                 size = len(frame)
-                self._reserved -= size
+                if pooled:
+                    self._reserved -= size
                 if self._muted & _QUEUE_FULL and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
                     self._muted &= ~_QUEUE_FULL
                     self._sync_reading()
@@ -342,7 +397,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if size > _RECEIVE_BUFFER:  # give a large frame's memory back with its reservation
                         frame = None  # (a small one may wait for the next: freeing each at once costs
                     self._busy = False  # malloc trims and page faults, 5 us a 16 KiB frame)
-                    self._pool.release(size)
+                    self._release(size, pooled)
                 handled = written = _now()
                 if response is not None:
                     await self._write(response)
@@ -362,6 +417,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing %s after an unexpected error", self.name)
             self.close(CloseReason.BAD_FRAME)
+
+    def _release(self, size: int, pooled: bool) -> None:
+        if pooled:
+            self._pool.release(size)
+            return
+        self._preauth_held = 0   # the next frame may be read, under the rules now in force
+        if self._muted & _AUTHENTICATING:
+            self._unmute_and_parse(_AUTHENTICATING)
 
     def throttle(self, seconds: float) -> None:
         """Mute the connection for ``seconds`` once the response being prepared is written
@@ -422,7 +485,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def close(self, reason: CloseReason) -> None:
         self.close_reason = self.close_reason or reason
-        if self._transport is not None and not self._transport.is_closing():
+        if self._transport is None:
+            return
+        if reason in _UNREAD:  # no TLS shutdown to wait for: its wait would keep reading the peer's bytes
+            self._transport.abort()
+        elif not self._transport.is_closing():
             self._transport.close()
 
 

@@ -10,12 +10,14 @@ afterwards: the unit tests call these directly. Owner references are added by th
 
 Names (cluster ``c``):
 - ``c-config`` ConfigMap: ZooKeeper connect string, cluster name, ``broker.properties``;
-- ``c-zookeeper`` StatefulSet + ``c-zookeeper-headless`` / ``c-zookeeper`` Services (managed mode);
+- ``c-zookeeper`` StatefulSet + ``c-zookeeper-headless`` / ``c-zookeeper`` Services and the
+  ``c-zookeeper-config`` ConfigMap (managed mode; TLS only: ``zookeeper``);
 - ``c-controller`` Deployment + ``c-controller`` headless Service (the operator finds the
   active instance by asking each endpoint's health route, ``control_plane.HEALTH``);
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
   which each broker advertises) + ``c-bootstrap`` Service + ``c-brokers`` PodDisruptionBudget;
-- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0;
+- ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0 (HTTPS, tokens required:
+  ``gateway_security``);
 - with ``rack.topologyKey``: ``c-brokers`` ServiceAccount (the brokers' init container reads
   its Node as it) and the cluster-scoped ClusterRoleBinding ``odradek-rack-<namespace>-c`` of
   it to the chart's ``nodes get`` ClusterRole (``build_rack_binding``, not owned: a cluster-scoped
@@ -33,6 +35,7 @@ import shlex
 from typing import Any, Mapping
 
 from odradek.operator import listeners as listener_specs
+from odradek.operator import gateway_security, pod_security, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -43,8 +46,7 @@ BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
 METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporter port; the chart's PodMonitor)
-ZK_CLIENT_PORT = 2181
-GATEWAY_AUTH_DIR = "/etc/odradek/gateway-auth"
+ZK_CLIENT_PORT = zookeeper.CLIENT_PORT   # TLS (secureClientPort): the managed ensemble has no plaintext port
 RACK_DIR = "/etc/odradek/rack"
 DATA_DIR = "/var/lib/odradek/data"
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
@@ -111,7 +113,8 @@ def broker_address(cluster: str, namespace: str, ordinal: int) -> str:
 
 
 def gateway_address(cluster: str, namespace: str) -> str:
-    return f"http://{names(cluster)['gateway']}.{namespace}.svc:{GATEWAY_PORT}"
+    """The gateway's Service URL (HTTPS: ``gateway_security``), what it advertises in ``base_uri``."""
+    return f"https://{names(cluster)['gateway']}.{namespace}.svc:{GATEWAY_PORT}"
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -171,8 +174,8 @@ def _config_env(cluster: str) -> list[dict]:
 
 def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dict,
                   annotations: Mapping[str, str] | None = None) -> dict:
-    """A pod template with ``spec.template.pod`` overrides merged in (labels, annotations,
-    scheduling fields, security context, image pull secrets)."""
+    """A pod template, hardened (``pod_security``), with ``spec.template.pod`` overrides merged
+    in (labels, annotations, scheduling fields, security context, image pull secrets)."""
     override = spec.pod_template
     meta_o = override.get("metadata") or {}
     meta = {"labels": {**(meta_o.get("labels") or {}), **labels(cluster, component)},
@@ -180,6 +183,7 @@ def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dic
     if not meta["annotations"]:
         del meta["annotations"]
     pod = copy.deepcopy(pod_spec)
+    pod_security.harden(pod, component)
     for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "securityContext",
                 "imagePullSecrets", "topologySpreadConstraints", "serviceAccountName"):
         if key in override:
@@ -198,19 +202,19 @@ def _container(name: str, spec: ClusterSpec, args: list[str], ports: list[dict],
     return c
 
 
-def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dict]:
-    """The managed ensemble (official ``zookeeper`` image): headless + client Services and a
-    StatefulSet whose pods take ``myid`` = ordinal + 1. Empty in external mode."""
+def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec,
+                    security: PodSecurity = PodSecurity()) -> list[dict]:
+    """The managed ensemble (official ``zookeeper`` image): its ``zoo.cfg`` ConfigMap (TLS only,
+    ``zookeeper.zoo_cfg``), headless + client Services and a StatefulSet whose pods take
+    ``myid`` = ordinal + 1 and ``security``'s certificates. Empty in external mode."""
     managed = spec.zookeeper.managed
     if managed is None:
         return []
     replicas, storage = managed.replicas, managed.storage
     n = names(cluster)
-    servers = " ".join(
-        f"server.{i + 1}={n['zookeeper']}-{i}.{n['zookeeper_headless']}.{namespace}.svc:2888:3888;{ZK_CLIENT_PORT}"
-        for i in range(replicas))
-    ports = [{"name": "client", "port": ZK_CLIENT_PORT}, {"name": "peer", "port": 2888},
-             {"name": "election", "port": 3888}]
+    config = zookeeper.build_config_map(cluster, namespace, replicas, labels(cluster, "zookeeper"))
+    ports = [{"name": "client", "port": ZK_CLIENT_PORT}, {"name": "peer", "port": zookeeper.PEER_PORT},
+             {"name": "election", "port": zookeeper.ELECTION_PORT}]
     headless = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": _meta(n["zookeeper_headless"], namespace, cluster, "zookeeper"),
@@ -222,17 +226,16 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dic
         "metadata": _meta(n["zookeeper"], namespace, cluster, "zookeeper"),
         "spec": {"selector": selector(cluster, "zookeeper"), "ports": ports[:1]},
     }
+    cfg = f"{zookeeper.CONFIG_DIR}/{zookeeper.CONFIG_FILE}"   # by path: the entrypoint's own zoo.cfg is not used
     container = {
         "name": "zookeeper", "image": managed.image,
-        "command": ["bash", "-c",
-                    'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); exec /docker-entrypoint.sh zkServer.sh start-foreground'],
-        "env": [{"name": "ZOO_SERVERS", "value": servers},
-                {"name": "ZOO_STANDALONE_ENABLED", "value": "false" if replicas > 1 else "true"},
-                {"name": "ZOO_ADMINSERVER_ENABLED", "value": "false"},
-                {"name": "ZOO_4LW_COMMANDS_WHITELIST", "value": "srvr,ruok,stat,mntr"}],
+        "command": ["bash", "-c", 'export ZOO_MY_ID=$(( ${HOSTNAME##*-} + 1 )); '
+                                  f'exec /docker-entrypoint.sh zkServer.sh start-foreground {cfg}'],
         "ports": [{"name": p["name"], "containerPort": p["port"]} for p in ports],
         "readinessProbe": {"tcpSocket": {"port": ZK_CLIENT_PORT}, "periodSeconds": 5},
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "datalog", "mountPath": "/datalog"}],
+        "volumeMounts": [{"name": "data", "mountPath": zookeeper.DATA_DIR},
+                         {"name": "datalog", "mountPath": "/datalog"},   # the image's log directory: scratch
+                         {"name": "config", "mountPath": zookeeper.CONFIG_DIR, "readOnly": True}],
     }
     if managed.resources:
         container["resources"] = copy.deepcopy(dict(managed.resources))
@@ -240,18 +243,22 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec) -> list[dic
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}}
     if storage.storage_class:
         claim["spec"]["storageClassName"] = storage.storage_class
-    pod = {"containers": [container], "volumes": [{"name": "datalog", "emptyDir": {}}],
+    pod = {"containers": [container],
+           "volumes": [{"name": "datalog", "emptyDir": {}},
+                       {"name": "config", "configMap": {"name": zookeeper.config_map_name(cluster)}}],
            "securityContext": {"fsGroup": 1000}}
+    _secure(pod, container, security)
+    annotations = {CONFIG_HASH_ANNOTATION: zookeeper.config_hash(config), **security.annotations}
     sts = {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": _meta(n["zookeeper"], namespace, cluster, "zookeeper"),
         "spec": {"replicas": replicas, "serviceName": n["zookeeper_headless"],
                  "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": selector(cluster, "zookeeper")},
-                 "template": _pod_template(cluster, "zookeeper", spec, pod),
+                 "template": _pod_template(cluster, "zookeeper", spec, pod, annotations),
                  "volumeClaimTemplates": [claim]},
     }
-    return [headless, client, sts]
+    return [config, headless, client, sts]
 
 
 def _secure(pod: dict, container: dict, security: PodSecurity) -> None:
@@ -260,9 +267,9 @@ def _secure(pod: dict, container: dict, security: PodSecurity) -> None:
     if security.volumes:
         pod["volumes"] = [*pod.get("volumes", []), *copy.deepcopy(list(security.volumes))]
         container["volumeMounts"] = [*container.get("volumeMounts", []), *copy.deepcopy(list(security.mounts))]
-    for key, value in security.settings.items():
-        container["args"] += ["--config", f"{key}={value}"]
-    container["args"] += list(security.args)
+    args = [*(a for key, value in security.settings.items() for a in ("--config", f"{key}={value}")), *security.args]
+    if args:   # ZooKeeper's container has none (its settings are in zoo.cfg)
+        container["args"] = [*container.get("args", []), *args]
 
 
 def build_controller(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan) -> list[dict]:
@@ -420,22 +427,18 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     if gw.replicas <= 0:
         return []
     n = names(cluster)
-    # Each replica advertises its own pod IP: consumer instances live in one replica, and
-    # their base_uri must lead back to it (the CLI is fixed in docs/gateway.md).
     # With spec.listeners the gateway uses the replication listener, as the brokers do.
     bootstrap = (f"{n['bootstrap']}.{namespace}.svc:{listener_specs.REPLICATION_PORT}"
                  if spec.listeners else bootstrap_servers(cluster, namespace))
     args = ["gateway", "--bootstrap-servers", bootstrap,
             "--host", "0.0.0.0", "--port", str(GATEWAY_PORT),
-            "--advertised-url", f"http://$(POD_IP):{GATEWAY_PORT}",
+            *gateway_security.args(cluster, namespace),
             # the console's throughput and partition sizes: each broker's metrics port, at the
             # host Metadata advertises for it (the gateway fills in {host})
             "--broker-metrics-urls", f"http://{{host}}:{METRICS_PORT}/metrics"]
-    if gw.auth_secret:
-        args += ["--auth-file", f"{GATEWAY_AUTH_DIR}/credentials"]
     if listener_specs.secured(spec.listeners):
-        # mutual TLS on the replication listener with its certificate (the --kafka-ssl-* files
-        # of SecurityPlan.gateway): the gateway's principal, a super user
+        # mutual TLS on the replication listener: each mapped user's certificate (gateway_security),
+        # the gateway's own (the --kafka-ssl-* files of SecurityPlan.gateway) is no super user
         args += ["--kafka-security-protocol", "SSL"]
     readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
@@ -443,16 +446,13 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
                                   "periodSeconds": 10, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
-    if gw.auth_secret:
-        # A mounted Secret (not subPath) so a rotated Secret reaches the gateway, which
-        # re-reads the file when it changes.
-        container["volumeMounts"] = [{"name": "auth", "mountPath": GATEWAY_AUTH_DIR, "readOnly": True}]
-        pod["volumes"] = [{"name": "auth", "secret": {"secretName": gw.auth_secret}}]
+    gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
-         "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"),
+         # a client stays on one replica: its consumer instances live there (base_uri is this Service)
+         "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"), "sessionAffinity": "ClientIP",
                   "ports": [{"name": "http", "port": GATEWAY_PORT}]}},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
@@ -476,7 +476,7 @@ def build_children(cluster: str, namespace: str, spec: ClusterSpec, security: Se
     """Every child but the listeners' Services, in apply order (config, ZooKeeper, controller,
     brokers, gateway), as they are applied."""
     return [build_config_map(cluster, namespace, spec, external, broker_replicas),
-            *build_zookeeper(cluster, namespace, spec),
+            *build_zookeeper(cluster, namespace, spec, security.zookeeper),
             *build_controller(cluster, namespace, spec, security),
             *build_broker_account(cluster, namespace, spec),
             *build_brokers(cluster, namespace, spec, security, broker_replicas, external),

@@ -5,8 +5,9 @@ Two CAs per OdradekCluster ``c``, each as two Secrets (the certificate Secret ma
 the key Secret not):
 
 - the **cluster CA** (``c-cluster-ca-cert``: ``ca.crt``; ``c-cluster-ca``: ``ca.key``) signs the
-  certificates of the brokers, the controller, the gateway and the operator: Kafka listeners,
-  inter-broker replication and the control plane (``control.plane.ssl.*``);
+  certificates of the brokers, the controller, the gateway, the operator and ZooKeeper: Kafka
+  listeners, inter-broker replication, the control plane (``control.plane.ssl.*``) and
+  ZooKeeper's client and quorum TLS (``zookeeper.ssl.*``, ``operator.zookeeper``);
 - the **clients CA** (``c-clients-ca-cert``, ``c-clients-ca``) signs users' certificates
   (OdradekUser with ``tls`` authentication); brokers trust it on their TLS listeners.
 
@@ -17,7 +18,7 @@ Secrets, the operator only reads them and never renews them).
 Per-component Secrets (owned by the cluster): ``c-broker-certs`` (``<pod>.crt``, ``<pod>.key``
 and ``<pod>.pem`` = certificate, CA and key in one file, the broker's keystore form, per broker
 pod; ``ca-bundle.crt`` = cluster CA + clients CA, the brokers' truststore), ``c-controller-certs``,
-``c-gateway-certs``, ``c-operator-certs`` (``<component>.crt/.key/.pem``). Subjects are
+``c-gateway-certs``, ``c-operator-certs``, ``c-zookeeper-certs`` (``<component>.crt/.key/.pem``). Subjects are
 ``CN=<c>-<component>,O=odradek``, so each process has its own principal (``principal``).
 
 Renewal: a CA whose certificate has less than ``renewalDays`` left is re-signed with the same
@@ -30,7 +31,8 @@ brokers with the rolling logic (``rolling.py``) and the Deployments by their own
 The interface for the listeners (``listeners.py``), users (``users.py``) and the pod builders:
 ``pod_tls_volumes``, ``broker_ssl_config``, ``control_plane_config``, ``gateway_kafka_args``,
 ``principal``, ``user_certificate`` (a tls OdradekUser's certificate from the clients CA),
-``read_ca``; ``expiring`` is the status timer's check of what time alone makes due.
+``read_ca``; ``expiring`` is the status timer's check of what time alone makes due, and
+``expiry_times`` what it exports (``odradek_certificate_expiry_timestamp_seconds``).
 ``plan_certificates`` is pure (validates everything before anything is written: no partial
 change on bad input) over the Secrets ``read_existing`` reads; the reconcile applies the plan.
 """
@@ -56,7 +58,7 @@ from odradek.operator.validation import SpecError, ca_settings
 
 ORGANIZATION = "odradek"
 CERTS_DIR = "/etc/odradek/certs"
-COMPONENTS = ("broker", "controller", "gateway", "operator")
+COMPONENTS = ("broker", "controller", "gateway", "operator", "zookeeper")
 CA_CERT_KEY, CA_KEY_KEY, BUNDLE_KEY = "ca.crt", "ca.key", "ca-bundle.crt"
 CERTS_ANNOTATION = "odradek.dev/certificates-hash"
 RENEWAL_ANNOTATION = "odradek.dev/certificates-renewal"   # set on the cluster: reconcile to renew
@@ -163,8 +165,14 @@ def broker_names(cluster: str, namespace: str, ordinal: int, extra: Iterable[str
 
 def component_names(cluster: str, namespace: str, component: str) -> list[str]:
     """SANs of the controller (its Service, and ``*.<c>-controller.<ns>.svc``: it advertises
-    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service); the operator: none."""
+    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service), ZooKeeper (its
+    client Service, which the connect string names, and every server's headless name); the
+    operator: none."""
     n = builders.names(cluster)
+    if component == "zookeeper":
+        headless = n["zookeeper_headless"]
+        return [*_service_names(n["zookeeper"], namespace), f"*.{headless}.{namespace}.svc",
+                f"*.{headless}.{namespace}.svc.{CLUSTER_DOMAIN}"]
     if component == "controller":
         svc = n["controller"]
         return [*_service_names(svc, namespace), f"*.{svc}.{namespace}.svc",
@@ -284,9 +292,10 @@ def _version(data: Mapping[str, bytes]) -> str:
 
 def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str, bytes]],
                       broker_replicas: int, extra_broker_names: Mapping[int, Iterable[str]] | None = None,
-                      now: datetime.datetime | None = None) -> CertificatePlan:
+                      now: datetime.datetime | None = None, gateway_names: Iterable[str] = ()) -> CertificatePlan:
     """Every certificate Secret the cluster should have, from ``existing`` (Secret name -> its
-    decoded data; absent names are missing Secrets). ``SpecError`` for missing or unusable
+    decoded data; absent names are missing Secrets); ``gateway_names``: addresses the gateway's
+    certificate names besides its Service (``gateway_security.certificate_names``). ``SpecError`` for missing or unusable
     user-supplied CAs, before anything is decided."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     n, plan = secret_names(cluster), CertificatePlan()
@@ -311,8 +320,8 @@ def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing:
     plan.secrets.append(_secret(n["broker"], namespace, cluster, broker_data))
     plan.versions["broker"] = _version(broker_data)
     for component in COMPONENTS[1:]:
-        data = _issue(existing.get(n[component], {}), component, ca, component_names(cluster, namespace, component),
-                      common_name(cluster, component), cfg, now, plan)
+        names = component_names(cluster, namespace, component) + (list(gateway_names) if component == "gateway" else [])
+        data = _issue(existing.get(n[component], {}), component, ca, names, common_name(cluster, component), cfg, now, plan)
         plan.secrets.append(_secret(n[component], namespace, cluster, data))
         plan.versions[component] = _version({**data, CA_CERT_KEY: ca.cert_pem})
     return plan
@@ -341,6 +350,14 @@ def expiring(cluster: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str
                     if key.endswith(".crt") and key != BUNDLE_KEY and _due(not_after(data), cap, settings[which], now):
                         out.append(f"{n[component]}/{key}")
     return out
+
+
+def expiry_times(existing: Mapping[str, Mapping[str, bytes]]) -> dict[tuple[str, str], float]:
+    """(Secret, key) -> when that certificate expires (its notAfter, Unix time): the CAs' and
+    the processes' certificates in ``existing`` (``read_existing``), for the expiry metric
+    (``metrics.CERTIFICATES``) and its alert. ``ValueError`` for a key that is no certificate."""
+    return {(name, key): not_after(pem).timestamp() for name, data in sorted(existing.items())
+            for key, pem in sorted(data.items()) if key.endswith(".crt") and key != BUNDLE_KEY}
 
 
 # -- with the API server ---------------------------------------------------------------------

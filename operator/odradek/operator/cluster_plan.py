@@ -4,13 +4,15 @@ the objects to apply, as data (``reconcile.apply_cluster`` observes, then applie
 Two stages, because the API server allocates what the second needs:
 
 1. ``plan_prerequisites``: the certificate Secrets (``certs.plan_certificates``; the brokers'
-   certificates name their external TLS listeners' addresses as observed), the ZooKeeper
-   digest Secret and the external listeners' Services. Applied first; a bad user-supplied CA
+   certificates name their external TLS listeners' addresses as observed, a NodePort
+   gateway's its nodes'), the ZooKeeper digest Secret, the gateway's generated tokens
+   (``gateway_security.tokens_secret``: one per ``gateway.users`` user that can be mapped) and the external listeners' Services. Applied first; a bad user-supplied CA
    raises ``SpecError`` before anything is written.
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
    the brokers advertise), the security plan (``principals.security_plan``) and every child
    manifest as it is applied (``builders.build_children``), the live StatefulSets' claim
-   templates kept (``keep_immutable``).
+   templates kept (``keep_immutable``), then the NetworkPolicies (``network_policies``) and
+   the names of those an earlier spec had that are to be deleted.
 
 No I/O here (certificate keys and the digest password are generated, not read): the unit tests
 call these on built ``Observed`` values and assert on exactly what is applied.
@@ -23,7 +25,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, listeners, principals
+from odradek.operator import builders, certs, gateway_security, listeners, network_policies, principals
 from odradek.operator.rolling import ScaleDecision
 from odradek.operator.security import SecurityPlan
 from odradek.operator.spec import ClusterSpec
@@ -42,6 +44,17 @@ class Observed:
     certificates: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)   # certificate Secrets, decoded
     zookeeper_secret: Mapping[str, Any] | None = None
     now: datetime.datetime | None = None
+    gateway_tokens: Mapping[str, Any] | None = None        # the live <c>-gateway-tokens Secret
+    gateway_host_ips: tuple[str, ...] = ()                  # the nodes a NodePort gateway's pods run on
+    gateway_users: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # gateway.users' OdradekUsers
+
+    def gateway_user_problems(self, cluster: str, spec: ClusterSpec) -> dict[str, str]:
+        return gateway_security.user_problems(cluster, spec.gateway.users, self.gateway_users)
+
+    def mapped_gateway_users(self, cluster: str, spec: ClusterSpec) -> tuple[str, ...]:
+        """The ``gateway.users`` the gateway can log in as now."""
+        problems = self.gateway_user_problems(cluster, spec)
+        return tuple(u for u in spec.gateway.users if u not in problems)
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,8 @@ class ClusterPlan:
     security: SecurityPlan
     external: Addresses
     children: tuple[dict, ...]
+    stale_policies: tuple[str, ...] = ()   # NetworkPolicies to delete (turned off, component gone)
+    gateway_refused: str | None = None     # gateway.users left out, and why (a status condition)
 
 
 def keep_immutable(desired: dict, existing: Mapping[str, Any] | None) -> dict:
@@ -96,9 +111,14 @@ def plan_prerequisites(name: str, namespace: str, spec: ClusterSpec, observed: O
     replicas = observed.scale.replicas
     cert_names = listeners.certificate_names(spec.listeners, replicas, observed.host_ips.values(),
                                              external_addresses(name, spec.listeners, replicas, observed.services))
-    plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now)
+    gateway_names = gateway_security.certificate_names(
+        spec, observed.gateway_host_ips, observed.certificates.get(certs.secret_names(name)["gateway"], {}))
+    plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now,
+                                   gateway_names)
     digest = principals.zookeeper_secret(name, namespace, observed.zookeeper_secret)
-    return Prerequisites(plan, (*plan.secrets, digest),
+    tokens = gateway_security.tokens_secret(name, namespace, spec, observed.gateway_tokens,
+                                            observed.mapped_gateway_users(name, spec))
+    return Prerequisites(plan, (*plan.secrets, digest, *tokens),
                          tuple(builders.build_listener_services(name, namespace, spec, replicas)))
 
 
@@ -108,8 +128,11 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
     ``live_services``: the listener Services as the API server returned them."""
     replicas = observed.scale.replicas
     external = external_addresses(name, spec.listeners, replicas, live_services)
-    security = principals.security_plan(name, spec.listeners, versions)
+    security = principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None,
+                                        observed.mapped_gateway_users(name, spec))
     children = [keep_immutable(child, observed.statefulsets.get(child["metadata"]["name"]))
                 if child["kind"] == "StatefulSet" else child
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]
-    return ClusterPlan(security, external, tuple(children))
+    children += network_policies.build_network_policies(name, namespace, spec)
+    return ClusterPlan(security, external, tuple(children), tuple(network_policies.unwanted(name, spec)),
+                       gateway_security.refusal(observed.gateway_user_problems(name, spec)))

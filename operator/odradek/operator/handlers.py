@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, metrics, reconcile, users
+from odradek.operator import admin, certs, kube, metrics, principals, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -62,6 +62,13 @@ def _paused(patch: kopf.Patch, old: dict, meta: dict) -> bool:
 
 # -- OdradekCluster -------------------------------------------------------------------------
 
+def _controller_url_condition(conditions: Any, meta: Any, settings: OperatorSettings) -> list[dict]:
+    """``ControllerUrlRefused`` while the cluster's controller-url annotation is ignored."""
+    _, refused = principals.annotated_controller_urls(meta, settings.trusted_controller_urls)
+    return set_condition(conditions, "ControllerUrlRefused", True if refused else None, "UntrustedControllerUrl",
+                         refused or "", meta.get("generation"))
+
+
 def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
                       logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     old = dict(status)
@@ -71,18 +78,23 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
         outcome = reconcile.apply_cluster(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body), logger,
                                           operator_settings)
     except SpecError as e:
-        _fail(patch, old, meta.get("generation"), "InvalidSpec", str(e))
+        _fail(patch, old, meta.get("generation"), e.reason, str(e))
+        if isinstance(e, kube.SecretConflict):   # goes once the foreign Secret does: look again
+            raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
         raise kopf.PermanentError(str(e)) from None
     patch.status.update(outcome.status)
-    patch.status["conditions"] = set_condition(
-        old.get("conditions"), "Warning", True if outcome.warning else None, "ScaleDownRefused",
-        outcome.warning or "", meta.get("generation"))
+    conditions = set_condition(old.get("conditions"), "Warning", True if outcome.warning else None,
+                               "ScaleDownRefused", outcome.warning or "", meta.get("generation"))
+    conditions = set_condition(conditions, "GatewayUsersRefused", True if outcome.gateway_refused else None,
+                               "GatewayUserRefused", outcome.gateway_refused or "", meta.get("generation"))
+    patch.status["conditions"] = _controller_url_condition(conditions, meta, operator_settings)
     if old.get("phase") in (None, "Pending", "Failed", "Paused"):
         patch.status["phase"] = "Reconciling"
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
-    if outcome.waiting or outcome.warning:
-        raise kopf.TemporaryError(outcome.waiting or outcome.warning, delay=operator_settings.retry_delay)
+    if outcome.waiting or outcome.warning or outcome.gateway_refused:   # a refused user may become mappable
+        raise kopf.TemporaryError(outcome.waiting or outcome.warning or outcome.gateway_refused,
+                                  delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
@@ -101,7 +113,8 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
     patch.status.update(health.status_fields())
     patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)
-    patch.status["conditions"] = readiness(status.get("conditions"), *health.verdict(), meta.get("generation"))
+    patch.status["conditions"] = _controller_url_condition(
+        readiness(status.get("conditions"), *health.verdict(), meta.get("generation")), meta, operator_settings)
 
 
 def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:
@@ -123,7 +136,7 @@ def _attempt(patch: kopf.Patch, old: dict, generation: int | None, retry_delay: 
     try:
         return step()
     except SpecError as e:
-        _fail(patch, old, generation, "InvalidSpec", str(e))
+        _fail(patch, old, generation, e.reason, str(e))
         raise kopf.PermanentError(str(e)) from None
     except admin.AdminError as e:
         if e.permanent:
@@ -142,7 +155,7 @@ def reconcile_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec,
     if _paused(patch, old, dict(meta)):
         return
     fields = _attempt(patch, old, generation, operator_settings.retry_delay, lambda: reconcile.sync_topic(
-        kube.shared(), name, namespace, meta, spec, logger, operator_settings))
+        kube.shared(), name, namespace, meta, spec, logger, operator_settings, old))
     patch.status.update(fields)
     patch.status["phase"] = "Ready"
     patch.status["conditions"] = readiness(
@@ -155,11 +168,11 @@ def _waiting(patch: kopf.Patch, old: dict, generation: int | None, reason: str, 
     patch.status["conditions"] = readiness(old.get("conditions"), False, reason, message, generation)
 
 
-def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, logger: Any,
+def delete_topic(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, logger: Any,
                  operator_settings: OperatorSettings, **_: Any) -> None:
     try:
         outcome = reconcile.release_or_delete_topic(kube.shared(), name, namespace, meta, spec, logger,
-                                                    operator_settings)
+                                                    operator_settings, dict(status))
     except (admin.AdminError, admin.Unreachable) as e:
         raise kopf.TemporaryError(f"deleting the topic: {e}", delay=operator_settings.retry_delay) from None
     logger.info(outcome)
@@ -195,7 +208,7 @@ def delete_user(name: str, namespace: str, meta: kopf.Meta, spec: kopf.Spec, sta
         return
     try:
         logger.info(users.remove_user(reconcile.controller_client(kube.shared(), cluster, operator_settings),
-                                      name, spec, status))
+                                      name, status))
     except (admin.AdminError, admin.Unreachable) as e:
         raise kopf.TemporaryError(f"removing the user: {e}", delay=operator_settings.retry_delay) from None
 

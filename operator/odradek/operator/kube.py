@@ -5,15 +5,28 @@ One place imports the ``kubernetes`` client. Children are applied with server-si
 operator owns these fields), so a changed spec reaches existing children and fields set by
 other managers (HPA replicas, admission defaults) are left alone. The REST paths come from a
 small table of the kinds the operator touches — no discovery round trips.
+
+Secrets are written only when the operator owns them (Strimzi's rule): a Secret that exists
+must carry the operator's labels and an owner reference, as controller, to the very object the
+manifest is adopted by (``foreign_secret``); else ``SecretConflict`` and nothing is written. An
+owned Secret is applied with its ``resourceVersion`` as a precondition (it cannot change hands
+between the check and the write) and under a field manager of its kind
+(``secret_field_manager``: ``odradek-operator-user``, ``-certificates``, ``-zookeeper``...), so
+a forced apply of one kind can never strip the keys another kind set.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, Mapping
+
+from odradek.operator.builders import CLUSTER_LABEL
+from odradek.operator.spec import SpecError
 
 FIELD_MANAGER = "odradek-operator"
+MANAGED_BY = ("app.kubernetes.io/managed-by", FIELD_MANAGER)   # builders.labels
+COMPONENT_LABEL = "app.kubernetes.io/component"
 
 # (apiVersion, kind) -> (plural, namespaced)
 RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
@@ -25,11 +38,11 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Namespace"): ("namespaces", False),
     ("v1", "Node"): ("nodes", False),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
-    ("v1", "Secret"): ("secrets", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
     ("apps/v1", "StatefulSet"): ("statefulsets", True),
     ("apps/v1", "Deployment"): ("deployments", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("discovery.k8s.io/v1", "EndpointSlice"): ("endpointslices", True),
     ("odradek.dev/v1alpha1", "OdradekCluster"): ("odradekclusters", True),
     ("odradek.dev/v1alpha1", "OdradekTopic"): ("odradektopics", True),
@@ -46,6 +59,44 @@ def resource_path(api_version: str, kind: str, namespace: str | None = None, nam
         base += f"/namespaces/{namespace}"
     path = f"{base}/{plural}"
     return f"{path}/{name}" if name else path
+
+
+class SecretConflict(SpecError):
+    """A Secret the operator would write exists and is not its own (nothing was written)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "SecretConflict")
+
+
+def _controller_uids(meta: Mapping[str, Any]) -> set[str]:
+    return {r["uid"] for r in meta.get("ownerReferences") or [] if r.get("controller") and r.get("uid")}
+
+
+def foreign_secret(existing: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> str | None:
+    """Why the operator may not write ``manifest`` over ``existing`` (None: it is absent, or
+    the operator's: its labels, and controlled by the object ``manifest`` is adopted by)."""
+    if existing is None:
+        return None
+    meta, have = manifest["metadata"], existing.get("metadata") or {}
+    where = f"Secret {meta.get('namespace')}/{meta['name']} exists and"
+    owners = _controller_uids(meta)
+    if not owners:
+        raise ValueError(f"Secret {meta['name']}: adopt it before applying (no owner to check against)")
+    owner = next(r for r in meta["ownerReferences"] if r.get("controller"))
+    if not owners & _controller_uids(have):
+        return (f"{where} is not owned by {owner.get('kind')} {owner.get('name')}: the operator does not "
+                "write Secrets it does not own")
+    labels, want = have.get("labels") or {}, meta.get("labels") or {}
+    if labels.get(MANAGED_BY[0]) != MANAGED_BY[1] or labels.get(CLUSTER_LABEL) != want.get(CLUSTER_LABEL):
+        return (f"{where} lacks the operator's labels ({MANAGED_BY[0]}={MANAGED_BY[1]}, "
+                f"{CLUSTER_LABEL}={want.get(CLUSTER_LABEL)}): the operator does not write Secrets it does not own")
+    return None
+
+
+def secret_field_manager(manifest: Mapping[str, Any]) -> str:
+    """One field manager per kind of Secret (its component label: user, certificates, zookeeper...)."""
+    component = ((manifest["metadata"].get("labels") or {}).get(COMPONENT_LABEL) or "secret")
+    return f"{FIELD_MANAGER}-{component}"
 
 
 class Kube:
@@ -92,10 +143,20 @@ class Kube:
         return json.loads(response.data) if response.data else None
 
     def apply(self, manifest: dict) -> dict:
+        """Server-side apply; a Secret only if the operator owns it (``SecretConflict``)."""
         meta = manifest["metadata"]
         path = resource_path(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"])
-        return self.request("PATCH", path, manifest, [("fieldManager", FIELD_MANAGER), ("force", "true")],
-                          "application/apply-patch+yaml")
+        manager = FIELD_MANAGER
+        if (manifest["apiVersion"], manifest["kind"]) == ("v1", "Secret"):
+            existing = self.get("v1", "Secret", meta.get("namespace"), meta["name"])
+            problem = foreign_secret(existing, manifest)
+            if problem is not None:
+                raise SecretConflict(problem)
+            if existing is not None:   # a precondition: 409 if it changed since it was checked
+                manifest = {**manifest, "metadata": {**meta, "resourceVersion": existing["metadata"]["resourceVersion"]}}
+            manager = secret_field_manager(manifest)
+        return self.request("PATCH", path, manifest, [("fieldManager", manager), ("force", "true")],
+                            "application/apply-patch+yaml")
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         try:

@@ -45,6 +45,8 @@ PLAIN_PORT = 9092                               # without spec.listeners: PLAINT
 HOST_IP = "{host_ip}"                           # the node's address in that table
 LISTENER_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map",
                  "inter.broker.listener.name", "sasl.enabled.mechanisms", "authorizer.class.name", "super.users")
+CLIENT_AUTH = "ssl.client.auth"
+_CLIENT_AUTH_KEY = re.compile(r"^listener\.name\.[a-z0-9_]+\.ssl\.client\.auth$")
 _NAME = re.compile(r"^[a-z0-9]{1,11}$")
 
 
@@ -77,7 +79,7 @@ class BrokerTls:
 
     settings: Mapping[str, str]
     principal: str                  # User:CN=..., the brokers' own, a super user
-    extra_super_users: tuple[str, ...] = ()   # the operator's and the gateway's principals
+    extra_super_users: tuple[str, ...] = ()   # the operator's principal (never the gateway's)
 
 
 def parse(spec: Mapping[str, Any]) -> list[Listener]:
@@ -127,14 +129,26 @@ def validate(spec: Mapping[str, Any]) -> list[Listener]:
     listeners = parse(spec)
     authz = spec.get("authorization")
     if authz is not None:
-        if authz.get("type") != "simple":
-            raise SpecError(f"spec.authorization.type: {authz.get('type')!r} is not supported; use simple")
-        if not listeners:
-            raise SpecError("spec.authorization needs spec.listeners (the plain listener has no principals)")
-    owned = sorted(set(LISTENER_KEYS) & set((spec.get("brokers") or {}).get("config") or {}))
+        _check_authorization(authz, listeners)
+    config = (spec.get("brokers") or {}).get("config") or {}
+    owned = sorted(k for k in config if k in LISTENER_KEYS or k == CLIENT_AUTH or _CLIENT_AUTH_KEY.match(k))
     if listeners and owned:
         raise SpecError(f"brokers.config: {', '.join(owned)} are set from spec.listeners and spec.authorization")
     return listeners
+
+
+def _check_authorization(authz: Mapping[str, Any], listeners: Sequence[Listener]) -> None:
+    """An authorizer needs principals: without an authenticating listener every client is
+    ``User:ANONYMOUS``, and ANONYMOUS is never a super user (it would be everyone)."""
+    if authz.get("type") != "simple":
+        raise SpecError(f"spec.authorization.type: {authz.get('type')!r} is not supported; use simple")
+    if not any(li.authentication for li in listeners):
+        raise SpecError("spec.authorization needs a listener with authentication (scram-sha-512 or tls): "
+                        "without one every client is User:ANONYMOUS", "NoAuthenticatingListener")
+    anonymous = [u for u in authz.get("superUsers") or [] if str(u).removeprefix("User:") == "ANONYMOUS"]
+    if anonymous:
+        raise SpecError("spec.authorization.superUsers: ANONYMOUS (every unauthenticated client) cannot be a "
+                        "super user", "AnonymousSuperUser")
 
 
 def secured(listeners: Iterable[Listener]) -> bool:
@@ -171,14 +185,32 @@ def broker_settings(authorization: Authorization | None, listeners: Sequence[Lis
         out["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
     if tls is not None:
         out.update(tls.settings)
-        # Broker-wide (the broker reads no per-listener ssl.client.auth): required when every TLS
-        # listener authenticates by certificate, else requested (SASL_SSL clients send none).
-        cert_only = all(li.authentication == "tls" for li in listeners if li.tls)
-        out["ssl.client.auth"] = "required" if cert_only else "requested"
+        out.update(client_auth(listeners))
     if authorization is not None:
-        principal = tls.principal if tls is not None else "User:ANONYMOUS"
+        if tls is None:   # validate() refuses it: no listener authenticates, all would be ANONYMOUS
+            raise SpecError("spec.authorization needs a listener with authentication", "NoAuthenticatingListener")
         out["authorizer.class.name"] = AUTHORIZER
-        out["super.users"] = super_users(authorization, principal, tls.extra_super_users if tls else ())
+        out["super.users"] = super_users(authorization, tls.principal, tls.extra_super_users)
+    return out
+
+
+def client_listener_key(listener: str, key: str) -> str:
+    """Kafka's per-listener form of ``key``: ``listener.name.<listener, lower case>.<key>``."""
+    return f"listener.name.{listener.lower()}.{key}"
+
+
+def client_auth(listeners: Sequence[Listener]) -> dict[str, str]:
+    """``ssl.client.auth`` per listener (Kafka's ``listener.name.<l>.ssl.client.auth``):
+    replication (9091) ``required``, mutual TLS with the components' certificates, as Strimzi
+    sets it; a ``tls``-authenticated listener ``required``; other TLS listeners ``none`` (SASL_SSL
+    clients log in with SASL). The broker-wide value stays what it was for brokers that read no
+    per-listener key: ``required`` when every TLS listener authenticates by certificate, else
+    ``requested``."""
+    out = {client_listener_key(REPLICATION, CLIENT_AUTH): "required"}
+    for li in (li for li in listeners if li.tls):
+        out[client_listener_key(li.kafka_name, CLIENT_AUTH)] = "required" if li.authentication == "tls" else "none"
+    cert_only = all(li.authentication == "tls" for li in listeners if li.tls)
+    out[CLIENT_AUTH] = "required" if cert_only else "requested"
     return out
 
 

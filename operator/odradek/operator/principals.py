@@ -16,9 +16,22 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
   Secret's PEMs written to files of its own, as Python's ``ssl`` needs files).
 - **ZooKeeper**: digest credentials generated once into the Secret ``<c>-zookeeper-digest``
   (key ``credentials``, ``user:password``), mounted into brokers and controllers, with
-  ``zookeeper.set.acl=true`` (Kafka's znode ACLs: only the cluster's processes may write).
+  ``zookeeper.set.acl=true`` (Kafka's znode ACLs: only the cluster's processes may write). A
+  managed ensemble serves TLS only (``zookeeper``): ZooKeeper gets ``<c>-zookeeper-certs``, and
+  brokers and controllers connect with their own certificates (``zookeeper.ssl.*``), which also
+  locks ZooKeeper's root to them (``odradek.cluster.zk_session.ensure_chroot``).
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
-  ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication.
+  ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication, which is no
+  super user (no ACL of its own either): requests run as the OdradekUsers it maps tokens to
+  (``gateway_security``), whose Secrets it mounts (``gateway_users``).
+
+- **Where the operator sends credentials**: the ``odradek.dev/controller-url`` annotation is
+  honoured only for ``https`` URLs whose host is a Service of the cluster's namespace
+  (``<svc>.<ns>.svc[.cluster.local]``, or a pod under it), or that start with a prefix the
+  operator's administrator trusts (``ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS``, for controllers
+  outside Kubernetes in development: ``scheme://host`` origins); otherwise it is ignored (``annotated_controller_urls``
+  says why, for a status condition) and the controller Service's endpoints are used: the
+  users' passwords the operator sends there never leave the cluster's namespace.
 
 ``security_plan`` decides all of this as a frozen ``security.SecurityPlan`` (volumes, mounts,
 settings, probes, the ``odradek.dev/certificates-hash`` annotation whose change restarts the
@@ -31,8 +44,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import secrets
 import tempfile
+import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -40,7 +55,7 @@ from typing import Any, Mapping, Sequence
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
-from odradek.operator import builders, certs
+from odradek.operator import builders, certs, zookeeper
 from odradek.operator.listeners import BrokerTls, Listener, secured
 from odradek.operator.security import PodSecurity, SecurityPlan
 
@@ -49,6 +64,8 @@ ZK_DIR = "/etc/odradek/zookeeper"
 ZK_USER = "odradek"
 PROBE_PERIOD_S, PROBE_TIMEOUT_S = 10, 8   # a Python process starts in each probe
 _FILES = Path(tempfile.gettempdir()) / "odradek-operator-certs"
+CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 
 
 def zookeeper_secret_name(cluster: str) -> str:
@@ -77,6 +94,45 @@ def controller_url(cluster: str, pod_ip: str, namespace: str) -> str:
     return f"https://{host}.{builders.names(cluster)['controller']}.{namespace}.svc:{builders.CONTROLLER_PORT}"
 
 
+def cluster_secret_names(cluster: str) -> list[str]:
+    """Every Secret an OdradekCluster ``cluster`` makes: no OdradekUser may be named like one."""
+    return sorted({*certs.secret_names(cluster).values(), zookeeper_secret_name(cluster)})
+
+
+def controller_url_problem(url: str, namespace: str, trusted: Sequence[str] = ()) -> str | None:
+    """Why the operator may not call ``url`` from the controller-url annotation of a cluster in
+    ``namespace`` (None: https to a Service of that namespace). ``trusted``: ``scheme://host``
+    origins the operator's administrator allows besides (any port)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a bad port
+    except ValueError as e:
+        return f"{url!r} is not a URL ({e})"
+    if parts.username is not None or parts.query or parts.fragment:
+        return f"{url!r} carries credentials, a query or a fragment"
+    origins = {(t.scheme, t.hostname) for t in map(urllib.parse.urlsplit, trusted)}
+    if (parts.scheme, parts.hostname) in origins:
+        return None
+    if parts.scheme != "https":
+        return f"{url!r} is not https"
+    service = rf"^({_DNS_LABEL}\.)?{_DNS_LABEL}\.{re.escape(namespace)}\.svc(\.cluster\.local)?$"
+    if not re.match(service, parts.hostname or ""):
+        return f"{url!r} is not a Service of namespace {namespace} (<service>.{namespace}.svc)"
+    return None
+
+
+def annotated_controller_urls(meta: Mapping[str, Any], trusted: Sequence[str] = ()) -> tuple[list[str], str | None]:
+    """The controller URLs a cluster's ``odradek.dev/controller-url`` annotation names, and why
+    it is ignored (then the URLs are empty: one untrusted URL voids the annotation)."""
+    annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION) or ""
+    urls = [u.strip() for u in annotated.split(",") if u.strip()]
+    problems = [p for p in (controller_url_problem(u, meta["namespace"], trusted) for u in urls) if p]
+    if problems:
+        return [], (f"{CONTROLLER_URL_ANNOTATION} ignored, the controller Service is used: "
+                    f"{'; '.join(problems)}")
+    return urls, None
+
+
 def _controller_url_word(cluster: str) -> str:
     """The controller's ``--advertised-url`` as a shell word: its DNS name made from ``$POD_IP``
     (dots and colons to dashes) and ``$POD_NAMESPACE``; ``builders`` runs the controller through
@@ -100,37 +156,56 @@ def _probe(component: str, port: int, route: control_plane.Route) -> dict:
             "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S}
 
 
-def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route) -> PodSecurity:
+def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route,
+                   zookeeper_tls: bool) -> PodSecurity:
     """A broker's or controller's: its certificates, the ZooKeeper digest, control-plane mutual
-    TLS and ZooKeeper ACL settings, the probe with its own certificate."""
+    TLS and ZooKeeper ACL settings (and TLS to a managed ensemble), the probe with its own
+    certificate."""
     tls_volumes, tls_mounts = certs.pod_tls_volumes(cluster, component)
     zk_volumes, zk_mounts = _zookeeper_volume(cluster)
+    zk_tls = zookeeper.client_settings(certs.keystore_file(component), certs.cluster_ca_file()) if zookeeper_tls else {}
     return PodSecurity(tuple(tls_volumes + zk_volumes), tuple(tls_mounts + zk_mounts),
-                       {**certs.control_plane_config(cluster, component), **zookeeper_config()},
+                       {**certs.control_plane_config(cluster, component), **zookeeper_config(), **zk_tls},
                        probe=_probe(component, port, route))
+
+
+def _zookeeper(cluster: str, versions: Mapping[str, str], managed: bool) -> PodSecurity:
+    """The managed ensemble's server certificate and the cluster CA (``zookeeper.zoo_cfg``
+    names the files); nothing for an external one."""
+    if not managed:
+        return PodSecurity()
+    volumes, mounts = certs.pod_tls_volumes(cluster, "zookeeper")
+    return PodSecurity(tuple(volumes), tuple(mounts), annotations={certs.CERTS_ANNOTATION: versions["zookeeper"]})
 
 
 def broker_tls(cluster: str, listeners: Sequence[Listener]) -> BrokerTls | None:
     """The brokers' TLS material (``certs``) when a listener has TLS or authentication: then
-    replication is mutual TLS too, with the brokers', operator's and gateway's certificates."""
+    replication is mutual TLS too. Super users: the brokers' and the operator's certificates;
+    never the gateway's (its requests run as mapped OdradekUsers, under their ACLs)."""
     if not secured(listeners):
         return None
     return BrokerTls(certs.broker_ssl_config(), certs.principal(cluster, "broker"),
-                     (certs.principal(cluster, "operator"), certs.principal(cluster, "gateway")))
+                     (certs.principal(cluster, "operator"),))
 
 
-def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str]) -> SecurityPlan:
-    """What the controller, broker and gateway pods of ``cluster`` get for their identities.
-    ``versions``: ``CertificatePlan.versions`` (component -> hash of what its pods load)."""
+def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping[str, str],
+                  managed_zookeeper: bool = False, gateway_users: Sequence[str] = ()) -> SecurityPlan:
+    """What the controller, broker, gateway (and managed ZooKeeper) pods of ``cluster`` get for
+    their identities. ``versions``: ``CertificatePlan.versions`` (component -> hash of what its
+    pods load); ``managed_zookeeper``: the operator runs the ensemble (TLS only);
+    ``gateway_users``: the OdradekUsers whose Secrets the gateway mounts."""
     gateway_volumes, gateway_mounts = certs.pod_tls_volumes(cluster, "gateway")
+    controller = _control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH,
+                                managed_zookeeper)
     return SecurityPlan(
-        controller=replace(_control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH),
-                           annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
-        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS),
+        controller=replace(controller, annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
+        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS,
+                              managed_zookeeper),
         gateway=PodSecurity(tuple(gateway_volumes), tuple(gateway_mounts), args=tuple(certs.gateway_kafka_args()),
                             annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
         broker_certificates=versions["broker"], broker_tls=broker_tls(cluster, listeners),
-        controller_advertised_url=_controller_url_word(cluster))
+        controller_advertised_url=_controller_url_word(cluster),
+        zookeeper=_zookeeper(cluster, versions, managed_zookeeper), gateway_users=tuple(sorted(gateway_users)))
 
 
 # -- the operator's own client certificate ---------------------------------------------------

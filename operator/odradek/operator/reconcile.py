@@ -15,13 +15,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import admin, builders, certs, cluster_plan, listeners, principals, rolling, topics, validation
+from odradek.operator import (admin, builders, certs, cluster_plan, gateway_security, listeners, metrics,
+                              network_policies, principals, rolling, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
 
-CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
@@ -42,9 +42,9 @@ def controller_candidates(kube: Kube, cluster: Mapping[str, Any], settings: Oper
     carry (``https://<pod-ip-dashed>.<cluster>-controller.<ns>.svc:8080``: the control plane
     takes mutual TLS)."""
     meta = cluster["metadata"]
-    annotated = (meta.get("annotations") or {}).get(CONTROLLER_URL_ANNOTATION)
-    if annotated:
-        return [u.strip() for u in annotated.split(",") if u.strip()]
+    annotated, _ = principals.annotated_controller_urls(meta, settings.trusted_controller_urls)
+    if annotated:   # only https Services of the namespace (or trusted origins): see principals
+        return annotated
     if settings.controller_urls:
         return list(settings.controller_urls)
     service = builders.names(meta["name"])["controller"]
@@ -76,6 +76,7 @@ class ClusterOutcome:
     warning: str | None = None      # a refused scale-down
     waiting: str | None = None      # a rolling restart in progress
     applied: list[str] = field(default_factory=list)
+    gateway_refused: str | None = None   # gateway.users that cannot be mapped yet (looked at again)
 
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
@@ -96,6 +97,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     live_services = _apply(kube, adopt, first.services)
     plan = cluster_plan.plan_children(name, namespace, spec, observed, first.certificates.versions, live_services)
     _apply(kube, adopt, plan.children)
+    for stale in plan.stale_policies:
+        kube.delete(network_policies.API_VERSION, "NetworkPolicy", namespace, stale)
     applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
     sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
     resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)
@@ -110,7 +113,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         "gatewayAddress": builders.gateway_address(name, namespace) if spec.gateway.replicas > 0 else None,
         "rolling": waiting,
     }
-    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied)
+    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied,
+                          gateway_refused=plan.gateway_refused)
 
 
 def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: cluster_plan.Observed,
@@ -126,6 +130,8 @@ def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: clus
     if any(li.type == "nodeport" and li.tls for li in spec.listeners) and len(host_ips) < replicas:
         # Their certificates need the nodes' addresses: look again once every pod is scheduled.
         return f"waiting for the broker pods' node addresses ({len(host_ips)}/{replicas} scheduled)"
+    if spec.gateway.replicas > 0 and spec.gateway.service_type == "NodePort" and not observed.gateway_host_ips:
+        return "waiting for the gateway pods' node addresses (its certificate names them)"
     return None
 
 
@@ -151,8 +157,15 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     services = {n: kube.get("v1", "Service", namespace, n)
                 for n in cluster_plan.observed_service_names(name, spec, scale.replicas)}
     digest = kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name))
+    gateway = spec.gateway.replicas > 0
+    tokens = kube.get("v1", "Secret", namespace, gateway_security.tokens_secret_name(name)) if gateway else None
+    gateway_hosts = host_ips(kube, name, namespace, "gateway") if gateway and spec.gateway.service_type == "NodePort" \
+        else {}
+    gateway_users = {u: kube.get("odradek.dev/v1alpha1", "OdradekUser", namespace, u) for u in spec.gateway.users}
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
-                                 certs.read_existing(kube, name, namespace), digest), client
+                                 certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
+                                 gateway_host_ips=tuple(sorted(set(gateway_hosts.values()))),
+                                 gateway_users=gateway_users), client
 
 
 def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:
@@ -161,14 +174,19 @@ def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[di
     return {o["metadata"]["name"]: kube.apply(o) for o in objects}
 
 
-def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
-    """Broker ordinal -> the address of the node its pod runs on (scheduled pods only)."""
+def host_ips(kube: Kube, name: str, namespace: str, component: str) -> dict[str, str]:
+    """Pod name -> the address of the node it runs on, for ``component``'s scheduled pods."""
     out = {}
-    for pod in kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker"))):
+    for pod in kube.list("v1", "Pod", namespace, _selector(builders.selector(name, component))):
         ip = (pod.get("status") or {}).get("hostIP")
         if ip:
-            out[int(pod["metadata"]["name"].rpartition("-")[2])] = ip
+            out[pod["metadata"]["name"]] = ip
     return out
+
+
+def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
+    """Broker ordinal -> the address of the node its pod runs on (scheduled pods only)."""
+    return {int(pod.rpartition("-")[2]): ip for pod, ip in host_ips(kube, name, namespace, "broker").items()}
 
 
 def listener_status(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
@@ -198,9 +216,12 @@ def listener_status(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
 
 def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
     """The certificates the cluster's next reconcile would renew because of time alone (for the
-    status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None."""
+    status timer: a due renewal is triggered through ``certs.RENEWAL_ANNOTATION``), or None.
+    Each run also exports when every certificate expires (``metrics.CERTIFICATES``)."""
+    existing = certs.read_existing(kube, name, namespace)
     try:
-        due = certs.expiring(name, spec, certs.read_existing(kube, name, namespace))
+        metrics.CERTIFICATES.record(namespace, name, certs.expiry_times(existing))
+        due = certs.expiring(name, spec, existing)
     except ValueError:   # an unusable user-supplied CA: the reconcile reports it
         return None
     return ", ".join(due) or None
@@ -322,13 +343,14 @@ def topic_cluster(kube: Kube, namespace: str, meta: Mapping[str, Any], spec: Map
 
 
 def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
-               logger: logging.Logger, settings: OperatorSettings) -> dict[str, Any]:
-    """Make the controller's topic match the spec; returns the status fields."""
+               logger: logging.Logger, settings: OperatorSettings, status: Mapping[str, Any]) -> dict[str, Any]:
+    """Make the controller's topic match the spec (one it created or adopted); the status fields."""
     configs = validation.validate_topic(name, spec)
     topic = validation.topic_name(name, spec)
     cluster = topic_cluster(kube, namespace, meta, spec)
     client = controller_client(kube, cluster, settings)
-    current = next((t for t in client.cluster().get("topics") or [] if t["name"] == topic), None)
+    current = topics.find(client.cluster(), topic)
+    topics.check_ownership(topic, meta, status, current)
     plan = topics.plan_topic(spec, configs, current)
     if plan.create:
         try:
@@ -354,8 +376,7 @@ def cluster_for_cleanup(kube: Kube, namespace: str, meta: Mapping[str, Any],
     """The cluster a deleted resource is cleaned up in, or (None, why) when its finalizer must be
     released at once instead: the namespace is terminating (the controller's pods go with it),
     the cluster is gone or being deleted, or the resource never named one."""
-    ns = kube.get("v1", "Namespace", None, namespace)
-    if ns is not None and (ns.get("status") or {}).get("phase") == "Terminating":
+    if _terminating(kube, namespace):
         return None, f"namespace {namespace} is terminating"
     try:
         return topic_cluster(kube, namespace, meta, spec), ""
@@ -363,9 +384,24 @@ def cluster_for_cleanup(kube: Kube, namespace: str, meta: Mapping[str, Any],
         return None, str(e)
 
 
+def _terminating(kube: Kube, namespace: str) -> bool:
+    """Whether ``namespace`` is being deleted. Under namespaced RBAC (the chart's
+    ``watchNamespaces``) Namespaces are not readable: then not known here, and the cluster's own
+    deletion (the namespace's deletes it too) releases the resource instead."""
+    try:
+        ns = kube.get("v1", "Namespace", None, namespace)
+    except kube.ApiException as e:
+        if e.status != 403:
+            raise
+        return False
+    return ns is not None and (ns.get("status") or {}).get("phase") == "Terminating"
+
+
 def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any],
-                            spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings) -> str:
-    """On OdradekTopic deletion: delete the topic, or release when its cluster is gone."""
+                            spec: Mapping[str, Any], logger: logging.Logger, settings: OperatorSettings,
+                            status: Mapping[str, Any]) -> str:
+    """On OdradekTopic deletion: delete the topic it created or adopted, or release (its cluster
+    is gone, or the topic is not its own)."""
     try:
         topic = validation.topic_name(name, spec)
     except validation.SpecError as e:
@@ -373,8 +409,12 @@ def release_or_delete_topic(kube: Kube, name: str, namespace: str, meta: Mapping
     cluster, why = cluster_for_cleanup(kube, namespace, meta, spec)
     if cluster is None:
         return f"{why}: releasing without deleting the topic"
+    client = controller_client(kube, cluster, settings)
+    current = topics.find(client.cluster(), topic)
+    if current is not None and not topics.owned(status, current):
+        return f"topic {topic} was not created or adopted by this OdradekTopic: released without deleting it"
     try:
-        controller_client(kube, cluster, settings).delete_topic(topic)
+        client.delete_topic(topic)
     except admin.AdminError as e:
         if e.code != admin.UNKNOWN_TOPIC:
             raise

@@ -1,7 +1,7 @@
 """What a cluster's security asks of its pods, as frozen values the builders take in
 (``principals.security_plan`` decides it; ``builders`` renders it into the manifests).
 
-Per component (controller, broker, gateway) a ``PodSecurity``: the Secret volumes and their
+Per component (controller, broker, gateway; ZooKeeper's certificates when it is managed) a ``PodSecurity``: the Secret volumes and their
 mounts (certificates, ZooKeeper digest), the settings passed as ``--config KEY=VALUE``
 (control-plane mutual TLS, ZooKeeper ACLs), extra arguments (the gateway's ``--kafka-ssl-*``),
 the readiness probe that replaces the builder's plain one (an exec probe presenting the pod's
@@ -40,3 +40,5 @@ class SecurityPlan:
     broker_certificates: str = ""         # the brokers' certificate version (their config hash)
     broker_tls: BrokerTls | None = None   # TLS listeners and mutual-TLS replication, when secured
     controller_advertised_url: str = ""   # a shell word: the controller runs through ``sh -c``
+    zookeeper: PodSecurity = field(default_factory=PodSecurity)   # the managed ensemble's certificates
+    gateway_users: tuple[str, ...] = ()   # OdradekUsers the gateway logs in as (gateway_security)

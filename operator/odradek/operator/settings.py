@@ -16,6 +16,7 @@ DRIFT_INTERVAL_ENV = "ODRADEK_OPERATOR_DRIFT_INTERVAL"
 RETRY_DELAY_ENV = "ODRADEK_OPERATOR_RETRY_DELAY"
 CONTROLLER_URL_ENV = "ODRADEK_OPERATOR_CONTROLLER_URL"
 RACK_CLUSTERROLE_ENV = "ODRADEK_OPERATOR_RACK_CLUSTERROLE"
+TRUSTED_CONTROLLER_URLS_ENV = "ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,9 @@ class OperatorSettings:
     # The ClusterRole (nodes get) rack-aware brokers are bound to, set by the chart
     # (rbac.brokerRack); empty: the chart grants no node access.
     rack_cluster_role: str = "odradek-broker-rack"
+    # scheme://host origins the controller-url annotation may name besides https Services of the
+    # cluster's namespace (principals.controller_url_problem): development only.
+    trusted_controller_urls: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "OperatorSettings":
@@ -36,4 +40,6 @@ class OperatorSettings:
                    drift_interval=float(env.get(DRIFT_INTERVAL_ENV, default.drift_interval)),
                    retry_delay=float(env.get(RETRY_DELAY_ENV, default.retry_delay)),
                    controller_urls=tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip()),
-                   rack_cluster_role=env.get(RACK_CLUSTERROLE_ENV, default.rack_cluster_role))
+                   rack_cluster_role=env.get(RACK_CLUSTERROLE_ENV, default.rack_cluster_role),
+                   trusted_controller_urls=tuple(u.strip() for u in env.get(TRUSTED_CONTROLLER_URLS_ENV, "").split(",")
+                                                 if u.strip()))

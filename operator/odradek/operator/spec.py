@@ -30,7 +30,12 @@ PERSISTENT_CLAIM, EPHEMERAL = "persistent-claim", "ephemeral"
 
 
 class SpecError(ValueError):
-    """An invalid spec: retrying cannot help until the user edits the resource."""
+    """An invalid spec: retrying cannot help until the user edits the resource. ``reason`` is
+    the Ready condition's reason: ``InvalidSpec``, or a refusal's own (``SecretConflict``...)."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Gateway:
     service_type: str = "ClusterIP"
     auth_secret: str | None = None
     resources: Mapping[str, Any] | None = None
+    users: tuple[str, ...] = ()        # OdradekUsers (tls) the generated tokens map to
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ class ClusterSpec:
     cluster_ca: CaSettings = CaSettings()
     clients_ca: CaSettings = CaSettings()
     rack_topology_key: str | None = None
+    network_policies: bool = True      # ``networkPolicies``: the NetworkPolicies of network_policies.py
     pod_template: Mapping[str, Any] = field(default_factory=dict)   # ``template.pod``, merged into every pod
     # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
     # the brokers' config hash in the form existing clusters hashed them.

@@ -2,7 +2,9 @@
 
 Condition types (both CRDs): ``Ready`` (True/False), ``NotReady`` (True while not ready, with
 the reason), ``ReconciliationPaused`` (True while ``odradek.dev/pause-reconciliation`` is
-``"true"``), ``Warning`` (True with a message, e.g. a refused scale-down). ``lastTransitionTime``
+``"true"``), ``Warning`` (True with a message, e.g. a refused scale-down),
+``ControllerUrlRefused`` (an OdradekCluster's ``odradek.dev/controller-url`` is ignored: not
+https to a Service of its namespace). ``lastTransitionTime``
 moves only when a condition's status changes.
 """
 
@@ -31,7 +33,7 @@ def set_condition(conditions: Iterable[Mapping[str, Any]] | None, type_: str, st
     if generation is not None:
         cond["observedGeneration"] = generation
     out.append(cond)
-    order = {"Ready": 0, "NotReady": 1, "ReconciliationPaused": 2, "Warning": 3}
+    order = {"Ready": 0, "NotReady": 1, "ReconciliationPaused": 2, "Warning": 3, "ControllerUrlRefused": 4}
     return sorted(out, key=lambda c: order.get(c["type"], 9))
 
 

@@ -5,6 +5,12 @@ the topic does not exist) and returns the admin calls that make the cluster matc
 create; increase partitions; set changed configs and delete configs the spec does not name
 (drift made with Kafka tools is reverted). Fewer partitions or another replication factor
 raise ``SpecError``.
+
+Ownership (``check_ownership``, ``owned``): an OdradekTopic manages the topic it created or
+adopted, which its ``status.topicId`` records (the topic's UUID: a topic deleted and made again
+by someone else is another topic). An existing topic it did not create is adopted only with the
+annotation ``odradek.dev/adopt: "true"``; without it the reconcile is refused (reason
+``TopicNotOwned``) and the topic is neither altered nor deleted.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from odradek.operator.validation import validate_topic_change
+from odradek.operator.validation import SpecError, validate_topic_change
+
+ADOPT_ANNOTATION = "odradek.dev/adopt"
 
 
 @dataclass(frozen=True)
@@ -57,3 +65,26 @@ def plan_topic(spec: Mapping[str, Any], configs: Mapping[str, str], current: Map
     delete = tuple(sorted(k for k in live if k not in configs))
     return TopicPlan(partitions=want if want is not None and want > partitions else None,
                      set_configs=set_configs, delete_configs=delete)
+
+
+def find(cluster: Mapping[str, Any], topic: str) -> Mapping[str, Any] | None:
+    """The ``TopicMetadata`` JSON of ``topic`` in the controller's cluster metadata, or None."""
+    return next((t for t in cluster.get("topics") or [] if t["name"] == topic), None)
+
+
+def owned(status: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Whether ``current`` is the topic this OdradekTopic created or adopted."""
+    return current is not None and bool(status.get("topicId")) and status.get("topicId") == current.get("topic_id")
+
+
+def check_ownership(topic: str, meta: Mapping[str, Any], status: Mapping[str, Any],
+                    current: Mapping[str, Any] | None) -> None:
+    """``SpecError`` (``TopicNotOwned``) when ``current`` exists, is not this OdradekTopic's and
+    the resource does not ask to adopt it."""
+    if current is None or owned(status, current):
+        return
+    if str((meta.get("annotations") or {}).get(ADOPT_ANNOTATION, "")).lower() == "true":
+        return
+    raise SpecError(f"topic {topic!r} already exists and this OdradekTopic did not create it: set the "
+                    f'annotation {ADOPT_ANNOTATION}: "true" to manage it (its configs then follow the spec)',
+                    "TopicNotOwned")

@@ -9,6 +9,16 @@ request before writing anything: a bad ACL changes nothing), then the Secret (ow
 OdradekUser, so it goes with it). Deletion removes the credential, the ACLs and the quotas
 (finalizer), or releases at once when the cluster or namespace is gone, as for topics.
 
+The Secret is the user's own or nothing is written: an OdradekUser named like a Secret any
+OdradekCluster of the namespace makes (``principals.cluster_secret_names``, and any
+``<cluster>-...-ca``, ``-ca-cert``, ``-certs``, ``-digest``), or like an existing Secret that is
+not controlled by this very OdradekUser (``kube.foreign_secret``), is refused with reason
+``SecretConflict`` before its password is read or the controller is called; so is a password
+``secretKeyRef`` to a Secret the operator makes (``password_source_problem``: a cluster's key or
+digest, another user's password would be copied into this user's Secret). Deletion removes
+only the identities its status records (what it made), and the Secret goes by garbage collection
+only when its owner reference is this user's.
+
 Users with ``tls`` authentication get a certificate (``CN=<name>``) signed by the cluster's
 clients CA; their principal is ``User:CN=<name>`` (Kafka's DEFAULT principal mapping).
 """
@@ -24,8 +34,8 @@ from typing import Any, Callable, Mapping
 from odradek.cluster.control_plane_users import ScramPassword, UserAcl, UserSpec
 from odradek.config.quotas import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                                    REQUEST_PERCENTAGE)
-from odradek.operator import admin, builders
-from odradek.operator.kube import Kube
+from odradek.operator import admin, builders, principals
+from odradek.operator.kube import MANAGED_BY, Kube, SecretConflict, foreign_secret
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError
 
@@ -37,6 +47,9 @@ PASSWORD_LENGTH = 32  # Strimzi's default length of generated passwords
 QUOTAS = {"producerByteRate": PRODUCER_BYTE_RATE, "consumerByteRate": CONSUMER_BYTE_RATE,
           "requestPercentage": REQUEST_PERCENTAGE, "controllerMutationRate": CONTROLLER_MUTATION_RATE}
 CLUSTER_RESOURCE = "kafka-cluster"
+CLUSTER = ("odradek.dev/v1alpha1", "OdradekCluster")
+# The name endings of Secrets clusters make (and may make in later versions): never a user's.
+CLUSTER_SECRET_SUFFIXES = ("-ca", "-ca-cert", "-certs", "-digest")
 
 
 def auth_type(spec: Mapping[str, Any]) -> str | None:
@@ -116,6 +129,30 @@ def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
     return None if raw is None else base64.b64decode(raw).decode()
 
 
+def reserved_by(name: str, clusters: list[str]) -> str | None:
+    """The cluster (of ``clusters``, those of the namespace) whose Secret ``name`` is, or may be."""
+    for cluster in clusters:
+        if name in principals.cluster_secret_names(cluster) or (
+                name.startswith(f"{cluster}-") and name.endswith(CLUSTER_SECRET_SUFFIXES)):
+            return cluster
+    return None
+
+
+def secret_conflict(body: Mapping[str, Any], cluster: str, clusters: list[str],
+                    existing: Mapping[str, Any] | None) -> str | None:
+    """Why the OdradekUser ``body`` may not have its Secret (None: it may)."""
+    meta = body["metadata"]
+    name = meta["name"]
+    owner = reserved_by(name, clusters)
+    if owner is not None:
+        return (f"OdradekUser {name} is named like a Secret of OdradekCluster {owner} (its Secret would be "
+                f"{meta['namespace']}/{name}): choose another name")
+    wanted = build_secret(name, meta["namespace"], cluster, {})
+    wanted["metadata"]["ownerReferences"] = [{"apiVersion": body.get("apiVersion"), "kind": "OdradekUser",
+                                              "name": name, "uid": meta.get("uid"), "controller": True}]
+    return foreign_secret(existing, wanted)
+
+
 def describe(spec: Mapping[str, Any], fields: Mapping[str, Any]) -> str:
     """The Ready condition's message."""
     credential = {SCRAM: "SCRAM-SHA-512 credential", TLS: "certificate"}.get(auth_type(spec), "no credential")
@@ -130,16 +167,31 @@ class Waiting(Exception):
     """Something the user needs does not exist yet (the password's Secret)."""
 
 
-def _password(kube: Kube, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+def password_source_problem(name: str, secret: Mapping[str, Any] | None, clusters: list[str]) -> str | None:
+    """Why ``password.valueFrom.secretKeyRef`` may not name Secret ``name``: one the operator
+    makes (a cluster's keys or digest, another user's password) would be copied into this user's
+    Secret, for whoever reads it."""
+    labels = ((secret or {}).get("metadata") or {}).get("labels") or {}
+    if reserved_by(name, clusters) is None and labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
+        return None
+    return (f"authentication.password: Secret {name} is the operator's (a cluster's or a user's); "
+            "the password must come from a Secret of your own")
+
+
+def _password(kube: Kube, namespace: str, spec: Mapping[str, Any], own: Mapping[str, Any] | None,
+              clusters: list[str]) -> str:
     ref = (((spec.get("authentication") or {}).get("password") or {}).get("valueFrom") or {}).get("secretKeyRef")
     if ref:
         secret = kube.get("v1", "Secret", namespace, ref["name"])
+        refusal = password_source_problem(ref["name"], secret, clusters)
+        if refusal is not None:
+            raise SecretConflict(refusal)
         value = secret_value(secret, ref["key"])
         if not value:
             raise Waiting(f"authentication.password: Secret {namespace}/{ref['name']} "
                           f"{'has no key ' + repr(ref['key']) if secret else 'does not exist'}")
         return value
-    return secret_value(kube.get("v1", "Secret", namespace, name), "password") or generate_password()
+    return secret_value(own, "password") or generate_password()
 
 
 def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any], cluster: str,
@@ -150,11 +202,16 @@ def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any
     meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
     name, namespace = meta["name"], meta["namespace"]
     validate_user(spec)
+    own = kube.get("v1", "Secret", namespace, name)
+    clusters = [c["metadata"]["name"] for c in kube.list(*CLUSTER, namespace)]
+    refusal = secret_conflict(body, cluster, clusters, own)
+    if refusal is not None:   # before anything is read from it or written anywhere
+        raise SecretConflict(refusal)
     username, principal = identity(name, spec)
     if auth_type(spec) == TLS and certificate is None:   # the cluster's reconcile makes it
         raise Waiting(f"authentication.type tls needs the clients CA of OdradekCluster {cluster} "
                       f"(Secrets {cluster}-clients-ca-cert, {cluster}-clients-ca), which does not exist yet")
-    password = _password(kube, name, namespace, spec) if auth_type(spec) == SCRAM else None
+    password = _password(kube, namespace, spec, own, clusters) if auth_type(spec) == SCRAM else None
     request = user_request(name, spec, password)
     old = status.get("username")
     if old and old != username:  # tls <-> scram: the old identity goes first
@@ -175,13 +232,12 @@ def sync_user(kube: Kube, client: admin.ControllerClient, body: Mapping[str, Any
             "observedGeneration": meta.get("generation")}
 
 
-def remove_user(client: admin.ControllerClient, name: str, spec: Mapping[str, Any],
-                status: Mapping[str, Any]) -> str:
-    """Remove the user's credential, quotas and ACLs (both identities, if it changed kind)."""
-    username, principal = identity(name, spec)
-    names = {(username, principal)}
-    if status.get("username"):
-        names.add((status["username"], status.get("principal") or f"User:{status['username']}"))
-    for user, who in sorted(names):
-        client.delete_user(user, who)
+def remove_user(client: admin.ControllerClient, name: str, status: Mapping[str, Any]) -> str:
+    """Remove the user's credential, quotas and ACLs: the identity its status records, the one
+    it made (a change of kind replaces it before the status does); nothing for a user never made
+    (a refused one): a Kafka user of that name made otherwise is not its to remove."""
+    username = status.get("username")
+    if not username:
+        return f"user {name} was never made in the cluster: nothing to remove"
+    client.delete_user(username, status.get("principal") or f"User:{username}")
     return f"user {username} removed (credential, ACLs, quotas)"

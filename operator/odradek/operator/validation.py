@@ -62,10 +62,11 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
         listeners=tuple(listeners.validate(spec)),
         authorization=_authorization(spec),
         controller=_controller(spec.get("controller") or {}),
-        gateway=_gateway(spec.get("gateway") or {}),
+        gateway=_gateway(spec.get("gateway") or {}, listeners.secured(listeners.parse(spec))),
         zookeeper=_zookeeper(spec.get("zookeeper") or {}),
         cluster_ca=ca_settings(spec, "clusterCa"), clients_ca=ca_settings(spec, "clientsCa"),
         rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
+        network_policies=bool(spec.get("networkPolicies", model.ClusterSpec.network_policies)),
         pod_template=(spec.get("template") or {}).get("pod") or {},
         source={key: spec[key] for key in ("listeners", "authorization", "rack", "template") if key in spec})
 
@@ -86,12 +87,19 @@ def _controller(ctl: Mapping[str, Any]) -> model.Controller:
     return model.Controller(int(ctl.get("replicas", model.Controller.replicas)), ctl.get("resources"))
 
 
-def _gateway(gateway: Mapping[str, Any]) -> model.Gateway:
+def _gateway(gateway: Mapping[str, Any], secured: bool) -> model.Gateway:
     out = model.Gateway(int(gateway.get("replicas", model.Gateway.replicas)),
                         gateway.get("serviceType", model.Gateway.service_type), gateway.get("authSecret"),
-                        gateway.get("resources"))
+                        gateway.get("resources"), tuple(gateway.get("users") or ()))
     if out.auth_secret is not None and not out.replicas:
         raise SpecError("gateway.authSecret is set but gateway.replicas is 0")
+    if out.users and (out.auth_secret is not None or not out.replicas):
+        raise SpecError("gateway.users maps the generated tokens: it needs gateway.replicas > 0 and no authSecret")
+    if out.users and not secured:
+        raise SpecError("gateway.users needs a TLS listener in spec.listeners: the gateway logs in as each user "
+                        "with its certificate on the replication listener, which is mutual TLS only then")
+    if len(set(out.users)) != len(out.users):
+        raise SpecError("gateway.users: a user is named twice")
     return out
 
 
@@ -147,11 +155,15 @@ def validate_storage_change(old_size: str, new_size: str) -> None:
 
 
 def topic_name(name: str, spec: Mapping[str, Any]) -> str:
-    """``spec.topicName`` or the resource's name, checked against Kafka's rule."""
+    """``spec.topicName`` or the resource's name, checked against Kafka's rule; an internal
+    topic (``__consumer_offsets``, ``__transaction_state``) is refused (reason ``InternalTopic``)."""
     topic = spec.get("topicName") or name
     problem = topics.name_problem(topic)
     if problem is not None:
         raise SpecError(f"topic name {topic!r} is invalid: {problem}")
+    if topics.is_internal(topic):   # the brokers' own (offsets, transactions): never a tenant's
+        raise SpecError(f"topic {topic!r} is internal to the cluster: an OdradekTopic may not manage it",
+                        "InternalTopic")
     return topic
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import sys
 import time
 import urllib.error
@@ -176,8 +177,10 @@ def _broker_listener(state: dict, port: int) -> list[str]:
 
 def _start_zookeeper(state: dict, port: int = 0, timeout: float = 60.0) -> None:
     """Start the cluster's ZooKeeper (its data under ``<data-dir>/zookeeper``) on ``port`` (0: a
-    free one) and wait until it serves; record its PID and connect string."""
-    zk = zookeeper.start_detached(Path(state["data_dir"]) / "zookeeper", port, timeout)
+    free one; TLS only in a secured cluster) and wait until it serves; record its PID and connect
+    string."""
+    zk = zookeeper.start_detached(Path(state["data_dir"]) / "zookeeper", port, timeout,
+                                  security.zookeeper_tls(state.get("security")))
     state["processes"]["zookeeper"] = ProcessRecord(
         "zookeeper", zk.pid, processes.start_time(zk.pid) or 0, str(zk.directory / zookeeper.LOG_NAME)).to_json()
     state["zookeeper"] = zk.connect
@@ -268,7 +271,7 @@ def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
     state["commands"]["gateway"] = _gateway_command(state, launch.preferred(preferred_port))
     port = launch.await_ports(state, launch.start(state, "gateway"), timeout)["http"]
     state["commands"]["gateway"] = _gateway_command(state, port)
-    state["gateway"] = f"http://127.0.0.1:{port}"
+    state["gateway"] = f"{'https' if 'security' in state else 'http'}://127.0.0.1:{port}"   # security: dev CA
     state.setdefault("metrics", {})["gateway"] = state["gateway"] + metrics_http.PATH
     _wait_gateway_ready(state, timeout)
 
@@ -288,7 +291,8 @@ def _wait_gateway_ready(state: dict, timeout: float) -> None:
     def ready() -> bool:
         if not processes.alive(ProcessRecord.from_json(state["processes"]["gateway"])):
             raise RuntimeError("the gateway exited during start-up")
-        with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5) as resp:
+        tls = ssl.create_default_context(cafile=state["security"]["ca_file"]) if "security" in state else None
+        with urllib.request.urlopen(state["gateway"] + "/readyz", timeout=5, context=tls) as resp:
             return resp.status == 200
     wait_until(ready, timeout, "the gateway to be ready", 0.2, retry_on=(OSError,))  # URLError is one
 

@@ -7,13 +7,18 @@ both the client listener and the inter-broker listener (the brokers log in as ``
 ACL authorizer is on with ``super.users=User:admin``. ``admin``'s SCRAM credential is written
 to ZooKeeper (``/config/users/admin``, as ``kafka-configs --zookeeper`` would) after ZooKeeper
 starts and before any broker does, so the brokers' own logins succeed from the first fetch.
-The HTTP gateway connects over SASL_SSL as ``admin`` too (its ``--kafka-*`` options).
+The HTTP gateway serves HTTPS (``gateway.pem``, from the same CA) and requires a bearer token
+(``--require-auth``): ``dev up`` makes one for the admin (``gateway_token`` in the security
+block), mapped in ``gateway-tokens.json`` to ``admin``'s SCRAM credential, so the gateway's
+requests reach the brokers as ``User:admin`` and as no one without the token.
 
 The cluster's own traffic is secured as well (``cluster_config``, given to the controllers
 and the brokers): the internal HTTP APIs take mutual TLS with the brokers' certificate
 (``control.plane.ssl.*``, only that certificate's CN admitted), and every process
 authenticates to ZooKeeper with a digest and creates znodes with Kafka's ACLs
-(``zookeeper.set.acl``); the admin's credential is written with the same digest.
+(``zookeeper.set.acl``); the admin's credential is written with the same digest. ZooKeeper
+serves TLS only (``zookeeper_tls``: the same certificate, a client certificate from the CA
+required) and every process connects with it (``zookeeper.ssl.*``).
 
 The security block (``status --json``'s ``"security"``) is what every dev tool reads to
 connect (``odradek.dev.access.KafkaAccess``).
@@ -21,6 +26,7 @@ connect (``odradek.dev.access.KafkaAccess``).
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from pathlib import Path
@@ -28,10 +34,11 @@ from pathlib import Path
 from odradek.cluster import paths, zk_session
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 from odradek.config.cluster_security import (CONTROL_PLANE_KEYSTORE, CONTROL_PLANE_PEER_CN, CONTROL_PLANE_TRUSTSTORE,
-                                             ZK_SET_ACL)
+                                             ZK_SET_ACL, ZK_SSL_CLIENT_ENABLE, ZK_SSL_KEYSTORE, ZK_SSL_TRUSTSTORE)
 from odradek.config.cluster_security import ZK_DIGEST_FILE as ZK_DIGEST_FILE_KEY
 from odradek.dev.access import KafkaAccess, jaas_config
 from odradek.certs import CertificateAuthority
+from odradek.dev.zookeeper import ServerTls
 
 CHOICES = ("none", "sasl_ssl")
 PROTOCOL, MECHANISM, LISTENER = "SASL_SSL", "SCRAM-SHA-512", "SASL_SSL"
@@ -41,6 +48,7 @@ DIRECTORY = "security"
 PASSWORD_FILE = "admin.password"
 ZK_DIGEST_FILE = "zookeeper.digest"
 PROCESS_CN = "odradek-broker"    # the one certificate of the dev cluster's processes
+GATEWAY_TOKENS, GATEWAY_CERT = "gateway-tokens.json", "gateway.pem"
 
 
 def prepare(root: Path) -> dict:
@@ -52,9 +60,12 @@ def prepare(root: Path) -> dict:
     ca.write_issued(directory / "broker.pem", "127.0.0.1", "localhost", common_name=PROCESS_CN)
     block = {"protocol": PROTOCOL, "mechanism": MECHANISM, "ca_file": str(directory / "ca.pem"),
              "username": ADMIN, "password": secrets.token_urlsafe(18),
-             "client_properties": str(directory / "client.properties")}
+             "client_properties": str(directory / "client.properties"),
+             "gateway_token": secrets.token_urlsafe(24)}
+    ca.write_issued(directory / GATEWAY_CERT, "127.0.0.1", "localhost", common_name="odradek-gateway")
     for path, text in ((Path(block["client_properties"]), KafkaAccess("", block).properties()),
                        (directory / PASSWORD_FILE, block["password"]),
+                       (directory / GATEWAY_TOKENS, gateway_tokens(block)),
                        (directory / ZK_DIGEST_FILE, f"odradek:{secrets.token_urlsafe(18)}\n")):
         path.touch(mode=0o600, exist_ok=True)   # they hold passwords
         path.write_text(text)
@@ -80,21 +91,41 @@ def broker_config(block: dict, port: int) -> list[str]:
 
 
 def cluster_config(block: dict) -> list[str]:
-    """``--config`` entries for the controllers and the brokers alike: control-plane mutual TLS
-    and ZooKeeper digest authentication with Kafka's znode ACLs."""
+    """``--config`` entries for the controllers and the brokers alike: control-plane mutual TLS,
+    ZooKeeper over TLS and its digest authentication with Kafka's znode ACLs."""
     directory = Path(block["ca_file"]).parent
     settings = {CONTROL_PLANE_KEYSTORE: str(directory / "broker.pem"), CONTROL_PLANE_TRUSTSTORE: block["ca_file"],
                 CONTROL_PLANE_PEER_CN: re.escape(PROCESS_CN),
-                ZK_SET_ACL: "true", ZK_DIGEST_FILE_KEY: str(directory / ZK_DIGEST_FILE)}
+                ZK_SET_ACL: "true", ZK_DIGEST_FILE_KEY: str(directory / ZK_DIGEST_FILE),
+                ZK_SSL_CLIENT_ENABLE: "true", ZK_SSL_KEYSTORE: str(directory / "broker.pem"),
+                ZK_SSL_TRUSTSTORE: block["ca_file"]}
     return [f"{k}={v}" for k, v in settings.items()]
 
 
+def zookeeper_tls(block: dict | None) -> ServerTls | None:
+    """ZooKeeper's TLS server side (None without security): the processes' certificate, and
+    only clients with a certificate from the dev CA."""
+    if block is None:
+        return None
+    return ServerTls(str(Path(block["ca_file"]).parent / "broker.pem"), block["ca_file"])
+
+
+def gateway_tokens(block: dict) -> str:
+    """The gateway's tokens file: the admin's token, acting on the brokers as ``admin``."""
+    return json.dumps({"tokens": [{"token": block["gateway_token"], "name": block["username"],
+                                   "kafka_username": block["username"], "kafka_password_file": PASSWORD_FILE}]})
+
+
 def gateway_arguments(block: dict) -> list[str]:
-    """The gateway's ``--kafka-*`` options: it reaches the brokers over SASL_SSL as the admin."""
+    """The gateway's options: HTTPS, a token required on every route, and its ``--kafka-*``
+    options (it reaches the brokers over SASL_SSL; each request as its token's user)."""
+    directory = Path(block["ca_file"]).parent
     return ["--kafka-security-protocol", block["protocol"], "--kafka-sasl-mechanism", block["mechanism"],
             "--kafka-sasl-username", block["username"],
-            "--kafka-sasl-password-file", str(Path(block["ca_file"]).parent / PASSWORD_FILE),
-            "--kafka-ssl-ca-location", block["ca_file"]]
+            "--kafka-sasl-password-file", str(directory / PASSWORD_FILE),
+            "--kafka-ssl-ca-location", block["ca_file"],
+            "--auth-file", str(directory / GATEWAY_TOKENS), "--require-auth",
+            "--ssl-certfile", str(directory / GATEWAY_CERT), "--ssl-keyfile", str(directory / GATEWAY_CERT)]
 
 
 def create_admin(zookeeper: str, cluster: str, block: dict, timeouts: ZkTimeouts = ZkTimeouts()) -> None:
@@ -118,4 +149,5 @@ def summary(block: dict) -> str:
     return (f"  security:          {block['protocol']} ({block['mechanism']}), user {block['username']!r}, "
             f"password {block['password']!r}\n"
             f"  CA certificate:    {block['ca_file']}\n"
+            f"  gateway token:     {block['gateway_token']!r} (Authorization: Bearer; https, the CA above)\n"
             f"  client properties: {block['client_properties']} (Kafka tools: --command-config)")

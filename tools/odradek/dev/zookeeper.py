@@ -10,6 +10,11 @@ ports" (``candidate_port``: below the kernel's ephemeral range) and launch again
 when the JVM exits with ``Address already in use``; a port given explicitly (a restart) that is
 taken fails at once (``PortTaken``).
 
+With ``ServerTls`` it serves TLS only, as Strimzi runs ZooKeeper: ``secureClientPort`` (Netty)
+and no plaintext client port, its certificate and the CA as PEM files (``ssl.keyStore.type=PEM``),
+and a client certificate from that CA required (``ssl.clientAuth=need``); ``srvr`` then goes
+over TLS too, with the same certificate.
+
 Two ways to use it:
 - ``ZooKeeperServer(directory)``: owns the process (``start()`` / ``stop()``, or ``with``).
 - ``start_detached(directory)`` -> ``DetachedZooKeeper(pid, port)`` for ``odradek dev up
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from dataclasses import dataclass
@@ -32,7 +38,8 @@ from pathlib import Path
 from odradek.dev.processes import candidate_port, listening_ports
 from odradek.dev.waiting import wait_until
 
-JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+# netty-codec: Netty's TLS handler needs it and zookeeper.jar's manifest does not list it (Debian)
+JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar", "/usr/share/java/netty-codec.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 LOG_NAME = "zookeeper.log"
 CONFIG_NAME = "zoo.cfg"
@@ -62,19 +69,44 @@ def check_installed() -> None:
             "(it installs Debian's zookeeper package, which brings a JRE and slf4j)")
 
 
-def write_config(directory: str | os.PathLike, port: int) -> Path:
+@dataclass(frozen=True, slots=True)
+class ServerTls:
+    """``keystore``: PEM with the server's certificate chain and key (also what ``srvr`` presents
+    as a client); ``truststore``: the CA every client's certificate must chain to."""
+    keystore: str
+    truststore: str
+
+    def config(self, port: int) -> str:
+        """``zoo.cfg``'s lines for TLS only on ``port`` (X.509 authentication: ZooKeeper
+        authenticates each client as ``x509:<subject DN>``)."""
+        return (f"secureClientPort={port}\n"
+                "secureClientPortAddress=127.0.0.1\n"
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n"
+                f"ssl.keyStore.location={self.keystore}\nssl.keyStore.type=PEM\n"
+                f"ssl.trustStore.location={self.truststore}\nssl.trustStore.type=PEM\n"
+                "ssl.clientAuth=need\n"
+                "ssl.hostnameVerification=false\n")   # clients are known by certificate, not address
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.truststore)
+        context.load_cert_chain(self.keystore)
+        return context
+
+
+def write_config(directory: str | os.PathLike, port: int, tls: ServerTls | None = None) -> Path:
     """Write ``zoo.cfg`` (data in ``<directory>/data``); return its path."""
     d = Path(directory)
     (d / "data").mkdir(parents=True, exist_ok=True)
     cfg = d / CONFIG_NAME
+    listener = tls.config(port) if tls is not None else f"clientPort={port}\nclientPortAddress=127.0.0.1\n"
     cfg.write_text(
         "tickTime=500\n"            # short ticks: sessions may be as short as 1 s in tests
         "minSessionTimeout=1000\n"
         "maxSessionTimeout=60000\n"
         "initLimit=10\nsyncLimit=5\n"
         f"dataDir={(d / 'data').resolve()}\n"
-        f"clientPort={port}\n"
-        "clientPortAddress=127.0.0.1\n"
+        f"{listener}"
         "admin.enableServer=false\n"
         "4lw.commands.whitelist=srvr,ruok,stat,mntr\n"
         "maxClientCnxns=0\n"
@@ -82,9 +114,11 @@ def write_config(directory: str | os.PathLike, port: int) -> Path:
     return cfg
 
 
-def four_letter(port: int, command: str = "srvr", timeout: float = 1.0) -> str:
-    """Send a four-letter command; return the answer ('' if the server closed at once)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def four_letter(port: int, command: str = "srvr", timeout: float = 1.0, tls: ServerTls | None = None) -> str:
+    """Send a four-letter command (over TLS with ``tls``); return the answer ('' if the server
+    closed at once)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as plain, \
+            (tls.client_context().wrap_socket(plain, server_hostname="127.0.0.1") if tls else plain) as s:
         s.sendall(command.encode())
         chunks = []
         while True:
@@ -95,16 +129,16 @@ def four_letter(port: int, command: str = "srvr", timeout: float = 1.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def serving(port: int) -> bool:
+def serving(port: int, tls: ServerTls | None = None) -> bool:
     try:
-        return any(line.startswith("Mode:") for line in four_letter(port).splitlines())
-    except OSError:
+        return any(line.startswith("Mode:") for line in four_letter(port, tls=tls).splitlines())
+    except OSError:   # ssl.SSLError too: a TLS server that is still starting
         return False
 
 
-def _launch(directory: Path, port: int) -> subprocess.Popen:
+def _launch(directory: Path, port: int, tls: ServerTls | None) -> subprocess.Popen:
     check_installed()
-    cfg = write_config(directory, port)
+    cfg = write_config(directory, port, tls)
     log = open(directory / LOG_NAME, "ab")
     try:
         return subprocess.Popen(
@@ -116,14 +150,15 @@ def _launch(directory: Path, port: int) -> subprocess.Popen:
         log.close()
 
 
-def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float, since: int) -> None:
+def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: float, since: int,
+                  tls: ServerTls | None) -> None:
     """Until this very process listens on ``port`` and answers ``srvr`` (another server that holds
     the port would answer too); ``PortTaken`` as soon as it exits for want of the port."""
     def up() -> bool:
         if proc.poll() is not None:
             kind = PortTaken if PORT_TAKEN in _log_since(directory, since) else ZooKeeperFailed
             raise kind(f"ZooKeeper exited with {proc.returncode} (port {port}):\n{_log_tail(directory)}")
-        return port in listening_ports(proc.pid) and serving(port)
+        return port in listening_ports(proc.pid) and serving(port, tls)
     try:
         wait_until(up, timeout, f"ZooKeeper to serve on port {port}", retry_on=())
     except TimeoutError:
@@ -133,7 +168,8 @@ def _wait_serving(proc: subprocess.Popen, directory: Path, port: int, timeout: f
                               f"{_log_tail(directory)}") from None
 
 
-def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[subprocess.Popen, int]:
+def _start(directory: str | os.PathLike, port: int, timeout: float,
+           tls: ServerTls | None = None) -> tuple[subprocess.Popen, int]:
     """Launch and wait; with port 0 try candidate ports until one is not taken. A given port
     (a restart: clients know it) that is taken fails at once, saying so."""
     d = Path(directory)
@@ -142,9 +178,9 @@ def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[sub
     for attempt in range(attempts):
         chosen = port or candidate_port()
         since = _log_size(d)
-        proc = _launch(d, chosen)
+        proc = _launch(d, chosen, tls)
         try:
-            _wait_serving(proc, d, chosen, timeout, since)
+            _wait_serving(proc, d, chosen, timeout, since, tls)
         except PortTaken:
             if attempt == attempts - 1:
                 raise
@@ -157,10 +193,12 @@ def _start(directory: str | os.PathLike, port: int, timeout: float) -> tuple[sub
 class ZooKeeperServer:
     """A ZooKeeper process owned by this object."""
 
-    def __init__(self, directory: str | os.PathLike, port: int = 0, timeout: float = 30.0) -> None:
+    def __init__(self, directory: str | os.PathLike, port: int = 0, timeout: float = 30.0,
+                 tls: ServerTls | None = None) -> None:
         self.directory = Path(directory)
         self._port = port
         self._timeout = timeout
+        self._tls = tls
         self._proc: subprocess.Popen | None = None
 
     @property
@@ -182,7 +220,7 @@ class ZooKeeperServer:
         return self.directory / LOG_NAME
 
     def start(self) -> "ZooKeeperServer":
-        self._proc, self._port = _start(self.directory, self._port, self._timeout)
+        self._proc, self._port = _start(self.directory, self._port, self._timeout, self._tls)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -210,9 +248,10 @@ class DetachedZooKeeper:
         return f"127.0.0.1:{self.port}"
 
 
-def start_detached(directory: str | os.PathLike, port: int = 0, timeout: float = 30.0) -> DetachedZooKeeper:
+def start_detached(directory: str | os.PathLike, port: int = 0, timeout: float = 30.0,
+                   tls: ServerTls | None = None) -> DetachedZooKeeper:
     """Start a server that outlives this process (own session); stop it with ``stop_pid``."""
-    proc, chosen = _start(directory, port, timeout)
+    proc, chosen = _start(directory, port, timeout, tls)
     return DetachedZooKeeper(proc.pid, chosen, Path(directory))
 
 

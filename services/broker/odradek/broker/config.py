@@ -54,6 +54,8 @@ class BrokerConfig:
     sasl_enabled_mechanisms: str = setting("sasl.enabled.mechanisms")
     sasl_mechanism_inter_broker_protocol: str = setting("sasl.mechanism.inter.broker.protocol")
     connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms")
+    sasl_server_max_receive_size: int = setting("sasl.server.max.receive.size")
+    connections_max_reauth_ms: int = setting("connections.max.reauth.ms")
     ssl_keystore_type: str = setting("ssl.keystore.type")
     ssl_keystore_location: str = setting("ssl.keystore.location")
     ssl_keystore_certificate_chain: str = setting("ssl.keystore.certificate.chain")
@@ -80,6 +82,12 @@ class BrokerConfig:
     zookeeper_connection_timeout_ms: int | None = setting("zookeeper.connection.timeout.ms")
     zookeeper_set_acl: bool = setting("zookeeper.set.acl")
     zookeeper_digest_credentials_file: str = setting("zookeeper.digest.credentials.file")
+    zookeeper_ssl_client_enable: bool = setting("zookeeper.ssl.client.enable")
+    zookeeper_ssl_keystore_type: str = setting("zookeeper.ssl.keystore.type")
+    zookeeper_ssl_keystore_location: str = setting("zookeeper.ssl.keystore.location")
+    zookeeper_ssl_truststore_type: str = setting("zookeeper.ssl.truststore.type")
+    zookeeper_ssl_truststore_location: str = setting("zookeeper.ssl.truststore.location")
+    zookeeper_ssl_endpoint_identification_algorithm: str = setting("zookeeper.ssl.endpoint.identification.algorithm")
     control_plane_ssl_keystore_location: str = setting("control.plane.ssl.keystore.location")
     control_plane_ssl_truststore_location: str = setting("control.plane.ssl.truststore.location")
     control_plane_ssl_endpoint_identification_algorithm: str = setting(
@@ -112,7 +120,7 @@ class BrokerConfig:
         return ZkTimeouts(self.zookeeper_session_timeout_ms, self.zookeeper_connection_timeout_ms)
 
     def zookeeper_security(self) -> ZkSecurity:
-        """Reads the credentials file: ``ValueError`` when it cannot."""
+        """Reads the credentials file and loads the TLS files: ``ValueError`` when it cannot."""
         return ZkSecurity.from_settings(self.broker_settings)
 
     def control_plane_tls(self) -> ControlPlaneTls | None:

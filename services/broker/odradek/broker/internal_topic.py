@@ -9,7 +9,9 @@ leader append at acks=all, answered once the high watermark passes the batch.
 ``completes_if_cancelled`` guards a coordinator's request whose state change spans an append.
 ``replay`` is how a coordinator loads a partition it comes to lead: every batch from the log
 start to the log end, read in 1 MiB chunks with a yield to the event loop between chunks so
-that a large partition never stalls the broker.
+that a large partition never stalls the broker. ``SkippedRecords`` is how a loading coordinator
+survives a record it cannot parse (counted, logged once per load, skipped: never a reason to
+resign the partition's groups or transactions).
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ import dataclasses
 import functools
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, TypeVar
 
 from odradek.cluster import control_plane as cp
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import RecordBatch, iter_batches
+from odradek.records import Record, RecordBatch, iter_batches, iter_records
+
+from odradek.broker.replication.txn_guard import Origin
 
 if TYPE_CHECKING:
     from odradek.broker.controller_client import ControllerClient
@@ -48,6 +53,9 @@ APPEND_ERRORS = {
 _COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms, transaction.state.log's request timeout
 _CREATE_RETRY_S = 1.0
 CHUNK = 1 << 20
+# what decoding a record that is not the coordinator's own format raises (short fields, bad
+# UTF-8, unknown versions, a batch whose records cannot be read)
+UNPARSEABLE = (ValueError, KafkaError, struct.error)
 
 
 class InternalTopic:
@@ -115,7 +123,7 @@ class InternalTopic:
     async def append(self, partition: int, batch: bytearray) -> None:
         """Leader append with acks=all; returns once the high watermark passes the batch."""
         replicas = self.replicas
-        info = replicas.append(self.name, partition, memoryview(batch), acks=-1)
+        info = replicas.append(self.name, partition, memoryview(batch), acks=-1, origin=Origin.COORDINATOR)
         done = replicas.replicated(self.name, partition, info.last_offset)
         try:
             error = await asyncio.wait_for(asyncio.shield(done), _COMMIT_TIMEOUT_S)
@@ -197,6 +205,42 @@ def serving(owned: Mapping, partition: int, topic_name: str, broker_id: int, key
     if not entry.loaded:
         raise KafkaError(E.coordinator_load_in_progress, f"{topic_name}-{partition} is loading")
     return entry
+
+
+@dataclass
+class SkippedRecords:
+    """Records of a coordinator partition skipped while loading because they could not be parsed
+    (before issue 30 a client could produce garbage to the internal topics): their count, and
+    where the first was and why, for the one line logged per load."""
+    count: int = 0
+    first_offset: int = -1
+    first_error: str = ""
+
+    def skip(self, offset: int, error: Exception, records: int = 1) -> None:
+        if not self.count:
+            self.first_offset, self.first_error = offset, str(error) or type(error).__name__
+        self.count += records
+
+    def records(self, batch: RecordBatch) -> list[Record]:
+        """The batch's records; none (all counted) if they cannot be read."""
+        try:
+            return list(iter_records(batch))
+        except UNPARSEABLE as e:
+            self.skip(batch.base_offset, e, batch.records_count)
+            return []
+
+    def each(self, batch: RecordBatch, apply: Callable[[Record], None]) -> None:
+        """``apply`` to every record of ``batch``; one that raises an ``UNPARSEABLE`` error is counted."""
+        for record in self.records(batch):
+            try:
+                apply(record)
+            except UNPARSEABLE as e:
+                self.skip(batch.base_offset, e)
+
+    def report(self, topic: str, partition: int) -> None:
+        if self.count:
+            log.warning("loading %s-%d: skipped %d records that cannot be parsed (the first in the batch at "
+                        "offset %d: %s)", topic, partition, self.count, self.first_offset, self.first_error)
 
 
 async def replay(log, on_batch: Callable[[RecordBatch], None], should_continue: Callable[[], bool] = lambda: True,

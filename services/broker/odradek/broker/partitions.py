@@ -13,6 +13,9 @@ pass over the logs and its value types are in ``replication.read``), follower fe
 (``record_follower_fetch``, which moves the HW, completes parked produces and deletions,
 wakes parked consumer fetches and asks for ISR expansion) and DeleteRecords
 (``delete_records``: Kafka's deleteRecordsOnLeader and DelayedDeleteRecords).
+Appends carry their origin: a client's to an internal topic is refused, and with
+``verify_transactions`` (``transaction.partition.verification.enable``) a client's transactional
+batch needs an open transaction or the guard of ``start_verification`` (``replication.txn_guard``).
 Once the data directory is offline (an append failed with an OSError, see
 storage.failure) every partition answers KAFKA_STORAGE_ERROR.
 The replication parts live in ``odradek.broker.replication`` (partition state, fetchers,
@@ -37,6 +40,7 @@ from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
 from odradek.broker.replication.purgatory import FetchWakeup
 from odradek.broker.replication.read import FetchParams, FetchResult, read_logs
+from odradek.broker.replication.txn_guard import Origin, VerificationGuard, check_origin
 from odradek.broker.storage import AppendInfo, Log, LogManager
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
@@ -87,6 +91,7 @@ class ReplicaManager:
                               self._after_isr_change)
         self._fetchers: ReplicaFetcherManager | None = None
         self._closed = False
+        self.verify_transactions = False  # transaction.partition.verification.enable (set by the txn wiring)
 
     @property
     def fetchers(self) -> ReplicaFetcherManager:
@@ -250,19 +255,43 @@ class ReplicaManager:
         return broker.rack if broker is not None else None
 
     # -- data ----------------------------------------------------------------------------
-    def append(self, topic: str, partition: int, records: memoryview, *, acks: int = 1) -> AppendInfo:
+    def append(self, topic: str, partition: int, records: memoryview, *, acks: int = 1,
+               origin: Origin = Origin.CLIENT, guard: VerificationGuard | None = None) -> AppendInfo:
         """Append as leader. acks=all is refused with NOT_ENOUGH_REPLICAS when the ISR is below
-        min.insync.replicas; waiting for replication is ``replicated``'s job."""
-        return self._append(topic, partition, acks, lambda log, epoch: log.append(records, leader_epoch=epoch))
+        min.insync.replicas; waiting for replication is ``replicated``'s job. A client may not
+        write internal topics, nor (verifying) a transactional batch without ``guard``."""
+        check_origin(topic, origin)
+        verify = origin is Origin.CLIENT and self.verify_transactions
+
+        def write(lp: LeaderPartition) -> AppendInfo:
+            if verify:
+                lp.partition.verifications.check(lp.log, records, guard)
+            info = lp.log.append(records, leader_epoch=lp.partition.leader_epoch)
+            lp.partition.verifications.appended(records)
+            return info
+        return self._append(topic, partition, acks, write)
+
+    def start_verification(self, topic: str, partition: int, producer_id: int, epoch: int
+                           ) -> VerificationGuard | None:
+        """Kafka's Partition.maybeStartTransactionVerification: None if the producer's transaction
+        is open on this leader already, else the guard to append with once the coordinator agrees."""
+        check_origin(topic, Origin.CLIENT)
+        lp = self.leader(topic, partition)
+        return lp.partition.verifications.start(lp.log, producer_id, epoch)
 
     def append_marker(self, topic: str, partition: int, control_type: ControlType, producer_id: int,
                       producer_epoch: int, coordinator_epoch: int) -> AppendInfo:
         """Append a transaction coordinator's marker as leader, an acks=all write as in Kafka
-        (the caller waits with ``replicated``)."""
-        return self._append(topic, partition, -1, lambda log, epoch: log.append_marker(
-            control_type, producer_id, producer_epoch, coordinator_epoch, leader_epoch=epoch))
+        (the caller waits with ``replicated``); a verification of the producer in flight is void."""
+        def write(lp: LeaderPartition) -> AppendInfo:
+            info = lp.log.append_marker(control_type, producer_id, producer_epoch, coordinator_epoch,
+                                        leader_epoch=lp.partition.leader_epoch)
+            lp.partition.verifications.ended(producer_id)
+            return info
+        return self._append(topic, partition, -1, write)
 
-    def _append(self, topic: str, partition: int, acks: int, write: Callable[[Log, int], AppendInfo]) -> AppendInfo:
+    def _append(self, topic: str, partition: int, acks: int, write: Callable[[LeaderPartition], AppendInfo]
+                ) -> AppendInfo:
         lp = self.leader(topic, partition)
         part = lp.partition
         if acks == -1 and len(part.isr) < part.min_isr:
@@ -270,7 +299,7 @@ class ReplicaManager:
                              f"the ISR of {topic}-{partition} is {list(part.isr)}, below "
                              f"min.insync.replicas={part.min_isr}")
         try:
-            info = write(lp.log, part.leader_epoch)
+            info = write(lp)
         except OSError as e:
             raise self.logs.failures.fail(f"appending to {topic}-{partition}", e) from e
         if part.advance_high_watermark():

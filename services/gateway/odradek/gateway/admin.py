@@ -13,7 +13,7 @@ from odradek.gateway import v3
 from odradek.gateway.auth import ADMIN, READ, require
 from odradek.gateway.errors import GatewayError, InvalidTopicRequest, KafkaFailure, TopicNotFound
 from odradek.gateway.models import AlterConfigs, CreateTopic, PatchTopic
-from odradek.gateway.principals import kafka
+from odradek.gateway.principals import kafka, listing_principal
 from odradek.topics import is_internal
 
 TIMEOUT_S = v3.TIMEOUT_S
@@ -51,8 +51,10 @@ async def list_clusters(request: Request) -> dict:
 async def list_topics(cluster_id: str, request: Request) -> dict:
     await v3.cluster_id(request, cluster_id)
     md = await (await kafka(request, optional=True)).metadata(fresh=True)
+    who = listing_principal(request)
     return {"kind": "KafkaTopicList", "data": [_topic_json(v3.base(request), cluster_id, md.topics[n])
-                                                for n in sorted(md.topics) if md.topics[n].error is None]}
+                                                for n in sorted(md.topics)
+                                                if md.topics[n].error is None and who.sees(n)]}
 
 
 async def get_topic(cluster_id: str, topic: str, request: Request, _=require(READ)) -> dict:

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from odradek.gateway import edge, metrics, routes
-from odradek.gateway.auth import Tokens
+from odradek.gateway.auth import RequireToken, Tokens
 from odradek.gateway.broker_metrics import BrokerMetrics
 from odradek.gateway.errors import GatewayError
 from odradek.gateway.instances import ConsumerInstances
@@ -44,7 +44,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
                               "and group-less range reads (JSON or Arrow) for Spark.")
     app.state.settings = settings
     app.state.broker_metrics = BrokerMetrics(settings.broker_metrics_urls)
-    app.state.tokens = Tokens(settings.auth_file) if settings.auth_file else None
+    app.state.tokens = Tokens(settings.auth_file, settings.kafka_security_protocol) if settings.auth_file else None
     # every error answers {"error_code", "message"}: domain errors through edge's one table
     app.add_exception_handler(GatewayError, edge.domain_error)
     app.add_exception_handler(StarletteHTTPException, edge.http_error)
@@ -53,5 +53,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.middleware("http")(metrics.middleware)
     app.add_middleware(edge.BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(ReleaseLeases)
+    if settings.require_auth:   # outermost: nothing else runs for a request without a token
+        app.add_middleware(RequireToken)
     routes.install(app)
     return app

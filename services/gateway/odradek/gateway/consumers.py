@@ -52,6 +52,11 @@ async def subscribe(group: str, name: str, body: Subscription, request: Request,
         # refused here, with the code its body validation answers (its 42201 means "key schema missing")
         raise InvalidBody("give exactly one of topics or topic_pattern")
     _may_read(request, body.topics or [])
+    who = authenticate(request)
+    if body.topic_pattern and not who.reads_every_topic():
+        # a pattern matches topics created later too: only a token that may read them all
+        raise Forbidden(f"{who.name} may not subscribe to a topic pattern (it may not read every topic): "
+                        "subscribe to the topics by name")
     if inst.assigned:
         raise IllegalState()
     topics = body.topics or ["^" + body.topic_pattern.lstrip("^")]
@@ -111,6 +116,7 @@ async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> 
     raw = await edge.read_body(request)
     body = edge.parse(raw, Offsets) if raw.strip() else Offsets()
     if body.offsets:
+        _may_read(request, [o.topic for o in body.offsets])   # Kafka's OffsetCommit needs READ on the topic
         for o in body.offsets:  # 40401 / 40402 for what does not exist, rather than the broker's 50002
             await (await kafka(request)).partition(o.topic, o.partition)
         tps = [TopicPartition(o.topic, o.partition, o.offset + 1, metadata=o.metadata or "") for o in body.offsets]
@@ -123,6 +129,7 @@ async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> 
 
 async def committed(group: str, name: str, body: Partitions, request: Request) -> dict:
     inst = _instance(request, group, name)
+    _may_read(request, [p.topic for p in body.partitions])
     tps = await inst.call(inst.consumer.committed, [TopicPartition(p.topic, p.partition) for p in body.partitions], 10)
     return {"offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset if tp.offset >= 0 else -1,
                          "metadata": tp.metadata or ""} for tp in tps]}
@@ -130,6 +137,7 @@ async def committed(group: str, name: str, body: Partitions, request: Request) -
 
 async def seek(group: str, name: str, body: Offsets, request: Request, _k: str = V2_BODY) -> Response:
     inst = _instance(request, group, name)
+    _may_read(request, [o.topic for o in body.offsets])
     await inst.call(inst.seek, [TopicPartition(o.topic, o.partition, o.offset) for o in body.offsets])
     return Response(status_code=204)
 

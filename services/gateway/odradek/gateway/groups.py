@@ -4,8 +4,9 @@ resetting a group's committed offsets (Kafka's ``kafka-consumer-groups --reset-o
 deleting a group, both only while the group has no members, as Kafka requires.
 
 Everything goes through the request principal's admin client (DescribeGroups, ListGroups,
-OffsetFetch, ListOffsets, OffsetCommit, DeleteGroups), so the brokers' group ACLs apply; lags
-of topics the caller's token may not read are left out."""
+OffsetFetch, ListOffsets, OffsetCommit, DeleteGroups), so the brokers' group ACLs apply; the
+token's ``groups`` (``auth``) bound which groups it may see and touch; lags of topics the
+caller's token may not read are left out."""
 
 from __future__ import annotations
 
@@ -65,10 +66,10 @@ def _group_json(at: v3.Links, g) -> dict:
             "lag_summary": at.related("consumer-groups", g.group_id, "lag-summary")}
 
 
-async def list_groups(cluster_id: str, request: Request, _=require(READ)) -> dict:
+async def list_groups(cluster_id: str, request: Request, who: Principal = require(READ)) -> dict:
     at = await v3.links(request, cluster_id)
     listed = await v3.wait((await kafka(request)).admin.list_consumer_groups(request_timeout=v3.TIMEOUT_S))
-    described = await _describe(request, sorted(g.group_id for g in listed.valid))
+    described = await _describe(request, sorted(g.group_id for g in listed.valid if who.may_group(g.group_id)))
     return at.listing("KafkaConsumerGroupList", ("consumer-groups",),
                       [_group_json(at, g) for g in described if g.state != ConsumerGroupState.DEAD])
 

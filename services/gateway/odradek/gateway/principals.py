@@ -1,11 +1,12 @@
 """Principal propagation: which Kafka principal a request acts as, and that principal's clients.
 
-Kafka has no impersonation, so an HTTP user mapped to a Kafka principal (``kafka_username`` in
-the tokens file, see ``auth``) gets Kafka clients of its own, logged in with that principal's
-SASL credentials: a producer, an admin client and range readers (a ``KafkaBridge``), and the
-consumers of the consumer instances it creates. The brokers' ACLs then decide what the user
-may do, as with Confluent REST Proxy's principal propagation. Users without a mapping (and
-requests without a token on the paths that need none) act as the gateway's own principal.
+Kafka has no impersonation, so an HTTP user mapped to a Kafka principal (``kafka_username`` or
+``kafka_ssl_certificate_location`` in the tokens file, see ``auth``) gets Kafka clients of its
+own, logged in with that principal's SASL credentials or client certificate: a producer, an
+admin client and range readers (a ``KafkaBridge``), and the consumers of the consumer instances
+it creates. The brokers' ACLs then decide what the user may do, as with Confluent REST Proxy's
+principal propagation. Users without a mapping (and, unless ``--require-auth``, requests
+without a token on the inventory paths) act as the gateway's own principal.
 
 Bridges are opened on a user's first request (after the brokers accepted the credentials:
 a refusal answers 401 at once), kept while used, closed after ``principal_clients_idle_ms``
@@ -17,14 +18,13 @@ is closed to make room. A request holds a lease on its bridge until it has answe
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
 
 from fastapi import Request
 
-from odradek.gateway.auth import Principal, authenticate
+from odradek.gateway.auth import ANONYMOUS, KafkaLogin, Principal, authenticate
 from odradek.gateway.kafka import KafkaBridge
 from odradek.gateway.settings import GatewaySettings
 
@@ -35,7 +35,7 @@ LEASES = "odradek.kafka_leases"   # the request scope's key: the entries whose b
 @dataclass
 class _Entry:
     bridge: KafkaBridge
-    username: str
+    principal: str                 # as the brokers name it: User:paula, User:CN=alice,...
     last_used: float
     leases: int = 0
 
@@ -46,15 +46,14 @@ class KafkaClients:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self.own = self._bridge()
-        self._mapped: dict[tuple[str, bytes], _Entry] = {}
-        self._opening: dict[tuple[str, bytes], asyncio.Lock] = {}   # one per principal in the tokens file
+        self._mapped: dict[tuple, _Entry] = {}
+        self._opening: dict[tuple, asyncio.Lock] = {}   # one per login in the tokens file
         self._reaper: asyncio.Task | None = None
 
-    def _bridge(self, username: str | None = None, password: str | None = None) -> KafkaBridge:
+    def _bridge(self, login: KafkaLogin | None = None, name: str = "") -> KafkaBridge:
         s = self.settings
-        return KafkaBridge(s.bootstrap_servers, s.max_record_bytes, s.produce_timeout_ms,
-                           s.client_config(username, password),
-                           "odradek-gateway" if username is None else f"odradek-gateway-{username}")
+        return KafkaBridge(s.bootstrap_servers, s.max_record_bytes, s.produce_timeout_ms, s.client_config(login),
+                           "odradek-gateway" if login is None else f"odradek-gateway-{name}")
 
     async def start(self) -> None:
         self._reaper = asyncio.create_task(self._close_idle())
@@ -68,15 +67,14 @@ class KafkaClients:
 
     @property
     def open_principals(self) -> list[str]:
-        return sorted(e.username for e in self._mapped.values())
+        return sorted(e.principal for e in self._mapped.values())
 
     async def acquire(self, who: Principal | None) -> _Entry | None:
         """The entry of ``who``'s Kafka principal (opened if need be), leased; None: the
         gateway's own principal."""
-        if who is None or who.kafka_username is None:
+        if who is None or who.kafka is None:
             return None
-        # keyed by the password too: a changed password in the tokens file logs in afresh
-        key = (who.kafka_username, hashlib.sha256(who.kafka_password.encode()).digest())
+        key = who.kafka.cache_key()
         async with self._opening.setdefault(key, asyncio.Lock()):
             entry = self._mapped.get(key)
             if entry is not None and entry.bridge.auth_error is not None:
@@ -94,14 +92,15 @@ class KafkaClients:
 
     async def _open(self, key, who: Principal) -> _Entry:
         await self._make_room()
-        bridge = self._bridge(who.kafka_username, who.kafka_password)
+        principal = who.kafka.principal
+        bridge = self._bridge(who.kafka, who.kafka.username or who.name)
         try:
             await bridge.authenticate()
         except BaseException:
             await bridge.close()
             raise
-        entry = self._mapped[key] = _Entry(bridge, who.kafka_username, time.monotonic())
-        log.info("Kafka clients opened for principal User:%s (HTTP user %s)", who.kafka_username, who.name)
+        entry = self._mapped[key] = _Entry(bridge, principal, time.monotonic())
+        log.info("Kafka clients opened for principal %s (HTTP user %s)", principal, who.name)
         return entry
 
     async def _make_room(self) -> None:
@@ -117,7 +116,7 @@ class KafkaClients:
     async def _drop(self, key) -> None:
         entry = self._mapped.pop(key, None)   # its lock stays: a waiter on it must meet the next opening
         if entry is not None:
-            log.info("Kafka clients of principal User:%s closed", entry.username)
+            log.info("Kafka clients of principal %s closed", entry.principal)
             await entry.bridge.close()
 
     async def _close_idle(self) -> None:
@@ -132,18 +131,26 @@ class KafkaClients:
 
 async def kafka(request: Request, optional: bool = False) -> KafkaBridge:
     """The bridge of the principal this request acts as, leased until the request has answered.
-    ``optional``: a request without a token acts as the gateway's own principal (the paths that
-    need no rights); with one, as the token's user."""
+    ``optional``: a request without a token acts as the gateway's own principal (the inventory
+    paths, unless ``--require-auth``); with one, as the token's user."""
     leases = request.scope.setdefault(LEASES, [])
     if "odradek.kafka" in request.scope:
         return request.scope["odradek.kafka"]
     clients: KafkaClients = request.app.state.clients
-    anonymous = optional and "authorization" not in request.headers
+    anonymous = optional and not clients.settings.require_auth and "authorization" not in request.headers
     entry = await clients.acquire(None if anonymous else authenticate(request))
     if entry is not None:
         leases.append(entry)
     request.scope["odradek.kafka"] = bridge = clients.own if entry is None else entry.bridge
     return bridge
+
+
+def listing_principal(request: Request) -> Principal:
+    """Whose rights filter an inventory listing (``/topics``, v3 topics): the token's user; a
+    request without a token where ``kafka(optional=True)`` let it in sees what the gateway sees."""
+    if "authorization" not in request.headers and not request.app.state.settings.require_auth:
+        return ANONYMOUS
+    return authenticate(request)
 
 
 class ReleaseLeases:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek import logs
+from odradek.gateway.auth import KafkaLogin
 from odradek.gateway.broker_metrics import BrokerMetrics
 
 ENV_PREFIX = "ODRADEK_GATEWAY_"
@@ -27,6 +28,7 @@ class GatewaySettings:
     port: int = 8080
     advertised_url: str = ""            # this replica's URL in consumer instances' base_uri
     auth_file: str = ""                 # bearer tokens and their rights (see auth.py); empty: no auth
+    require_auth: bool = False          # production: an auth file is required, every route but the probes needs a token
     consumer_instance_timeout_ms: int = 300_000
     max_request_bytes: int = 64 << 20   # whole request body
     max_record_bytes: int = 1_048_588   # Kafka's max.message.bytes default
@@ -57,19 +59,23 @@ class GatewaySettings:
     def scheme(self) -> str:
         return "https" if self.ssl_certfile else "http"
 
-    def client_config(self, username: str | None = None, password: str | None = None) -> dict:
+    def client_config(self, login: KafkaLogin | None = None) -> dict:
         """librdkafka's security settings for the gateway's clients: the gateway's own principal,
-        or (``username``/``password``) the SASL credentials an HTTP user is mapped to."""
+        or ``login``, the SASL credentials or client certificate an HTTP user is mapped to (the
+        tokens file refuses a mapping the protocol cannot carry: ``auth.Tokens``)."""
         conf = {"security.protocol": self.kafka_security_protocol}
+        sasl = login is not None and login.username is not None
         if self.kafka_security_protocol.upper().startswith("SASL_"):
             conf |= {"sasl.mechanism": self.kafka_sasl_mechanism,
-                     "sasl.username": self.kafka_sasl_username if username is None else username,
-                     "sasl.password": self.kafka_sasl_password if password is None else password}
+                     "sasl.username": login.username if sasl else self.kafka_sasl_username,
+                     "sasl.password": login.password if sasl else self.kafka_sasl_password}
         if self.kafka_security_protocol.upper().endswith("SSL"):
             conf["ssl.endpoint.identification.algorithm"] = self.kafka_ssl_endpoint_identification_algorithm or "none"
+            certificate = login is not None and login.certificate is not None
             for key, value in (("ssl.ca.location", self.kafka_ssl_ca_location),
-                               ("ssl.certificate.location", self.kafka_ssl_certificate_location),
-                               ("ssl.key.location", self.kafka_ssl_key_location)):
+                               ("ssl.certificate.location",
+                                login.certificate if certificate else self.kafka_ssl_certificate_location),
+                               ("ssl.key.location", login.key if certificate else self.kafka_ssl_key_location)):
                 if value:
                     conf[key] = value
         return conf
@@ -81,13 +87,17 @@ def parser() -> argparse.ArgumentParser:
 
     def opt(name: str, default, kind=str, help_: str = ""):
         value = env(ENV_PREFIX + name.upper().replace("-", "_"))
-        ap.add_argument(f"--{name}", type=kind, default=kind(value) if value is not None else default, help=help_)
+        flag = {"nargs": "?", "const": True} if kind is _flag else {}   # a bare --require-auth is true
+        ap.add_argument(f"--{name}", type=kind, default=kind(value) if value is not None else default, help=help_,
+                        **flag)
 
     opt("bootstrap-servers", None, str, "Kafka bootstrap servers (required)")
     opt("host", "127.0.0.1")
     opt("port", 8080, int)
     opt("advertised-url", "", str, "this replica's URL, for consumer instances' base_uri")
     opt("auth-file", "", str, "bearer tokens file (JSON); empty: no authentication")
+    opt("require-auth", False, _flag, "production: refuse to start without --auth-file, and ask every route but "
+        "/healthz and /readyz for a token (true/false)")
     opt("consumer-instance-timeout-ms", 300_000, int)
     opt("max-request-bytes", 64 << 20, int)
     opt("max-record-bytes", 1_048_588, int)
@@ -112,10 +122,23 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _flag(value) -> bool:
+    """A boolean option's value, from the command line or an env var (``true``, ``1``, ``yes``)."""
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(value).strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r}: true or false")
+
+
 def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.Namespace]:
     args = parser().parse_args(argv)
     if not args.bootstrap_servers:
         parser().error("--bootstrap-servers (or ODRADEK_GATEWAY_BOOTSTRAP_SERVERS) is required")
+    if args.require_auth and not args.auth_file:
+        parser().error("--require-auth needs --auth-file (ODRADEK_GATEWAY_AUTH_FILE): the bearer tokens")
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         parser().error("--ssl-certfile and --ssl-keyfile go together")
     protocol = args.kafka_security_protocol.upper()
@@ -127,7 +150,7 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
         parser().error(f"{protocol} needs --kafka-sasl-mechanism, --kafka-sasl-username and a password")
     settings = GatewaySettings(
         bootstrap_servers=args.bootstrap_servers, host=args.host, port=args.port,
-        advertised_url=args.advertised_url, auth_file=args.auth_file,
+        advertised_url=args.advertised_url, auth_file=args.auth_file, require_auth=args.require_auth,
         consumer_instance_timeout_ms=args.consumer_instance_timeout_ms,
         max_request_bytes=args.max_request_bytes, max_record_bytes=args.max_record_bytes,
         ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,

@@ -15,7 +15,7 @@ from odradek.gateway.errors import InvalidBody, PartitionNotFound, RecordTooLarg
 from odradek.gateway.kafka import Delivery, KafkaBridge, OutRecord, read_range
 from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
 from odradek.gateway.models import STREAM_RECORDS, StreamRecord, V2BinaryProduceRequest, V2ProduceRequest
-from odradek.gateway.principals import kafka as principal_kafka
+from odradek.gateway.principals import kafka as principal_kafka, listing_principal
 from odradek.topics import is_internal
 
 
@@ -32,7 +32,8 @@ def _partition_json(p) -> dict:
 
 async def list_topics(request: Request) -> list[str]:
     md = await (await bridge(request, optional=True)).metadata(fresh=True)
-    return sorted(n for n, t in md.topics.items() if t.error is None and not is_internal(n))
+    who = listing_principal(request)
+    return sorted(n for n, t in md.topics.items() if t.error is None and not is_internal(n) and who.sees(n))
 
 
 async def get_topic(topic: str, request: Request, _=require(READ)) -> dict:

@@ -54,6 +54,7 @@ class GroupCoordinator:
         self.partitions = config.offsets_partitions  # replaced by the topic's real count
         self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
         self.owned: dict[int, _Owned] = {}
+        self.unparseable_records = 0   # skipped while loading partitions (a metric)
         self._retention: asyncio.TimerHandle | None = None
 
     # -- leadership ----------------------------------------------------------------------------
@@ -81,6 +82,8 @@ class GroupCoordinator:
             return
         if contents is None or self.owned.get(partition) is not owned:
             return
+        contents.skipped.report(OFFSETS_TOPIC, partition)
+        self.unparseable_records += contents.skipped.count
         groups = contents.build(self._now())
         for group in groups:
             self.membership.install(group)

@@ -8,6 +8,8 @@ only offsets are Empty. Offsets committed in a transaction (TxnOffsetCommit: a t
 batch of the producer) stay pending until that producer's control batch: a commit marker
 applies them, an abort marker drops them; those still pending at the log end are the groups'
 pending transactional offsets. Reading is ``internal_topic.replay``'s (chunked, yielding).
+A record that cannot be parsed (garbage a client once could produce to the topic) is counted in
+``skipped`` and passed over: the other groups of the partition load as they should.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass, field
 from odradek.broker.group.model import Group, GroupState, Member
 from odradek.broker.group.records import (GroupKey, GroupValue, OffsetKey, OffsetValue, decode_group_value,
                                           decode_key, decode_offset_value)
-from odradek.broker.internal_topic import replay
-from odradek.records import Record, RecordBatch, iter_records
+from odradek.broker.internal_topic import SkippedRecords, replay
+from odradek.records import Record, RecordBatch
 
 _COMMIT = 1  # a control record's type (key: int16 version, int16 type; 0 = abort)
 
@@ -32,16 +34,16 @@ class PartitionContents:
     # producer id -> group -> (topic, partition) -> offset, awaiting that producer's marker
     pending: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = field(default_factory=dict)
     records: int = 0
+    skipped: SkippedRecords = field(default_factory=SkippedRecords)
 
     def replay_batch(self, batch: RecordBatch) -> None:
         if batch.is_control:
-            records = list(iter_records(batch))
+            records = self.skipped.records(batch)
             if records and records[0].key is not None and len(records[0].key) >= 4:
                 self.complete(batch.producer_id, int.from_bytes(records[0].key[2:4], "big") == _COMMIT)
             return
         txn = batch.producer_id if batch.is_transactional else None
-        for record in iter_records(batch):
-            self.replay(record, txn)
+        self.skipped.each(batch, lambda record: self.replay(record, txn))
 
     def complete(self, producer_id: int, commit: bool) -> None:
         for group, offsets in self.pending.pop(producer_id, {}).items():

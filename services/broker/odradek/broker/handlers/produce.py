@@ -7,6 +7,16 @@ write, the request is parked in the partition's purgatory until the high waterma
 its last offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
 meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved), or REQUEST_TIMED_OUT at the
 request's timeout.
+
+Before any append, Kafka 3.9's checks: a request with transactional batches needs a
+transactional.id the producer may WRITE, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+(a topic writer could otherwise open a transaction that pins the last stable offset of every
+read_committed consumer); a client never appends to an internal topic (INVALID_TOPIC_EXCEPTION
+"Cannot append to internal topic", the super user included); and, with
+``transaction.partition.verification.enable`` (KIP-890 part 1), the first transactional batch of
+a transaction on a partition is appended only once the transaction coordinator confirms the
+partition was added to it (``txn.verification``; INVALID_TXN_STATE "Partition was not added to
+the transaction" otherwise), later ones go straight to the log.
 """
 
 from __future__ import annotations
@@ -23,42 +33,25 @@ from odradek.config.quotas import PRODUCER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
+from odradek.broker.txn.verification import produce_error
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import ConnectionClosed
+from odradek.records import MAGIC, BatchHeader, iter_headers
 
 _UTC = datetime.timezone.utc
 
 
 async def produce(ctx: BrokerContext, header, req):
     s = Schemas(ApiKey.PRODUCE, header.api_version)
-    results: dict[tuple[str, int], object] = {}
-    waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
-    order = []
-    denied = _denied_topics(ctx, req) if ctx.authorizer is not None else {}
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            key = (td.name, pd.index)
-            order.append(key)
-            if td.name in denied:
-                results[key] = _failure(s, pd.index, denied[td.name], None)
-                continue
-            try:
-                info = _append(ctx, td.name, pd, req.acks)
-                ctx.topic_stats.produced(td.name, info.valid_bytes, info.records_count)
-                if req.acks == -1:
-                    waits[key] = (ctx.replicas.replicated(td.name, pd.index, info.last_offset), info)
-                else:
-                    results[key] = _success(s, pd.index, info)
-            except KafkaError as e:
-                if ctx.replicas.topic(td.name) is not None:  # no series for names a client made up
-                    ctx.topic_stats.failed(td.name, FAILED_PRODUCE)
-                results[key] = _failure(s, pd.index, e.code, e.message)
-    if waits:
-        parked = time.monotonic()
-        await _await_replication(s, waits, results, req.timeout)
-        remote_time(time.monotonic() - parked)
+    entries = {(td.name, pd.index): pd.records for td in req.topic_data for pd in td.partition_data}
+    firsts = {key: _first_batch(records) for key, records in entries.items()}
+    refusal = _refusal(ctx, req.transactional_id, firsts)
+    if refusal is not None:   # Kafka's whole-request answer: every partition the same error
+        results = {key: _failure(s, key[1], refusal.code, refusal.message) for key in entries}
+    else:
+        results = await _produce(ctx, s, req, entries, firsts)
     throttle = record_bytes(ctx.quotas, PRODUCER_BYTE_RATE, header, current().request_bytes)  # 0: no quota
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
@@ -66,28 +59,112 @@ async def produce(ctx: BrokerContext, header, req):
             raise ConnectionClosed("acks=0 produce failed; closing so the producer notices")
         return Answer(None, throttle)   # no response, but the connection is muted all the same
     topics: dict[str, list] = {}
-    for key in order:
+    for key in entries:
         topics.setdefault(key[0], []).append(results[key])
     return Answer(make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
         make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items())),
         throttle)
 
 
-def _denied_topics(ctx: BrokerContext, req) -> dict[str, ErrorCode]:
-    """Topics this producer may not write to, with Kafka's code (a transactional.id it may not
-    write covers every topic)."""
-    names = {td.name for td in req.topic_data}
-    if req.transactional_id is not None and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                        req.transactional_id):
-        return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
+async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict) -> dict:
+    """Each partition's answer: authorized, verified (KIP-890), appended and, for acks=all, replicated."""
+    results: dict[tuple[str, int], object] = {}
+    waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
+    denied = _denied_topics(ctx, {name for name, _ in entries}) if ctx.authorizer is not None else {}
+    for key in entries:
+        if key[0] in denied:
+            results[key] = _failure(s, key[1], denied[key[0]], None)
+    guards, unverified = await _verify(ctx, req.transactional_id,
+                                       {k: b for k, b in firsts.items() if k not in results})
+    for key, records in entries.items():
+        if key in results:
+            continue
+        try:
+            if key in unverified:
+                raise unverified[key]
+            info = _append(ctx, key, records, req.acks, guards.get(key))
+            ctx.topic_stats.produced(key[0], info.valid_bytes, info.records_count)
+            if req.acks == -1:
+                waits[key] = (ctx.replicas.replicated(key[0], key[1], info.last_offset), info)
+            else:
+                results[key] = _success(s, key[1], info)
+        except KafkaError as e:
+            if ctx.replicas.topic(key[0]) is not None:  # no series for names a client made up
+                ctx.topic_stats.failed(key[0], FAILED_PRODUCE)
+            results[key] = _failure(s, key[1], e.code, e.message)
+    if waits:
+        parked = time.monotonic()
+        await _await_replication(s, waits, results, req.timeout)
+        remote_time(time.monotonic() - parked)
+    return results
+
+
+def _first_batch(records) -> BatchHeader | None:
+    """The header of a partition's first v2 batch (Kafka looks at the first batch of each
+    partition for the request's transactional and idempotent flags), or None."""
+    if not records:
+        return None
+    header = next(iter_headers(memoryview(records)), None)
+    return header if header is not None and header.magic == MAGIC else None
+
+
+def _transactional(firsts: dict) -> dict:
+    return {key: h for key, h in firsts.items() if h is not None and h.is_transactional and h.producer_id >= 0}
+
+
+def _refusal(ctx: BrokerContext, transactional_id: str | None, firsts: dict) -> KafkaError | None:
+    """Kafka 3.9's checks of the whole request (KafkaApis.handleProduceRequest, then
+    ReplicaManager's partitionEntriesForVerification): transactional records need a
+    transactional.id the producer may WRITE; one producer id for all of them."""
+    transactional = _transactional(firsts)
+    if not transactional:
+        return None
+    if transactional_id is None or not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return KafkaError(ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed.")
+    if ctx.txn.verifier.enabled and len({h.producer_id for h in transactional.values()}) > 1:
+        return KafkaError(ErrorCode.invalid_producer_id_mapping,
+                          "Transactional records contained more than one producer ID")
+    return None
+
+
+async def _verify(ctx: BrokerContext, transactional_id: str | None, firsts: dict) -> tuple[dict, dict]:
+    """KIP-890 part 1: ({partition: guard to append with}, {partition: the KafkaError to answer})
+    for the partitions whose transactional batch must first be verified with the coordinator
+    (those whose producer has no transaction open on the partition yet)."""
+    verifier = ctx.txn.verifier
+    guards: dict[tuple[str, int], object] = {}
+    errors: dict[tuple[str, int], KafkaError] = {}
+    if transactional_id is None or not verifier.enabled:
+        return guards, errors
+    transactional = _transactional(firsts)
+    for key, h in transactional.items():
+        try:
+            guard = ctx.replicas.start_verification(key[0], key[1], h.producer_id, h.producer_epoch)
+        except KafkaError as e:
+            errors[key] = e
+            continue
+        if guard is not None:
+            guards[key] = guard
+    if guards:
+        first = transactional[next(iter(guards))]
+        answers = await verifier.verify(transactional_id, first.producer_id, first.producer_epoch, set(guards))
+        for key, code in answers.items():
+            if (error := produce_error(code)) is not None:
+                errors[key] = error
+                guards.pop(key, None)
+    return guards, errors
+
+
+def _denied_topics(ctx: BrokerContext, names: set[str]) -> dict[str, ErrorCode]:
+    """Topics this producer may not write to, with Kafka's code."""
     return {name: ErrorCode.topic_authorization_failed for name in names
             if not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, name)}
 
 
-def _append(ctx: BrokerContext, topic: str, pd, acks: int):
-    if not pd.records:
+def _append(ctx: BrokerContext, key: tuple[str, int], records, acks: int, guard):
+    if not records:
         raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
-    return ctx.replicas.append(topic, pd.index, memoryview(bytearray(pd.records)), acks=acks)
+    return ctx.replicas.append(key[0], key[1], memoryview(bytearray(records)), acks=acks, guard=guard)
 
 
 async def _await_replication(s, waits, results, timeout) -> None:

@@ -168,6 +168,9 @@ class BrokerCollector:
             yield gauge("kafka_consumergroup_current_offset", "committed offset", labels=labels, samples=current)
         yield gauge("kafka_consumergroup_lag_sum", "records behind over the group's partitions",
                     labels=["consumergroup"], samples=totals)
+        yield counter("odradek_group_coordinator_unparseable_records",  # skipped while loading (issue 30)
+                      "records of __consumer_offsets skipped while loading: they could not be parsed",
+                      self.groups.unparseable_records)
 
     # -- kafka.server:type=socket-server-metrics, SessionExpireListener -------------------------
     def _network(self) -> Iterator[Metric]:

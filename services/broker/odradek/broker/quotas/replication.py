@@ -70,7 +70,10 @@ class ReplicationQuota:
         self.kind = kind
         self.bound = LONG_MAX
         self._clock = clock
-        self._rate = SimpleRate(samples, window_s * 1000, self._now_ms())
+        self._samples, self._window_ms = samples, window_s * 1000
+        # created at the first byte, as Kafka's sensor: a sample started at the broker's start and
+        # never recorded into would count as elapsed time, letting a first move burst past the rate
+        self._rate: SimpleRate | None = None
         self._throttled: dict[str, frozenset[int] | None] = {}
         self.bytes_total = 0   # every replication byte this way, throttled or not (Replication*BytesPerSec)
 
@@ -96,11 +99,14 @@ class ReplicationQuota:
 
     def record(self, size: int) -> None:
         """Bytes of a throttled partition moved (counted even over the quota, as Kafka's)."""
-        self._rate.record(size, self._now_ms())
+        now = self._now_ms()
+        if self._rate is None:
+            self._rate = SimpleRate(self._samples, self._window_ms, now)
+        self._rate.record(size, now)
 
     def rate(self) -> float:
         """Bytes/s of throttled partitions over the quota's samples (Kafka's ``byte-rate``)."""
-        return self._rate.rate(self._now_ms())
+        return self._rate.rate(self._now_ms()) if self._rate is not None else 0.0
 
     def exceeded(self) -> bool:
         return self.bound < LONG_MAX and self.rate() > self.bound
@@ -110,7 +116,8 @@ class ReplicationQuota:
         if not self.exceeded():
             return 0.0
         if self.bound <= 0:
-            return self._rate.window_ms / 1000.0
+            return self._window_ms / 1000.0
+        assert self._rate is not None   # exceeded: something was recorded
         now = self._now_ms()   # total / max(elapsed + delay, window) = bound
         return max(self._rate.total(now) / self.bound - self._rate.elapsed_ms(now) / 1000.0, 0.0)
 

@@ -7,6 +7,9 @@ themselves over kio's schemas (``wire``): one connection, one request in flight 
 comes from a ``Connector`` (the inter-broker listener's ``connector.ClientSecurity``: TLS and
 SASL live there), already authenticated; this client only frames requests on it.
 
+``BrokerClients`` keeps one such client per other broker, on its inter-broker listener address
+(the transaction coordinator's markers, a leader's transaction verifications).
+
 Errors: any socket failure or a mismatched correlation id closes the connection and raises
 ``ConnectionError``; the caller reconnects. Not thread-safe (one event loop, one caller).
 """
@@ -14,10 +17,13 @@ Errors: any socket failure or a mismatched correlation id closes the connection 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.replication.connector import ClientSecurity, Streams
 from odradek.broker.replication.wire import exchange
+
+if TYPE_CHECKING:
+    from odradek.broker.partitions import ReplicaManager
 
 
 class Connector(Protocol):
@@ -65,3 +71,32 @@ class KafkaClient:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+class BrokerClients:
+    """A client per live broker on the inter-broker listener, replaced when its address changes."""
+
+    def __init__(self, replicas: ReplicaManager, client_id: str) -> None:
+        self.replicas, self.client_id = replicas, client_id
+        self._clients: dict[int, KafkaClient] = {}
+
+    def get(self, broker: int) -> KafkaClient:
+        """Raises ConnectionError when the broker is gone or lacks the listener."""
+        listener = self.replicas.inter_broker.listener
+        info = next((b for b in self.replicas.live_brokers() if b.id == broker), None)
+        address = info.endpoint(listener) if info is not None else None
+        if address is None:
+            raise ConnectionError(f"broker {broker} is not live or has no {listener} listener")
+        client = self._clients.get(broker)
+        if client is not None and (client.host, client.port) != address:
+            client.close()
+            client = None
+        if client is None:
+            client = self._clients[broker] = KafkaClient(*address, client_id=self.client_id,
+                                                         security=self.replicas.inter_broker)
+        return client
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()

@@ -91,10 +91,6 @@ class FetchState:
         return self.lag == 0
 
 
-def _known(lag: int) -> int:
-    return max(lag, 0)
-
-
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, log_of: Callable[[str, int], "Log | None"],
                  address_of: Callable[[int], tuple[str, int] | None], connector: Connector | None = None,
@@ -130,7 +126,7 @@ class ReplicaFetcherManager:
 
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag (in records) of a followed partition."""
-        return max((s.lag for f in self._fetchers.values() for s in f.states.values()), default=0, key=_known)
+        return max((max(s.lag, 0) for f in self._fetchers.values() for s in f.states.values()), default=0)
 
     def metadata_changed(self) -> None:
         """Leaders' addresses may have changed: wake fetchers sleeping on a backoff."""

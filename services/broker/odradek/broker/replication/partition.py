@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from odradek.broker.replication.fetch_session import FetchSession
 from odradek.broker.replication.purgatory import DeleteRecordsPurgatory, ProducePurgatory
+from odradek.broker.replication.txn_guard import TxnVerifications
 from odradek.broker.storage import Log
 from odradek.cluster.model import PartitionState
 from odradek.errors import ErrorCode, KafkaError
@@ -64,6 +65,7 @@ class Partition:
         self.alter_retry_ms = 0     # after another refusal: not before this (monotonic ms)
         self.produces = ProducePurgatory()
         self.deletions = DeleteRecordsPurgatory()  # DeleteRecords waiting on the low watermark
+        self.verifications = TxnVerifications()    # KIP-890 guards of transactional batches being verified
 
     @property
     def key(self) -> tuple[str, int]:

@@ -7,6 +7,10 @@ DENY for this principal (or ``User:*``) and host (or ``*``) with the operation o
 (DENY wins); else an ALLOW with the operation, ALL, or an operation implying it (READ, WRITE,
 DELETE, ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS) -> allowed.
 
+``User:ANONYMOUS`` (every PLAINTEXT client, every TLS client without a certificate, and a SASL
+connection before it authenticates) is a super user only if ``super.users`` names it, as in
+Kafka; naming it is logged as a warning at start, since it makes every such client one.
+
 Handlers call ``allowed(ctx, op, type, name)``: with no authorizer configured it is one
 attribute check, so the produce and fetch paths cost nothing more.
 """
@@ -17,7 +21,7 @@ import logging
 from odradek.broker.security.acl import (CLUSTER_NAME, IMPLIES, WILDCARD, Entry, Operation, PatternType, Permission,
                                          ResourceType)
 from odradek.broker.security.acl_store import AclStore
-from odradek.broker.security.session import RequestContext, current
+from odradek.broker.security.session import ANONYMOUS, RequestContext, current
 from odradek.broker.zk.znodes import Znodes
 from odradek.errors import ErrorCode, KafkaError
 
@@ -35,6 +39,9 @@ def host_of(address: str) -> str:
 class Authorizer:
     def __init__(self, super_users: str, allow_if_no_acl: bool, store: AclStore) -> None:
         self.super_users = frozenset(p.strip() for p in super_users.split(";") if p.strip())
+        if ANONYMOUS in self.super_users:
+            log.warning("super.users names %s: every client of a PLAINTEXT listener, and every TLS client without "
+                        "a certificate, is then a super user", ANONYMOUS)
         self.allow_if_no_acl = allow_if_no_acl
         self.store = store
 

@@ -12,12 +12,21 @@ throttle: the connection is muted that long once the response is written (KIP-21
 
 A failed authentication's response is written, then the connection closes (the transport
 flushes before closing); other connections are not touched.
+
+While a SASL listener's connection is not authenticated (from its first byte until its exchange
+succeeds, and again while it re-authenticates) its frames are capped at
+``sasl.server.max.receive.size`` and kept out of the listener's memory pool
+(``KafkaConnection.before_authentication``); a larger one closes the connection unread and counts
+as a failed authentication, as Kafka's "invalid receive size" does. A session past its lifetime
+(``connections.max.reauth.ms``) is closed at its next request other than a SaslHandshake (which
+starts re-authentication), as Kafka's SocketServer closes an expired channel.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+import time
 
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.security.listeners import Listener, principal_of
@@ -26,7 +35,7 @@ from odradek.broker.security.session import REQUEST_CONTEXT, RequestContext
 from odradek.errors import KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import FrameError, decode_request, encode_response, peek_header
-from odradek.protocol.connection import ConnectionClosed, KafkaConnection
+from odradek.protocol.connection import CloseReason, ConnectionClosed, KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +44,10 @@ _SIZE = struct.Struct(">i")
 
 
 class ConnectionGate:
-    def __init__(self, listener: Listener, dispatcher: Dispatcher, sasl: SaslServer, mapping_rules) -> None:
+    def __init__(self, listener: Listener, dispatcher: Dispatcher, sasl: SaslServer, mapping_rules,
+                 max_receive: int = 524288) -> None:
         self.listener = listener
+        self.max_receive = max_receive   # sasl.server.max.receive.size of this listener
         self.dispatcher = dispatcher
         self.sasl = sasl   # answers the exchange on any listener (illegal state where no SASL is due)
         self._exchange = sasl.table()
@@ -69,13 +80,22 @@ class ConnectionGate:
         context.request_bytes = len(frame)
         try:
             if context.raw_tokens and not context.authenticated:
-                return [_SIZE.pack(len(reply := await self.sasl.evaluate(frame))) + reply]
+                try:
+                    return [_SIZE.pack(len(reply := await self.sasl.evaluate(frame))) + reply]
+                finally:
+                    self._follow_authentication()
             try:
                 api_key, version, correlation_id = peek_header(memoryview(frame))
             except FrameError as e:
                 raise ConnectionClosed(str(e)) from None
+            if self._expired(context) and api_key != ApiKey.SASL_HANDSHAKE:
+                raise ConnectionClosed(f"SASL session of {context.principal} on listener {context.listener} "
+                                       f"expired (connections.max.reauth.ms)")
             if api_key in _SASL_EXCHANGE:
-                return [await self._exchange_step(frame, api_key, version, correlation_id)]
+                try:
+                    return [await self._exchange_step(frame, api_key, version, correlation_id)]
+                finally:
+                    self._follow_authentication()
             if not context.authenticated and api_key != ApiKey.API_VERSIONS:
                 raise ConnectionClosed(f"unexpected request (api key {api_key}) before SASL authentication "
                                        f"on listener {context.listener}")
@@ -91,6 +111,21 @@ class ConnectionGate:
                 self.transport.write(encode_response(api_key, version, correlation_id, e.body))
             raise ConnectionClosed(f"authentication failed on listener {context.listener} "
                                    f"from {context.client_address}") from None
+
+    @staticmethod
+    def _expired(context: RequestContext) -> bool:
+        """An authenticated session past its lifetime (never while it re-authenticates)."""
+        return context.authenticated and context.expires is not None and time.monotonic() > context.expires
+
+    def _follow_authentication(self) -> None:
+        """The connection's framing follows the session: capped and unpooled while unauthenticated."""
+        connection = self.connection
+        if connection is None or connection.authenticating != self.context.authenticated:
+            return
+        if self.context.authenticated:
+            connection.authentication_done()
+        else:
+            connection.before_authentication(self.max_receive)
 
     async def _exchange_step(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> bytearray:
         """A SaslHandshake or SaslAuthenticate request answered (a version we lack closes, as any)."""
@@ -112,4 +147,11 @@ class ListenerConnection(KafkaConnection):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self._gate.bind(transport)
+        if self._gate.listener.sasl:  # nothing is read before this: the first frame is capped too
+            self.before_authentication(self._gate.max_receive)
         super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.close_reason is CloseReason.PREAUTH_FRAME_TOO_LARGE:  # Kafka: a failed authentication
+            self._gate.sasl.failures[self._gate.listener.name] += 1
+        super().connection_lost(exc)

@@ -9,7 +9,7 @@ TLS is Python's ``ssl`` (TLS 1.2 and later). Certificates and keys are PEM files
 (``ssl.keystore.location`` holding chain and key, or ``ssl.keystore.certificate.chain`` +
 ``ssl.keystore.key``); ``ssl.truststore.location`` is the PEM CA bundle that client
 certificates (``ssl.client.auth``) and, on the follower side, the leader's certificate must
-chain to. A client certificate's subject becomes the principal through
+chain to; ``ssl.client.auth`` is per listener (``client_auth_of``). A client certificate's subject becomes the principal through
 ``ssl.principal.mapping.rules`` (DEFAULT: the DN as Kafka's X500Principal.getName() writes it).
 """
 
@@ -20,7 +20,7 @@ import ssl
 from dataclasses import dataclass
 
 from odradek.broker.config import BrokerConfig
-from odradek.config.security import parse_listeners, parse_protocol_map
+from odradek.config.security import CLIENT_AUTH, parse_listeners, parse_protocol_map
 from odradek.errors import ErrorCode, KafkaError
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -85,14 +85,28 @@ def _load_identity(context: ssl.SSLContext, cfg: BrokerConfig) -> None:
                        "(or ssl.keystore.certificate.chain and ssl.keystore.key)")
 
 
-def server_context(cfg: BrokerConfig) -> ssl.SSLContext:
+def client_auth_of(cfg: BrokerConfig, listener: Listener) -> str:
+    """A TLS listener's ``ssl.client.auth``: ``listener.name.<l>.ssl.client.auth`` if given, else
+    the broker-wide value on SSL listeners and ``none`` on SASL_SSL ones (Kafka's KIP-684: the
+    broker-wide key is ignored where SASL authenticates)."""
+    key = f"listener.name.{listener.name.lower()}.ssl.client.auth"
+    value = cfg.listener_settings.get(key)
+    if value is None:
+        return cfg.ssl_client_auth if listener.protocol == "SSL" else "none"
+    if value not in CLIENT_AUTH:
+        raise _invalid(f"{key}: expected one of {', '.join(CLIENT_AUTH)}, got {value!r}")
+    return value
+
+
+def server_context(cfg: BrokerConfig, client_auth: str) -> ssl.SSLContext:
+    """A TLS listener's server context, asking clients for a certificate as ``client_auth`` says."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_identity(context, cfg)
     if cfg.ssl_truststore_location:
         context.load_verify_locations(cfg.ssl_truststore_location)
     context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
-                           "required": ssl.CERT_REQUIRED}[cfg.ssl_client_auth]
+                           "required": ssl.CERT_REQUIRED}[client_auth]
     return context
 
 

@@ -10,6 +10,12 @@ A failed authentication is answered with SASL_AUTHENTICATION_FAILED and Kafka's 
 ``connection.failed.authentication.delay.ms``, then the connection is closed
 (``AuthenticationFailed``). ``ConnectionGate`` (odradek.broker.security.gate) lets nothing but
 ApiVersions, SaslHandshake and SaslAuthenticate through before success.
+
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` the successful SaslAuthenticate
+carries the session lifetime, and the session ends that long after; a client that used
+SaslAuthenticate v1+ re-authenticates with a new SaslHandshake (same mechanism) on the same
+connection, and must come back as the same principal ("Cannot change principals during
+re-authentication"), else it fails like any authentication.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import datetime
 import hmac
 import logging
 import re
+import time
 from collections import Counter
+from typing import Callable
 
 from scramp import ScramException, ScramMechanism
 
@@ -63,8 +71,9 @@ class SaslServer:
     """The broker's SASL configuration and the two request handlers."""
 
     def __init__(self, mechanisms: list[str], plain_users: dict[str, dict[str, str]], store: ScramStore,
-                 failure_delay_ms: int) -> None:
+                 failure_delay_ms: int, reauth_ms: Callable[[str, str], int] = lambda _l, _m: 0) -> None:
         self.mechanisms = mechanisms
+        self.reauth_ms = reauth_ms       # (listener, mechanism) -> connections.max.reauth.ms in force
         self.plain_users = plain_users   # listener name -> {user: password}
         self.store = store
         self.failure_delay_s = failure_delay_ms / 1000
@@ -77,7 +86,9 @@ class SaslServer:
     async def handshake(self, header, request) -> object:
         s = Schemas(ApiKey.SASL_HANDSHAKE, header.api_version)
         session = current()
-        if session.authenticated or session.mechanism is not None:
+        if session.authenticated and session.can_reauthenticate and session.previous is None:
+            self._begin_reauthentication(session, request.mechanism)
+        elif session.authenticated or session.mechanism is not None:
             return make(s.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
         if request.mechanism not in self.mechanisms:
             return make(s.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism,
@@ -86,9 +97,20 @@ class SaslServer:
         session.raw_tokens = header.api_version == 0
         return make(s.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(self.mechanisms))
 
+    @staticmethod
+    def _begin_reauthentication(session, mechanism: str) -> None:
+        """Kafka's re-authentication: the same mechanism, then a new exchange (the connection is
+        unauthenticated until it succeeds; the gate lets only the exchange through)."""
+        if mechanism != session.mechanism:
+            raise AuthenticationFailed(f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                                       f"re-authentication of mechanism '{session.mechanism}'")
+        session.previous = (session.mechanism, session.principal)
+        session.authenticated, session.mechanism, session.exchange = False, None, None
+
     async def authenticate(self, header, request) -> object:
         s = Schemas(ApiKey.SASL_AUTHENTICATE, header.api_version)
         session = current()
+        session.can_reauthenticate |= header.api_version > 0
         if session.authenticated or session.mechanism is None or session.raw_tokens:
             message = ("SaslAuthenticate request received after successful authentication" if session.authenticated
                        else f"Unexpected SaslAuthenticate request with mechanism {session.mechanism}")
@@ -100,8 +122,9 @@ class SaslServer:
             raise AuthenticationFailed(make(s.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                                             error_message=e.body, auth_bytes=b"",
                                             session_lifetime=NO_LIFETIME)) from None
+        lifetime = datetime.timedelta(milliseconds=session.lifetime_ms) if session.authenticated else NO_LIFETIME
         return make(s.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None, auth_bytes=reply,
-                    session_lifetime=NO_LIFETIME)
+                    session_lifetime=lifetime)
 
     async def evaluate(self, token: bytes) -> bytes:
         """One client token -> the server's answer; raises AuthenticationFailed(message)."""
@@ -153,10 +176,17 @@ class SaslServer:
             log.debug("SCRAM exchange failed: %s", e)
             raise AuthenticationFailed(failed) from None
 
-    @staticmethod
-    def _succeeded(session, user: str) -> None:
+    def _succeeded(self, session, user: str) -> None:
+        principal = f"User:{user}"
+        if session.previous is not None and session.previous[1] != principal:
+            before = session.previous[1].replace(":", ".", 1)
+            raise AuthenticationFailed(f"Cannot change principals during re-authentication from {before}: "
+                                       f"{principal.replace(':', '.', 1)}")
+        again, session.previous = session.previous is not None, None
         session.authenticated = True
         session.exchange = None
-        session.principal = f"User:{user}"
-        log.info("authenticated %s on %s from %s with %s", session.principal, session.listener,
-                 session.client_address, session.mechanism)
+        session.principal = principal
+        session.lifetime_ms = self.reauth_ms(session.listener, session.mechanism)
+        session.expires = time.monotonic() + session.lifetime_ms / 1000 if session.lifetime_ms else None
+        log.info("%s %s on %s from %s with %s", "re-authenticated" if again else "authenticated", principal,
+                 session.listener, session.client_address, session.mechanism)

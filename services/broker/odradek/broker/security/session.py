@@ -6,6 +6,11 @@ request loop sets it in the ``REQUEST_CONTEXT`` context variable before each req
 connection's loop is its own asyncio task, so the variable is per connection); handlers
 read it with ``current()`` — Metadata to answer with that listener's endpoints, the SASL
 handlers to authenticate, an authorizer to decide.
+
+A SASL session may have a lifetime (``connections.max.reauth.ms``, KIP-368): ``expires`` is
+when it ends (monotonic seconds). A client that authenticated with SaslAuthenticate v1 or later
+may re-authenticate (a new SaslHandshake): ``previous`` then holds the mechanism and principal
+the new exchange must keep.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ class RequestContext:
     raw_tokens: bool = False            # SaslHandshake v0: tokens follow as bare frames
     exchange: object = field(default=None, repr=False)  # the mechanism's server state
     request_bytes: int = 0              # size of the request being handled (the produce quota counts it)
+    can_reauthenticate: bool = False    # a SaslAuthenticate of v1 or later was seen (Kafka's rule)
+    lifetime_ms: int = 0                # the session lifetime told to the client (0: none)
+    expires: float | None = None        # monotonic end of the SASL session (connections.max.reauth.ms)
+    previous: tuple[str, str] | None = None  # (mechanism, principal) while re-authenticating
 
     @property
     def client_host(self) -> str:

@@ -25,6 +25,7 @@ class TxnConfig:
     id_expiration_ms: int = setting("transactional.id.expiration.ms")
     abort_interval_ms: int = setting("transaction.abort.timed.out.transaction.cleanup.interval.ms")
     expire_interval_ms: int = setting("transaction.remove.expired.transaction.cleanup.interval.ms")
+    verify_partitions: bool = setting("transaction.partition.verification.enable")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "TxnConfig":

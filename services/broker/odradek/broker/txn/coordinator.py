@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from odradek.broker.group.config import partition_for
-from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, completes_if_cancelled, follow_leadership,
-                                           led_partitions, replay, serving, wall_ms)
+from odradek.broker.internal_topic import (APPEND_ERRORS, LedPartition, SkippedRecords,
+                                           completes_if_cancelled, follow_leadership, led_partitions, replay,
+                                           serving, wall_ms)
 from odradek.broker.txn.config import TXN_TOPIC, TxnConfig
 from odradek.broker.txn.markers import MarkerSender
 from odradek.broker.txn.metrics import WindowedTimes
@@ -33,7 +34,7 @@ from odradek.broker.txn.metadata import (COMPLETED, NO_EPOCH, NO_PRODUCER_ID, Tr
                                          TxnState, epoch_exhausted)
 from odradek.broker.txn.records import TxnLogValue, decode_key, decode_value, txn_key, txn_value
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import Record, build_batch, iter_records
+from odradek.records import Record, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self.load_times = WindowedTimes()          # partition-load-time (txn.metrics)
         self.append_retries: set[str] = set()      # ids whose completion write is being retried
+        self.unparseable_records = 0               # skipped while loading partitions (txn.metrics)
 
     # -- leadership --------------------------------------------------------------------------------
     def on_metadata(self, replicas) -> None:
@@ -80,14 +82,11 @@ class TransactionCoordinator:
     async def _load(self, partition: int, owned: Owned, partition_log) -> None:
         started = time.monotonic()
         values: dict[str, TxnLogValue | None] = {}
+        skipped = SkippedRecords()
 
         def on_batch(batch) -> None:
-            if batch.is_control:
-                return
-            for record in iter_records(batch):
-                tid = decode_key(record.key) if record.key is not None else None
-                if tid is not None:
-                    values[tid] = None if record.value is None else decode_value(record.value)
+            if not batch.is_control:   # garbage in the topic is skipped: never a reason to resign every id here
+                skipped.each(batch, lambda record: _replay_record(record, values))
         try:
             done = await replay(partition_log, on_batch, lambda: self.owned.get(partition) is owned)
         except (KafkaError, OSError, ValueError) as e:
@@ -97,6 +96,8 @@ class TransactionCoordinator:
             return
         if not done or self.owned.get(partition) is not owned:
             return
+        skipped.report(TXN_TOPIC, partition)
+        self.unparseable_records += skipped.count
         for tid, v in values.items():
             if v is not None and v.status != S.DEAD:
                 owned.txns[tid] = TxnMetadata(tid, v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_EPOCH,
@@ -341,3 +342,11 @@ class TransactionCoordinator:
     def loaded_txns(self):
         """(partition state, metadata) of every loaded id (the timers' walk)."""
         return [(o, md) for o in list(self.owned.values()) if o.loaded for md in list(o.txns.values())]
+
+
+
+def _replay_record(record: Record, values: dict[str, TxnLogValue | None]) -> None:
+    """A ``__transaction_state`` record: the last value per transactional id wins."""
+    tid = decode_key(record.key) if record.key is not None else None
+    if tid is not None:
+        values[tid] = None if record.value is None else decode_value(record.value)

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from odradek.broker.replication.client import KafkaClient
+from odradek.broker.replication.client import BrokerClients
 from odradek.broker.txn.marker_channel import MarkerChannel
 from odradek.broker.txn_markers import MARKER_TIMEOUT_S, TxnMarker
 from odradek.errors import ErrorCode
@@ -49,7 +49,7 @@ class MarkerSender:
         self.broker_id = broker_id
         self.replicas = replicas
         self.local = local
-        self._clients: dict[int, KafkaClient] = {}
+        self._clients = BrokerClients(replicas, f"broker-{broker_id}-txn-markers")
         self._channels: dict[int, MarkerChannel] = {}   # per destination broker, batching across transactions
         self.unknown_destination: set[object] = set()   # sends waiting for a leaderless partition (txn.metrics)
 
@@ -111,28 +111,11 @@ class MarkerSender:
             return await self.local(marker)
         channel = self._channels.get(broker)
         if channel is None:
-            channel = self._channels[broker] = MarkerChannel(broker, lambda: self._client(broker), _TIMEOUT_S)
+            channel = self._channels[broker] = MarkerChannel(broker, lambda: self._clients.get(broker), _TIMEOUT_S)
         return await channel.write(marker)
-
-    def _client(self, broker: int) -> KafkaClient:
-        info = next(b for b in self.replicas.live_brokers() if b.id == broker)
-        address = info.endpoint(self.replicas.inter_broker.listener)
-        if address is None:
-            raise ConnectionError(f"broker {broker} has no {self.replicas.inter_broker.listener} listener")
-        client = self._clients.get(broker)
-        if client is not None and (client.host, client.port) != address:
-            client.close()
-            client = None
-        if client is None:
-            host, port = address
-            client = self._clients[broker] = KafkaClient(host, port, client_id=f"broker-{self.broker_id}-txn-markers",
-                                                         security=self.replicas.inter_broker)
-        return client
 
     def close(self) -> None:
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()

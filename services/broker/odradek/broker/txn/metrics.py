@@ -8,7 +8,9 @@ give Apache Kafka 3.9's (docs/observability.md):
 - ``kafka.coordinator.transaction:type=TransactionMarkerChannelManager``
   ``UnknownDestinationQueueSize`` (transactions whose markers wait for a partition without a
   live leader) and ``LogAppendRetryQueueSize`` (transactions whose markers are written and
-  whose CompleteCommit/CompleteAbort write is being retried).
+  whose CompleteCommit/CompleteAbort write is being retried);
+- ``odradek_transaction_coordinator_unparseable_records_total`` (Odradek's own: records of
+  ``__transaction_state`` skipped while loading because they could not be parsed).
 
 Computed at scrape time from what the coordinator and its ``MarkerSender`` keep.
 """
@@ -23,7 +25,7 @@ from typing import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from odradek.metrics_http import gauge
+from odradek.metrics_http import counter, gauge
 
 WINDOW_S = 2 * 30.0   # Kafka's metrics.num.samples (2) x metrics.sample.window.ms (30 s)
 
@@ -69,3 +71,6 @@ class TxnCollector:
         yield gauge(prefix + "logappendretryqueuesize",
                     "transactions whose markers are written and whose completion write is being retried",
                     len(self.coordinator.append_retries))
+        yield counter("odradek_transaction_coordinator_unparseable_records",
+                      "records of __transaction_state skipped while loading: they could not be parsed",
+                      self.coordinator.unparseable_records)

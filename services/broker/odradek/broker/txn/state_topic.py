@@ -3,7 +3,9 @@
 live brokers), ``min.insync.replicas`` = ``transaction.state.log.min.isr``) and the wiring of
 the broker's one ``TransactionCoordinator``: its writes go through the topic, its producer
 ids come from the broker's ``ProducerIdManager``, it follows the ReplicaManager's snapshots
-(loading the partitions this broker comes to lead) and its timers run from start-up.
+(loading the partitions this broker comes to lead) and its timers run from start-up; the
+``TxnVerifier`` partition leaders ask before a transactional batch (KIP-890,
+``transaction.partition.verification.enable``) goes with it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from odradek.broker.txn.config import TXN_TOPIC, TxnConfig
 from odradek.broker.txn.coordinator import TransactionCoordinator
 from odradek.broker.txn.markers import MarkerSender
 from odradek.broker.txn.timers import TxnTimers
+from odradek.broker.txn.verification import TxnVerifier
 
 if TYPE_CHECKING:
     from odradek.broker.controller_client import ControllerClient
@@ -42,6 +45,8 @@ class TxnCoordination:
         self.coordinator = TransactionCoordinator(broker_id, topic.config, topic.append, producer_ids.allocate,
                                                   MarkerSender(broker_id, replicas, markers.write))
         self.timers = TxnTimers(self.coordinator)
+        self.verifier = TxnVerifier(broker_id, replicas, self.coordinator, topic.config.verify_partitions)
+        replicas.verify_transactions = topic.config.verify_partitions
         replicas.subscribe(self._on_metadata)
 
     def _on_metadata(self) -> None:
@@ -51,5 +56,6 @@ class TxnCoordination:
 
     def close(self) -> None:
         self.timers.close()
+        self.verifier.close()
         self.coordinator.close()
         self.topic.close()
