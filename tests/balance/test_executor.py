@@ -1,141 +1,244 @@
-"""The rebalance executor over a fake cluster: batches of at most ``concurrency`` moves, only on
-in-sync partitions, Kafka's throttle set before the first move and removed after the last,
-reorderings in one request, a preferred-leader election at the end, a stop cancelling."""
+"""The rebalance executor's state machine over a fake port and clock: batches of at most
+``concurrency`` moves, only on in-sync partitions, never below min.insync.replicas, Kafka's
+throttle set before the first move and removed after the last, a preferred-leader election at
+the end, a stop cancelling the running moves, a stale proposal refused, and a resume from the
+saved state (what the next active controller does after a failover)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from odradek.balance import Broker, ClusterModel, Partition, plan
-from odradek.rebalance import executor
-from odradek.rebalance.executor import StopRequested, execute, throttled_replicas
-
-executor.POLL_S = 0
+from odradek.balance.executor import Execution, Executor, PartitionView, throttled_replicas
+from odradek.cluster.control_plane_rebalance import ExecuteRequest, MoveView
+from odradek.errors import ErrorCode, KafkaError
 
 
-class FakeCluster:
-    """Reassignments finish after ``polls`` looks at the running ones."""
+class FakePort:
+    """Reassignments finish after ``polls`` looks at the running ones; ``saved`` is the last state."""
 
-    def __init__(self, model: ClusterModel, polls: int = 2, out_of_sync: set = frozenset()) -> None:
-        self.replicas = {p.key: p.replicas for p in model.partitions}
+    def __init__(self, replicas: dict, polls: int = 2, out_of_sync: set = frozenset(), min_isr: int = 1) -> None:
+        self.replicas = dict(replicas)
         self.running: dict = {}
         self.polls = polls
         self.out_of_sync = set(out_of_sync)
+        self.min_isr = min_isr
         self.calls: list[tuple] = []
         self.max_running = 0
         self.broker_configs: dict[int, dict] = {}
         self.topic_configs: dict[str, dict] = {}
+        self.saved: dict | None = None
 
-    def reassign(self, targets):
+    async def reassign(self, targets):
         self.calls.append(("reassign", dict(targets)))
         for key, target in targets.items():
             if target is None:
                 self.running.pop(key, None)
-            elif sorted(target) == sorted(self.replicas[key]):
-                self.replicas[key] = tuple(target)   # a reordering completes at once
             else:
                 self.running[key] = [tuple(target), self.polls]
         self.max_running = max(self.max_running, len(self.running))
         return dict.fromkeys(targets)
 
-    def ongoing(self):
+    async def ongoing(self):
         for key in list(self.running):
             entry = self.running[key]
             entry[1] -= 1
             if entry[1] <= 0:
                 self.replicas[key] = entry[0]
                 del self.running[key]
-                self.out_of_sync.discard(key)
         return set(self.running)
 
-    def replicas_and_isr(self, keys):
-        return {k: (self.replicas[k], () if k in self.out_of_sync else self.replicas[k]) for k in keys}
+    async def partitions(self, keys):
+        return {k: PartitionView(self.replicas[k], () if k in self.out_of_sync else self.replicas[k], self.min_isr)
+                for k in keys if k in self.replicas}
 
-    def alter_broker_configs(self, broker, configs):
+    async def alter_broker_configs(self, broker, configs):
         self.calls.append(("broker", broker))
-        self._apply(self.broker_configs.setdefault(broker, {}), configs)
+        _apply(self.broker_configs.setdefault(broker, {}), configs)
 
-    def alter_topic_configs(self, topic, configs):
+    async def alter_topic_configs(self, topic, configs):
         self.calls.append(("topic", topic))
-        self._apply(self.topic_configs.setdefault(topic, {}), configs)
+        _apply(self.topic_configs.setdefault(topic, {}), configs)
 
-    @staticmethod
-    def _apply(target, configs):
-        for k, v in configs.items():
-            if v is None:
-                target.pop(k, None)
-            else:
-                target[k] = v
-
-    def elect_preferred(self, keys):
+    async def elect_preferred(self, keys):
         self.calls.append(("elect", sorted(keys)))
 
-
-def _model() -> ClusterModel:
-    return ClusterModel(tuple(Broker(i) for i in range(1, 6)),
-                        tuple(Partition("t", p, tuple((p + i) % 3 + 1 for i in range(3)), p % 3 + 1, size=100)
-                              for p in range(24)))
+    async def save(self, execution):
+        self.saved = execution
 
 
-def test_batches_throttle_and_election():
-    model = _model()
-    proposal = plan(model, "add-brokers", [4, 5])
-    fake = FakeCluster(model)
-    seen_throttle = []
-    original = fake.reassign
-
-    def reassign(targets):
-        seen_throttle.append(dict(fake.broker_configs.get(4, {})))
-        return original(targets)
-    fake.reassign = reassign
-    progress = execute(fake, proposal, concurrency=3, throttle=1000, report=lambda line: None)
-    data_moves = [m for m in proposal.moves if m.adding]
-    assert progress.done == len(data_moves) and not progress.errors
-    assert fake.max_running <= 3
-    assert all(s.get("leader.replication.throttled.rate") == "1000" for s in seen_throttle)
-    assert fake.broker_configs[4] == {} and all(c == {} for c in fake.topic_configs.values()), "throttle removed"
-    assert fake.calls[-1][0] == "elect"
-    for m in proposal.moves:
-        assert fake.replicas[(m.topic, m.partition)] == m.after
+def _apply(config: dict, changes: dict) -> None:
+    for k, v in changes.items():
+        if v is None:
+            config.pop(k, None)
+        else:
+            config[k] = v
 
 
-def test_a_move_waits_for_its_partition_in_sync():
-    model = _model()
-    proposal = plan(model, "add-brokers", [4, 5])
-    first = next(m for m in proposal.moves if m.adding)
-    fake = FakeCluster(model, out_of_sync={(first.topic, first.partition)})
-    lagging = (first.topic, first.partition)
-    original_ongoing = fake.ongoing
-    polls = [0]
-
-    def ongoing():
-        polls[0] += 1
-        if polls[0] == 3:
-            fake.out_of_sync.discard(lagging)
-        return original_ongoing()
-    fake.ongoing = ongoing
-    execute(fake, proposal, concurrency=2, report=lambda line: None)
-    started = [i for i, c in enumerate(fake.calls) if c[0] == "reassign" and lagging in c[1]]
-    assert started and polls[0] >= 3
+def _moves(n: int) -> tuple[MoveView, ...]:
+    return tuple(MoveView("t", p, (1, 2), (3, 2), 100) for p in range(n))
 
 
-def test_throttled_replicas_as_kafka_lists_them():
-    model = ClusterModel((Broker(1), Broker(2), Broker(3), Broker(4)), (Partition("t", 0, (1, 2), 1),))
-    proposal = plan(model, "remove-brokers", [2])
-    assert throttled_replicas(proposal.moves) == {"t": ("0:1,0:2", "0:" + str(proposal.moves[0].adding[0]))}
+def _port(moves, **kw) -> FakePort:
+    return FakePort({(m.topic, m.partition): m.before for m in moves}, **kw)
 
 
-def test_stop_cancels_running_moves():
-    model = _model()
-    proposal = plan(model, "add-brokers", [4, 5])
-    fake = FakeCluster(model, polls=10 ** 6)
-    looks = [0]
+async def _run(executor: Executor, port: FakePort, limit: int = 200) -> int:
+    steps = 0
+    while await executor.step():
+        steps += 1
+        assert steps < limit, "the execution never ended"
+    return steps
 
-    def should_stop():
-        looks[0] += 1
-        return looks[0] > 3
-    with pytest.raises(StopRequested):
-        execute(fake, proposal, concurrency=2, throttle=500, report=lambda line: None, should_stop=should_stop)
-    assert not fake.running
-    assert any(c[0] == "reassign" and all(v is None for v in c[1].values()) for c in fake.calls)
-    assert fake.broker_configs[4] == {}
+
+def _clock():
+    t = [1000]
+
+    def now() -> int:
+        t[0] += 10
+        return t[0]
+    return now
+
+
+def test_batches_under_throttle_then_elects_preferred_leaders():
+    moves = _moves(7)
+    port = _port(moves)
+    executor = Executor(port, clock=_clock())
+
+    async def go():
+        status = await executor.start(ExecuteRequest("p1", moves, throttle_bytes_per_s=1000, concurrency=3))
+        assert status.state == "executing" and status.moves_total == 7 and status.bytes_total == 700
+        await _run(executor, port)
+    asyncio.run(go())
+    assert port.max_running == 3
+    assert all(port.replicas[(m.topic, m.partition)] == (3, 2) for m in moves)
+    kinds = [c[0] for c in port.calls]
+    # the throttle goes on before the first move and off before the election, which comes last
+    assert kinds.index("broker") < kinds.index("reassign")
+    assert kinds[-1] == "elect" and port.calls[-1][1] == [("t", p) for p in range(7)]
+    assert port.broker_configs == {1: {}, 2: {}, 3: {}} and port.topic_configs == {"t": {}}
+    status = executor.status()
+    assert (status.state, status.moves_done, status.bytes_moved, status.error) == ("completed", 7, 700, None)
+    assert status.finished_ms > status.started_ms
+    assert port.saved["state"] == "completed"
+
+
+def test_throttled_replicas_are_kafkas_lists():
+    assert throttled_replicas([MoveView("t", 0, (1, 2), (3, 2)), MoveView("t", 1, (2, 1), (2, 4))]) == \
+        {"t": ("0:1,0:2,1:2,1:1", "0:3,1:4")}
+
+
+def test_throttle_rates_set_on_every_involved_broker_while_moving():
+    moves = _moves(1)
+    port = _port(moves, polls=5)
+    executor = Executor(port)
+
+    async def go():
+        await executor.start(ExecuteRequest("p", moves, throttle_bytes_per_s=500))
+        await executor.step()
+    asyncio.run(go())
+    assert port.broker_configs[3] == {"leader.replication.throttled.rate": "500",
+                                      "follower.replication.throttled.rate": "500"}
+    assert port.topic_configs["t"] == {"leader.replication.throttled.replicas": "0:1,0:2",
+                                       "follower.replication.throttled.replicas": "0:3"}
+
+
+def test_an_under_replicated_partition_waits_until_its_isr_is_full():
+    moves = _moves(2)
+    port = _port(moves, out_of_sync={("t", 0)})
+    executor = Executor(port)
+
+    async def go():
+        await executor.start(ExecuteRequest("p", moves))
+        for _ in range(5):
+            await executor.step()
+        assert ("t", 0) not in {k for c in port.calls if c[0] == "reassign" for k in c[1]}
+        port.out_of_sync.clear()
+        await _run(executor, port)
+    asyncio.run(go())
+    assert executor.status().moves_done == 2
+
+
+def test_a_move_below_min_insync_replicas_is_refused():
+    moves = (MoveView("t", 0, (1, 2, 3), (1, 2)),)
+    port = _port(moves, min_isr=3)
+    executor = Executor(port)
+
+    async def go():
+        await executor.start(ExecuteRequest("p", moves))
+        await _run(executor, port)
+    asyncio.run(go())
+    status = executor.status()
+    assert status.state == "completed" and status.moves_done == 0 and "min.insync.replicas=3" in status.error
+    assert not [c for c in port.calls if c[0] == "reassign"]
+
+
+def test_stop_cancels_the_running_moves_and_removes_the_throttle():
+    moves = _moves(4)
+    port = _port(moves, polls=100)
+    executor = Executor(port)
+
+    async def go():
+        await executor.start(ExecuteRequest("p", moves, throttle_bytes_per_s=10, concurrency=2))
+        await executor.step()
+        assert (await executor.stop()).state == "stopping"
+        assert (await executor.stop()).state == "stopping"   # idempotent
+        await _run(executor, port)
+    asyncio.run(go())
+    assert ("reassign", {("t", 0): None, ("t", 1): None}) in port.calls
+    assert not port.running and port.broker_configs[3] == {} and port.topic_configs["t"] == {}
+    assert executor.status().state == "stopped"
+
+
+def test_a_stale_proposal_and_a_second_execution_are_refused():
+    moves = _moves(2)
+    port = _port(moves, polls=100)
+    port.replicas[("t", 1)] = (2, 1)
+    executor = Executor(port)
+    with pytest.raises(KafkaError) as e:
+        asyncio.run(executor.start(ExecuteRequest("p", moves)))
+    assert e.value.code == ErrorCode.invalid_replica_assignment
+    port.replicas[("t", 1)] = (1, 2)
+    asyncio.run(executor.start(ExecuteRequest("p", moves)))
+    with pytest.raises(KafkaError) as e:
+        asyncio.run(executor.start(ExecuteRequest("q", moves)))
+    assert e.value.code == ErrorCode.reassignment_in_progress
+
+
+def test_the_saved_state_resumes_where_it_stopped():
+    """A failover: a new executor over the saved JSON finishes the moves, never starting one twice."""
+    moves = _moves(6)
+    port = _port(moves, polls=3)
+    first = Executor(port)
+
+    async def go():
+        await first.start(ExecuteRequest("p", moves, throttle_bytes_per_s=100, concurrency=2))
+        for _ in range(4):
+            await first.step()
+        saved = Execution.from_json(port.saved)
+        assert saved.running and saved.throttle_set
+        started = [k for c in port.calls if c[0] == "reassign" for k in c[1]]
+        second = Executor(port, saved)
+        await _run(second, port)
+        restarted = [k for c in port.calls if c[0] == "reassign" for k in c[1]]
+        assert sorted(restarted) == sorted(set(restarted)) and set(started) <= set(restarted)
+        return second
+    second = asyncio.run(go())
+    assert second.status().state == "completed" and second.status().moves_done == 6
+    assert port.broker_configs[3] == {}
+
+
+def test_a_move_changed_by_someone_else_fails_alone():
+    moves = _moves(2)
+    port = _port(moves)
+    executor = Executor(port)
+
+    async def go():
+        await executor.start(ExecuteRequest("p", moves, concurrency=1))
+        await executor.step()
+        port.replicas[("t", 1)] = (4, 5)
+        await _run(executor, port)
+    asyncio.run(go())
+    status = executor.status()
+    assert status.state == "completed" and status.moves_done == 1 and "t-1: replicas changed" in status.error

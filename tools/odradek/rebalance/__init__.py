@@ -1,3 +1,3 @@
-"""``odradek rebalance``: the balancer's plans executed through Kafka's admin API
-(``cli``: options; ``kafka_port``: the cluster seen and driven over kafka-python;
-``executor``: batches, throttles, progress, the preferred-leader election)."""
+"""``odradek rebalance`` (``cli``): proposals and executions through the controller
+(``targets.ControllerTarget``) or, for any Kafka cluster, the same planner and executor run
+in-process over Kafka's admin API (``targets.InProcessTarget``, ``kafka_port``)."""

@@ -1,28 +1,30 @@
-"""``odradek rebalance``: plan with the balancer, print the proposal, execute it in batches
-through Kafka's admin API under a replication throttle, like ``kafka-reassign-partitions``.
+"""``odradek rebalance``: ask for a proposal (the balancer, Cruise Control's goals), print it,
+execute it in batches under a replication throttle and follow its progress until done.
 
     odradek rebalance [--data-dir DIR | --bootstrap-server HOST:PORT [--command-config FILE]]
                       [--add-brokers IDS | --remove-brokers IDS] [--dry-run] [--throttle BYTES_PER_S]
                       [--concurrency N] [--json]
     odradek rebalance --topic T --replication-factor N ...   (a replication-factor change)
     odradek rebalance --status | --stop
+
+With ``--data-dir`` the controller plans and executes (``targets.ControllerTarget``): Ctrl-C
+leaves the execution running there and says how to stop it. With ``--bootstrap-server`` this
+process runs the same executor over Kafka's admin API (``targets.InProcessTarget``): Ctrl-C
+stops it (running moves cancelled, throttle removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
-from pathlib import Path
+import time
 
-from odradek.balance import PlanError, Proposal, change_replication_factor, plan
+from odradek.cluster import control_plane_rebalance as cpr
 from odradek.dev import access
+from odradek.errors import KafkaError
 
-from . import executor
-from .kafka_port import KafkaPort, sizes_from_metrics
-
+from .targets import ControllerTarget, InProcessTarget
 
 def _ids(text: str) -> list[int]:
     try:
@@ -40,128 +42,132 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--add-brokers", type=_ids, metavar="IDS", help="move replicas onto these new brokers only")
     mode.add_argument("--remove-brokers", type=_ids, metavar="IDS", help="move every replica off these brokers")
     mode.add_argument("--replication-factor", type=int, metavar="N", help="change --topic's replication factor")
-    mode.add_argument("--status", action="store_true", help="list the running reassignments")
+    mode.add_argument("--status", action="store_true", help="the running (or last) rebalance's progress")
     mode.add_argument("--stop", action="store_true",
-                      help="cancel every running reassignment and remove the replication throttles")
+                      help="stop the running rebalance: moves in flight cancelled, throttles removed")
     ap.add_argument("--topic", help="the topic of --replication-factor")
     ap.add_argument("--dry-run", action="store_true", help="print the proposal, move nothing")
     ap.add_argument("--throttle", type=int, metavar="BYTES_PER_S",
                     help="replication throttle of the moving replicas (Kafka's throttled rates and replicas), "
                          "removed when done")
-    ap.add_argument("--concurrency", type=int, default=5, help="partitions moving at once (default %(default)s)")
-    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds for the whole plan")
+    ap.add_argument("--concurrency", type=int, default=cpr.DEFAULT_CONCURRENCY,
+                    help="partitions moving at once (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds to follow the progress")
     ap.add_argument("--json", action="store_true", help="print the proposal and result as JSON")
     return ap
 
 
-def _metrics_urls(args) -> list[str]:
-    """A dev cluster's brokers' /metrics (for partition sizes); none with --bootstrap-server."""
-    if args.bootstrap_server:
-        return []
-    from odradek.dev.cluster import STATE_FILE
-    path = Path(args.data_dir).resolve() / STATE_FILE
-    state = json.loads(path.read_text()) if path.exists() else {}
-    return [url for name, url in state.get("metrics", {}).items() if name.startswith("broker-")]
-
-
-def _proposal(port: KafkaPort, args) -> Proposal:
-    sizes = port.sizes()
-    if sizes is None and (urls := _metrics_urls(args)):
-        sizes = sizes_from_metrics(urls)
-    model = port.model(sizes)
+def _request(args) -> cpr.ProposalRequest:
     if args.replication_factor is not None:
         if not args.topic:
-            raise PlanError("--replication-factor needs --topic")
-        proposal = change_replication_factor(model, args.topic, args.replication_factor)
-    elif args.add_brokers:
-        proposal = plan(model, "add-brokers", args.add_brokers)
-    elif args.remove_brokers:
-        proposal = plan(model, "remove-brokers", args.remove_brokers)
+            raise SystemExit("odradek rebalance: --replication-factor needs --topic")
+        return cpr.ProposalRequest("full", (), {args.topic: args.replication_factor})
+    if args.add_brokers:
+        return cpr.ProposalRequest("add-brokers", tuple(args.add_brokers))
+    if args.remove_brokers:
+        return cpr.ProposalRequest("remove-brokers", tuple(args.remove_brokers))
+    return cpr.ProposalRequest("full")
+
+
+def summary(p: cpr.ProposalView) -> str:
+    replicas = sum(len(set(m.after) - set(m.before)) for m in p.moves)
+    lines = [f"proposal {p.id} ({p.mode}): {len(p.moves)} partitions to reassign, {replicas} replicas to move, "
+             f"{p.bytes_to_move} bytes to copy",
+             "broker  replicas before->after  leaders before->after  bytes before->after"]
+    for b in p.brokers:
+        x, y = b.before, b.after
+        lines.append(f"{b.id:>6}  {x.replicas:>8} -> {y.replicas:<8}  {x.leaders:>7} -> {y.leaders:<7}  "
+                     f"{x.bytes:>12} -> {y.bytes}")
+    lines.extend(f"note: {n}" for n in p.notes)
+    return "\n".join(lines)
+
+
+def progress(s: cpr.RebalanceStatus) -> str:
+    return (f"{s.state}: {s.moves_done}/{s.moves_total} partitions moved ({s.bytes_moved}/{s.bytes_total} bytes), "
+            f"{s.moves_in_progress} moving" + (f"; {s.error}" if s.error else ""))
+
+
+def _follow(target, args, status: cpr.RebalanceStatus) -> cpr.RebalanceStatus:
+    """Poll until the execution ends, printing each change of its progress."""
+    last, deadline = None, time.monotonic() + args.timeout
+    while status.running:
+        if not args.json and (line := progress(status)) != last:
+            print(line, flush=True)
+            last = line
+        if time.monotonic() > deadline:
+            raise SystemExit(f"odradek rebalance: not done after {args.timeout:.0f} s: {progress(status)}")
+        time.sleep(target.interval)
+        status = target.poll()
+    return status
+
+
+def _interrupted(target, args, status: cpr.RebalanceStatus | None) -> int:
+    if target.resumable:
+        where = f"--data-dir {args.data_dir}"
+        print(f"\nodradek rebalance: the rebalance keeps running in the controller; follow it with "
+              f"`odradek rebalance {where} --status`, stop it with `odradek rebalance {where} --stop`",
+              file=sys.stderr)
+        return 130
+    if status is not None and status.running:   # in-process: nobody else would step it
+        print("\nodradek rebalance: stopping: moves in flight cancelled, throttle removed", file=sys.stderr)
+        target.stop()
+        status = _follow(target, argparse.Namespace(json=True, timeout=600.0), target.poll())
+        print(progress(status), file=sys.stderr)
+    return 130
+
+
+def _run(target, args) -> int:
+    if args.status or args.stop:
+        status = target.stop() if args.stop else target.poll()
+        print(json.dumps(status.to_json()) if args.json else progress(status))
+        return 0
+    proposal = target.propose(_request(args))
+    print(json.dumps(proposal.to_json(), indent=2) if args.json and args.dry_run else
+          "" if args.json else summary(proposal), flush=True)
+    if args.dry_run or not proposal.moves:
+        return 0
+    status = None
+    try:
+        status = target.execute(cpr.ExecuteRequest(proposal.id, proposal.moves, args.throttle, args.concurrency))
+        status = _follow(target, args, status)
+    except KeyboardInterrupt:
+        return _interrupted(target, args, status)
+    if args.json:
+        print(json.dumps({"proposal": proposal.to_json(), "status": status.to_json()}, indent=2))
     else:
-        proposal = plan(model, "full")
-    if sizes is None:
-        return Proposal(proposal.mode, proposal.moves, proposal.before, proposal.after,
-                        (*proposal.notes, "partition sizes unknown (DescribeLogDirs refused, no broker metrics): "
-                                          "bytes are not counted"))
-    return proposal
+        print(progress(status) + ("; preferred leaders elected" if status.state == "completed" else ""))
+    return 0 if status.state == "completed" and not status.error else 1
 
 
-def _status(port: KafkaPort, args) -> int:
-    running = sorted(port.ongoing())
+def _kafka_status_or_stop(args) -> int:
+    from .kafka_port import KafkaPort
+    port = KafkaPort(access.from_arguments(args))
+    try:
+        running = sorted(port.cancel_all() if args.stop else port.ongoing_now())
+    finally:
+        port.close()
     if args.json:
         print(json.dumps({"reassignments": [{"topic": t, "partition": p} for t, p in running]}))
+    elif args.stop:
+        print(f"{len(running)} reassignments cancelled; throttles removed")
     else:
         print("\n".join(f"{t}-{p} moving" for t, p in running) or "no reassignment running")
     return 0
 
 
-def _stop(port: KafkaPort) -> int:
-    running = sorted(port.ongoing())
-    if running:
-        port.reassign(dict.fromkeys(running))
-    topics = sorted({t for t, _ in running})
-    for t in topics:
-        port.alter_topic_configs(t, dict.fromkeys(executor.TOPIC_REPLICAS))
-    for b in port.model(topics=topics or None).broker_ids():
-        port.alter_broker_configs(b, dict.fromkeys(executor.BROKER_RATES))
-    print(f"{len(running)} reassignments cancelled; throttles removed")
-    return 0
-
-
-def _run(port: KafkaPort, args) -> int:
-    if args.status:
-        return _status(port, args)
-    if args.stop:
-        return _stop(port)
-    running = port.ongoing()
-    if running:   # as kafka-reassign-partitions refuses: the replica lists are mid-move
-        print(f"odradek rebalance: {len(running)} reassignments are running; wait (--status) or cancel them "
-              f"(--stop) first", file=sys.stderr)
-        return 1
-    proposal = _proposal(port, args)
-    if args.json and args.dry_run:
-        print(json.dumps(proposal.to_json(), indent=2))
-    elif not args.json:
-        print(proposal.summary())
-    if args.dry_run or not proposal.moves:
-        return 0
-    report = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
-    stop = threading.Event()   # Ctrl-C or SIGTERM: cancel the running moves, remove the throttle
-    saved = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        progress = executor.execute(port, proposal, concurrency=args.concurrency, throttle=args.throttle,
-                                    report=_changes_only(report), should_stop=stop.is_set, timeout=args.timeout)
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-    if args.json:
-        print(json.dumps({**proposal.to_json(), "moved": progress.done, "errors": list(progress.errors)}, indent=2))
-    else:
-        print(f"done: {progress.done}/{progress.total} partitions moved, {proposal.bytes_to_move} bytes; "
-              f"preferred leaders elected" + "".join(f"\nrefused: {e}" for e in progress.errors))
-    return 1 if progress.errors else 0
-
-
-def _changes_only(report):
-    last = [None]
-
-    def out(line: str) -> None:
-        if line != last[0]:
-            last[0] = line
-            report(line)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    port = KafkaPort(access.from_arguments(args))
+    if args.bootstrap_server:
+        if args.status or args.stop:   # no executor state outlives an in-process run: Kafka's own view
+            return _kafka_status_or_stop(args)
+        from .kafka_port import KafkaPort   # kafka-python: the 'rebalance' extra
+        target = InProcessTarget(KafkaPort(access.from_arguments(args)))
+    else:
+        target = ControllerTarget(args.data_dir)
     try:
-        return _run(port, args)
-    except PlanError as e:
-        print(f"odradek rebalance: {e}", file=sys.stderr)
+        return _run(target, args)
+    except KafkaError as e:
+        print(f"odradek rebalance: {e.code.name.upper()}: {e.message}", file=sys.stderr)
         return 2
-    except executor.StopRequested as e:
-        print(f"odradek rebalance: {e}", file=sys.stderr)
-        return 1
     finally:
-        port.close()
+        target.close()

@@ -1,29 +1,28 @@
-"""The cluster as ``odradek rebalance`` sees and drives it: Kafka's admin API over kafka-python
-(librdkafka's admin client has no AlterPartitionReassignments), so it works against any
-cluster the user can reach, Odradek or Apache Kafka.
+"""Any Kafka cluster as ``odradek rebalance --bootstrap-server`` sees and drives it: Kafka's admin
+API over kafka-python (librdkafka's admin client has no AlterPartitionReassignments; the
+``rebalance`` extra), so it works against any cluster the user can reach, Odradek or Apache Kafka.
 
 Owns: the ``ClusterModel`` built from DescribeCluster and Metadata (brokers, racks, replicas,
-leaders) plus partition sizes from DescribeLogDirs (or, refused, a dev cluster's brokers' Prometheus
-``kafka_log_log_size``; otherwise sizes are 0 and the plan counts replicas, not bytes), and
-the ``executor.ClusterPort`` over the same admin client.
+leaders) plus partition sizes from DescribeLogDirs (refused: sizes are 0 and the plan counts
+replicas, not bytes), and the executor's ``Port`` (``odradek.balance.executor``) over the same
+admin client, its blocking calls run in a thread; ``save`` keeps the state in memory only (an
+in-process run is not resumable).
 """
 
 from __future__ import annotations
 
-import re
-import urllib.request
-from typing import Iterable
+import asyncio
+from typing import Iterable, Mapping
 
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from odradek.balance import Broker, ClusterModel, Partition
+from odradek.balance.executor import BROKER_RATES, TOPIC_REPLICAS, PartitionView
 from odradek.dev.access import KafkaAccess
 
 Key = tuple[str, int]
 TIMEOUT_MS = 30_000
-_SIZE = re.compile(r'^kafka_log_log_size\{([^}]*)\}\s+([0-9.e+]+)', re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 class KafkaPort:
@@ -64,33 +63,48 @@ class KafkaPort:
                         sizes[key] = max(sizes.get(key, 0), p["partition_size"])
         return sizes
 
-    # -- executor.ClusterPort -----------------------------------------------------------------
-    def reassign(self, targets: dict[Key, tuple[int, ...] | None]) -> dict[Key, str | None]:
+    # -- the executor's Port (blocking admin calls in a thread) ----------------------------------------
+    async def reassign(self, targets: Mapping[Key, tuple[int, ...] | None]) -> dict[Key, str | None]:
+        return await asyncio.to_thread(self._reassign, dict(targets))
+
+    async def ongoing(self) -> set[Key]:
+        return await asyncio.to_thread(self.ongoing_now)
+
+    async def partitions(self, keys: Iterable[Key]) -> dict[Key, PartitionView]:
+        return await asyncio.to_thread(self._partitions, set(keys))
+
+    async def alter_broker_configs(self, broker: int, configs: Mapping[str, str | None]) -> None:
+        await asyncio.to_thread(self.alter_configs, ConfigResourceType.BROKER, str(broker), configs)
+
+    async def alter_topic_configs(self, topic: str, configs: Mapping[str, str | None]) -> None:
+        await asyncio.to_thread(self.alter_configs, ConfigResourceType.TOPIC, topic, configs)
+
+    async def elect_preferred(self, keys: Iterable[Key]) -> None:
+        await asyncio.to_thread(self._elect_preferred, list(keys))
+
+    async def save(self, execution: dict) -> None:
+        self.saved = execution   # in memory: a run over the admin API ends with the process
+
+    # -- blocking -----------------------------------------------------------------------------------
+    def _reassign(self, targets: dict[Key, tuple[int, ...] | None]) -> dict[Key, str | None]:
         answer = self.admin.alter_partition_reassignments(
             {TopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in targets.items()},
             timeout_ms=TIMEOUT_MS)
         return {(tp.topic, tp.partition): (None if e is None else e.__name__) for tp, e in answer.items()}
 
-    def ongoing(self) -> set[Key]:
+    def ongoing_now(self) -> set[Key]:
         return {(tp.topic, tp.partition) for tp in self.admin.list_partition_reassignments(timeout_ms=TIMEOUT_MS)}
 
-    def replicas_and_isr(self, keys: Iterable[Key]) -> dict[Key, tuple[tuple[int, ...], tuple[int, ...]]]:
-        wanted = set(keys)
+    def _partitions(self, wanted: set[Key]) -> dict[Key, PartitionView]:
         out = {}
         for t in self.admin.describe_topics(sorted({k[0] for k in wanted})):
             for p in t["partitions"]:
                 key = (t["name"], p["partition_index"])
-                if key in wanted:
-                    out[key] = (tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
+                if key in wanted:   # min.insync.replicas is the broker's to enforce here: 1
+                    out[key] = PartitionView(tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
         return out
 
-    def alter_broker_configs(self, broker: int, configs: dict[str, str | None]) -> None:
-        self._alter(ConfigResourceType.BROKER, str(broker), configs)
-
-    def alter_topic_configs(self, topic: str, configs: dict[str, str | None]) -> None:
-        self._alter(ConfigResourceType.TOPIC, topic, configs)
-
-    def _alter(self, kind, name: str, configs: dict[str, str | None]) -> None:
+    def alter_configs(self, kind, name: str, configs: Mapping[str, str | None]) -> None:
         ops = {k: ("DELETE", None) if v is None else ("SET", v) for k, v in configs.items()}
         result = self.admin.alter_configs([ConfigResource(kind, name, configs=ops)], raise_on_unknown=False,
                                           incremental=True)
@@ -99,23 +113,21 @@ class KafkaPort:
                 if outcome != "OK":
                     raise RuntimeError(f"altering the configs of {resource}: {outcome}")
 
-    def elect_preferred(self, keys: Iterable[Key]) -> None:
+    def cancel_all(self) -> list[Key]:
+        """Cancel every running reassignment, remove the throttles of their topics and of every
+        broker (``--stop`` without an executor's state); the cancelled partitions."""
+        running = sorted(self.ongoing_now())
+        if running:
+            self._reassign(dict.fromkeys(running))
+        for topic in sorted({t for t, _ in running}):
+            self.alter_configs(ConfigResourceType.TOPIC, topic, dict.fromkeys(TOPIC_REPLICAS))
+        for broker in self.model(topics=sorted({t for t, _ in running}) or None).broker_ids():
+            self.alter_configs(ConfigResourceType.BROKER, str(broker), dict.fromkeys(BROKER_RATES))
+        return running
+
+    def _elect_preferred(self, keys: list[Key]) -> None:
         by_topic: dict[str, list[int]] = {}
         for t, p in keys:
             by_topic.setdefault(t, []).append(p)
         if by_topic:   # ELECTION_NOT_NEEDED for partitions already led by their preferred leader
             self.admin.elect_leaders(0, by_topic, timeout_ms=TIMEOUT_MS, raise_errors=False)
-
-
-def sizes_from_metrics(urls: Iterable[str]) -> dict[Key, int]:
-    """Each partition's largest log size over the brokers' ``/metrics`` (the leader's is the
-    bytes a new replica copies)."""
-    sizes: dict[Key, int] = {}
-    for url in urls:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            text = resp.read().decode()
-        for labels, value in _SIZE.findall(text):
-            d = dict(_LABEL.findall(labels))
-            key = (d["topic"], int(d["partition"]))
-            sizes[key] = max(sizes.get(key, 0), int(float(value)))
-    return sizes
