@@ -26,6 +26,7 @@ TIMEOUT_S = 5.0
 NOT_CONTROLLER = 41
 UNKNOWN_TOPIC = 3
 TOPIC_ALREADY_EXISTS = 36
+REASSIGNMENT_IN_PROGRESS = 60
 
 
 class AdminError(Exception):
@@ -128,3 +129,26 @@ class ControllerClient:
 
     def describe_user(self, name: str, principal: str | None = None) -> dict:
         return self.request(cpu.describe_user(name, principal))
+
+    # -- rebalances (/work/wt/REBALANCE_API.md; docs/control-plane.md) ---------------------
+    def propose_rebalance(self, mode: str, brokers: Iterable[int] = (),
+                          replication_factors: dict[str, int] | None = None) -> dict:
+        return self.request(_rebalance("POST", "/proposals", {
+            "mode": mode, "brokers": list(brokers), "replication_factors": replication_factors or {}}))
+
+    def execute_rebalance(self, proposal_id: str, moves: list[dict], throttle: int | None, concurrency: int) -> dict:
+        return self.request(_rebalance("POST", "", {"proposal_id": proposal_id, "moves": moves,
+                                                    "throttle_bytes_per_s": throttle, "concurrency": concurrency}))
+
+    def rebalance_status(self) -> dict:
+        return self.request(_rebalance("GET", ""))
+
+    def stop_rebalance(self) -> dict:
+        return self.request(_rebalance("DELETE", ""))
+
+
+def _rebalance(method: str, suffix: str, body: dict | None = None) -> cp.Request:
+    """A call of the controller's rebalance routes; answers stay JSON (the operator reads them
+    as dicts, like the others)."""
+    route = cp.Route(method, cp.PREFIX + "/rebalance" + suffix, lambda answer: answer)
+    return cp.Request(route, route.path(), body)

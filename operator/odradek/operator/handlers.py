@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, metrics, principals, reconcile, users
+from odradek.operator import admin, certs, kube, metrics, principals, rebalance_run, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -238,3 +238,4 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
              registry=registry)(bind("OdradekTopic", reconcile_topic))
     on.timer(*USER, interval=settings.drift_interval, initial_delay=settings.drift_interval,
              registry=registry)(bind("OdradekUser", reconcile_user))
+    rebalance_run.register(registry, settings, bind)   # OdradekRebalance
