@@ -92,9 +92,9 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
         patch.status["phase"] = "Reconciling"
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
-    if outcome.waiting or outcome.warning or outcome.gateway_refused:   # a refused user may become mappable
-        raise kopf.TemporaryError(outcome.waiting or outcome.warning or outcome.gateway_refused,
-                                  delay=operator_settings.retry_delay)
+    retry = outcome.waiting or outcome.warning or outcome.gateway_refused or outcome.rebalancing
+    if retry:   # a refused user may become mappable; an auto-rebalance moves on
+        raise kopf.TemporaryError(retry, delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,

@@ -186,14 +186,11 @@ def validate_topic(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 def validate_topic_change(spec: Mapping[str, Any], partitions: int, replicas: int) -> None:
-    """What the controller cannot do to an existing topic: fewer partitions, another RF."""
+    """What the controller cannot do to an existing topic: fewer partitions (another replication
+    factor it can: ``replicas_change``)."""
     want = spec.get("partitions")
     if want is not None and want < partitions:
         raise SpecError(f"partitions cannot decrease: the topic has {partitions}, the spec asks for {want}")
-    rf = spec.get("replicas")
-    if rf is not None and rf != replicas:
-        raise SpecError(f"replicas cannot change from {replicas} to {rf}: changing the replication "
-                        "factor needs a partition reassignment, which this operator does not run")
 
 
 def _string(value: Any) -> str:
