@@ -19,6 +19,8 @@ commands:
   produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
   consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
+  rebalance    move partitions to balance brokers, add/remove brokers, change a replication factor
+               (odradek rebalance --help)
   top          live view of brokers, controller, URP, topics, group lag (odradek top --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
@@ -60,6 +62,8 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from odradek.client.cli import consume as run
     elif command == "operator":
         from odradek.operator.cli import main as run
+    elif command == "rebalance":
+        from odradek.rebalance.cli import main as run
     elif command == "top":
         from odradek.top import main as run
     elif command == "verify":

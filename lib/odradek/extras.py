@@ -10,6 +10,7 @@ import importlib.util
 MODULES = {
     "gateway": ("fastapi", "uvicorn", "pyarrow", "prometheus_client", "httpx", "confluent_kafka"),
     "operator": ("kopf", "kubernetes"),
+    "rebalance": ("kafka",),
     "spark": ("pyspark", "pyarrow", "httpx"),
     "top": ("rich",),
 }

@@ -7,6 +7,7 @@ out of its fetch while over its quota."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -123,6 +124,50 @@ def test_the_leader_holds_an_out_of_isr_followers_throttled_partition_at_the_rat
             assert rm.quotas.leader.bytes_total == got[0] + got[1]
         finally:
             await rm.close()
+    asyncio.run(scenario())
+
+
+def test_a_fetch_of_replica_fetch_max_bytes_never_takes_the_rate_above_the_throttle(tmp_path):
+    """Kafka's follower asks 1 MiB of each partition: the leader's read gives a throttled one its
+    quota's fetch budget only (here at least one 50 KB batch, half the rate: the first seconds
+    read up to that much above), so the rate holds at the throttle instead of reading 10 x it."""
+    async def scenario():
+        clock = Clock()
+        rm = _leader(tmp_path, clock, isr=(1,))
+        params = FetchParams(2, 0, 1, 10 << 20)
+        offset, rates = 0, []
+        try:
+            for _ in range(100):
+                result, _ = read_logs(rm, params, [(TOPIC, [SimpleNamespace(partition=0, fetch_offset=offset,
+                                                                            partition_max_bytes=1 << 20)])])
+                part = result.topics[0][1][0]
+                offset = part.records.next_offset if part.records is not None else offset
+                rates.append(rm.quotas.leader.rate())
+                clock.now += FETCH_EVERY_S
+            assert max(rates) <= 1.5 * RATE and max(rates[30:]) <= 1.2 * RATE, rates
+            assert statistics.median(rates[50:]) == pytest.approx(RATE, rel=0.1), rates
+        finally:
+            await rm.close()
+    asyncio.run(scenario())
+
+
+def test_the_follower_asks_a_throttled_partition_for_its_share_of_the_budget():
+    async def scenario():
+        quotas = ReplicationQuotas(2, clock=Clock())
+        quotas.update_rates({"leader.replication.throttled.rate": str(LONG_MAX),
+                             "follower.replication.throttled.rate": str(10 * RATE)}.__getitem__)
+        quotas.update_topics([(TOPIC, {"follower.replication.throttled.replicas": "0:2,1:2"})])
+        manager = ReplicaFetcherManager(2, lambda _t, _p: None, lambda _b: None, quota=quotas.follower)
+        fetcher = ReplicaFetcher(manager, 1)
+        try:
+            states = [FetchState(TOPIC, p, 1, 1) for p in range(2)] + [FetchState(TOPIC, 2, 1, 1, lag=0)]
+            fetcher._asked = {(s.topic, s.partition): (s, 0) for s in states}
+            share, catching_up = fetcher._throttled_max_bytes({(TOPIC, p): (0, 0, 1) for p in range(3)})
+            assert catching_up == {(TOPIC, 0), (TOPIC, 1)} and share == 10 * RATE // 2
+            quotas.follower.record(10 * RATE)   # a window's worth moved: a tenth of one now
+            assert fetcher._throttled_max_bytes({(TOPIC, 0): (0, 0, 1)})[0] == RATE
+        finally:
+            await fetcher.close()
     asyncio.run(scenario())
 
 

@@ -37,19 +37,20 @@ class ReplicaStatus:
     isr: tuple[int, ...] | None
     fetching_from: int | None  # the leader this follower fetches from
     leader_epochs: tuple[tuple[int, int], ...]  # (epoch, start offset)
+    size: int = 0  # the log's bytes (the balancer's partition size, read from leaders)
 
     def to_json(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "log_start_offset": self.log_start_offset,
                 "log_end_offset": self.log_end_offset, "high_watermark": self.high_watermark,
                 "role": self.role, "leader_epoch": self.leader_epoch,
                 "isr": None if self.isr is None else list(self.isr), "fetching_from": self.fetching_from,
-                "leader_epochs": [list(e) for e in self.leader_epochs]}
+                "leader_epochs": [list(e) for e in self.leader_epochs], "size": self.size}
 
     @classmethod
     def from_json(cls, d: Mapping) -> "ReplicaStatus":
         return cls(d["topic"], d["partition"], d["log_start_offset"], d["log_end_offset"], d["high_watermark"],
                    d["role"], d["leader_epoch"], None if d["isr"] is None else tuple(d["isr"]),
-                   d["fetching_from"], tuple(tuple(e) for e in d["leader_epochs"]))
+                   d["fetching_from"], tuple(tuple(e) for e in d["leader_epochs"]), int(d.get("size", 0)))
 
 
 @dataclass(frozen=True, slots=True)

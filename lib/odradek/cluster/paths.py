@@ -13,6 +13,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+REBALANCE = "/admin/odradek_rebalance"   # the controller's rebalance executor's state (resumed after failover)
 PRODUCER_ID_BLOCK = "/producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"  # persistent sequential children, Kafka's names

@@ -6,6 +6,9 @@ Kinds (all UTF-8 JSON unless said otherwise; relative to the cluster's chroot):
 
 - ``BROKER``: ``/brokers/ids/<id>``, the ephemeral registration (``BrokerInfo``);
 - ``CONTROLLER``: ``/controller``, ``{"id","epoch","url"}`` of the active controller;
+- ``REBALANCE``: ``/admin/odradek_rebalance``, the controller's rebalance execution
+  ``{"version":1,"execution":{...}}`` (``odradek.balance.executor.Execution``'s JSON), written
+  by the active controller only, read by the next one to resume;
 - ``LOG_DIR_EVENT``: ``/log_dir_event_notification/log_dir_event_<seq>``, a broker's offline
   log directory, ``{"version":1,"broker","event":1,"broker_epoch"}``;
 - ``ENTITY_CONFIG``: ``/config/<entity type>/<entity>``, Kafka's dynamic configs
@@ -99,6 +102,16 @@ class _LogDirEvent:
     def decode(self, data: bytes) -> LogDirEvent:
         doc = json.loads(data)
         return LogDirEvent(int(doc["broker"]), int(doc.get("broker_epoch", -1)), int(doc.get("event", 0)))
+
+
+class _Rebalance:
+    path = paths.REBALANCE
+
+    def encode(self, execution: Mapping) -> bytes:
+        return json.dumps({"version": 1, "execution": dict(execution)}, separators=(",", ":")).encode()
+
+    def decode(self, data: bytes) -> dict:
+        return dict(json.loads(data)["execution"])
 
 
 class _EntityConfig:
@@ -236,6 +249,7 @@ class _AclChange:
 BROKER = _Broker()
 CONTROLLER = _Controller()
 LOG_DIR_EVENT = _LogDirEvent()
+REBALANCE = _Rebalance()
 ENTITY_CONFIG = _EntityConfig()
 CONFIG_CHANGE = _ConfigChange()
 SCRAM_CREDENTIAL = _ScramCredential()

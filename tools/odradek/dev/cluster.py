@@ -26,7 +26,7 @@ from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
-from odradek.dev import launch, netns, processes, security, zookeeper
+from odradek.dev import grow, launch, netns, processes, security, zookeeper
 from odradek.dev.launch import Launched, StartFailed
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
@@ -221,13 +221,16 @@ def kill(args: argparse.Namespace) -> int:
 
 def start(args: argparse.Namespace) -> int:
     """Start one stopped broker (or a process by name, e.g. ``controller-0`` or ``zookeeper``)
-    again, with the same id, port and data."""
+    again, with the same id, port and data; a broker id the cluster never had adds that broker."""
     path = args.data_dir.resolve() / STATE_FILE
     state = _load(path)
     name = f"broker-{args.broker}" if args.broker.isdigit() else args.broker
-    if name not in state.get("commands", {}) and name != "zookeeper":
+    new = args.broker.isdigit() and name not in state.get("commands", {})
+    if new:
+        state["commands"][name] = grow.new_broker_command(state, int(args.broker), args.rack)
+    elif name not in state.get("commands", {}) and name != "zookeeper":
         raise SystemExit(f"cannot start {name!r}; known: {', '.join(['zookeeper', *state.get('commands', {})])}")
-    if processes.alive(ProcessRecord.from_json(state["processes"][name])):
+    if not new and processes.alive(ProcessRecord.from_json(state["processes"][name])):
         print(f"{name} is already running", file=sys.stderr)
         return 1
     if name == "zookeeper":  # the same port: brokers and controllers reconnect to their connect string
@@ -241,8 +244,12 @@ def start(args: argparse.Namespace) -> int:
     _save(path, state)
     if name != "zookeeper":
         try:   # a broker reports once its logs are open: a full disk stops it before
-            launch.await_ports(state, launched, args.timeout)
-        except StartFailed as e:
+            bound = launch.await_ports(state, launched, args.timeout)
+            if new:
+                grow.record(state, int(args.broker), args.rack, bound)
+                _save(path, state)
+                _wait_registered(state, int(args.broker), args.timeout)
+        except (StartFailed, TimeoutError) as e:
             print(f"{name} failed to start: {e}", file=sys.stderr)
             return 1
         _save(path, state)
@@ -250,6 +257,14 @@ def start(args: argparse.Namespace) -> int:
         _wait_gateway_ready(state, timeout=60)
     print(f"{name} started (pid {state['processes'][name]['pid']})")
     return 0
+
+
+def _wait_registered(state: dict, broker_id: int, timeout: float) -> None:
+    def registered() -> bool:
+        cluster = active_cluster(state)
+        return cluster is not None and any(b["id"] == broker_id
+                                           for b in cluster.get("brokers", []))
+    wait_until(registered, timeout, f"broker {broker_id} to register", 0.2)
 
 
 def _start_gateway(state: dict, preferred_port: int, timeout: float) -> None:
@@ -466,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--graceful", action="store_true")
     st = sub.add_parser("start", help="start a stopped broker (or controller-N, zookeeper) again")
     st.add_argument("broker", help="a broker id or a process name such as controller-0 or zookeeper "
-                                   "(same port and data)")
+                                   "(same port and data); a new broker id adds that broker")
+    st.add_argument("--rack", help="broker.rack of a broker added")
     st.add_argument("--timeout", type=float, default=60.0, help="how long to wait for it to serve")
     u.add_argument("--cluster", default="odradek", help="cluster name (ZooKeeper chroot /odradek/<name>)")
     for sp in (u, s, d, k, st):

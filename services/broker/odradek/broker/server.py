@@ -331,7 +331,8 @@ class Broker:
                 lg.topic, lg.partition, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
                 "leader" if part is not None and part.leading else "follower" if part is not None else None,
                 part.leader_epoch if part is not None else None, tuple(part.isr) if part is not None else None,
-                following.get((lg.topic, lg.partition)), tuple(tuple(e) for e in lg.leader_epochs.entries)))
+                following.get((lg.topic, lg.partition)), tuple(tuple(e) for e in lg.leader_epochs.entries),
+                lg.size))
         meta = self.replicas.metadata
         status = cp.BrokerStatus(self.config.broker_id, self.kafka_port,
                                  meta.controller_epoch if meta else None, tuple(partitions))

@@ -4,7 +4,7 @@ Owns: one handler per route of ``odradek.cluster.control_plane`` (which declares
 and parses the bodies: malformed -> INVALID_REQUEST) and the mapping of ``KafkaError`` to HTTP
 statuses. Every error body is ``KafkaError.to_json()``. Handlers only translate: each calls
 the ``Controller`` part that owns the request (``topics``, ``isr``, ``elections``,
-``reassigner``) or the controller itself.
+``reassigner``, ``rebalancer``) or the controller itself.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Mapping
 from aiohttp import web
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import control_plane_rebalance as cpr
 from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import server_app
 from odradek.errors import ErrorCode, KafkaError
@@ -28,7 +29,8 @@ _STATUS = {ErrorCode.not_controller: 503, ErrorCode.request_timed_out: 503,
            ErrorCode.broker_not_available: 404, ErrorCode.unknown_server_error: 500,
            # the caller's view is stale: it must refresh (metadata, registration) and retry
            ErrorCode.not_leader_or_follower: 409, ErrorCode.fenced_leader_epoch: 409,
-           ErrorCode.invalid_update_version: 409, ErrorCode.stale_broker_epoch: 409}
+           ErrorCode.invalid_update_version: 409, ErrorCode.stale_broker_epoch: 409,
+           ErrorCode.reassignment_in_progress: 409}
 
 
 async def _body(request: web.Request) -> Mapping:
@@ -130,6 +132,19 @@ def make_app(controller: Controller) -> web.Application:
         name, principal = request.match_info["name"], request.query.get("principal")
         return _answer(await controller.users(lambda u: u.delete(name, principal)))
 
+    async def propose_rebalance(request: web.Request) -> web.Response:
+        return _answer(await controller.rebalancer.propose(cpr.ProposalRequest.from_json(await _body(request))))
+
+    async def execute_rebalance(request: web.Request) -> web.Response:
+        req = cpr.ExecuteRequest.from_json(await _body(request))
+        return _answer(await controller.rebalancer.execute(req), status=202)
+
+    async def rebalance_status(request: web.Request) -> web.Response:
+        return _answer(await controller.rebalancer.status())
+
+    async def stop_rebalance(request: web.Request) -> web.Response:
+        return _answer(await controller.rebalancer.stop())
+
     return server_app({
         cp.HEALTH: health, cp.CLUSTER: cluster, cp.ALTER_PARTITION: alter_partition,
         cp.ALTER_PARTITIONS: alter_partitions,
@@ -137,4 +152,6 @@ def make_app(controller: Controller) -> web.Application:
         cp.ELECT_LEADERS: elect_leaders, cp.REASSIGN: reassign, cp.LIST_REASSIGNMENTS: reassignments,
         cp.CREATE_TOPIC: create_topic, cp.DELETE_TOPIC: delete_topic, cp.CREATE_PARTITIONS: create_partitions,
         cp.ALTER_CONFIGS: alter_configs,
-        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors])
+        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user,
+        cpr.PROPOSALS: propose_rebalance, cpr.EXECUTE: execute_rebalance, cpr.STATUS: rebalance_status,
+        cpr.STOP: stop_rebalance}, middlewares=[_errors])

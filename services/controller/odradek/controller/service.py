@@ -10,7 +10,8 @@ small requests that are no part's own (health, the cluster view, users, producer
 The work is done by parts over one ``ControllerContext`` (role, cached snapshot, the lock
 that serialises every action, pusher): ``Elections`` (broker changes, controlled shutdown,
 preferred / unclean elections, the rebalance), ``IsrChanges`` (AlterPartition),
-``Reassigner`` and ``TopicLifecycle``; every partition state they change is written by the
+``Reassigner``, ``TopicLifecycle`` and ``Rebalancer`` (the data rebalance's executor, its loop
+beside the leader-rebalance one); every partition state they change is written by the
 one ``PartitionStateWriter``, which also counts leader elections. Store calls run in threads
 (``asyncio.to_thread``).
 
@@ -35,6 +36,7 @@ from .context import ControllerContext
 from .elections import Elections
 from .isr_changes import IsrChanges
 from .reassigner import Reassigner
+from .rebalancer import ControllerPort, Rebalancer
 from .state_writer import PartitionStateWriter
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable
 from .topic_lifecycle import TopicLifecycle
@@ -52,6 +54,7 @@ class Controller:
         self.reassigner = Reassigner(ctx, self.states)
         self.elections = Elections(ctx, self.states)
         self.isr = IsrChanges(ctx, self.states, self.reassigner)
+        self.rebalancer = Rebalancer(ctx, ControllerPort(ctx, self.reassigner, self.topics, self.elections))
         self.zk_state: str | None = None  # the ZooKeeper session's last state (metrics)
         self.elections_won = 0            # times this instance became the active controller (metrics)
 
@@ -135,10 +138,12 @@ class Controller:
         # once, as Kafka's controller does on that dynamic change
         store.watch_cluster_defaults(threadsafe(ctx.poke))
         rebalancer = asyncio.create_task(self.elections.rebalance_loop(), name="leader-rebalance")
+        executor = asyncio.create_task(self.rebalancer.loop(), name="rebalance-executor")
         try:
             await self._loop()
         finally:
             rebalancer.cancel()
+            executor.cancel()
 
     async def _loop(self) -> None:
         ctx = self.ctx

@@ -260,3 +260,17 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def user_call(self, call: Callable[["UserAdmin"], T]) -> T:
         """``call`` with the users' admin on this session; raise StoreUnavailable."""
+
+    # --- the rebalance executor (odradek.controller.rebalancer) ------------------------------
+    @abc.abstractmethod
+    def read_rebalance(self) -> dict | None:
+        """The saved rebalance execution (``zk_data.REBALANCE``), None if none was ever saved."""
+
+    @abc.abstractmethod
+    def write_rebalance(self, execution: Mapping) -> None:
+        """Save the rebalance execution (fenced: only the active controller writes it)."""
+
+    @abc.abstractmethod
+    def alter_broker_config(self, entity: str, change: Callable[[dict[str, str]], Mapping[str, str]]) -> None:
+        """Read-modify-write ``/config/brokers/<entity>`` and notify the brokers, as Kafka's
+        AdminZkClient (the throttle rates of a rebalance)."""

@@ -27,7 +27,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Transaction
 
 from odradek.cluster import paths, zk_session
-from odradek.cluster.zk_data import ENTITY_CONFIG
+from odradek.broker.zk.configs import EntityConfigs
+from odradek.broker.zk.znodes import Znodes
+from odradek.cluster.zk_data import ENTITY_CONFIG, REBALANCE
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
@@ -427,6 +429,29 @@ class ZkStore(MetadataStore):
     def user_call(self, call: Callable[[UserAdmin], T]) -> T:
         # Not fenced: brokers write these znodes too (AlterUserScramCredentials, CreateAcls).
         return call(self._users)
+
+    @_unavailable_as_store_error
+    def read_rebalance(self) -> dict | None:
+        try:
+            return REBALANCE.decode(self._zk.get(REBALANCE.path)[0])
+        except NoNodeError:
+            return None
+
+    @_unavailable_as_store_error
+    def write_rebalance(self, execution: Mapping) -> None:
+        t = self._fenced()
+        if self._zk.exists(REBALANCE.path):
+            t.set_data(REBALANCE.path, REBALANCE.encode(execution))
+        else:
+            t.create(REBALANCE.path, REBALANCE.encode(execution))
+        failed = self._commit(t)
+        if failed is not None:
+            raise StoreError(f"saving the rebalance state failed: {failed[1]!r}")
+
+    @_unavailable_as_store_error
+    def alter_broker_config(self, entity: str, change: Callable[[dict[str, str]], Mapping[str, str]]) -> None:
+        # Not fenced: brokers write these znodes too (IncrementalAlterConfigs on a broker).
+        EntityConfigs(Znodes(lambda: self._zk)).alter("brokers", entity, change)
 
     @_unavailable_as_store_error
     def mark_for_deletion(self, topic: str) -> None:

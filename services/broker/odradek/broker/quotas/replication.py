@@ -17,6 +17,10 @@ What is done with them lives where the bytes move, as in Kafka:
   has not caught up on (lag > 0: PartitionFetchState.isReplicaInSync) while the follower quota
   is exceeded, and records every byte of throttled partitions it appends.
 
+Unlike Kafka, a fetch carries at most ``fetch_budget`` bytes of throttled, not caught-up
+partitions (the follower's per-partition max bytes, the leader's read), so that the bytes move
+at the throttle instead of in bursts of ``replica.fetch.max.bytes`` per partition.
+
 The rate is Kafka's ``SimpleRate`` over ``replication.quota.window.num`` samples of
 ``replication.quota.window.size.seconds``: total bytes over the time since the oldest sample
 began, at least one window. The quota is exceeded when that rate is above the bound
@@ -110,6 +114,21 @@ class ReplicationQuota:
 
     def exceeded(self) -> bool:
         return self.bound < LONG_MAX and self.rate() > self.bound
+
+    def fetch_budget(self) -> int:
+        """Bytes of throttled partitions one fetch may move: what keeps the rate at the bound, at
+        most one window's worth, at least a tenth of one. Kafka asks replica.fetch.max.bytes of
+        every partition whatever the quota, so one fetch may carry many windows' worth at once and
+        the rate reads above the throttle until it is spread over the samples; bounded here, the
+        bytes come in steps of a tenth of a window and the rate holds at the bound."""
+        if self.bound >= LONG_MAX:
+            return LONG_MAX
+        window = self.bound * self._window_ms / 1000.0
+        allowance = window
+        if self._rate is not None:
+            now = self._now_ms()
+            allowance = self.bound * self._rate.window_size_ms(now) / 1000.0 - self._rate.total(now)
+        return int(max(min(allowance, window), window / 10, 1))
 
     def delay_s(self) -> float:
         """How long until the rate is back at the bound with nothing more moved (0: not above)."""

@@ -63,6 +63,7 @@ FETCH_VERSION, EPOCH_VERSION = 12, 4
 MAX_WAIT = datetime.timedelta(milliseconds=500)
 MAX_BYTES = 10 * 1024 * 1024            # replica.fetch.response.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024       # replica.fetch.max.bytes
+MIN_THROTTLED_BYTES = 16 * 1024         # a throttled partition's least max bytes: a producer's default batch.size
 FETCH_BACKOFF_S = 1.0                   # replica.fetch.backoff.ms
 SOCKET_TIMEOUT_S = 30.0                 # replica.socket.timeout.ms
 # Every partition looked at again at least this often: all it finds is a log start offset
@@ -371,10 +372,12 @@ class ReplicaFetcher:
         listed, forgotten = session.build(wanted, None if self._walked else touched)
         self._walked = False
         by_topic: dict[str, list] = {}
+        throttled_max, catching_up = self._throttled_max_bytes(listed)
         for (topic, partition), (offset, start, epoch) in listed.items():
+            max_bytes = throttled_max if (topic, partition) in catching_up else PARTITION_MAX_BYTES
             by_topic.setdefault(topic, []).append(make(
                 s.FetchPartition, partition=partition, current_leader_epoch=epoch, fetch_offset=offset,
-                last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=PARTITION_MAX_BYTES))
+                last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=max_bytes))
         gone: dict[str, list[int]] = {}
         for topic, partition in forgotten:
             gone.setdefault(topic, []).append(partition)
@@ -414,6 +417,20 @@ class ReplicaFetcher:
         self._held = held
         wanted = {tp: v for tp, v in self._wanted.items() if tp not in held} if held else self._wanted
         return wanted, None if changed else touched
+
+    def _throttled_max_bytes(self, listed) -> tuple[int, set[TP]]:
+        """Each throttled, not caught-up partition's share of the follower quota's fetch budget
+        (at least one producer batch: smaller, it would come only when first in the answer), and
+        those partitions."""
+        quota = self.manager.quota
+        if quota is None or not quota.throttled_topics:
+            return PARTITION_MAX_BYTES, set()
+        catching_up = {tp for tp in listed if tp in self._asked and not self._asked[tp][0].in_sync
+                       and quota.is_throttled(*tp)}
+        if not catching_up:
+            return PARTITION_MAX_BYTES, catching_up
+        share = max(quota.fetch_budget() // len(catching_up), MIN_THROTTLED_BYTES)
+        return min(PARTITION_MAX_BYTES, share), catching_up
 
     async def _wait_for_quota(self) -> None:
         """Every partition is held back: sleep until the follower rate is back at its quota (or

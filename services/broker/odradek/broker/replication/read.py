@@ -97,6 +97,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
     partition must be answered at once (an error, a diverging epoch, a preferred replica)."""
     follower, committed = params.follower, params.committed
     quota = rm.quotas.leader if follower else None
+    throttled_budget = quota.fetch_budget() if quota is not None and quota.throttled_topics else 0
     budget = params.max_bytes
     total = 0
     failed = False
@@ -124,7 +125,10 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                 aborted = () if committed else None
                 throttled = quota is not None and quota.is_throttled(topic, p.partition)
                 # Kafka's shouldLeaderThrottle: nothing of this partition this time, it comes again
-                held = throttled and params.replica_id not in lp.partition.isr and quota.exceeded()
+                catching_up = throttled and params.replica_id not in lp.partition.isr
+                held = catching_up and quota.exceeded()
+                if catching_up:   # at most the quota's fetch budget over this read's throttled partitions
+                    limit = min(limit, throttled_budget)
                 if not held and (limit > 0 or total == 0):
                     chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper, min_one_batch=total == 0)
                     if chunk.size:
@@ -132,6 +136,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                         total += chunk.size
                         if quota is not None:
                             _record_replication(quota, throttled, chunk.size)
+                            throttled_budget -= chunk.size if catching_up else 0
                         if committed:
                             aborted = tuple((t.producer_id, t.first_offset)
                                             for t in log.aborted_transactions(p.fetch_offset, chunk.next_offset))
