@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import control_plane_rebalance as cpr
 from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls
@@ -130,25 +131,19 @@ class ControllerClient:
     def describe_user(self, name: str, principal: str | None = None) -> dict:
         return self.request(cpu.describe_user(name, principal))
 
-    # -- rebalances (/work/wt/REBALANCE_API.md; docs/control-plane.md) ---------------------
+    # -- rebalances (control_plane_rebalance; docs/control-plane.md) -----------------------
     def propose_rebalance(self, mode: str, brokers: Iterable[int] = (),
                           replication_factors: dict[str, int] | None = None) -> dict:
-        return self.request(_rebalance("POST", "/proposals", {
-            "mode": mode, "brokers": list(brokers), "replication_factors": replication_factors or {}}))
+        return self.request(cpr.propose(cpr.ProposalRequest(mode, tuple(brokers), replication_factors or {})))
 
     def execute_rebalance(self, proposal_id: str, moves: list[dict], throttle: int | None, concurrency: int) -> dict:
-        return self.request(_rebalance("POST", "", {"proposal_id": proposal_id, "moves": moves,
-                                                    "throttle_bytes_per_s": throttle, "concurrency": concurrency}))
+        """Execute a proposal's ``moves`` (as the proposal's JSON gave them)."""
+        body = {"proposal_id": proposal_id, "moves": moves, "throttle_bytes_per_s": throttle,
+                "concurrency": concurrency}
+        return self.request(cp.Request(cpr.EXECUTE, cpr.EXECUTE.path(), body))
 
     def rebalance_status(self) -> dict:
-        return self.request(_rebalance("GET", ""))
+        return self.request(cpr.status())
 
     def stop_rebalance(self) -> dict:
-        return self.request(_rebalance("DELETE", ""))
-
-
-def _rebalance(method: str, suffix: str, body: dict | None = None) -> cp.Request:
-    """A call of the controller's rebalance routes; answers stay JSON (the operator reads them
-    as dicts, like the others)."""
-    route = cp.Route(method, cp.PREFIX + "/rebalance" + suffix, lambda answer: answer)
-    return cp.Request(route, route.path(), body)
+        return self.request(cpr.stop())

@@ -21,14 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from odradek.cluster.control_plane_rebalance import DEFAULT_CONCURRENCY, MODES
 from odradek.operator.spec import SpecError
 
 ANNOTATION = "odradek.dev/rebalance"
 AUTO_APPROVAL = "odradek.dev/rebalance-auto-approval"
 TEMPLATE = "odradek.dev/rebalance-template"
 APPROVE, STOP, REFRESH = "approve", "stop", "refresh"
-MODES = ("full", "add-brokers", "remove-brokers")
-DEFAULT_CONCURRENCY = 5     # the executor's default moves at once (Strimzi's per-broker default)
 
 NEW, PROPOSAL_READY, REBALANCING = "New", "ProposalReady", "Rebalancing"
 READY, STOPPED, NOT_READY = "Ready", "Stopped", "NotReady"
