@@ -105,9 +105,10 @@ def test_invalid_topic_specs_get_a_clear_status(k8s, namespace, odc):
 
     # a replication factor above the live brokers: the controller refuses the proposal
     k8s.apply_topic(ns, "shrinking", {"cluster": "dev", "partitions": 4, "replicas": 3})
-    t = wait_until(lambda: (x := k8s.topic(ns, "shrinking")) and x["metadata"]["generation"] == 3
-                   and (x.get("status") or {}).get("phase") == "Failed" and x, 30, "the RF change to be refused")
+    t = wait_until(lambda: (x := k8s.topic(ns, "shrinking")) and (condition(x, "Ready") or {}).get(
+        "observedGeneration") == 3 and x, 30, "the RF change to be refused")
     assert condition(t, "Ready")["reason"] == "INVALID_REPLICATION_FACTOR", condition(t, "Ready")
+    assert t["status"]["phase"] == "Failed"
     assert len(controller_topic(url, "shrinking")["partitions"][0]["replicas"]) == 1
 
     k8s.apply_topic(ns, "badconfig", {"cluster": "dev", "config": {"retention": "1"}})

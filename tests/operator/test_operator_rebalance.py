@@ -4,6 +4,8 @@ the scale-up and scale-down steps."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from odradek.operator import autorebalance as auto
@@ -163,19 +165,25 @@ def fake():
 
 def test_replication_factor_change_steps(fake):
     from odradek.operator import admin, replicas_change
+
+    def step(want, old):
+        return replicas_change.step(client, fake.topics[0], want, old)
     client = admin.ControllerClient([fake.url])
-    assert replicas_change.step(client, "t", None, 1, None) is None
-    assert replicas_change.step(client, "t", 1, 1, {"state": "ongoing"}) is None
+    assert step(None, None) is None and step(1, {"state": "ongoing"}) is None
     fake.rebalancer.hold = True
-    change = replicas_change.step(client, "t", 2, 1, None)
+    change = step(2, None)
     assert (change["state"], change["targetReplicas"], change["movesTotal"]) == ("ongoing", 2, 3)
-    again = replicas_change.step(client, "t", 2, 1, change)   # polled, not proposed again
+    again = step(2, change)   # polled, not proposed again
     assert again["proposalId"] == change["proposalId"] and len(fake.rebalancer.proposals) == 1
     # another target while it executes: pending until the executor is free
-    assert replicas_change.step(client, "t", 3, 1, change)["state"] == "pending"
+    assert step(3, change)["state"] == "pending"
     fake.rebalancer.hold = False
-    while fake.rebalancer.state["state"] == "executing":
-        client.rebalance_status()
-    assert all(len(p["replicas"]) == 2 for p in fake.topics[0]["partitions"])
+    client.rebalance_status()   # one move made: the factors are mixed, the change goes on
+    assert replicas_change.factors(fake.topics[0]) == {1, 2} and step(2, change)["state"] == "ongoing"
+    # the last move is made by this pass's poll, after its metadata was read
+    before_last = copy.deepcopy(fake.topics[0])
+    assert replicas_change.step(client, before_last, 2, change) is None
+    assert replicas_change.factors(fake.topics[0]) == {2}
+    assert len(fake.rebalancer.proposals) == 2, "proposed again once the change was done"
     with pytest.raises(admin.AdminError, match="INVALID_REPLICATION_FACTOR"):
-        replicas_change.step(client, "t", 4, 2, None)
+        step(4, None)

@@ -135,6 +135,8 @@ class FakeRebalancer:
                       "moves_total": len(body["moves"]), "bytes_total": 1000 * len(body["moves"]),
                       "throttle_bytes_per_s": body.get("throttle_bytes_per_s"), "started_ms": 1}
         self._moves = list(body["moves"])
+        if not self._moves:
+            self.state.update(state="completed", finished_ms=2)
         return 202, dict(self.state)
 
     def _step(self) -> None:

@@ -373,7 +373,7 @@ def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], s
     if not plan.empty:
         logger.info("topic %s: %s", topic, plan.describe())
     partitions, rf = topics.current_shape(current)
-    change = None if plan.create else replicas_change.step(client, topic, spec.get("replicas"), rf,
+    change = None if plan.create else replicas_change.step(client, current, spec.get("replicas"),
                                                            status.get("replicasChange"))
     return {"topicName": topic, "topicId": current.get("topic_id"), "partitions": partitions,
             "replicas": rf, "cluster": cluster["metadata"]["name"], "observedGeneration": meta.get("generation"),

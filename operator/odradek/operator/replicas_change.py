@@ -14,17 +14,25 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from odradek.operator import admin, rebalance
+from odradek.operator import admin, rebalance, topics
 
 PENDING, ONGOING = "pending", "ongoing"
 
 
-def step(client: admin.ControllerClient, topic: str, want: int | None, current: int,
+def factors(metadata: Mapping[str, Any]) -> set[int]:
+    """The replication factors of a ``TopicMetadata`` JSON's partitions (several while one moves)."""
+    return {len(p["replicas"]) for p in metadata.get("partitions") or []}
+
+
+def step(client: admin.ControllerClient, metadata: Mapping[str, Any], want: int | None,
          old: Mapping[str, Any] | None) -> dict | None:
-    """One pass towards ``want`` replicas of ``topic`` (``current`` now); the new
-    ``status.replicasChange``, None when there is nothing to change."""
-    if want is None or want == current:
+    """One pass towards ``want`` replicas of every partition of the topic ``metadata`` (the
+    controller's ``TopicMetadata`` JSON); the new ``status.replicasChange``, None when there
+    is nothing to change."""
+    have = factors(metadata)
+    if want is None or have <= {want}:
         return None
+    topic, current = metadata["name"], "/".join(str(f) for f in sorted(have))
     old = old or {}
     base = {"targetReplicas": want}
     note = ""
@@ -34,10 +42,15 @@ def step(client: admin.ControllerClient, topic: str, want: int | None, current: 
         if state == rebalance.REBALANCING:
             return {**base, "state": ONGOING, "proposalId": old["proposalId"], "message": message,
                     "movesDone": answer.get("moves_done", 0), "movesTotal": answer.get("moves_total", 0)}
-        if state != rebalance.READY:   # stopped, failed or lost: proposed again below
+        if state == rebalance.READY:   # the metadata read before this poll may predate the last move
+            if factors(topics.find(client.cluster(), topic) or {}) <= {want}:
+                return None
+        else:   # stopped, failed or lost: proposed again below
             note = f"the previous attempt ended {state}: {message}; "
     proposal = client.propose_rebalance("full", (), {topic: want})
     moves = proposal.get("moves") or []
+    if not moves:
+        return None
     try:
         answer = client.execute_rebalance(proposal["id"], moves, None, rebalance.DEFAULT_CONCURRENCY)
     except admin.AdminError as e:
