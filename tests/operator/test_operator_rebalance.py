@@ -158,7 +158,7 @@ def fake():
     from tests.support.fake_peers import FakeController
     f = FakeController()
     f.topics = [{"name": "t", "topic_id": "x", "configs": {}, "partitions": [
-        {"partition": i, "replicas": [i % 3], "leader": i % 3, "leader_epoch": 0, "isr": [i % 3]} for i in range(3)]}]
+        {"partition": i, "replicas": [i % 3], "leader": i % 3, "leader_epoch": 0, "isr": [i % 3]} for i in range(8)]}]
     yield f
     f.close()
 
@@ -172,16 +172,16 @@ def test_replication_factor_change_steps(fake):
     assert step(None, None) is None and step(1, {"state": "ongoing"}) is None
     fake.rebalancer.hold = True
     change = step(2, None)
-    assert (change["state"], change["targetReplicas"], change["movesTotal"]) == ("ongoing", 2, 3)
+    assert (change["state"], change["targetReplicas"], change["movesTotal"]) == ("ongoing", 2, 8)
     again = step(2, change)   # polled, not proposed again
     assert again["proposalId"] == change["proposalId"] and len(fake.rebalancer.proposals) == 1
     # another target while it executes: pending until the executor is free
     assert step(3, change)["state"] == "pending"
     fake.rebalancer.hold = False
-    client.rebalance_status()   # one move made: the factors are mixed, the change goes on
-    assert replicas_change.factors(fake.topics[0]) == {1, 2} and step(2, change)["state"] == "ongoing"
-    # the last move is made by this pass's poll, after its metadata was read
+    client.rebalance_status()   # one batch of 5 moves: the factors are mixed
     before_last = copy.deepcopy(fake.topics[0])
+    assert replicas_change.factors(before_last) == {1, 2}
+    # the last batch is made by this pass's poll, after its metadata was read
     assert replicas_change.step(client, before_last, 2, change) is None
     assert replicas_change.factors(fake.topics[0]) == {2}
     assert len(fake.rebalancer.proposals) == 2, "proposed again once the change was done"

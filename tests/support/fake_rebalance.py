@@ -4,7 +4,8 @@
 A tiny planner (remove-brokers: each replica on a broker to remove goes to the least loaded
 other broker; add-brokers: replicas go from the most loaded brokers to the new ones up to the
 mean; replication factors: replicas added on the least loaded brokers or dropped from the end)
-and an executor a test steps: each poll (GET) makes one move, unless ``hold`` is set. Errors as
+and an executor a test steps: each poll (GET) makes one batch of ``concurrency`` moves, unless
+``hold`` is set. Errors as
 the controller's: BROKER_NOT_AVAILABLE, INVALID_REPLICATION_FACTOR, REASSIGNMENT_IN_PROGRESS,
 INVALID_REPLICA_ASSIGNMENT (a stale move).
 """
@@ -134,19 +135,21 @@ class FakeRebalancer:
         self.state = {**self._idle(), "id": body["proposal_id"], "state": "executing",
                       "moves_total": len(body["moves"]), "bytes_total": 1000 * len(body["moves"]),
                       "throttle_bytes_per_s": body.get("throttle_bytes_per_s"), "started_ms": 1}
-        self._moves = list(body["moves"])
+        self._moves, self._concurrency = list(body["moves"]), body.get("concurrency") or 5
         if not self._moves:
             self.state.update(state="completed", finished_ms=2)
         return 202, dict(self.state)
 
     def _step(self) -> None:
+        """One batch: up to ``concurrency`` moves."""
         if self.state["state"] != "executing" or self.hold:
             return
-        move = self._moves[self.state["moves_done"]]
-        for topic, p in self._partitions():
-            if (topic, p["partition"]) == (move["topic"], move["partition"]):
-                p.update(replicas=list(move["after"]), isr=list(move["after"]), leader=move["after"][0])
-        done = self.state["moves_done"] + 1
+        done = self.state["moves_done"]
+        for move in self._moves[done:done + self._concurrency]:
+            for topic, p in self._partitions():
+                if (topic, p["partition"]) == (move["topic"], move["partition"]):
+                    p.update(replicas=list(move["after"]), isr=list(move["after"]), leader=move["after"][0])
+        done = min(done + self._concurrency, len(self._moves))
         self.state.update(moves_done=done, bytes_moved=1000 * done)
         if done == self.state["moves_total"]:
             self.state.update(state="completed", finished_ms=2)
