@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_security, listeners, metrics,
-                              network_policies, principals, replicas_change, rolling, topics, validation)
+from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_security, listeners,
+                              metrics, network_policies, principals, replicas_change, rolling, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
