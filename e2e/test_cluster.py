@@ -1,6 +1,7 @@
 """What users do with Odradek on Kubernetes, on a cluster where pods really run: helm install a
 cluster, kubectl apply topics, produce and consume over HTTP through the gateway Service, lose a
-broker pod, change a broker setting, spark-submit a job against the gateway. In file order."""
+broker pod, change a broker setting, scale 3 -> 4 -> 3 brokers with spec.autoRebalance,
+spark-submit a job against the gateway. In file order."""
 
 from __future__ import annotations
 
@@ -184,6 +185,48 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
     print(f"roll: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
     assert not lost, lost[:10]
     assert len(producer.failures) <= len(producer.acked) // 1000, producer.failures[:5]
+
+
+def replicas_on(gateway, broker: int, topics=("orders", "durable")) -> int:
+    with gateway.client() as gw:
+        return sum(any(r["broker"] == broker for r in p["replicas"]) for t in topics for p in gw.partition_details(t))
+
+
+def auto_rebalance_idle(kube) -> bool:
+    return (kube.get("odradekcluster", CLUSTER)["status"].get("autoRebalance") or {}).get("state") == "Idle"
+
+
+def test_scale_up_and_down_rebalances_under_load_losing_nothing(kube, gateway):
+    """spec.autoRebalance: 3 -> 4 brokers, the new one takes replicas; back to 3, broker 3
+    drained before its pod goes; an acks=all producer throughout loses nothing."""
+    producer = Producer(gateway, "durable", "scale")
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 1_000, 120, "produce running", 0.5)
+    auto = [{"mode": "add-brokers"}, {"mode": "remove-brokers"}]
+
+    def scale(n: int) -> None:
+        kube.kubectl("patch", "odradekcluster", CLUSTER, "-n", NAMESPACE, "--type", "merge", "-p",
+                     json.dumps({"spec": {"autoRebalance": auto, "brokers": {"replicas": n}}}))
+
+    scale(4)
+    wait_until(lambda: len(pods_ready(kube, BROKERS)) == 4 and auto_rebalance_idle(kube) and cluster_ready(kube)
+               and replicas_on(gateway, 3) > 0, 1200, "broker 3 ready and holding replicas", 3)
+    taken = replicas_on(gateway, 3)
+    scale(3)
+    wait_until(lambda: kube.get("statefulset", f"{CLUSTER}-brokers")["spec"]["replicas"] == 3
+               and len(pods_ready(kube, BROKERS)) == 3 and auto_rebalance_idle(kube) and cluster_ready(kube), 1200,
+               "back to 3 brokers", 3)
+    assert replicas_on(gateway, 3) == 0
+    acked_after = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked_after + 1_000, 120, "produce after the scaling", 0.5)
+    producer.finish()
+    with gateway.client() as gw:
+        wait_until(lambda: all_in_sync(gw, "durable", 3), 300, "durable in sync on 3 brokers", 2)
+        stored = values(read_all(gw, "durable"))
+    lost = [v for v in producer.acked if v not in stored]
+    print(f"scale 3->4->3: broker 3 took {taken} replicas; acknowledged {len(producer.acked)}, "
+          f"failed batches {len(producer.failures)}, lost {len(lost)}")
+    assert not lost, lost[:10]
 
 
 def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway, tmp_path):

@@ -103,10 +103,13 @@ def test_invalid_topic_specs_get_a_clear_status(k8s, namespace, odc):
     assert "partitions cannot decrease: the topic has 4, the spec asks for 2" in c["message"]
     assert len(controller_topic(url, "shrinking")["partitions"]) == 4
 
+    # a replication factor above the live brokers: the controller refuses the proposal
     k8s.apply_topic(ns, "shrinking", {"cluster": "dev", "partitions": 4, "replicas": 3})
-    t = wait_until(lambda: "replicas cannot change" in (condition(k8s.topic(ns, "shrinking"), "Ready") or {}).get("message", "")
-                   and k8s.topic(ns, "shrinking"), 30, "the RF change to be refused")
-    assert condition(t, "Ready")["status"] == "False"
+    t = wait_until(lambda: (x := k8s.topic(ns, "shrinking")) and (condition(x, "Ready") or {}).get(
+        "observedGeneration") == 3 and x, 30, "the RF change to be refused")
+    assert condition(t, "Ready")["reason"] == "INVALID_REPLICATION_FACTOR", condition(t, "Ready")
+    assert t["status"]["phase"] == "Failed"
+    assert len(controller_topic(url, "shrinking")["partitions"][0]["replicas"]) == 1
 
     k8s.apply_topic(ns, "badconfig", {"cluster": "dev", "config": {"retention": "1"}})
     t = wait_until(failed("badconfig"), 30, "the bad config to be refused")

@@ -73,8 +73,7 @@ def test_topics():
     validate_topic_change({"partitions": 6}, 3, 1)
     with pytest.raises(SpecError, match="partitions cannot decrease: the topic has 6, the spec asks for 3"):
         validate_topic_change({"partitions": 3}, 6, 1)
-    with pytest.raises(SpecError, match="replicas cannot change from 1 to 3"):
-        validate_topic_change({"replicas": 3}, 6, 1)
+    validate_topic_change({"replicas": 3}, 6, 1)   # an RF change is replicas_change's
 
 
 def test_rack_awareness_without_the_charts_node_role_is_an_invalid_spec():

@@ -17,6 +17,8 @@ from kazoo.client import KazooClient
 
 from odradek.cluster import control_plane as cp
 from odradek.cluster import paths
+from tests.support.fake_rebalance import PATH as REBALANCE_PATH
+from tests.support.fake_rebalance import FakeRebalancer
 
 Answer = Callable[[str, str, "dict | None"], "tuple[int, dict]"]
 
@@ -31,6 +33,9 @@ def serve_json(answer: Answer) -> tuple[ThreadingHTTPServer, str]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             self._reply(*answer("POST", self.path, json.loads(self.rfile.read(length) or b"null")))
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._reply(*answer("DELETE", self.path, None))
 
         def _reply(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()
@@ -120,14 +125,18 @@ class FakeBroker:
 
 class FakeController:
     """A stand-in for the active controller's health and cluster answers, so a
-    test can report under-replicated partitions and replica placement at will."""
+    test can report under-replicated partitions and replica placement at will; its rebalance
+    routes are ``rebalancer``'s (``fake_rebalance``)."""
 
     def __init__(self) -> None:
         self.under_replicated = 0
         self.topics: list[dict] = []
+        self.rebalancer = FakeRebalancer(lambda: self.topics)
         self.server, self.url = serve_json(self._answer)
 
     def _answer(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+        if path.startswith(REBALANCE_PATH):
+            return self.rebalancer.answer(method, path, body)
         if (method, path) == (cp.HEALTH.method, cp.HEALTH.path()):
             return 200, {"id": "fake-0", "url": self.url, "active": True, "epoch": 1,
                          "under_replicated_partitions": self.under_replicated}

@@ -45,6 +45,13 @@ the ClusterRole when it watches every namespace). */ -}}
 - apiGroups: [odradek.dev]
   resources: [odradekclusters/status, odradektopics/status, odradekusers/status]
   verbs: [get, patch, update]
+# OdradekRebalances: the users' (status) and spec.autoRebalance's own (created, deleted when done).
+- apiGroups: [odradek.dev]
+  resources: [odradekrebalances]
+  verbs: [get, list, watch, create, patch, update, delete]
+- apiGroups: [odradek.dev]
+  resources: [odradekrebalances/status]
+  verbs: [get, patch, update]
 - apiGroups: [""]
   resources: [configmaps, services]
   verbs: [get, list, watch, create, patch, update]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from odradek.cluster import control_plane as cp
+from odradek.cluster import control_plane_rebalance as cpr
 from odradek.cluster import control_plane_users as cpu
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls
@@ -26,6 +27,7 @@ TIMEOUT_S = 5.0
 NOT_CONTROLLER = 41
 UNKNOWN_TOPIC = 3
 TOPIC_ALREADY_EXISTS = 36
+REASSIGNMENT_IN_PROGRESS = 60
 
 
 class AdminError(Exception):
@@ -140,3 +142,20 @@ class ControllerClient:
     def disable_maintenance(self, broker_id: int) -> dict:
         """End maintenance; its preferred leaderships are elected back to it."""
         return self.request(cp.disable_maintenance(broker_id))
+
+    # -- rebalances (control_plane_rebalance; docs/control-plane.md) -----------------------
+    def propose_rebalance(self, mode: str, brokers: Iterable[int] = (),
+                          replication_factors: dict[str, int] | None = None) -> dict:
+        return self.request(cpr.propose(cpr.ProposalRequest(mode, tuple(brokers), replication_factors or {})))
+
+    def execute_rebalance(self, proposal_id: str, moves: list[dict], throttle: int | None, concurrency: int) -> dict:
+        """Execute a proposal's ``moves`` (as the proposal's JSON gave them)."""
+        body = {"proposal_id": proposal_id, "moves": moves, "throttle_bytes_per_s": throttle,
+                "concurrency": concurrency}
+        return self.request(cp.Request(cpr.EXECUTE, cpr.EXECUTE.path(), body))
+
+    def rebalance_status(self) -> dict:
+        return self.request(cpr.status())
+
+    def stop_rebalance(self) -> dict:
+        return self.request(cpr.stop())

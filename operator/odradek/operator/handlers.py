@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, metrics, principals, reconcile, users
+from odradek.operator import admin, certs, kube, metrics, principals, rebalance_run, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -92,9 +92,9 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
         patch.status["phase"] = "Reconciling"
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
-    if outcome.waiting or outcome.warning or outcome.gateway_refused:   # a refused user may become mappable
-        raise kopf.TemporaryError(outcome.waiting or outcome.warning or outcome.gateway_refused,
-                                  delay=operator_settings.retry_delay)
+    retry = outcome.waiting or outcome.warning or outcome.gateway_refused or outcome.rebalancing
+    if retry:   # a refused user may become mappable; an auto-rebalance moves on
+        raise kopf.TemporaryError(retry, delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
@@ -238,3 +238,4 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
              registry=registry)(bind("OdradekTopic", reconcile_topic))
     on.timer(*USER, interval=settings.drift_interval, initial_delay=settings.drift_interval,
              registry=registry)(bind("OdradekUser", reconcile_user))
+    rebalance_run.register(registry, settings, bind)   # OdradekRebalance

@@ -47,6 +47,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("odradek.dev/v1alpha1", "OdradekCluster"): ("odradekclusters", True),
     ("odradek.dev/v1alpha1", "OdradekTopic"): ("odradektopics", True),
     ("odradek.dev/v1alpha1", "OdradekUser"): ("odradekusers", True),
+    ("odradek.dev/v1alpha1", "OdradekRebalance"): ("odradekrebalances", True),
 }
 
 

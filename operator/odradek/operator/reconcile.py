@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import (admin, builders, certs, cluster_plan, gateway_security, listeners, metrics,
-                              network_policies, principals, rolling, topics, validation)
+from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_security, listeners,
+                              metrics, network_policies, principals, replicas_change, rolling, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
@@ -77,6 +77,7 @@ class ClusterOutcome:
     waiting: str | None = None      # a rolling restart in progress
     applied: list[str] = field(default_factory=list)
     gateway_refused: str | None = None   # gateway.users that cannot be mapped yet (looked at again)
+    rebalancing: str | None = None       # what spec.autoRebalance waits for (autorebalance.py; looked at again)
 
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
@@ -105,6 +106,9 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     if resized:
         logger.info("resized %s", ", ".join(resized))
     waiting = _roll(kube, body, spec, observed, plan, settings, client)
+    live_sts = observed.statefulsets.get(builders.names(name)["brokers"])
+    auto = autorebalance.sync(kube, body, spec, (live_sts or {}).get("spec", {}).get("replicas"),
+                              observed.scale.allowed, adopt)
     status = {
         "observedGeneration": meta.get("generation"),
         "desiredBrokers": spec.brokers.replicas,
@@ -112,9 +116,11 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
         "listeners": listener_status(kube, name, namespace, spec, live_services),
         "gatewayAddress": builders.gateway_address(name, namespace) if spec.gateway.replicas > 0 else None,
         "rolling": waiting,
+        "autoRebalance": auto.status,
     }
-    return ClusterOutcome(status, None if observed.scale.allowed else observed.scale.reason, waiting, applied,
-                          gateway_refused=plan.gateway_refused)
+    refused = None if observed.scale.allowed or auto.holds_scale_down else observed.scale.reason
+    return ClusterOutcome(status, refused, waiting, applied, gateway_refused=plan.gateway_refused,
+                          rebalancing=auto.waiting)
 
 
 def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: cluster_plan.Observed,
@@ -367,8 +373,11 @@ def sync_topic(kube: Kube, name: str, namespace: str, meta: Mapping[str, Any], s
     if not plan.empty:
         logger.info("topic %s: %s", topic, plan.describe())
     partitions, rf = topics.current_shape(current)
+    change = None if plan.create else replicas_change.step(client, current, spec.get("replicas"),
+                                                           status.get("replicasChange"))
     return {"topicName": topic, "topicId": current.get("topic_id"), "partitions": partitions,
-            "replicas": rf, "cluster": cluster["metadata"]["name"], "observedGeneration": meta.get("generation")}
+            "replicas": rf, "cluster": cluster["metadata"]["name"], "observedGeneration": meta.get("generation"),
+            "replicasChange": change}
 
 
 def cluster_for_cleanup(kube: Kube, namespace: str, meta: Mapping[str, Any],

@@ -122,6 +122,14 @@ class Authorization:
 
 
 @dataclass(frozen=True)
+class AutoRebalance:
+    """``autoRebalance[]``: rebalance on scale (``add-brokers`` | ``remove-brokers``), with the
+    OdradekRebalance template whose throttle and concurrency it takes (``template.name``)."""
+    mode: str
+    template: str | None = None
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     image: str = DEFAULT_IMAGE
     image_pull_policy: str = "IfNotPresent"
@@ -136,6 +144,7 @@ class ClusterSpec:
     rack_topology_key: str | None = None
     network_policies: bool = True      # ``networkPolicies``: the NetworkPolicies of network_policies.py
     pod_template: Mapping[str, Any] = field(default_factory=dict)   # ``template.pod``, merged into every pod
+    auto_rebalance: tuple[AutoRebalance, ...] = ()   # ``autoRebalance`` (autorebalance.py); none: off
     # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
     # the brokers' config hash in the form existing clusters hashed them.
     source: Mapping[str, Any] = field(default_factory=dict)

@@ -3,8 +3,8 @@
 ``plan_topic`` compares the spec with the controller's ``TopicMetadata`` JSON (or None when
 the topic does not exist) and returns the admin calls that make the cluster match the spec:
 create; increase partitions; set changed configs and delete configs the spec does not name
-(drift made with Kafka tools is reverted). Fewer partitions or another replication factor
-raise ``SpecError``.
+(drift made with Kafka tools is reverted). Fewer partitions raise ``SpecError``; another
+replication factor is ``replicas_change``'s (through the controller's rebalance routes).
 
 Ownership (``check_ownership``, ``owned``): an OdradekTopic manages the topic it created or
 adopted, which its ``status.topicId`` records (the topic's UUID: a topic deleted and made again

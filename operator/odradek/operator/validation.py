@@ -68,7 +68,16 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
         rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
         network_policies=bool(spec.get("networkPolicies", model.ClusterSpec.network_policies)),
         pod_template=(spec.get("template") or {}).get("pod") or {},
+        auto_rebalance=_auto_rebalance(spec.get("autoRebalance") or []),
         source={key: spec[key] for key in ("listeners", "authorization", "rack", "template") if key in spec})
+
+
+def _auto_rebalance(entries: list) -> tuple[model.AutoRebalance, ...]:
+    out = tuple(model.AutoRebalance(e.get("mode"), (e.get("template") or {}).get("name")) for e in entries)
+    modes = [e.mode for e in out]
+    if any(m not in ("add-brokers", "remove-brokers") for m in modes) or len(set(modes)) != len(modes):
+        raise SpecError(f"autoRebalance: each mode (add-brokers, remove-brokers) at most once, got {modes}")
+    return out
 
 
 def _broker_storage(brokers: Mapping[str, Any]) -> model.BrokerStorage:
@@ -177,14 +186,11 @@ def validate_topic(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 def validate_topic_change(spec: Mapping[str, Any], partitions: int, replicas: int) -> None:
-    """What the controller cannot do to an existing topic: fewer partitions, another RF."""
+    """What the controller cannot do to an existing topic: fewer partitions (another replication
+    factor it can: ``replicas_change``)."""
     want = spec.get("partitions")
     if want is not None and want < partitions:
         raise SpecError(f"partitions cannot decrease: the topic has {partitions}, the spec asks for {want}")
-    rf = spec.get("replicas")
-    if rf is not None and rf != replicas:
-        raise SpecError(f"replicas cannot change from {replicas} to {rf}: changing the replication "
-                        "factor needs a partition reassignment, which this operator does not run")
 
 
 def _string(value: Any) -> str:
