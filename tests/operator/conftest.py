@@ -9,7 +9,8 @@
 - ``k8s``: a ``K8s`` helper (kubernetes client on the generated kubeconfig) with the CRDs
   applied; ``namespace``: a fresh namespace per test.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
-  intervals, the dev clusters' loopback controllers trusted; its peak RSS is checked at
+  intervals, the dev clusters' loopback controllers trusted, resources labelled
+  ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its peak RSS is checked at
   teardown (≤ 150 MB) and written to its log directory.
 """
 
@@ -86,18 +87,25 @@ def namespace(k8s) -> str:
     return name
 
 
+def start_operator(control_plane, log: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    """``odradek operator --all-namespaces`` with short intervals, its output in ``log``; metrics
+    on port 0 (the one port the operator listens on is it)."""
+    env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
+           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS, **(env or {})}
+    env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
+                                 "--metrics-host", "127.0.0.1", "--metrics-port", "0", *args],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+
+
 @pytest.fixture(scope="session")
 def operator(k8s, control_plane, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("operator")
     log = logdir / "operator.log"
-    env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
-           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
-           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS}
-    env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
-    with open(log, "ab") as out:   # metrics on port 0: the one port the operator listens on is it
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
-                                 "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    # Not the resources labelled odradek.dev/operator: the leader-election test's own operators handle those.
+    proc = start_operator(control_plane, log, "--selector", "!odradek.dev/operator")
     op = OperatorProcess(proc, log)
     try:
         # kopf logs "Activity 'configure' succeeded." once the startup handler ran.
