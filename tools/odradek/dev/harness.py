@@ -25,6 +25,11 @@ from odradek.dev.waiting import wait_until
 
 START_TIMEOUT_S = 120
 COMMAND_TIMEOUT_S = 120
+# Controlled shutdown attempts 1 s apart (Kafka's default, the registry's, is 5 s). Stopping a
+# whole cluster, the last live replica of each partition cannot hand its leaderships to anyone and
+# sits out every attempt: with 5 s, 10 s for each such broker in every teardown (25 s for the rack
+# tests' 6 brokers). A test's own --config comes later and wins.
+SHUTDOWN_BACKOFF_MS = 1000
 
 
 def _log_tails(data_dir: Path, lines: int = 30) -> str:
@@ -123,10 +128,12 @@ def start_cluster(data_dir: Path, brokers: int = 3, extra: tuple[str, ...] = (),
                   replication_factor: int = 1, min_insync_replicas: int = 1, gateway: bool = False) -> Cluster:
     """A dev cluster; tests choose each topic's RF, so the defaults are single-replica here
     (``odradek dev up`` itself defaults to RF 3 with min.insync.replicas 2). The HTTP gateway
-    only when asked for (on a free port)."""
+    only when asked for (on a free port); brokers retry a controlled shutdown ``SHUTDOWN_BACKOFF_MS``
+    apart."""
     c = Cluster(data_dir=data_dir)
     extra = ("--replication-factor", str(replication_factor), "--min-insync-replicas", str(min_insync_replicas),
-             *(("--gateway-port", "0") if gateway else ("--no-gateway",)), *extra)
+             *(("--gateway-port", "0") if gateway else ("--no-gateway",)),
+             "--config", f"controlled.shutdown.retry.backoff.ms={SHUTDOWN_BACKOFF_MS}", *extra)
     try:
         c.run("up", "--detach", "--kafka-port", "0", "--brokers", str(brokers), *extra,
               timeout=START_TIMEOUT_S)
