@@ -26,11 +26,14 @@ KILLS = int(os.environ.get("ODRADEK_VERIFY_TXN_KILLS", "2"))
 def test_kills_with_transactional_producers_lose_nothing_and_show_no_aborted_value(tmp_path):
     seed = int(os.environ.get("VERIFY_SEED", random.randrange(1 << 30)))
     print(f"VERIFY_SEED={seed}")
-    cluster = start_cluster(tmp_path / "cluster", brokers=3)
+    # 10 s ZooKeeper sessions, as the other verify runs in CI (Kafka's default is 18 s): a SIGKILLed
+    # broker stays registered, and its restart waits, that long
+    cluster = start_cluster(tmp_path / "cluster", brokers=3, extra=("--config", "zookeeper.session.timeout.ms=10000"))
     try:
         cfg = Config(data_dir=cluster.data_dir, partitions=6, replication_factor=3, min_insync=2,
                      producers=2, clients=("confluent",), rate=50, kills=KILLS, faults=("leader", "coordinator"),
-                     interval=1.0, downtime=1.0, settle=10.0, seed=seed, out=tmp_path / "verify", transactional=True)
+                     interval=1.0, downtime=1.0, settle=10.0, seed=seed, out=tmp_path / "verify", transactional=True,
+                     session_timeout=10.0)
         report, _ = run(cfg)
     finally:
         stop_cluster(cluster)
