@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.verify.checker import check
+from odradek.verify.checker import Report, check
 from odradek.verify.history import History, parse_value
 
 
@@ -390,3 +390,16 @@ def test_anomalies_are_counted_under_the_fault_they_happened_during():
                                            "phantom": 0, "stale": 0, "inconsistent": 0}
     assert report.per_nemesis["none"]["lost"] == 1
     assert "per nemesis" in report.summary()
+
+
+def test_only_an_idempotent_producers_duplicates_fail_a_run_of_both_kinds():
+    """Plain and idempotent producers side by side (``Config.idempotent_producers``): a plain
+    producer's retried batch written twice is reported, an idempotent one's fails the run."""
+    plain = {"value": "confluent-0-7", "at": [(0, 3), (0, 4)]}
+    idem = {"value": "kafka-python-3-9", "at": [(1, 5), (1, 6)]}
+    report = Report(acked=10, duplicated=[plain], idempotent_producers=["kafka-python-3"])
+    assert report.duplicated_by_idempotent() == [] and report.problems() == []
+    report.duplicated.append(idem)
+    assert report.duplicated_by_idempotent() == [idem]
+    assert report.problems() == ["1 duplicated by idempotent producers"]
+    assert report.problems(fail_on_duplicates=True) == ["2 duplicated"]

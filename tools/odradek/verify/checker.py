@@ -9,7 +9,8 @@ and reports:
   value the final read could not reach (its partition's read was incomplete) is counted as
   ``unverifiable``, and an incomplete final read fails the run too.
 - **duplicated**: a value at more than one (partition, offset). Without the idempotent
-  producer, a retried batch whose first attempt was written is a legitimate duplicate.
+  producer, a retried batch whose first attempt was written is a legitimate duplicate; an
+  idempotent producer's (``Report.idempotent_producers``) always fails the run.
 - **reordered**: within one partition, a producer's value at a higher offset than a value
   that producer sent later (its sequence number is larger). Producers run with
   ``max.in.flight.requests.per.connection=1``, so the client never has two batches of a
@@ -79,6 +80,11 @@ class Report:
     copied: int = 0                     # --transactional: the copier's committed outputs (verify.copier)
     copy: list[dict] = field(default_factory=list)   # its anomalies: offsets not atomic with the output
     copier: dict = field(default_factory=dict)
+    idempotent_producers: list[str] = field(default_factory=list)  # their duplicates always fail
+
+    def duplicated_by_idempotent(self) -> list[dict]:
+        """Duplicates of an idempotent producer's values: the broker's fault whatever the run's mode."""
+        return [d for d in self.duplicated if (parse_value(d["value"]) or ("",))[0] in self.idempotent_producers]
 
     def problems(self, fail_on_duplicates: bool = False) -> list[str]:
         """Why the run fails (empty: it passes)."""
@@ -92,6 +98,8 @@ class Report:
             out.append(f"{len(self.copy)} copy anomalies (offsets not committed atomically with the output)")
         if fail_on_duplicates and self.duplicated:
             out.append(f"{len(self.duplicated)} duplicated")
+        elif self.duplicated_by_idempotent():
+            out.append(f"{len(self.duplicated_by_idempotent())} duplicated by idempotent producers")
         if self.acked == 0:
             out.append("no send was acknowledged")
         return out

@@ -78,6 +78,9 @@ class Config:
     client_debug: str = ""                 # librdkafka debug contexts (e.g. "broker,topic,msg") -> out/rdkafka.log
     out: Path | None = None
     idempotent: bool = False               # idempotent producers: duplicates then fail the run
+    # the last N producers idempotent beside plain ones (one run, one nemesis, both kinds): their
+    # duplicates fail the run (``Report.idempotent_producers``), the plain ones' are reported
+    idempotent_producers: int = 0
     transactional: bool = False            # transactional producers, read_committed reads (verify.transactional)
     command_config: Path | None = None     # Kafka client properties (security) instead of the dev cluster's
     topic_config: dict[str, str] = field(default_factory=dict)
@@ -213,7 +216,7 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
     producers = make_producers(cfg.producers, cfg.clients, kafka, cfg.topic, partitions, history,
                                stop_producers, rate=cfg.rate, delivery_timeout_s=cfg.delivery_timeout,
                                client_debug=cfg.client_debug, idempotent=cfg.idempotent,
-                               transactional=cfg.transactional)
+                               idempotent_last=cfg.idempotent_producers, transactional=cfg.transactional)
     copier = (Copier(kafka, cfg.topic, partitions, threading.Event(), cfg.delivery_timeout)
               if cfg.transactional else None)
     txn_ids = (tuple(transactional_id(cfg.topic, p.name) for p in producers)
@@ -276,6 +279,7 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
                                               committed=cfg.transactional)
     history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
     report = check(history, topic=cfg.topic)
+    report.idempotent_producers = sorted(p.name for p in producers if p.idempotent)
     if copier is not None:
         check_copier(copier, kafka, records, report, cfg.read_timeout)
     out.mkdir(parents=True, exist_ok=True)

@@ -191,13 +191,17 @@ def make_producers(count: int, clients: tuple[str, ...], kafka: KafkaAccess, top
                    **options) -> list[ProducerWorker]:
     """``count`` workers, the i-th with client ``clients[i % len(clients)]``, named
     ``<client>-<i>``; each sends to every partition unless ``partition_sets[i]`` says otherwise.
-    ``transactional=True``: confluent-kafka transactional producers (``transactional``) only."""
+    ``transactional=True``: confluent-kafka transactional producers (``transactional``) only.
+    ``idempotent_last=N``: the last N workers idempotent beside plain ones (``idempotent`` makes all so)."""
     from .transactional import TransactionalWorker
     transactional = options.pop("transactional", False)
+    idempotent_last = options.pop("idempotent_last", 0)
     workers = []
     for i in range(count):
         client = clients[i % len(clients)]
         cls = TransactionalWorker if transactional else WORKERS[client]
         parts = partition_sets[i % len(partition_sets)] if partition_sets else partitions
+        if i >= count - idempotent_last:
+            options = {**options, "idempotent": True}
         workers.append(cls(f"{client}-{i}", kafka, topic, parts, history, stop, **options))
     return workers
