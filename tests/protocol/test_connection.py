@@ -208,8 +208,49 @@ def test_a_peer_gone_during_sendfile_closes_quietly(tmp_path, caplog):
     conn = KafkaConnection(Dispatcher({}), max_frame_bytes=1024)
     conn._transport, conn._sock_fd = _OpenTransport(), ours.fileno()
     with caplog.at_level(logging.DEBUG, logger="odradek.protocol.connection"):
-        conn._send_file(FileRegion(fd, 0, 200_000))
+        asyncio.run(conn._send_file(FileRegion(fd, 0, 200_000)))
     os.close(fd)
     ours.close()
     assert conn.close_reason is CloseReason.PEER_CLOSED and conn._transport.closed
     assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
+class _CountingTransport(_OpenTransport):
+    written = 0
+
+    def write(self, data) -> None:
+        self.written += len(data)
+
+
+def test_a_region_larger_than_the_socket_buffer_goes_out_whole_by_sendfile(tmp_path):
+    """The socket fills: the rest waits for it to drain and is sent by sendfile too (not read
+    into memory and written through the transport), in order, with a reader slower than us."""
+    import os
+    import threading
+    payload = os.urandom(3 << 20)
+    path = tmp_path / "segment"
+    path.write_bytes(b"HEAD" + payload)
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    ours.setblocking(False)
+    got = bytearray()
+
+    def read() -> None:
+        while len(got) < len(payload):
+            chunk = theirs.recv(256 * 1024)
+            if not chunk:
+                return
+            got.extend(chunk)
+    reader = threading.Thread(target=read)
+    fd = os.open(path, os.O_RDONLY)
+    conn = KafkaConnection(Dispatcher({}), max_frame_bytes=1024)
+    conn._transport, conn._sock_fd = _CountingTransport(), ours.fileno()
+    try:
+        reader.start()
+        asyncio.run(asyncio.wait_for(conn._send_file(FileRegion(fd, 4, len(payload))), 60))
+        reader.join(60)
+    finally:
+        os.close(fd)
+        ours.close()
+        theirs.close()
+    assert bytes(got) == payload and conn._transport.written == 0

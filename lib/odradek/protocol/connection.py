@@ -33,8 +33,9 @@ for the throttle time, Kafka's KIP-219).
 
 A response is a sequence of pieces: ``bytes``-like objects, written through the transport,
 and ``FileRegion``s, sent from the segment file with ``os.sendfile`` while the transport's
-buffer is empty (else, and always over TLS, read and written through the transport: ordering
-always holds).
+buffer is empty, waiting for the socket to drain between calls (a duplicate of the socket's
+descriptor is watched: the transport owns the original's registration); over TLS, or behind
+bytes the transport still buffers, read and written through the transport: ordering always holds.
 Regions up to 64 KiB are read and gathered with the bytes around them into one write.
 
 An ``observer`` (the broker's request metrics) is told, after each request, when its frame
@@ -458,30 +459,61 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if gathered:
                     transport.writelines(gathered)
                     gathered = []
-                self._send_file(piece)
+                await self._send_file(piece)
         if gathered and not transport.is_closing():
             transport.writelines(gathered)
         if self._drained is not None:
             await self._drained
 
-    def _send_file(self, region: FileRegion) -> None:
+    async def _send_file(self, region: FileRegion) -> None:
+        """sendfile until the region is sent, waiting for the socket to drain between calls:
+        reading the rest into memory once the socket was full (as before) cost a consumer's
+        fetch a copy of most of its megabyte, an allocation and the page faults of it."""
         position, remaining = region.position, region.size
-        if self._sock_fd >= 0 and self._transport.get_write_buffer_size() == 0:
-            try:
+        fd = region.fd
+        owned = -1  # our duplicate of the segment's descriptor while we wait (see _wait_writable)
+        try:
+            if self._sock_fd >= 0 and self._transport.get_write_buffer_size() == 0:
                 while remaining:
-                    sent = os.sendfile(self._sock_fd, region.fd, position, remaining)
+                    try:
+                        sent = os.sendfile(self._sock_fd, fd, position, remaining)
+                    except (BlockingIOError, InterruptedError):
+                        if owned < 0:
+                            fd = owned = os.dup(fd)
+                        if not await self._wait_writable():
+                            break
+                        continue
+                    except ConnectionError as e:  # reset or broken pipe: the client left mid-response
+                        log.debug("%s went away during a fetch response: %r", self.name, e)
+                        self.close(CloseReason.PEER_CLOSED)
+                        return
                     if sent == 0:
                         break
                     position += sent
                     remaining -= sent
-            except (BlockingIOError, InterruptedError):
-                pass
-            except ConnectionError as e:  # reset or broken pipe: the client left mid-response
-                log.debug("%s went away during a fetch response: %r", self.name, e)
-                self.close(CloseReason.PEER_CLOSED)
-                return
-        if remaining:  # socket full: the transport buffers the rest, in order
-            self._transport.write(os.pread(region.fd, remaining, position))
+            if remaining and not self._transport.is_closing():  # TLS, or queued bytes first: in order
+                self._transport.write(os.pread(fd, remaining, position))
+        finally:
+            if owned >= 0:
+                os.close(owned)
+
+    async def _wait_writable(self) -> bool:
+        """Until the socket takes bytes again; False if the connection is closing. The transport
+        owns the socket's registration with the loop, so a duplicate descriptor is watched (and
+        closed at once after). The segment's descriptor was duplicated by the caller: the log may
+        close its segment (retention) meanwhile, and its number must not be read once reused."""
+        if self._transport.is_closing():
+            return False
+        loop = asyncio.get_running_loop()
+        watched = os.dup(self._sock_fd)
+        ready = loop.create_future()
+        loop.add_writer(watched, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_writer(watched)
+            os.close(watched)
+        return not self._transport.is_closing()
 
     def close(self, reason: CloseReason) -> None:
         self.close_reason = self.close_reason or reason

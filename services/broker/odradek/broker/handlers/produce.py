@@ -170,9 +170,12 @@ def _append(ctx: BrokerContext, key: tuple[str, int], records, acks: int, guard)
 async def _await_replication(s, waits, results, timeout) -> None:
     seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout / 1000
     futures = [f for f, _ in waits.values()]
-    await asyncio.wait(futures, timeout=max(seconds, 0))
+    if len(futures) == 1:  # the single record's path: woken by the future itself, not through
+        await _one(futures[0], seconds)  # asyncio.wait's callback and waiter (a loop iteration more)
+    else:
+        await asyncio.wait(futures, timeout=max(seconds, 0))
     for key, (future, info) in waits.items():
-        if not future.done():
+        if not future.done() or future.cancelled():
             future.cancel()
             results[key] = _failure(s, key[1], ErrorCode.request_timed_out,
                                     "the high watermark did not reach the batch within the request timeout")
@@ -180,6 +183,15 @@ async def _await_replication(s, waits, results, timeout) -> None:
             results[key] = _success(s, key[1], info)
         else:
             results[key] = _failure(s, key[1], future.result(), None)
+
+
+async def _one(future: asyncio.Future, seconds: float) -> None:
+    """Wait for ``future`` at most ``seconds``; cancelled by the timeout (read as timed out)."""
+    try:
+        async with asyncio.timeout(max(seconds, 0)):
+            await future
+    except TimeoutError:
+        pass
 
 
 def _success(s, index: int, info):

@@ -110,11 +110,19 @@ class FetchWakeup:
         """Sleep until a ``notify`` of a partition in ``interest`` (None: any), or ``timeout`` seconds."""
         if timeout <= 0:
             return
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._parked[future] = (interest, appends_only)
+        # a timer resolving the future itself, not wait_for: wait_for's waiter and done callback
+        # cost the woken fetch an extra event-loop iteration between the append and its answer
+        timer = loop.call_later(timeout, _resolve, future)
         try:
-            await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             del self._parked[future]
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -68,7 +68,8 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a
     ConnectionError for an answer to another correlation id."""
     writer.write(encode_request(api_key, version, correlation_id, client_id, body))
     await writer.drain()
-    frame = await asyncio.wait_for(read_frame(reader), timeout)
+    async with asyncio.timeout(timeout):  # not wait_for: its task per call cost a loop iteration a fetch
+        frame = await read_frame(reader)
     got, response = decode_response(api_key, version, frame)
     if got != correlation_id:
         raise ConnectionError(f"correlation id {got}, expected {correlation_id}")
