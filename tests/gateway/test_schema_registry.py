@@ -43,7 +43,8 @@ def registry(gw_cluster) -> SchemaRegistryClient:
     return SchemaRegistryClient({"url": gw_cluster.gateway})
 
 
-def test_the_confluent_client_registers_evolves_and_is_refused_an_incompatible_change(registry, gw):
+def test_the_confluent_client_registers_evolves_and_is_refused_an_incompatible_change(gw_cluster, registry, gw):
+    assert gw_cluster.status()["schema_registry"] == gw_cluster.gateway
     subject = _subject()
     first = registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
     assert registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO")) == first   # idempotent

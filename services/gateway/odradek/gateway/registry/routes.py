@@ -30,7 +30,8 @@ class RegistryResponse(JSONResponse):
 def _registry(request: Request) -> Registry:
     registry = getattr(request.app.state, "registry", None)
     if registry is None:
-        raise RegistryError("The schema registry is off in this gateway (--schema-registry false)", 404, 404)
+        raise RegistryError("The schema registry is not running in this gateway (--schema-registry false, or "
+                            "its topic could not be had: the gateway's log says why)", 500, 50001)
     return registry
 
 
