@@ -102,7 +102,7 @@ PROTO_CASES = [
 ]
 
 
-def _message(source: str, fields: str):
+def _message(fields: str):
     parsed = sc.parse(sc.Schema(sc.PROTOBUF, PROTO.format(fields)), {})
     pool = descriptor_pool.DescriptorPool()
     pool.Add(parsed.value.file)
@@ -112,8 +112,8 @@ def _message(source: str, fields: str):
 @pytest.mark.parametrize("case", PROTO_CASES, ids=[c[0] for c in PROTO_CASES])
 def test_protobuf_rules_agree_with_parsing_writer_bytes(case):
     _, writer_fields, reader_fields, compatible = case
-    writer, writer_class = _message("w", writer_fields)
-    reader, reader_class = _message("r", reader_fields)
+    writer, writer_class = _message(writer_fields)
+    reader, reader_class = _message(reader_fields)
     assert (reader.incompatibilities(writer) == []) is compatible
     field = writer_class.DESCRIPTOR.fields_by_number[1]
     value = -3 if field.type in (field.TYPE_INT32, field.TYPE_INT64) else b"\xff\xfe" if field.type == field.TYPE_BYTES \

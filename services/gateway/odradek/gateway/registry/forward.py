@@ -30,7 +30,10 @@ async def forward(request: Request) -> Response | None:
     while not log.is_primary:
         url = await log.primary_url(fresh=True)
         if url is not None:
-            return await _send(request, url)
+            answer = await _send(request, url)
+            if answer.status_code < 300:   # read-your-writes on this replica too, as the caller expects
+                await log.caught_up()
+            return answer
         if time.monotonic() > deadline:
             raise RegistryError("No primary schema registry is elected", 500, 50004)
         await asyncio.sleep(0.2)

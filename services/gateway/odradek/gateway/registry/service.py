@@ -149,6 +149,8 @@ class Registry:
                 problems = await self._check(self.state.level(subject), new, live)
                 if problems:
                     raise IncompatibleSchema(problems)
+            if request.id is not None and request.id in self.state.schemas and not await self._same(new, request.id):
+                raise OperationNotPermitted(f"Overwrite new schema with id {request.id} is not permitted.", 422, 42205)
             schema_id = request.id if request.id is not None else await self._id_for(new)
             every = self.state.versions(subject, deleted=True)
             number = request.version or (every[-1].version + 1 if every else 1)
