@@ -22,7 +22,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import GatewayProcess, write_tokens
 
 MEDIA = "application/vnd.schemaregistry.v1+json"
 USER_V1 = {"type": "record", "name": "User", "namespace": "odradek.test",
@@ -197,3 +197,28 @@ def test_two_replicas_registering_at_once_never_reuse_an_id_and_a_new_replica_ha
             assert httpx.get(f"{fresh.url}/subjects/{subject}/versions/1", timeout=30).json()["id"] == schema_id
     finally:
         fresh.stop()
+
+
+def test_subjects_are_under_the_tokens_rights_on_their_topics(gw_cluster, tmp_path):
+    tokens = write_tokens(tmp_path / "tokens.json", [
+        {"token": "etl-token", "name": "etl", "topics": {"orders": "rw"}},
+        {"token": "reader-token", "name": "reader", "topics": {"orders": "r"}}])
+    guarded = GatewayProcess(gw_cluster.bootstrap, tmp_path / "registry-auth.log", "--auth-file", str(tokens))
+    schema = {"schema": json.dumps({"type": "string"})}
+    try:
+        def call(method: str, path: str, token: str | None, body=None) -> httpx.Response:
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            return httpx.request(method, guarded.url + path, json=body, headers=headers, timeout=60)
+
+        for path in ("/subjects", "/config", "/mode", "/schemas/ids/1/versions"):
+            assert call("GET", path, None).status_code == 401, path
+        assert call("POST", "/subjects/orders-value/versions", "reader-token", schema).json()["error_code"] == 40301
+        assert call("POST", "/subjects/orders-value/versions", "etl-token", schema).status_code == 200
+        assert call("POST", "/subjects/payments-value/versions", "etl-token", schema).json()["error_code"] == 40301
+        assert call("GET", "/subjects/orders-value/versions", "reader-token").json() == [1]
+        assert "orders-value" in call("GET", "/subjects", "reader-token").json()
+        assert all(s in ("orders-value", "orders-key") or not s.endswith(("-value", "-key"))
+                   for s in call("GET", "/subjects", "reader-token").json())
+        assert call("PUT", "/config", "etl-token", {"compatibility": "NONE"}).json()["error_code"] == 40301
+    finally:
+        guarded.stop()

@@ -113,6 +113,7 @@ def _is_json(schema_json: dict) -> bool:
 
 
 async def subjects_of_id(schema_id: int, request: Request) -> list:
+    access.reader(request)
     registry = _registry(request)
     registry.schema(schema_id)
     uses = registry.state.uses_of(schema_id, deleted=_flag(request, "deleted"))
@@ -120,6 +121,7 @@ async def subjects_of_id(schema_id: int, request: Request) -> list:
 
 
 async def versions_of_id(schema_id: int, request: Request) -> list:
+    access.reader(request)
     registry = _registry(request)
     registry.schema(schema_id)
     uses = registry.state.uses_of(schema_id, deleted=_flag(request, "deleted"))
@@ -128,6 +130,7 @@ async def versions_of_id(schema_id: int, request: Request) -> list:
 
 # -- subjects ---------------------------------------------------------------------------------------------
 async def list_subjects(request: Request) -> list:
+    access.reader(request)
     registry = _registry(request)
     found = registry.subjects(_flag(request, "deleted"), request.query_params.get("subjectPrefix", ""))
     return [s for s in found if access.may_read(request, s)]
@@ -208,9 +211,15 @@ async def _compatible(subject: str, version: str | None, request: Request) -> di
 
 
 async def get_config(request: Request, subject: str | None = None) -> dict:
-    if subject is not None:
-        access.subject(request, subject, write=False)
+    _may_read(request, subject)
     return {"compatibilityLevel": _registry(request).level(subject, _flag(request, "defaultToGlobal"))}
+
+
+def _may_read(request: Request, subject: str | None) -> None:
+    if subject is None:
+        access.reader(request)
+    else:
+        access.subject(request, subject, write=False)
 
 
 async def put_config(request: Request, subject: str | None = None):
@@ -229,8 +238,7 @@ async def delete_config(request: Request, subject: str | None = None):
 
 
 async def get_mode(request: Request, subject: str | None = None) -> dict:
-    if subject is not None:
-        access.subject(request, subject, write=False)
+    _may_read(request, subject)
     return {"mode": _registry(request).mode(subject, _flag(request, "defaultToGlobal"))}
 
 
