@@ -174,3 +174,20 @@ def test_leader_kills_over_sasl_ssl_lose_and_duplicate_nothing(cluster, tmp_path
     assert report.acked > 200, summary
     assert report.lost == [] and report.duplicated == [] and report.reordered == [], summary
     assert report.problems(True) == [], summary
+
+
+def test_the_schema_registry_serves_over_sasl_ssl_under_the_gateways_tokens(cluster):
+    """The registry in the secured gateway: its _schemas topic reached over SASL_SSL, its paths
+    under the gateway's tokens (401 without one), Confluent's client with the token registers."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    url = cluster.status()["schema_registry"]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/subjects", context=ssl.create_default_context(
+            cafile=cluster.security["ca_file"]), timeout=30)
+    assert refused.value.code == 401
+    registry = SchemaRegistryClient({"url": url, "ssl.ca.location": cluster.security["ca_file"],
+                                     "bearer.auth.credentials.source": "STATIC_TOKEN",
+                                     "bearer.auth.token": cluster.security["gateway_token"],
+                                     "bearer.auth.logical.cluster": "-", "bearer.auth.identity.pool.id": "-"})
+    schema_id = registry.register_schema("secured-value", Schema('{"type": "string"}', "AVRO"))
+    assert "secured-value" in registry.get_subjects() and registry.get_schema(schema_id).schema_str

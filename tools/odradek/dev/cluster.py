@@ -359,6 +359,7 @@ def _addresses(state: dict) -> dict:
             "controllers": state.get("controllers", []),
             "zookeeper": state.get("zookeeper"), "cluster": state.get("cluster"),
             "gateway": state.get("gateway"),
+            "schema_registry": state.get("gateway"),   # the gateway serves it (docs/schema-registry.md)
             "data_dir": state.get("data_dir"),
             **({"security": state["security"]} if "security" in state else {}),
             "brokers": {k: v for k, v in state.get("brokers", {}).items()},

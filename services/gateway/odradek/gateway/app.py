@@ -1,6 +1,7 @@
-"""The gateway's FastAPI application: lifespan (Kafka clients per principal, consumer-instance registry),
-middleware (metrics, body limit), the routes of ``routes`` and the one place domain errors
-become HTTP answers (``edge``'s handlers, registered here)."""
+"""The gateway's FastAPI application: lifespan (Kafka clients per principal, consumer-instance registry,
+the schema registry's store), middleware (metrics, body limit), the routes of ``routes`` and of
+``registry.routes``, and the one place domain errors become HTTP answers (``edge``'s handlers,
+registered here)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from odradek.gateway.broker_metrics import BrokerMetrics
 from odradek.gateway.errors import GatewayError
 from odradek.gateway.instances import ConsumerInstances
 from odradek.gateway.principals import KafkaClients, ReleaseLeases
+from odradek.gateway.registry import app as registry_app
+from odradek.gateway.registry import routes as registry_routes
 from odradek.gateway.settings import GatewaySettings
 
 log = logging.getLogger("odradek.gateway")
@@ -30,18 +33,22 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.consumers = ConsumerInstances(settings)
         await app.state.clients.start()
         await app.state.consumers.start()
+        app.state.registry = await registry_app.start(settings) if settings.schema_registry else None
         log.info("gateway %s serving %s for cluster %s (%s)", settings.replica_id, settings.base_url,
                  settings.bootstrap_servers, settings.kafka_security_protocol)
         try:
             yield
         finally:  # graceful: close consumers (leave groups, commit nothing unasked), flush produces
             await app.state.consumers.close()
+            if app.state.registry is not None:
+                await app.state.registry.log.close()
             await app.state.clients.close()
             log.info("gateway %s stopped", settings.replica_id)
 
     app = FastAPI(title="Odradek gateway", version="1", lifespan=lifespan,
                   description="Confluent REST Proxy v2 compatible produce/consume, v3 topic admin, "
-                              "and group-less range reads (JSON or Arrow) for Spark.")
+                              "group-less range reads (JSON or Arrow) for Spark, and a Confluent-compatible "
+                              "schema registry.")
     app.state.settings = settings
     app.state.broker_metrics = BrokerMetrics(settings.broker_metrics_urls)
     app.state.tokens = Tokens(settings.auth_file, settings.kafka_security_protocol) if settings.auth_file else None
@@ -56,4 +63,5 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     if settings.require_auth:   # outermost: nothing else runs for a request without a token
         app.add_middleware(RequireToken)
     routes.install(app)
+    registry_routes.install(app)
     return app

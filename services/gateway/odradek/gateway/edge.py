@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from odradek.gateway import errors, formats
+from odradek.gateway.registry.errors import RegistryError
 
 log = logging.getLogger("odradek.gateway")
 
@@ -75,6 +76,8 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
 
 def answer(e: errors.GatewayError) -> tuple[int, ErrorCode]:
     """The HTTP status and error code of ``e``."""
+    if isinstance(e, RegistryError):   # the registry's codes are Schema Registry's own (registry/errors.py)
+        return e.status, e.code
     for kind in type(e).__mro__:
         if kind in ANSWERS:
             return ANSWERS[kind]

@@ -46,6 +46,9 @@ class GatewaySettings:
     principal_clients_max: int = 32     # HTTP users' Kafka principals with clients open at once
     principal_clients_idle_ms: int = 300_000   # a principal's clients unused this long are closed
     broker_metrics_urls: str = ""       # the brokers' Prometheus endpoints (broker_metrics.py); empty: none
+    schema_registry: bool = True        # serve the schema registry (registry/, docs/schema-registry.md)
+    schema_registry_topic: str = "_schemas"        # its compacted topic (Confluent's and Karapace's name)
+    schema_registry_group: str = "schema-registry"  # the group its replicas elect their primary in
     replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # names this replica's instances
 
     @property
@@ -118,6 +121,10 @@ def parser() -> argparse.ArgumentParser:
     opt("principal-clients-idle-ms", 300_000, int, "close a principal's Kafka clients unused this long")
     opt("broker-metrics-urls", "", str, "the brokers' Prometheus endpoints, for the console's throughput "
         "and partition sizes: 1=http://b1:9404/metrics,2=... or a template http://{host}:9404/metrics")
+    opt("schema-registry", True, _flag, "serve the Confluent-compatible schema registry (true/false)")
+    opt("schema-registry-topic", "_schemas", str, "the registry's compacted topic")
+    opt("schema-registry-group", "schema-registry", str, "the consumer group the registry's replicas elect "
+        "their primary in")
     logs.add_arguments(ap, env(ENV_PREFIX + "LOG_LEVEL", "INFO").upper())
     return ap
 
@@ -161,7 +168,8 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
         kafka_ssl_key_location=args.kafka_ssl_key_location,
         kafka_ssl_endpoint_identification_algorithm=args.kafka_ssl_endpoint_identification_algorithm,
         principal_clients_max=args.principal_clients_max, principal_clients_idle_ms=args.principal_clients_idle_ms,
-        broker_metrics_urls=args.broker_metrics_urls)
+        broker_metrics_urls=args.broker_metrics_urls, schema_registry=args.schema_registry,
+        schema_registry_topic=args.schema_registry_topic, schema_registry_group=args.schema_registry_group)
     try:
         BrokerMetrics(settings.broker_metrics_urls)
     except ValueError as e:

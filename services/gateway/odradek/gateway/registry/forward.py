@@ -1,0 +1,54 @@
+"""Writes go to the primary (``log``'s election): a follower replica sends the request on to the
+primary's URL as it came (body, query, the caller's Authorization header) and answers what the
+primary answers, as Confluent's and Karapace's followers do. A request that was already forwarded
+is never forwarded again (a stale view of the primary answers 50004, which clients retry)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from fastapi import Request
+from fastapi.responses import Response
+
+from odradek.gateway.registry.errors import ForwardingFailed, RegistryError
+
+FORWARDED = "odradek-registry-forwarded"
+ELECTION_WAIT_S = 30.0       # a replica that just started waits this long for a primary
+PASSED_HEADERS = ("authorization", "content-type", "accept")
+
+
+async def forward(request: Request) -> Response | None:
+    """None when this replica is the primary (the caller writes); else the primary's answer."""
+    log = request.app.state.registry.log
+    if request.headers.get(FORWARDED):
+        if not log.is_primary:
+            raise RegistryError("This replica is no longer the primary; retry", 500, 50004)
+        return None
+    deadline = time.monotonic() + ELECTION_WAIT_S
+    while not log.is_primary:
+        url = await log.primary_url(fresh=True)
+        if url is not None:
+            answer = await _send(request, url)
+            if answer.status_code < 300:   # read-your-writes on this replica too, as the caller expects
+                await log.caught_up()
+            return answer
+        if time.monotonic() > deadline:
+            raise RegistryError("No primary schema registry is elected", 500, 50004)
+        await asyncio.sleep(0.2)
+    return None
+
+
+async def _send(request: Request, primary: str) -> Response:
+    headers = {k: v for k, v in request.headers.items() if k.lower() in PASSED_HEADERS}
+    settings = request.app.state.settings
+    verify = settings.kafka_ssl_ca_location or True     # the dev CA signs the gateways' certificates too
+    try:
+        async with httpx.AsyncClient(timeout=60, verify=verify) as client:
+            answer = await client.request(request.method, primary.rstrip("/") + request.url.path,
+                                          params=request.query_params, content=await request.body(),
+                                          headers={**headers, FORWARDED: "1"})
+    except httpx.HTTPError as e:
+        raise ForwardingFailed(f"Error while forwarding the request to the primary {primary}: {e}") from None
+    return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))

@@ -1,0 +1,224 @@
+"""The schema registry in the gateway, against Confluent's own Python client and serializers
+(``confluent_kafka.schema_registry``): register, evolve, refuse an incompatible change with 409,
+records written with Avro, JSON Schema and Protobuf serializers read back; two gateway replicas
+registering at once never reuse an id, and a replica started afresh has every schema."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.support.gateway import GatewayProcess, write_tokens
+
+MEDIA = "application/vnd.schemaregistry.v1+json"
+USER_V1 = {"type": "record", "name": "User", "namespace": "odradek.test",
+           "fields": [{"name": "name", "type": "string"}]}
+USER_V2 = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "age", "type": "int", "default": 0}]}
+USER_BAD = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "email", "type": "string"}]}   # no default
+PERSON_JSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+               "required": ["name"]}
+PERSON_PROTO = 'syntax = "proto3";\npackage odradek.test;\nmessage Person {\n  string name = 1;\n  int32 age = 2;\n}\n'
+
+
+def _subject() -> str:
+    return f"t{uuid.uuid4().hex[:10]}-value"
+
+
+@pytest.fixture
+def registry(gw_cluster) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": gw_cluster.gateway})
+
+
+def test_the_confluent_client_registers_evolves_and_is_refused_an_incompatible_change(gw_cluster, registry, gw):
+    assert gw_cluster.status()["schema_registry"] == gw_cluster.gateway
+    subject = _subject()
+    first = registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    assert registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO")) == first   # idempotent
+    assert registry.get_compatibility(subject_name=None) == "BACKWARD"
+    assert registry.test_compatibility(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    second = registry.register_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    assert second != first and registry.get_versions(subject) == [1, 2]
+    with pytest.raises(SchemaRegistryError) as refused:
+        registry.register_schema(subject, Schema(json.dumps(USER_BAD), "AVRO"))
+    assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    latest = registry.get_latest_version(subject)
+    assert (latest.version, latest.schema_id) == (2, second)
+    assert registry.lookup_schema(subject, Schema(json.dumps(USER_V1), "AVRO")).version == 1
+    assert json.loads(registry.get_schema(first).schema_str) == USER_V1
+
+    verbose = gw.post(f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
+                      json={"schema": json.dumps(USER_BAD)}).json()
+    assert verbose["is_compatible"] is False and "READER_FIELD_MISSING_DEFAULT_VALUE" in verbose["messages"][0]
+    registry.set_compatibility(subject, "NONE")
+    assert registry.get_compatibility(subject) == "NONE"
+    assert registry.register_schema(subject, Schema(json.dumps(USER_BAD), "AVRO")) not in (first, second)
+
+    assert gw.get(f"/schemas/ids/{first}/versions").json() == [{"subject": subject, "version": 1}]
+    answer = gw.get(f"/subjects/{subject}/versions/1")
+    assert answer.headers["content-type"] == MEDIA and answer.json()["id"] == first
+    assert gw.get(f"/subjects/{subject}/versions/9").json()["error_code"] == 40402
+    assert gw.get("/subjects/nothing-here/versions").json()["error_code"] == 40401
+    assert gw.get("/schemas/ids/999999").json()["error_code"] == 40403
+    assert gw.post(f"/subjects/{subject}/versions", json={"schema": "{nope"}).json()["error_code"] == 42201
+    assert gw.get(f"/subjects/{subject}/versions/zero").json()["error_code"] == 42202
+    assert gw.put("/config", json={"compatibility": "SIDEWAYS"}).json()["error_code"] == 42203
+    assert sorted(gw.get("/schemas/types").json()) == ["AVRO", "JSON", "PROTOBUF"]
+
+    # soft delete, then permanent: the versions go, the ids stay readable until no subject uses them
+    assert registry.delete_version(subject, 1) == 1
+    assert registry.get_versions(subject) == [2, 3]
+    assert gw.delete(f"/subjects/{subject}/versions/2?permanent=true").json()["error_code"] == 40407
+    assert registry.delete_subject(subject) == [2, 3]
+    assert subject not in registry.get_subjects()
+    assert registry.delete_subject(subject, permanent=True) == [1, 2, 3]
+    assert gw.get(f"/subjects/{subject}/versions?deleted=true").json()["error_code"] == 40401
+
+
+def test_references_and_modes(registry, gw):
+    address, user = _subject(), _subject()
+    address_schema = {"type": "record", "name": "Address", "namespace": "odradek.test",
+                      "fields": [{"name": "city", "type": "string"}]}
+    registry.register_schema(address, Schema(json.dumps(address_schema), "AVRO"))
+    with_ref = {"type": "record", "name": "Customer", "namespace": "odradek.test",
+                "fields": [{"name": "home", "type": "odradek.test.Address"}]}
+    body = {"schema": json.dumps(with_ref),
+            "references": [{"name": "odradek.test.Address", "subject": address, "version": 1}]}
+    schema_id = gw.post(f"/subjects/{user}/versions", json=body).json()["id"]
+    assert gw.get(f"/subjects/{address}/versions/1/referencedby").json() == [schema_id]
+    assert gw.delete(f"/subjects/{address}/versions/1").json()["error_code"] == 42206
+    assert gw.post(f"/subjects/{user}/versions", json={**body, "references": [
+        {"name": "odradek.test.Address", "subject": address, "version": 7}]}).json()["error_code"] == 42201
+
+    assert gw.put(f"/mode/{user}", json={"mode": "READONLY"}).json() == {"mode": "READONLY"}
+    refused = gw.post(f"/subjects/{user}/versions", json={"schema": json.dumps(address_schema)}).json()
+    assert refused["error_code"] == 42205
+    assert gw.delete(f"/mode/{user}").json() == {"mode": "READONLY"}
+    assert gw.get(f"/mode/{user}").json()["error_code"] == 40409
+    assert gw.get(f"/mode/{user}?defaultToGlobal=true").json() == {"mode": "READWRITE"}
+    assert gw.put("/mode", json={"mode": "SIDEWAYS"}).json()["error_code"] == 42204
+
+
+def _proto_class(tmp_path):
+    (tmp_path / "person.proto").write_text(PERSON_PROTO)
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--python_out={tmp_path}",
+                    "person.proto"], check=True)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return importlib.import_module("person_pb2").Person
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def _round_trip(gw_cluster, topic: str, serialize, deserialize, values: list) -> list:
+    producer = Producer({"bootstrap.servers": gw_cluster.bootstrap})
+    for value in values:
+        producer.produce(topic, value=serialize(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": gw_cluster.bootstrap, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    try:
+        while len(got) < len(values):
+            msg = consumer.poll(30)
+            assert msg is not None and msg.error() is None, msg and msg.error()
+            assert msg.value()[0] == 0     # the Confluent wire format: magic byte, then the schema id
+            got.append(deserialize(msg.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_records_written_with_the_serializers_read_back(gw_cluster, registry, tmp_path):
+    people = [{"name": "ada", "age": 36}, {"name": "alan", "age": 41}]
+    avro_topic, json_topic, proto_topic = (f"sr-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("avro", "json", "proto"))
+    for topic in (avro_topic, json_topic, proto_topic):
+        gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+
+    avro = json.dumps({"type": "record", "name": "Person", "fields": [
+        {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
+    got = _round_trip(gw_cluster, avro_topic, AvroSerializer(registry, avro), AvroDeserializer(registry), people)
+    assert got == people
+
+    got = _round_trip(gw_cluster, json_topic, JSONSerializer(json.dumps(PERSON_JSON), registry),
+                      JSONDeserializer(None, schema_registry_client=registry), people)
+    assert got == people
+
+    person = _proto_class(tmp_path)
+    got = _round_trip(gw_cluster, proto_topic, ProtobufSerializer(person, registry, {"use.deprecated.format": False}),
+                      ProtobufDeserializer(person, {"use.deprecated.format": False}),
+                      [person(name=p["name"], age=p["age"]) for p in people])
+    assert [(p.name, p.age) for p in got] == [(p["name"], p["age"]) for p in people]
+    for topic, kind in ((json_topic, "JSON"), (proto_topic, "PROTOBUF")):
+        assert registry.get_latest_version(f"{topic}-value").schema.schema_type == kind
+
+
+def test_two_replicas_registering_at_once_never_reuse_an_id_and_a_new_replica_has_every_schema(gw_cluster, tmp_path):
+    other = GatewayProcess(gw_cluster.bootstrap, tmp_path / "registry-b.log")
+    try:
+        urls = [gw_cluster.gateway, other.url]
+        prefix = uuid.uuid4().hex[:8]
+
+        def register(i: int) -> tuple[str, int]:
+            schema = {"type": "record", "name": f"R{prefix}{i}", "fields": [{"name": "f", "type": "long"}]}
+            subject = f"c{prefix}-{i}-value"
+            answer = httpx.post(f"{urls[i % 2]}/subjects/{subject}/versions", json={"schema": json.dumps(schema)},
+                                headers={"content-type": MEDIA}, timeout=60)
+            assert answer.status_code == 200, answer.text
+            return subject, answer.json()["id"]
+
+        with ThreadPoolExecutor(8) as pool:
+            registered = list(pool.map(register, range(24)))
+        ids = [schema_id for _, schema_id in registered]
+        assert len(set(ids)) == len(ids), f"an id was given twice: {sorted(ids)}"
+        for url in urls:   # both replicas answer every schema under its id
+            for subject, schema_id in registered:
+                assert httpx.get(f"{url}/subjects/{subject}/versions/1", timeout=30).json()["id"] == schema_id
+    finally:
+        other.stop()
+
+    fresh = GatewayProcess(gw_cluster.bootstrap, tmp_path / "registry-c.log")
+    try:   # a replica started afresh reads _schemas to its end before it serves
+        for subject, schema_id in registered:
+            assert httpx.get(f"{fresh.url}/subjects/{subject}/versions/1", timeout=30).json()["id"] == schema_id
+    finally:
+        fresh.stop()
+
+
+def test_subjects_are_under_the_tokens_rights_on_their_topics(gw_cluster, tmp_path):
+    tokens = write_tokens(tmp_path / "tokens.json", [
+        {"token": "etl-token", "name": "etl", "topics": {"orders": "rw"}},
+        {"token": "reader-token", "name": "reader", "topics": {"orders": "r"}}])
+    guarded = GatewayProcess(gw_cluster.bootstrap, tmp_path / "registry-auth.log", "--auth-file", str(tokens))
+    schema = {"schema": json.dumps({"type": "string"})}
+    try:
+        def call(method: str, path: str, token: str | None, body=None) -> httpx.Response:
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            return httpx.request(method, guarded.url + path, json=body, headers=headers, timeout=60)
+
+        for path in ("/subjects", "/config", "/mode", "/schemas/ids/1/versions"):
+            assert call("GET", path, None).status_code == 401, path
+        assert call("POST", "/subjects/orders-value/versions", "reader-token", schema).json()["error_code"] == 40301
+        assert call("POST", "/subjects/orders-value/versions", "etl-token", schema).status_code == 200
+        assert call("POST", "/subjects/payments-value/versions", "etl-token", schema).json()["error_code"] == 40301
+        assert call("GET", "/subjects/orders-value/versions", "reader-token").json() == [1]
+        assert "orders-value" in call("GET", "/subjects", "reader-token").json()
+        assert all(s in ("orders-value", "orders-key") or not s.endswith(("-value", "-key"))
+                   for s in call("GET", "/subjects", "reader-token").json())
+        assert call("PUT", "/config", "etl-token", {"compatibility": "NONE"}).json()["error_code"] == 40301
+    finally:
+        guarded.stop()
