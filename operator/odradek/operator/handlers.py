@@ -101,6 +101,8 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
                            logger: Any, operator_settings: OperatorSettings, **_: Any) -> None:
     if status.get("phase") in ("Failed", "Paused") or is_paused(meta):
         return
+    if status.get("observedGeneration") is None:   # not reconciled yet: no Ready before its status
+        return
     try:
         spec = parse_cluster(body.get("spec") or {})
     except SpecError:   # the reconcile handler reports it
