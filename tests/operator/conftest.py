@@ -10,7 +10,9 @@
   applied; ``namespace``: a fresh namespace per test.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
   intervals, the dev clusters' loopback controllers trusted; its peak RSS is checked at
-  teardown (≤ 150 MB) and written to its log directory.
+  teardown (≤ 150 MB) and written to its log directory. It serves the eviction webhook on
+  127.0.0.1 (``EVICTION_WEBHOOK``, registered here as the chart does in a cluster, with a
+  ``url`` client config: the API server runs on this host).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import yaml
 
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
-from odradek.operator.settings import TRUSTED_CONTROLLER_URLS_ENV
+from odradek.operator.settings import (TRUSTED_CONTROLLER_URLS_ENV, WEBHOOK_CONFIGURATION_ENV, WEBHOOK_HOSTS_ENV,
+                                       WEBHOOK_LISTEN_ENV, WEBHOOK_SECRET_ENV)
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
 from tests.support.tools import tool_missing
@@ -86,13 +89,33 @@ def namespace(k8s) -> str:
     return name
 
 
+EVICTION_WEBHOOK = "odradek-test-evictions"
+
+
+def register_eviction_webhook(k8s: K8s, port: int) -> None:
+    """The chart's ValidatingWebhookConfiguration (charts/odradek/templates/webhook.yaml) with a
+    url client config; the operator writes its CA bundle in."""
+    k8s.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{EVICTION_WEBHOOK}", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": EVICTION_WEBHOOK},
+        "webhooks": [{"name": "evictions.odradek.dev", "admissionReviewVersions": ["v1"],
+                      "clientConfig": {"url": f"https://127.0.0.1:{port}/evictions"},
+                      "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["pods/eviction"], "scope": "Namespaced"}],
+                      "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}]})
+
+
 @pytest.fixture(scope="session")
 def operator(k8s, control_plane, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("operator")
     log = logdir / "operator.log"
+    port = control_plane_module.free_port()
+    register_eviction_webhook(k8s, port)
     env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
            "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
-           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS}
+           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS, WEBHOOK_LISTEN_ENV: f"127.0.0.1:{port}",
+           WEBHOOK_HOSTS_ENV: "127.0.0.1", WEBHOOK_SECRET_ENV: "default/odradek-operator-webhook",
+           WEBHOOK_CONFIGURATION_ENV: EVICTION_WEBHOOK}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
     with open(log, "ab") as out:   # metrics on port 0: the one port the operator listens on is it
         proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
@@ -105,8 +128,8 @@ def operator(k8s, control_plane, tmp_path_factory):
                    60, "the operator to start", 0.2)
         if proc.poll() is not None:
             raise AssertionError(f"the operator exited {proc.returncode}:\n{op.log_tail()}")
-        (port,) = wait_until(lambda: listening_ports(proc.pid), 30, "the operator's metrics port")
-        op.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        (metrics,) = wait_until(lambda: set(listening_ports(proc.pid)) - {port}, 30, "the operator's metrics port")
+        op.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         yield op
     finally:
         peak = op.peak_rss_mb() if proc.poll() is None else None

@@ -38,11 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure("operator", args.log_level, args.log_format)
     import kopf
 
-    from odradek.operator import handlers, metrics
+    from odradek.operator import evictions, handlers, metrics
     from odradek.operator.settings import OperatorSettings
 
     # The environment, read once; kopf's default registry also holds its own login handlers.
-    handlers.register(kopf.get_default_registry(), OperatorSettings.from_env())
+    settings = OperatorSettings.from_env()
+    handlers.register(kopf.get_default_registry(), settings)
+    evictions.register(kopf.get_default_registry(), settings, tuple(args.namespace))
     if args.metrics_port >= 0:
         metrics.serve(args.metrics_host, args.metrics_port)
     # One operator instance per cluster (the chart's Deployment has one replica, Recreate

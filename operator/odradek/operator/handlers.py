@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, metrics, principals, reconcile, users
+from odradek.operator import admin, certs, kube, manual, metrics, principals, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -110,6 +110,9 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     if due:  # a changed annotation runs the update handler, which renews and rolls the pods
         logger.info("certificates to renew: %s", due)
         patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
+    marked = manual.pending(kube.shared(), name, namespace)   # evicted or marked pods: reconcile to roll them
+    if marked and marked != (meta.get("annotations") or {}).get(manual.PENDING):
+        patch.metadata.annotations[manual.PENDING] = marked
     health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
     patch.status.update(health.status_fields())
     patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)

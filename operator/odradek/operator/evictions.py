@@ -1,0 +1,100 @@
+"""Evictions of broker pods become the operator's safe rolls (Strimzi Drain Cleaner's model;
+docs/kubernetes.md, "Evictions and node drains").
+
+The validating webhook on ``pods/eviction`` (``webhook`` serves it) asks ``decide`` about each
+eviction. A broker pod of an OdradekCluster in a namespace this operator watches is marked
+with ``odradek.dev/manual-rolling-update`` and the eviction is denied with 429, the code a
+PodDisruptionBudget denial has, so ``kubectl drain`` and the cluster autoscaler retry it as
+they would a budget's; the operator then restarts the pod itself (``rolling.plan_roll``)
+once no partition would drop below min.insync.replicas, and the StatefulSet recreates it on a
+schedulable node. Every other eviction (other pods, other operators' brokers, a pod already
+terminating, a cluster being deleted) is allowed untouched. A dry-run eviction marks nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from odradek.operator import builders, manual
+from odradek.operator.kube import COMPONENT_LABEL, MANAGED_BY
+
+HANDLER_ID = "evictions"    # the webhook's path: /evictions
+DENIED = 429                # TooManyRequests: a disruption not allowed now (as a PDB answers)
+
+
+@dataclass(frozen=True)
+class EvictionDecision:
+    allow: bool
+    reason: str
+    mark: bool = False      # set the pod's manual-roll annotation
+
+
+def decide(pod: Mapping[str, Any] | None, watched: Callable[[str], bool],
+           cluster: Callable[[str, str], Mapping[str, Any] | None]) -> EvictionDecision:
+    """``watched(namespace)``: this operator's namespaces; ``cluster(namespace, name)``: the
+    OdradekCluster, None when absent."""
+    if pod is None:
+        return EvictionDecision(True, "no such pod")
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    owner = labels.get(builders.CLUSTER_LABEL)
+    if labels.get(COMPONENT_LABEL) != "broker" or labels.get(MANAGED_BY[0]) != MANAGED_BY[1] or not owner:
+        return EvictionDecision(True, f"{meta['name']} is not an Odradek broker pod")
+    if not watched(meta["namespace"]):
+        return EvictionDecision(True, f"namespace {meta['namespace']} is not watched by this operator")
+    if meta.get("deletionTimestamp"):
+        return EvictionDecision(True, f"{meta['name']} is already terminating")
+    body = cluster(meta["namespace"], owner)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return EvictionDecision(True, f"OdradekCluster {owner} is gone or being deleted")
+    return EvictionDecision(False, f"broker pod {meta['name']} is restarted by the Odradek operator instead, "
+                                   "once no partition would drop below min.insync.replicas; retry the eviction",
+                            mark=not manual.requested(meta))
+
+
+def review(kube: Any, name: str, namespace: str, dryrun: bool, watched: Callable[[str], bool]) -> EvictionDecision:
+    """Decide on the eviction of pod ``namespace/name`` and mark the pod (unless a dry run)."""
+    verdict = decide(kube.get("v1", "Pod", namespace, name), watched,
+                     lambda ns, c: kube.get("odradek.dev/v1alpha1", "OdradekCluster", ns, c))
+    if verdict.mark and not dryrun:
+        manual.mark_pod(kube, namespace, name)
+    return verdict
+
+
+# -- kopf ------------------------------------------------------------------------------------
+
+def register(registry: Any, settings: Any, namespaces: tuple[str, ...] = ()) -> None:
+    """With ``settings.webhook_listen`` set: serve the webhook from start-up on (``webhook``) and
+    answer ``pods/eviction`` reviews. ``namespaces``: the operator's (kopf's globs; none: all)."""
+    import fnmatch
+
+    import kopf
+
+    from odradek.operator import kube, webhook
+    if not settings.webhook_listen:
+        return
+
+    def watched(namespace: str) -> bool:
+        return not namespaces or any(fnmatch.fnmatchcase(namespace, glob) for glob in namespaces)
+
+    def serve(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> None:
+        ns, _, secret = own.webhook_secret.rpartition("/")
+        data = webhook.serving_certificate(kube.shared(), ns or "default", secret, own.webhook_hosts)
+        published = webhook.publish_ca(kube.shared(), own.webhook_configuration, data["ca.crt"])
+        logger.info("eviction webhook on %s; its CA in %d webhooks of %s", own.webhook_listen, published,
+                    own.webhook_configuration)
+        settings.admission.server = webhook.server(own.webhook_listen, data, list(own.webhook_hosts))
+        settings.admission.managed = None   # the chart (or the test) registers the configuration
+
+    def evict(name: str, namespace: str, dryrun: bool, logger: Any, **_: Any) -> None:
+        verdict = review(kube.shared(), name, namespace, dryrun, watched)
+        logger.info("eviction of %s/%s %s: %s", namespace, name, "allowed" if verdict.allow else "denied",
+                    verdict.reason)
+        if not verdict.allow:
+            raise kopf.AdmissionError(verdict.reason, code=DENIED)
+
+    own = settings
+    kopf.on.startup(registry=registry)(serve)
+    kopf.on.validate("v1", "pods", subresource="eviction", operations=["CREATE"], id=HANDLER_ID,
+                     registry=registry)(evict)
