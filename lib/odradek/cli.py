@@ -16,6 +16,7 @@ commands:
   groups       consumer groups: list, describe, reset-offsets (odradek groups --help)
   users        SCRAM users: list, add, remove    (odradek users --help)
   acls         Kafka ACLs: list, add, remove     (odradek acls --help)
+  maintenance  a broker's maintenance mode: enable, disable, status (odradek maintenance --help)
   produce      stdin's lines to a topic         (odradek produce TOPIC --help), through the gateway
   consume      print a topic's records          (odradek consume TOPIC --help), through the gateway
   operator     the Kubernetes operator (kopf)   (odradek operator --help)
@@ -54,6 +55,8 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from odradek.users_cli import main as run
     elif command == "acls":
         from odradek.acls_cli import main as run
+    elif command == "maintenance":
+        from odradek.maintenance_cli import main as run
     elif command == "produce":
         from odradek.client.cli import produce as run
     elif command == "consume":

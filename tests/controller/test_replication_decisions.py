@@ -295,3 +295,34 @@ def test_unclean_follows_the_cluster_default_under_the_topics_own_override():
     on = dataclasses.replace(snap, cluster_defaults={"unclean.leader.election.enable": "true"})
     changes = decisions.partition_changes(on, CE)
     assert [(c.topic, c.state.leader, c.state.isr) for c in changes] == [("plain", 2, (2,))]
+
+
+# --- maintenance mode -------------------------------------------------------------------------------
+def test_maintenance_moves_leaderships_keeps_isrs_and_every_election_passes_the_broker_over():
+    import dataclasses
+    from odradek.controller import decisions
+    snap = snapshot(topics=[record("t", [((1, 2, 3), 1, 4, (1, 2, 3)), ((1, 2), 1, 4, (1,)),
+                                         ((2, 1, 3), 2, 4, (2, 1, 3)), ((1,), 1, 4, (1,))])])
+    changes = replication.maintenance_moves(snap, 1, (), CE)
+    # t-0 moves to 2 with its ISR kept; t-1 has no other ISR member, t-3 a single replica: kept
+    assert [(c.state.partition, c.state.leader, c.state.leader_epoch, c.state.isr) for c in changes] == [
+        (0, 2, 5, (1, 2, 3))]
+    held = dataclasses.replace(decisions.with_changes(snap, changes), maintenance=frozenset({1}))
+    assert replication.remaining_leaderships(held, 1) == [("t", 1)]
+    # a preferred election does not bring it back, nor does the rebalance pick it
+    results, moved = replication.elect_leaders(held, replication.PREFERRED, [("t", 0)], (), CE)
+    assert results[0].error == ErrorCode.preferred_leader_not_available and not moved
+    assert replication.rebalance_candidates(held, (), 0) == []
+    # broker 2 dies: t-0 goes to 3 (not 1, in maintenance), t-2 too; 1 leads only as a last resort
+    gone = dataclasses.replace(held, brokers=(broker(1), broker(3)))
+    elected = {c.state.partition: c.state.leader for c in decisions.partition_changes(gone, CE)}
+    assert elected == {0: 3, 2: 3}
+    alone = dataclasses.replace(held, brokers=(broker(1),))
+    assert {c.state.partition: c.state.leader for c in decisions.partition_changes(alone, CE)} == {0: 1, 2: 1}
+    # a new partition's first leader is its first replica not in maintenance
+    from odradek.controller import placement
+    assert placement.initial_state(0, (1, 2, 3), CE, held.maintenance).leader == 2
+    assert placement.initial_state(0, (1,), CE, held.maintenance).leader == 1
+    # out of maintenance, the partitions it prefers are elected back to it
+    assert replication.preferred_of(held, 1) == [("t", 0)]
+    assert replication.preferred_of(snap, 1) == []

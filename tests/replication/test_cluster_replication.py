@@ -348,3 +348,69 @@ def test_a_reassignment_under_kafkas_throttle_moves_at_the_throttle_then_verify_
         return not any("throttled" in name and entry.value not in ("", None) and not entry.is_default
                        for configs in described for name, entry in configs.items())
     wait_until(cleared, 30, "the throttle configs removed", interval=0.5)
+
+
+def readiness(c: Cluster, broker_id: int) -> dict | None:
+    """The broker's readiness answer at its URL in ``dev status --json`` (None: not answering);
+    HTTP 200 exactly when ready (the probe reads the status)."""
+    import json
+    import urllib.error
+    import urllib.request
+    url = c.status()["readiness_url"].get(str(broker_id))
+    if url is None:
+        return None
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            status, body = resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        status, body = e.code, json.loads(e.read())
+    except OSError:
+        return None
+    assert (status == 200) == body["ready"], (status, body)
+    return body
+
+
+def _throttle(c: Cluster, topic: str, brokers, rate: str | None) -> None:
+    """Kafka's leader-side replication throttle on ``topic`` at ``rate`` B/s (None: removed)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    op = AlterConfigOpType.SET if rate is not None else AlterConfigOpType.DELETE
+    resources = [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("leader.replication.throttled.replicas", "*" if rate else None, incremental_operation=op)])]
+    resources += [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry("leader.replication.throttled.rate", rate, incremental_operation=op)]) for b in brokers]
+    admin = c.admin()
+    for resource in resources:  # librdkafka takes one BROKER resource a call
+        admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_a_restarted_broker_is_not_ready_while_out_of_an_isr_and_ready_once_back(rc):
+    """Readiness means "safe to take the next broker down": a broker restarted after records
+    were produced without it stays not-ready (503) while serving, as long as the leader holds
+    its catch-up at a replication throttle, and turns ready (200) once it is back in the ISR."""
+    from confluent_kafka import Producer
+    rc.create_topic("ready", partitions=1, replication_factor=3)
+    leader, _ = isr(rc, "ready")
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    wait_until(lambda: (r := readiness(rc, follower)) is not None and r["ready"], 30, f"broker {follower} ready")
+    rc.run("kill", str(follower), "--graceful")
+    others = [b for b in (1, 2, 3) if b != follower]
+    try:
+        _throttle(rc, "ready", others, "10000")  # 4 MB behind at 10 kB/s: minutes to catch up
+        producer = Producer({"bootstrap.servers": rc.bootstrap, "acks": "all", "linger.ms": 20})
+        for i in range(400):
+            producer.produce("ready", value=b"%09d" % i + b"x" * 9_991)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+    finally:
+        rc.run("start", str(follower))
+    try:
+        held = wait_until(lambda: (r := readiness(rc, follower)) is not None and r["state"] == "RUNNING" and r,
+                          60, f"broker {follower} serving")
+        assert not held["ready"] and held["out_of_isr"] == 1, held
+        assert follower not in isr(rc, "ready")[1]
+    finally:
+        _throttle(rc, "ready", others, None)
+    back = wait_until(lambda: (r := readiness(rc, follower)) is not None and r["ready"] and r, 90,
+                      f"broker {follower} back in the ISR and ready")
+    assert back == {"broker_id": follower, "ready": True, "state": "RUNNING", "out_of_isr": 0}
+    assert follower in isr(rc, "ready")[1]

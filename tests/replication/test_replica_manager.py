@@ -101,11 +101,16 @@ def test_lagging_follower_leaves_the_isr_and_rejoins(tmp_path):
             c.nodes[3].replicas.fetchers.remove((TOPIC, 0))  # broker 3 stops fetching
             rm.append(TOPIC, 0, batch(b"b"), acks=1)
             await eventually(lambda: c.state.isr == (1, 2), 5, "broker 3 to leave the ISR")
+            # the readiness count: broker 3 is out of an ISR it belongs to, the others are not
+            assert [len(c.nodes[b].replicas.out_of_isr) for b in (1, 2, 3)] == [0, 0, 1]
             info = rm.append(TOPIC, 0, batch(b"c"), acks=-1)  # 2 of 3 in sync: acks=all works
             assert await asyncio.wait_for(rm.replicated(TOPIC, 0, info.last_offset), 10) == ErrorCode.none
             c.nodes[3].replicas.fetchers.add((TOPIC, 0), 1, 1)  # it comes back
             await eventually(lambda: sorted(c.state.isr) == [1, 2, 3], 10, "broker 3 to rejoin the ISR")
             assert values(c.nodes[3].log) == [b"a", b"b", b"c"]
+            assert len(c.nodes[3].replicas.out_of_isr) == 0, "back in the ISR: ready again"
+            c.set_state(leader=-1, leader_epoch=2, isr=(1,))  # offline: nothing to catch up from
+            assert [len(c.nodes[b].replicas.out_of_isr) for b in (1, 2, 3)] == [0, 0, 0]
         finally:
             await c.stop()
     run(scenario())

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from odradek.cluster.control_plane_base import (PREFIX, PartitionResult, PartitionResults, Request, Route,
                                                 TopicPartition)
-from odradek.cluster.control_plane_brokers import Accepted, BrokerStatus, ReplicaStatus
+from odradek.cluster.control_plane_brokers import (PENDING_CONTROLLED_SHUTDOWN, RUNNING, SHUTTING_DOWN, STARTING,
+                                                   Accepted, BrokerStatus, Readiness, ReplicaStatus)
 from odradek.cluster.control_plane_replication import (MAX_ALTER_PARTITIONS, AlterPartition, AlterPartitionResult,
                                                        AlterPartitionResults, AlterPartitions, ControlledShutdown,
-                                                       ElectLeaders, OngoingReassignment, ProducerIdBlock,
+                                                       ElectLeaders, Maintenance, OngoingReassignment, ProducerIdBlock,
                                                        ProducerIds, Reassign, Reassignment, Reassignments,
                                                        RemainingLeaderships)
 from odradek.cluster.control_plane_topics import (MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS, AlterConfigs,
@@ -36,14 +37,17 @@ __all__ = [
     "CreatePartitions", "AlterConfigs", "TopicConfigs",
     "AlterPartition", "MAX_ALTER_PARTITIONS", "AlterPartitions", "AlterPartitionResult", "AlterPartitionResults",
     "ControlledShutdown", "RemainingLeaderships", "ProducerIds", "ProducerIdBlock", "ElectLeaders", "Reassignment",
-    "Reassign", "OngoingReassignment", "Reassignments",
-    "Accepted", "ReplicaStatus", "BrokerStatus",
+    "Reassign", "OngoingReassignment", "Reassignments", "Maintenance",
+    "Accepted", "ReplicaStatus", "BrokerStatus", "Readiness",
+    "STARTING", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN",
     "HEALTH", "CLUSTER", "CREATE_TOPIC", "DELETE_TOPIC", "CREATE_PARTITIONS", "ALTER_CONFIGS", "ALTER_PARTITION",
     "ALTER_PARTITIONS", "CONTROLLED_SHUTDOWN", "PRODUCER_IDS", "ELECT_LEADERS", "REASSIGN", "LIST_REASSIGNMENTS",
-    "CONTROLLER_ROUTES", "METADATA", "STATUS", "BROKER_ROUTES",
+    "MAINTENANCE", "ENABLE_MAINTENANCE", "DISABLE_MAINTENANCE",
+    "CONTROLLER_ROUTES", "METADATA", "STATUS", "READY", "BROKER_ROUTES",
     "health", "cluster", "create_topic", "delete_topic", "create_partitions", "alter_configs", "alter_partitions",
     "controlled_shutdown", "producer_ids", "elect_leaders", "reassign", "list_reassignments", "push_metadata",
-    "status",
+    "maintenance", "enable_maintenance", "disable_maintenance",
+    "status", "ready",
 ]
 
 
@@ -63,13 +67,19 @@ PRODUCER_IDS = Route("POST", PREFIX + "/producer-ids", ProducerIdBlock.from_json
 ELECT_LEADERS = Route("POST", PREFIX + "/elect-leaders", PartitionResults.from_json)
 REASSIGN = Route("POST", PREFIX + "/reassignments", PartitionResults.from_json)
 LIST_REASSIGNMENTS = Route("GET", PREFIX + "/reassignments", Reassignments.from_json)
+# A broker's maintenance mode: read, enable (leadership moved away, elected nowhere), disable.
+MAINTENANCE = Route("GET", PREFIX + "/brokers/{id}/maintenance", Maintenance.from_json)
+ENABLE_MAINTENANCE = Route("PUT", PREFIX + "/brokers/{id}/maintenance", Maintenance.from_json)
+DISABLE_MAINTENANCE = Route("DELETE", PREFIX + "/brokers/{id}/maintenance", Maintenance.from_json)
 CONTROLLER_ROUTES = (HEALTH, CLUSTER, CREATE_TOPIC, DELETE_TOPIC, CREATE_PARTITIONS, ALTER_CONFIGS,
                      ALTER_PARTITION, ALTER_PARTITIONS, CONTROLLED_SHUTDOWN, PRODUCER_IDS, ELECT_LEADERS,
-                     REASSIGN, LIST_REASSIGNMENTS)
+                     REASSIGN, LIST_REASSIGNMENTS, MAINTENANCE, ENABLE_MAINTENANCE, DISABLE_MAINTENANCE)
 # ...and each broker's.
 METADATA = Route("POST", PREFIX + "/metadata", Accepted.from_json)
 STATUS = Route("GET", PREFIX + "/status", BrokerStatus.from_json)
-BROKER_ROUTES = (METADATA, STATUS)
+# 200 once "safe to take the next broker down" (503 before): O(1), the readiness probe's route.
+READY = Route("GET", PREFIX + "/ready", Readiness.from_json)
+BROKER_ROUTES = (METADATA, STATUS, READY)
 
 
 def health() -> Request[Health]:
@@ -120,9 +130,25 @@ def list_reassignments() -> Request[Reassignments]:
     return Request(LIST_REASSIGNMENTS, LIST_REASSIGNMENTS.path())
 
 
+def maintenance(broker_id: int) -> Request[Maintenance]:
+    return Request(MAINTENANCE, MAINTENANCE.path(id=broker_id))
+
+
+def enable_maintenance(broker_id: int) -> Request[Maintenance]:
+    return Request(ENABLE_MAINTENANCE, ENABLE_MAINTENANCE.path(id=broker_id))
+
+
+def disable_maintenance(broker_id: int) -> Request[Maintenance]:
+    return Request(DISABLE_MAINTENANCE, DISABLE_MAINTENANCE.path(id=broker_id))
+
+
 def push_metadata(snapshot: ClusterMetadata) -> Request[Accepted]:
     return Request(METADATA, METADATA.path(), snapshot.to_json())
 
 
 def status() -> Request[BrokerStatus]:
     return Request(STATUS, STATUS.path())
+
+
+def ready() -> Request[Readiness]:
+    return Request(READY, READY.path())

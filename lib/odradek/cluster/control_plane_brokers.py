@@ -1,5 +1,5 @@
 """The control-plane bodies of each broker's routes (``control_plane``'s ``METADATA``, the
-controller's push, and ``STATUS``): frozen dataclasses with ``to_json``/``from_json``. Part of
+controller's push, ``STATUS`` and ``READY``): frozen dataclasses with ``to_json``/``from_json``. Part of
 ``control_plane``'s contract (which re-exports every name here).
 """
 
@@ -67,3 +67,30 @@ class BrokerStatus:
     def from_json(cls, d: Mapping) -> "BrokerStatus":
         return cls(d["broker_id"], d["kafka_port"], d["controller_epoch"],
                    tuple(ReplicaStatus.from_json(p) for p in d["partitions"]))
+
+
+# Kafka's BrokerState names (the ones a broker with its internal API up can be in).
+STARTING, RUNNING = "STARTING", "RUNNING"
+PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN = "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """A broker's answer to ``READY`` (HTTP 200 when ``ready``, 503 otherwise): ready once it
+    serves clients (Kafka's RUNNING) and is in the ISR of every partition with a leader that it
+    replicates (``out_of_isr`` counts the others); docs/broker.md, "Broker states and readiness"."""
+
+    broker_id: int
+    state: str          # STARTING, RUNNING, PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN
+    out_of_isr: int
+
+    @property
+    def ready(self) -> bool:
+        return self.state == RUNNING and self.out_of_isr == 0
+
+    def to_json(self) -> dict:
+        return {"broker_id": self.broker_id, "ready": self.ready, "state": self.state, "out_of_isr": self.out_of_isr}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Readiness":
+        return cls(d["broker_id"], d["state"], d["out_of_isr"])

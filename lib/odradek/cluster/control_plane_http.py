@@ -12,6 +12,11 @@ each side, so that transport security is added here and nowhere else.
 Every caller passes the process's ``ControlPlaneTls`` (None: plaintext): with it, the client
 presents its certificate and checks the server's against the cluster CA.
 
+Versions (``versions``): every request and answer carries its sender's protocol version in
+the ``Odradek-Protocol`` header (a broker's and a controller's: their
+``inter.broker.protocol.version``; tools: this release's); a server refuses a request from a
+newer version than it knows with UNSUPPORTED_VERSION.
+
 Routes, bodies and answers are ``control_plane``'s; error bodies are ``KafkaError.to_json()``.
 """
 
@@ -25,6 +30,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 import aiohttp
 from aiohttp import web
 
+from odradek.cluster import versions
 from odradek.cluster.control_plane_base import Request, Route
 from odradek.cluster.control_plane_tls import ControlPlaneTls, MutualTlsSite, client_context, peer_check
 from odradek.errors import ErrorCode, KafkaError
@@ -35,12 +41,26 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # --- servers -----------------------------------------------------------------------------------
 def server_app(handlers: Mapping[Route, Handler], *, middlewares: Iterable = (),
-               client_max_size: int = 1024 ** 2) -> web.Application:
-    """An aiohttp application serving ``handlers`` (GET routes answer HEAD too)."""
-    app = web.Application(middlewares=list(middlewares), client_max_size=client_max_size)
+               client_max_size: int = 1024 ** 2, version: int = versions.CURRENT) -> web.Application:
+    """An aiohttp application serving ``handlers`` (GET routes answer HEAD too), announcing ``version``."""
+    app = web.Application(middlewares=[_versioned(version), *middlewares], client_max_size=client_max_size)
     for route, handler in handlers.items():
         getattr(app.router, "add_" + route.method.lower())(route.template, handler)
     return app
+
+
+def _versioned(version: int):
+    @web.middleware
+    async def versioned(request: web.Request, handler):
+        try:
+            versions.check_sender(versions.of(request.headers))
+        except KafkaError as e:
+            response = web.json_response(e.to_json(), status=400)
+        else:
+            response = await handler(request)
+        response.headers[versions.HEADER] = str(version)
+        return response
+    return versioned
 
 
 async def serve(app: web.Application, host: str, port: int, tls: ControlPlaneTls | None,
@@ -62,12 +82,13 @@ async def serve(app: web.Application, host: str, port: int, tls: ControlPlaneTls
 
 
 # --- asynchronous callers ----------------------------------------------------------------------
-def client_session(tls: ControlPlaneTls | None = None) -> aiohttp.ClientSession:
-    """A session for control-plane calls (presenting this process's certificate with ``tls``);
-    each ``send`` sets its own timeout."""
+def client_session(tls: ControlPlaneTls | None = None, version: int = versions.CURRENT) -> aiohttp.ClientSession:
+    """A session for control-plane calls (presenting this process's certificate with ``tls``)
+    announcing ``version``; each ``send`` sets its own timeout."""
+    headers = {versions.HEADER: str(version)}
     if tls is None:
-        return aiohttp.ClientSession()
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context(tls)))
+        return aiohttp.ClientSession(headers=headers)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context(tls)), headers=headers)
 
 
 async def send(session: aiohttp.ClientSession, base_url: str, request: Request, timeout: float) -> tuple[int, Any]:
@@ -85,7 +106,8 @@ def send_blocking(base_url: str, request: Request, timeout: float,
     UNKNOWN_SERVER_ERROR. Raises ``OSError`` when the server cannot be reached."""
     data = None if request.body is None else json.dumps(request.body).encode()
     req = urllib.request.Request(base_url.rstrip("/") + request.path, data=data, method=request.method,
-                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
+                                 headers={"Content-Type": "application/json", "Accept": "application/json",
+                                          versions.HEADER: str(versions.CURRENT)})
     try:
         context = client_context(tls) if tls is not None else None
         with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:

@@ -1,6 +1,6 @@
 """The control-plane bodies of the controller's replication routes (``control_plane``'s
 ``ALTER_PARTITION(S)``, ``CONTROLLED_SHUTDOWN``, ``PRODUCER_IDS``, ``ELECT_LEADERS``,
-``REASSIGN``, ``LIST_REASSIGNMENTS``): frozen dataclasses (or NamedTuples) with
+``REASSIGN``, ``LIST_REASSIGNMENTS``, the ``*MAINTENANCE`` routes): frozen dataclasses (or NamedTuples) with
 ``to_json``/``from_json``; a request's ``from_json`` raises INVALID_REQUEST. Part of
 ``control_plane``'s contract (which re-exports every name here).
 """
@@ -128,6 +128,24 @@ class RemainingLeaderships:
     @classmethod
     def from_json(cls, d: Mapping) -> "RemainingLeaderships":
         return cls(tuple(TopicPartition(e["topic"], int(e["partition"])) for e in d["remaining_leaderships"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """A broker's maintenance mode (Redpanda's ``rpk cluster maintenance``): the answer of its
+    three routes. ``leaders``: partitions with other replicas that it still leads (as controlled
+    shutdown counts them; 0 once draining is done, while in maintenance)."""
+
+    broker: int
+    maintenance: bool
+    leaders: int
+
+    def to_json(self) -> dict:
+        return {"broker": self.broker, "maintenance": self.maintenance, "leaders": self.leaders}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Maintenance":
+        return cls(int(d["broker"]), bool(d["maintenance"]), int(d["leaders"]))
 
 
 @dataclass(frozen=True, slots=True)

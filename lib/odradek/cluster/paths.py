@@ -13,6 +13,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+MAINTENANCE = "/admin/maintenance"       # /admin/maintenance/<broker id>: brokers in maintenance mode
 PRODUCER_ID_BLOCK = "/producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"  # persistent sequential children, Kafka's names
@@ -60,3 +61,7 @@ def entity_config(entity_type: str, name: str) -> str:
 
 def log_dir_event(name: str) -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION}/{name}"
+
+
+def maintenance(broker_id: int) -> str:
+    return f"{MAINTENANCE}/{broker_id}"

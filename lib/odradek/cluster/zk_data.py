@@ -6,6 +6,8 @@ Kinds (all UTF-8 JSON unless said otherwise; relative to the cluster's chroot):
 
 - ``BROKER``: ``/brokers/ids/<id>``, the ephemeral registration (``BrokerInfo``);
 - ``CONTROLLER``: ``/controller``, ``{"id","epoch","url"}`` of the active controller;
+- ``MAINTENANCE``: ``/admin/maintenance/<id>``, persistent while broker ``<id>`` is in
+  maintenance mode (the controller elects it nowhere), ``{"version":1,"broker"}``;
 - ``LOG_DIR_EVENT``: ``/log_dir_event_notification/log_dir_event_<seq>``, a broker's offline
   log directory, ``{"version":1,"broker","event":1,"broker_epoch"}``;
 - ``ENTITY_CONFIG``: ``/config/<entity type>/<entity>``, Kafka's dynamic configs
@@ -58,6 +60,20 @@ class _Broker:
 
     def decode(self, data: bytes) -> BrokerInfo:
         return BrokerInfo.from_json(json.loads(data))
+
+
+class _Maintenance:
+    root = paths.MAINTENANCE
+
+    def path(self, broker_id: int) -> str:
+        return paths.maintenance(broker_id)
+
+    def encode(self, broker_id: int) -> bytes:
+        return json.dumps({"version": 1, "broker": broker_id}).encode()
+
+    def broker_ids(self, children: list[str]) -> frozenset[int]:
+        """The brokers in maintenance, from the root's children (other names are skipped)."""
+        return frozenset(int(c) for c in children if c.isdigit())
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +252,7 @@ class _AclChange:
 BROKER = _Broker()
 CONTROLLER = _Controller()
 LOG_DIR_EVENT = _LogDirEvent()
+MAINTENANCE = _Maintenance()
 ENTITY_CONFIG = _EntityConfig()
 CONFIG_CHANGE = _ConfigChange()
 SCRAM_CREDENTIAL = _ScramCredential()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from odradek.cluster import versions
 from odradek.config.cluster_security import CLUSTER_SECURITY_CONFIGS
 from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, PER_ADDRESS_COUNTS, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
@@ -21,8 +22,14 @@ from odradek.config.transactions import TXN_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# Kafka's key and discipline (odradek.cluster.versions): the brokers' and the controllers' alike.
+INTER_BROKER_PROTOCOL_VERSION = ConfigKey(
+    "inter.broker.protocol.version", integer(versions.PREVIOUS, versions.CURRENT), str(versions.CURRENT),
+    "control-plane protocol version this process announces and uses: the previous release's while a cluster "
+    "rolls to this one, raised once every broker and controller runs it (docs/control-plane.md, Versions)")
 
 BROKER_CONFIGS: dict[str, ConfigKey] = registry(
+    INTER_BROKER_PROTOCOL_VERSION,
     ConfigKey("auto.create.topics.enable", BOOLEAN, "true",
               "create a topic the first time a client's Metadata request names it"),
     ConfigKey("socket.request.max.bytes", integer(1, INT_MAX), "104857600",

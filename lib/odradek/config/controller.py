@@ -2,7 +2,7 @@
 ``odradek controller --config KEY=VALUE`` or the controller's flags.
 
 The controller also takes the broker's ZooKeeper session keys (``zookeeper.session.timeout.ms``,
-``zookeeper.connection.timeout.ms``) and the cluster's security keys
+``zookeeper.connection.timeout.ms``), ``inter.broker.protocol.version`` and the cluster's security keys
 (``odradek.config.cluster_security``): those are stated once, with the broker's. Kafka reads
 the keys here on its brokers (whichever is controller); Odradek's controller is its own
 process, so they are its settings. ``odradek.controller.config.ControllerConfig`` binds them.

@@ -128,3 +128,15 @@ class ControllerClient:
 
     def describe_user(self, name: str, principal: str | None = None) -> dict:
         return self.request(cpu.describe_user(name, principal))
+
+    def maintenance(self, broker_id: int) -> dict:
+        """``{"broker", "maintenance", "leaders"}``: leaders = partitions with other replicas it still leads."""
+        return self.request(cp.maintenance(broker_id))
+
+    def enable_maintenance(self, broker_id: int) -> dict:
+        """Move the broker's leaderships away and elect it nowhere until disabled (it keeps replicating)."""
+        return self.request(cp.enable_maintenance(broker_id))
+
+    def disable_maintenance(self, broker_id: int) -> dict:
+        """End maintenance; its preferred leaderships are elected back to it."""
+        return self.request(cp.disable_maintenance(broker_id))

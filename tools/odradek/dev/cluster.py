@@ -351,7 +351,16 @@ def _addresses(state: dict) -> dict:
             "metrics_url": dict(state.get("metrics", {})),
             # process name -> the ports it reported binding (``launch``)
             "ports": dict(state.get("ports", {})),
+            # broker id -> its readiness route (200: serving and in every ISR it belongs to)
+            "readiness_url": _readiness_urls(state),
             "pids": {r.name: r.pid for r in _records(state) if processes.alive(r)}}
+
+
+def _readiness_urls(state: dict) -> dict[str, str]:
+    base = f"{scheme(_control_plane_tls(state))}://127.0.0.1"
+    ports = state.get("ports", {})
+    return {b: f"{base}:{ports[f'broker-{b}']['internal']}{control_plane.READY.path()}"
+            for b in state.get("brokers", {}) if "internal" in ports.get(f"broker-{b}", {})}
 
 
 def _summary(state: dict) -> str:

@@ -43,6 +43,7 @@ class BrokerConfig:
     max_connections_per_ip_overrides: str = setting("max.connections.per.ip.overrides")
     connections_max_idle_ms: int = setting("connections.max.idle.ms")
     replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
+    protocol_version: int = setting("inter.broker.protocol.version")
     max_incremental_fetch_session_cache_slots: int = setting("max.incremental.fetch.session.cache.slots")
     controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms")

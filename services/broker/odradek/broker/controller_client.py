@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 
 import aiohttp
 
+from odradek.cluster import versions
 from odradek.cluster.control_plane import Request
 from odradek.cluster.control_plane_http import client_session, send
 from odradek.cluster.control_plane_tls import ControlPlaneTls
@@ -27,9 +28,11 @@ RETRY_BACKOFF_S = 0.1
 
 
 class ControllerClient:
-    def __init__(self, url_source: Callable[[], str | None], tls: ControlPlaneTls | None = None) -> None:
+    def __init__(self, url_source: Callable[[], str | None], tls: ControlPlaneTls | None = None,
+                 version: int = versions.CURRENT) -> None:
         self._url_source = url_source
         self._tls = tls
+        self._version = version  # inter.broker.protocol.version, announced on every call
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -43,7 +46,7 @@ class ControllerClient:
         """The JSON answer of the active controller (undecoded: an unreadable answer must not
         be mistaken for an unreachable controller and sent again)."""
         if self._session is None:
-            self._session = client_session(self._tls)
+            self._session = client_session(self._tls, self._version)
         deadline = time.monotonic() + timeout
         last = "no active controller"
         while (remaining := deadline - time.monotonic()) > 0:

@@ -36,6 +36,7 @@ from odradek.broker.metrics.stats import remote_time
 from odradek.broker.quotas.replication import ReplicationQuotas
 from odradek.broker.replication.fetch_session import FetchContext, FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
+from odradek.broker.replication.insync import OutOfIsr
 from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
 from odradek.broker.replication.purgatory import FetchWakeup
@@ -82,6 +83,7 @@ class ReplicaManager:
         self._topics: dict[str, TopicMetadata] = {}
         self._live: dict[int, BrokerInfo] = {}
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.out_of_isr = OutOfIsr(broker_id)  # the readiness count, kept on every state change
         self.wakeup = FetchWakeup()
         self.metadata_changed = asyncio.Event()
         self.generation = 0  # snapshots applied: a fetch session reads all its partitions after one
@@ -153,6 +155,8 @@ class ReplicaManager:
                         assigned.add((topic.name, p.partition))
                         partition_log = self.logs.get_or_create(topic.name, p.partition, dict(topic.configs))
                         self._transition(topic.name, p, partition_log, min_isr)
+                        key = (topic.name, p.partition)
+                        self.out_of_isr.note(key, self._partitions[key].state)
         for name in {lg.topic for lg in self.logs.logs()} - set(self._topics):
             log.info("deleting the logs of topic %s (no longer in the controller's metadata)", name,
                      extra=logs.tp(name))
@@ -203,6 +207,7 @@ class ReplicaManager:
                 self._fetchers.remove(key)
 
     def _drop(self, key: tuple[str, int]) -> None:
+        self.out_of_isr.forget(key)
         part = self._partitions.pop(key, None)
         if part is not None:
             part.stop()
@@ -381,6 +386,7 @@ class ReplicaManager:
             part.deletions.complete(self.low_watermark(part))
 
     def _after_isr_change(self, part: Partition) -> None:
+        self.out_of_isr.note(part.key, part.state)
         if part.advance_high_watermark():
             self.wakeup.notify(part.key)
         part.complete_produces()

@@ -79,7 +79,8 @@ class Broker:
                                      self.zookeeper_security)   # started (registered) in run
         configs = EntityConfigs(self.session.znodes)
         self.security = BrokerSecurity(config, ScramStore(configs))
-        self.controller = ControllerClient(lambda: self.session.controller_url, self.control_plane_tls)
+        self.controller = ControllerClient(lambda: self.session.controller_url, self.control_plane_tls,
+                                           config.protocol_version)
         topic_stats = TopicStats()
         self.replicas = ReplicaManager(config.broker_id, self.logs, controller_call=self.controller.call,
                                        broker_epoch=lambda: self.session.broker_epoch,
@@ -101,6 +102,7 @@ class Broker:
         self.requests = RequestStats()
         self.listeners: KafkaListener | None = None
         self.exit_code = 0
+        self.state = cp.STARTING  # Kafka's BrokerState, as the readiness route reports it
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
@@ -135,6 +137,7 @@ class Broker:
         try:
             if await self._metadata_arrived(stop):
                 listeners.start()
+                self.state = cp.RUNNING
                 log.info("broker %d serving Kafka on %s, internal API on %s", cfg.broker_id,
                          ", ".join(f"{name}://{host}:{port}" for name, host, port in endpoints), info.internal_url)
             await stop.wait()
@@ -143,10 +146,12 @@ class Broker:
             log.info("broker %d shutting down", cfg.broker_id)
             stopping = time.monotonic()
             offline = self.logs.failures.offline
+            self.state = cp.PENDING_CONTROLLED_SHUTDOWN if clean and not offline else cp.SHUTTING_DOWN
             if offline:
                 await asyncio.to_thread(self.session.report_log_dir_failure)
             elif clean:
                 await self._controlled_shutdown()
+            self.state = cp.SHUTTING_DOWN
             await self.replicas.close()
             self.context.close()
             await asyncio.to_thread(self.session.stop)
@@ -303,8 +308,13 @@ class Broker:
 
     # -- the broker's side of the control plane ----------------------------------------------
     def _internal_app(self) -> web.Application:
-        return server_app({cp.METADATA: self._on_metadata, cp.STATUS: self._on_status},
-                          client_max_size=64 * 1024 * 1024)
+        return server_app({cp.METADATA: self._on_metadata, cp.STATUS: self._on_status, cp.READY: self._on_ready},
+                          client_max_size=64 * 1024 * 1024, version=self.config.protocol_version)
+
+    async def _on_ready(self, request: web.Request) -> web.Response:
+        """Readiness: serving and in every ISR it belongs to; a count kept on ISR changes, O(1)."""
+        answer = cp.Readiness(self.config.broker_id, self.state, len(self.replicas.out_of_isr))
+        return web.json_response(answer.to_json(), status=200 if answer.ready else 503)
 
     async def _on_metadata(self, request: web.Request) -> web.Response:
         try:

@@ -80,7 +80,7 @@ def plan_create(req: CreateTopic, snapshot: StoreSnapshot, defaults: ControllerC
         assignment = placement.assign_replicas(partitions, rf, live, placement.start_offset(req.name, len(live)),
                                                racks=_racks(snapshot))
     configs = validate_topic_configs(req.configs or {})
-    states = {p: placement.initial_state(p, replicas, controller_epoch)
+    states = {p: placement.initial_state(p, replicas, controller_epoch, snapshot.maintenance)
               for p, replicas in assignment.items()}
     return TopicPlan(req.name, str(uuid.uuid4()), states, configs)
 
@@ -141,7 +141,7 @@ def plan_partitions(snapshot: StoreSnapshot, name: str, count: int,
     racks = _racks(snapshot)
     new = placement.assign_replicas(count, rf, live, placement.increase_start(record.assignment, live, racks),
                                     first_partition=current, racks=racks)
-    return record, {p: placement.initial_state(p, r, controller_epoch) for p, r in new.items()}
+    return record, {p: placement.initial_state(p, r, controller_epoch, snapshot.maintenance) for p, r in new.items()}
 
 
 def plan_configs(snapshot: StoreSnapshot, name: str, set_: Mapping[str, str | None],

@@ -4,7 +4,7 @@ Owns: one handler per route of ``odradek.cluster.control_plane`` (which declares
 and parses the bodies: malformed -> INVALID_REQUEST) and the mapping of ``KafkaError`` to HTTP
 statuses. Every error body is ``KafkaError.to_json()``. Handlers only translate: each calls
 the ``Controller`` part that owns the request (``topics``, ``isr``, ``elections``,
-``reassigner``) or the controller itself.
+``reassigner``, ``maintenance``) or the controller itself.
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ async def _body(request: web.Request) -> Mapping:
     return body
 
 
+def _broker_id(request: web.Request) -> int:
+    try:
+        return int(request.match_info["id"])
+    except ValueError:
+        raise KafkaError(ErrorCode.invalid_request, "the broker id in the path must be an integer") from None
+
+
 def _answer(model, status: int = 200) -> web.Response:
     return web.json_response(model.to_json(), status=status)
 
@@ -75,13 +82,19 @@ def make_app(controller: Controller) -> web.Application:
         return _answer(await controller.isr.alter_partitions(cp.AlterPartitions.from_json(await _body(request))))
 
     async def controlled_shutdown(request: web.Request) -> web.Response:
-        try:
-            broker_id = int(request.match_info["id"])
-        except ValueError:
-            raise KafkaError(ErrorCode.invalid_request, "the broker id in the path must be an integer") from None
+        broker_id = _broker_id(request)
         req = cp.ControlledShutdown.from_json(await _body(request))
         remaining = await controller.elections.controlled_shutdown(broker_id, req.broker_epoch)
         return _answer(cp.RemainingLeaderships(tuple(remaining)))
+
+    async def maintenance(request: web.Request) -> web.Response:
+        return _answer(controller.maintenance.status(_broker_id(request)))
+
+    async def enable_maintenance(request: web.Request) -> web.Response:
+        return _answer(await controller.maintenance.enable(_broker_id(request)))
+
+    async def disable_maintenance(request: web.Request) -> web.Response:
+        return _answer(await controller.maintenance.disable(_broker_id(request)))
 
     async def producer_ids(request: web.Request) -> web.Response:
         req = cp.ProducerIds.from_json(await _body(request))
@@ -136,5 +149,7 @@ def make_app(controller: Controller) -> web.Application:
         cp.CONTROLLED_SHUTDOWN: controlled_shutdown, cp.PRODUCER_IDS: producer_ids,
         cp.ELECT_LEADERS: elect_leaders, cp.REASSIGN: reassign, cp.LIST_REASSIGNMENTS: reassignments,
         cp.CREATE_TOPIC: create_topic, cp.DELETE_TOPIC: delete_topic, cp.CREATE_PARTITIONS: create_partitions,
-        cp.ALTER_CONFIGS: alter_configs,
-        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors])
+        cp.ALTER_CONFIGS: alter_configs, cp.MAINTENANCE: maintenance, cp.ENABLE_MAINTENANCE: enable_maintenance,
+        cp.DISABLE_MAINTENANCE: disable_maintenance,
+        cpu.USER: user, cpu.PUT_USER: put_user, cpu.DELETE_USER: delete_user}, middlewares=[_errors],
+        version=controller.settings.protocol_version)

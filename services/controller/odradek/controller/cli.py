@@ -21,6 +21,7 @@ from odradek.cluster import zk_session
 from odradek.cluster.control_plane_http import serve as serve_http
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
+from odradek.config.broker import INTER_BROKER_PROTOCOL_VERSION
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
 from odradek.config.controller import (AUTO_LEADER_REBALANCE, CONTROLLER_CONFIGS, DEFAULT_REPLICATION_FACTOR,
                                        LEADER_IMBALANCE_CHECK_INTERVAL, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
@@ -115,7 +116,8 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     store = ZkStore(args.zookeeper, args.cluster, args.zk_timeouts, args.zk_security)
-    settings = Settings(id=args.id, url="", config=args.controller_config, tls=args.tls)
+    settings = Settings(id=args.id, url="", config=args.controller_config, tls=args.tls,
+                        protocol_version=args.protocol_version)
     controller = Controller(store, settings)
     runner, bound = await serve_http(make_app(controller), host, port, args.tls, f"controller {args.id} API")
     url = args.advertised_url or f"{scheme(args.tls)}://{_url_host(bound[0])}:{bound[1]}"
@@ -155,7 +157,7 @@ def _url_host(host: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments, with ``controller_config`` (``ControllerConfig``) from --config and the
-    controller's flags, ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout,
+    controller's flags, ``protocol_version`` (the brokers' ``inter.broker.protocol.version``), ``zk_timeouts`` (``ZkTimeouts``) from --config and --zk-session-timeout,
     ``zk_security`` (``ZkSecurity``) and ``tls`` (``ControlPlaneTls`` or None) from --config."""
     p = build_parser()
     args = p.parse_args(argv)
@@ -166,9 +168,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if (value := getattr(args, attr)) is not None:
             settings[key] = CONTROLLER_CONFIGS[key].type.format(value)
     own = {k: settings.pop(k) for k in CONTROLLER_CONFIGS if k in settings}
+    protocol = settings.pop(INTER_BROKER_PROTOCOL_VERSION.name, INTER_BROKER_PROTOCOL_VERSION.default)
     security = {k: settings.pop(k) for k in (*CONTROL_PLANE_KEYS, *ZOOKEEPER_SECURITY_KEYS) if k in settings}
     try:
         args.controller_config = ControllerConfig.from_settings(own)
+        args.protocol_version = INTER_BROKER_PROTOCOL_VERSION.parse(protocol)
         args.zk_timeouts = ZkTimeouts.from_settings(settings)
         args.zk_security = ZkSecurity.from_settings(security)
         args.tls = ControlPlaneTls.from_settings(security)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from odradek.cluster import versions
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.config import bound_values, setting
 from odradek.config.controller import (AUTO_LEADER_REBALANCE, CONTROLLER_CONFIGS, DEFAULT_REPLICATION_FACTOR,
@@ -49,3 +50,5 @@ class Settings:
     url: str
     config: ControllerConfig = ControllerConfig()
     tls: ControlPlaneTls | None = None  # the control plane's mutual TLS (None: plaintext HTTP)
+    # the brokers' inter.broker.protocol.version (odradek.cluster.versions), given to the controller too
+    protocol_version: int = versions.CURRENT

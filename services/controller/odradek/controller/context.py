@@ -39,7 +39,7 @@ class ControllerContext:
         self.dirty = asyncio.Event()
         self.vacant = asyncio.Event()
         self.stopping = asyncio.Event()
-        self.pusher = Pusher(on_stale=lambda b: self.poke(), tls=settings.tls)
+        self.pusher = Pusher(on_stale=lambda b: self.poke(), tls=settings.tls, version=settings.protocol_version)
         self.shutting_down: dict[int, int] = {}  # broker id -> epoch of the registration shutting down
         self._publish_handle: asyncio.TimerHandle | None = None
         # the loop's reconciliation, for the parts that need a fresh view (set by the Controller)

@@ -33,9 +33,9 @@ class PartitionChange:
 def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
                       shutting_down: Iterable[int] = ()) -> list[PartitionChange]:
     """Leader elections and ISR shrinks the registered broker set calls for (brokers shutting
-    down are registered but not elected; a broker whose log directory went offline in its
-    current registration counts as dead: its replicas are offline, as Kafka's controller
-    treats them after a log directory event)."""
+    down are registered but not elected, brokers in maintenance only as a last resort; a broker
+    whose log directory went offline in its current registration counts as dead: its replicas
+    are offline, as Kafka's controller treats them after a log directory event)."""
     live = set(snapshot.live_ids) - snapshot.offline_dir_ids
     changes = []
     for name in sorted(snapshot.topics):
@@ -45,7 +45,7 @@ def partition_changes(snapshot: StoreSnapshot, controller_epoch: int,
         unclean = snapshot.topic_config(record, UNCLEAN, BROKER_UNCLEAN, "false").lower() == "true"
         for p in sorted(record.states):
             new, reason = placement.reconcile_partition(record.states[p], live, controller_epoch, unclean,
-                                                        shutting_down)
+                                                        shutting_down, snapshot.maintenance)
             if new is not None:
                 changes.append(PartitionChange(name, new, record.state_versions[p], f"{name}-{p}: {reason}"))
     return changes

@@ -70,23 +70,32 @@ def increase_start(assignment: Mapping[int, tuple[int, ...]], broker_ids: Iterab
     return brokers.index(first[0]) if first and first[0] in brokers else 0
 
 
-def initial_state(partition: int, replicas: tuple[int, ...], controller_epoch: int) -> PartitionState:
-    """A new partition: ISR = all replicas, leader = the first (preferred) replica, epoch 0.
+def initial_state(partition: int, replicas: tuple[int, ...], controller_epoch: int,
+                  avoid: Iterable[int] = ()) -> PartitionState:
+    """A new partition: ISR = all replicas, leader = the first (preferred) replica, epoch 0;
+    the first replica not in ``avoid`` (maintenance mode) when there is one.
 
     The replicas are live brokers (placement and the assignment check make sure of it); a
     replica whose broker died meanwhile leaves the ISR at the next reconciliation."""
-    return PartitionState(partition, replicas, replicas[0], 0, replicas, controller_epoch)
+    avoided = set(avoid)
+    leader = next((r for r in replicas if r not in avoided), replicas[0])
+    return PartitionState(partition, replicas, leader, 0, replicas, controller_epoch)
 
 
 def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Iterable[int],
-                 unclean: bool = False) -> tuple[int, str]:
+                 unclean: bool = False, avoid: Iterable[int] = ()) -> tuple[int, str]:
     """The first eligible replica of the assignment that is in the ISR; else -1 (or, if
     ``unclean``, the first eligible replica). Eligible = registered and not shutting down.
-    Returns (leader, reason)."""
+    A broker in ``avoid`` (maintenance mode) is chosen only when no other eligible ISR member
+    is: a partition it alone can lead stays available. Returns (leader, reason)."""
     alive = set(eligible)
+    avoided = set(avoid)
+    for r in replicas:
+        if r in isr and r in alive and r not in avoided:
+            return r, f"replica {r} is the first live replica in the ISR"
     for r in replicas:
         if r in isr and r in alive:
-            return r, f"replica {r} is the first live replica in the ISR"
+            return r, f"replica {r} (in maintenance) is the only live replica in the ISR"
     if unclean:
         for r in replicas:
             if r in alive:
@@ -95,7 +104,7 @@ def elect_leader(replicas: tuple[int, ...], isr: tuple[int, ...], eligible: Iter
 
 
 def reconcile_partition(state: PartitionState, live: Iterable[int], controller_epoch: int,
-                        unclean: bool = False, shutting_down: Iterable[int] = ()
+                        unclean: bool = False, shutting_down: Iterable[int] = (), avoid: Iterable[int] = ()
                         ) -> tuple[PartitionState | None, str]:
     """What the controller should write for one partition given the registered brokers.
 
@@ -103,7 +112,7 @@ def reconcile_partition(state: PartitionState, live: Iterable[int], controller_e
 
     - A registered leader keeps its place; dead followers leave the ISR (leader epoch kept).
     - A dead or absent leader is replaced by ``elect_leader`` over the registered brokers that
-      are not shutting down (leader epoch + 1); the new ISR is the old one without dead and
+      are not shutting down, brokers in maintenance (``avoid``) last (leader epoch + 1); the new ISR is the old one without dead and
       shutting-down brokers (``[leader]`` after an unclean election).
     - With no eligible ISR member the partition goes offline (leader -1, epoch + 1) and, as
       Kafka does, its ISR keeps only the last leader, so that replica is the one that gets the
@@ -116,7 +125,7 @@ def reconcile_partition(state: PartitionState, live: Iterable[int], controller_e
             return None, f"leader {state.leader} is live"
         return (with_leader(state, state.leader, isr, controller_epoch),
                 f"followers {sorted(set(state.isr) - alive)} are offline: shrink the ISR to {list(isr)}")
-    leader, why = elect_leader(state.replicas, state.isr, eligible, unclean)
+    leader, why = elect_leader(state.replicas, state.isr, eligible, unclean, avoid)
     if leader == NO_LEADER:
         if state.leader == NO_LEADER:
             return None, "still offline"

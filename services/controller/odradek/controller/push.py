@@ -16,6 +16,7 @@ from typing import Callable
 
 import aiohttp
 
+from odradek.cluster import versions
 from odradek.cluster import control_plane as cp
 from odradek.cluster.control_plane_http import client_session, send
 from odradek.cluster.control_plane_tls import ControlPlaneTls
@@ -27,9 +28,10 @@ log = logging.getLogger(__name__)
 class Pusher:
     def __init__(self, on_stale: Callable[[BrokerInfo], None] = lambda b: None,
                  debounce: float = 0.05, max_backoff: float = 5.0, request_timeout: float = 5.0,
-                 tls: ControlPlaneTls | None = None) -> None:
+                 tls: ControlPlaneTls | None = None, version: int = versions.CURRENT) -> None:
         self._on_stale = on_stale
         self._tls = tls
+        self._version = version  # inter.broker.protocol.version, announced on every push
         self._debounce = debounce
         self._max_backoff = max_backoff
         self._timeout = request_timeout
@@ -117,7 +119,7 @@ class Pusher:
 
     async def _post(self, url: str, request: cp.Request) -> str:
         if self._session is None:
-            self._session = client_session(self._tls)
+            self._session = client_session(self._tls, self._version)
         try:
             status, answer = await send(self._session, url, request, self._timeout)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:

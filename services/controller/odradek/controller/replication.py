@@ -5,6 +5,9 @@ Owns, each with Kafka's error codes and a one-line reason for the log:
 - AlterPartition (ISR changes asked for by a partition's leader): validation and new state;
 - controlled shutdown: leaderships moved off a broker that is shutting down, its ISR
   memberships dropped, and the leaderships it must keep (no other ISR member);
+- maintenance mode: leaderships moved off a broker that keeps running and replicating (its
+  ISR memberships kept); brokers in maintenance (``StoreSnapshot.maintenance``) are elected
+  last by every election here, and never by a preferred one;
 - leader elections on request (preferred / unclean, Kafka's ElectLeaders) and the automatic
   preferred-leader rebalance (Kafka's ``leader.imbalance.per.broker.percentage`` rule);
 - partition reassignment steps (Kafka's ORS/TRS algorithm): start or replace, cancel,
@@ -114,7 +117,7 @@ def shutdown_changes(snapshot: StoreSnapshot, broker_id: int, shutting_down: Ite
             if len(state.replicas) <= 1 or broker_id not in state.replicas:
                 continue
             if state.leader == broker_id:
-                leader, _ = elect_leader(state.replicas, state.isr, eligible)
+                leader, _ = elect_leader(state.replicas, state.isr, eligible, avoid=snapshot.maintenance)
                 if leader == NO_LEADER:
                     continue
                 isr = tuple(r for r in state.isr if r not in down)
@@ -127,6 +130,32 @@ def shutdown_changes(snapshot: StoreSnapshot, broker_id: int, shutting_down: Ite
             changes.append(PartitionChange(name, with_leader(state, leader, isr, controller_epoch),
                                        record.state_versions[p], f"{name}-{p}: {why}"))
     return changes
+
+
+def maintenance_moves(snapshot: StoreSnapshot, broker_id: int, shutting_down: Iterable[int],
+                      controller_epoch: int) -> list[PartitionChange]:
+    """Redpanda's maintenance mode: each partition ``broker_id`` leads goes to the first other
+    eligible ISR member in assignment order that is not in maintenance (leader epoch + 1, ISR
+    kept: the broker goes on replicating); a partition with no such member keeps its leader."""
+    eligible = eligible_ids(snapshot, shutting_down) - snapshot.maintenance - {broker_id}
+    changes = []
+    for name, record in _live_topics(snapshot):
+        for p in sorted(record.states):
+            state = record.states[p]
+            if state.leader != broker_id or len(state.replicas) <= 1:
+                continue
+            leader, _ = elect_leader(state.replicas, state.isr, eligible)
+            if leader != NO_LEADER:
+                changes.append(PartitionChange(
+                    name, with_leader(state, leader, state.isr, controller_epoch), record.state_versions[p],
+                    f"{name}-{p}: broker {broker_id} is in maintenance: leadership moves to {leader}"))
+    return changes
+
+
+def preferred_of(snapshot: StoreSnapshot, broker_id: int) -> list[tuple[str, int]]:
+    """Partitions whose preferred (first) replica is ``broker_id`` and that someone else leads."""
+    return [(name, p) for name, record in _live_topics(snapshot) for p in sorted(record.states)
+            if record.states[p].replicas[:1] == (broker_id,) and record.states[p].leader != broker_id]
 
 
 def remaining_leaderships(snapshot: StoreSnapshot, broker_id: int) -> list[tuple[str, int]]:
@@ -168,9 +197,10 @@ def elect_leaders(snapshot: StoreSnapshot, election_type: int,
             continue
         state = record.states[p]
         if election_type == PREFERRED:
-            error, message, change = _preferred(topic, record, state, eligible, controller_epoch)
+            error, message, change = _preferred(topic, record, state, eligible - snapshot.maintenance,
+                                                controller_epoch)
         else:
-            error, message, change = _unclean(topic, record, state, eligible, controller_epoch)
+            error, message, change = _unclean(topic, record, state, eligible, controller_epoch, snapshot.maintenance)
         if change is not None:
             changes.append(change)
         if not (every and error == ErrorCode.election_not_needed):
@@ -187,7 +217,7 @@ def _preferred(topic: str, record: TopicRecord, state: PartitionState, eligible:
         return (ErrorCode.preferred_leader_not_available,
                 f"Failed to elect leader for partition {topic}-{state.partition} under strategy "
                 f"PreferredReplicaPartitionLeaderElectionStrategy: preferred replica {preferred} is "
-                f"{'not live' if preferred not in eligible else 'not in the ISR'}.", None)
+                f"{'not live or in maintenance' if preferred not in eligible else 'not in the ISR'}.", None)
     new = with_leader(state, preferred, state.isr, controller_epoch)
     return ErrorCode.none, None, PartitionChange(
         topic, new, record.state_versions[state.partition],
@@ -195,10 +225,10 @@ def _preferred(topic: str, record: TopicRecord, state: PartitionState, eligible:
 
 
 def _unclean(topic: str, record: TopicRecord, state: PartitionState, eligible: frozenset[int],
-             controller_epoch: int) -> tuple[ErrorCode, str | None, PartitionChange | None]:
+             controller_epoch: int, avoid: frozenset[int]) -> tuple[ErrorCode, str | None, PartitionChange | None]:
     if state.leader != NO_LEADER:
         return ErrorCode.election_not_needed, f"Partition has leader {state.leader}.", None
-    leader, why = elect_leader(state.replicas, state.isr, eligible, unclean=True)
+    leader, why = elect_leader(state.replicas, state.isr, eligible, unclean=True, avoid=avoid)
     if leader == NO_LEADER:
         return (ErrorCode.eligible_leaders_not_available,
                 f"Failed to elect leader for partition {topic}-{state.partition} under strategy "
@@ -215,7 +245,7 @@ def rebalance_candidates(snapshot: StoreSnapshot, shutting_down: Iterable[int],
     share of such partitions it does not lead exceeds the percentage, the partitions where it
     can lead again (eligible, in the ISR). Topics being deleted and partitions being
     reassigned are left alone."""
-    eligible = eligible_ids(snapshot, shutting_down)
+    eligible = eligible_ids(snapshot, shutting_down) - snapshot.maintenance
     by_preferred: dict[int, list[tuple[str, int, PartitionState]]] = {}
     for name, record in _live_topics(snapshot):
         for p in sorted(record.states):

@@ -10,6 +10,7 @@ small requests that are no part's own (health, the cluster view, users, producer
 The work is done by parts over one ``ControllerContext`` (role, cached snapshot, the lock
 that serialises every action, pusher): ``Elections`` (broker changes, controlled shutdown,
 preferred / unclean elections, the rebalance), ``IsrChanges`` (AlterPartition),
+``Maintenance`` (a broker's maintenance mode),
 ``Reassigner`` and ``TopicLifecycle``; every partition state they change is written by the
 one ``PartitionStateWriter``, which also counts leader elections. Store calls run in threads
 (``asyncio.to_thread``).
@@ -34,6 +35,7 @@ from .config import Settings
 from .context import ControllerContext
 from .elections import Elections
 from .isr_changes import IsrChanges
+from .maintenance import Maintenance
 from .reassigner import Reassigner
 from .state_writer import PartitionStateWriter
 from .store import ControllerMoved, ControllerRecord, MetadataStore, StoreSnapshot, StoreUnavailable
@@ -52,6 +54,7 @@ class Controller:
         self.reassigner = Reassigner(ctx, self.states)
         self.elections = Elections(ctx, self.states)
         self.isr = IsrChanges(ctx, self.states, self.reassigner)
+        self.maintenance = Maintenance(ctx, self.states)
         self.zk_state: str | None = None  # the ZooKeeper session's last state (metrics)
         self.elections_won = 0            # times this instance became the active controller (metrics)
 

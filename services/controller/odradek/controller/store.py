@@ -116,6 +116,8 @@ class StoreSnapshot:
     # /config/brokers/<default>: the cluster-wide dynamic broker defaults (Kafka's controller
     # follows the ones it uses, e.g. unclean.leader.election.enable)
     cluster_defaults: Mapping[str, str] = field(default_factory=dict)
+    # /admin/maintenance children: brokers in maintenance mode (elected leader nowhere)
+    maintenance: frozenset[int] = frozenset()
 
     def topic_config(self, record: TopicRecord, topic_key: str, broker_key: str, default: str) -> str:
         """A topic config as the controller applies it: the topic's override, else the
@@ -247,6 +249,10 @@ class MetadataStore(abc.ABC):
         """Apply ``writes`` and, unless ``requests`` is None, replace ``/admin/reassign_partitions``
         with ``requests`` (deleted when empty; CAS on ``requests_version``, -1 = absent), all in
         one transaction; False if any version moved."""
+
+    @abc.abstractmethod
+    def set_maintenance(self, broker_id: int, on: bool) -> None:
+        """Create (``on``) or delete ``/admin/maintenance/<id>`` (idempotent, fenced)."""
 
     @abc.abstractmethod
     def mark_for_deletion(self, topic: str) -> None:

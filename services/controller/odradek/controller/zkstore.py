@@ -27,7 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Transaction
 
 from odradek.cluster import paths, zk_session
-from odradek.cluster.zk_data import ENTITY_CONFIG
+from odradek.cluster.zk_data import ENTITY_CONFIG, MAINTENANCE
 from odradek.cluster.model import BrokerInfo, PartitionState
 from odradek.cluster.zk_session import ZkSecurity, ZkTimeouts
 
@@ -140,7 +140,7 @@ class ZkStore(MetadataStore):
         zk_session.ensure_chroot(self._connect, self._cluster, timeouts, self._security)
         self._zk.start(timeout=timeouts.connection_s)
         for p in (paths.BROKER_IDS, paths.TOPICS, paths.CONFIG_TOPICS, paths.DELETE_TOPICS, "/cluster",
-                  "/admin", paths.LOG_DIR_EVENT_NOTIFICATION):
+                  "/admin", paths.LOG_DIR_EVENT_NOTIFICATION, paths.MAINTENANCE):
             self._zk.ensure_path(p)
         try:
             self._zk.create(paths.CONTROLLER_EPOCH, _dump(0))
@@ -179,6 +179,7 @@ class ZkStore(MetadataStore):
                        for e in zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)}
         reassign_read = zk.get_async(paths.REASSIGN_PARTITIONS)
         defaults_read = zk.get_async(_CLUSTER_DEFAULTS)
+        maintenance_read = zk.get_children_async(paths.MAINTENANCE)
         broker_reads = {b: zk.get_async(paths.broker(int(b))) for b in broker_ids if b.isdigit()}
         topic_reads = {t: (zk.get_async(paths.topic(t)), zk.get_async(paths.topic_config(t)))
                        for t in names}
@@ -208,7 +209,8 @@ class ZkStore(MetadataStore):
         return StoreSnapshot(self.cluster_id(), self.read_controller(),
                              tuple(sorted(brokers, key=lambda b: b.id)), topics, deletions,
                              requests, reassign[1].version if reassign else -1, _log_dir_events(event_reads),
-                             ENTITY_CONFIG.decode((_result(defaults_read) or (None,))[0], _CLUSTER_DEFAULTS))
+                             ENTITY_CONFIG.decode((_result(defaults_read) or (None,))[0], _CLUSTER_DEFAULTS),
+                             MAINTENANCE.broker_ids(_result(maintenance_read) or []))
 
     @_unavailable_as_store_error
     def read_controller(self) -> ControllerRecord | None:
@@ -427,6 +429,17 @@ class ZkStore(MetadataStore):
     def user_call(self, call: Callable[[UserAdmin], T]) -> T:
         # Not fenced: brokers write these znodes too (AlterUserScramCredentials, CreateAcls).
         return call(self._users)
+
+    @_unavailable_as_store_error
+    def set_maintenance(self, broker_id: int, on: bool) -> None:
+        t = self._fenced()
+        if on:
+            t.create(MAINTENANCE.path(broker_id), MAINTENANCE.encode(broker_id))
+        else:
+            t.delete(MAINTENANCE.path(broker_id))
+        failed = self._commit(t)
+        if failed is not None and not isinstance(failed[1], NodeExistsError if on else NoNodeError):
+            raise StoreError(f"setting broker {broker_id}'s maintenance to {on} failed: {failed[1]!r}")
 
     @_unavailable_as_store_error
     def mark_for_deletion(self, topic: str) -> None:
