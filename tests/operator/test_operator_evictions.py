@@ -121,3 +121,13 @@ def test_pdb_is_configurable_or_off():
     assert [p["spec"]["maxUnavailable"] for p in pdbs({})] == [1]
     assert [p["spec"]["maxUnavailable"] for p in pdbs({"brokers": {"pdb": {"maxUnavailable": 0}}})] == [0]
     assert pdbs({"brokers": {"pdb": {"enabled": False}}}) == []
+
+
+def test_maintenance_plan_follows_the_annotation_and_undoes_only_its_own():
+    from odradek.operator import maintenance as m
+    assert m.plan({m.ANNOTATION: "1, 2"}, 3) == m.MaintenancePlan((1, 2), ())
+    assert m.plan({m.ANNOTATION: "2", m.ENABLED: "1,2"}, 3) == m.MaintenancePlan((), (1,))
+    assert m.plan({m.ENABLED: "1"}, 3) == m.MaintenancePlan((), (1,))          # annotation removed
+    refused = m.plan({m.ANNOTATION: "0,7,x"}, 3)
+    assert refused.enable == (0,) and "7, x" in refused.refused
+    assert m.apply({"metadata": {"annotations": {}}}, lambda: None).enabled is None   # nothing to do

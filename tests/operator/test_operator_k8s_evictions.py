@@ -114,3 +114,18 @@ def test_pdb_configured_and_off(k8s, operator, namespace, fake_controller):
                .get("maxUnavailable") == 0, 30, "a PodDisruptionBudget with maxUnavailable 0")
     k8s.apply_cluster(ns, c, spec(pdb={"enabled": False}), {ANNOTATION: fake_controller.url})
     wait_until(lambda: k8s.child(ns, "PodDisruptionBudget", f"{c}-brokers") is None, 30, "the budget to go")
+
+
+def test_maintenance_mode_from_the_cluster_annotation(k8s, operator, namespace, fake_controller):
+    from odradek.operator import maintenance
+    ns, c = namespace, "maint"
+    k8s.apply_cluster(ns, c, spec(), {ANNOTATION: fake_controller.url})
+    wait_until(lambda: k8s.child(ns, "StatefulSet", f"{c}-brokers"), 30, "the brokers' StatefulSet")
+    fake_controller.maintenance.add(0)          # by hand (odradek maintenance enable 0): left alone
+    path = k8s.cr_path(ns, "odradekclusters", c)
+    k8s.merge(path, {"metadata": {"annotations": {maintenance.ANNOTATION: "1,2"}}})
+    wait_until(lambda: fake_controller.maintenance == {0, 1, 2}, 30, "brokers 1 and 2 in maintenance")
+    k8s.merge(path, {"metadata": {"annotations": {maintenance.ANNOTATION: "2"}}})
+    wait_until(lambda: fake_controller.maintenance == {0, 2}, 30, "broker 1 out of maintenance")
+    k8s.merge(path, {"metadata": {"annotations": {maintenance.ANNOTATION: None}}})
+    wait_until(lambda: fake_controller.maintenance == {0}, 30, "broker 2 out of maintenance")

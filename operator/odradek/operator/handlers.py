@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, manual, metrics, principals, reconcile, users
+from odradek.operator import admin, certs, kube, maintenance, manual, metrics, principals, reconcile, users
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -74,6 +74,11 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     old = dict(status)
     if _paused(patch, old, dict(meta)):
         return
+    maint = maintenance.apply(body, lambda: reconcile.controller_client(kube.shared(), body, operator_settings))
+    if maint.enabled is not None:   # odradek.dev/maintenance: the brokers the operator put in maintenance
+        patch.metadata.annotations[maintenance.ENABLED] = maint.enabled or None
+    if maint.problem:
+        logger.warning(maint.problem)
     try:
         outcome = reconcile.apply_cluster(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body), logger,
                                           operator_settings)
@@ -95,6 +100,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     if outcome.waiting or outcome.warning or outcome.gateway_refused:   # a refused user may become mappable
         raise kopf.TemporaryError(outcome.waiting or outcome.warning or outcome.gateway_refused,
                                   delay=operator_settings.retry_delay)
+    if maint.retry:
+        raise kopf.TemporaryError(maint.problem, delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
