@@ -13,11 +13,15 @@ terminating, a cluster being deleted) is allowed untouched. A dry-run eviction m
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from odradek.operator import builders, manual
+import kopf
+
+from odradek.operator import builders, kube, manual, webhook
 from odradek.operator.kube import COMPONENT_LABEL, MANAGED_BY
+from odradek.operator.settings import OperatorSettings
 
 HANDLER_ID = "evictions"    # the webhook's path: /evictions
 DENIED = 429                # TooManyRequests: a disruption not allowed now (as a PDB answers)
@@ -53,26 +57,21 @@ def decide(pod: Mapping[str, Any] | None, watched: Callable[[str], bool],
                             mark=not manual.requested(meta))
 
 
-def review(kube: Any, name: str, namespace: str, dryrun: bool, watched: Callable[[str], bool]) -> EvictionDecision:
+def review(api: kube.Kube, name: str, namespace: str, dryrun: bool, watched: Callable[[str], bool]) -> EvictionDecision:
     """Decide on the eviction of pod ``namespace/name`` and mark the pod (unless a dry run)."""
-    verdict = decide(kube.get("v1", "Pod", namespace, name), watched,
-                     lambda ns, c: kube.get("odradek.dev/v1alpha1", "OdradekCluster", ns, c))
+    verdict = decide(api.get("v1", "Pod", namespace, name), watched,
+                     lambda ns, c: api.get("odradek.dev/v1alpha1", "OdradekCluster", ns, c))
     if verdict.mark and not dryrun:
-        manual.mark_pod(kube, namespace, name)
+        manual.mark_pod(api, namespace, name)
     return verdict
 
 
 # -- kopf ------------------------------------------------------------------------------------
 
-def register(registry: Any, settings: Any, namespaces: tuple[str, ...] = ()) -> None:
-    """With ``settings.webhook_listen`` set: serve the webhook from start-up on (``webhook``) and
+def register(registry: kopf.OperatorRegistry, own: OperatorSettings, namespaces: tuple[str, ...] = ()) -> None:
+    """With ``own.webhook_listen`` set: serve the webhook from start-up on (``webhook``) and
     answer ``pods/eviction`` reviews. ``namespaces``: the operator's (kopf's globs; none: all)."""
-    import fnmatch
-
-    import kopf
-
-    from odradek.operator import kube, webhook
-    if not settings.webhook_listen:
+    if not own.webhook_listen:
         return
 
     def watched(namespace: str) -> bool:
@@ -94,7 +93,6 @@ def register(registry: Any, settings: Any, namespaces: tuple[str, ...] = ()) -> 
         if not verdict.allow:
             raise kopf.AdmissionError(verdict.reason, code=DENIED)
 
-    own = settings
     kopf.on.startup(registry=registry)(serve)
     kopf.on.validate("v1", "pods", subresource="eviction", operations=["CREATE"], id=HANDLER_ID,
                      registry=registry)(evict)

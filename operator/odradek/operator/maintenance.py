@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from odradek.operator import admin
+from odradek.operator.spec import Brokers
 
 ANNOTATION = "odradek.dev/maintenance"
 ENABLED = "operator.odradek.dev/maintenance"    # the ids the operator put in maintenance
@@ -75,5 +76,5 @@ def apply(body: Mapping[str, Any], client: Callable[[], admin.ControllerClient])
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     if not (_ids(annotations.get(ANNOTATION)) or _ids(annotations.get(ENABLED))):
         return MaintenanceOutcome(None)
-    brokers = int(((body.get("spec") or {}).get("brokers") or {}).get("replicas", 3))
+    brokers = int(((body.get("spec") or {}).get("brokers") or {}).get("replicas", Brokers.replicas))
     return sync(client(), annotations, brokers)

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+import kopf
+
 from odradek.certs import CertificateAuthority, alt_names, not_after
 
 VALIDITY = datetime.timedelta(days=365)
@@ -88,7 +90,6 @@ def publish_ca(kube: Any, configuration: str, ca_pem: bytes) -> int:
 def server(listen: str, data: dict[str, bytes], hosts: list[str]) -> Any:
     """A ``kopf.WebhookServer`` on ``listen`` (``host:port``) with the serving certificate
     (written to a private temporary directory: kopf's server loads files)."""
-    import kopf
     directory = Path(tempfile.mkdtemp(prefix="odradek-webhook-"))
     for key in ("tls.crt", "tls.key"):
         (directory / key).touch(mode=0o600)
