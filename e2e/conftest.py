@@ -5,8 +5,9 @@
 - otherwise: a one-node cluster on this host for the session (``e2e/local_node.py``: kubelet,
   containerd, runc, images built without a registry). This is the path CI runs.
 
-The chart is installed once per session (``e2e/values-e2e.yaml``) and uninstalled at the end;
-the tests of ``test_cluster.py`` run in file order against it.
+The chart is installed once per session (``e2e/values-e2e.yaml``), its cluster on release N-1's
+image (``support.previous_image``) until ``test_cluster.py`` upgrades it, and uninstalled at the
+end; the tests of ``test_cluster.py`` run in file order against it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 import local_node
 from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
-from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready
+from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready, previous_image
 from tests.support.tools import tool_missing
 
 
@@ -52,8 +53,9 @@ def kube(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def release(kube):
+    # the cluster on release N-1's image: test_cluster.py upgrades it to this release's first
     kube.helm("install", RELEASE, str(ROOT / "charts" / "odradek"), "--namespace", NAMESPACE, "--create-namespace",
-              "-f", str(ROOT / "e2e" / "values-e2e.yaml"))
+              "-f", str(ROOT / "e2e" / "values-e2e.yaml"), "--set", f"cluster.spec.image={previous_image()}")
     try:
         kube.kubectl("apply", "-f", "-", input=json.dumps(GATEWAY_USER))
         try:

@@ -27,5 +27,10 @@ trap cleanup EXIT
 kind create cluster --name "$CLUSTER" --config e2e/kind.yaml --kubeconfig "$KUBECONFIG_FILE" --wait 120s
 docker build -t "$IMAGE" .
 kind load docker-image "$IMAGE" --name "$CLUSTER"
+# Release N-1 (the suite installs the cluster with it and upgrades it): its Dockerfile at that commit.
+previous="$(grep -v '^#' e2e/images/previous-release | head -1)"
+git cat-file -e "${previous}^{commit}" || { echo "release N-1 $previous is not in this clone's history" >&2; exit 1; }
+git archive "$previous" | docker build -t "ghcr.io/odradek/odradek:git-${previous:0:7}" -
+kind load docker-image "ghcr.io/odradek/odradek:git-${previous:0:7}" --name "$CLUSTER"
 # ZooKeeper (zookeeper:3.8) is pulled by the node from Docker Hub.
 ODRADEK_E2E_KUBECONFIG="$KUBECONFIG_FILE" .venv/bin/pytest e2e "$@"

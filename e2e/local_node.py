@@ -70,9 +70,10 @@ def missing_prerequisites() -> list[str]:
 
 
 def build_images() -> list[Path]:
-    out = subprocess.run([str(ROOT / "e2e" / "images" / "build.sh")], check=True, capture_output=True,
-                         text=True, timeout=3600).stdout
-    return [Path(line) for line in out.split()]
+    proc = subprocess.run([str(ROOT / "e2e" / "images" / "build.sh")], capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:   # say why (e.g. release N-1 missing from a shallow clone's history)
+        raise RuntimeError(f"e2e/images/build.sh exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return [Path(line) for line in proc.stdout.split()]
 
 
 class LocalNode:

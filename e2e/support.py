@@ -14,6 +14,15 @@ NAMESPACE = "odradek-e2e"
 RELEASE = "odradek"
 CLUSTER = "e2e"  # cluster.name in values-e2e.yaml
 BROKERS = "app.kubernetes.io/component=broker"
+IMAGE = "ghcr.io/odradek/odradek:0.1.0"   # this release's: the chart's default (e2e/images/build.sh)
+
+
+def previous_image() -> str:
+    """Release N-1's image, which the suite's cluster is installed with (e2e/images/previous-release;
+    e2e/images/build.sh and e2e/kind.sh build it)."""
+    lines = (ROOT / "e2e" / "images" / "previous-release").read_text().splitlines()
+    commit = next(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    return f"ghcr.io/odradek/odradek:git-{commit[:7]}"
 
 
 @dataclass

@@ -13,11 +13,13 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 
-from support import BROKERS, CLUSTER, NAMESPACE, ROOT, cluster_ready, pods_ready
+from support import BROKERS, CLUSTER, IMAGE, NAMESPACE, ROOT, cluster_ready, pods_ready, previous_image
 from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
+from odradek.verify import History, check
 
 # The first test's setup builds the images and starts the node and the release (minutes).
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1800)]
@@ -50,13 +52,15 @@ def values(records: list[dict]) -> Counter:
 
 class Producer(threading.Thread):
     """Produces numbered values in small batches until stopped; remembers what was acknowledged
-    (the gateway answers a batch only when Kafka's acks=all producer has) and what failed."""
+    (the gateway answers a batch only when Kafka's acks=all producer has) and what failed, also
+    as the verifier's operations log (``history``, for ``odradek.verify.check``)."""
 
     def __init__(self, gateway, topic: str, prefix: str):
         super().__init__(daemon=True)
         self.gateway, self.topic, self.prefix = gateway, topic, prefix
         self.acked: list[str] = []
         self.failures: list[str] = []
+        self.history = History()
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -65,16 +69,23 @@ class Producer(threading.Thread):
             while not self.stop.is_set():
                 batch = [f"{self.prefix}-{n + i}" for i in range(100)]
                 n += len(batch)
+                for v in batch:
+                    self.history.invoke(self.prefix, "send", v)
                 try:
                     results = gw.produce(self.topic, [{"value": v.encode()} for v in batch])
-                except (GatewayError, OSError) as e:
+                except (GatewayError, OSError, httpx.HTTPError) as e:   # the gateway restarting: refused
                     self.failures.append(f"{type(e).__name__}: {e}")
+                    for v in batch:   # it may have been written: unknown
+                        self.history.info(self.prefix, "send", v, error=self.failures[-1])
+                    self.stop.wait(0.5)
                     continue
                 for value, result in zip(batch, results):
                     if result.offset is not None:
                         self.acked.append(value)
+                        self.history.ok(self.prefix, "send", value, partition=result.partition, offset=result.offset)
                     else:
                         self.failures.append(str(result))
+                        self.history.info(self.prefix, "send", value, error=self.failures[-1])
 
     def finish(self) -> None:
         self.stop.set()
@@ -85,12 +96,83 @@ def test_helm_install_brings_every_pod_ready(kube, release):
     assert cluster_ready(kube)
     pods = pods_ready(kube)
     components = Counter(p["metadata"]["labels"].get("app.kubernetes.io/component", "operator") for p in pods)
-    assert components == {"broker": 3, "zookeeper": 1, "controller": 1, "gateway": 1, "operator": 1}, components
+    # two operator replicas (the chart's default): one leads, the other stands by
+    assert components == {"broker": 3, "zookeeper": 1, "controller": 1, "gateway": 1, "operator": 2}, components
     status = kube.get("odradekcluster", CLUSTER)["status"]
     assert status["brokers"] == "3/3"
     claims = kube.get("pvc")["items"]
     assert sorted(c["metadata"]["name"] for c in claims if c["status"]["phase"] == "Bound") == [
         f"data-{CLUSTER}-brokers-{i}" for i in range(3)] + [f"data-{CLUSTER}-zookeeper-0"]
+
+
+def broker_images(kube) -> dict[str, str]:
+    """Ready broker pod -> its broker container's image."""
+    return {p["metadata"]["name"]: p["spec"]["containers"][0]["image"] for p in kube.get("pods", "-l", BROKERS)["items"]
+            if p["metadata"].get("deletionTimestamp") is None
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))}
+
+
+def read_partitions(gw: GatewayClient, topic: str) -> dict[int, list[tuple[int, str]]]:
+    """The verifier's final read: every partition's (offset, value) up to its high watermark."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    for partition in gw.partitions(topic):
+        offset, end = 0, gw.offsets(topic, partition)[1]
+        out[partition] = []
+        while offset < end:
+            batch, offset = gw.read_json(topic, partition, offset, end, max_bytes=4 << 20)
+            out[partition] += [(r["offset"], base64.b64decode(r["value"]).decode()) for r in batch]
+    return out
+
+
+def test_upgrade_from_the_previous_release_loses_nothing(kube, gateway):
+    """The cluster was installed with release N-1's image (e2e/images/previous-release); setting
+    this release's rolls the brokers one at a time, old and new brokers serving side by side
+    meanwhile, under acks=all load: the verifier's checker finds no acknowledged record lost."""
+    previous = previous_image()
+    wait_until(lambda: cluster_ready(kube) and not kube.get("odradekcluster", CLUSTER)["status"].get("rolling"),
+               600, "the cluster Ready and not rolling", 3)
+    assert set(broker_images(kube).values()) == {previous}
+    apply_topic(kube, "upgrade", partitions=3, replicas=3)
+    with gateway.client() as gw:
+        wait_until(lambda: "upgrade" in gw.topics() and all_in_sync(gw, "upgrade", 3), 180, "topic upgrade in sync", 2)
+    samples: list[dict[str, str]] = []
+    sampling = threading.Event()
+
+    def sample() -> None:   # the Ready brokers' images, every second of the roll
+        while not sampling.is_set():
+            samples.append(broker_images(kube))
+            sampling.wait(1)
+
+    producer = Producer(gateway, "upgrade", "upgrade")
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 1_000, 120, "produce running", 0.5)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    # docs/kubernetes.md, "Upgrades": the image and, in the same change, the brokers' control-plane
+    # protocol kept at the replaced release's (1) while versions mix; raised by the next roll
+    # (test_broker_setting_change_rolls_brokers_one_at_a_time)
+    kube.kubectl("patch", "odradekcluster", CLUSTER, "-n", NAMESPACE, "--type", "merge", "-p",
+                 json.dumps({"spec": {"image": IMAGE, "brokers": {"config": {"inter.broker.protocol.version": "1"}}}}))
+    wait_until(lambda: (b := broker_images(kube)) and len(b) == 3 and set(b.values()) == {IMAGE}
+               and cluster_ready(kube) and pods_ready(kube), 900, "every broker on this release and Ready", 3)
+    sampling.set()
+    sampler.join(30)
+    acked_after = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked_after + 1_000, 120, "produce after the upgrade", 0.5)
+    producer.finish()
+    with gateway.client() as gw:
+        wait_until(lambda: all_in_sync(gw, "upgrade", 3), 300, "every replica back in sync", 2)
+        final = read_partitions(gw, "upgrade")
+    producer.history.read("final", final, complete=final)
+    report = check(producer.history, "upgrade")
+    print(f"upgrade {previous} -> {IMAGE}:\n{report.summary()}")
+    assert not report.problems(), report.summary()
+    assert min(len(s) for s in samples) >= 2, f"more than one broker down at once: {samples}"
+    assert any(set(s.values()) == {previous, IMAGE} and len(s) >= 2 for s in samples), \
+        f"never saw both releases serving during the roll: {samples}"
+    for deployment in ("controller", "gateway"):
+        spec = kube.get("deployment", f"{CLUSTER}-{deployment}")["spec"]["template"]["spec"]
+        assert spec["containers"][0]["image"] == IMAGE, deployment
 
 
 def test_topic_resource_creates_the_topic(kube, gateway):
@@ -165,7 +247,9 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
     producer.start()
     kube.kubectl("patch", "odradekcluster", CLUSTER, "-n", NAMESPACE, "--type", "merge", "-p",
                  json.dumps({"spec": {"brokers": {"config": {"min.insync.replicas": "2",
-                                                             "log.retention.hours": "72"}}}}))
+                                                             "log.retention.hours": "72",
+                                                             # raised after the upgrade (this release's)
+                                                             "inter.broker.protocol.version": None}}}}))
 
     def rolled() -> bool:
         now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
@@ -184,6 +268,36 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
     print(f"roll: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
     assert not lost, lost[:10]
     assert len(producer.failures) <= len(producer.acked) // 1000, producer.failures[:5]
+
+
+def test_broker_pod_eviction_becomes_the_operators_safe_roll(kube, gateway):
+    """kubectl drain's call (the pods/eviction subresource) on a broker pod, the chart's eviction
+    webhook on: the eviction is denied with 429 and the operator restarts the pod itself, once
+    no partition would drop below min.insync.replicas; acks=all producers lose nothing."""
+    name = f"{CLUSTER}-brokers-0"
+    apply_topic(kube, "durable", partitions=3, replicas=3)   # made above; applied again to run alone
+    with gateway.client() as gw:
+        wait_until(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 300, "durable in sync", 2)
+    old = kube.get("pod", name)["metadata"]["uid"]
+    producer = Producer(gateway, "durable", "evict")
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 1_000, 120, "produce running", 0.5)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NAMESPACE}}
+    with pytest.raises(RuntimeError) as refused:
+        kube.kubectl("create", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/eviction", "-f", "-",
+                     input=json.dumps(eviction))
+    assert "Odradek operator" in str(refused.value), refused.value   # the webhook's answer, not the budget's
+    wait_until(lambda: kube.get("pod", name)["metadata"]["uid"] != old and len(pods_ready(kube, BROKERS)) == 3,
+               400, "the operator to restart the evicted broker and it to be Ready", 2)
+    acked_at_return = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked_at_return + 1_000, 120, "produce after the restart", 0.5)
+    producer.finish()
+    assert "manual-rolling-update" not in json.dumps(kube.get("pod", name)["metadata"].get("annotations") or {})
+    with gateway.client() as gw:
+        stored = values(read_all(gw, "durable"))
+    lost = [v for v in producer.acked if v not in stored]
+    print(f"eviction: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
+    assert not lost, lost[:10]
 
 
 def test_spark_submit_counts_by_key_through_the_gateway(kube, gateway, tmp_path):

@@ -6,6 +6,10 @@
 #              python:3.11-slim-bookworm; cached, rebuilt only when missing
 #   odradek    the project's Dockerfile, FROM the base (BASE_IMAGE build argument), tagged with the
 #              name the chart and operator default to (ghcr.io/odradek/odradek:0.1.0)
+#   odradek-git-<commit>  release N-1 (e2e/images/previous-release): its Dockerfile at that commit
+#              (git archive), FROM the same base, tagged ghcr.io/odradek/odradek:git-<commit>;
+#              built once per commit (a commit's image never changes); fails, saying why, when the
+#              commit is not in this clone's history (a shallow clone: git fetch --unshallow)
 #   zookeeper  Debian's zookeeper package plus an entrypoint with the official image's contract
 #              (/docker-entrypoint.sh, ZOO_* variables), tagged zookeeper:3.8 like the operator's default
 #   pause      the pod sandbox: a static Go binary FROM scratch (registry.k8s.io/pause:3.10)
@@ -52,7 +56,31 @@ save() {  # save IMAGE NAME: one OCI archive per image
   echo "$OUT/$2.tar"
 }
 
+previous_release() {   # prints the archive of release N-1's image, building it if needed
+  local commit short image archive context
+  commit="$(grep -v '^#' e2e/images/previous-release | head -1)"
+  short="${commit:0:7}" image="ghcr.io/odradek/odradek:git-${commit:0:7}" archive="$OUT/odradek-git-${commit:0:7}.tar"
+  if ! git cat-file -e "${commit}^{commit}" 2>/dev/null; then
+    log "release N-1 ($commit, e2e/images/previous-release) is not in this clone's history; the upgrade test needs its image (a shallow clone? git fetch --unshallow)"
+    return 1
+  fi
+  if ! podman image exists "$image"; then
+    log "building $image from release N-1's Dockerfile (git archive $short)"
+    context="$(mktemp -d)"
+    git archive "$commit" | tar -x -C "$context"
+    build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$image" "$context" >/dev/null
+    rm -rf "$context"
+    rm -f "$archive"
+  fi
+  if [ ! -s "$archive" ]; then
+    find "$OUT" -maxdepth 1 -name 'odradek-git-*.tar' ! -name "$(basename "$archive")" -delete
+    podman save --format docker-archive -o "$archive.tmp" "$image" && mv "$archive.tmp" "$archive"
+  fi
+  echo "$archive"
+}
+
 base_image
+previous_release
 log "building $ODRADEK_IMAGE from the Dockerfile"
 build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ODRADEK_IMAGE" . >/dev/null
 log "building $ZOOKEEPER_IMAGE"

@@ -9,10 +9,11 @@
 - ``k8s``: a ``K8s`` helper (kubernetes client on the generated kubeconfig) with the CRDs
   applied; ``namespace``: a fresh namespace per test.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
-  intervals, the dev clusters' loopback controllers trusted; its peak RSS is checked at
-  teardown (≤ 150 MB) and written to its log directory. It serves the eviction webhook on
-  127.0.0.1 (``EVICTION_WEBHOOK``, registered here as the chart does in a cluster, with a
-  ``url`` client config: the API server runs on this host).
+  intervals, the dev clusters' loopback controllers trusted, resources labelled
+  ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its
+  peak RSS is checked at teardown (≤ 150 MB) and written to its log directory. It serves the
+  eviction webhook on 127.0.0.1 (``EVICTION_WEBHOOK``, registered here as the chart does in a
+  cluster, with a ``url`` client config: the API server runs on this host).
 """
 
 from __future__ import annotations
@@ -92,17 +93,34 @@ def namespace(k8s) -> str:
 EVICTION_WEBHOOK = "odradek-test-evictions"
 
 
-def register_eviction_webhook(k8s: K8s, port: int) -> None:
+def register_eviction_webhook(k8s: K8s, port: int, name: str = EVICTION_WEBHOOK,
+                              namespaces: dict | None = None) -> None:
     """The chart's ValidatingWebhookConfiguration (charts/odradek/templates/webhook.yaml) with a
-    url client config; the operator writes its CA bundle in."""
-    k8s.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{EVICTION_WEBHOOK}", {
+    url client config; the operator writes its CA bundle in. ``namespaces``: the labels of the
+    namespaces it is for (none: all)."""
+    hook = {"name": "evictions.odradek.dev", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/evictions"},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods/eviction"], "scope": "Namespaced"}],
+            "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}
+    if namespaces:
+        hook["namespaceSelector"] = {"matchLabels": namespaces}
+    k8s.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": EVICTION_WEBHOOK},
-        "webhooks": [{"name": "evictions.odradek.dev", "admissionReviewVersions": ["v1"],
-                      "clientConfig": {"url": f"https://127.0.0.1:{port}/evictions"},
-                      "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                 "resources": ["pods/eviction"], "scope": "Namespaced"}],
-                      "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}]})
+        "metadata": {"name": name}, "webhooks": [hook]})
+
+
+def start_operator(control_plane, log: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    """``odradek operator --all-namespaces`` with short intervals, its output in ``log``; metrics
+    on port 0 (the one port the operator listens on is it)."""
+    env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
+           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS, **(env or {})}
+    env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
+                                 "--metrics-host", "127.0.0.1", "--metrics-port", "0", *args],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
 
 
 @pytest.fixture(scope="session")
@@ -111,16 +129,11 @@ def operator(k8s, control_plane, tmp_path_factory):
     log = logdir / "operator.log"
     port = control_plane_module.free_port()
     register_eviction_webhook(k8s, port)
-    env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
-           "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
-           TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS, WEBHOOK_LISTEN_ENV: f"127.0.0.1:{port}",
-           WEBHOOK_HOSTS_ENV: "127.0.0.1", WEBHOOK_SECRET_ENV: "default/odradek-operator-webhook",
-           WEBHOOK_CONFIGURATION_ENV: EVICTION_WEBHOOK}
-    env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
-    with open(log, "ab") as out:   # metrics on port 0: the one port the operator listens on is it
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", "operator", "--all-namespaces",
-                                 "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    # Not the resources labelled odradek.dev/operator: the leader-election test's own operators handle those.
+    proc = start_operator(control_plane, log, "--selector", "!odradek.dev/operator",
+                          env={WEBHOOK_LISTEN_ENV: f"127.0.0.1:{port}", WEBHOOK_HOSTS_ENV: "127.0.0.1",
+                               WEBHOOK_SECRET_ENV: "default/odradek-operator-webhook",
+                               WEBHOOK_CONFIGURATION_ENV: EVICTION_WEBHOOK})
     op = OperatorProcess(proc, log)
     try:
         # kopf logs "Activity 'configure' succeeded." once the startup handler ran.

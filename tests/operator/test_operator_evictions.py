@@ -131,3 +131,54 @@ def test_maintenance_plan_follows_the_annotation_and_undoes_only_its_own():
     refused = m.plan({m.ANNOTATION: "0,7,x"}, 3)
     assert refused.enable == (0,) and "7, x" in refused.refused
     assert m.apply({"metadata": {"annotations": {}}}, lambda: None).enabled is None   # nothing to do
+
+
+class FakeApi:
+    def __init__(self, objects):
+        self.objects, self.patches = objects, []
+
+    def get(self, api_version, kind, namespace, name):
+        return self.objects.get((kind, namespace, name))
+
+    def merge_patch(self, api_version, kind, namespace, name, body):
+        self.patches.append((kind, namespace, name, body))
+
+
+def post_review(port, ca_pem, path, review):
+    import http.client
+    import json
+    import ssl
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    conn.request("POST", path, json.dumps(review), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    return resp.status, json.loads(resp.read())
+
+
+def test_the_admission_server_answers_eviction_reviews_without_kopf():
+    """What every operator replica serves, a standby of the election included (no kopf running):
+    the eviction webhook over TLS with the Secret's certificate, ``evictions.decide`` deciding;
+    a dry run marks nothing; a new certificate is served from the next handshake on."""
+    api = FakeApi({("Pod", "ns", "c-brokers-1"): pod(), ("OdradekCluster", "ns", "c"): CLUSTER})
+    data = webhook.issue(["127.0.0.1"])
+    routes = {evictions.PATH: lambda r: evictions.answer(api, r, lambda ns: True)}
+    server = webhook.AdmissionServer("127.0.0.1:0", data, routes)
+    try:
+        def review(uid, name, **extra):
+            return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "request": {"uid": uid, "name": name, "namespace": "ns", "subResource": "eviction",
+                                "operation": "CREATE", **extra}}
+        status, body = post_review(server.port, data["ca.crt"], "/evictions", review("u1", "c-brokers-1", dryRun=True))
+        assert status == 200 and body["response"]["uid"] == "u1" and not body["response"]["allowed"]
+        assert body["response"]["status"]["code"] == evictions.DENIED and not api.patches   # dry run
+        status, body = post_review(server.port, data["ca.crt"], "/evictions", review("u2", "c-brokers-1"))
+        assert not body["response"]["allowed"] and api.patches == [
+            ("Pod", "ns", "c-brokers-1", {"metadata": {"annotations": {rolling.MANUAL_ROLL: "true"}}})]
+        status, body = post_review(server.port, data["ca.crt"], "/evictions", review("u3", "web-0"))
+        assert body["response"] == {"uid": "u3", "allowed": True}
+        assert post_review(server.port, data["ca.crt"], "/other", review("u4", "web-0"))[0] == 404
+        renewed = webhook.issue(["127.0.0.1"])
+        server.load(renewed)
+        assert post_review(server.port, renewed["ca.crt"], "/evictions", review("u5", "web-0"))[0] == 200
+    finally:
+        server.close()

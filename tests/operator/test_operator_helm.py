@@ -52,6 +52,7 @@ def test_template_renders_operator_rbac_cluster_and_topics(helm, values_file):
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [("ClusterRole", "rel-odradek"), ("ClusterRoleBinding", "rel-odradek"),
                      ("Deployment", "rel-odradek"), ("OdradekCluster", "main"), ("OdradekTopic", "orders-v1"),
+                     ("Role", "rel-odradek-leader-election"), ("RoleBinding", "rel-odradek-leader-election"),
                      ("ServiceAccount", "rel-odradek")]
     dep = next(d for d in docs if d["kind"] == "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
@@ -73,7 +74,41 @@ def test_template_renders_operator_rbac_cluster_and_topics(helm, values_file):
         "image": "ghcr.io/odradek/odradek:0.1.0", "imagePullPolicy": "IfNotPresent", "brokers": {"replicas": 3}}
     # by default: no cluster, no topics
     defaults = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART).stdout) if d]
-    assert {d["kind"] for d in defaults} == {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"}
+    assert {d["kind"] for d in defaults} == {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount",
+                                             "Role", "RoleBinding"}
+
+
+def test_operator_replicas_elect_a_leader_and_spread_over_nodes(helm):
+    def render(*extra):
+        return [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART, "--namespace", "ops", *extra).stdout)
+                if d]
+
+    docs = render()
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"] == {"type": "RollingUpdate"}
+    args = container["args"]
+    assert args[args.index("--leader-elect"):] == ["--leader-elect", "--lease", "rel-odradek", "--lease-timings", "15/10/2"]
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"] if "valueFrom" in e} == {
+        "POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-odradek-leader-election")
+    assert role["metadata"]["namespace"] == "ops"
+    assert [(r["verbs"], r.get("resourceNames")) for r in role["rules"]] == [(["create"], None),
+                                                                            (["get", "update"], ["rel-odradek"])]
+    # a user's affinity replaces the default; one replica without election is the old Recreate
+    custom = render("--set-json", 'operator.affinity={"podAffinity":{}}')
+    assert next(d for d in custom if d["kind"] == "Deployment")["spec"]["template"]["spec"]["affinity"] == {
+        "podAffinity": {}}
+    single = render("--set", "operator.replicas=1", "--set", "operator.leaderElection.enabled=false")
+    dep = next(d for d in single if d["kind"] == "Deployment")
+    assert dep["spec"]["strategy"] == {"type": "Recreate"} and "--leader-elect" not in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [d for d in single if d["kind"] == "Role"]
+    proc = run(helm, "template", "rel", CHART, "--set", "operator.leaderElection.enabled=false", check=False)
+    assert proc.returncode != 0 and "needs operator.leaderElection.enabled" in proc.stderr
 
 
 def test_values_schema_rejects_unknown_keys(helm):
@@ -93,8 +128,9 @@ def test_install_into_the_api_server(helm, k8s, control_plane, k8s_bins, namespa
         allowed = [("patch", "statefulsets.apps"), ("create", "poddisruptionbudgets.policy"), ("delete", "pods"),
                    ("patch", "persistentvolumeclaims"), ("patch", "odradekclusters.odradek.dev/status"),
                    ("list", "endpointslices.discovery.k8s.io"), ("get", "namespaces"), ("get", "secrets"),
-                   ("patch", "secrets"), ("patch", "odradekusers.odradek.dev/status")]
-        denied = [("list", "secrets"), ("delete", "secrets"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
+                   ("patch", "secrets"), ("patch", "odradekusers.odradek.dev/status"),
+                   ("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io/odk-odradek")]
+        denied = [("list", "secrets"), ("delete", "secrets"), ("update", "leases.coordination.k8s.io/other"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
                   ("create", "pods"), ("patch", "nodes")]
         for verb, resource in allowed + denied:
             proc = run(kubectl, "auth", "can-i", verb, resource, "--as", sa, "-n", namespace, env=env, check=False)

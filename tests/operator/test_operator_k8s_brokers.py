@@ -75,15 +75,20 @@ def template_hash(k8s, ns, cluster):
     return sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
 
 
-def test_config_change_rolls_brokers_one_at_a_time(k8s, operator, namespace, fake_controller):
-    ns, c = namespace, "roll"
-    k8s.apply_cluster(ns, c, spec(config={"retention.ms": "1000"}), {ANNOTATION: fake_controller.url})
-    wait_until(lambda: k8s.child(ns, "StatefulSet", f"{c}-brokers"), 30, "the brokers' StatefulSet")
+def brokers_up(k8s, ns, c) -> set[str]:
+    """Wait for the brokers' StatefulSet, create its 3 pods and mark them Ready; their config hashes."""
+    wait_until(lambda: k8s.child(ns, "StatefulSet", f"{c}-brokers"), 60, "the brokers' StatefulSet")
     ensure_pods(k8s, ns, f"{c}-brokers")
     wait_until(lambda: len(pods(k8s, ns, c)) == 3, 30, "3 broker pods")
     for name in pods(k8s, ns, c):
         mark_ready(k8s, ns, name)
-    old = set(hashes(k8s, ns, c).values())
+    return set(hashes(k8s, ns, c).values())
+
+
+def test_config_change_rolls_brokers_one_at_a_time(k8s, operator, namespace, fake_controller):
+    ns, c = namespace, "roll"
+    k8s.apply_cluster(ns, c, spec(config={"retention.ms": "1000"}), {ANNOTATION: fake_controller.url})
+    old = brokers_up(k8s, ns, c)
     assert len(old) == 1
 
     fake_controller.under_replicated = 2

@@ -82,14 +82,17 @@ def chart_operator(plane, admin, chart_installed, tmp_path_factory):
     kubeconfig = token_kubeconfig(admin, plane, NS, f"{RELEASE}-odradek", logdir / "kubeconfig")
     deployment = next(d for d in chart_installed if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    chart_env = {e["name"]: e["value"] for e in container.get("env", [])}
+    chart_env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    chart_env.update(POD_NAME="chart-operator-0", POD_NAMESPACE=NS)   # the downward API's
+    args = container["args"]
+    election = args[args.index("--leader-elect"):]   # the Lease, under the chart's Role
     env = {**os.environ, **chart_env, "KUBECONFIG": str(kubeconfig), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
            "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
            TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
     log = logdir / "operator.log"
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", *container["args"][:2]], stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", "odradek.cli", *args[:2], *election], stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
     try:
         wait_until(lambda: proc.poll() is not None or "'configure' succeeded" in log.read_text(),
@@ -135,6 +138,9 @@ def test_operator_with_the_chart_token_reconciles_a_rack_aware_cluster_and_a_top
     assert sts["spec"]["template"]["spec"]["initContainers"][0]["args"][:2] == ["operator", "rack"]
     assert admin.get(f"/api/v1/namespaces/{ns}/serviceaccounts/dev-brokers") is not None
     assert admin.get(binding_path)["roleRef"]["name"] == RACK_ROLE
+    # it leads under the chart's leader-election Role: its Lease, in the release's namespace
+    lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{RELEASE}-odradek")
+    assert lease["spec"]["holderIdentity"].startswith("chart-operator-0_"), lease
 
     admin.apply_topic(ns, "orders", {"cluster": "dev", "partitions": 3, "replicas": 1})
     wait_until(lambda: (condition(admin.topic(ns, "orders"), "Ready") or {}).get("status") == "True",

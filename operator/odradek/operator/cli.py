@@ -8,6 +8,7 @@ from odradek import logs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from odradek.operator import ha
     p = argparse.ArgumentParser(prog="odradek operator",
                                 description="Run the Odradek Kubernetes operator (OdradekCluster, OdradekTopic).")
     scope = p.add_mutually_exclusive_group()
@@ -20,6 +21,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="serve Prometheus metrics (reconcile counts and durations) at PORT/metrics; "
                         "-1: none (default; the chart uses 9404)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="the address --metrics-port binds (default 0.0.0.0)")
+    p.add_argument("--selector", default="", metavar="LABELS",
+                   help="handle only the Odradek resources matching this label selector (Strimzi's "
+                        "STRIMZI_CUSTOM_RESOURCE_SELECTOR), e.g. 'odradek.dev/operator=blue' or '!odradek.dev/operator'")
+    ha.add_arguments(p)
     logs.add_arguments(p)
     return p.parse_args(argv)
 
@@ -38,17 +43,26 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure("operator", args.log_level, args.log_format)
     import kopf
 
-    from odradek.operator import evictions, handlers, metrics
+    from odradek.operator import evictions, ha, handlers, metrics
     from odradek.operator.settings import OperatorSettings
 
     # The environment, read once; kopf's default registry also holds its own login handlers.
-    settings = OperatorSettings.from_env()
-    handlers.register(kopf.get_default_registry(), settings)
-    evictions.register(kopf.get_default_registry(), settings, tuple(args.namespace))
+    registry = kopf.get_default_registry()
+    own = OperatorSettings.from_env()
+    handlers.register(registry, own)
+    if args.selector:   # server-side: the watches of every odradek.dev kind carry it
+        @kopf.on.startup(registry=registry)
+        def select(settings: kopf.OperatorSettings, **_: object) -> None:
+            settings.watching.label_selectors["odradek.dev", kopf.EVERYTHING] = args.selector
+    elector = ha.elector(args) if args.leader_elect else None
+    ha.register_probe(registry, elector)
+    # Every replica, standby or leader, answers the eviction webhook (the Service selects them all).
+    evictions.start(own, tuple(args.namespace))
     if args.metrics_port >= 0:
         metrics.serve(args.metrics_host, args.metrics_port)
-    # One operator instance per cluster (the chart's Deployment has one replica, Recreate
-    # strategy): standalone, no KopfPeering objects.
-    kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
-             liveness_endpoint=args.liveness)
-    return 0
+
+    # Standalone (no KopfPeering objects): one replica, or the holder of the Lease (odradek.operator.ha).
+    def run() -> None:
+        kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
+                 liveness_endpoint=args.liveness)
+    return ha.run_elected(elector, args.liveness, run)

@@ -1,30 +1,32 @@
 """Evictions of broker pods become the operator's safe rolls (Strimzi Drain Cleaner's model;
 docs/kubernetes.md, "Evictions and node drains").
 
-The validating webhook on ``pods/eviction`` (``webhook`` serves it) asks ``decide`` about each
-eviction. A broker pod of an OdradekCluster in a namespace this operator watches is marked
+The validating webhook on ``pods/eviction`` (``webhook.AdmissionServer`` serves it on every
+operator replica, standbys included: ``start``) asks ``decide`` about each eviction. A broker pod of an OdradekCluster in a namespace this operator watches is marked
 with ``odradek.dev/manual-rolling-update`` and the eviction is denied with 429, the code a
 PodDisruptionBudget denial has, so ``kubectl drain`` and the cluster autoscaler retry it as
 they would a budget's; the operator then restarts the pod itself (``rolling.plan_roll``)
 once no partition would drop below min.insync.replicas, and the StatefulSet recreates it on a
-schedulable node. Every other eviction (other pods, other operators' brokers, a pod already
+schedulable node. Marking is idempotent, so any replica may answer. Every other eviction (other pods, other operators' brokers, a pod already
 terminating, a cluster being deleted) is allowed untouched. A dry-run eviction marks nothing.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
-
-import kopf
 
 from odradek.operator import builders, kube, manual, webhook
 from odradek.operator.kube import COMPONENT_LABEL, MANAGED_BY
 from odradek.operator.settings import OperatorSettings
 
-HANDLER_ID = "evictions"    # the webhook's path: /evictions
+PATH = "evictions"          # the webhook's path: /evictions
 DENIED = 429                # TooManyRequests: a disruption not allowed now (as a PDB answers)
+
+log = logging.getLogger("odradek.operator.evictions")
 
 
 @dataclass(frozen=True)
@@ -66,33 +68,40 @@ def review(api: kube.Kube, name: str, namespace: str, dryrun: bool, watched: Cal
     return verdict
 
 
-# -- kopf ------------------------------------------------------------------------------------
+def answer(api: kube.Kube, request: Mapping[str, Any], watched: Callable[[str], bool]) -> webhook.Answer:
+    """The webhook's answer to an AdmissionReview ``request`` on pods/eviction."""
+    if request.get("subResource") != "eviction":
+        return webhook.Answer(True)
+    name, namespace = request["name"], request["namespace"]
+    verdict = review(api, name, namespace, bool(request.get("dryRun")), watched)
+    log.info("eviction of %s/%s %s: %s", namespace, name, "allowed" if verdict.allow else "denied", verdict.reason)
+    return webhook.Answer(verdict.allow, "" if verdict.allow else verdict.reason, DENIED)
 
-def register(registry: kopf.OperatorRegistry, own: OperatorSettings, namespaces: tuple[str, ...] = ()) -> None:
-    """With ``own.webhook_listen`` set: serve the webhook from start-up on (``webhook``) and
-    answer ``pods/eviction`` reviews. ``namespaces``: the operator's (kopf's globs; none: all)."""
+
+def start(own: OperatorSettings, namespaces: tuple[str, ...] = ()) -> webhook.AdmissionServer | None:
+    """With ``own.webhook_listen`` set: the certificate (issued when missing or due), its CA
+    published, the webhook served from now on (in threads, for the process's life).
+    ``namespaces``: the operator's (kopf's globs; none: all)."""
     if not own.webhook_listen:
-        return
+        return None
+    api = kube.shared()
 
     def watched(namespace: str) -> bool:
         return not namespaces or any(fnmatch.fnmatchcase(namespace, glob) for glob in namespaces)
 
-    def serve(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> None:
-        ns, _, secret = own.webhook_secret.rpartition("/")
-        data = webhook.serving_certificate(kube.shared(), ns or "default", secret, own.webhook_hosts)
-        published = webhook.publish_ca(kube.shared(), own.webhook_configuration, data["ca.crt"])
-        logger.info("eviction webhook on %s; its CA in %d webhooks of %s", own.webhook_listen, published,
-                    own.webhook_configuration)
-        settings.admission.server = webhook.server(own.webhook_listen, data, list(own.webhook_hosts))
-        settings.admission.managed = None   # the chart (or the test) registers the configuration
+    ns, _, secret = own.webhook_secret.rpartition("/")
 
-    def evict(name: str, namespace: str, dryrun: bool, logger: Any, **_: Any) -> None:
-        verdict = review(kube.shared(), name, namespace, dryrun, watched)
-        logger.info("eviction of %s/%s %s: %s", namespace, name, "allowed" if verdict.allow else "denied",
-                    verdict.reason)
-        if not verdict.allow:
-            raise kopf.AdmissionError(verdict.reason, code=DENIED)
+    def read() -> dict[str, bytes]:
+        return webhook.serving_certificate(api, ns or "default", secret, own.webhook_hosts)
 
-    kopf.on.startup(registry=registry)(serve)
-    kopf.on.validate("v1", "pods", subresource="eviction", operations=["CREATE"], id=HANDLER_ID,
-                     registry=registry)(evict)
+    def publish(ca: bytes) -> int:
+        return webhook.publish_ca(api, own.webhook_configuration, ca)
+
+    data = read()
+    published = publish(data["ca.crt"])
+    server = webhook.AdmissionServer(own.webhook_listen, data, {PATH: lambda r: answer(api, r, watched)})
+    threading.Thread(target=webhook.keep_fresh, args=(server, read, publish, threading.Event()),
+                     daemon=True, name="webhook-certificate").start()
+    log.info("eviction webhook on %s; its CA in %d webhooks of %s", own.webhook_listen, published,
+             own.webhook_configuration)
+    return server

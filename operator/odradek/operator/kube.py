@@ -129,13 +129,14 @@ class Kube:
             cls._configured = True
 
     def request(self, method: str, path: str, body: Any = None, query: list | None = None,
-                content_type: str = "application/json") -> Any:
+                content_type: str = "application/json", timeout: float | None = None) -> Any:
         """One REST call; the decoded JSON answer; ``ApiException`` for a non-2xx status."""
         method, url, headers, body, post = self.api.param_serialize(
             method=method, resource_path=path, query_params=query or [], body=body,
             header_params={"Content-Type": content_type, "Accept": "application/json"},
             auth_settings=["BearerToken"])
-        response = self.api.call_api(method, url, header_params=headers, body=body, post_params=post)
+        response = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                     _request_timeout=timeout)
         response.read()
         if not 200 <= response.status <= 299:
             raise self.ApiException.from_response(http_resp=response, body=response.data.decode(errors="replace"),
