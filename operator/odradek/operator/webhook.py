@@ -129,7 +129,9 @@ class AdmissionServer:
         self.load(data)
         addr, _, port = listen.rpartition(":")
         self.server = ThreadingHTTPServer((addr or "0.0.0.0", int(port)), _handler(routes))
-        self.server.socket = self.context.wrap_socket(self.server.socket, server_side=True)
+        # The handshake in the request's thread (at its first read), not in the accepting one.
+        self.server.socket = self.context.wrap_socket(self.server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True, name="admission").start()
 
@@ -148,6 +150,8 @@ class AdmissionServer:
 
 def _handler(routes: Mapping[str, Review]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = 30   # seconds a silent connection may hold its thread
+
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
             review = routes.get(self.path.split("?")[0].strip("/"))
             if review is None:
