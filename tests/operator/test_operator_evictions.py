@@ -182,3 +182,30 @@ def test_the_admission_server_answers_eviction_reviews_without_kopf():
         assert post_review(server.port, renewed["ca.crt"], "/evictions", review("u5", "web-0"))[0] == 200
     finally:
         server.close()
+
+
+def test_a_renewed_certificate_is_served_and_its_ca_published():
+    """``webhook.keep_fresh``: another replica's renewal (a changed Secret) is loaded and its CA
+    published; a failing read is retried at the next turn."""
+    import threading
+
+    from odradek.dev.waiting import wait_until
+    data, renewed = webhook.issue(["127.0.0.1"]), webhook.issue(["127.0.0.1"])
+    reads, published = [RuntimeError("API server unreachable"), data, renewed], []
+
+    def read():
+        answer = reads.pop(0) if len(reads) > 1 else reads[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    server = webhook.AdmissionServer("127.0.0.1:0", data, {})
+    stop = threading.Event()
+    threading.Thread(target=webhook.keep_fresh, args=(server, read, published.append, stop, 0.01), daemon=True).start()
+    try:
+        wait_until(lambda: published, 10, "the renewed CA published")
+        assert published == [renewed["ca.crt"]] and server.data == renewed
+        assert post_review(server.port, renewed["ca.crt"], "/evictions",
+                           {"request": {"uid": "u"}})[0] == 404   # no route: but the handshake passed
+    finally:
+        stop.set()
+        server.close()
