@@ -93,6 +93,27 @@ class Producer(threading.Thread):
         self.join(180)
 
 
+class ReadyBrokers(threading.Thread):
+    """How many broker pods are Ready (and not terminating), every second until ``finish()``."""
+
+    def __init__(self, kube):
+        super().__init__(daemon=True)
+        self.kube, self.seen, self.stop = kube, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            pods = self.kube.get("pods", "-l", BROKERS)["items"]
+            self.seen.append(sum(p["metadata"].get("deletionTimestamp") is None and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+                for p in pods))
+            self.stop.wait(1)
+
+    def finish(self) -> list[int]:
+        self.stop.set()
+        self.join(30)
+        return self.seen
+
+
 def test_helm_install_brings_every_pod_ready(kube, release):
     assert cluster_ready(kube)
     pods = pods_ready(kube)
@@ -231,18 +252,7 @@ def test_broker_pod_deleted_while_producing_loses_no_acknowledged_record(kube, g
 def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
     assert len(before) == 3
-    seen_ready: list[int] = []
-    watching = threading.Event()
-
-    def watch() -> None:  # how many brokers are Ready, every second of the roll
-        while not watching.is_set():
-            pods = kube.get("pods", "-l", BROKERS)["items"]
-            seen_ready.append(sum(p["metadata"].get("deletionTimestamp") is None and any(
-                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-                for p in pods))
-            watching.wait(1)
-
-    watcher = threading.Thread(target=watch, daemon=True)
+    watcher = ReadyBrokers(kube)
     producer = Producer(gateway, "durable", "roll")
     watcher.start()
     producer.start()
@@ -257,8 +267,7 @@ def test_broker_setting_change_rolls_brokers_one_at_a_time(kube, gateway):
         return len(now) == 3 and all(now[name] != uid for name, uid in before.items()) and cluster_ready(kube)
 
     wait_until(rolled, 900, "every broker restarted with the new setting", 3)
-    watching.set()
-    watcher.join(30)
+    seen_ready = watcher.finish()
     acked_after_roll = len(producer.acked)
     wait_until(lambda: len(producer.acked) >= acked_after_roll + 1_000, 120, "produce after the roll", 0.5)
     producer.finish()
@@ -310,6 +319,42 @@ def test_scale_up_and_down_rebalances_under_load_losing_nothing(kube, gateway):
     lost = [v for v in producer.acked if v not in stored]
     print(f"scale 3->4->3: broker 3 took {taken} replicas; acknowledged {len(producer.acked)}, "
           f"failed batches {len(producer.failures)}, lost {len(lost)}")
+    assert not lost, lost[:10]
+
+
+def test_broker_pod_eviction_becomes_the_operators_safe_roll(kube, gateway):
+    """kubectl drain's call (the pods/eviction subresource) on broker 0 while broker 1 is down
+    (its pod deleted: out of the ISR until it catches up), the chart's eviction webhook on: the
+    eviction is denied with 429 and the operator restarts broker 0 itself, only once broker 1 is
+    back (never fewer than two brokers Ready); acks=all producers lose nothing."""
+    name, other = f"{CLUSTER}-brokers-0", f"{CLUSTER}-brokers-1"
+    apply_topic(kube, "durable", partitions=3, replicas=3)   # made above; applied again to run alone
+    with gateway.client() as gw:
+        wait_until(lambda: "durable" in gw.topics() and all_in_sync(gw, "durable", 3), 300, "durable in sync", 2)
+    old = kube.get("pod", name)["metadata"]["uid"]
+    producer = Producer(gateway, "durable", "evict")
+    watcher = ReadyBrokers(kube)
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 1_000, 120, "produce running", 0.5)
+    watcher.start()
+    kube.kubectl("delete", "pod", "-n", NAMESPACE, other, "--wait=false")
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NAMESPACE}}
+    with pytest.raises(RuntimeError) as refused:
+        kube.kubectl("create", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/eviction", "-f", "-",
+                     input=json.dumps(eviction))
+    assert "Odradek operator" in str(refused.value), refused.value   # the webhook's answer, not the budget's
+    wait_until(lambda: kube.get("pod", name)["metadata"]["uid"] != old and len(pods_ready(kube, BROKERS)) == 3,
+               600, "the operator to restart the evicted broker and it to be Ready", 2)
+    seen_ready = watcher.finish()
+    acked_at_return = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked_at_return + 1_000, 120, "produce after the restart", 0.5)
+    producer.finish()
+    assert min(seen_ready) >= 2, f"broker 0 restarted while broker 1 was down: {seen_ready}"
+    assert "manual-rolling-update" not in json.dumps(kube.get("pod", name)["metadata"].get("annotations") or {})
+    with gateway.client() as gw:
+        stored = values(read_all(gw, "durable"))
+    lost = [v for v in producer.acked if v not in stored]
+    print(f"eviction: acknowledged {len(producer.acked)}, failed batches {len(producer.failures)}, lost {len(lost)}")
     assert not lost, lost[:10]
 
 

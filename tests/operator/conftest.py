@@ -10,8 +10,10 @@
   applied; ``namespace``: a fresh namespace per test.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
   intervals, the dev clusters' loopback controllers trusted, resources labelled
-  ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its peak RSS is checked at
-  teardown (≤ 150 MB) and written to its log directory.
+  ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its
+  peak RSS is checked at teardown (≤ 150 MB) and written to its log directory. It serves the
+  eviction webhook on 127.0.0.1 (``EVICTION_WEBHOOK``, registered here as the chart does in a
+  cluster, with a ``url`` client config: the API server runs on this host).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import yaml
 
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
-from odradek.operator.settings import TRUSTED_CONTROLLER_URLS_ENV
+from odradek.operator.settings import (TRUSTED_CONTROLLER_URLS_ENV, WEBHOOK_CONFIGURATION_ENV, WEBHOOK_HOSTS_ENV,
+                                       WEBHOOK_LISTEN_ENV, WEBHOOK_SECRET_ENV)
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
 from tests.support.tools import tool_missing
@@ -87,6 +90,26 @@ def namespace(k8s) -> str:
     return name
 
 
+EVICTION_WEBHOOK = "odradek-test-evictions"
+
+
+def register_eviction_webhook(k8s: K8s, port: int, name: str = EVICTION_WEBHOOK,
+                              namespaces: dict | None = None) -> None:
+    """The chart's ValidatingWebhookConfiguration (charts/odradek/templates/webhook.yaml) with a
+    url client config; the operator writes its CA bundle in. ``namespaces``: the labels of the
+    namespaces it is for (none: all)."""
+    hook = {"name": "evictions.odradek.dev", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/evictions"},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods/eviction"], "scope": "Namespaced"}],
+            "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}
+    if namespaces:
+        hook["namespaceSelector"] = {"matchLabels": namespaces}
+    k8s.apply(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name}, "webhooks": [hook]})
+
+
 def start_operator(control_plane, log: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     """``odradek operator --all-namespaces`` with short intervals, its output in ``log``; metrics
     on port 0 (the one port the operator listens on is it)."""
@@ -104,8 +127,13 @@ def start_operator(control_plane, log: Path, *args: str, env: dict | None = None
 def operator(k8s, control_plane, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("operator")
     log = logdir / "operator.log"
+    port = control_plane_module.free_port()
+    register_eviction_webhook(k8s, port)
     # Not the resources labelled odradek.dev/operator: the leader-election test's own operators handle those.
-    proc = start_operator(control_plane, log, "--selector", "!odradek.dev/operator")
+    proc = start_operator(control_plane, log, "--selector", "!odradek.dev/operator",
+                          env={WEBHOOK_LISTEN_ENV: f"127.0.0.1:{port}", WEBHOOK_HOSTS_ENV: "127.0.0.1",
+                               WEBHOOK_SECRET_ENV: "default/odradek-operator-webhook",
+                               WEBHOOK_CONFIGURATION_ENV: EVICTION_WEBHOOK})
     op = OperatorProcess(proc, log)
     try:
         # kopf logs "Activity 'configure' succeeded." once the startup handler ran.
@@ -113,8 +141,8 @@ def operator(k8s, control_plane, tmp_path_factory):
                    60, "the operator to start", 0.2)
         if proc.poll() is not None:
             raise AssertionError(f"the operator exited {proc.returncode}:\n{op.log_tail()}")
-        (port,) = wait_until(lambda: listening_ports(proc.pid), 30, "the operator's metrics port")
-        op.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        (metrics,) = wait_until(lambda: set(listening_ports(proc.pid)) - {port}, 30, "the operator's metrics port")
+        op.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         yield op
     finally:
         peak = op.peak_rss_mb() if proc.poll() is None else None

@@ -221,3 +221,24 @@ def test_watch_namespaces_install_grants_nothing_outside_them(helm, k8s, control
         assert can("get", "namespaces") == can("list", "customresourcedefinitions.apiextensions.k8s.io") == "no"
     finally:
         run(helm, "uninstall", "nsr", "--namespace", namespace, env=env, check=False)
+
+
+def test_eviction_webhook_is_opt_in_and_registered_with_the_operator(helm):
+    docs = [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART, "--namespace", "ops", "--set",
+                                              "webhook.enabled=true", "--set", "operator.watchNamespaces={a,b}").stdout)
+            if d]
+    config = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["clientConfig"]["service"] == {"name": "rel-odradek-webhook", "namespace": "ops",
+                                               "path": "/evictions", "port": 443}
+    assert hook["rules"][0]["resources"] == ["pods/eviction"] and hook["failurePolicy"] == "Ignore"
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["a", "b"]
+    env = {e["name"]: e["value"] for e in next(d for d in docs if d["kind"] == "Deployment")
+           ["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ODRADEK_OPERATOR_WEBHOOK_CONFIGURATION"] == config["metadata"]["name"] == "rel-odradek-ops-evictions"
+    assert env["ODRADEK_OPERATOR_WEBHOOK_HOSTS"].split(",")[0] == "rel-odradek-webhook.ops.svc"
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "rel-odradek-webhook")
+    assert role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+                              "verbs": ["get", "patch"], "resourceNames": ["rel-odradek-ops-evictions"]}]
+    assert not [d for d in yaml.safe_load_all(run(helm, "template", "rel", CHART).stdout)
+                if d and d["kind"] == "ValidatingWebhookConfiguration"]

@@ -1,6 +1,8 @@
 """Two operator replicas under leader election against the real kube-apiserver: the leader is
 killed (SIGKILL, by PID) in the middle of a rolling restart, and the standby takes the Lease over
-and finishes the roll, each broker restarted exactly once, highest ordinal first.
+and finishes the roll, each broker restarted exactly once, highest ordinal first. Before that,
+the standby answers the eviction webhook (a dry-run eviction of a broker pod, the webhook
+registered on the standby's port only): kopf runs on the leader alone, the webhook on both.
 
 The test plays the kubelet as ``test_operator_k8s_brokers`` does; its cluster carries the label
 ``odradek.dev/operator`` so that only its own two operators (``--selector``) handle it, not the
@@ -19,7 +21,10 @@ import pytest
 
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
-from tests.operator.conftest import start_operator
+from odradek.operator import evictions
+from odradek.operator.settings import (WEBHOOK_CONFIGURATION_ENV, WEBHOOK_HOSTS_ENV, WEBHOOK_LISTEN_ENV,
+                                       WEBHOOK_SECRET_ENV)
+from tests.operator.conftest import register_eviction_webhook, start_operator
 from tests.operator.test_operator_k8s_brokers import (ANNOTATION, brokers_up, ensure_pods, hashes, mark_ready, spec,
                                                       template_hash)
 from tests.support.k8s import OperatorProcess, control_plane_module
@@ -28,6 +33,10 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 LABEL = {"odradek.dev/operator": "ha"}
 TIMINGS = "6/4/1"   # lease duration / renew deadline / retry period (s): a takeover within ~8.4 s
+
+
+def webhook_configuration_name(ns):
+    return f"odradek-test-evictions-{ns}"
 
 
 def lease(k8s, ns):
@@ -70,20 +79,28 @@ class PodWatch:
 def operators(k8s, control_plane, namespace, tmp_path):
     started: list[OperatorProcess] = []
 
-    def start(name: str) -> OperatorProcess:
+    def start(name: str, webhook: int = 0) -> OperatorProcess:
         log = tmp_path / f"{name}.log"
+        webhook = webhook or control_plane_module.free_port()
         proc = start_operator(control_plane, log, "--selector", "odradek.dev/operator=ha", "--leader-elect",
                               "--lease", f"{namespace}/odradek-operator", "--lease-timings", TIMINGS,
-                              env={"POD_NAME": name})
+                              env={"POD_NAME": name, WEBHOOK_LISTEN_ENV: f"127.0.0.1:{webhook}",
+                                   WEBHOOK_HOSTS_ENV: "127.0.0.1", WEBHOOK_SECRET_ENV: f"{namespace}/webhook",
+                                   WEBHOOK_CONFIGURATION_ENV: webhook_configuration})
         op = OperatorProcess(proc, log)
         started.append(op)
-        (port,) = wait_until(lambda: proc.poll() is None and listening_ports(proc.pid), 60, f"{name}'s metrics port")
+        (port,) = wait_until(lambda: proc.poll() is None and set(listening_ports(proc.pid)) - {webhook}, 60,
+                             f"{name}'s metrics port")
         op.metrics_url = f"http://127.0.0.1:{port}/metrics"
         return op
+    webhook_configuration = webhook_configuration_name(namespace)
     yield start
     for op in started:
         if op.proc.poll() is None:
             control_plane_module.terminate(op.proc, 15)
+    path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{webhook_configuration}"
+    if k8s.get(path):
+        k8s.call("DELETE", path)
 
 
 def test_standby_finishes_the_roll_of_a_killed_leader(k8s, namespace, operators, fake_controller):
@@ -98,12 +115,16 @@ def test_standby_finishes_the_roll_of_a_killed_leader(k8s, namespace, operators,
 
     first = operators("op-a")
     wait_until(lambda: holder(k8s, ns).startswith("op-a_"), 60, "op-a to lead")
-    second = operators("op-b")
+    # The webhook on op-b's port only, for this namespace's evictions, before op-b publishes its CA.
+    port = control_plane_module.free_port()
+    register_eviction_webhook(k8s, port, webhook_configuration_name(ns), {"kubernetes.io/metadata.name": ns})
+    second = operators("op-b", port)
     wait_until(lambda: "standing by" in second.log.read_text(), 60, "op-b to stand by")
     assert leader_gauge(first) == 1 and leader_gauge(second) == 0
 
     apply({"retention.ms": "1000"})
     old = brokers_up(k8s, ns, c)
+    standby_answers_evictions(k8s, ns, second, f"{c}-brokers-0")
     watch = PodWatch(k8s, ns)
     try:
         apply({"retention.ms": "2000"})
@@ -119,6 +140,22 @@ def test_standby_finishes_the_roll_of_a_killed_leader(k8s, namespace, operators,
     assert leader_gauge(second) == 1
     log = second.log.read_text()
     assert "leading (lease held by op-b_" in log and "expired" in log, second.log_tail()
+
+
+def standby_answers_evictions(k8s, ns, standby, pod):
+    """A dry-run eviction of a broker pod is denied by ``standby`` (and marks nothing)."""
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": ns}}
+
+    def denied():
+        try:
+            k8s.call("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/eviction", eviction, query=[("dryRun", "All")])
+        except k8s.ApiException as e:
+            return e.status == evictions.DENIED and "Odradek operator" in (e.body or "") and e.body
+        return False   # allowed: the standby did not answer yet (its CA not published yet: failurePolicy Ignore)
+    wait_until(denied, 60, "the standby to deny the eviction", 0.5)
+    assert "eviction of" in standby.log.read_text() and "standing by" in standby.log.read_text()
+    annotations = k8s.get(f"/api/v1/namespaces/{ns}/pods/{pod}")["metadata"].get("annotations") or {}
+    assert "odradek.dev/manual-rolling-update" not in annotations
 
 
 def roll(k8s, ns, c, new, kill_after_first) -> list[str]:

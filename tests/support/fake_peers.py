@@ -3,12 +3,13 @@
 - ``FakeBroker``: a broker's ``control_plane.METADATA`` (records every snapshot, refuses
   stale controller epochs with 409 as a broker does), registered in ``/brokers/ids/<id>``
   with its own ZooKeeper session, so ``leave()`` / ``join()`` make it die and come back.
-- ``FakeController``: the active controller's health and cluster answers, for the operator.
+- ``FakeController``: the active controller's health, cluster and maintenance answers, for the operator.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -32,10 +33,9 @@ def serve_json(answer: Answer) -> tuple[ThreadingHTTPServer, str]:
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
-            self._reply(*answer("POST", self.path, json.loads(self.rfile.read(length) or b"null")))
+            self._reply(*answer(self.command, self.path, json.loads(self.rfile.read(length) or b"null")))
 
-        def do_DELETE(self) -> None:  # noqa: N802
-            self._reply(*answer("DELETE", self.path, None))
+        do_PUT = do_DELETE = do_POST
 
         def _reply(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()
@@ -132,11 +132,17 @@ class FakeController:
         self.under_replicated = 0
         self.topics: list[dict] = []
         self.rebalancer = FakeRebalancer(lambda: self.topics)
+        self.maintenance: set[int] = set()    # brokers in maintenance mode (its PUT/DELETE routes)
         self.server, self.url = serve_json(self._answer)
 
     def _answer(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
         if path.startswith(REBALANCE_PATH):
             return self.rebalancer.answer(method, path, body)
+        route = re.fullmatch(re.escape(cp.PREFIX) + r"/brokers/(\d+)/maintenance", path)
+        if route:
+            broker = int(route.group(1))
+            {"PUT": self.maintenance.add, "DELETE": self.maintenance.discard}.get(method, lambda b: None)(broker)
+            return 200, {"broker": broker, "maintenance": broker in self.maintenance, "leaders": 0}
         if (method, path) == (cp.HEALTH.method, cp.HEALTH.path()):
             return 200, {"id": "fake-0", "url": self.url, "active": True, "epoch": 1,
                          "under_replicated_partitions": self.under_replicated}

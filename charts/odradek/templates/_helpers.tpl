@@ -66,7 +66,7 @@ the ClusterRole when it watches every namespace). */ -}}
   verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, delete, patch]   # patch: the manual-rolling-update mark (evictions)
 # OdradekUsers' Secrets (applied, owned by the user: garbage-collected with it), the Secrets
 # their passwords are taken from, and the clusters' CAs, certificates and ZooKeeper digest
 # (read, created, renewed; owned by the cluster). By name; never listed.
@@ -88,4 +88,9 @@ the ClusterRole when it watches every namespace). */ -}}
   resources: [serviceaccounts]
   verbs: [get, create, patch]
 {{- end }}
+{{- end -}}
+
+{{/* The eviction webhook's ValidatingWebhookConfiguration: cluster-scoped, so per release namespace. */}}
+{{- define "odradek.webhookConfiguration" -}}
+{{ include "odradek.fullname" . }}-{{ .Release.Namespace }}-evictions
 {{- end -}}

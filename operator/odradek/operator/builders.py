@@ -341,7 +341,7 @@ def _broker_pod(cluster: str, spec: ClusterSpec, security: SecurityPlan) -> dict
 
 def build_brokers(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan, replicas: int | None = None,
                   external: Mapping[tuple[str, int], str | None] | None = None) -> list[dict]:
-    """Headless and bootstrap Services, the PodDisruptionBudget and the brokers' StatefulSet.
+    """Headless and bootstrap Services, the PodDisruptionBudget (``brokers.pdb``) and the brokers' StatefulSet.
 
     ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
     Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
@@ -374,9 +374,10 @@ def build_brokers(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["bootstrap"], namespace, cluster, "broker"),
          "spec": {"selector": selector(cluster, "broker"), "ports": kafka_ports}},
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-         "metadata": _meta(n["brokers"], namespace, cluster, "broker"),
-         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(cluster, "broker")}}},
+        *([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _meta(n["brokers"], namespace, cluster, "broker"),
+            "spec": {"maxUnavailable": spec.brokers.pdb.max_unavailable,
+                     "selector": {"matchLabels": selector(cluster, "broker")}}}] if spec.brokers.pdb.enabled else []),
         {"apiVersion": "apps/v1", "kind": "StatefulSet",
          "metadata": _meta(n["brokers"], namespace, cluster, "broker"), "spec": sts_spec},
     ]

@@ -43,18 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure("operator", args.log_level, args.log_format)
     import kopf
 
-    from odradek.operator import ha, handlers, metrics
+    from odradek.operator import evictions, ha, handlers, metrics
     from odradek.operator.settings import OperatorSettings
 
     # The environment, read once; kopf's default registry also holds its own login handlers.
     registry = kopf.get_default_registry()
-    handlers.register(registry, OperatorSettings.from_env())
+    own = OperatorSettings.from_env()
+    handlers.register(registry, own)
     if args.selector:   # server-side: the watches of every odradek.dev kind carry it
         @kopf.on.startup(registry=registry)
         def select(settings: kopf.OperatorSettings, **_: object) -> None:
             settings.watching.label_selectors["odradek.dev", kopf.EVERYTHING] = args.selector
     elector = ha.elector(args) if args.leader_elect else None
     ha.register_probe(registry, elector)
+    # Every replica, standby or leader, answers the eviction webhook (the Service selects them all).
+    evictions.start(own, tuple(args.namespace))
     if args.metrics_port >= 0:
         metrics.serve(args.metrics_host, args.metrics_port)
 

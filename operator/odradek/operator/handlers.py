@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import admin, certs, kube, metrics, principals, rebalance_run, reconcile, users
+from odradek.operator import (admin, certs, kube, maintenance, manual, metrics, principals, rebalance_run, reconcile,
+                              users)
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -74,6 +75,11 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     old = dict(status)
     if _paused(patch, old, dict(meta)):
         return
+    maint = maintenance.apply(body, lambda: reconcile.controller_client(kube.shared(), body, operator_settings))
+    if maint.enabled is not None:   # odradek.dev/maintenance: the brokers the operator put in maintenance
+        patch.metadata.annotations[maintenance.ENABLED] = maint.enabled or None
+    if maint.problem:
+        logger.warning(maint.problem)
     try:
         outcome = reconcile.apply_cluster(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body), logger,
                                           operator_settings)
@@ -95,6 +101,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     retry = outcome.waiting or outcome.warning or outcome.gateway_refused or outcome.rebalancing
     if retry:   # a refused user may become mappable; an auto-rebalance moves on
         raise kopf.TemporaryError(retry, delay=operator_settings.retry_delay)
+    if maint.retry:
+        raise kopf.TemporaryError(maint.problem, delay=operator_settings.retry_delay)
 
 
 def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
@@ -112,6 +120,9 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     if due:  # a changed annotation runs the update handler, which renews and rolls the pods
         logger.info("certificates to renew: %s", due)
         patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
+    marked = manual.pending(kube.shared(), name, namespace)   # evicted or marked pods: reconcile to roll them
+    if marked and marked != (meta.get("annotations") or {}).get(manual.PENDING):
+        patch.metadata.annotations[manual.PENDING] = marked
     health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
     patch.status.update(health.status_fields())
     patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)

@@ -12,11 +12,12 @@ An OdradekCluster's reconcile observes (``observe_cluster``), plans without I/O
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_security, listeners,
-                              metrics, network_policies, principals, replicas_change, rolling, topics, validation)
+                              manual, metrics, network_policies, principals, replicas_change, rolling, topics,
+                              validation)
 from odradek.operator.kube import Kube
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
@@ -100,6 +101,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     _apply(kube, adopt, plan.children)
     for stale in plan.stale_policies:
         kube.delete(network_policies.API_VERSION, "NetworkPolicy", namespace, stale)
+    if not spec.brokers.pdb.enabled:   # brokers.pdb.enabled: false removes the one built before
+        kube.delete("policy/v1", "PodDisruptionBudget", namespace, builders.names(name)["brokers"])
     applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
     sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
     resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)
@@ -285,17 +288,15 @@ def roll_step(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, replicas: 
     """One step of a rolling restart: delete at most one outdated broker pod (``external`` and
     ``certificates``, the brokers' certificate version, are part of the config hash)."""
     name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
-    pods = [rolling.PodView.from_pod(p) for p in
-            kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))]
+    listed = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))
+    marked = set(manual.spread_cluster_request(kube, body, listed))   # odradek.dev/manual-rolling-update
+    pods = [replace(v, manual=v.manual or v.name in marked) for v in map(rolling.PodView.from_pod, listed)]
     desired_hash = builders.config_hash(name, namespace, spec, external, certificates)
-    if all(p.config_hash == desired_hash for p in pods):
+    if all(p.config_hash == desired_hash and not p.manual for p in pods):
         return rolling.plan_roll(pods, desired_hash, replicas, 0)
-    urp = None
-    try:
-        urp = (client or controller_client(kube, body, settings)).health().get("under_replicated_partitions")
-    except (admin.Unreachable, admin.AdminError):
-        pass
-    step = rolling.plan_roll(pods, desired_hash, replicas, urp)
+    urp, at_risk = manual.roll_safety(client or controller_client(kube, body, settings),
+                                      int(spec.brokers.config.get(manual.MIN_ISR, "1")))
+    step = rolling.plan_roll(pods, desired_hash, replicas, urp, at_risk)
     if step.action == "restart":
         kube.delete("v1", "Pod", namespace, step.pod)
     return step

@@ -4,7 +4,10 @@ The brokers' StatefulSet uses ``updateStrategy: OnDelete``; a changed pod templa
 reaches a pod when that pod is deleted and recreated. ``plan_roll`` picks at most one pod to
 delete per step, and only when every broker is ready and the controller reports no
 under-replicated partition, so a restart never takes a partition below its in-sync replicas
-(each roll step waits for the restarted broker to rejoin every ISR before the next).
+(each roll step waits for the restarted broker to rejoin every ISR before the next). A pod
+marked for a manual roll (``manual.MANUAL_ROLL``: the annotation, or an eviction the webhook
+turned into one) is pending like an outdated one, and a restart also waits while it would
+take a partition below its min.insync.replicas (``at_risk``, from ``manual.below_min_isr``).
 
 ``scale_down_blockers`` tells which brokers to be removed still hold replicas.
 Each decision returns a value with a one-line ``reason`` for the log and the status.
@@ -13,9 +16,11 @@ Each decision returns a value with a one-line ``reason`` for the log and the sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from odradek.operator.builders import CONFIG_HASH_ANNOTATION, POD_INDEX_LABEL
+
+MANUAL_ROLL = "odradek.dev/manual-rolling-update"   # Strimzi's strimzi.io/manual-rolling-update
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class PodView:
     config_hash: str | None
     ready: bool
     deleting: bool = False
+    manual: bool = False      # marked for a manual roll (manual.MANUAL_ROLL)
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> "PodView":
@@ -37,8 +43,9 @@ class PodView:
             ordinal = meta["name"].rsplit("-", 1)[-1]
         conditions = (pod.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        return cls(meta["name"], int(ordinal), (meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION),
-                   ready, bool(meta.get("deletionTimestamp")))
+        annotations = meta.get("annotations") or {}
+        return cls(meta["name"], int(ordinal), annotations.get(CONFIG_HASH_ANNOTATION),
+                   ready, bool(meta.get("deletionTimestamp")), annotations.get(MANUAL_ROLL) == "true")
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,14 @@ class RollStep:
 
 
 def plan_roll(pods: Iterable[PodView], desired_hash: str, replicas: int,
-              under_replicated: int | None) -> RollStep:
-    """The next step of a rolling restart towards ``desired_hash``.
+              under_replicated: int | None, at_risk: Mapping[int, Sequence[str]] | None = None) -> RollStep:
+    """The next step of a rolling restart towards ``desired_hash`` (and of manual rolls).
 
     Highest ordinal first (the order a StatefulSet rolls in). ``under_replicated`` is the
-    controller's count, None when it could not be asked (then nothing is restarted)."""
+    controller's count, None when it could not be asked (then nothing is restarted);
+    ``at_risk``: broker id -> partitions its restart would take below min.insync.replicas."""
     pods = sorted(pods, key=lambda p: p.ordinal)
-    outdated = tuple(p.name for p in reversed(pods) if p.config_hash != desired_hash)
+    outdated = tuple(p.name for p in reversed(pods) if p.config_hash != desired_hash or p.manual)
     if not outdated:
         return RollStep("done", "every broker runs the current configuration")
     if any(p.deleting for p in pods):
@@ -74,8 +82,14 @@ def plan_roll(pods: Iterable[PodView], desired_hash: str, replicas: int,
         return RollStep("wait", "cannot ask the controller for under-replicated partitions", pending=outdated)
     if under_replicated > 0:
         return RollStep("wait", f"{under_replicated} partitions are under-replicated", pending=outdated)
-    return RollStep("restart", f"restarting {outdated[0]} ({len(outdated)} on an old configuration)",
-                    pod=outdated[0], pending=outdated)
+    first = next(p for p in pods if p.name == outdated[0])
+    risk = (at_risk or {}).get(first.ordinal)
+    if risk:
+        return RollStep("wait", f"restarting {first.name} would take {len(risk)} partitions below "
+                                f"min.insync.replicas ({', '.join(risk[:3])}{', ...' if len(risk) > 3 else ''})",
+                        pending=outdated)
+    why = "to roll by hand" if first.manual else "on an old configuration"
+    return RollStep("restart", f"restarting {outdated[0]} ({len(outdated)} {why})", pod=outdated[0], pending=outdated)
 
 
 @dataclass(frozen=True)

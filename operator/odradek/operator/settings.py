@@ -17,6 +17,10 @@ RETRY_DELAY_ENV = "ODRADEK_OPERATOR_RETRY_DELAY"
 CONTROLLER_URL_ENV = "ODRADEK_OPERATOR_CONTROLLER_URL"
 RACK_CLUSTERROLE_ENV = "ODRADEK_OPERATOR_RACK_CLUSTERROLE"
 TRUSTED_CONTROLLER_URLS_ENV = "ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS"
+WEBHOOK_LISTEN_ENV = "ODRADEK_OPERATOR_WEBHOOK_LISTEN"   # the eviction webhook (webhook.py, evictions.py)
+WEBHOOK_HOSTS_ENV = "ODRADEK_OPERATOR_WEBHOOK_HOSTS"
+WEBHOOK_SECRET_ENV = "ODRADEK_OPERATOR_WEBHOOK_SECRET"
+WEBHOOK_CONFIGURATION_ENV = "ODRADEK_OPERATOR_WEBHOOK_CONFIGURATION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,12 @@ class OperatorSettings:
     # scheme://host origins the controller-url annotation may name besides https Services of the
     # cluster's namespace (principals.controller_url_problem): development only.
     trusted_controller_urls: tuple[str, ...] = ()
+    # The eviction webhook: host:port to serve it on ("": off), the names its certificate
+    # carries, the Secret (namespace/name) keeping it, the ValidatingWebhookConfiguration to trust it.
+    webhook_listen: str = ""
+    webhook_hosts: tuple[str, ...] = ()
+    webhook_secret: str = ""
+    webhook_configuration: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "OperatorSettings":
@@ -42,4 +52,8 @@ class OperatorSettings:
                    controller_urls=tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip()),
                    rack_cluster_role=env.get(RACK_CLUSTERROLE_ENV, default.rack_cluster_role),
                    trusted_controller_urls=tuple(u.strip() for u in env.get(TRUSTED_CONTROLLER_URLS_ENV, "").split(",")
-                                                 if u.strip()))
+                                                 if u.strip()),
+                   webhook_listen=env.get(WEBHOOK_LISTEN_ENV, ""),
+                   webhook_hosts=tuple(h.strip() for h in env.get(WEBHOOK_HOSTS_ENV, "").split(",") if h.strip()),
+                   webhook_secret=env.get(WEBHOOK_SECRET_ENV, ""),
+                   webhook_configuration=env.get(WEBHOOK_CONFIGURATION_ENV, ""))

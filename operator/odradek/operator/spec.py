@@ -51,11 +51,19 @@ class BrokerStorage:
 
 
 @dataclass(frozen=True)
+class Pdb:
+    """``brokers.pdb``: the brokers' PodDisruptionBudget (``enabled: false``: none)."""
+    enabled: bool = True
+    max_unavailable: int = 1
+
+
+@dataclass(frozen=True)
 class Brokers:
     replicas: int = 3
     storage: BrokerStorage = BrokerStorage()
     resources: Mapping[str, Any] | None = None
     config: Mapping[str, str] = field(default_factory=dict)  # checked settings, as sorted strings
+    pdb: Pdb = Pdb()
 
 
 @dataclass(frozen=True)

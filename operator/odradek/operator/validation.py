@@ -58,7 +58,8 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
         image_pull_policy=spec.get("imagePullPolicy", model.ClusterSpec.image_pull_policy),
         brokers=model.Brokers(int(brokers.get("replicas", model.Brokers.replicas)), _broker_storage(brokers),
                               brokers.get("resources"),
-                              dict(sorted(validate_broker_config(brokers.get("config") or {}).items()))),
+                              dict(sorted(validate_broker_config(brokers.get("config") or {}).items())),
+                              _pdb(brokers.get("pdb") or {})),
         listeners=tuple(listeners.validate(spec)),
         authorization=_authorization(spec),
         controller=_controller(spec.get("controller") or {}),
@@ -90,6 +91,11 @@ def _broker_storage(brokers: Mapping[str, Any]) -> model.BrokerStorage:
     elif storage.get("size") or storage.get("class"):
         raise SpecError("brokers.storage: size and class apply only to type persistent-claim")
     return out
+
+
+def _pdb(pdb: Mapping[str, Any]) -> model.Pdb:
+    return model.Pdb(bool(pdb.get("enabled", model.Pdb.enabled)),
+                     int(pdb.get("maxUnavailable", model.Pdb.max_unavailable)))
 
 
 def _controller(ctl: Mapping[str, Any]) -> model.Controller:
