@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -391,17 +392,20 @@ def main(argv: list[str] | None = None) -> int:
     apache_kafka.resolve()
     load_before = uptime()
     root = Path(tempfile.mkdtemp(prefix="odradek-rebalance-"))
-    if args.kafka_again:   # Kafka alone, with an earlier run's plan and Odradek figures
-        earlier = json.loads(args.kafka_again.read_text())
-        odradek = next(r for r in earlier["runs"] if r["system"] == ODRADEK)
-        moves, initial = earlier["plan"], {int(p): r for p, r in earlier["initial_assignment"].items()}
-    else:
-        print("== Odradek: 3 brokers, fill, `odradek dev start 4`, `odradek rebalance --add-brokers 4`", flush=True)
-        odradek, moves, initial = run_odradek(root, args)
-    print(json.dumps(odradek), flush=True)
-    print("== Kafka: the same topic and moves, kafka-reassign-partitions --execute/--verify", flush=True)
-    kafka = run_kafka(root, args, moves, initial)
-    print(json.dumps(kafka), flush=True)
+    try:
+        if args.kafka_again:   # Kafka alone, with an earlier run's plan and Odradek figures
+            earlier = json.loads(args.kafka_again.read_text())
+            odradek = next(r for r in earlier["runs"] if r["system"] == ODRADEK)
+            moves, initial = earlier["plan"], {int(p): r for p, r in earlier["initial_assignment"].items()}
+        else:
+            print("== Odradek: 3 brokers, fill, `odradek dev start 4`, `odradek rebalance --add-brokers 4`", flush=True)
+            odradek, moves, initial = run_odradek(root, args)
+        print(json.dumps(odradek), flush=True)
+        print("== Kafka: the same topic and moves, kafka-reassign-partitions --execute/--verify", flush=True)
+        kafka = run_kafka(root, args, moves, initial)
+        print(json.dumps(kafka), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     out = args.output or RESULTS / f"rebalance-{datetime.datetime.now():%Y-%m-%d-%H%M}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     runs = {ODRADEK: odradek, KAFKA: kafka}
