@@ -502,13 +502,15 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else f"# Performance\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in doc:
-        doc += f"\n{BEGIN}\n{END}\n"
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+def write_doc(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what is between the markers ``begin`` and ``end`` of docs/performance.md (appended
+    at its end when missing)."""
+    doc = DOC.read_text() if DOC.exists() else f"# Performance\n\n{begin}\n{end}\n"
+    if begin not in doc:
+        doc += f"\n{begin}\n{end}\n"
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    DOC.write_text(f"{head}{begin}\n{text}{end}{tail}")
 
 
 def chart(report: dict, path: Path) -> None:
