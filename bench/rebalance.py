@@ -1,7 +1,7 @@
 """Moving data to a new broker, Odradek next to Apache Kafka: the same plan under the same
 replication throttle, time to move and the produce latency of a steady acks=all producer meanwhile.
 
-    /work/wt/heavy .venv/bin/python -m bench.rebalance [--fill-mb 400] [--partitions 12] [--rf 2]
+    .venv/bin/python -m bench.rebalance [--fill-mb 400] [--partitions 12] [--rf 2]
         [--throttle 10000000] [--rate 200] [--scale 1] [--no-doc]
 
 On each system in turn (Odradek first: its controller makes the plan): 3 brokers, a topic of

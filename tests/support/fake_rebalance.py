@@ -1,4 +1,4 @@
-"""A stand-in for the controller's rebalance routes (/work/wt/REBALANCE_API.md), over the
+"""A stand-in for the controller's rebalance routes (docs/control-plane.md, "Rebalance"), over the
 ``topics`` a ``FakeController`` reports, for the operator tests.
 
 A tiny planner (remove-brokers: each replica on a broker to remove goes to the least loaded

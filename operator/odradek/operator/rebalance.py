@@ -1,5 +1,5 @@
 """Pure decisions of an OdradekRebalance (Strimzi's KafkaRebalance, on the controller's
-rebalance routes: /work/wt/REBALANCE_API.md, docs/kubernetes.md "OdradekRebalance").
+rebalance routes: docs/control-plane.md "Rebalance", docs/kubernetes.md "OdradekRebalance").
 
 Owns: the spec (``parse_rebalance``: ``mode`` full | add-brokers | remove-brokers, ``brokers``,
 ``replicationThrottle``, ``concurrentPartitionMovementsPerBroker``), the states and the one
