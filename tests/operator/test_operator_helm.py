@@ -233,7 +233,7 @@ def test_eviction_webhook_is_opt_in_and_registered_with_the_operator(helm):
                                                "path": "/evictions", "port": 443}
     assert hook["rules"][0]["resources"] == ["pods/eviction"] and hook["failurePolicy"] == "Ignore"
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["a", "b"]
-    env = {e["name"]: e["value"] for e in next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in next(d for d in docs if d["kind"] == "Deployment")
            ["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["ODRADEK_OPERATOR_WEBHOOK_CONFIGURATION"] == config["metadata"]["name"] == "rel-odradek-ops-evictions"
     assert env["ODRADEK_OPERATOR_WEBHOOK_HOSTS"].split(",")[0] == "rel-odradek-webhook.ops.svc"

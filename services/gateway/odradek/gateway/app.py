@@ -33,15 +33,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.consumers = ConsumerInstances(settings)
         await app.state.clients.start()
         await app.state.consumers.start()
-        app.state.registry = await registry_app.start(settings) if settings.schema_registry else None
+        registry_app.start_in_background(app, settings)
         log.info("gateway %s serving %s for cluster %s (%s)", settings.replica_id, settings.base_url,
                  settings.bootstrap_servers, settings.kafka_security_protocol)
         try:
             yield
         finally:  # graceful: close consumers (leave groups, commit nothing unasked), flush produces
             await app.state.consumers.close()
-            if app.state.registry is not None:
-                await app.state.registry.log.close()
+            await registry_app.stop(app)
             await app.state.clients.close()
             log.info("gateway %s stopped", settings.replica_id)
 

@@ -1,9 +1,12 @@
 """The registry's start in the gateway's lifespan: its ``_schemas`` log on the gateway's own
-Kafka principal, read to its end before the gateway serves (every schema written before a
-restart is there at the first request)."""
+Kafka principal, read to its end before the registry answers (every schema written before a
+restart is there at its first request). It starts in the background: the REST proxy serves at
+once, even while Kafka is unreachable; a registry request meanwhile waits for the start
+(``wait_started``, at most ``START_WAIT_S``)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from confluent_kafka import KafkaException
@@ -14,6 +17,7 @@ from odradek.gateway.registry.service import Registry
 from odradek.gateway.settings import GatewaySettings
 
 log = logging.getLogger("odradek.gateway.registry")
+START_WAIT_S = 60.0
 
 
 async def start(settings: GatewaySettings) -> Registry | None:
@@ -30,3 +34,29 @@ async def start(settings: GatewaySettings) -> Registry | None:
         await schemas.close()
         return None
     return Registry(schemas)
+
+
+def start_in_background(app, settings: GatewaySettings) -> None:
+    """``app.state.registry`` set once started (None until then, and if it cannot start)."""
+    async def run() -> None:
+        app.state.registry = await start(settings)
+
+    app.state.registry = None
+    app.state.registry_start = asyncio.create_task(run()) if settings.schema_registry else None
+
+
+async def wait_started(app) -> None:
+    task = getattr(app.state, "registry_start", None)
+    if task is not None and not task.done():
+        try:
+            await asyncio.wait_for(asyncio.shield(task), START_WAIT_S)
+        except asyncio.TimeoutError:
+            pass   # the route answers 50001: the registry is not running (yet)
+
+
+async def stop(app) -> None:
+    task = getattr(app.state, "registry_start", None)
+    if task is not None and not task.done():
+        task.cancel()
+    if app.state.registry is not None:
+        await app.state.registry.log.close()

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from odradek.gateway.registry import access
+from odradek.gateway.registry import app as registry_app
 from odradek.gateway.registry import schemas as sc
 from odradek.gateway.registry.errors import RegistryError
 from odradek.gateway.registry.forward import forward
@@ -25,6 +26,10 @@ MEDIA = "application/vnd.schemaregistry.v1+json"
 
 class RegistryResponse(JSONResponse):
     media_type = MEDIA
+
+
+async def _started(request: Request) -> None:
+    await registry_app.wait_started(request.app)
 
 
 def _registry(request: Request) -> Registry:
@@ -291,7 +296,8 @@ ROUTES = (
 
 
 def install(app: FastAPI) -> None:
-    router = APIRouter(tags=["schema registry"], default_response_class=RegistryResponse)
+    router = APIRouter(tags=["schema registry"], default_response_class=RegistryResponse,
+                       dependencies=[Depends(_started)])
     for method, path, handler in ROUTES:
         router.add_api_route(path, handler, methods=[method])
     app.include_router(router)
