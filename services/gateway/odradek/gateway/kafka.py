@@ -299,19 +299,23 @@ class KafkaBridge:
 
 # What stale metadata gives: a partition librdkafka has not learnt of yet (it learns of added
 # partitions only at its periodic refresh, 5 min), or a leader that moved (broker restarts,
-# preferred-leader elections; librdkafka does not retry offset queries on its own).
+# preferred-leader elections; librdkafka does not retry offset queries on its own), or a leader
+# that is gone (a broker scaled away: the query waits on a dead connection until it times out;
+# the refresh before the retry names the new leader, or itself fails when the cluster is down).
 UNKNOWN_PARTITION = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 STALE_METADATA = (*UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+LEADER_GONE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)   # retried once: a timeout is slow
 STALE_METADATA_RETRIES = (0.0, 0.5, 1.0, 2.0)  # backoff before each retry, seconds
 
 
 def _with_fresh_metadata(fn, reader: "RangeReader", *args):
     """``fn(reader, *args)``, again after a metadata refresh while it fails for stale metadata."""
-    for backoff in STALE_METADATA_RETRIES:
+    for attempt, backoff in enumerate(STALE_METADATA_RETRIES):
         try:
             return fn(reader, *args)
         except KafkaException as e:
-            if e.args[0].code() not in STALE_METADATA:
+            code = e.args[0].code()
+            if code not in STALE_METADATA and not (code in LEADER_GONE and attempt == 0):
                 raise
         time.sleep(backoff)
         reader.consumer.list_topics(timeout=10)

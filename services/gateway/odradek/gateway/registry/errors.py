@@ -141,3 +141,11 @@ class StoreTimeout(RegistryError):
 
 class ForwardingFailed(RegistryError):
     status, code = 500, 50003
+
+
+class NotPrimary(RegistryError):
+    """This replica is no longer the primary (the group moved ``_schemas``' partition away)."""
+    status, code = 500, 50004
+
+    def __init__(self):
+        super().__init__("This replica is no longer the primary; retry")

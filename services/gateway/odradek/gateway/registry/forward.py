@@ -1,7 +1,9 @@
 """Writes go to the primary (``log``'s election): a follower replica sends the request on to the
 primary's URL as it came (body, query, the caller's Authorization header) and answers what the
 primary answers, as Confluent's and Karapace's followers do. A request that was already forwarded
-is never forwarded again (a stale view of the primary answers 50004, which clients retry)."""
+is never forwarded again (a stale view of the primary answers 50004, which clients retry).
+``on_primary`` runs a write here when this replica is the primary and sends it on to the new primary
+when the primacy moved while the write waited its turn."""
 
 from __future__ import annotations
 
@@ -12,11 +14,25 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response
 
-from odradek.gateway.registry.errors import ForwardingFailed, RegistryError
+from odradek.gateway.registry.errors import ForwardingFailed, NotPrimary, RegistryError
 
 FORWARDED = "odradek-registry-forwarded"
 ELECTION_WAIT_S = 30.0       # a replica that just started waits this long for a primary
 PASSED_HEADERS = ("authorization", "content-type", "accept")
+
+
+async def on_primary(request: Request, write):
+    """The answer to a write: ``await write()`` on this replica while it is the primary, else the
+    primary's answer."""
+    for _ in range(3):          # the primacy moves once per rebalance: a third move is a flapping group
+        if (answer := await forward(request)) is not None:
+            return answer
+        try:
+            return await write()
+        except NotPrimary:
+            if request.headers.get(FORWARDED):
+                raise
+    raise NotPrimary()
 
 
 async def forward(request: Request) -> Response | None:
@@ -24,7 +40,7 @@ async def forward(request: Request) -> Response | None:
     log = request.app.state.registry.log
     if request.headers.get(FORWARDED):
         if not log.is_primary:
-            raise RegistryError("This replica is no longer the primary; retry", 500, 50004)
+            raise NotPrimary()
         return None
     deadline = time.monotonic() + ELECTION_WAIT_S
     while not log.is_primary:

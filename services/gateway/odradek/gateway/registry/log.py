@@ -8,6 +8,12 @@ the only one that allocates ids and writes. The others learn the primary's URL f
 description (each member's ``client.id`` is its URL) and forward writes to it (``routes``). A
 primary that dies leaves the group when its session times out and the partition moves to another.
 
+Fencing: a write runs under ``primacy()``, which holds ``_term`` from its check of ``is_primary`` until
+its records are in the log; the elector's revoke callback takes ``_term`` too, so a primary losing
+the partition finishes its write before it leaves the rebalance, and the next primary, which
+catches up with the log before it allocates, sees that write. Without it two replicas could both
+allocate the next id while a replica joins (found by two replicas registering at once).
+
 Threads: the reader and the elector each poll their own consumer in a daemon thread; the state is
 read and changed under ``lock``."""
 
@@ -17,12 +23,13 @@ import asyncio
 import logging
 import threading
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.gateway.registry.errors import StoreError, StoreTimeout
+from odradek.gateway.registry.errors import NotPrimary, StoreError, StoreTimeout
 from odradek.gateway.registry.state import RegistryState
 
 log = logging.getLogger("odradek.gateway.registry")
@@ -50,6 +57,8 @@ class SchemasLog:
         self.lock = threading.Lock()
         self.next_offset = 0          # the offset after the last record applied
         self.is_primary = False
+        self._term = threading.Lock()       # held by a write, and by the revoke that ends the primacy
+        self._writing = asyncio.Lock()      # one write at a time on this replica
         self._primary_cache: tuple[float, str | None] = (0.0, None)
         common = {"bootstrap.servers": settings.bootstrap, **settings.security}
         self._common = common
@@ -129,6 +138,19 @@ class SchemasLog:
             await asyncio.sleep(0.01)
 
     # -- writing ---------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def primacy(self):
+        """Run a write as the primary, caught up with the log; NotPrimary when this replica is not."""
+        async with self._writing:
+            await asyncio.to_thread(self._term.acquire)
+            try:
+                if not self.is_primary:
+                    raise NotPrimary()
+                await self.caught_up()
+                yield
+            finally:
+                self._term.release()
+
     async def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Append ``records`` in order and return once this replica has applied them."""
         loop = asyncio.get_running_loop()
@@ -163,7 +185,8 @@ class SchemasLog:
             log.info("schema registry %s is %s", self.settings.url, "the primary" if self.is_primary else "a follower")
 
         def revoked(_, partitions) -> None:
-            self.is_primary = False
+            with self._term:              # a write under way ends first (see the module's docstring)
+                self.is_primary = False
 
         consumer.subscribe([self.settings.topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
         try:

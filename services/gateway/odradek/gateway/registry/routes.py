@@ -17,7 +17,7 @@ from odradek.gateway.registry import access
 from odradek.gateway.registry import app as registry_app
 from odradek.gateway.registry import schemas as sc
 from odradek.gateway.registry.errors import RegistryError
-from odradek.gateway.registry.forward import forward
+from odradek.gateway.registry.forward import on_primary
 from odradek.gateway.registry.service import Registration, Registry
 from odradek.gateway.registry.state import Version
 
@@ -164,13 +164,12 @@ async def referenced_by(subject: str, version: str, request: Request) -> list:
 
 async def register(subject: str, request: Request):
     access.subject(request, subject, write=True)
-    if (answer := await forward(request)) is not None:
-        return answer
     body = await _body(request)
-    registry = _registry(request)
-    v = await registry.register(subject, Registration(_schema_of(body), _number(body, "id"),
-                                                      _number(body, "version")))
-    return {"id": v.id}
+    registration = Registration(_schema_of(body), _number(body, "id"), _number(body, "version"))
+
+    async def write() -> dict:
+        return {"id": (await _registry(request).register(subject, registration)).id}
+    return await on_primary(request, write)
 
 
 async def lookup(subject: str, request: Request) -> dict:
@@ -182,16 +181,13 @@ async def lookup(subject: str, request: Request) -> dict:
 
 async def delete_subject(subject: str, request: Request):
     access.subject(request, subject, write=True)
-    if (answer := await forward(request)) is not None:
-        return answer
-    return await _registry(request).delete_subject(subject, _flag(request, "permanent"))
+    return await on_primary(request, lambda: _registry(request).delete_subject(subject, _flag(request, "permanent")))
 
 
 async def delete_version(subject: str, version: str, request: Request):
     access.subject(request, subject, write=True)
-    if (answer := await forward(request)) is not None:
-        return answer
-    return await _registry(request).delete_version(subject, version, _flag(request, "permanent"))
+    return await on_primary(request, lambda: _registry(request).delete_version(subject, version,
+                                                                               _flag(request, "permanent")))
 
 
 # -- compatibility, config, mode --------------------------------------------------------------------------
@@ -229,17 +225,19 @@ def _may_read(request: Request, subject: str | None) -> None:
 
 async def put_config(request: Request, subject: str | None = None):
     access.configure(request, subject)
-    if (answer := await forward(request)) is not None:
-        return answer
-    level = await _registry(request).set_level(subject, (await _body(request)).get("compatibility"))
-    return {"compatibility": level}
+    level = (await _body(request)).get("compatibility")
+
+    async def write() -> dict:
+        return {"compatibility": await _registry(request).set_level(subject, level)}
+    return await on_primary(request, write)
 
 
 async def delete_config(request: Request, subject: str | None = None):
     access.configure(request, subject)
-    if (answer := await forward(request)) is not None:
-        return answer
-    return {"compatibilityLevel": await _registry(request).delete_level(subject)}
+
+    async def write() -> dict:
+        return {"compatibilityLevel": await _registry(request).delete_level(subject)}
+    return await on_primary(request, write)
 
 
 async def get_mode(request: Request, subject: str | None = None) -> dict:
@@ -249,17 +247,19 @@ async def get_mode(request: Request, subject: str | None = None) -> dict:
 
 async def put_mode(request: Request, subject: str | None = None):
     access.configure(request, subject)
-    if (answer := await forward(request)) is not None:
-        return answer
-    mode = await _registry(request).set_mode(subject, (await _body(request)).get("mode"), _flag(request, "force"))
-    return {"mode": mode}
+    mode = (await _body(request)).get("mode")
+
+    async def write() -> dict:
+        return {"mode": await _registry(request).set_mode(subject, mode, _flag(request, "force"))}
+    return await on_primary(request, write)
 
 
 async def delete_mode(subject: str, request: Request):
     access.configure(request, subject)
-    if (answer := await forward(request)) is not None:
-        return answer
-    return {"mode": await _registry(request).delete_mode(subject)}
+
+    async def write() -> dict:
+        return {"mode": await _registry(request).delete_mode(subject)}
+    return await on_primary(request, write)
 
 
 SUBJECT = "/subjects/{subject}"

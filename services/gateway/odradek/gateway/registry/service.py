@@ -32,7 +32,6 @@ class Registry:
     def __init__(self, log: SchemasLog):
         self.log = log
         self._parsed: dict[int, sc.Parsed] = {}
-        self._writing = asyncio.Lock()
 
     @property
     def state(self) -> st.RegistryState:
@@ -133,8 +132,7 @@ class Registry:
 
     # -- writes (the primary only) ------------------------------------------------------------------------
     async def register(self, subject: str, request: Registration) -> st.Version:
-        async with self._writing:
-            await self.log.caught_up()
+        async with self.log.primacy():
             mode = self.state.mode(subject)
             if mode == "READONLY":
                 raise OperationNotPermitted(f"Subject {subject} is in read-only mode", 422, 42205)
@@ -167,8 +165,7 @@ class Registry:
         return self.state.max_id + 1
 
     async def delete_version(self, subject: str, version: str | int, permanent: bool) -> int:
-        async with self._writing:
-            await self.log.caught_up()
+        async with self.log.primacy():
             self._writable(subject)
             v = self.version(subject, version, deleted=permanent)
             if self.state.referenced_by(subject, v.version):
@@ -185,8 +182,7 @@ class Registry:
             return v.version
 
     async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
-        async with self._writing:
-            await self.log.caught_up()
+        async with self.log.primacy():
             self._writable(subject)
             every = self.versions(subject, deleted=True)
             live = [v for v in every if not v.deleted]
@@ -219,12 +215,12 @@ class Registry:
     async def set_level(self, subject: str | None, level: str | None) -> str:
         if not isinstance(level, str) or level.upper() not in sc.LEVELS:
             raise InvalidCompatibilityLevel(level)
-        async with self._writing:
+        async with self.log.primacy():
             await self.log.write([(st.config_key(subject), st.config_value(level.upper()))])
         return level.upper()
 
     async def delete_level(self, subject: str | None) -> str:
-        async with self._writing:
+        async with self.log.primacy():
             before = self.level(subject)
             await self.log.write([(st.config_key(subject), None)])
             return before
@@ -233,8 +229,7 @@ class Registry:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise InvalidMode(mode)
         mode = mode.upper()
-        async with self._writing:
-            await self.log.caught_up()
+        async with self.log.primacy():
             if mode == "IMPORT" and not force and (self.state.subjects if subject is None
                                                   else self.state.versions(subject)):
                 raise OperationNotPermitted("Cannot import since found existing subjects", 422, 42205)
@@ -242,7 +237,7 @@ class Registry:
         return mode
 
     async def delete_mode(self, subject: str) -> str:
-        async with self._writing:
+        async with self.log.primacy():
             before = self.mode(subject)
             await self.log.write([(st.mode_key(subject), None)])
             return before
