@@ -1,5 +1,6 @@
 """Kafka's admin tools for records, log directories and broker configs do the same against
-Odradek as against Apache Kafka: ``kafka-delete-records``, ``kafka-log-dirs --describe``,
+Odradek as against Apache Kafka: ``kafka-delete-records`` (then ``kafka-get-offsets --time
+earliest-local|latest-tiered``: ListOffsets v8/v9), ``kafka-log-dirs --describe``,
 ``kafka-transactions describe-producers``, ``kafka-configs --entity-type brokers`` (one
 broker, ``--entity-default``; describe, alter, delete) and ``kafka-reassign-partitions
 --execute --throttle`` then ``--verify`` (the throttle configs it sets, then removes; a real
@@ -18,6 +19,7 @@ DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
 
 
@@ -49,6 +51,12 @@ def test_delete_records_tool_then_a_consumer_starts_there(both, topic, tmp_path)
     assert f"partition: {topic}-0\tlow_watermark: 40" in out["kafka"], out["kafka"]
     assert out["odradek"] == out["kafka"]
     assert first["kafka"].startswith("Offset:40\t") and first["odradek"] == first["kafka"]
+    # ListOffsets v8/v9 (Admin's OffsetSpec.earliestLocal / latestTiered), no tiered storage on either:
+    # the local log starts at the log start offset; nothing is tiered (offset -1: the tool prints no line)
+    shown = {(e.name, spec): ok(e.tool(GET_OFFSETS, "--topic", topic, "--time", spec))
+             for e in both for spec in ("earliest-local", "latest-tiered")}
+    assert shown["kafka", "earliest-local"] == f"{topic}:0:40\n" and shown["kafka", "latest-tiered"] == "", shown
+    assert all(shown["odradek", spec] == shown["kafka", spec] for spec in ("earliest-local", "latest-tiered")), shown
 
 
 def test_delete_records_tool_past_the_high_watermark(both, topic, tmp_path):

@@ -1,5 +1,6 @@
 """Kafka's Java ``kafka-consumer-groups`` (ConsumerGroupCommand) lists and describes a group
-on Odradek, and agrees with ``odradek groups describe`` on offsets and lag."""
+on Odradek, and agrees with ``odradek groups describe`` on offsets and lag; ``--list --type``
+(ListGroups v5's types filter) lists as against Apache Kafka."""
 
 from __future__ import annotations
 
@@ -60,3 +61,19 @@ def test_kafka_consumer_groups_lists_and_describes_a_group(odradek, topic):
     assert {p["partition"]: (p["current_offset"], p["log_end_offset"], p["lag"]) for p in ours["partitions"]} == java
     state = ok(odradek.tool(GROUP_COMMAND, "--describe", "--group", group, "--state"))
     assert "Empty" in state, state
+
+
+def test_kafka_consumer_groups_lists_by_type_as_kafka(both, topic):
+    """ListGroups v5: a group that commits offsets is a classic group on both (the tool sends the
+    type capitalized: the filter is case-insensitive); a consumer-type filter lists none of them."""
+    group = f"{topic}-g"
+    listed = {}
+    for e in both:
+        e.create_topic(topic, 2)
+        commit_group(e.bootstrap, topic, group)
+        for kind in ("classic", "consumer"):
+            listed[e.name, kind] = [line.split() for line in ok(e.tool(GROUP_COMMAND, "--list", "--type", kind))
+                                    .splitlines() if line.startswith(("GROUP", group))]
+    for kind in ("classic", "consumer"):
+        assert listed["odradek", kind] == listed["kafka", kind], kind
+    assert listed["kafka", "classic"] == [["GROUP", "TYPE"], [group, "Classic"]], listed

@@ -9,9 +9,12 @@ import uuid
 
 import pytest
 
+from odradek.client import GatewayClient
 from odradek.dev.waiting import wait_until
 from tests.support.clients import confluent_consume
 from tests.support.gateway import V2, V2_BINARY, V2_JSON
+from tests.support.kafka_tools import CONSOLE_PRODUCER, Endpoint, require_kafka
+from tests.support.keys import KEYS, java_partition
 
 
 def b64(data: bytes) -> str:
@@ -180,3 +183,27 @@ def test_produce_and_consume_commands_go_through_the_gateway(gw_cluster):
     missing = subprocess.run([*cli, "consume", "no-such-topic", "--gateway", gw_cluster.gateway],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode != 0 and "not found" in missing.stderr
+
+
+def test_keys_land_where_kafkas_java_producer_puts_them(gw_cluster, gw):
+    """A key lands on the same partition through v2 produce, through the streaming produce (the
+    Spark sink's and ``odradek produce``'s path) and from Kafka's Java console producer: Java's
+    default partitioner (murmur2 of the key bytes), not librdkafka's CRC32 default."""
+    require_kafka()
+    partitions = 6
+    want = {k: java_partition(k, partitions) for k in KEYS}
+    assert len(set(want.values())) == partitions   # every partition gets keys
+    v2, stream, java = (new_topic(gw_cluster, partitions) for _ in range(3))
+    resp = gw.post(f"/topics/{v2}", json={"records": [{"key": b64(k), "value": b64(b"v")} for k in KEYS]},
+                   headers={"content-type": V2_BINARY})
+    assert resp.status_code == 200, resp.text
+    assert dict(zip(KEYS, (o["partition"] for o in resp.json()["offsets"]))) == want
+    with GatewayClient(gw_cluster.gateway) as client:
+        produced = client.produce(stream, [{"key": k, "value": b"v"} for k in KEYS])
+    assert dict(zip(KEYS, (p.partition for p in produced))) == want
+    sent = Endpoint("odradek", gw_cluster.bootstrap).tool(
+        CONSOLE_PRODUCER, "--topic", java, "--property", "parse.key=true",
+        input="".join(f"{k.decode()}\tv\n" for k in KEYS))
+    assert sent.returncode == 0, sent.stderr[-3000:]
+    got, _ = confluent_consume(gw_cluster.bootstrap, java, partitions, len(KEYS))
+    assert {g.key: g.partition for g in got} == want

@@ -18,6 +18,7 @@ import pytest
 from odradek.client import GatewayClient
 from odradek.spark import options as opts
 from odradek.spark.bundle import build as build_bundle
+from tests.support.keys import java_partition
 from tests.support.spark import python_without_odradek, spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,12 +86,16 @@ def test_offset_ranges_by_json_and_by_timestamp_select_exactly_their_records(spa
 
 
 def test_batch_write_then_read_back(spark, gw_cluster):
+    """Every row comes back, each key on the partition Kafka's Java producer would put it on."""
     out = f"spark-out-{uuid.uuid4().hex[:6]}"
     gw_cluster.create_topic(out, partitions=3)
     df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(1000)], "key string, value string")
     df.write.format("odradek").option("gateway", gw_cluster.gateway).option("topic", out).mode("append").save()
-    back = reader(spark, gw_cluster, out).load().selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v")
-    assert sorted((r.k, r.v) for r in back.collect()) == sorted((f"k{i}", f"v{i}") for i in range(1000))
+    back = reader(spark, gw_cluster, out).load().selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v",
+                                                            "partition")
+    rows = back.collect()
+    assert sorted((r.k, r.v) for r in rows) == sorted((f"k{i}", f"v{i}") for i in range(1000))
+    assert all(r.partition == java_partition(r.k.encode(), 3) for r in rows)
 
 
 def test_a_write_to_a_missing_topic_fails_the_job(spark, gw_cluster):

@@ -7,11 +7,10 @@ drift the same way).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Iterable
 
+from odradek import generated_block
 from odradek.config.broker import BROKER_CONFIGS, GROUP_CONFIGS
 from odradek.config.controller import CONTROLLER_CONFIGS
 from odradek.config.keys import INT_MAX, LONG_MAX, ConfigKey
@@ -66,21 +65,12 @@ def render() -> str:
 
 
 def rewrite(text: str) -> str:
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    return text[:start] + render() + text[end:]
+    return generated_block.rewrite(text, BEGIN, END, render())
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m odradek.config.reference", description=__doc__)
-    p.add_argument("readme", type=Path)
-    p.add_argument("--check", action="store_true", help="exit 1 if the file's tables differ from the registry")
-    a = p.parse_args(argv)
-    text = a.readme.read_text()
-    new = rewrite(text)
-    if a.check:
-        return int(new != text)
-    a.readme.write_text(new)
-    return 0
+    return generated_block.main(argv, "python -m odradek.config.reference", __doc__, rewrite,
+                                "exit 1 if the file's tables differ from the registry")
 
 
 if __name__ == "__main__":

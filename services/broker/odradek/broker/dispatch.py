@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 
 Handler = Callable[..., Awaitable[object]]
+API_VERSIONS_RANGE = (0, 4)
 
 
 class Dispatcher:
@@ -41,8 +42,13 @@ class Dispatcher:
                  advertised: dict[int, tuple[int, int]] | None = None) -> None:
         self.handlers = dict(handlers)
         self.quotas = quotas
-        self.handlers[ApiKey.API_VERSIONS] = (0, 4, self._api_versions)
+        self.handlers[ApiKey.API_VERSIONS] = (*API_VERSIONS_RANGE, self._api_versions)
         self._ranges_of = {**{k: (lo, hi) for k, (lo, hi, _) in self.handlers.items()}, **(advertised or {})}
+
+    @property
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """Every API ApiVersions lists, with its (min, max) version."""
+        return dict(self._ranges_of)
 
     async def __call__(self, frame: bytes) -> Iterable[Piece] | None:
         """The response pieces (the throttle dropped: a connection without a gate)."""

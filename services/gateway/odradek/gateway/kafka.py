@@ -95,7 +95,11 @@ class KafkaBridge:
                                   "message.timeout.ms": produce_timeout_ms,
                                   "queue.buffering.max.kbytes": 1 << 20,
                                   # the brokers dedupe retries: no duplicate, no reordering across failover
-                                  "enable.idempotence": True})
+                                  "enable.idempotence": True,
+                                  # a key lands where Java's default partitioner puts it (murmur2, toPositive,
+                                  # mod partitions), not librdkafka's CRC32 default; null keys stay sticky for
+                                  # sticky.partitioning.linger.ms as Java's stick to a batch
+                                  "partitioner": "murmur2_random"})
         self.admin = AdminClient(self.common)
         self._metadata: tuple[float, ClusterMetadata] | None = None
         self._idle_readers: list[RangeReader] = []   # least recently used first

@@ -21,7 +21,7 @@ from odradek.protocol.api_keys import ApiKey
 _TABLE = {
     ApiKey.PRODUCE: (3, 9, produce.produce),
     ApiKey.FETCH: (4, 12, fetch.fetch),
-    ApiKey.LIST_OFFSETS: (1, 7, offsets.list_offsets),
+    ApiKey.LIST_OFFSETS: (1, 9, offsets.list_offsets),
     ApiKey.METADATA: (1, 12, metadata.metadata),
     ApiKey.CREATE_TOPICS: (2, 7, admin.create_topics),
     ApiKey.DELETE_TOPICS: (1, 6, admin.delete_topics),

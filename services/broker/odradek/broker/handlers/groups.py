@@ -41,6 +41,8 @@ def _ms(td) -> int:
 
 
 # -- FindCoordinator ---------------------------------------------------------------------------
+# v5 only lets the broker answer TRANSACTION_ABORTABLE (KIP-890), which this one never does here;
+# v6 adds key type 2 (share groups, KIP-932), not served: INVALID_REQUEST, as for any unknown type.
 async def find_coordinator(ctx: BrokerContext, header, req):
     s = Schemas(ApiKey.FIND_COORDINATOR, header.api_version)
     keys = req.coordinator_keys if header.api_version >= 4 else (req.key,)
@@ -251,16 +253,23 @@ async def describe_groups(ctx: BrokerContext, header, req):
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 
+CLASSIC = "classic"   # Kafka's GroupType of every group here (no KIP-848 consumer groups yet)
+
+
 async def list_groups(ctx: BrokerContext, header, req):
+    """v4 filters by state, v5 by type (both case-insensitive, as Kafka): every group is a
+    classic group, so a types filter without "classic" lists none."""
     s = Schemas(ApiKey.LIST_GROUPS, header.api_version)
     coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
+    types = {x.lower() for x in getattr(req, "types_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
     everything = allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, log_denied=False)  # else describable groups
     groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
-                        group_state=g.state.value)
+                        group_state=g.state.value, group_type=CLASSIC)
                    for g in list(coord.membership.groups.values())
                    if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted)
+                   and (not types or CLASSIC in types)
                    and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id, False)))
     return make(s.ListGroupsResponse, throttle_time=ZERO,
                 error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
@@ -301,13 +310,13 @@ async def offset_delete(ctx: BrokerContext, header, req):
 TABLE = {
     ApiKey.OFFSET_COMMIT: (2, 8, offset_commit),
     ApiKey.OFFSET_FETCH: (1, 8, offset_fetch),
-    ApiKey.FIND_COORDINATOR: (0, 4, find_coordinator),
+    ApiKey.FIND_COORDINATOR: (0, 6, find_coordinator),
     ApiKey.JOIN_GROUP: (0, 7, join_group),
     ApiKey.HEARTBEAT: (0, 4, heartbeat),
     ApiKey.LEAVE_GROUP: (0, 5, leave_group),
     ApiKey.SYNC_GROUP: (0, 5, sync_group),
     ApiKey.DESCRIBE_GROUPS: (0, 5, describe_groups),
-    ApiKey.LIST_GROUPS: (0, 4, list_groups),
+    ApiKey.LIST_GROUPS: (0, 5, list_groups),
     ApiKey.DELETE_GROUPS: (0, 2, delete_groups),
     ApiKey.OFFSET_DELETE: (0, 0, offset_delete),
 }

@@ -1,4 +1,8 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4, v8+), latest
+tiered (-5, v9+), or by timestamp.
+
+Without tiered storage, as Kafka with remote storage off: the local log starts where the log
+does (earliest local = earliest) and nothing is tiered (latest tiered: offset -1, epoch -1).
 
 Leader only; ``current_leader_epoch`` (v4+) is fenced as Kafka does. Latest is the high
 watermark for clients, the last stable offset for read_committed ones (``isolation_level`` 1,
@@ -16,7 +20,7 @@ from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 READ_COMMITTED = 1
 
 
@@ -48,8 +52,10 @@ def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool, committed: bool
 
 
 def _find(log, timestamp: int, replica: bool, committed: bool) -> tuple[int, int]:
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, log.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1
     if timestamp == LATEST:
         return -1, log.log_end_offset if replica else log.last_stable_offset if committed else log.high_watermark
     found = log.latest_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)

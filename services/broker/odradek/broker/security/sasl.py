@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 NO_LIFETIME = datetime.timedelta(0)
+EXCHANGE_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 
 
 def accept_kafka_nonce(server, client_final: str) -> None:
@@ -81,7 +82,8 @@ class SaslServer:
 
     def table(self) -> dict:
         """The exchange's APIs (served by the connection gate, advertised by ApiVersions)."""
-        return {ApiKey.SASL_HANDSHAKE: (0, 1, self.handshake), ApiKey.SASL_AUTHENTICATE: (0, 2, self.authenticate)}
+        handlers = {ApiKey.SASL_HANDSHAKE: self.handshake, ApiKey.SASL_AUTHENTICATE: self.authenticate}
+        return {key: (lo, hi, handlers[key]) for key, (lo, hi) in EXCHANGE_VERSIONS.items()}
 
     async def handshake(self, header, request) -> object:
         s = Schemas(ApiKey.SASL_HANDSHAKE, header.api_version)
