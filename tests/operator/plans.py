@@ -27,3 +27,13 @@ def children(cluster: str, namespace: str, raw: Mapping[str, Any] | None = None,
     """``builders.build_children`` for the spec ``raw`` with its security plan: what is applied."""
     spec = cluster_spec(raw)
     return builders.build_children(cluster, namespace, spec, security(spec, cluster, versions), **kwargs)
+
+
+def probe_paths(container: Mapping[str, Any]) -> list[str]:
+    """The routes a container's readiness probe asks, in order: an ``exec`` probe's ``--path``
+    values (``odradek operator probe``), else the ``httpGet`` path."""
+    probe = container["readinessProbe"]
+    if "httpGet" in probe:
+        return [probe["httpGet"]["path"]]
+    command = probe["exec"]["command"]
+    return [command[i + 1] for i, part in enumerate(command) if part == "--path"]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from odradek.cluster import control_plane
 from odradek.operator import builders, certs, cluster_plan
+from odradek.operator.security import PodSecurity
 from odradek.operator.spec import DEFAULT_ZOOKEEPER_IMAGE
-from tests.operator.plans import children as planned, cluster_spec, security
+from tests.operator.plans import children as planned, cluster_spec, probe_paths, security
 
 NS = "data"
 
@@ -80,9 +84,22 @@ def test_brokers_statefulset_advertises_stable_dns_names_and_keeps_claims():
         ("data", builders.DATA_DIR), ("cluster-ca", "/etc/odradek/certs/cluster-ca"),
         ("broker-certs", "/etc/odradek/certs/broker"), ("zookeeper-digest", "/etc/odradek/zookeeper"),
         ("writable-tmp", "/tmp")]
-    # ready when its control-plane API answers the pod's own certificate (the kubelet has none)
+    # ready when serving and in every ISR it belongs to (the status route on an image without that
+    # route), asked with the pod's own certificate (the kubelet has none)
     assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
+    assert probe_paths(c) == [control_plane.READY.path(), control_plane.STATUS.path()]
+    assert (c["readinessProbe"]["periodSeconds"], c["readinessProbe"]["failureThreshold"]) == (10, 3)
     assert sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+
+
+def test_a_control_plane_without_mutual_tls_is_probed_with_http_get():
+    spec = cluster_spec({})
+    plain = dataclasses.replace(security(spec), broker=PodSecurity(), controller=PodSecurity())
+    timings = {"periodSeconds": 10, "timeoutSeconds": 8, "failureThreshold": 3}
+    sts = by_kind(builders.build_brokers("c", NS, spec, plain), "StatefulSet", "c-brokers")
+    assert container(sts)["readinessProbe"] == {"httpGet": {"path": "/internal/v1/ready", "port": 9093}, **timings}
+    dep = by_kind(builders.build_controller("c", NS, spec, plain), "Deployment", "c-controller")
+    assert container(dep)["readinessProbe"] == {"httpGet": {"path": "/internal/v1/health", "port": 8080}, **timings}
 
 
 def test_broker_address_matches_the_advertised_pattern():
@@ -195,6 +212,7 @@ def test_controller_deployment_advertises_its_dns_name():
     assert " --metrics-port 9404 " in script
     assert dep["spec"]["template"]["metadata"]["annotations"] == {"odradek.dev/certificates-hash": "controller-v1"}
     assert c["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
+    assert probe_paths(c) == [control_plane.HEALTH.path()]
     assert {"name": "metrics", "containerPort": 9404} in c["ports"]
     assert by_kind(children, "Service", "c-controller")["spec"]["clusterIP"] == "None"
 

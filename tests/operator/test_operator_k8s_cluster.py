@@ -12,8 +12,9 @@ import urllib.request
 
 import pytest
 
+from odradek.cluster import control_plane
 from odradek.dev.waiting import wait_until
-from tests.operator.plans import children as planned
+from tests.operator.plans import children as planned, probe_paths
 from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
@@ -48,7 +49,11 @@ def test_cluster_children_specs_owner_references_and_status(k8s, operator, names
     assert set(expected) == set(children)
     for key in (("StatefulSet", "prod-brokers"), ("Deployment", "prod-controller")):   # the planned, secured probes
         probe = children[key]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
-        assert probe["exec"] == expected[key]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]
+        planned_probe = expected[key]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        assert {k: probe[k] for k in planned_probe} == planned_probe   # the server adds successThreshold: 1
+    # plaintext listeners, mutual-TLS control plane: ready once in every ISR (status: an older image)
+    assert probe_paths(children[("StatefulSet", "prod-brokers")]["spec"]["template"]["spec"]["containers"][0]) == \
+        [control_plane.READY.path(), control_plane.STATUS.path()]
     brokers = children[("StatefulSet", "prod-brokers")]
     assert brokers["spec"]["replicas"] == 3
     assert brokers["spec"]["serviceName"] == "prod-brokers"

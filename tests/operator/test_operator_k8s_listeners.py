@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from odradek.cluster import control_plane
 from odradek.dev.waiting import wait_until
 from odradek.operator import listeners
+from tests.operator.plans import probe_paths
 from tests.support.k8s import condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
@@ -74,6 +76,9 @@ def test_nodeport_listener_services_ports_and_status(k8s, operator, namespace):
     assert "listener.security.protocol.map=REPLICATION:SSL,SCRAM:SASL_PLAINTEXT,EXT:SASL_PLAINTEXT" in args
     # replication (9091) takes only clients with a cluster-CA certificate (Kafka's per-listener key)
     assert "listener.name.replication.ssl.client.auth=required" in args
+    # TLS replication too: the same probe, ready once in every ISR (status: an older image)
+    assert probe_paths(pod["containers"][0]) == [control_plane.READY.path(), control_plane.STATUS.path()]
+    assert pod["containers"][0]["readinessProbe"]["exec"]["command"][:3] == ["odradek", "operator", "probe"]
 
     def listed():
         return (k8s.cluster(namespace, "np").get("status") or {}).get("listeners")

@@ -5,7 +5,9 @@ and the probe's certificates and refuses the gateway's."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import ssl
@@ -86,23 +88,35 @@ def test_controller_and_broker_arguments_parse_with_their_clis(secured):
     assert config.control_plane_tls() is not None and config.zookeeper_security().set_acl
 
 
+@contextlib.contextmanager
+def serving(root: Path, handlers):
+    """``handlers`` served over mutual TLS with the controller's certificate (the probe checks
+    the CA only) on an event loop of its own thread; yields the port."""
+    ctl = root / "etc/odradek/certs"
+    tls = ControlPlaneTls(str(ctl / "controller/controller.pem"), str(ctl / "cluster-ca/ca.crt"),
+                          peer_common_name=certs.control_plane_config("c", "controller")[
+                              "control.plane.ssl.peer.common.name.pattern"])
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    app = control_plane_http.server_app(handlers)
+    runner, (_, port) = asyncio.run_coroutine_threadsafe(
+        control_plane_http.serve(app, "127.0.0.1", 0, tls, "test control plane"), loop).result(10)
+    try:
+        yield port
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+
+
 def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured, tmp_path):
     root, _, plan = secured
     ctl = root / "etc/odradek/certs"
-    server_tls = ControlPlaneTls(str(ctl / "controller/controller.pem"), str(ctl / "cluster-ca/ca.crt"),
-                                 peer_common_name=certs.control_plane_config("c", "controller")[
-                                     "control.plane.ssl.peer.common.name.pattern"])
     health = {"id": "ctl-0", "url": "", "active": True, "epoch": 1, "under_replicated_partitions": 0}
 
     async def answer(_: web.Request) -> web.Response:
         return web.json_response(health)
 
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    app = control_plane_http.server_app({control_plane.HEALTH: answer})
-    runner, (_, port) = asyncio.run_coroutine_threadsafe(
-        control_plane_http.serve(app, "127.0.0.1", 0, server_tls, "test controller"), loop).result(10)
-    try:
+    with serving(root, {control_plane.HEALTH: answer}) as port:
         url = f"https://127.0.0.1:{port}"
         health["url"] = url
         secrets = {s["metadata"]["name"]: certs.decode(s) for s in plan.secrets}
@@ -127,22 +141,48 @@ def test_control_plane_admits_the_operator_and_the_probe_not_the_gateway(secured
         path = control_plane.HEALTH.path()
         assert probe(["--port", str(port), "--path", path, "--keystore", str(ctl / "controller/controller.pem"),
                       "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 0
-        # a broker's probe as the kubelet runs it: no $(VAR) expanded; {hostname} is the pod's name
-        _, broker, _ = args_of(secured, "StatefulSet", "c-brokers")
-        command = broker["readinessProbe"]["exec"]["command"]
-        assert not any("$(" in part for part in command), command
-        local = [part.replace("/etc/odradek", str(root / "etc/odradek")) for part in command[3:]]
-        local[local.index("--port") + 1] = str(port)
-        local[local.index("--path") + 1] = path   # this server answers the controller's route only
-        with mock.patch("socket.gethostname", return_value="c-brokers-0"):
-            assert probe(local) == 0
         gateway = tmp_path / "gateway.pem"
         gateway.write_bytes(secrets["c-gateway-certs"]["gateway.pem"])
         assert probe(["--port", str(port), "--path", path, "--keystore", str(gateway),
                       "--truststore", str(ctl / "cluster-ca/ca.crt")]) == 1   # 403: its CN is not admitted
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
+
+
+def broker_probe(secured, port: int) -> list[str]:
+    """The brokers' probe as the kubelet runs it (no ``$(VAR)`` expanded: ``{hostname}`` is the
+    pod's name), its arguments pointed at the test's files and ``port``."""
+    root, _, _ = secured
+    _, broker, _ = args_of(secured, "StatefulSet", "c-brokers")
+    command = broker["readinessProbe"]["exec"]["command"]
+    assert command[:3] == ["odradek", "operator", "probe"] and not any("$(" in part for part in command), command
+    local = [part.replace("/etc/odradek", str(root / "etc/odradek")) for part in command[3:]]
+    local[local.index("--port") + 1] = str(port)
+    return local
+
+
+def test_broker_probe_is_ready_in_every_isr_and_serving_on_the_previous_release(secured):
+    """Ready = ``/ready``'s answer (503 while out of an ISR: not ready, no fall back to the status
+    route). A broker API without ``/ready`` (the previous release's image, 404) is asked its status
+    route, and that release's own probe, whose ``--path`` takes one value, keeps the last: the
+    status route it always asked."""
+    root, _, _ = secured
+    readiness = {"broker_id": 0, "ready": False, "state": "RUNNING", "out_of_isr": 2}
+
+    async def ready(_: web.Request) -> web.Response:
+        return web.json_response(readiness, status=200 if readiness["ready"] else 503)
+
+    async def status(_: web.Request) -> web.Response:
+        return web.json_response({"broker_id": 0})
+
+    with mock.patch("socket.gethostname", return_value="c-brokers-0"):
+        with serving(root, {control_plane.READY: ready, control_plane.STATUS: status}) as port:
+            assert probe(broker_probe(secured, port)) == 1   # out of 2 ISRs
+            readiness.update(ready=True, out_of_isr=0)
+            assert probe(broker_probe(secured, port)) == 0
+        with serving(root, {control_plane.STATUS: status}) as port:
+            assert probe(broker_probe(secured, port)) == 0
+    previous = argparse.ArgumentParser()   # 164ccb3's probe: --path stored once, the last wins
+    previous.add_argument("--path", required=True)
+    assert previous.parse_known_args(broker_probe(secured, 1))[0].path == control_plane.STATUS.path()
 
 
 def test_gateway_gets_its_certificate_and_the_cluster_ca(secured):

@@ -34,6 +34,7 @@ import json
 import shlex
 from typing import Any, Mapping
 
+from odradek.cluster import control_plane
 from odradek.operator import listeners as listener_specs
 from odradek.operator import gateway_security, pod_security, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
@@ -53,6 +54,7 @@ CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
 CLUSTER_LABEL = "odradek.dev/cluster"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+PROBE_PERIOD_S, PROBE_TIMEOUT_S, PROBE_FAILURES = 10, 8, 3   # Strimzi's period, threshold; an exec probe starts Python
 
 
 # -- names and labels ---------------------------------------------------------------------
@@ -191,6 +193,16 @@ def _pod_template(cluster: str, component: str, spec: ClusterSpec, pod_spec: dic
     return {"metadata": meta, "spec": pod}
 
 
+def readiness_probe(handler: Mapping[str, Any]) -> dict:
+    """A control plane's readiness probe: ``handler`` (``httpGet``; ``principals``' ``exec``) and timings."""
+    return {**copy.deepcopy(dict(handler)), "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S,
+            "failureThreshold": PROBE_FAILURES}
+
+
+def _http_probe(port: int, route: control_plane.Route) -> dict:   # a control plane without mutual TLS
+    return readiness_probe({"httpGet": {"path": route.path(), "port": port}})
+
+
 def _container(name: str, spec: ClusterSpec, args: list[str], ports: list[dict],
                resources: Mapping[str, Any] | None, env: list[dict], probe: Mapping[str, Any]) -> dict:
     c = {"name": name, "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
@@ -283,7 +295,8 @@ def build_controller(cluster: str, namespace: str, spec: ClusterSpec, security: 
             "--listen", f"0.0.0.0:{CONTROLLER_PORT}", "--id", "$(POD_NAME)", "--metrics-port", str(METRICS_PORT)]
     container = _container("controller", spec, args, [{"name": "http", "containerPort": CONTROLLER_PORT},
                                                       {"name": "metrics", "containerPort": METRICS_PORT}],
-                           spec.controller.resources, _config_env(cluster), security.controller.probe or {})
+                           spec.controller.resources, _config_env(cluster),
+                           security.controller.probe or _http_probe(CONTROLLER_PORT, control_plane.HEALTH))
     pod = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     _secure(pod, container, security.controller)
     url = security.controller_advertised_url
@@ -321,7 +334,8 @@ def _broker_pod(cluster: str, spec: ClusterSpec, security: SecurityPlan) -> dict
     ports = [*({"name": p["name"], "containerPort": p["port"]} for p in listener_specs.kafka_ports(spec.listeners)),
              {"name": "internal", "containerPort": BROKER_INTERNAL_PORT},
              {"name": "metrics", "containerPort": METRICS_PORT}]
-    container = _container("broker", spec, args, ports, spec.brokers.resources, env, security.broker.probe or {})
+    container = _container("broker", spec, args, ports, spec.brokers.resources, env,
+                           security.broker.probe or _http_probe(BROKER_INTERNAL_PORT, control_plane.READY))
     container["volumeMounts"] = [{"name": "data", "mountPath": DATA_DIR}]
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 120,
                            "securityContext": {"runAsNonRoot": True, "fsGroup": 10001}}

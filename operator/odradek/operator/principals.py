@@ -62,7 +62,9 @@ from odradek.operator.security import PodSecurity, SecurityPlan
 ZK_SECRET_KEY = "credentials"
 ZK_DIR = "/etc/odradek/zookeeper"
 ZK_USER = "odradek"
-PROBE_PERIOD_S, PROBE_TIMEOUT_S = 10, 8   # a Python process starts in each probe
+# A broker is ready once serving and in every ISR it belongs to (READY); on an image before that
+# route (404: control-plane version 1, whose probe takes the last --path) once serving (STATUS).
+BROKER_PROBE_ROUTES = (control_plane.READY, control_plane.STATUS)
 _FILES = Path(tempfile.gettempdir()) / "odradek-operator-certs"
 CONTROLLER_URL_ANNOTATION = "odradek.dev/controller-url"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
@@ -148,15 +150,18 @@ def _zookeeper_volume(cluster: str) -> tuple[list[dict], list[dict]]:
             [{"name": "zookeeper-digest", "mountPath": ZK_DIR, "readOnly": True}])
 
 
-def _probe(component: str, port: int, route: control_plane.Route) -> dict:
-    """An exec probe calling the control plane with the pod's own certificate."""
-    return {"exec": {"command": ["odradek", "operator", "probe", "--port", str(port), "--path", route.path(),
-                                 "--keystore", certs.keystore_file(component).replace("$(POD_NAME)", "{hostname}"),
-                                 "--truststore", certs.cluster_ca_file()]},
-            "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": PROBE_TIMEOUT_S}
+def _probe(component: str, port: int, routes: Sequence[control_plane.Route]) -> dict:
+    """An exec probe calling the control plane with the pod's own certificate: the first of
+    ``routes`` that the pod's API knows (``probe``: a 404 passes to the next); the probe of an
+    image before ``--path`` could repeat asks the last only (argparse keeps the last value)."""
+    paths = [a for route in routes for a in ("--path", route.path())]
+    command = ["odradek", "operator", "probe", "--port", str(port), *paths,
+               "--keystore", certs.keystore_file(component).replace("$(POD_NAME)", "{hostname}"),
+               "--truststore", certs.cluster_ca_file()]
+    return builders.readiness_probe({"exec": {"command": command}})
 
 
-def _control_plane(cluster: str, component: str, port: int, route: control_plane.Route,
+def _control_plane(cluster: str, component: str, port: int, routes: Sequence[control_plane.Route],
                    zookeeper_tls: bool) -> PodSecurity:
     """A broker's or controller's: its certificates, the ZooKeeper digest, control-plane mutual
     TLS and ZooKeeper ACL settings (and TLS to a managed ensemble), the probe with its own
@@ -166,7 +171,7 @@ def _control_plane(cluster: str, component: str, port: int, route: control_plane
     zk_tls = zookeeper.client_settings(certs.keystore_file(component), certs.cluster_ca_file()) if zookeeper_tls else {}
     return PodSecurity(tuple(tls_volumes + zk_volumes), tuple(tls_mounts + zk_mounts),
                        {**certs.control_plane_config(cluster, component), **zookeeper_config(), **zk_tls},
-                       probe=_probe(component, port, route))
+                       probe=_probe(component, port, routes))
 
 
 def _zookeeper(cluster: str, versions: Mapping[str, str], managed: bool) -> PodSecurity:
@@ -195,11 +200,11 @@ def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping
     pods load); ``managed_zookeeper``: the operator runs the ensemble (TLS only);
     ``gateway_users``: the OdradekUsers whose Secrets the gateway mounts."""
     gateway_volumes, gateway_mounts = certs.pod_tls_volumes(cluster, "gateway")
-    controller = _control_plane(cluster, "controller", builders.CONTROLLER_PORT, control_plane.HEALTH,
+    controller = _control_plane(cluster, "controller", builders.CONTROLLER_PORT, (control_plane.HEALTH,),
                                 managed_zookeeper)
     return SecurityPlan(
         controller=replace(controller, annotations={certs.CERTS_ANNOTATION: versions["controller"]}),
-        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, control_plane.STATUS,
+        broker=_control_plane(cluster, "broker", builders.BROKER_INTERNAL_PORT, BROKER_PROBE_ROUTES,
                               managed_zookeeper),
         gateway=PodSecurity(tuple(gateway_volumes), tuple(gateway_mounts), args=tuple(certs.gateway_kafka_args()),
                             annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
