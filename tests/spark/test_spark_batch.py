@@ -1,7 +1,8 @@
 """The "odradek" data source on real Spark (local[2]) against a dev cluster's gateway: batch
 reads (exactly once with minPartitions, typed columns, ranges by offsets and by timestamps,
 read_committed over transactions), batch writes, an Avro topic read into typed columns and
-written back through the gateway's schema registry, and spark-submit of the example job."""
+written back through the gateway's schema registry, Protobuf and JSON Schema topics read into
+typed columns, and spark-submit of the example job."""
 
 from __future__ import annotations
 
@@ -208,3 +209,49 @@ def test_an_avro_topic_is_read_into_typed_columns_and_written_back(spark, gw_clu
         consumer.close()
     assert sorted(got, key=lambda v: v["id"]) == orders
     assert registry.get_latest_version(f"{out}-value").schema.schema_type == "AVRO"
+
+
+def test_protobuf_and_json_schema_topics_are_read_into_typed_columns(spark, gw_cluster):
+    """Records of confluent_kafka's ProtobufSerializer (a message with a Timestamp, a nested
+    repeated message, an enum and a map; its .proto registered in the gateway's registry) and
+    JSONSerializer, read with ``valueFormat`` protobuf and jsonschema."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import message_factory
+    from tests.spark.test_spark_formats import proto_file
+
+    order_class = message_factory.GetMessageClass(proto_file()[1].message_types_by_name["Order"])
+    person = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                                          "scores": {"type": "array", "items": {"type": "number"}}}})
+    topics = {kind: f"spark-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("protobuf", "jsonschema")}
+    for topic in topics.values():
+        gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    registry = SchemaRegistryClient({"url": gw_cluster.gateway})
+    serializers = {"protobuf": ProtobufSerializer(order_class, registry, {"use.deprecated.format": False}),
+                   "jsonschema": JSONSerializer(person, registry)}
+    t0 = datetime.datetime(2026, 11, 29, 8, 0, tzinfo=datetime.timezone.utc)
+    producer = Producer({"bootstrap.servers": gw_cluster.bootstrap})
+    for i in range(20):
+        order = order_class(id=i, kind=i % 2, lines=[order_class.Line(sku=f"s{i}")])
+        order.at.FromDatetime(t0 + datetime.timedelta(seconds=i))
+        order.attrs["i"] = str(i)
+        values = {"protobuf": order, "jsonschema": {"id": i, "name": f"n{i}", "scores": [i / 2]}}
+        for kind, topic in topics.items():
+            producer.produce(topic, value=serializers[kind](values[kind], SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+    orders = (reader(spark, gw_cluster, topics["protobuf"]).option("valueFormat", "protobuf")
+              .option("valueMessageName", "shop.Order").load())
+    assert orders.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,at:timestamp,lines:array<struct<sku:string>>,kind:string,attrs:map<string,string>>")
+    got = sorted((r.value.asDict(recursive=True) for r in orders.collect()), key=lambda v: v["id"])
+    assert got[3] == {"id": 3, "at": (t0 + datetime.timedelta(seconds=3)).astimezone().replace(tzinfo=None),
+                      "lines": [{"sku": "s3"}], "kind": "B", "attrs": {"i": "3"}}
+    assert [v["id"] for v in got] == list(range(20))
+    people = reader(spark, gw_cluster, topics["jsonschema"]).option("valueFormat", "jsonschema").load()
+    assert people.schema["value"].dataType.simpleString() == "struct<id:bigint,name:string,scores:array<double>>"
+    assert sorted(tuple(r) for r in people.select("value.*").collect()) == sorted(
+        (i, f"n{i}", [i / 2]) for i in range(20))

@@ -20,6 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, timestamp_pb2
 
 from odradek.serde import codecs, wire
+from odradek.serde import registry as registry_module
 from odradek.serde.registry import RegisteredSchema, SchemaRegistry
 from odradek.spark import formats, schemas
 from odradek.spark.options import OptionError
@@ -143,6 +144,7 @@ class StubRegistry:
 
     def __init__(self, monkeypatch, subjects: dict[str, list[tuple[int, str]]]):
         self.subjects, self.registered = subjects, []
+        monkeypatch.setattr(registry_module, "_CACHE", {})   # ids here are this test's alone
         by_id = {i: s for versions in subjects.values() for i, s in versions}
         monkeypatch.setattr(SchemaRegistry, "schema", lambda _, i: RegisteredSchema(codecs.AVRO, by_id[i], id=i))
         monkeypatch.setattr(SchemaRegistry, "version", lambda _, s, v="latest": RegisteredSchema(

@@ -19,6 +19,9 @@ import json
 import fastavro
 import jsonschema
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+# imported for their descriptors in protobuf's default pool: the well-known types a schema may import
+from google.protobuf import (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2,  # noqa: F401
+                             timestamp_pb2, wrappers_pb2)
 
 from odradek.serde import wire
 

@@ -36,8 +36,8 @@ class Reference:
 
 @dataclass(frozen=True)
 class RegisteredSchema:
-    """As the registry answers it; for Protobuf ``text`` is the base64 ``FileDescriptorProto``
-    (asked with ``format=serialized``)."""
+    """As the registry answers it; by id, a Protobuf schema's ``text`` is the base64
+    ``FileDescriptorProto`` (asked with ``format=serialized``, as Confluent's deserializers ask)."""
     type: str
     text: str
     references: tuple[Reference, ...] = ()
@@ -89,7 +89,9 @@ class SchemaRegistry:
         return RegisteredSchema.from_json({**body, "id": schema_id})
 
     def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
-        body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{version}", format="serialized")
+        """A subject's version as registered (a Protobuf schema as .proto text: ``codec`` of its
+        id gives the descriptor)."""
+        body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{version}")
         return RegisteredSchema.from_json(body)
 
     def register(self, subject: str, schema_type: str, text: str) -> int:
@@ -117,8 +119,8 @@ class SchemaRegistry:
                 raise codecs.SchemaError("JSON Schemas with references are not supported here")
             return codecs.JsonCodec(schema.text)
         if schema.type == codecs.PROTOBUF:
-            if schema.references:
-                raise codecs.SchemaError("Protobuf schemas with references are not supported here")
+            # well-known imports (google/protobuf/*.proto, which Confluent's serializers may
+            # register as references) come from protobuf's own pool; others are not supported
             return codecs.ProtobufCodec(base64.b64decode(schema.text))
         raise codecs.SchemaError(f"unknown schema type {schema.type}")
 

@@ -96,16 +96,22 @@ def read_columns(options) -> dict[str, StructField]:
     with registry_client(options) as registry:
         for column, kind in asked.items():
             given = options.get(f"{column}SchemaId")
-            schema = (registry.schema(int(given)) if given
-                      else registry.version(_subject(options, column, _read_topic(options))))
-            schema_id = int(given) if given else schema.id
-            if schema.type != kind:
-                raise OptionError(f"{column}Format asks for {kind} but schema {schema_id} is {schema.type}")
+            schema_id = (int(given) if given
+                         else registry.version(_subject(options, column, _read_topic(options))).id)
+            codec = _codec(registry, schema_id, column, kind)
             message = options.get(f"{column}MessageName")
-            dtype = schemas.spark_type(registry.codec_of(schema), message)
+            dtype = schemas.spark_type(codec, message)
             fields[column] = StructField(column, dtype, True,
                                          {META: schema_id, "odradek.format": kind, "odradek.message": message or ""})
     return fields
+
+
+def _codec(registry: SchemaRegistry, schema_id: int, column: str, kind: str):
+    """The codec of a schema id (by id: the registry serializes Protobuf only there), of the format asked."""
+    codec = registry.codec(schema_id)
+    if codec.type != kind:
+        raise OptionError(f"{column}Format asks for {kind} but schema {schema_id} is {codec.type}")
+    return codec
 
 
 def base_schema(headers: bool, typed: dict[str, StructField]) -> StructType:
@@ -183,9 +189,7 @@ def write_formats(options, df_schema: StructType) -> Formats | None:
                                               _schema_text(kind, df_schema[column].dataType))
             else:
                 schema_id = registry.version(_subject(options, column, options.get("topic"))).id
-            codec = registry.codec(schema_id)
-            if codec.type != kind:
-                raise OptionError(f"{column}Format asks for {kind} but schema {schema_id} is {codec.type}")
+            _codec(registry, schema_id, column, kind)
             sides.append(Side(column, kind, schema_id, options.get(f"{column}MessageName")))
     return Formats(options.get("schemaRegistry") or options["gateway"], options.get("token"), options.get("caFile"),
                    tuple(sides))
