@@ -4,8 +4,9 @@ virtual environment (uv), first without extras, then with the spark extra only.
 - Without extras, ``odradek dev up`` stops before starting anything and names the extra to
   install (or ``--no-gateway``), and ``--no-gateway`` does start a cluster.
 - The console's static files (HTML, CSS, JS modules) are package data of the wheel.
-- With ``odradek[spark]`` (pyspark, pyarrow, httpx and nothing else), ``spark-submit`` of a job
-  using ``format("odradek")`` with no registration call reads a topic and writes one.
+- With ``odradek[spark]`` (pyspark, pyarrow, httpx, the codecs' fastavro, jsonschema, protobuf, and
+  nothing else), ``spark-submit`` of a job using ``format("odradek")`` with no registration call
+  reads a topic and writes one.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 
 import pytest
 
@@ -224,11 +225,13 @@ def option(args: list[str], name: str) -> str:
 def test_gateway_only_when_replicas_positive():
     assert not gateway({"gateway": {"replicas": 0}})
     assert not gateway({})
-    svc, dep = gateway({"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
+    svc, pods, dep = gateway({"gateway": {"replicas": 2, "serviceType": "LoadBalancer",
                                                             "authSecret": "gw-auth"}})
     assert svc["spec"]["type"] == "LoadBalancer"
     assert svc["spec"]["sessionAffinity"] == "ClientIP"    # a client's consumer instances live in one replica
     assert dep["spec"]["replicas"] == 2
+    assert pods["metadata"]["name"] == "c-gateway-pods" and pods["spec"]["clusterIP"] == "None"
+    assert pods["spec"]["selector"] == svc["spec"]["selector"]
     assert dep["spec"]["template"]["spec"]["volumes"][0] == {"name": "auth", "secret": {"secretName": "gw-auth"}}
     gw = container(dep)
     assert option(gw["args"], "--bootstrap-servers") == "c-bootstrap.data.svc:9092"
@@ -245,7 +248,7 @@ def test_gateway_only_when_replicas_positive():
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
     assert {"name": "ODRADEK_GATEWAY_REQUIRE_AUTH", "value": "true"} in gw["env"]
     # without authSecret: the tokens the operator generates, never an open gateway
-    _, own_dep = gateway({"gateway": {"replicas": 1}})
+    _, _, own_dep = gateway({"gateway": {"replicas": 1}})
     assert option(container(own_dep)["args"], "--auth-file") == "/etc/odradek/gateway-auth/credentials"
     assert [v["name"] for v in own_dep["spec"]["template"]["spec"]["volumes"]] == [
         "auth", "cluster-ca", "gateway-certs", "writable-tmp"]
@@ -364,13 +367,23 @@ def test_controller_candidates_from_endpoint_slices():
     assert reconcile.controller_candidates(FakeKube(), body, override) == [f"https://x.{NS}.svc:9"]
 
 
-def test_gateway_arguments_parse_with_the_gateways_own_cli():
+def test_gateway_arguments_parse_with_the_gateways_own_cli(tmp_path):
+    """As the pod's shell runs them: the schema registry (on by default) registers this pod's
+    own URL, which the gateway's certificate names, while base_uri stays the Service's."""
     from odradek.gateway.settings import from_args
-    _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
-    args = container(dep)["args"]
+    _, _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
+    fake = tmp_path / "odradek"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    run = subprocess.run([*container(dep)["command"], *container(dep)["args"]], capture_output=True, text=True,
+                         check=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin", "POD_IP": "10.1.2.3",
+                                          "POD_NAMESPACE": NS})
+    args = run.stdout.splitlines()
     assert args[0] == "gateway"
     settings, _ = from_args(args[1:])
     assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "https://c-gateway.data.svc:8000")
+    assert settings.schema_registry and settings.registry_url == "https://10-1-2-3.c-gateway-pods.data.svc:8000"
+    assert "*.c-gateway-pods.data.svc" in certs.component_names("c", NS, "gateway")
     assert settings.scheme == "https"
     assert settings.auth_file == "/etc/odradek/gateway-auth/credentials"
     assert settings.bootstrap_servers == "c-bootstrap.data.svc:9092"

@@ -121,8 +121,9 @@ def _ready_tls_user(k8s, namespace: str, name: str, cluster: str) -> None:
 def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_token(k8s, operator, namespace, tmp_path):
     """The gateway exactly as its Deployment runs it (arguments, environment, the Secrets it
     mounts, read back from the API server), as a local process: HTTPS with the operator's
-    certificate for its Service's name, checked against the cluster CA, and no request without
-    the generated token."""
+    certificate for its Service's name and for its pod's name under ``g-gateway-pods`` (where
+    the other replicas forward schema-registry writes: the registry is on, at that URL), checked
+    against the cluster CA, and no request without the generated token."""
     spec = {**SPEC, "gateway": {"replicas": 1, "users": ["gwr"]}}
     k8s.apply_cluster(namespace, "g", spec)
     dep = wait_until(lambda: k8s.child(namespace, "Deployment", "g-gateway"), 60, "the gateway Deployment", 0.2)
@@ -141,6 +142,11 @@ def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_tok
     pod = dep["spec"]["template"]["spec"]
     _materialize(k8s, namespace, pod, tmp_path)
     container = pod["containers"][0]
+    assert "--schema-registry" not in container["args"], "the registry runs with the gateway by default"
+    assert container["command"][-2:] == [
+        'exec odradek "$@" --schema-registry-url "https://$(printf %s "$POD_IP" | tr .: --).g-gateway-pods.'
+        '$POD_NAMESPACE.svc:8000"', "odradek"]
+    assert k8s.child(namespace, "Service", "g-gateway-pods")["spec"]["clusterIP"] == "None"
     args = [a.replace("/etc/odradek/", f"{tmp_path}/etc/odradek/") for a in container["args"]]
     args[args.index("--host") + 1], args[args.index("--port") + 1] = "127.0.0.1", "0"
     env = {**os.environ, **{e["name"]: e["value"] for e in container["env"] if "value" in e}}
@@ -161,6 +167,9 @@ def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_tok
                 conn.close()
 
         assert status("/healthz") == 200      # TLS verified against the cluster CA and the Service's name
+        pod_name = _Pinned(f"10-0-0-7.g-gateway-pods.{namespace}.svc", port, context=ca, timeout=10)
+        pod_name.connect()    # a pod's own name (the registry's URL) is in the certificate too
+        pod_name.close()
         produce = json.dumps({"records": [{"value": "x"}]})
         kinds = {"content-type": "application/vnd.kafka.json.v2+json"}
         assert status("/topics/t", "POST", kinds, produce) == 401

@@ -1,10 +1,13 @@
 """The "odradek" data source on real Spark (local[2]) against a dev cluster's gateway: batch
 reads (exactly once with minPartitions, typed columns, ranges by offsets and by timestamps,
-read_committed over transactions), batch writes, and spark-submit of the example job."""
+read_committed over transactions), batch writes, an Avro topic read into typed columns and
+written back through the gateway's schema registry, Protobuf and JSON Schema topics read into
+typed columns, and spark-submit of the example job."""
 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import os
 import subprocess
@@ -155,3 +158,105 @@ def test_read_committed_reads_committed_transactions_only(spark, gw_cluster):
             f"committed-{n}-{i}" for n in (1, 2) for i in range(10))
     finally:
         producer.abort_transaction(30)
+
+
+ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "amount", "type": "double"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line", "fields": [
+        {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}]}}}]})
+
+
+def test_an_avro_topic_is_read_into_typed_columns_and_written_back(spark, gw_cluster):
+    """Records of confluent_kafka's AvroSerializer (registered under ``<topic>-value`` in the
+    gateway's registry) come out of ``valueFormat=avro`` as a typed struct; Spark writes them to
+    another topic with the schema it registers, and AvroDeserializer reads the same values."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic, out = f"spark-avro-{uuid.uuid4().hex[:8]}", f"spark-avro-out-{uuid.uuid4().hex[:8]}"
+    for name in (topic, out):
+        gw_cluster.create_topic(name, partitions=2, replication_factor=1)
+    registry = SchemaRegistryClient({"url": gw_cluster.gateway})
+    t0 = datetime.datetime(2026, 11, 29, 8, 0, tzinfo=datetime.timezone.utc)
+    orders = [{"id": i, "customer": f"c{i % 3}", "amount": i * 1.5, "note": None if i % 2 else f"n{i}",
+               "at": t0 + datetime.timedelta(milliseconds=i), "lines": [{"sku": f"s{i}", "qty": i % 5}] * (i % 3)}
+              for i in range(60)]
+    serialize = AvroSerializer(registry, ORDER)
+    producer = Producer({"bootstrap.servers": gw_cluster.bootstrap})
+    for order in orders:
+        producer.produce(topic, value=serialize(order, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+    df = reader(spark, gw_cluster, topic).option("valueFormat", "avro").load()
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,customer:string,amount:double,note:string,at:timestamp,"
+        "lines:array<struct<sku:string,qty:int>>>")
+    local = [{**o, "at": o["at"].astimezone().replace(tzinfo=None)} for o in orders]  # Spark's collect: local time
+    assert sorted((r.value.asDict(recursive=True) for r in df.collect()), key=lambda v: v["id"]) == local
+    assert df.where("value.amount > 80").select("value.customer").count() == 6, "typed columns in SQL"
+
+    (df.select("value").write.format("odradek").option("gateway", gw_cluster.gateway).option("topic", out)
+     .option("valueFormat", "avro").option("autoRegisterSchemas", "true").mode("append").save())
+    deserialize = AvroDeserializer(registry)
+    consumer = Consumer({"bootstrap.servers": gw_cluster.bootstrap, "group.id": out, "auto.offset.reset": "earliest"})
+    consumer.subscribe([out])
+    got, deadline = [], time.monotonic() + 60
+    try:
+        while len(got) < len(orders) and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                got.append(deserialize(message.value(), SerializationContext(out, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    assert sorted(got, key=lambda v: v["id"]) == orders
+    assert registry.get_latest_version(f"{out}-value").schema.schema_type == "AVRO"
+
+
+def test_protobuf_and_json_schema_topics_are_read_into_typed_columns(spark, gw_cluster):
+    """Records of confluent_kafka's ProtobufSerializer (a message with a Timestamp, a nested
+    repeated message, an enum and a map; its .proto registered in the gateway's registry) and
+    JSONSerializer, read with ``valueFormat`` protobuf and jsonschema."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import message_factory
+    from tests.spark.test_spark_formats import proto_file
+
+    order_class = message_factory.GetMessageClass(proto_file()[1].message_types_by_name["Order"])
+    person = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                                          "scores": {"type": "array", "items": {"type": "number"}}}})
+    topics = {kind: f"spark-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("protobuf", "jsonschema")}
+    for topic in topics.values():
+        gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    registry = SchemaRegistryClient({"url": gw_cluster.gateway})
+    serializers = {"protobuf": ProtobufSerializer(order_class, registry, {"use.deprecated.format": False}),
+                   "jsonschema": JSONSerializer(person, registry)}
+    t0 = datetime.datetime(2026, 11, 29, 8, 0, tzinfo=datetime.timezone.utc)
+    producer = Producer({"bootstrap.servers": gw_cluster.bootstrap})
+    for i in range(20):
+        order = order_class(id=i, kind=i % 2, lines=[order_class.Line(sku=f"s{i}")])
+        order.at.FromDatetime(t0 + datetime.timedelta(seconds=i))
+        order.attrs["i"] = str(i)
+        values = {"protobuf": order, "jsonschema": {"id": i, "name": f"n{i}", "scores": [i / 2]}}
+        for kind, topic in topics.items():
+            producer.produce(topic, value=serializers[kind](values[kind], SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+    orders = (reader(spark, gw_cluster, topics["protobuf"]).option("valueFormat", "protobuf")
+              .option("valueMessageName", "shop.Order").load())
+    assert orders.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,at:timestamp,lines:array<struct<sku:string>>,kind:string,attrs:map<string,string>>")
+    got = sorted((r.value.asDict(recursive=True) for r in orders.collect()), key=lambda v: v["id"])
+    assert got[3] == {"id": 3, "at": (t0 + datetime.timedelta(seconds=3)).astimezone().replace(tzinfo=None),
+                      "lines": [{"sku": "s3"}], "kind": "B", "attrs": {"i": "3"}}
+    assert [v["id"] for v in got] == list(range(20))
+    people = reader(spark, gw_cluster, topics["jsonschema"]).option("valueFormat", "jsonschema").load()
+    assert people.schema["value"].dataType.simpleString() == "struct<id:bigint,name:string,scores:array<double>>"
+    assert sorted(tuple(r) for r in people.select("value.*").collect()) == sorted(
+        (i, f"n{i}", [i / 2]) for i in range(20))

@@ -2,10 +2,11 @@
 
     python -m odradek.spark.bundle odradek-spark.zip
 
-It holds odradek.spark and odradek.client (all the executors import), an
+It holds odradek.spark, odradek.serde and odradek.client (all the executors import), an
 ``odradek/__init__.py`` (Python's zipimport does not find namespace packages, which is what
 ``odradek`` is in the source tree) and ``pyspark_odradek``, through which PySpark registers
-``format("odradek")`` by itself. httpx and pyarrow must be on the nodes (PySpark needs pyarrow).
+``format("odradek")`` by itself. httpx, pyarrow, fastavro, jsonschema and protobuf must be on the
+nodes (PySpark needs pyarrow; the last three decode and encode keyFormat/valueFormat).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("client", "spark")
+PACKAGES = ("client", "serde", "spark")
 
 
 def build(out: Path) -> Path:

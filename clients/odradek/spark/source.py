@@ -1,8 +1,10 @@
 """The "odradek" Python data source: batch and streaming reads as Arrow from the gateway's
-range endpoint, batch and streaming writes through its NDJSON produce endpoint."""
+range endpoint, batch and streaming writes through its NDJSON produce endpoint; keys and values
+in a schema registry's wire format as typed columns (``formats``)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -15,6 +17,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from odradek.client import GatewayClient, GatewayError
+from odradek.spark import formats as fmt
 from odradek.spark import options as opts
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -39,14 +42,16 @@ class OffsetRange(InputPartition):
     fail_on_loss: bool
     client_id: str | None = None
     isolation_level: str = "read_uncommitted"
+    ca_file: str | None = None
+    formats: fmt.Formats | None = None   # keyFormat/valueFormat: how to decode the framed columns
 
 
 def _client(options: dict) -> GatewayClient:
     if not options.get("gateway"):
         raise opts.OptionError("the option 'gateway' (the gateway's URL, e.g. http://gw:8080) is required")
     opts.check_kafka_options(options)
-    return GatewayClient(options["gateway"], options.get("token"), client_id=opts.client_id(options),
-                         isolation_level=opts.isolation_level(options))
+    return GatewayClient(options["gateway"], options.get("token"), ca_file=options.get("caFile"),
+                         client_id=opts.client_id(options), isolation_level=opts.isolation_level(options))
 
 
 def _fetching_offsets(options: dict, fetch):
@@ -76,22 +81,26 @@ class OdradekDataSource(DataSource):
     def name(cls) -> str:
         return "odradek"
 
-    def schema(self) -> str:
-        return BASE_SCHEMA + (", " + HEADERS if _flag(self.options, "includeHeaders", False) else "")
+    def schema(self) -> str | StructType:
+        headers = _flag(self.options, "includeHeaders", False)
+        typed = fmt.read_columns(self.options)   # asks the registry (keyFormat/valueFormat only)
+        if typed:
+            return fmt.base_schema(headers, typed)
+        return BASE_SCHEMA + (", " + HEADERS if headers else "")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(self.options)
+        return BatchReader(self.options, fmt.read_formats(self.options, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamReader(self.options)
+        return StreamReader(self.options, fmt.read_formats(self.options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_write(self.options, overwrite)
-        return Writer(self.options)
+        return Writer(self.options, fmt.write_formats(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _check_write(self.options, overwrite)
-        return StreamWriter(self.options)
+        return StreamWriter(self.options, fmt.write_formats(self.options, schema))
 
 
 def _check_write(options, overwrite: bool) -> None:
@@ -134,19 +143,20 @@ def _check_loss(topic: str, p: int, start: int, low: int, fail_on_loss: bool) ->
     return low
 
 
-def _input_partitions(options: dict, ranges: list[opts.Range]) -> list[OffsetRange]:
+def _input_partitions(options: dict, ranges: list[opts.Range], formats: fmt.Formats | None) -> list[OffsetRange]:
     max_bytes = int(options.get("maxBytesPerRequest", DEFAULT_MAX_BYTES))
     headers = _flag(options, "includeHeaders", False)
     fail_on_loss = _flag(options, "failOnDataLoss", True)
     return [OffsetRange(options["gateway"], options.get("token"), r.topic, r.partition, r.start, r.end,
-                        max_bytes, headers, fail_on_loss, opts.client_id(options), opts.isolation_level(options))
+                        max_bytes, headers, fail_on_loss, opts.client_id(options), opts.isolation_level(options),
+                        options.get("caFile"), formats)
             for r in ranges]
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Executors: the range as Arrow record batches, one per gateway request."""
-    with GatewayClient(part.gateway, part.token, client_id=part.client_id,
-                       isolation_level=part.isolation_level) as gw:
+    with GatewayClient(part.gateway, part.token, ca_file=part.ca_file, client_id=part.client_id,
+                       isolation_level=part.isolation_level) as gw, _registry(part.formats) as registry:
         offset, stalled_since = part.start, None
         while offset < part.end:
             try:
@@ -170,7 +180,8 @@ def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
             stalled_since = None
             for batch in pa.ipc.open_stream(body):
                 if batch.num_rows:
-                    yield _spark_columns(batch, part.headers)
+                    columns = _spark_columns(batch, part.headers)
+                    yield fmt.decode_batch(columns, part.formats, registry) if registry else columns
             offset = next_offset
 
 
@@ -182,8 +193,9 @@ def _spark_columns(batch: pa.RecordBatch, headers: bool) -> pa.RecordBatch:
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, formats: fmt.Formats | None = None):
         self.options = options
+        self.formats = formats
 
     def partitions(self) -> list[OffsetRange]:
         start_spec = opts.offset_spec(self.options, "starting", "earliest")
@@ -194,7 +206,8 @@ class BatchReader(DataSourceReader):
                 return _plan(gw, self.options, _partitions(gw, self.options), start_spec, end_spec)
         ranges = _fetching_offsets(self.options, plan)
         min_parts = self.options.get("minPartitions")
-        return _input_partitions(self.options, opts.split(ranges, int(min_parts) if min_parts else None))
+        return _input_partitions(self.options, opts.split(ranges, int(min_parts) if min_parts else None),
+                                 self.formats)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         yield from read_range(partition)
@@ -204,8 +217,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {"topic/partition": next offset}; new partitions start at their earliest.
     ``maxOffsetsPerTrigger`` is Spark's ReadMaxRows limit, spread over partitions by backlog."""
 
-    def __init__(self, options):
+    def __init__(self, options, formats: fmt.Formats | None = None):
         self.options = options
+        self.formats = formats
         self.target: dict | None = None   # Trigger.AvailableNow: never read past this
         self.delay = opts.trigger_delay(options)
         self.latest: dict | None = None   # what the last latestOffset call saw, for the query's progress
@@ -259,7 +273,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     begin = _check_loss(topic, int(p), start.get(key, low), low, fail_on_loss)
                     ranges.append(opts.Range(topic, int(p), begin, max(begin, stop)))
             return ranges
-        return _input_partitions(self.options, [r for r in _fetching_offsets(self.options, plan) if r.size > 0])
+        return _input_partitions(self.options, [r for r in _fetching_offsets(self.options, plan) if r.size > 0],
+                                 self.formats)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         yield from read_range(partition)
@@ -293,11 +308,12 @@ def _as_bytes(v) -> bytes | None:
     return v.encode() if isinstance(v, str) else bytes(v)
 
 
-def write_rows(options: dict, rows) -> Written:
+def write_rows(options: dict, rows, formats: fmt.Formats | None = None) -> Written:
     """At least once: every row is acknowledged by the cluster or the task fails."""
     topic_option = options.get("topic")
     written = 0
-    with _client(options) as gw:
+    with _client(options) as gw, _registry(formats) as registry:
+        encode = _encoder(formats, registry)
         pending: dict[str, list[dict]] = {}
         for row in rows:
             d = row.asDict()
@@ -307,13 +323,27 @@ def write_rows(options: dict, rows) -> Written:
             if "value" not in d:
                 raise ValueError("the 'value' column is required")
             pending.setdefault(topic, []).append({
-                "value": _as_bytes(d["value"]), "key": _as_bytes(d.get("key")), "partition": d.get("partition"),
+                "value": encode("value", d["value"]), "key": encode("key", d.get("key")), "partition": d.get("partition"),
                 "headers": [(h["key"], _as_bytes(h["value"])) for h in d.get("headers") or []]})
             if len(pending[topic]) >= WRITE_BATCH:
                 written += _flush(gw, topic, pending.pop(topic))
         for topic, batch in pending.items():
             written += _flush(gw, topic, batch)
     return Written(written)
+
+
+def _registry(formats: fmt.Formats | None):
+    return formats.client() if formats else contextlib.nullcontext()
+
+
+def _encoder(formats: fmt.Formats | None, registry):
+    """column, value -> bytes: a framed column's value encoded with its schema, the others as bytes."""
+    sides = {s.column: s for s in formats.sides} if formats else {}
+
+    def encode(column: str, value) -> bytes | None:
+        side = sides.get(column)
+        return _as_bytes(value) if side is None else fmt.encode(value, side, registry)
+    return encode
 
 
 def _flush(gw: GatewayClient, topic: str, batch: list[dict]) -> int:
@@ -325,19 +355,21 @@ def _flush(gw: GatewayClient, topic: str, batch: list[dict]) -> int:
 
 
 class Writer(DataSourceWriter):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, formats: fmt.Formats | None = None):
         self.options = options
+        self.formats = formats
 
     def write(self, iterator) -> Written:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, self.formats)
 
 
 class StreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, formats: fmt.Formats | None = None):
         self.options = options
+        self.formats = formats
 
     def write(self, iterator) -> Written:
-        return write_rows(self.options, iterator)
+        return write_rows(self.options, iterator, self.formats)
 
     def commit(self, messages, batchId: int) -> None:
         pass

@@ -17,7 +17,8 @@ Names (cluster ``c``):
 - ``c-brokers`` StatefulSet + ``c-brokers`` headless Service (stable per-broker DNS names,
   which each broker advertises) + ``c-bootstrap`` Service + ``c-brokers`` PodDisruptionBudget;
 - ``c-gateway`` Deployment + Service, only when ``gateway.replicas`` > 0 (HTTPS, tokens required:
-  ``gateway_security``);
+  ``gateway_security``), and the ``c-gateway-pods`` headless Service naming each gateway pod (the
+  schema registry's replicas forward writes to their primary's pod: ``gateway_security``);
 - with ``rack.topologyKey``: ``c-brokers`` ServiceAccount (the brokers' init container reads
   its Node as it) and the cluster-scoped ClusterRoleBinding ``odradek-rack-<namespace>-c`` of
   it to the chart's ``nodes get`` ClusterRole (``build_rack_binding``, not owned: a cluster-scoped
@@ -68,6 +69,7 @@ def names(cluster: str) -> dict[str, str]:
         "brokers": f"{cluster}-brokers",
         "bootstrap": f"{cluster}-bootstrap",
         "gateway": f"{cluster}-gateway",
+        "gateway_pods": f"{cluster}-gateway-pods",
     }
 
 
@@ -463,11 +465,20 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)
+    # the schema registry's own URL needs the pod's address, which only the shell can spell
+    container["command"] = ["sh", "-c", f'exec odradek "$@" --schema-registry-url '
+                                        f'"{gateway_security.registry_url_word(cluster)}"', "odradek"]
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),
          # a client stays on one replica: its consumer instances live there (base_uri is this Service)
          "spec": {"type": gw.service_type, "selector": selector(cluster, "gateway"), "sessionAffinity": "ClientIP",
+                  "ports": [{"name": "http", "port": GATEWAY_PORT}]}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": _meta(n["gateway_pods"], namespace, cluster, "gateway"),
+         # DNS names per pod (<ip-dashed>.<c>-gateway-pods.<ns>.svc), ready or not: a primary
+         # that is starting still takes forwarded writes
+         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": selector(cluster, "gateway"),
                   "ports": [{"name": "http", "port": GATEWAY_PORT}]}},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),

@@ -165,7 +165,8 @@ def broker_names(cluster: str, namespace: str, ordinal: int, extra: Iterable[str
 
 def component_names(cluster: str, namespace: str, component: str) -> list[str]:
     """SANs of the controller (its Service, and ``*.<c>-controller.<ns>.svc``: it advertises
-    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service), ZooKeeper (its
+    ``<pod-ip-dashed>.<c>-controller.<ns>.svc``), the gateway (its Service, and
+    ``*.<c>-gateway-pods.<ns>.svc``, where each pod's schema registry is reached), ZooKeeper (its
     client Service, which the connect string names, and every server's headless name); the
     operator: none."""
     n = builders.names(cluster)
@@ -178,7 +179,9 @@ def component_names(cluster: str, namespace: str, component: str) -> list[str]:
         return [*_service_names(svc, namespace), f"*.{svc}.{namespace}.svc",
                 f"*.{svc}.{namespace}.svc.{CLUSTER_DOMAIN}"]
     if component == "gateway":
-        return _service_names(n["gateway"], namespace)
+        pods = n["gateway_pods"]
+        return [*_service_names(n["gateway"], namespace), f"*.{pods}.{namespace}.svc",
+                f"*.{pods}.{namespace}.svc.{CLUSTER_DOMAIN}"]
     return []
 
 

@@ -49,6 +49,7 @@ class GatewaySettings:
     schema_registry: bool = True        # serve the schema registry (registry/, docs/schema-registry.md)
     schema_registry_topic: str = "_schemas"        # its compacted topic (Confluent's and Karapace's name)
     schema_registry_group: str = "schema-registry"  # the group its replicas elect their primary in
+    schema_registry_url: str = ""       # this replica's own URL, where the others forward registry writes
     replica_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # names this replica's instances
 
     @property
@@ -57,6 +58,12 @@ class GatewaySettings:
             return self.advertised_url.rstrip("/")
         host = self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname()
         return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def registry_url(self) -> str:
+        """Where the other replicas reach this one (their writes go to the primary's): its own
+        address, not a load-balanced one that may lead back to a follower; default ``base_url``."""
+        return self.schema_registry_url.rstrip("/") or self.base_url
 
     @property
     def scheme(self) -> str:
@@ -125,6 +132,8 @@ def parser() -> argparse.ArgumentParser:
     opt("schema-registry-topic", "_schemas", str, "the registry's compacted topic")
     opt("schema-registry-group", "schema-registry", str, "the consumer group the registry's replicas elect "
         "their primary in")
+    opt("schema-registry-url", "", str, "this replica's own URL, where the other replicas forward registry "
+        "writes when it is the primary (default: --advertised-url)")
     logs.add_arguments(ap, env(ENV_PREFIX + "LOG_LEVEL", "INFO").upper())
     return ap
 
@@ -169,7 +178,8 @@ def from_args(argv: list[str] | None = None) -> tuple[GatewaySettings, argparse.
         kafka_ssl_endpoint_identification_algorithm=args.kafka_ssl_endpoint_identification_algorithm,
         principal_clients_max=args.principal_clients_max, principal_clients_idle_ms=args.principal_clients_idle_ms,
         broker_metrics_urls=args.broker_metrics_urls, schema_registry=args.schema_registry,
-        schema_registry_topic=args.schema_registry_topic, schema_registry_group=args.schema_registry_group)
+        schema_registry_topic=args.schema_registry_topic, schema_registry_group=args.schema_registry_group,
+        schema_registry_url=args.schema_registry_url)
     try:
         BrokerMetrics(settings.broker_metrics_urls)
     except ValueError as e:

@@ -24,7 +24,7 @@ async def start(settings: GatewaySettings) -> Registry | None:
     """The registry, or None when its topic cannot be had (e.g. the gateway's principal may not
     create or read it): the gateway then serves without it and says why in its log and in the
     registry's answers (``routes``), rather than not serving at all."""
-    schemas = SchemasLog(LogSettings(settings.bootstrap_servers, settings.client_config(), settings.base_url,
+    schemas = SchemasLog(LogSettings(settings.bootstrap_servers, settings.client_config(), settings.registry_url,
                                      settings.schema_registry_topic, settings.schema_registry_group))
     try:
         await schemas.start()
