@@ -23,6 +23,7 @@ log = logging.getLogger("odradek.gateway")
 class ErrorCode(IntEnum):
     """Confluent's codes (HTTP status * 100 + a detail, or the bare status), one meaning each."""
     MALFORMED_JSON = 400
+    BAD_REQUEST = 400                    # v3 (rest-utils): the bare status
     INVALID_TOPIC_REQUEST = 40002        # v3: the cluster refused a topic operation as invalid
     UNAUTHENTICATED = 40101
     FORBIDDEN = 40301
@@ -40,8 +41,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_MEDIA_TYPE = 415
     OFFSET_OUT_OF_RANGE = 41601
     INVALID_BODY = 422                   # what rest-utils answers for a body that does not validate
+    SCHEMA_LOOKUP_FAILED = 40801         # the registry refused a produce's schema, or has no such id
+    KEY_SCHEMA_MISSING = 42201
+    VALUE_SCHEMA_MISSING = 42202
+    RECORD_CONVERSION_FAILED = 42203     # a record's JSON does not conform to its schema
     INVALID_CONSUMER_CONFIG = 42204
-    SCHEMAS_UNSUPPORTED = 42205          # Confluent's "invalid schema": Odradek takes none
+    INVALID_SCHEMA = 42205
     INTERNAL_ERROR = 50001
     KAFKA_ERROR = 50002
     KAFKA_RETRIABLE_ERROR = 50003
@@ -50,6 +55,7 @@ class ErrorCode(IntEnum):
 # Looked up along the error's class hierarchy: a subclass not listed answers as its parent.
 ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.MalformedJson: (400, ErrorCode.MALFORMED_JSON),
+    errors.BadRequest: (400, ErrorCode.BAD_REQUEST),
     errors.InvalidTopicRequest: (400, ErrorCode.INVALID_TOPIC_REQUEST),
     errors.Unauthenticated: (401, ErrorCode.UNAUTHENTICATED),
     errors.Forbidden: (403, ErrorCode.FORBIDDEN),
@@ -68,7 +74,9 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.OffsetOutOfRange: (416, ErrorCode.OFFSET_OUT_OF_RANGE),
     errors.InvalidBody: (422, ErrorCode.INVALID_BODY),
     errors.InvalidConsumerConfig: (422, ErrorCode.INVALID_CONSUMER_CONFIG),
-    errors.SchemasUnsupported: (422, ErrorCode.SCHEMAS_UNSUPPORTED),
+    errors.InvalidSchema: (422, ErrorCode.INVALID_SCHEMA),
+    errors.RecordConversionFailed: (422, ErrorCode.RECORD_CONVERSION_FAILED),
+    errors.SchemaLookupFailed: (408, ErrorCode.SCHEMA_LOOKUP_FAILED),
     errors.KafkaFailure: (500, ErrorCode.KAFKA_ERROR),
     errors.RetriableKafkaFailure: (503, ErrorCode.KAFKA_RETRIABLE_ERROR),
 }
@@ -76,6 +84,8 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
 
 def answer(e: errors.GatewayError) -> tuple[int, ErrorCode]:
     """The HTTP status and error code of ``e``."""
+    if isinstance(e, errors.SchemaMissing):
+        return 422, ErrorCode.KEY_SCHEMA_MISSING if e.key else ErrorCode.VALUE_SCHEMA_MISSING
     if isinstance(e, RegistryError):   # the registry's codes are Schema Registry's own (registry/errors.py)
         return e.status, e.code
     for kind in type(e).__mro__:
