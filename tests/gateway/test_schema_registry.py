@@ -307,7 +307,7 @@ def test_a_record_not_matching_its_schema_is_refused_and_nothing_is_written(gw_c
     assert (missing.status_code, missing.json()["error_code"]) == (408, 40801)
     v3 = f"/v3/clusters/{_cluster_id(gw)}/topics/{topic}/records"
     refused = gw.post(v3, json={"value": {"type": "AVRO", "schema": person, "data": {"name": 7}}})
-    assert (refused.status_code, refused.json()["error_code"]) == (400, 400), refused.text
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42203), refused.text
     assert gw.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 0
 
 

@@ -23,7 +23,6 @@ log = logging.getLogger("odradek.gateway")
 class ErrorCode(IntEnum):
     """Confluent's codes (HTTP status * 100 + a detail, or the bare status), one meaning each."""
     MALFORMED_JSON = 400
-    BAD_REQUEST = 400                    # v3 (rest-utils): the bare status
     INVALID_TOPIC_REQUEST = 40002        # v3: the cluster refused a topic operation as invalid
     UNAUTHENTICATED = 40101
     FORBIDDEN = 40301
@@ -55,7 +54,6 @@ class ErrorCode(IntEnum):
 # Looked up along the error's class hierarchy: a subclass not listed answers as its parent.
 ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.MalformedJson: (400, ErrorCode.MALFORMED_JSON),
-    errors.BadRequest: (400, ErrorCode.BAD_REQUEST),
     errors.InvalidTopicRequest: (400, ErrorCode.INVALID_TOPIC_REQUEST),
     errors.Unauthenticated: (401, ErrorCode.UNAUTHENTICATED),
     errors.Forbidden: (403, ErrorCode.FORBIDDEN),
@@ -75,6 +73,8 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.InvalidBody: (422, ErrorCode.INVALID_BODY),
     errors.InvalidConsumerConfig: (422, ErrorCode.INVALID_CONSUMER_CONFIG),
     errors.InvalidSchema: (422, ErrorCode.INVALID_SCHEMA),
+    errors.KeySchemaMissing: (422, ErrorCode.KEY_SCHEMA_MISSING),
+    errors.ValueSchemaMissing: (422, ErrorCode.VALUE_SCHEMA_MISSING),
     errors.RecordConversionFailed: (422, ErrorCode.RECORD_CONVERSION_FAILED),
     errors.SchemaLookupFailed: (408, ErrorCode.SCHEMA_LOOKUP_FAILED),
     errors.KafkaFailure: (500, ErrorCode.KAFKA_ERROR),
@@ -84,8 +84,6 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
 
 def answer(e: errors.GatewayError) -> tuple[int, ErrorCode]:
     """The HTTP status and error code of ``e``."""
-    if isinstance(e, errors.SchemaMissing):
-        return 422, ErrorCode.KEY_SCHEMA_MISSING if e.key else ErrorCode.VALUE_SCHEMA_MISSING
     if isinstance(e, RegistryError):   # the registry's codes are Schema Registry's own (registry/errors.py)
         return e.status, e.code
     for kind in type(e).__mro__:

@@ -101,13 +101,6 @@ class MalformedJson(InvalidBody):
     pass
 
 
-class BadRequest(GatewayError):
-    """v3's refusal of a request it cannot act on (data that is not its type's, or not its schema's)."""
-
-    def __init__(self, message: str):
-        super().__init__(f"Bad Request: {message}")
-
-
 class InvalidConsumerConfig(GatewayError):
     pass
 
@@ -119,14 +112,23 @@ class InvalidSchema(GatewayError):
         super().__init__(f"Invalid schema: {message}")
 
 
-class SchemaMissing(GatewayError):
-    """Keys (or values) in a schema format's produce without ``key_schema``/``key_schema_id``."""
+def _schema_missing(part: str) -> str:
+    return (f"Request includes {part}s and uses a format that requires schemas, but does not include the "
+            f"{part}_schema or {part}_schema_id fields")
 
-    def __init__(self, key: bool):
-        super().__init__(f"Request includes {'keys' if key else 'values'} and uses a format that requires schemas, "
-                         f"but does not include the {'key' if key else 'value'}_schema or "
-                         f"{'key' if key else 'value'}_schema_id fields")
-        self.key = key
+
+class KeySchemaMissing(GatewayError):
+    """Keys in a schema format's produce without ``key_schema`` or ``key_schema_id``."""
+
+    def __init__(self):
+        super().__init__(_schema_missing("key"))
+
+
+class ValueSchemaMissing(GatewayError):
+    """Values in a schema format's produce without ``value_schema`` or ``value_schema_id``."""
+
+    def __init__(self):
+        super().__init__(_schema_missing("value"))
 
 
 class RecordConversionFailed(GatewayError):

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from odradek.gateway import edge, embedded, formats, v3
 from odradek.gateway.auth import WRITE, require
-from odradek.gateway.errors import BadRequest, GatewayError, InvalidBody, RecordConversionFailed
+from odradek.gateway.errors import GatewayError, InvalidBody, MalformedJson
 from odradek.gateway.kafka import OutRecord
 from odradek.gateway.metrics import RECORDS_IN
 from odradek.gateway.models import ProduceData, ProduceRecord
@@ -40,7 +40,7 @@ def _requests(raw: bytes) -> list[ProduceRecord]:
     try:
         text = raw.decode()
     except UnicodeDecodeError as e:
-        raise BadRequest(f"The body is not UTF-8: {e}") from None
+        raise MalformedJson(f"The body is not UTF-8: {e}") from None
     decoder, out, at = json.JSONDecoder(), [], 0
     while (at := SPACE.match(text, at).end()) < len(text):
         try:
@@ -49,7 +49,7 @@ def _requests(raw: bytes) -> list[ProduceRecord]:
         except ValueError as e:
             if isinstance(e, ValidationError):
                 raise InvalidBody.from_pydantic(e.errors(), prefix=f"record {len(out)}") from None
-            raise BadRequest(f"Unexpected JSON in the body: {e}") from None
+            raise MalformedJson(f"Unexpected JSON in the body: {e}") from None
     return out
 
 
@@ -58,10 +58,10 @@ def _plain(kind: str, data) -> bytes:
         try:
             return base64.b64decode(data, validate=True)
         except (binascii.Error, TypeError, ValueError):
-            raise BadRequest(f"data={data!r} is not a base64 string.") from None
+            raise InvalidBody(f"data={data!r} is not a base64 string.") from None
     if kind == "STRING":
         if not isinstance(data, str):
-            raise BadRequest(f"data={data!r} is not a string.")
+            raise InvalidBody(f"data={data!r} is not a string.")
         return data.encode()
     return formats.encode_json(data)
 
@@ -80,10 +80,7 @@ async def _encode(request: Request, topic: str, key: bool, given: ProduceData | 
         writer = await embedded.by_text(request, subject, given.raw_schema, kind or "AVRO")
     else:
         writer = await embedded.by_version(request, subject, given.schema_version or "latest", kind)
-    try:
-        data = writer.encode(given.data)
-    except RecordConversionFailed as e:
-        raise BadRequest(e.message) from None
+    data = writer.encode(given.data, f"{'key' if key else 'value'}: ")   # 42203 when it does not conform
     schema_type = {v: k for k, v in embedded.V3_TYPES.items()}[writer.parsed.schema.type]
     return Encoded(data, {"type": schema_type, "subject": subject, "schema_id": writer.schema_id,
                           "schema_version": writer.version, "size": len(data or b"")})

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from odradek.gateway import edge, embedded, formats
 from odradek.gateway.auth import READ, WRITE, require
-from odradek.gateway.errors import InvalidBody, InvalidSchema, PartitionNotFound, RecordTooLarge, SchemaMissing
+from odradek.gateway.errors import (InvalidBody, InvalidSchema, KeySchemaMissing, PartitionNotFound, RecordTooLarge,
+                                    ValueSchemaMissing)
 from odradek.gateway.kafka import Delivery, KafkaBridge, OutRecord, read_range
 from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
 from odradek.gateway.models import STREAM_RECORDS, StreamRecord, V2BinaryProduceRequest, V2ProduceRequest
@@ -127,7 +128,7 @@ async def _v2_writers(request: Request, topic: str, fmt: str, body: V2ProduceReq
         if text is not None:
             return await embedded.by_text(request, embedded.subject(topic, key), text, kind)
         if any((r.key if key else r.value) is not None for r in body.records):
-            raise SchemaMissing(key)
+            raise (KeySchemaMissing if key else ValueSchemaMissing)()
         return _JsonWriter      # every key (value) is null: nothing to encode
     return (await writer(True, body.key_schema, body.key_schema_id),
             await writer(False, body.value_schema, body.value_schema_id))
