@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-from functools import lru_cache
 
 import avro.schema
 import fastavro
@@ -17,9 +16,19 @@ from fastavro.validation import ValidationError, validate
 from odradek.gateway.serde.errors import SerdeError
 
 
-@lru_cache(maxsize=512)
+_PARSED: dict[int, tuple[avro.schema.Schema, dict]] = {}
+CACHED = 512
+
+
 def _fastavro(schema: avro.schema.Schema):
-    return fastavro.parse_schema(schema.to_json())
+    """fastavro's parsed schema, cached by the object's identity (an Avro schema's hash renders
+    its JSON: 27 us, more than writing a small record)."""
+    found = _PARSED.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_PARSED) >= CACHED:
+            _PARSED.clear()
+        found = _PARSED[id(schema)] = (schema, fastavro.parse_schema(schema.to_json()))
+    return found[1]
 
 
 def encode(schema: avro.schema.Schema, value) -> bytes:

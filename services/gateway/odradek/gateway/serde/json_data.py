@@ -5,7 +5,6 @@ before it is written, as Confluent's JSON Schema serializer validates."""
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 
 import jsonschema.exceptions
 import jsonschema.validators
@@ -16,20 +15,23 @@ from referencing.jsonschema import DRAFT7
 from odradek.gateway.serde.errors import SerdeError
 
 
-def _key(document) -> str:
-    return json.dumps(document, sort_keys=True)
-
-
-@lru_cache(maxsize=512)
-def _validator(text: str, references: tuple[tuple[str, str], ...]):
-    document = json.loads(text)
-    registry = Registry().with_resources(
-        (name, Resource.from_contents(json.loads(ref), default_specification=DRAFT7)) for name, ref in references)
-    return jsonschema.validators.validator_for(document)(document, registry=registry)
+_VALIDATORS: dict[int, tuple[object, tuple, object]] = {}
+CACHED = 512
 
 
 def validator(document, references: dict[str, str] | None = None):
-    return _validator(_key(document), tuple(sorted((references or {}).items())))
+    """``jsonschema``'s validator of ``document``, cached by the document's identity (building one
+    costs more than validating a small document)."""
+    refs = tuple(sorted((references or {}).items()))
+    found = _VALIDATORS.get(id(document))
+    if found is None or found[0] is not document or found[1] != refs:
+        if len(_VALIDATORS) >= CACHED:
+            _VALIDATORS.clear()
+        registry = Registry().with_resources(
+            (name, Resource.from_contents(json.loads(ref), default_specification=DRAFT7)) for name, ref in refs)
+        found = _VALIDATORS[id(document)] = (document, refs, jsonschema.validators.validator_for(document)(
+            document, registry=registry))
+    return found[2]
 
 
 def encode(document, value, references: dict[str, str] | None = None) -> bytes:
