@@ -66,7 +66,7 @@ def test_the_app_answers_confluent_bodies():
         assert "12345678" in gone.json()["message"]            # names the owning replica
         wrong_type = client.post("/topics/t/records", content=b"{}", headers={"content-type": "text/plain"})
         assert wrong_type.status_code == 415 and wrong_type.json()["error_code"] == 415
-        bad = client.post("/consumers/g", json={"format": "avro"}, headers={"content-type": "application/json"})
+        bad = client.post("/consumers/g", json={"format": "xml"}, headers={"content-type": "application/json"})
         assert bad.status_code == 422 and bad.json()["error_code"] == 422
         malformed = client.post("/consumers/g", content=b"{", headers={"content-type": "application/json"})
         assert malformed.status_code == 400 and malformed.json()["error_code"] == 400

@@ -1,6 +1,9 @@
 """The schema registry in the gateway, against Confluent's own Python client and serializers
 (``confluent_kafka.schema_registry``): register, evolve, refuse an incompatible change with 409,
-records written with Avro, JSON Schema and Protobuf serializers read back; two gateway replicas
+records written with Avro, JSON Schema and Protobuf serializers read back, by Kafka consumers and
+through the gateway's avro/jsonschema/protobuf consumers; records produced through the gateway's
+v2 schema formats and v3 AVRO data read with the deserializers, and a record not matching its
+schema refused (42203) with nothing written; two gateway replicas
 registering at once never reuse an id, and a replica started afresh has every schema."""
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.support.gateway import GatewayProcess, write_tokens
+from odradek.dev.waiting import wait_until
+from tests.support.gateway import V2, GatewayProcess, write_tokens
 
 MEDIA = "application/vnd.schemaregistry.v1+json"
 USER_V1 = {"type": "record", "name": "User", "namespace": "odradek.test",
@@ -143,7 +147,7 @@ def _round_trip(gw_cluster, topic: str, serialize, deserialize, values: list) ->
     return got
 
 
-def test_records_written_with_the_serializers_read_back(gw_cluster, registry, tmp_path):
+def test_records_written_with_the_serializers_read_back(gw_cluster, registry, gw, tmp_path):
     people = [{"name": "ada", "age": 36}, {"name": "alan", "age": 41}]
     avro_topic, json_topic, proto_topic = (f"sr-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("avro", "json", "proto"))
     for topic in (avro_topic, json_topic, proto_topic):
@@ -165,6 +169,146 @@ def test_records_written_with_the_serializers_read_back(gw_cluster, registry, tm
     assert [(p.name, p.age) for p in got] == [(p["name"], p["age"]) for p in people]
     for topic, kind in ((json_topic, "JSON"), (proto_topic, "PROTOBUF")):
         assert registry.get_latest_version(f"{topic}-value").schema.schema_type == kind
+
+    # the same records through the gateway's consumers of each schema format: decoded by the registry
+    for topic, fmt in ((avro_topic, "avro"), (json_topic, "jsonschema"), (proto_topic, "protobuf")):
+        got = _gateway_consume(gw, topic, fmt, len(people))
+        assert [r["value"] for r in got] == people, fmt
+        assert [r["key"] for r in got] == [None] * len(people)
+
+
+def _gateway_consume(gw, topic: str, fmt: str, expected: int) -> list[dict]:
+    """Every record of ``topic`` (partition 0) through a v2 consumer instance of format ``fmt``."""
+    created = gw.post(f"/consumers/{topic}-{fmt}", json={"format": fmt, "auto.offset.reset": "earliest"},
+                      headers={"content-type": V2})
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    try:
+        assert gw.post(f"{base}/assignments", json={"partitions": [{"topic": topic, "partition": 0}]},
+                       headers={"content-type": V2}).status_code == 204
+        got: list[dict] = []
+
+        def more() -> bool:
+            answer = gw.get(f"{base}/records", params={"timeout": 1000},
+                            headers={"accept": f"application/vnd.kafka.{fmt}.v2+json"})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["content-type"] == f"application/vnd.kafka.{fmt}.v2+json"
+            got.extend(answer.json())
+            return len(got) >= expected
+        wait_until(more, 60, f"{expected} {fmt} records through the gateway", interval=0)
+        return got
+    finally:
+        gw.delete(base)
+
+
+def _kafka_read(gw_cluster, topic: str, deserialize_key, deserialize_value, expected: int) -> list[tuple]:
+    """(key, value) of ``topic``'s records, read by a Kafka consumer with Confluent's deserializers."""
+    consumer = Consumer({"bootstrap.servers": gw_cluster.bootstrap, "group.id": f"{topic}-kafka",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    try:
+        while len(got) < expected:
+            msg = consumer.poll(30)
+            assert msg is not None and msg.error() is None, msg and msg.error()
+            key_ctx = SerializationContext(topic, MessageField.KEY)
+            value_ctx = SerializationContext(topic, MessageField.VALUE)
+            got.append((deserialize_key(msg.key(), key_ctx) if msg.key() is not None else None,
+                        deserialize_value(msg.value(), value_ctx)))
+    finally:
+        consumer.close()
+    return got
+
+
+def _cluster_id(gw) -> str:
+    return gw.get("/v3/clusters").json()["data"][0]["cluster_id"]
+
+
+def _post(gw, path: str, fmt: str, body: dict) -> httpx.Response:
+    return gw.post(path, json=body, headers={"content-type": f"application/vnd.kafka.{fmt}.v2+json",
+                                             "accept": V2})
+
+
+def test_records_produced_through_the_gateway_are_read_with_the_deserializers(gw_cluster, gw, registry, tmp_path):
+    topics = {kind: f"gw-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("avro", "jsonschema", "protobuf", "v3")}
+    for topic in topics.values():
+        gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    people = [{"name": "ada", "age": 36}, {"name": "alan", "age": 41}]
+    person = json.dumps({"type": "record", "name": "Person", "namespace": "odradek.test", "fields": [
+        {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
+
+    # v2 avro: schemas by text (registered under <topic>-key / -value), then by the ids answered
+    first = _post(gw, f"/topics/{topics['avro']}", "avro", {
+        "key_schema": '"string"', "value_schema": person, "records": [{"key": "k0", "value": people[0]}]})
+    assert first.status_code == 200, first.text
+    ids = first.json()
+    assert ids["value_schema_id"] == registry.get_latest_version(f"{topics['avro']}-value").schema_id
+    again = _post(gw, f"/topics/{topics['avro']}/partitions/0", "avro", {
+        "key_schema_id": ids["key_schema_id"], "value_schema_id": ids["value_schema_id"],
+        "records": [{"key": "k1", "value": people[1]}]}).json()
+    assert (again["key_schema_id"], again["value_schema_id"], again["offsets"][0]["offset"]) == \
+        (ids["key_schema_id"], ids["value_schema_id"], 1)
+    avro = AvroDeserializer(registry)
+    assert _kafka_read(gw_cluster, topics["avro"], avro, avro, 2) == [("k0", people[0]), ("k1", people[1])]
+
+    answer = _post(gw, f"/topics/{topics['jsonschema']}", "jsonschema", {
+        "value_schema": json.dumps(PERSON_JSON), "records": [{"value": p} for p in people]})
+    assert answer.status_code == 200 and answer.json()["key_schema_id"] is None, answer.text
+    reader = JSONDeserializer(None, schema_registry_client=registry)
+    assert [v for _, v in _kafka_read(gw_cluster, topics["jsonschema"], reader, reader, 2)] == people
+
+    answer = _post(gw, f"/topics/{topics['protobuf']}", "protobuf", {
+        "value_schema": PERSON_PROTO, "records": [{"value": p} for p in people]})
+    assert answer.status_code == 200, answer.text
+    cls = _proto_class(tmp_path)
+    reader = ProtobufDeserializer(cls, {"use.deprecated.format": False})
+    got = _kafka_read(gw_cluster, topics["protobuf"], reader, reader, 2)
+    assert [(p.name, p.age) for _, p in got] == [(p["name"], p["age"]) for p in people]
+
+    # v3: AVRO data by the subject's schema text, then by its id; the answer names the schema
+    v3 = f"/v3/clusters/{_cluster_id(gw)}/topics/{topics['v3']}/records"
+    answer = gw.post(v3, json={"key": {"type": "STRING", "data": "k0"},
+                               "value": {"type": "AVRO", "schema": person, "data": people[0]}})
+    assert answer.status_code == 200, answer.text
+    value = answer.json()["value"]
+    assert (value["type"], value["subject"], value["schema_version"]) == ("AVRO", f"{topics['v3']}-value", 1)
+    stream = "\n".join(json.dumps({"value": {"schema_id": value["schema_id"], "data": p}}) for p in people[1:] * 2)
+    streamed = gw.post(v3, content=stream, headers={"content-type": "application/json"})
+    assert [json.loads(line).get("offset") for line in streamed.text.splitlines()] == [1, 2], streamed.text
+    got = _kafka_read(gw_cluster, topics["v3"], lambda b, _: b.decode(), avro, 3)
+    assert got == [("k0", people[0]), (None, people[1]), (None, people[1])]
+
+
+def test_a_record_not_matching_its_schema_is_refused_and_nothing_is_written(gw_cluster, gw):
+    topic = f"gw-bad-{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    person = json.dumps({"type": "record", "name": "Person", "fields": [{"name": "name", "type": "string"}]})
+    refused = _post(gw, f"/topics/{topic}", "avro", {"value_schema": person, "records": [
+        {"value": {"name": "ada"}}, {"value": {"name": 7}}]})
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42203), refused.text
+    assert "records.1.value" in refused.json()["message"]
+    for fmt, schema, value in (("jsonschema", json.dumps(PERSON_JSON), {"age": 3}),
+                               ("protobuf", PERSON_PROTO, {"name": "ada", "height": 2})):
+        other = f"{topic}-{fmt}"
+        gw_cluster.create_topic(other, partitions=1, replication_factor=1)
+        refused = _post(gw, f"/topics/{other}", fmt, {"value_schema": schema, "records": [{"value": value}]})
+        assert refused.json()["error_code"] == 42203, (fmt, refused.text)
+        assert gw.get(f"/topics/{other}/partitions/0/offsets").json()["end_offset"] == 0
+    # a schema the subject's level refuses (another type than its AVRO versions): 40801
+    refused = _post(gw, f"/topics/{topic}", "jsonschema", {"value_schema": json.dumps(PERSON_JSON),
+                                                           "records": [{"value": {"name": "x"}}]})
+    assert (refused.status_code, refused.json()["error_code"]) == (408, 40801), refused.text
+    assert _post(gw, f"/topics/{topic}", "avro", {"records": [{"value": {"name": "x"}}]}).json()["error_code"] == 42202
+    assert _post(gw, f"/topics/{topic}", "avro", {"value_schema": person, "records": [
+        {"key": "k", "value": {"name": "x"}}]}).json()["error_code"] == 42201
+    assert _post(gw, f"/topics/{topic}", "avro", {"value_schema": "{nope", "records": [
+        {"value": 1}]}).json()["error_code"] == 42205
+    missing = _post(gw, f"/topics/{topic}", "avro", {"value_schema_id": 999999, "records": [{"value": 1}]})
+    assert (missing.status_code, missing.json()["error_code"]) == (408, 40801)
+    v3 = f"/v3/clusters/{_cluster_id(gw)}/topics/{topic}/records"
+    refused = gw.post(v3, json={"value": {"type": "AVRO", "schema": person, "data": {"name": 7}}})
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42203), refused.text
+    assert gw.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 0
 
 
 def test_two_replicas_registering_at_once_never_reuse_an_id_and_a_new_replica_has_every_schema(gw_cluster, tmp_path):
@@ -188,6 +332,16 @@ def test_two_replicas_registering_at_once_never_reuse_an_id_and_a_new_replica_ha
         for url in urls:   # both replicas answer every schema under its id
             for subject, schema_id in registered:
                 assert httpx.get(f"{url}/subjects/{subject}/versions/1", timeout=30).json()["id"] == schema_id
+        for i, url in enumerate(urls):   # a produce's new schema: registered on the primary, from either replica
+            topic = f"fw-{prefix}-{i}"
+            gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+            schema = {"type": "record", "name": f"F{prefix}{i}", "fields": [{"name": "f", "type": "long"}]}
+            answer = httpx.post(f"{url}/topics/{topic}", json={"value_schema": json.dumps(schema), "records": [
+                {"value": {"f": i}}]}, headers={"content-type": "application/vnd.kafka.avro.v2+json"}, timeout=60)
+            assert answer.status_code == 200, answer.text
+            for other_url in urls:
+                found = httpx.get(f"{other_url}/subjects/{topic}-value/versions/1", timeout=30).json()
+                assert found["id"] == answer.json()["value_schema_id"]
     finally:
         other.stop()
 

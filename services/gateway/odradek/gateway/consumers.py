@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import TopicPartition
 from fastapi import Query, Request, Response
 
-from odradek.gateway import edge, formats
+from odradek.gateway import edge, embedded, formats
 from odradek.gateway.auth import READ, authenticate, require
 from odradek.gateway.errors import FormatMismatch, Forbidden, IllegalState, InvalidBody
 from odradek.gateway.instances import ConsumerInstances, Instance
@@ -98,15 +98,21 @@ async def records(group: str, name: str, request: Request, timeout: int | None =
                   max_bytes: int = Query(64 << 20, ge=1)) -> list[dict]:
     inst = _instance(request, group, name)
     accept = request.headers.get("accept", "*/*")
-    asked = [f for t, f in {formats.V2_BINARY: "binary", formats.V2_JSON: "json"}.items() if t in accept]
+    asked = [f for t, f in formats.EMBEDDED.items() if t in accept]
     if asked and inst.format not in asked:
         raise FormatMismatch()
+    reader = (embedded.Reader(await embedded.registry(request), embedded.FORMATS[inst.format])
+              if inst.format in embedded.FORMATS else None)
     messages = await inst.read((timeout if timeout is not None else inst.request_timeout_ms) / 1000, max_bytes)
     RECORDS_OUT.inc(len(messages))
-    out = [{"topic": m.topic(), "key": formats.decode_embedded(m.key(), inst.format),
-            "value": formats.decode_embedded(m.value(), inst.format), "partition": m.partition(),
-            "offset": m.offset()} for m in messages]
-    return edge.V2Response(out, media_type=formats.V2_JSON if inst.format == "json" else formats.V2_BINARY)
+    if reader is None:
+        out = [{"topic": m.topic(), "key": formats.decode_embedded(m.key(), inst.format),
+                "value": formats.decode_embedded(m.value(), inst.format), "partition": m.partition(),
+                "offset": m.offset()} for m in messages]
+    else:
+        out = [{"topic": m.topic(), "key": await reader.decode(m.key()), "value": await reader.decode(m.value()),
+                "partition": m.partition(), "offset": m.offset()} for m in messages]
+    return edge.V2Response(out, media_type=formats.MEDIA_OF[inst.format])
 
 
 async def commit(group: str, name: str, request: Request, _k: str = V2_BODY) -> Response:

@@ -40,8 +40,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_MEDIA_TYPE = 415
     OFFSET_OUT_OF_RANGE = 41601
     INVALID_BODY = 422                   # what rest-utils answers for a body that does not validate
+    SCHEMA_LOOKUP_FAILED = 40801         # the registry refused a produce's schema, or has no such id
+    KEY_SCHEMA_MISSING = 42201
+    VALUE_SCHEMA_MISSING = 42202
+    RECORD_CONVERSION_FAILED = 42203     # a record's JSON does not conform to its schema
     INVALID_CONSUMER_CONFIG = 42204
-    SCHEMAS_UNSUPPORTED = 42205          # Confluent's "invalid schema": Odradek takes none
+    INVALID_SCHEMA = 42205
     INTERNAL_ERROR = 50001
     KAFKA_ERROR = 50002
     KAFKA_RETRIABLE_ERROR = 50003
@@ -68,7 +72,11 @@ ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.OffsetOutOfRange: (416, ErrorCode.OFFSET_OUT_OF_RANGE),
     errors.InvalidBody: (422, ErrorCode.INVALID_BODY),
     errors.InvalidConsumerConfig: (422, ErrorCode.INVALID_CONSUMER_CONFIG),
-    errors.SchemasUnsupported: (422, ErrorCode.SCHEMAS_UNSUPPORTED),
+    errors.InvalidSchema: (422, ErrorCode.INVALID_SCHEMA),
+    errors.KeySchemaMissing: (422, ErrorCode.KEY_SCHEMA_MISSING),
+    errors.ValueSchemaMissing: (422, ErrorCode.VALUE_SCHEMA_MISSING),
+    errors.RecordConversionFailed: (422, ErrorCode.RECORD_CONVERSION_FAILED),
+    errors.SchemaLookupFailed: (408, ErrorCode.SCHEMA_LOOKUP_FAILED),
     errors.KafkaFailure: (500, ErrorCode.KAFKA_ERROR),
     errors.RetriableKafkaFailure: (503, ErrorCode.KAFKA_RETRIABLE_ERROR),
 }

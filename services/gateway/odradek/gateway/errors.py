@@ -105,9 +105,45 @@ class InvalidConsumerConfig(GatewayError):
     pass
 
 
-class SchemasUnsupported(GatewayError):
+class InvalidSchema(GatewayError):
+    """A produce's schema that does not parse, or a schema given to a format that takes none."""
+
+    def __init__(self, message: str):
+        super().__init__(f"Invalid schema: {message}")
+
+
+def _schema_missing(part: str) -> str:
+    return (f"Request includes {part}s and uses a format that requires schemas, but does not include the "
+            f"{part}_schema or {part}_schema_id fields")
+
+
+class KeySchemaMissing(GatewayError):
+    """Keys in a schema format's produce without ``key_schema`` or ``key_schema_id``."""
+
     def __init__(self):
-        super().__init__("Schemas are not supported: Odradek has no schema registry (use the json or binary format)")
+        super().__init__(_schema_missing("key"))
+
+
+class ValueSchemaMissing(GatewayError):
+    """Values in a schema format's produce without ``value_schema`` or ``value_schema_id``."""
+
+    def __init__(self):
+        super().__init__(_schema_missing("value"))
+
+
+class RecordConversionFailed(GatewayError):
+    """A record's JSON that does not conform to its schema: nothing of the request is written."""
+
+    def __init__(self, message: str):
+        super().__init__(f"Conversion of JSON to Object failed: {message}")
+
+
+class SchemaLookupFailed(GatewayError):
+    """The registry refused to register a produce's schema (incompatible, read-only subject) or
+    has no schema under the id or version it names."""
+
+    def __init__(self, message: str):
+        super().__init__(f"Schema registration or lookup failed: {message}")
 
 
 class InvalidTopicRequest(GatewayError):
@@ -184,11 +220,12 @@ class RetriableKafkaFailure(KafkaFailure):
 
 
 class UndecodableRecord(KafkaFailure):
-    """A record read through a json-format consumer that is not JSON (a deserialisation error,
-    which Kafka's clients report as a non-retriable Kafka error)."""
+    """A record read through a json-format consumer that is not JSON, or through a schema format's
+    one that is not registry-framed data of that format (a deserialisation error, which Kafka's
+    clients report as a non-retriable Kafka error)."""
 
-    def __init__(self):
-        super().__init__("a record is not JSON; read it with the binary format")
+    def __init__(self, message: str = "a record is not JSON; read it with the binary format"):
+        super().__init__(message)
 
 
 # Kafka's error codes (librdkafka's KafkaError values) and the messages of Kafka's exceptions

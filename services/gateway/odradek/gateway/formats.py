@@ -1,5 +1,6 @@
-"""Record encodings: REST Proxy v2's embedded formats (binary = base64, json = any JSON value)
-and the Arrow IPC stream of Spark's Kafka-source columns."""
+"""Record encodings: REST Proxy v2's embedded formats (binary = base64, json = any JSON value;
+the media types of the schema formats, whose encoding is ``embedded``'s) and the Arrow IPC
+stream of Spark's Kafka-source columns."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from odradek.gateway.errors import UndecodableRecord
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
+V2_AVRO = "application/vnd.kafka.avro.v2+json"
+V2_JSONSCHEMA = "application/vnd.kafka.jsonschema.v2+json"
+V2_PROTOBUF = "application/vnd.kafka.protobuf.v2+json"
+# each v2 embedded format's media type; avro, jsonschema and protobuf are ``embedded``'s
+EMBEDDED = {V2_BINARY: "binary", V2_JSON: "json", V2_AVRO: "avro", V2_JSONSCHEMA: "jsonschema",
+            V2_PROTOBUF: "protobuf"}
+MEDIA_OF = {fmt: media for media, fmt in EMBEDDED.items()}
 V2 = "application/vnd.kafka.v2+json"
 JSON = "application/json"
 NDJSON = "application/x-ndjson"

@@ -4,6 +4,7 @@ here; the routes get validated objects."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
@@ -39,6 +40,39 @@ class V2BinaryProduceRequest(V2ProduceRequest):
     records: list[V2BinaryRecord]
 
 
+# -- v3 produce records (Confluent's ProduceRequest) ---------------------------------------------------
+class ProduceData(BaseModel):
+    """A key or value: its ``type`` (omitted: the subject's schema), the schema to write it with
+    (by id, by version of ``subject``, or its text), and its ``data``."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: str | None = Field(None, pattern="^(BINARY|JSON|STRING|AVRO|JSONSCHEMA|PROTOBUF)$")
+    data: Any = None
+    subject: str | None = None
+    subject_name_strategy: str | None = Field(None, pattern="^(TOPIC_NAME)$")   # the only one Odradek has
+    schema_id: int | None = Field(None, ge=0)
+    schema_version: int | None = Field(None, ge=-1)
+    raw_schema: str | None = Field(None, alias="schema")
+
+    @property
+    def names_a_schema(self) -> bool:
+        return self.schema_id is not None or self.schema_version is not None or self.raw_schema is not None
+
+
+class ProduceHeader(BaseModel):
+    model_config = ConfigDict(val_json_bytes="base64")
+    name: str
+    value: bytes | None = None
+
+
+class ProduceRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    partition_id: int | None = Field(None, ge=0)
+    headers: list[ProduceHeader] = []
+    key: ProduceData | None = None
+    value: ProduceData | None = None
+    timestamp: datetime | None = None
+
+
 # -- streaming produce (NDJSON) -----------------------------------------------------------------------
 class StreamHeader(BaseModel):
     model_config = ConfigDict(val_json_bytes="base64")   # each model has its own config
@@ -63,7 +97,7 @@ STREAM_RECORDS = TypeAdapter(list[StreamRecord])
 class CreateConsumer(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     name: str | None = Field(None, pattern=r"^[a-zA-Z0-9._-]{1,200}$")
-    format: str = Field("binary", pattern="^(binary|json)$")
+    format: str = Field("binary", pattern="^(binary|json|avro|jsonschema|protobuf)$")
     auto_offset_reset: str = Field("latest", alias="auto.offset.reset", pattern="^(earliest|latest|none)$")
     auto_commit_enable: str = Field("true", alias="auto.commit.enable", pattern="^(true|false)$")
     fetch_min_bytes: int | None = Field(None, alias="fetch.min.bytes", ge=-1)

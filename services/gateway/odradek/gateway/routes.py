@@ -1,9 +1,9 @@
 """Every route of the gateway, declared in one place: method, path, handler and how it answers.
 
 Handlers live in ``topics`` (v2 metadata and produce, streaming produce, range reads),
-``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration), ``clusters`` (v3
-cluster, brokers, partitions, replicas and the console's extensions), ``groups`` (v3 consumer
-groups, lag, offset reset) and ``health``;
+``consumers`` (v2 consumer instances), ``admin`` (v3 topic administration), ``records`` (v3
+produce), ``clusters`` (v3 cluster, brokers, partitions, replicas and the console's extensions),
+``groups`` (v3 consumer groups, lag, offset reset) and ``health``;
 the web console's static files (``console/``, docs/console.md) are mounted at ``/console``;
 each translates a request and raises domain errors, which ``edge`` answers. Rights (``auth``)
 and body media types are the handlers' own dependencies, next to their parameters.
@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from odradek.gateway import admin, clusters, consumers, edge, formats, groups, health, metrics, topics
+from odradek.gateway import admin, clusters, consumers, edge, formats, groups, health, metrics, records, topics
 
 V2 = {"response_class": edge.V2Response}
 NO_CONTENT = {"status_code": 204}
@@ -68,6 +68,7 @@ ADMIN = (
     ("PATCH", CLUSTERS + "/{cluster_id}/topics/{topic}", admin.add_partitions, {}),
     ("GET", CLUSTERS + "/{cluster_id}/topics/{topic}/configs", admin.list_configs, {}),
     ("POST", CLUSTERS + "/{cluster_id}/topics/{topic}/configs:alter", admin.alter_configs, NO_CONTENT),
+    ("POST", CLUSTERS + "/{cluster_id}/topics/{topic}/records", records.produce, {}),
 )
 
 # Confluent v3 (brokers, partitions, replicas), then Odradek's extensions for the console (docs/gateway.md)

@@ -9,9 +9,10 @@ import json
 from fastapi import Query, Request, Response
 from pydantic import ValidationError
 
-from odradek.gateway import edge, formats
+from odradek.gateway import edge, embedded, formats
 from odradek.gateway.auth import READ, WRITE, require
-from odradek.gateway.errors import InvalidBody, PartitionNotFound, RecordTooLarge, SchemasUnsupported
+from odradek.gateway.errors import (InvalidBody, InvalidSchema, KeySchemaMissing, PartitionNotFound, RecordTooLarge,
+                                    ValueSchemaMissing)
 from odradek.gateway.kafka import Delivery, KafkaBridge, OutRecord, read_range
 from odradek.gateway.metrics import RECORDS_IN, RECORDS_OUT
 from odradek.gateway.models import STREAM_RECORDS, StreamRecord, V2BinaryProduceRequest, V2ProduceRequest
@@ -76,30 +77,61 @@ async def list_brokers(request: Request) -> dict:
 
 
 # -- v2 produce -------------------------------------------------------------------------------------
-V2_PRODUCE_TYPES = (formats.V2_BINARY, formats.V2_JSON, formats.JSON)
+V2_PRODUCE_TYPES = (formats.V2_BINARY, formats.V2_JSON, formats.JSON, formats.V2_AVRO, formats.V2_JSONSCHEMA,
+                    formats.V2_PROTOBUF)
 
 
 async def _v2_produce(request: Request, topic: str, kind: str, partition: int | None) -> dict:
     binary = kind == formats.V2_BINARY
     body: V2ProduceRequest = await edge.parse_body(request, V2BinaryProduceRequest if binary else V2ProduceRequest)
-    if body.key_schema or body.value_schema or body.key_schema_id or body.value_schema_id:
-        raise SchemasUnsupported()
     kafka = await bridge(request)
     t = await kafka.topic(topic)
+    keys, values = await _v2_writers(request, topic, formats.EMBEDDED.get(kind, "json"), body)
     limit = request.app.state.settings.max_record_bytes
     records = []
     for i, r in enumerate(body.records):
         p = partition if partition is not None else r.partition
         if p is not None and p not in t.partitions:
             await kafka.partition(topic, p)   # 40402, unless it was just added
-        rec = OutRecord(r.value, r.key, p) if binary else OutRecord(formats.encode_json(r.value),
-                                                                    formats.encode_json(r.key), p)
+        rec = (OutRecord(r.value, r.key, p) if binary else
+               OutRecord(values.encode(r.value, f"records.{i}.value: "), keys.encode(r.key, f"records.{i}.key: "), p))
         if len(rec.value or b"") + len(rec.key or b"") > limit:
             raise RecordTooLarge.over_limit(f"records.{i}", limit)
         records.append(rec)
     deliveries = await kafka.produce(topic, records)
     RECORDS_IN.inc(len(records))
-    return {"key_schema_id": None, "value_schema_id": None, "offsets": [_v2_offset(d) for d in deliveries]}
+    return {"key_schema_id": keys.schema_id, "value_schema_id": values.schema_id,
+            "offsets": [_v2_offset(d) for d in deliveries]}
+
+
+class _JsonWriter:
+    """The json format's "writer": a value's JSON text, with no schema."""
+    schema_id = None
+
+    @staticmethod
+    def encode(value, where: str = "") -> bytes | None:
+        return formats.encode_json(value)
+
+
+async def _v2_writers(request: Request, topic: str, fmt: str, body: V2ProduceRequest) -> tuple:
+    """How keys and values are written: with their schemas in a schema format, else as JSON (the
+    binary format's bytes need none)."""
+    if fmt not in embedded.FORMATS:
+        if body.key_schema or body.value_schema or body.key_schema_id or body.value_schema_id:
+            raise InvalidSchema(f"the {fmt} format takes no schema (avro, jsonschema and protobuf do)")
+        return _JsonWriter, _JsonWriter
+    kind = embedded.FORMATS[fmt]
+
+    async def writer(key: bool, text: str | None, schema_id: int | None):
+        if schema_id is not None:
+            return await embedded.by_id(request, schema_id, kind)
+        if text is not None:
+            return await embedded.by_text(request, embedded.subject(topic, key), text, kind)
+        if any((r.key if key else r.value) is not None for r in body.records):
+            raise (KeySchemaMissing if key else ValueSchemaMissing)()
+        return _JsonWriter      # every key (value) is null: nothing to encode
+    return (await writer(True, body.key_schema, body.key_schema_id),
+            await writer(False, body.value_schema, body.value_schema_id))
 
 
 def _v2_offset(d) -> dict:

@@ -56,14 +56,25 @@ async def forward(request: Request) -> Response | None:
     return None
 
 
-async def _send(request: Request, primary: str) -> Response:
+async def post_on_behalf(request: Request, primary: str, path: str, body: bytes) -> Response:
+    """A POST of ``body`` to ``path`` on the primary, with ``request``'s credentials: the REST
+    Proxy registering a produce's schema (``embedded``)."""
+    return await _send(request, primary, path, body)
+
+
+async def _send(request: Request, primary: str, path: str | None = None, body: bytes | None = None) -> Response:
+    """``request`` as it came, or (``path``, ``body``) a POST made on its behalf."""
     headers = {k: v for k, v in request.headers.items() if k.lower() in PASSED_HEADERS}
+    if path is not None:
+        headers["content-type"] = headers["accept"] = "application/vnd.schemaregistry.v1+json"
     settings = request.app.state.settings
     verify = settings.kafka_ssl_ca_location or True     # the dev CA signs the gateways' certificates too
     try:
         async with httpx.AsyncClient(timeout=60, verify=verify) as client:
-            answer = await client.request(request.method, primary.rstrip("/") + request.url.path,
-                                          params=request.query_params, content=await request.body(),
+            url = primary.rstrip("/") + (path or request.url.path)
+            answer = await client.request("POST" if path else request.method, url,
+                                          params=None if path else request.query_params,
+                                          content=body if path else await request.body(),
                                           headers={**headers, FORWARDED: "1"})
     except httpx.HTTPError as e:
         raise ForwardingFailed(f"Error while forwarding the request to the primary {primary}: {e}") from None

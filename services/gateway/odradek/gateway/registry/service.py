@@ -51,6 +51,10 @@ class Registry:
             out[ref.name] = target.text
         return out
 
+    def referenced(self, schema_id: int) -> dict[str, str]:
+        """The texts the schema ``schema_id`` refers to, by reference name (JSON Schema's ``$ref``s)."""
+        return self._referenced(self.schema(schema_id))
+
     async def parse(self, schema: sc.Schema) -> sc.Parsed:
         referenced = self._referenced(schema)
         return await asyncio.to_thread(sc.parse, schema, referenced)
