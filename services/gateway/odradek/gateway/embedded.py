@@ -10,24 +10,23 @@ schema, 42203 a record that does not conform (raised before anything is written)
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 
 from fastapi import Request
+from fastapi.responses import Response
 
 from odradek.gateway import serde
 from odradek.gateway.errors import InvalidSchema, RecordConversionFailed, SchemaLookupFailed, UndecodableRecord
 from odradek.gateway.registry import access
 from odradek.gateway.registry import app as registry_app
 from odradek.gateway.registry import errors as registry_errors
-from odradek.gateway.registry.forward import post_on_behalf
+from odradek.gateway.registry.forward import on_primary
 from odradek.gateway.registry.schemas import AVRO, JSON, PROTOBUF, Parsed, Schema
 from odradek.gateway.registry.service import Registration, Registry
 
 FORMATS = {"avro": AVRO, "jsonschema": JSON, "protobuf": PROTOBUF}   # v2 embedded format -> schema type
 V3_TYPES = {"AVRO": AVRO, "JSONSCHEMA": JSON, "PROTOBUF": PROTOBUF}
-PRIMARY_TRIES = 3        # the primacy moves once per rebalance of the registry's group
 
 
 def subject(topic: str, key: bool) -> str:
@@ -101,31 +100,21 @@ async def by_text(request: Request, subject_name: str, text: str, kind: str) -> 
 
 
 async def _register(request: Request, reg: Registry, subject_name: str, schema: Schema) -> int:
+    """Registered on the primary: here when this replica is, else through it (a new schema's id
+    comes from one place whichever replica the produce reached)."""
+    body = json.dumps({"schema": schema.text, "schemaType": schema.type}).encode()
     try:
-        for _ in range(PRIMARY_TRIES):
-            if reg.log.is_primary:
-                try:
-                    return (await reg.register(subject_name, Registration(schema))).id
-                except registry_errors.NotPrimary:
-                    continue
-            primary = await reg.log.primary_url(fresh=True)
-            if primary is not None:
-                return await _register_on(request, reg, primary, subject_name, schema)
-            await asyncio.sleep(0.5)     # no primary elected yet
-        raise registry_errors.NotPrimary()
+        out = await on_primary(request, lambda: reg.register(subject_name, Registration(schema)),
+                               f"/subjects/{subject_name}/versions", body)
     except registry_errors.InvalidSchema as e:
         raise InvalidSchema(e.message) from None
     except registry_errors.RegistryError as e:
         raise SchemaLookupFailed(e.message) from None
-
-
-async def _register_on(request: Request, reg: Registry, primary: str, subject_name: str, schema: Schema) -> int:
-    body = json.dumps({"schema": schema.text, "schemaType": schema.type}).encode()
-    answer = await post_on_behalf(request, primary, f"/subjects/{subject_name}/versions", body)
-    found = json.loads(answer.body or b"{}")
-    if answer.status_code != 200:
-        raise registry_errors.RegistryError(found.get("message", "registration failed"), answer.status_code,
-                                            found.get("error_code"))
+    if not isinstance(out, Response):
+        return out.id
+    found = json.loads(out.body or b"{}")
+    if out.status_code != 200:
+        raise SchemaLookupFailed(found.get("message", "registration failed"))
     await reg.log.caught_up()      # the primary's record is read here before the id is used
     return found["id"]
 

@@ -21,11 +21,11 @@ ELECTION_WAIT_S = 30.0       # a replica that just started waits this long for a
 PASSED_HEADERS = ("authorization", "content-type", "accept")
 
 
-async def on_primary(request: Request, write):
+async def on_primary(request: Request, write, path: str | None = None, body: bytes | None = None):
     """The answer to a write: ``await write()`` on this replica while it is the primary, else the
-    primary's answer."""
+    primary's answer to ``request`` (or to a POST of ``body`` to ``path`` made on its behalf)."""
     for _ in range(3):          # the primacy moves once per rebalance: a third move is a flapping group
-        if (answer := await forward(request)) is not None:
+        if (answer := await forward(request, path, body)) is not None:
             return answer
         try:
             return await write()
@@ -35,7 +35,7 @@ async def on_primary(request: Request, write):
     raise NotPrimary()
 
 
-async def forward(request: Request) -> Response | None:
+async def forward(request: Request, path: str | None = None, body: bytes | None = None) -> Response | None:
     """None when this replica is the primary (the caller writes); else the primary's answer."""
     log = request.app.state.registry.log
     if request.headers.get(FORWARDED):
@@ -46,7 +46,7 @@ async def forward(request: Request) -> Response | None:
     while not log.is_primary:
         url = await log.primary_url(fresh=True)
         if url is not None:
-            answer = await _send(request, url)
+            answer = await _send(request, url, path, body)
             if answer.status_code < 300:   # read-your-writes on this replica too, as the caller expects
                 await log.caught_up()
             return answer
@@ -54,12 +54,6 @@ async def forward(request: Request) -> Response | None:
             raise RegistryError("No primary schema registry is elected", 500, 50004)
         await asyncio.sleep(0.2)
     return None
-
-
-async def post_on_behalf(request: Request, primary: str, path: str, body: bytes) -> Response:
-    """A POST of ``body`` to ``path`` on the primary, with ``request``'s credentials: the REST
-    Proxy registering a produce's schema (``embedded``)."""
-    return await _send(request, primary, path, body)
 
 
 async def _send(request: Request, primary: str, path: str | None = None, body: bytes | None = None) -> Response:
