@@ -15,8 +15,6 @@ certificate, so only the interpreter's start and the probe's imports are timed).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import subprocess
 import sys
@@ -26,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.side_by_side import RESULTS
+from bench.side_by_side import save_result
 from odradek.cluster import control_plane as cp
 from odradek.dev.harness import start_cluster, stop_cluster
 
@@ -80,10 +78,7 @@ def main() -> None:
                       "exec_probe_start": _exec_start(args.exec_calls)}
         finally:
             stop_cluster(cluster)
-    print(json.dumps(result, indent=2))
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"readiness-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_result("readiness", result)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime
 import json
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.side_by_side import RESULTS
+from bench.side_by_side import save_result
 from odradek.dev.harness import start_cluster, stop_cluster
 
 SCHEMA = json.dumps({"type": "record", "name": "Order", "fields": [
@@ -92,10 +91,7 @@ def main() -> None:
         finally:
             stop_cluster(cluster)
     result["avro_vs_json"] = round(result["avro_records_per_s"] / result["json_records_per_s"], 2)
-    print(json.dumps(result, indent=2))
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"registry-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_result("registry", result)
 
 
 if __name__ == "__main__":

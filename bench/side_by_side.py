@@ -502,6 +502,16 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def save_result(name: str, result: dict) -> Path:
+    """Print ``result`` and keep it as bench/results/<name>-<local time>.json."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}-{datetime.datetime.now().strftime('%Y-%m-%d-%H%M')}.json"
+    path.write_text(text + "\n")
+    return path
+
+
 def write_doc(text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace what is between the markers ``begin`` and ``end`` of docs/performance.md (appended
     at its end when missing)."""
