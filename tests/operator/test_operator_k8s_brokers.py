@@ -8,12 +8,13 @@ under-replicated partitions and replica placement."""
 from __future__ import annotations
 
 import copy
+import json
 import time
 
 import pytest
 
 from odradek.dev.waiting import wait_until
-from odradek.operator import builders
+from odradek.operator import builders, revisions
 from tests.support.k8s import condition
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
@@ -64,15 +65,20 @@ def mark_ready(k8s, ns, name):
              "application/merge-patch+json")
 
 
+def revision(annotations):
+    """The hashes a pod (or the pod template) carries: the shared one and every broker's own
+    (``revisions``); a pod created from the current template carries the template's."""
+    return f"{annotations.get(builders.CONFIG_HASH_ANNOTATION)} {annotations.get(revisions.BROKER_HASHES_ANNOTATION)}"
+
+
 def hashes(k8s, ns, cluster):
-    return {n: p["metadata"].get("annotations", {}).get(builders.CONFIG_HASH_ANNOTATION)
-            for n, p in pods(k8s, ns, cluster).items()}
+    return {n: revision(p["metadata"].get("annotations", {})) for n, p in pods(k8s, ns, cluster).items()}
 
 
 def template_hash(k8s, ns, cluster):
-    """The config hash of the brokers' pod template (settings and certificates)."""
+    """The hashes of the brokers' pod template (settings; each broker's certificate)."""
     sts = k8s.child(ns, "StatefulSet", f"{cluster}-brokers")
-    return sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+    return revision(sts["spec"]["template"]["metadata"]["annotations"])
 
 
 def brokers_up(k8s, ns, c) -> set[str]:
@@ -186,3 +192,57 @@ def test_pvc_size_increase_is_applied(k8s, operator, namespace, fake_controller)
                       {ANNOTATION: fake_controller.url})
     cr = wait_until(lambda: (x := k8s.cluster(ns, c)) and x["status"].get("phase") == "Failed" and x, 30, "Failed")
     assert "cannot shrink volumes from 3Gi to 2Gi" in condition(cr, "Ready")["message"]
+
+
+def handled(k8s, ns, c, poke: str) -> bool:
+    """Whether the operator's reconcile of the cluster with annotation poke=``poke`` finished
+    (kopf stores the configuration it handled only once the handler succeeded: no roll pending)."""
+    notes = k8s.cluster(ns, c)["metadata"].get("annotations") or {}
+    last = json.loads(notes.get("operator.odradek.dev/last-handled-configuration") or "{}")
+    return ((last.get("metadata") or {}).get("annotations") or {}).get(POKE) == poke
+
+
+POKE = "test.odradek.dev/poke"   # an annotation change runs the operator's update handler
+
+
+def test_scale_up_restarts_no_broker_and_an_own_address_restarts_only_its_broker(k8s, operator, namespace,
+                                                                                  fake_controller):
+    """Strimzi's per-pod configuration: broker 3 added (its certificate, its load balancer's
+    Service, its line of the advertised table) restarts none of brokers 0-2; broker 1's load
+    balancer getting its address after broker 1 started restarts broker 1 alone."""
+    ns, c = namespace, "perpod"
+    lb = {"listeners": [{"name": "lb", "port": 9095, "type": "loadbalancer", "tls": True}]}
+
+    def apply(replicas, poke):
+        k8s.apply_cluster(ns, c, {**spec(replicas=replicas), **lb}, {ANNOTATION: fake_controller.url, POKE: poke})
+
+    def uids():
+        return {n: p["metadata"]["uid"] for n, p in pods(k8s, ns, c).items()}
+    apply(3, "1")
+    brokers_up(k8s, ns, c)
+    wait_until(lambda: handled(k8s, ns, c, "1"), 60, "the first reconcile to finish")
+    before = uids()
+
+    apply(4, "2")
+    wait_until(lambda: k8s.child(ns, "StatefulSet", f"{c}-brokers")["spec"]["replicas"] == 4, 30, "4 replicas")
+    ensure_pods(k8s, ns, f"{c}-brokers")
+    mark_ready(k8s, ns, f"{c}-brokers-3")
+    apply(4, "3")   # a reconcile that sees broker 3 Ready: the one that would roll the others
+    wait_until(lambda: handled(k8s, ns, c, "3"), 60, "the reconcile after broker 3 is Ready")
+    after = uids()
+    assert {n: after[n] for n in before} == before, "scaling up restarted an existing broker"
+
+    # play the cloud's load-balancer controller: broker 1's Service gets its address now
+    k8s.call("PATCH", f"/api/v1/namespaces/{ns}/services/{c}-brokers-1-lb/status",
+             {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.11"}]}}}, "application/merge-patch+json")
+    apply(4, "4")
+    wait_until(lambda: uids().get(f"{c}-brokers-1") != after[f"{c}-brokers-1"], 60, "broker 1 to restart")
+    ensure_pods(k8s, ns, f"{c}-brokers")
+    mark_ready(k8s, ns, f"{c}-brokers-1")
+    wait_until(lambda: handled(k8s, ns, c, "4"), 60, "the roll of broker 1 to finish")
+    final = uids()
+    assert final[f"{c}-brokers-1"] != after[f"{c}-brokers-1"]
+    assert {n: u for n, u in final.items() if n != f"{c}-brokers-1"} == {
+        n: u for n, u in after.items() if n != f"{c}-brokers-1"}, "a broker restarted for another's address"
+    table = json.loads(k8s.child(ns, "ConfigMap", f"{c}-config")["data"]["advertised-listeners.json"])
+    assert table["1"].endswith("LB://203.0.113.11:9095")

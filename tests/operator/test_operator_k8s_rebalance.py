@@ -130,6 +130,10 @@ def play_kubelet(k8s, ns, c):
     return True
 
 
+def uids(k8s, ns, c) -> dict[str, str]:
+    return {name: pod["metadata"]["uid"] for name, pod in pods(k8s, ns, c).items()}
+
+
 def handled(cr):
     """The cluster's spec handled: no roll, auto-rebalance idle, no handler retrying."""
     status, annotations = cr.get("status") or {}, cr["metadata"].get("annotations") or {}
@@ -148,6 +152,7 @@ def test_auto_rebalance_on_scale_up_then_drain_before_shrink(k8s, namespace, clu
     ensure_pods(k8s, ns, f"{c}-brokers")
     for name in pods(k8s, ns, c):
         mark_ready(k8s, ns, name)
+    before = uids(k8s, ns, c)
 
     # scale-up: the new broker gets its share once it is ready
     k8s.apply_cluster(ns, c, {**CLUSTER_SPEC, "brokers": {**CLUSTER_SPEC["brokers"], "replicas": 4},
@@ -156,10 +161,11 @@ def test_auto_rebalance_on_scale_up_then_drain_before_shrink(k8s, namespace, clu
     assert status["modes"] == [{"mode": "add-brokers", "brokers": [3]}] and "ready" in status["message"]
     assert rebalance(k8s, ns, "c-auto-rebalancing-add-brokers") is None, "rebalanced before the broker was ready"
     fake.rebalancer.brokers = [0, 1, 2, 3]
-    # the scale-up also rolls the brokers (their configuration names the brokers): play the
-    # kubelet until the roll and the rebalance are over and the handler is done with the change
+    # play the kubelet until the rebalance is over and the handler is done with the change
     wait_until(lambda: play_kubelet(k8s, ns, c) and handled(k8s.cluster(ns, c)), 90, "the scale-up handled")
     assert replicas_on(fake, 3) == 3
+    # a broker restarts for its own configuration only (revisions.py): broker 3 restarted none of 0-2
+    assert {n: u for n, u in uids(k8s, ns, c).items() if n in before} == before
     (execution,) = fake.rebalancer.executions
     assert fake.rebalancer.proposals[-1]["mode"] == "add-brokers" and fake.rebalancer.proposals[-1]["brokers"] == [3]
     assert (execution["throttle_bytes_per_s"], execution["concurrency"]) == (5_000_000, 2)   # the template's
@@ -179,6 +185,7 @@ def test_auto_rebalance_on_scale_up_then_drain_before_shrink(k8s, namespace, clu
                "the scale-down once broker 3 is drained")
     assert replicas_on(fake, 3) == 0
     auto_state(k8s, ns, c, "Idle")
+    assert {n: u for n, u in uids(k8s, ns, c).items() if n in before} == before, "the scale-down restarted a broker"
     wait_until(lambda: rebalance(k8s, ns, "c-auto-rebalancing-remove-brokers") is None, 30, "the drain deleted")
 
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from odradek.config import parse_broker_settings
-from odradek.operator import builders, cluster_plan, listeners
+from odradek.operator import builders, certs, cluster_plan, listeners, revisions
 from odradek.operator.validation import SpecError
-from tests.operator.plans import children as planned, cluster_spec, security
+from tests.operator.plans import VERSIONS, children as planned, cluster_spec, security
 
 NS = "data"
 SCRAM = {"type": "scram-sha-512"}
@@ -232,3 +232,30 @@ def test_certificate_names_of_external_tls_listeners():
     # every node address on every broker (a bootstrap connection reaches any broker via any node)
     assert names == {0: ["10.0.0.1", "10.0.0.2", "203.0.113.7"], 1: ["10.0.0.1", "10.0.0.2"]}
     assert listeners.certificate_names(specs[2:], 2, ["10.0.0.1"], {}) == {}  # no TLS: no names
+
+
+def test_scaling_changes_no_existing_brokers_revision_and_an_own_address_only_its_own():
+    """The brokers' template: the shared hash and each broker's own (load balancer, certificate);
+    adding broker 3 (its Service's address, its certificate) leaves brokers 0-2's untouched."""
+    spec = cluster_spec(spec_with({"name": "lb", "port": 9095, "type": "loadbalancer", "tls": True}))
+    versions = {**VERSIONS, **{certs.broker_version_key(i): f"cert-{i}" for i in range(4)}}
+    plan = security(spec, versions=versions)
+    addresses = {("lb", i): f"203.0.113.{i}:9095" for i in range(4)}
+
+    def template(replicas, external):
+        sts = next(o for o in builders.build_brokers("c", NS, spec, plan, replicas, external)
+                   if o["kind"] == "StatefulSet")
+        notes = sts["spec"]["template"]["metadata"]["annotations"]
+        return notes[builders.CONFIG_HASH_ANNOTATION], json.loads(notes[revisions.BROKER_HASHES_ANNOTATION])
+
+    shared, three = template(3, {k: v for k, v in addresses.items() if k[1] < 3})
+    shared4, four = template(4, addresses)
+    assert shared4 == shared and set(four) == {"0", "1", "2", "3"}
+    assert {k: four[k] for k in three} == three
+    # broker 1's load balancer moves (or gets its address after broker 1 started): only its entry
+    _, moved = template(3, {**addresses, ("lb", 1): "198.51.100.1:9095"})
+    assert [k for k in three if moved[k] != three[k]] == ["1"]
+    _, pending = template(3, {**addresses, ("lb", 1): None})
+    assert [k for k in three if pending[k] != three[k]] == ["1"]
+    # a node port (the node's address filled in by each pod) is no address of its own to restart for
+    assert template(3, {**addresses, ("lb", 1): "{host_ip}:31000"})[1] == pending

@@ -5,9 +5,10 @@ digest), and a second reconcile applies the same manifests again."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 
-from odradek.operator import builders, certs, cluster_plan, principals, reconcile
+from odradek.operator import builders, certs, cluster_plan, principals, reconcile, revisions
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import parse_cluster
 
@@ -86,8 +87,9 @@ def test_the_applied_children_are_the_secured_plan():
     # the certificate versions the pods carry are those of the Secrets applied with them
     assert controller["metadata"]["annotations"][certs.CERTS_ANNOTATION] == versions["controller"]
     assert gateway["metadata"]["annotations"][certs.CERTS_ANNOTATION] == versions["gateway"]
-    assert broker_pod["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION] == builders.config_hash(
-        "c", NS, spec, {}, versions["broker"])
+    assert broker_pod["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION] == builders.config_hash("c", NS, spec)
+    own = json.loads(broker_pod["metadata"]["annotations"][revisions.BROKER_HASHES_ANNOTATION])
+    assert own == {str(i): revisions.broker_hash(i, {}, versions[certs.broker_version_key(i)]) for i in range(3)}
     assert kube.get("v1", "Secret", NS, principals.zookeeper_secret_name("c")) is not None
     assert outcome.applied[:3] == ["ConfigMap/c-config", "ConfigMap/c-zookeeper-config", "Service/c-zookeeper-headless"]
     assert outcome.status["desiredBrokers"] == 3 and outcome.status["gatewayAddress"]

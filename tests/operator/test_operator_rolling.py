@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from odradek.operator.revisions import Revision
 from odradek.operator.rolling import PodView, plan_roll, plan_scale, scale_down_blockers
 
 
@@ -66,3 +67,38 @@ def test_scale_down_allowed_when_empty_and_scale_up_always():
     assert plan_scale(None, 3, None).allowed
     d = plan_scale(4, 3, None)
     assert not d.allowed and d.replicas == 4 and "cannot be asked" in d.reason
+
+
+def own(pod_hashes, shared="s", legacy=None):
+    """Pods started from templates with ``shared`` and their own hashes (None: before the split)."""
+    return [PodView(f"c-brokers-{i}", i, legacy if h is None else shared, True, own_hash=h)
+            for i, h in enumerate(pod_hashes)]
+
+
+def test_a_broker_restarts_only_for_its_own_revision():
+    want = Revision("s", {0: "a", 1: "b", 2: "c"}, legacy="L")
+    assert plan_roll(own(["a", "b", "c"]), want, 3, 0).done
+    # broker 3 added (its entry is new), or gone again: nobody else restarts
+    assert plan_roll(own(["a", "b", "c", "d"]), Revision("s", {0: "a", 1: "b", 2: "c", 3: "d"}), 4, 0).done
+    assert plan_roll(own(["a", "b", "c", "d"]), want, 3, 0).done   # broker 3 scaled away
+    # broker 1's own address or certificate changed: broker 1 alone
+    step = plan_roll(own(["a", "b", "c"]), Revision("s", {0: "a", 1: "B", 2: "c"}), 3, 0)
+    assert (step.action, step.pod, step.pending) == ("restart", "c-brokers-1", ("c-brokers-1",))
+    # a shared change restarts every broker, highest first
+    assert plan_roll(own(["a", "b", "c"]), Revision("S", want.own), 3, 0).pending == (
+        "c-brokers-2", "c-brokers-1", "c-brokers-0")
+
+
+def test_pods_from_before_the_split_are_current_while_the_hash_of_everything_is():
+    want = Revision("s", {0: "a", 1: "b"}, legacy="L")
+    assert plan_roll(own([None, None], legacy="L"), want, 2, 0).done
+    assert plan_roll(own([None, None], legacy="old"), want, 2, 0).pending == ("c-brokers-1", "c-brokers-0")
+
+
+def test_pod_view_reads_its_own_entry():
+    pod = {"metadata": {"name": "c-brokers-2", "labels": {"apps.kubernetes.io/pod-index": "2"},
+                        "annotations": {"odradek.dev/config-hash": "abc",
+                                        "odradek.dev/broker-hashes": '{"0": "x", "2": "mine"}'}}}
+    assert PodView.from_pod(pod).own_hash == "mine"
+    pod["metadata"]["annotations"]["odradek.dev/broker-hashes"] = "not json"
+    assert PodView.from_pod(pod).own_hash is None

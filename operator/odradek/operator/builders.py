@@ -30,14 +30,13 @@ Broker ids are the StatefulSet ordinals (label ``apps.kubernetes.io/pod-index``)
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import shlex
 from typing import Any, Mapping
 
 from odradek.cluster import control_plane
 from odradek.operator import listeners as listener_specs
-from odradek.operator import gateway_security, pod_security, zookeeper
+from odradek.operator import gateway_security, pod_security, revisions, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -51,7 +50,7 @@ METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporte
 ZK_CLIENT_PORT = zookeeper.CLIENT_PORT   # TLS (secureClientPort): the managed ensemble has no plaintext port
 RACK_DIR = "/etc/odradek/rack"
 DATA_DIR = "/var/lib/odradek/data"
-CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
+CONFIG_HASH_ANNOTATION = revisions.CONFIG_HASH_ANNOTATION
 PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
 CLUSTER_LABEL = "odradek.dev/cluster"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -125,23 +124,17 @@ def gateway_address(cluster: str, namespace: str) -> str:
 
 def config_hash(cluster: str, namespace: str, spec: ClusterSpec,
                 external: Mapping[tuple[str, int], str | None] | None = None, certificates: str = "") -> str:
-    """What a broker restart must pick up: settings, image, ZooKeeper, resources, listeners
-    and authorization, load balancers' addresses (node ports stay once allocated), and the
-    version of the brokers' certificates (``certs.CertificatePlan.versions``)."""
-    source = spec.source   # as the user wrote them: the hash existing clusters have
-    material = {"config": dict(spec.brokers.config), "image": spec.image,
-                "zookeeper": zookeeper_connect(cluster, namespace, spec),
-                "resources": spec.brokers.resources or {}, "rack": source.get("rack") or {},
-                "template": source.get("template") or {}}
-    for key in ("listeners", "authorization"):  # only when set: older clusters keep their hash
-        if source.get(key) is not None:
-            material[key] = source[key]
-    hosts = sorted(a for a in (external or {}).values() if a and listener_specs.HOST_IP not in a)
-    if hosts:
-        material["loadBalancers"] = hosts
-    if certificates:
-        material["certificates"] = certificates
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+    """What a restart of every broker must pick up (``revisions.config_hash``); with every load
+    balancer's address and the version of every broker's certificate, the hash from before
+    the per-broker split."""
+    return revisions.config_hash(zookeeper_connect(cluster, namespace, spec), spec, external, certificates)
+
+
+def broker_revision(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan, replicas: int,
+                    external: Mapping[tuple[str, int], str | None] | None = None) -> revisions.Revision:
+    """The shared hash and each broker's own (``revisions``: adding broker N restarts no other)."""
+    return revisions.desired(zookeeper_connect(cluster, namespace, spec), spec, replicas, external,
+                             security.broker_pod_certificates, security.broker_certificates)
 
 
 def build_config_map(cluster: str, namespace: str, spec: ClusterSpec,
@@ -361,16 +354,17 @@ def build_brokers(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
 
     ``replicas`` overrides ``brokers.replicas`` (a refused scale-down keeps the current count).
     Updates use ``OnDelete``: the operator restarts pods one at a time (``rolling``).
-    ``external``: the external listeners' addresses (``listeners.external_address``); the
-    brokers' certificate version (``security``) is part of the config hash."""
+    ``external``: the external listeners' addresses (``listeners.external_address``); with each
+    broker's certificate version (``security``) they make its own hash (``revisions``)."""
     n, storage = names(cluster), spec.brokers.storage
-    hashed = config_hash(cluster, namespace, spec, external, security.broker_certificates)
+    count = spec.brokers.replicas if replicas is None else replicas
+    revision = broker_revision(cluster, namespace, spec, security, count, external)
     sts_spec: dict[str, Any] = {
-        "replicas": spec.brokers.replicas if replicas is None else replicas, "serviceName": n["brokers"],
+        "replicas": count, "serviceName": n["brokers"],
         "podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector(cluster, "broker")},
         "template": _pod_template(cluster, "broker", spec, _broker_pod(cluster, spec, security),
-                                  {**security.broker.annotations, CONFIG_HASH_ANNOTATION: hashed}),
+                                  {**security.broker.annotations, **revision.annotations()}),
     }
     if storage.persistent:
         claim = {"metadata": {"name": "data", "labels": labels(cluster, "broker")},

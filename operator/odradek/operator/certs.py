@@ -25,8 +25,9 @@ Renewal: a CA whose certificate has less than ``renewalDays`` left is re-signed 
 key (certificates it issued stay valid against the old and the new CA certificate, so pods can
 restart one at a time); a process certificate is reissued when it is missing, has less than
 ``renewalDays`` left, was not signed by the CA's key, or its names changed. ``versions`` (a
-hash per component of what its pods load) goes into the pod templates: a change rolls the
-brokers with the rolling logic (``rolling.py``) and the Deployments by their own strategy.
+hash per component of what its pods load; per broker too: ``broker_versions``) goes into the pod
+templates: a change rolls the brokers with the rolling logic (``rolling.py``: a broker's own
+certificate restarts that broker alone, ``revisions``) and the Deployments by their own strategy.
 
 The interface for the listeners (``listeners.py``), users (``users.py``) and the pod builders:
 ``pod_tls_volumes``, ``broker_ssl_config``, ``control_plane_config``, ``gateway_kafka_args``,
@@ -206,7 +207,7 @@ def _secret(name: str, namespace: str, cluster: str, data: Mapping[str, bytes]) 
 class CertificatePlan:
     """What the reconcile writes, and what the pod builders need (``versions``)."""
     secrets: list[dict] = field(default_factory=list)      # owned by the cluster: adopt, then apply
-    versions: dict[str, str] = field(default_factory=dict)  # component -> hash of what its pods load
+    versions: dict[str, str] = field(default_factory=dict)  # component (and broker-<n>) -> hash of what its pods load
     renewed: list[str] = field(default_factory=list)       # for the log: what was (re)issued
     warnings: list[str] = field(default_factory=list)
     cluster_ca: CertificateAuthority | None = None
@@ -293,6 +294,18 @@ def _version(data: Mapping[str, bytes]) -> str:
     return digest.hexdigest()[:16]
 
 
+def broker_version_key(ordinal: int) -> str:
+    """``CertificatePlan.versions``' key of broker ``ordinal``'s own certificate (with the CA
+    bundle): its change restarts that broker alone (``revisions``); ``broker`` is all of them."""
+    return f"broker-{ordinal}"
+
+
+def broker_versions(versions: Mapping[str, str]) -> dict[int, str]:
+    """Broker ordinal -> its own certificate's version, from ``CertificatePlan.versions``."""
+    return {int(k.removeprefix("broker-")): v for k, v in versions.items()
+            if k.startswith("broker-") and k.removeprefix("broker-").isdigit()}
+
+
 def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing: Mapping[str, Mapping[str, bytes]],
                       broker_replicas: int, extra_broker_names: Mapping[int, Iterable[str]] | None = None,
                       now: datetime.datetime | None = None, gateway_names: Iterable[str] = ()) -> CertificatePlan:
@@ -318,8 +331,10 @@ def plan_certificates(cluster: str, namespace: str, spec: ClusterSpec, existing:
     old = existing.get(n["broker"], {})
     for i in range(broker_replicas):
         stem = f"{builders.names(cluster)['brokers']}-{i}"
-        broker_data |= _issue(old, stem, ca, broker_names(cluster, namespace, i, extra.get(i, ())),
-                              common_name(cluster, "broker"), cfg, now, plan)
+        own = _issue(old, stem, ca, broker_names(cluster, namespace, i, extra.get(i, ())),
+                     common_name(cluster, "broker"), cfg, now, plan)
+        broker_data |= own
+        plan.versions[broker_version_key(i)] = _version({BUNDLE_KEY: bundle, **own})
     plan.secrets.append(_secret(n["broker"], namespace, cluster, broker_data))
     plan.versions["broker"] = _version(broker_data)
     for component in COMPONENTS[1:]:

@@ -208,7 +208,8 @@ def security_plan(cluster: str, listeners: Sequence[Listener], versions: Mapping
                               managed_zookeeper),
         gateway=PodSecurity(tuple(gateway_volumes), tuple(gateway_mounts), args=tuple(certs.gateway_kafka_args()),
                             annotations={certs.CERTS_ANNOTATION: versions["gateway"]}),
-        broker_certificates=versions["broker"], broker_tls=broker_tls(cluster, listeners),
+        broker_certificates=versions["broker"], broker_pod_certificates=certs.broker_versions(versions),
+        broker_tls=broker_tls(cluster, listeners),
         controller_advertised_url=_controller_url_word(cluster),
         zookeeper=_zookeeper(cluster, versions, managed_zookeeper), gateway_users=tuple(sorted(gateway_users)))
 

@@ -19,6 +19,7 @@ from odradek.operator import (admin, autorebalance, builders, certs, cluster_pla
                               manual, metrics, network_policies, principals, replicas_change, rolling, topics,
                               validation)
 from odradek.operator.kube import Kube
+from odradek.operator.security import SecurityPlan
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
@@ -132,8 +133,7 @@ def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: clus
     """One rolling-restart step of existing brokers; what the cluster waits for, or None."""
     replicas, host_ips = observed.scale.replicas, observed.host_ips
     if observed.statefulsets.get(builders.names(body["metadata"]["name"])["brokers"]) is not None:
-        step = roll_step(kube, body, spec, replicas, settings, client, plan.external,
-                         plan.security.broker_certificates)
+        step = roll_step(kube, body, spec, replicas, settings, plan.security, client, plan.external)
         if not step.done:
             return step.reason
     if any(li.type == "nodeport" and li.tls for li in spec.listeners) and len(host_ips) < replicas:
@@ -282,21 +282,20 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: ClusterSpec, replic
 
 
 def roll_step(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, replicas: int, settings: OperatorSettings,
-              client: admin.ControllerClient | None = None,
-              external: Mapping[tuple[str, int], str | None] | None = None,
-              certificates: str = "") -> rolling.RollStep:
+              security: SecurityPlan, client: admin.ControllerClient | None = None,
+              external: Mapping[tuple[str, int], str | None] | None = None) -> rolling.RollStep:
     """One step of a rolling restart: delete at most one outdated broker pod (``external`` and
-    ``certificates``, the brokers' certificate version, are part of the config hash)."""
+    ``security``'s certificate versions make each broker's own hash: ``revisions``)."""
     name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
     listed = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))
     marked = set(manual.spread_cluster_request(kube, body, listed))   # odradek.dev/manual-rolling-update
     pods = [replace(v, manual=v.manual or v.name in marked) for v in map(rolling.PodView.from_pod, listed)]
-    desired_hash = builders.config_hash(name, namespace, spec, external, certificates)
-    if all(p.config_hash == desired_hash and not p.manual for p in pods):
-        return rolling.plan_roll(pods, desired_hash, replicas, 0)
+    desired = builders.broker_revision(name, namespace, spec, security, replicas, external)
+    if all(p.current(desired) for p in pods):
+        return rolling.plan_roll(pods, desired, replicas, 0)
     urp, at_risk = manual.roll_safety(client or controller_client(kube, body, settings),
                                       int(spec.brokers.config.get(manual.MIN_ISR, "1")))
-    step = rolling.plan_roll(pods, desired_hash, replicas, urp, at_risk)
+    step = rolling.plan_roll(pods, desired, replicas, urp, at_risk)
     if step.action == "restart":
         kube.delete("v1", "Pod", namespace, step.pod)
     return step

@@ -18,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from odradek.operator import revisions
 from odradek.operator.builders import CONFIG_HASH_ANNOTATION, POD_INDEX_LABEL
+from odradek.operator.revisions import Revision
 
 MANUAL_ROLL = "odradek.dev/manual-rolling-update"   # Strimzi's strimzi.io/manual-rolling-update
 
@@ -33,6 +35,7 @@ class PodView:
     ready: bool
     deleting: bool = False
     manual: bool = False      # marked for a manual roll (manual.MANUAL_ROLL)
+    own_hash: str | None = None   # its own entry of revisions.BROKER_HASHES_ANNOTATION
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> "PodView":
@@ -45,7 +48,12 @@ class PodView:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         annotations = meta.get("annotations") or {}
         return cls(meta["name"], int(ordinal), annotations.get(CONFIG_HASH_ANNOTATION),
-                   ready, bool(meta.get("deletionTimestamp")), annotations.get(MANUAL_ROLL) == "true")
+                   ready, bool(meta.get("deletionTimestamp")), annotations.get(MANUAL_ROLL) == "true",
+                   revisions.own_hash(annotations, int(ordinal)))
+
+    def current(self, desired: Revision) -> bool:
+        """Runs what it should (``revisions``: the shared hash and its own) and is not marked."""
+        return desired.current(self.ordinal, self.config_hash, self.own_hash) and not self.manual
 
 
 @dataclass(frozen=True)
@@ -60,15 +68,18 @@ class RollStep:
         return self.action == "done"
 
 
-def plan_roll(pods: Iterable[PodView], desired_hash: str, replicas: int,
+def plan_roll(pods: Iterable[PodView], desired: str | Revision, replicas: int,
               under_replicated: int | None, at_risk: Mapping[int, Sequence[str]] | None = None) -> RollStep:
-    """The next step of a rolling restart towards ``desired_hash`` (and of manual rolls).
+    """The next step of a rolling restart towards ``desired`` (``revisions.Revision``, or a
+    config hash shared by all) and of manual rolls. A broker restarts only when its own
+    revision is not the desired one (adding or removing another restarts nobody).
 
     Highest ordinal first (the order a StatefulSet rolls in). ``under_replicated`` is the
     controller's count, None when it could not be asked (then nothing is restarted);
     ``at_risk``: broker id -> partitions its restart would take below min.insync.replicas."""
+    want = desired if isinstance(desired, Revision) else Revision(desired)
     pods = sorted(pods, key=lambda p: p.ordinal)
-    outdated = tuple(p.name for p in reversed(pods) if p.config_hash != desired_hash or p.manual)
+    outdated = tuple(p.name for p in reversed(pods) if not p.current(want))
     if not outdated:
         return RollStep("done", "every broker runs the current configuration")
     if any(p.deleting for p in pods):

@@ -6,8 +6,8 @@ mounts (certificates, ZooKeeper digest), the settings passed as ``--config KEY=V
 (control-plane mutual TLS, ZooKeeper ACLs), extra arguments (the gateway's ``--kafka-ssl-*``),
 the readiness probe that replaces the builder's plain one (an exec probe presenting the pod's
 certificate: the kubelet cannot) and the certificate version annotated on the pod template
-(its change restarts a Deployment's pods; the brokers' version is in their config hash
-instead, so ``rolling`` restarts them one at a time). ``SecurityPlan`` adds the brokers' TLS
+(its change restarts a Deployment's pods; each broker's version is in its own hash instead,
+``revisions``, so ``rolling`` restarts them one at a time). ``SecurityPlan`` adds the brokers' TLS
 listener material and the controller's advertised URL (its DNS name, made by the shell from
 ``$POD_IP``: no downward API field gives the dashed address).
 
@@ -37,7 +37,8 @@ class SecurityPlan:
     controller: PodSecurity
     broker: PodSecurity
     gateway: PodSecurity
-    broker_certificates: str = ""         # the brokers' certificate version (their config hash)
+    broker_certificates: str = ""         # the version of every broker's certificate (pods before revisions.py)
+    broker_pod_certificates: Mapping[int, str] = field(default_factory=dict)   # ordinal -> its own version
     broker_tls: BrokerTls | None = None   # TLS listeners and mutual-TLS replication, when secured
     controller_advertised_url: str = ""   # a shell word: the controller runs through ``sh -c``
     zookeeper: PodSecurity = field(default_factory=PodSecurity)   # the managed ensemble's certificates
