@@ -27,7 +27,7 @@ __all__ = ["SerdeError", "frame", "unframe", "encode", "decode", "MAGIC"]
 MAGIC = wire.MAGIC
 FORMATS = {AVRO: avro_data, JSON: json_data, PROTOBUF: proto_data}
 CACHED = 512
-_CODECS: dict[int, tuple[object, tuple | None, object]] = {}
+_CODECS: dict[int, tuple[object, dict, object]] = {}   # id -> (parsed value, references, codec)
 
 
 def frame(schema_id: int, data: bytes) -> bytes:
@@ -65,11 +65,11 @@ def codec(parsed: Parsed, referenced: dict[str, str] | None = None):
     """``odradek.serde.codecs``' codec of ``parsed``, cached by the parsed value's identity (an
     Avro schema's hash renders its JSON: 27 us, more than writing a small record; a validator or a
     descriptor pool costs more to build than to use). ``referenced`` None: any (decoding)."""
-    refs = None if referenced is None else tuple(sorted(referenced.items()))
-    found = _CODECS.get(id(parsed.value))
-    if found is None or found[0] is not parsed.value or (refs is not None and found[1] != refs):
+    value = parsed.value
+    found = _CODECS.get(id(value))
+    if found is None or found[0] is not value or (referenced is not None and found[1] != referenced):
         if len(_CODECS) >= CACHED:
             _CODECS.clear()
-        made = FORMATS[parsed.schema.type].codec(parsed.value, dict(refs or ()))
-        found = _CODECS[id(parsed.value)] = (parsed.value, refs or (), made)
+        referenced = dict(referenced or {})
+        found = _CODECS[id(value)] = (value, referenced, FORMATS[parsed.schema.type].codec(value, referenced))
     return found[2]
