@@ -1,6 +1,6 @@
 """``odradek.gateway.serde`` without a cluster: each format's value round-trips through the
-Confluent wire format, Avro values in Avro's JSON encoding, Protobuf's message indexes as
-Confluent writes them, and a value not matching its schema is refused."""
+Confluent wire format (``odradek.serde.wire``), Avro values in Avro's JSON encoding, Protobuf's
+message indexes as Confluent writes them, and a value not matching its schema is refused."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from odradek.gateway import serde
 from odradek.gateway.registry import schemas as sc
-from odradek.gateway.serde import proto_data
+from odradek.serde import wire
 
 PERSON_AVRO = {"type": "record", "name": "Person", "fields": [
     {"name": "name", "type": "string"}, {"name": "age", "type": ["null", "int"]}, {"name": "tag", "type": "bytes"}]}
@@ -51,16 +51,32 @@ def test_a_value_not_matching_its_schema_is_refused(kind, text, value):
 
 
 def test_protobuf_message_indexes_are_confluents():
-    assert proto_data.write_indexes((0,)) == b"\0"
-    for indexes in ((1,), (0, 0), (3, 2, 300)):
-        assert proto_data.read_indexes(proto_data.write_indexes(indexes) + b"rest") == \
-            (indexes, len(proto_data.write_indexes(indexes)))
+    assert wire.message_indexes([0]) == b"\0"
+    for indexes in ([1], [0, 0], [3, 2, 300]):
+        indexes_, rest = wire.read_message_indexes(memoryview(wire.message_indexes(indexes) + b"rest"))
+        assert (indexes_, bytes(rest)) == (indexes, b"rest")
     parsed = _parsed("PROTOBUF", PERSON_PROTO)
-    assert serde.decode(parsed, proto_data.write_indexes((1,)) + b"\x0a\x01z") == {"s": "z"}
-    assert serde.decode(parsed, proto_data.write_indexes((0, 0)) + b"\x0a\x01y") == {"s": "y"}
+    assert serde.decode(parsed, wire.message_indexes([1]) + b"\x0a\x01z") == {"s": "z"}
+    assert serde.decode(parsed, wire.message_indexes([0, 0]) + b"\x0a\x01y") == {"s": "y"}
 
 
 def test_data_that_is_not_registry_framed_is_refused():
     for data in (b"", b"\x01\0\0\0\x01x", b"{}"):
         with pytest.raises(serde.SerdeError):
             serde.unframe(data)
+
+
+def test_references_serve_protobuf_imports_and_json_refs():
+    """A Protobuf reference that itself imports a well-known type; a JSON Schema ``$ref`` to a reference."""
+    when = 'syntax = "proto3";\npackage d;\nimport "google/protobuf/timestamp.proto";\nmessage When { google.protobuf.Timestamp at = 1; }\n'
+    event = 'syntax = "proto3";\npackage t;\nimport "when.proto";\nmessage Event { d.When when = 1; string s = 2; }\n'
+    parsed = sc.parse(sc.Schema("PROTOBUF", event), {"when.proto": when})
+    value = {"when": {"at": "2026-11-29T07:00:00Z"}, "s": "x"}
+    assert serde.decode(parsed, serde.encode(parsed, value)) == value
+    address = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    person = json.dumps({"type": "object", "properties": {"home": {"$ref": "address.json"}}})
+    parsed = sc.parse(sc.Schema("JSON", person), {"address.json": address})
+    referenced = {"address.json": address}
+    assert serde.decode(parsed, serde.encode(parsed, {"home": {"city": "x"}}, referenced)) == {"home": {"city": "x"}}
+    with pytest.raises(serde.SerdeError, match="at /home"):
+        serde.encode(parsed, {"home": {}}, referenced)

@@ -1,8 +1,12 @@
 """Payload bytes to Python values and back, given a registered schema, one codec per schema
 type as Confluent's serializers write them: Avro binary by fastavro (a reader schema resolves
 writer data as Avro's schema resolution says), JSON documents checked against a JSON Schema by
-jsonschema when written, Protobuf messages as dynamic messages of the schema's file descriptor
-(the registry's ``?format=serialized`` answer) with the wire format's message indexes.
+jsonschema when written (``$ref``s to the schema's references resolved through ``referencing``),
+Protobuf messages as dynamic messages of the schema's file descriptor (the registry's
+``?format=serialized`` answer; imports from the schema's references or protobuf's well-known
+types) with the wire format's message indexes. The one implementation of each: the Spark source
+uses the codecs' Python values, the gateway (``odradek.gateway.serde``) converts the parsed schemas,
+validators and message descriptors held here to and from REST Proxy's JSON shapes.
 
 Values: Avro's as fastavro gives and takes them (records as dicts, timestamps as aware
 datetimes); Protobuf messages as dicts (enums by name, ``google.protobuf.Timestamp`` as an aware
@@ -13,15 +17,16 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import importlib
 import io
 import json
 
 import fastavro
 import jsonschema
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-# imported for their descriptors in protobuf's default pool: the well-known types a schema may import
-from google.protobuf import (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2,  # noqa: F401
-                             timestamp_pb2, wrappers_pb2)
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT7
 
 from odradek.serde import wire
 
@@ -35,10 +40,11 @@ class SchemaError(ValueError):
 class AvroCodec:
     type = AVRO
 
-    def __init__(self, text: str, named: dict | None = None):
-        """``named``: the named types of the schema's references (fastavro's ``named_schemas``; the
-        schema's own named types are added to it)."""
-        self.raw = json.loads(text)
+    def __init__(self, text: str | None = None, named: dict | None = None, *, raw=None):
+        """The schema as JSON ``text`` or already loaded (``raw``). ``named``: the named types of
+        the schema's references (fastavro's ``named_schemas``; the schema's own named types are
+        added to it)."""
+        self.raw = json.loads(text) if raw is None else raw
         self.named = {} if named is None else named
         self.parsed = fastavro.parse_schema(self.raw, named_schemas=self.named)
 
@@ -69,14 +75,19 @@ def _json_default(value):
 class JsonCodec:
     type = JSON
 
-    def __init__(self, text: str):
-        self.schema = json.loads(text)
+    def __init__(self, text: str | None = None, *, document=None, references: dict[str, str] | None = None):
+        """The schema as JSON ``text`` or already loaded (``document``); ``references``: reference
+        name -> schema text, as the registry resolves them, for the schema's ``$ref``s."""
+        self.schema = json.loads(text) if document is None else document
         cls = jsonschema.validators.validator_for(self.schema)
         try:
             cls.check_schema(self.schema)
         except jsonschema.SchemaError as e:
             raise SchemaError(f"not a JSON Schema: {e.message}") from None
-        self.validator = cls(self.schema)
+        registry = Registry().with_resources(
+            (name, Resource.from_contents(json.loads(ref), default_specification=DRAFT7))
+            for name, ref in (references or {}).items())
+        self.validator = cls(self.schema, registry=registry)
 
     def decode(self, payload, reader=None):
         return json.loads(bytes(payload))
@@ -84,25 +95,38 @@ class JsonCodec:
     def encode(self, value) -> bytes:
         """Checked against the schema first, as Confluent's JSONSerializer does."""
         document = json.loads(json.dumps(value, default=_json_default))
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(document))
-        if error is not None:
-            raise SchemaError(f"the value does not validate against the JSON Schema: {error.message}")
+        problem = self.problem(document)
+        if problem is not None:
+            raise SchemaError(f"the value does not validate against the JSON Schema: {problem}")
         return json.dumps(document, separators=(",", ":")).encode()
+
+    def problem(self, document) -> str | None:
+        """Why ``document`` (JSON-shaped) does not validate (jsonschema's best match, and where), or None."""
+        try:
+            error = jsonschema.exceptions.best_match(self.validator.iter_errors(document))
+        except Unresolvable as e:
+            return f"Unresolvable $ref in the schema: {e}"
+        if error is None:
+            return None
+        where = "/".join(map(str, error.absolute_path))
+        return f"{error.message}{f' at /{where}' if where else ''}"
 
 
 class ProtobufCodec:
     type = PROTOBUF
 
     def __init__(self, serialized: bytes, dependencies: tuple[bytes, ...] = ()):
-        """``serialized``: a ``FileDescriptorProto``; its imports must be well-known types (in
-        protobuf's own pool) or among ``dependencies`` (serialized descriptors, imports first)."""
-        proto = descriptor_pb2.FileDescriptorProto.FromString(serialized)
+        """``serialized``: a ``FileDescriptorProto``; its imports (and theirs) must be well-known
+        types (protobuf's own) or among ``dependencies`` (serialized descriptors, imports first)."""
         pool = descriptor_pool.DescriptorPool()
-        for dependency in dependencies:
-            pool.AddSerializedFile(dependency)
-        for name in proto.dependency:
-            _add_well_known(pool, name)
-        self.file = pool.AddSerializedFile(serialized)
+        protos = [descriptor_pb2.FileDescriptorProto.FromString(f) for f in (*dependencies, serialized)]
+        given = {p.name for p in protos}
+        for proto, file in zip(protos, (*dependencies, serialized)):
+            for name in set(proto.dependency) - given:
+                _add_well_known(pool, name)
+            if not _has(pool, proto.name):     # a well-known type given as a reference, added already
+                pool.AddSerializedFile(file)
+        self.file = pool.FindFileByName(proto.name)
         if not self.file.message_types_by_name:
             raise SchemaError(f"the Protobuf schema {proto.name} has no message")
 
@@ -118,7 +142,7 @@ class ProtobufCodec:
 
     def decode(self, payload, reader=None):
         indexes, body = wire.read_message_indexes(memoryview(payload))
-        descriptor = self._by_indexes(indexes)
+        descriptor = self.at(indexes)
         return to_python(message_factory.GetMessageClass(descriptor).FromString(bytes(body)))
 
     def encode(self, value, message: str | None = None) -> bytes:
@@ -129,7 +153,8 @@ class ProtobufCodec:
             raise SchemaError(f"the value does not fit the Protobuf message {descriptor.full_name}: {e}") from None
         return wire.message_indexes(_indexes(descriptor)) + body
 
-    def _by_indexes(self, indexes: list[int]):
+    def at(self, indexes: list[int]):
+        """The message the wire format's message indexes point at (declaration order, then nested)."""
         try:
             descriptor = list(self.file.message_types_by_name.values())[indexes[0]]
             for i in indexes[1:]:
@@ -139,20 +164,34 @@ class ProtobufCodec:
         return descriptor
 
 
-def _add_well_known(pool, name: str) -> None:
+def _has(pool, name: str) -> bool:
     try:
         pool.FindFileByName(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _add_well_known(pool, name: str) -> None:
+    """Adds the well-known type file ``name`` (and its imports) to ``pool`` unless it is there."""
+    if _has(pool, name):
         return
-    except KeyError:
-        pass
-    try:
-        known = descriptor_pool.Default().FindFileByName(name)
-    except KeyError:
-        raise SchemaError(f"the Protobuf schema imports {name}, which is not a well-known type: schema "
-                          "references are not supported here") from None
+    known = _well_known(name)
     for dependency in known.dependencies:
         _add_well_known(pool, dependency.name)
     pool.AddSerializedFile(known.serialized_pb)
+
+
+def _well_known(name: str):
+    """protobuf's own descriptor of a well-known type (importing its generated module puts it in
+    the default pool); Confluent's serializers may import them without a reference."""
+    if name.startswith("google/protobuf/"):
+        try:
+            importlib.import_module("google.protobuf." + name.removeprefix("google/protobuf/").replace(".proto", "_pb2"))
+            return descriptor_pool.Default().FindFileByName(name)
+        except (ImportError, KeyError):
+            pass
+    raise SchemaError(f"the Protobuf schema imports {name}, which is neither a well-known type nor among its references")
 
 
 def _all_messages(descriptors):

@@ -1,5 +1,6 @@
-"""The one error of ``serde``: a value that does not conform to its schema, or data that is not
-what its schema says (Confluent's serializers' ``SerializationException``)."""
+"""The one error of ``odradek.gateway.serde``: a value that does not conform to its schema, or data
+that is not what its schema says (Confluent's serializers' ``SerializationException``); the client
+codecs' ``SchemaError`` and the wire format's ``WireFormatError`` become it."""
 
 
 class SerdeError(ValueError):
