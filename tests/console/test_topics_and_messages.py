@@ -127,7 +127,7 @@ LABELLED = """() => [...document.querySelectorAll('main input, main select, main
   .map((el) => el.outerHTML)"""
 
 
-@pytest.mark.parametrize("view", ["overview", "topics", "topic", "messages", "groups"])
+@pytest.mark.parametrize("view", ["overview", "topics", "topic", "messages", "groups", "schemas"])
 def test_every_control_is_labelled_and_reachable_with_the_keyboard(page, topic, view):
     path = {"topic": f"topics/{topic}", "messages": f"topics/{topic}/messages"}.get(view, view)
     open_console(page, path)
