@@ -2,8 +2,9 @@
 through the gateway's v3 records route shows in the message browser decoded (the gateway's
 ``?schemas=true`` range read) with a "schema id N (subject vK)" badge and its raw bytes; the
 Schemas view lists the subject with its version and compatibility level and shows the schema's
-text; a record produced from the console's form in the AVRO format reads back decoded. Waits are
-Playwright's ``expect``, never sleeps."""
+text; a record produced from the console's form in the AVRO format reads back decoded; the range
+read decodes a JSON Schema key and a Protobuf value as well. Waits are Playwright's ``expect``,
+never sleeps."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ except ImportError:      # the browser fixture then skips, or fails under ODRADE
     expect = None
 
 MEDIA = "application/vnd.schemaregistry.v1+json"
+PERSON_JSON = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+PERSON_PROTO = 'syntax = "proto3";\npackage odradek.console;\nmessage Person {\n  string name = 1;\n  int32 age = 2;\n}\n'
 ORDER = {"type": "record", "name": "Order", "namespace": "odradek.console",
          "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
 
@@ -97,3 +100,20 @@ def test_framed_records_decoded_subjects_listed_and_produced_with_a_schema(page,
         for data in ({"id": 7, "item": "tea"}, {"id": 8, "item": "coffee"})]
     assert "key_schema" not in read[1] and read[1]["key"] and read[1]["value"]   # a STRING key: not framed
 
+
+def test_the_range_read_decodes_json_schema_and_protobuf_too(console_cluster):
+    """A JSON Schema key and a Protobuf value, each written with its text (registered as new)."""
+    topic = f"console-proto-{uuid.uuid4().hex[:8]}"
+    console_cluster.create_topic(topic, partitions=1, replication_factor=3)
+    with httpx.Client(base_url=console_cluster.gateway, timeout=30) as http:
+        cluster = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        produced = http.post(f"/v3/clusters/{cluster}/topics/{topic}/records", json={
+            "key": {"type": "JSONSCHEMA", "schema": json.dumps(PERSON_JSON), "data": {"name": "ada"}},
+            "value": {"type": "PROTOBUF", "schema": PERSON_PROTO, "data": {"name": "bo", "age": 3}}})
+        assert produced.status_code == 200, produced.text
+        key_id, value_id = produced.json()["key"]["schema_id"], produced.json()["value"]["schema_id"]
+        [record] = http.get(f"/topics/{topic}/partitions/0/records", params={"offset": 0, "schemas": "true"}).json()
+    assert record["key_schema"] == {"id": key_id, "type": "JSONSCHEMA", "subject": f"{topic}-key", "version": 1,
+                                    "data": {"name": "ada"}}
+    assert record["value_schema"] == {"id": value_id, "type": "PROTOBUF", "subject": f"{topic}-value", "version": 1,
+                                      "data": {"name": "bo", "age": 3}}
