@@ -48,8 +48,8 @@ async def _decoded(request: Request, reg: Registry, topic: str, part: str, b64: 
         return None
     if schema_id not in reg.state.schemas:
         return None
-    out = {"id": schema_id, "type": TYPE_NAMES.get(reg.schema(schema_id).type), **_subject_version(request, reg, topic,
-                                                                                                    part, schema_id)}
+    out = {"id": schema_id, "type": TYPE_NAMES.get(reg.schema(schema_id).type),
+           **_subject_version(request, reg, topic, part, schema_id)}
     try:
         out["data"] = serde.decode(await reg.parsed(schema_id), rest)
     except serde.SerdeError as e:
