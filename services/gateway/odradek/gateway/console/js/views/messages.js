@@ -1,5 +1,7 @@
 // A topic's messages: the browser (a partition from an offset, or from the first record at or
-// after a timestamp, through the gateway's range read) and the produce form.
+// after a timestamp, through the gateway's range read; registry-framed keys and values come
+// decoded from the gateway, shown as JSON with their schema's badge) and the produce form (bytes,
+// or JSON written with a subject's latest schema).
 
 import * as api from "../api.js";
 import { h, replace, table, field, fmt, link, busy, notice } from "../dom.js";
