@@ -127,7 +127,7 @@ LABELLED = """() => [...document.querySelectorAll('main input, main select, main
   .map((el) => el.outerHTML)"""
 
 
-@pytest.mark.parametrize("view", ["overview", "topics", "topic", "messages", "groups"])
+@pytest.mark.parametrize("view", ["overview", "topics", "topic", "messages", "groups", "schemas"])
 def test_every_control_is_labelled_and_reachable_with_the_keyboard(page, topic, view):
     path = {"topic": f"topics/{topic}", "messages": f"topics/{topic}/messages"}.get(view, view)
     open_console(page, path)
@@ -178,6 +178,9 @@ def test_a_gateway_with_an_auth_file_asks_for_a_token_and_uses_it(browser, conso
         expect(dialog).to_be_hidden()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "signed-in.png"))
+        page.goto("/console/#/schemas")          # the registry's routes take the same token
+        expect(page.get_by_role("table", name=re.compile("subjects"))).to_be_visible()
+        expect(dialog).to_be_hidden()
     finally:
         context.close()
         gw.stop()

@@ -9,7 +9,7 @@ import json
 from fastapi import Query, Request, Response
 from pydantic import ValidationError
 
-from odradek.gateway import edge, embedded, formats
+from odradek.gateway import edge, embedded, formats, framed
 from odradek.gateway.auth import READ, WRITE, require
 from odradek.gateway.errors import (InvalidBody, InvalidSchema, KeySchemaMissing, PartitionNotFound, RecordTooLarge,
                                     ValueSchemaMissing)
@@ -209,10 +209,11 @@ def _ndjson_line(d: Delivery) -> str:
 async def read_records(topic: str, partition: int, request: Request, _=require(READ),
                        offset: int = Query(..., ge=0), end: int | None = Query(None, ge=0),
                        max_bytes: int = Query(8 << 20, ge=1, le=256 << 20),
-                       isolation_level: str = ISOLATION) -> Response:
+                       isolation_level: str = ISOLATION, schemas: bool = Query(False)) -> Response:
     """Offsets ``[offset, end)`` (end defaults to the high watermark, or the last stable offset
     under read_committed), about ``max_bytes`` of record data; the header
-    ``Odradek-Next-Offset`` says where to continue."""
+    ``Odradek-Next-Offset`` says where to continue. ``schemas=true`` (JSON only): registry-framed
+    keys and values also decoded (``framed``), for the console."""
     kafka = await bridge(request)
     await kafka.partition(topic, partition)
     committed = isolation_level == "read_committed"
@@ -226,6 +227,8 @@ async def read_records(topic: str, partition: int, request: Request, _=require(R
             committed=committed)
     if error is not None and not count:
         raise await kafka.read_failure(topic, partition, offset, error)
+    if schemas and media_type == formats.JSON:
+        body = await framed.decoded_body(request, topic, body)
     RECORDS_OUT.inc(count)
     return Response(body, media_type=media_type, headers={"Odradek-Next-Offset": str(next_offset)})
 

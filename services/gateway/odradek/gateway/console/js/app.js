@@ -1,6 +1,7 @@
 // The console's entry point: hash routes to views (#/overview, #/topics, #/topics/<name>,
-// #/topics/<name>/messages, #/groups, #/groups/<id>), the sign-in dialog, the nav's current
-// page. A view is a function (main, ...params) that may return a function stopping its timers.
+// #/topics/<name>/messages, #/groups, #/groups/<id>, #/schemas, #/schemas/<subject>), the
+// sign-in dialog, the nav's current page. A view is a function (main, ...params) that may
+// return a function stopping its timers.
 
 import * as api from "./api.js";
 import { h, replace } from "./dom.js";
@@ -9,6 +10,7 @@ import { topicList } from "./views/topics.js";
 import { topicDetail } from "./views/topic.js";
 import { messages } from "./views/messages.js";
 import { groupList, groupDetail } from "./views/groups.js";
+import { schemaList, schemaDetail } from "./views/schemas.js";
 
 const ROUTES = [
   [/^\/overview$/, overview, "overview"],
@@ -17,6 +19,8 @@ const ROUTES = [
   [/^\/topics\/([^/]+)\/messages$/, messages, "topics"],
   [/^\/groups$/, groupList, "groups"],
   [/^\/groups\/([^/]+)$/, groupDetail, "groups"],
+  [/^\/schemas$/, schemaList, "schemas"],
+  [/^\/schemas\/([^/]+)$/, schemaDetail, "schemas"],
 ];
 
 let stop = null;

@@ -1,5 +1,6 @@
 // Record bytes as people read them: JSON pretty-printed, UTF-8 text as text, anything else as
-// hex; and the other way for the produce form (text to base64 of its UTF-8 bytes).
+// hex (registry-framed ones the gateway decodes: schemaBadge names their schema); and the other
+// way for the produce form (text to base64 of its UTF-8 bytes).
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -48,4 +49,10 @@ export function parseHeaders(lines) {
     if (at <= 0) throw new Error(`Header "${l}": write it as name: value`);
     return { key: l.slice(0, at).trim(), value: toBase64(l.slice(at + 1).trim()) };
   });
+}
+
+/** "schema id 7 (orders-value v2)" for a key_schema/value_schema of the range read. */
+export function schemaBadge(schema) {
+  const where = schema.subject ? ` (${schema.subject} v${schema.version})` : "";
+  return `${schema.type || "schema"} · schema id ${schema.id}${where}`;
 }
