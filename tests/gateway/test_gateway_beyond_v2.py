@@ -103,6 +103,18 @@ def test_range_reads_in_any_order_answer_exactly_their_offsets(gw_cluster, gw):
     assert chunk(0, after)[0][0] == after
 
 
+def test_a_read_continuing_from_the_end_answers_records_produced_since(gw_cluster, gw):
+    """A read that stopped at the partition's end leaves its reader positioned there; the next
+    read from that offset, after a record was produced, answers it (not an old end notice)."""
+    topic = new_topic(gw_cluster, partitions=1)
+    for i in range(3):
+        stream_produce(gw, topic, [{"value": b64(b"v%d" % i)}])
+        resp = gw.get(f"/topics/{topic}/partitions/0/records", params={"offset": i})
+        assert resp.status_code == 200, resp.text
+        assert [base64.b64decode(r["value"]) for r in resp.json()] == [b"v%d" % i], (i, resp.text)
+        assert resp.headers["odradek-next-offset"] == str(i + 1)
+
+
 def test_range_read_and_stream_errors(gw_cluster, gw):
     topic = new_topic(gw_cluster, partitions=1)
     error(gw.get("/topics/nope/partitions/0/records", params={"offset": 0}), 404, 40401)

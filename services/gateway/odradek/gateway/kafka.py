@@ -344,6 +344,15 @@ class RangeReader:
         position = self.consumer.position([TopicPartition(topic, partition)])[0].offset
         return max(next_offset, min(position, end))
 
+    def stale_end(self, eof, end: int) -> bool:
+        """Whether an end-of-partition notice is older than the records this read asks for: one
+        queued when a previous read stopped at the end, before newer records arrived (the
+        consumer's cached high watermark is past it), would end this read with nothing."""
+        if eof.offset() >= end:
+            return False
+        hw = self.consumer.get_watermark_offsets(TopicPartition(eof.topic(), eof.partition()), cached=True)[1]
+        return eof.offset() < hw
+
     def seek(self, topic: str, partition: int, offset: int) -> None:
         if self.position != (topic, partition, offset):
             self.consumer.assign([TopicPartition(topic, partition, offset)])
@@ -373,6 +382,8 @@ def read_range(r: RangeReader, topic: str, partition: int, offset: int, end: int
         idle_since = time.monotonic()
         for i, m in enumerate(batch):
             err = m.error()
+            if err is not None and err.code() == KafkaError._PARTITION_EOF and r.stale_end(m, end):
+                continue
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 r.consumer.unassign()
                 if err.code() in UNKNOWN_PARTITION and not out:
