@@ -133,3 +133,28 @@ def test_uniform_is_sticky_and_balanced_and_range_is_contiguous():
     assert sorted(map(len, grown.values())) == [1, 1, 2, 2]
     assert all(grown[m] <= first[m] for m in subs)  # nobody gets a partition it must take from another
     assert range_(subs, TOPICS, {})["a"] == {("tid", 0), ("tid", 1)}
+
+
+def test_consumer_group_commits_check_member_and_epoch_and_delete_waits_for_members(tmp_path):
+    """OffsetCommit of a KIP-848 group: Kafka's STALE_MEMBER_EPOCH / UNKNOWN_MEMBER_ID; the
+    admin's epoch -1 without a member is accepted; DeleteGroups: NON_EMPTY_GROUP while members."""
+    import asyncio
+
+    from odradek.broker.group.records import OffsetValue
+    from tests.groups.test_offsets import Replicas, _coordinator
+
+    async def scenario():
+        c = await _coordinator(Replicas(tmp_path))
+        r = c.consumer.heartbeat(Heartbeat("g", "a", 0, rebalance_timeout_ms=1000, subscribed=("t",),
+                                           owned=frozenset()), lookup)
+        offsets = {("t", 0): OffsetValue(5, -1, "", 1)}
+        assert await c.commit("g", r.member_epoch, "a", None, offsets) == {("t", 0): E.none}
+        assert await c.commit("g", r.member_epoch + 1, "a", None, offsets) == {("t", 0): E.stale_member_epoch}
+        assert await c.commit("g", 1, "zz", None, offsets) == {("t", 0): E.unknown_member_id}
+        assert await c.commit("g", -1, "", None, offsets) == {("t", 0): E.none}
+        assert c.fetch("g", [("t", 0)])[("t", 0)].offset == 5
+        assert await c.delete_group("g") == E.non_empty_group
+        c.consumer.heartbeat(Heartbeat("g", "a", -1), lookup)
+        assert await c.delete_group("g") == E.none
+        c.close()
+    asyncio.run(scenario())

@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ConsumerGroupType
 
 from odradek.broker.group.config import partition_for
 from odradek.dev.harness import start_cluster, stop_cluster
@@ -249,6 +250,17 @@ def _listed_type(cluster, group: str):
     return found[0] if found else None
 
 
+def _described_split(cluster, group: str) -> bool:
+    """ConsumerGroupDescribe: a consumer group, Stable, its three members' assignments (current
+    and target) splitting the partitions."""
+    admin = cluster.admin()
+    d = admin.describe_consumer_groups([group])[group].result(30)
+    current = [{tp.partition for tp in m.assignment.topic_partitions} for m in d.members]
+    target = [{tp.partition for tp in m.target_assignment.topic_partitions} for m in d.members]
+    return (d.type == ConsumerGroupType.CONSUMER and str(d.state.name) == "STABLE" and current == target
+            and len(current) == 3 and sorted(p for ps in current for p in ps) == list(range(PARTITIONS)))
+
+
 def _assert_one_owner_at_a_time(spans: list[tuple[int, float, float]]) -> int:
     """No partition held by two members at once; the number of hand-overs."""
     by_partition = defaultdict(list)
@@ -264,8 +276,7 @@ def _assert_one_owner_at_a_time(spans: list[tuple[int, float, float]]) -> int:
 def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(cluster, tmp_path):
     """librdkafka with group.protocol=consumer: ConsumerGroupHeartbeat, the uniform assignor,
     revocation before assignment, leave (epoch -1), fencing after the session timeout, commits
-    with the member epoch; the group is listed with type consumer."""
-    from confluent_kafka import ConsumerGroupType
+    with the member epoch; the group is listed with type consumer and described."""
     topic, group = "shared-kip848", "group-kip848"
     members: list[Member] = []
     killed_at: dict[int, float] = {}
@@ -273,6 +284,7 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
         _three_members(cluster, "confluent-kafka-848", topic, group, tmp_path, members)
         wait_until(lambda: _listed_type(cluster, group) == ConsumerGroupType.CONSUMER, 30,
                    f"{group} listed with type consumer", 0.5)
+        wait_until(lambda: _described_split(cluster, group), 30, f"{group} described (ConsumerGroupDescribe)", 0.5)
         _produce(cluster.bootstrap, topic, 3000, start=3000)
         members[2].stop(signal.SIGTERM)  # leaves: heartbeat with epoch -1
         _wait_split(members[:2], "two members after one left")
