@@ -158,3 +158,30 @@ def test_consumer_group_commits_check_member_and_epoch_and_delete_waits_for_memb
         assert await c.delete_group("g") == E.none
         c.close()
     asyncio.run(scenario())
+
+
+def test_a_member_keeping_revoked_partitions_past_its_rebalance_timeout_is_fenced(groups, clock):
+    import asyncio
+    owned = {"a": set(join(groups, "a").assignment)}
+    join(groups, "b", assignor="range")
+    assert groups.groups["g"].assignor == "range"
+    r = beat(groups, "a", 1, owned["a"])  # told to revoke 3, keeps reporting all 6
+    assert len(r.assignment) == 3
+    while "a" in groups.groups["g"].members:  # a heartbeats on, still holding what it must give up
+        assert beat(groups, "a", 1, owned["a"]).member_epoch == 1
+        beat(groups, "b", 2, ())  # b waits for them
+        asyncio.run(clock.advance(2))
+    assert 30 <= clock.now <= 32  # its rebalance timeout, not its session, fenced it
+    assert len(settle(groups, {"b": set()})["b"]) == 6
+
+
+def test_partitions_being_revoked_stay_when_a_newer_target_gives_them_back(groups, clock):
+    import asyncio
+    owned = {"a": set(join(groups, "a").assignment)}
+    join(groups, "b")
+    assert len(beat(groups, "a", 1, owned["a"]).assignment) == 3  # revoking 3
+    asyncio.run(clock.advance(4))
+    assert beat(groups, "a", 1, owned["a"]).member_epoch == 1  # still holding them
+    asyncio.run(clock.advance(3))  # b never heartbeats again: fenced, the target gives a all six back
+    r = beat(groups, "a", 1, owned["a"])
+    assert len(r.assignment) == 6 and groups.groups["g"].state == "Stable"

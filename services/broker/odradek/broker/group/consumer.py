@@ -256,7 +256,9 @@ class ConsumerGroups:
     # -- reconciliation (Kafka's CurrentAssignmentBuilder) -------------------------------------
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP] | None) -> None:
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            if owned is None or owned & member.revoking:
+            back = member.revoking & group.target.get(member.member_id, frozenset())
+            member.assigned, member.revoking = member.assigned | back, member.revoking - back  # a newer target
+            if member.revoking and (owned is None or owned & member.revoking):
                 return  # still holds what it must give up
             group.release(member, member.revoking)
             member.revoking = frozenset()
