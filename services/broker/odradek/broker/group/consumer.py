@@ -17,7 +17,9 @@ member (``group.instance.id``) leaving with -2 keeps its assignment for its sess
 a new member id with that instance id takes it over (a second live one: UNRELEASED_INSTANCE_ID).
 
 State lives in memory only (the records of Kafka's ConsumerGroup* keys are not written yet):
-after a coordinator move a member's heartbeat gets UNKNOWN_MEMBER_ID and it rejoins with epoch 0.
+after a coordinator move a member's heartbeat gets UNKNOWN_MEMBER_ID and it rejoins with epoch 0
+(also when the group is unknown: Kafka's GROUP_ID_NOT_FOUND there is fatal to clients, and Kafka
+never loses its groups that way).
 Not thread-safe: the broker's event loop only.
 """
 
