@@ -198,3 +198,17 @@ def test_console_consumer_group_of_three(request, system, topic):
     partitions = [{p for p, _ in member} for member in seen]
     assert all(partitions), f"a member read nothing: {partitions}"
     assert sum(len(p) for p in partitions) == 3, f"partitions shared between members: {partitions}"
+
+
+def test_java_consumer_with_the_kip848_protocol(odradek, topic):
+    """Kafka 3.9's Java consumer with ``group.protocol=consumer`` (KIP-848: ConsumerGroupHeartbeat
+    v0, the member id named by the broker, the broker's assignment, commits with the member epoch)
+    reads every record once, and the group is listed with type consumer (Odradek only: Kafka 3.9 serves it only when configured for it)."""
+    odradek.create_topic(topic, 3)
+    ok(odradek.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, input="".join(f"m{i}\n" for i in range(300))))
+    out = ok(odradek.tool(CONSOLE_CONSUMER, "--topic", topic, "--group", f"{topic}-g", "--from-beginning",
+                          "--max-messages", "300", "--timeout-ms", "60000",
+                          "--consumer-property", "group.protocol=consumer"))
+    assert sorted(out.split()) == sorted(f"m{i}" for i in range(300)), out[-2000:]
+    listed = ok(odradek.tool(GROUP_COMMAND, "--list", "--type", "consumer")).split()
+    assert f"{topic}-g" in listed, listed

@@ -4,6 +4,10 @@ prints JSON lines: ``{"assigned": [partitions]}`` whenever its assignment change
 ``{"p": partition, "o": offset}`` for each record it processed; it commits synchronously after
 each processed batch. SIGTERM closes the consumer (it leaves the group); SIGKILL is a crash.
 Optional ``INSTANCE`` (5th argument) sets group.instance.id (static membership).
+``confluent-kafka-848`` is librdkafka's KIP-848 consumer (``group.protocol=consumer``: the
+broker assigns, session and heartbeat are the broker's); it prints ``{"assigned": [...], "t":
+wall time}`` from its rebalance callbacks, so that the tests can order ownership across members,
+and a failed commit as ``{"commit_error": ...}`` (its records are then read again by the next owner).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
@@ -61,6 +66,32 @@ def confluent(bootstrap, topic, group, instance):
     c.close()
 
 
+def confluent_848(bootstrap, topic, group, instance):
+    from confluent_kafka import Consumer, KafkaException
+    owned: set[int] = set()
+
+    def changed(add, parts):
+        (owned.update if add else owned.difference_update)(tp.partition for tp in parts)
+        emit({"assigned": sorted(owned), "t": time.time()})
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000}
+    if instance:
+        conf["group.instance.id"] = instance
+    c = Consumer(conf)
+    c.subscribe([topic], on_assign=lambda _c, ps: changed(True, ps), on_revoke=lambda _c, ps: changed(False, ps),
+                on_lost=lambda _c, ps: changed(False, ps))
+    while not stopping:
+        good = [m for m in c.consume(500, 0.2) if m.error() is None]
+        for m in good:
+            emit({"p": m.partition(), "o": m.offset()})
+        if good:
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as e:  # e.g. STALE_MEMBER_EPOCH while the member's epoch moves on
+                emit({"commit_error": str(e)})
+    c.close()
+
+
 def kafka_python(bootstrap, topic, group, instance):
     from kafka import KafkaConsumer
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False,
@@ -105,6 +136,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _stop)
     client, bootstrap, topic, group = sys.argv[1:5]
     instance = sys.argv[5] if len(sys.argv) > 5 else None
-    {"confluent-kafka": confluent, "kafka-python": kafka_python, "aiokafka": aiokafka}[client](
+    {"confluent-kafka": confluent, "confluent-kafka-848": confluent_848, "kafka-python": kafka_python,
+     "aiokafka": aiokafka}[client](
         bootstrap, topic, group, instance)
     emit({"closed": True})

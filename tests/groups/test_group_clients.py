@@ -5,7 +5,10 @@ topic's partitions, the group rebalances when a member joins, leaves (SIGTERM: t
 sends LeaveGroup) or dies (SIGKILL: its session times out); members commit after processing,
 so the union of processed records has no gap and, once all stop, the committed offsets equal
 the log end. Committed offsets survive consumer restarts and restarts of the coordinator's
-broker (``odradek dev kill N --graceful`` / ``dev start N``).
+broker (``odradek dev kill N --graceful`` / ``dev start N``). librdkafka's KIP-848 consumer
+(``group.protocol=consumer``) on the same cluster: the broker assigns, a partition has one owner
+at a time (from the members' own rebalance callbacks), a silent member is fenced after
+``group.consumer.session.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ConsumerGroupType
 
 from odradek.broker.group.config import partition_for
 from odradek.dev.harness import start_cluster, stop_cluster
@@ -31,12 +36,16 @@ CLIENTS = ["confluent-kafka", "kafka-python", "aiokafka"]
 PARTITIONS = 6
 INITIAL_DELAY_MS = 300  # group.initial.rebalance.delay.ms, a broker flag (Kafka's default: 3000)
 REBALANCE_S = 60  # session timeout 6 s + initial delay + clients' retry back-offs, with slack
+CONSUMER_SESSION_MS = 6000    # group.consumer.session.timeout.ms (Kafka's default: 45000)
+CONSUMER_HEARTBEAT_MS = 1000  # group.consumer.heartbeat.interval.ms (Kafka's default: 5000)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3,
-                      extra=("--config", f"group.initial.rebalance.delay.ms={INITIAL_DELAY_MS}"))
+                      extra=("--config", f"group.initial.rebalance.delay.ms={INITIAL_DELAY_MS}",
+                             "--config", f"group.consumer.session.timeout.ms={CONSUMER_SESSION_MS}",
+                             "--config", f"group.consumer.heartbeat.interval.ms={CONSUMER_HEARTBEAT_MS}"))
     yield c
     stop_cluster(c)
 
@@ -67,6 +76,20 @@ class Member:
     def assigned(self) -> set[int]:
         last = [e["assigned"] for e in self._events() if "assigned" in e]
         return set(last[-1]) if last else set()
+
+    def ownership(self, end: float) -> list[tuple[int, float, float]]:
+        """(partition, from, to) spans from the member's timed assignment events; a span still
+        open ends at ``end`` (the member was killed then)."""
+        spans, since = [], {}
+        for e in self._events():
+            if "assigned" in e and "t" in e:
+                now = set(e["assigned"])
+                spans += [(p, since.pop(p), e["t"]) for p in set(since) - now]
+                since.update({p: e["t"] for p in now - set(since)})
+        return spans + [(p, t, end) for p, t in since.items()]
+
+    def processed_list(self) -> list[tuple[int, int]]:
+        return [(e["p"], e["o"]) for e in self._events() if "p" in e]
 
     def processed(self) -> set[tuple[int, int]]:
         return {(e["p"], e["o"]) for e in self._events() if "p" in e}
@@ -149,20 +172,23 @@ def _assert_no_gaps(processed: set[tuple[int, int]], ends: dict[int, int]) -> No
         assert not missing, f"partition {p}: {len(missing)} records never processed, first {min(missing)}"
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_members_share_partitions_and_rebalance_on_join_leave_and_death(cluster, tmp_path, client):
-    topic, group = f"shared-{client}", f"group-{client}"
+def _three_members(cluster, client: str, topic: str, group: str, tmp_path, members: list[Member]) -> None:
+    """A topic of PARTITIONS with 3000 records; three members join one after the other, the
+    partitions split among them after each join (``members`` holds them, for the caller's cleanup)."""
     _wait_brokers(cluster)
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
     _produce(cluster.bootstrap, topic, 3000)
-    new = lambda i: Member(client, cluster.bootstrap, topic, group, tmp_path / f"m{i}.jsonl")  # noqa: E731
-    members = [new(0)]
+    for i in range(3):
+        members.append(Member(client, cluster.bootstrap, topic, group, tmp_path / f"m{i}.jsonl"))
+        _wait_split(members, f"{i + 1} members to split the partitions")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_members_share_partitions_and_rebalance_on_join_leave_and_death(cluster, tmp_path, client):
+    topic, group = f"shared-{client}", f"group-{client}"
+    members: list[Member] = []
     try:
-        _wait_split(members, "the first member to get every partition")
-        members.append(new(1))
-        _wait_split(members, "two members to split the partitions")
-        members.append(new(2))
-        _wait_split(members, "three members to split the partitions")
+        _three_members(cluster, client, topic, group, tmp_path, members)
         members[2].stop(signal.SIGTERM)  # leaves the group
         _wait_split(members[:2], "two members after one left")
         members[1].stop(signal.SIGKILL)  # dies: the session times out
@@ -216,3 +242,68 @@ def test_committed_offsets_survive_consumer_and_coordinator_restarts(cluster, tm
     ends = _ends(cluster, topic)
     assert _committed(cluster, topic, group) == ends
     _assert_no_gaps(first.processed() | seen, ends)
+
+
+def _listed_type(cluster, group: str):
+    admin = cluster.admin()  # held: a collected client cancels its requests
+    found = [g.type for g in admin.list_consumer_groups().result(30).valid if g.group_id == group]
+    return found[0] if found else None
+
+
+def _described_split(cluster, group: str) -> bool:
+    """ConsumerGroupDescribe: a consumer group, Stable, its three members' assignments (current
+    and target) splitting the partitions."""
+    admin = cluster.admin()
+    d = admin.describe_consumer_groups([group])[group].result(30)
+    current = [{tp.partition for tp in m.assignment.topic_partitions} for m in d.members]
+    target = [{tp.partition for tp in m.target_assignment.topic_partitions} for m in d.members]
+    return (d.type == ConsumerGroupType.CONSUMER and str(d.state.name) == "STABLE" and current == target
+            and len(current) == 3 and sorted(p for ps in current for p in ps) == list(range(PARTITIONS)))
+
+
+def _assert_one_owner_at_a_time(spans: list[tuple[int, float, float]]) -> int:
+    """No partition held by two members at once; the number of hand-overs."""
+    by_partition = defaultdict(list)
+    for p, start, end in spans:
+        by_partition[p].append((start, end))
+    for p, held in by_partition.items():
+        held.sort()
+        for (_, end), (start, _) in zip(held, held[1:]):
+            assert start >= end, f"partition {p} owned by two members at once: {held}"
+    return sum(len(h) - 1 for h in by_partition.values())
+
+
+def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(cluster, tmp_path):
+    """librdkafka with group.protocol=consumer: ConsumerGroupHeartbeat, the uniform assignor,
+    revocation before assignment, leave (epoch -1), fencing after the session timeout, commits
+    with the member epoch; the group is listed with type consumer and described."""
+    topic, group = "shared-kip848", "group-kip848"
+    members: list[Member] = []
+    killed_at: dict[int, float] = {}
+    try:
+        _three_members(cluster, "confluent-kafka-848", topic, group, tmp_path, members)
+        wait_until(lambda: _listed_type(cluster, group) == ConsumerGroupType.CONSUMER, 30,
+                   f"{group} listed with type consumer", 0.5)
+        wait_until(lambda: _described_split(cluster, group), 30, f"{group} described (ConsumerGroupDescribe)", 0.5)
+        _produce(cluster.bootstrap, topic, 3000, start=3000)
+        members[2].stop(signal.SIGTERM)  # leaves: heartbeat with epoch -1
+        _wait_split(members[:2], "two members after one left")
+        killed_at[1] = time.time()
+        members[1].stop(signal.SIGKILL)  # silent: fenced after the session timeout
+        _wait_split(members[:1], "the survivor after a member was fenced")
+        ends = _ends(cluster, topic)
+        wanted = {(p, o) for p, e in ends.items() for o in range(e)}
+        wait_until(lambda: wanted <= set().union(*(m.processed() for m in members)), 120,
+                   "every record to be processed by some member", 0.5)
+        members[0].stop(signal.SIGTERM)
+        _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
+        handovers = _assert_one_owner_at_a_time([s for i, m in enumerate(members)
+                                                 for s in m.ownership(killed_at.get(i, time.time()))])
+        reads = [r for m in members for r in m.processed_list()]
+        # at least once: a record is read again only from an uncommitted batch (<= 500) of a moved partition
+        assert len(reads) - len(set(reads)) <= 500 * handovers
+        assert _committed(cluster, topic, group) == ends
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.stop(signal.SIGKILL)

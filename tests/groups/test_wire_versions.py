@@ -13,7 +13,7 @@ import pytest
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers.groups import TABLE
+from odradek.broker.handlers import consumer_groups, groups
 from odradek.cluster.model import BrokerInfo
 from odradek.protocol.codec import RequestHeader, encode_response
 from kio.index import load_request_schema
@@ -55,6 +55,7 @@ def _value(tp):
     return "x"
 
 
+TABLE = {**groups.TABLE, **consumer_groups.TABLE}
 CASES = [(key, v) for key, (lo, hi, _) in sorted(TABLE.items()) for v in range(lo, hi + 1)]
 
 

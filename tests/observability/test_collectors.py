@@ -58,7 +58,8 @@ def broker_collector(partition_level=True) -> BrokerCollector:
     group = SimpleNamespace(offsets={("t", 0): SimpleNamespace(offset=60), ("t", 1): SimpleNamespace(offset=50),
                                      ("elsewhere", 0): SimpleNamespace(offset=1)})
     groups = SimpleNamespace(membership=SimpleNamespace(groups={"g": group, "not-mine": group}), unparseable_records=0,
-                             serves=lambda g: g == "g")
+                             serves=lambda g: g in ("g", "c"),
+                             consumer=SimpleNamespace(groups={"c": SimpleNamespace(state="Stable")}))
     topic_stats = st.TopicStats()
     topic_stats.produced("t", 1000, 10)
     topic_stats.produced("u", 500, 5)
@@ -136,6 +137,9 @@ def test_log_and_lag_series_and_the_partition_level_switch():
     assert s[("kafka_consumergroup_lag_sum", (("consumergroup", "g"),))] == 30  # t-1 is caught up
     assert not any(name == "kafka_consumergroup_lag" and ("consumergroup", "not-mine") in labels
                    for name, labels in s)
+    assert s[("kafka_server_group_coordinator_metrics_group_count", (("protocol", "consumer"),))] == 1
+    assert s[("kafka_server_group_coordinator_metrics_group_count", (("protocol", "classic"),))] == 1
+    assert s[("kafka_server_group_coordinator_metrics_consumer_group_count", (("state", "stable"),))] == 1
     off = samples(broker_collector(partition_level=False))
     assert not any(name.startswith("kafka_log_log_") or name == "kafka_consumergroup_lag" for name, _ in off)
     assert off[("kafka_consumergroup_lag_sum", (("consumergroup", "g"),))] == 30

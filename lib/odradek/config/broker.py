@@ -118,6 +118,11 @@ GROUP_CONFIGS: dict[str, ConfigKey] = registry(
               "an empty group's committed offsets are dropped after this long"),
     ConfigKey("offsets.retention.check.interval.ms", integer(0, LONG_MAX), "600000",
               "how often expired offsets are looked for"),
+    ConfigKey("group.consumer.session.timeout.ms", integer(1, INT_MAX), "45000",
+              "a KIP-848 consumer group member is fenced after this long without a heartbeat"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", integer(1, INT_MAX), "5000",
+              "how often KIP-848 consumer group members are told to heartbeat"),
+    ConfigKey("group.consumer.max.size", integer(1, INT_MAX), str(INT_MAX), "most members of a KIP-848 consumer group"),
     ConfigKey("offset.metadata.max.bytes", integer(0, INT_MAX), "4096", "largest metadata string of a commit"),
     *TXN_CONFIGS.values(),  # the transaction coordinator's (odradek.config.transactions)
 )

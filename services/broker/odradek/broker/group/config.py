@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from odradek.broker.group.consumer import ConsumerSettings
 from odradek.broker.group.membership import MembershipConfig
 from odradek.config import bound_values, setting
 from odradek.config.transactions import TXN_CONFIGS
@@ -29,6 +30,9 @@ class GroupConfig:
     offsets_retention_ms: int = setting("offsets.retention.minutes", scale=60_000)
     retention_check_interval_ms: int = setting("offsets.retention.check.interval.ms")
     offset_metadata_max_bytes: int = setting("offset.metadata.max.bytes")
+    consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms")
+    consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms")
+    consumer_max_size: int = setting("group.consumer.max.size")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "GroupConfig":
@@ -40,6 +44,11 @@ class GroupConfig:
     def membership(self) -> MembershipConfig:
         return MembershipConfig(self.initial_rebalance_delay_ms, self.min_session_timeout_ms,
                                 self.max_session_timeout_ms)
+
+    @property
+    def consumer(self) -> ConsumerSettings:
+        return ConsumerSettings(self.consumer_session_timeout_ms, self.consumer_heartbeat_interval_ms,
+                                self.consumer_max_size)
 
 
 def java_string_hashcode(s: str) -> int:

@@ -24,6 +24,7 @@ import time
 from typing import Awaitable, Callable
 
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
+from odradek.broker.group.consumer import ConsumerGroups
 from odradek.broker.group.loader import read_partition
 from odradek.broker.group.membership import Membership
 from odradek.broker.group.model import Group, GroupState
@@ -53,6 +54,7 @@ class GroupCoordinator:
         self._now = now_ms
         self.partitions = config.offsets_partitions  # replaced by the topic's real count
         self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
+        self.consumer = ConsumerGroups(config.consumer)  # KIP-848 groups (in memory; their offsets are here)
         self.owned: dict[int, _Owned] = {}
         self.unparseable_records = 0   # skipped while loading partitions (a metric)
         self._retention: asyncio.TimerHandle | None = None
@@ -98,6 +100,8 @@ class GroupCoordinator:
         gone = [g for g in self.membership.groups if self.partition_of(g) == partition]
         for group_id in gone:
             self.membership.unload(group_id, E.not_coordinator)
+        for group_id in [g for g in self.consumer.groups if self.partition_of(g) == partition]:
+            self.consumer.unload(group_id)
         log.info("no longer the coordinator of %s-%d: unloaded %d groups", OFFSETS_TOPIC, partition, len(gone))
 
     def close(self) -> None:
@@ -145,6 +149,11 @@ class GroupCoordinator:
     def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         """Kafka's doCommitOffsets checks; a group is created for simple (generation -1) commits."""
         groups = self.membership.groups
+        consumer_error = self.consumer.offset_error(group_id, member_id, generation)
+        if consumer_error is not None:  # a KIP-848 group: its offsets live in a member-less classic shell
+            if consumer_error == E.none:
+                groups.setdefault(group_id, Group(group_id, state_ms=self._now()))
+            return consumer_error
         group = groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -265,11 +274,16 @@ class GroupCoordinator:
             partition = self.check(group_id)
         except KafkaError as e:
             return e.code
+        if self.consumer.active(group_id):
+            return E.non_empty_group
         group = self.membership.groups.get(group_id)
+        if group is None and self.consumer.groups.pop(group_id, None) is not None:
+            return E.none  # an empty KIP-848 group without offsets
         if group is None or group.state == S.DEAD:
             return E.group_id_not_found
         if group.state != S.EMPTY:
             return E.non_empty_group
+        self.consumer.unload(group_id)
         await self._tombstone_group(partition, group)
         return E.none
 
@@ -296,7 +310,7 @@ class GroupCoordinator:
         """Delete the expired offsets of Empty groups (and the groups left with nothing)."""
         now, retention, removed = self._now(), self.config.offsets_retention_ms, 0
         for group in list(self.membership.groups.values()):
-            if group.state != S.EMPTY or not self.serves(group.group_id):
+            if group.state != S.EMPTY or not self.serves(group.group_id) or self.consumer.active(group.group_id):
                 continue
             partition = self.partition_of(group.group_id)
 

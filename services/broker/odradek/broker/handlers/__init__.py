@@ -11,9 +11,9 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers import (acls, admin, client_quotas, configs, fetch, groups, leadership, log_admin, metadata,
-                                     offset_for_leader_epoch, offsets, produce, producer_ids, scram, transactions,
-                                     txn_markers)
+from odradek.broker.handlers import (acls, admin, client_quotas, configs, consumer_groups, fetch, groups,
+                                     leadership, log_admin, metadata, offset_for_leader_epoch, offsets, produce,
+                                     producer_ids, scram, transactions, txn_markers)
 from odradek.protocol.api_keys import ApiKey
 
 # api key: (min version, max version, handler). ApiVersions is the Dispatcher's; SaslHandshake and
@@ -42,6 +42,7 @@ _TABLE = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1, metadata.describe_cluster),
 }
 _TABLE.update(groups.TABLE)  # FindCoordinator, group membership, offsets, group admin
+_TABLE.update(consumer_groups.TABLE)  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 _TABLE.update(acls.TABLE)    # CreateAcls, DescribeAcls, DeleteAcls
 _TABLE.update(transactions.TABLE)  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Describe/ListTransactions
 _TABLE.update(log_admin.TABLE)  # DeleteRecords, DescribeLogDirs, DescribeProducers

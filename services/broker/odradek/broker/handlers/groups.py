@@ -84,6 +84,7 @@ async def join_group(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
+        _not_consumer_group(coord, req.group_id)
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
         r = await coord.membership.join(
@@ -100,6 +101,14 @@ async def join_group(ctx: BrokerContext, header, req):
     return make(s.JoinGroupResponse, throttle_time=ZERO, error_code=r.error, generation_id=r.generation,
                 protocol_type=r.protocol_type, protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""),
                 leader=r.leader, member_id=r.member_id, members=members)
+
+
+def _not_consumer_group(coord, group_id: str) -> None:
+    """Classic members cannot join a KIP-848 group with members (no conversion here), as Kafka
+    without ``group.consumer.migration.policy``; an empty one is replaced by the classic group."""
+    if coord.consumer.active(group_id):
+        raise KafkaError(E.inconsistent_group_protocol, f"Group {group_id} is a consumer group.")
+    coord.consumer.unload(group_id)
 
 
 async def sync_group(ctx: BrokerContext, header, req):
@@ -183,7 +192,8 @@ async def offset_commit(ctx: BrokerContext, header, req):
         make(s.OffsetCommitResponseTopic, name=n, partitions=tuple(ps)) for n, ps in topics.items()))
 
 
-def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, require_stable: bool = False):
+def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, require_stable: bool = False,
+                 member: tuple[str | None, int] = (None, -1)):
     """(group error, response topics) for one group of an OffsetFetch; with ``require_stable``
     (v7+, read_committed consumers) an offset an open transaction holds is UNSTABLE_OFFSET_COMMIT."""
     part_cls = getattr(s, "OffsetFetchResponsePartitions", None) or s.OffsetFetchResponsePartition
@@ -192,6 +202,7 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, req
     denied = {tp: None for tp in (wanted or []) if not _topic_allowed(ctx, Operation.DESCRIBE, tp[0])}
     try:
         _require(ctx, Operation.DESCRIBE, group_id)
+        _check_member(ctx, group_id, *member)
         found = ctx.groups.fetch(group_id, [tp for tp in wanted if tp not in denied] if wanted else wanted)
         if ctx.authorizer is not None:
             found = {tp: v for tp, v in found.items() if _topic_allowed(ctx, Operation.DESCRIBE, tp[0], False)}
@@ -213,12 +224,21 @@ def _fetch_group(ctx: BrokerContext, s, group_id: str, topics, version: int, req
     return error, tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
 
 
+def _check_member(ctx: BrokerContext, group_id: str, member_id: str | None, member_epoch: int) -> None:
+    """OffsetFetch v9+ of a KIP-848 member: UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH, as Kafka."""
+    if member_epoch >= 0 or member_id:
+        error = ctx.groups.consumer.offset_error(group_id, member_id or "", member_epoch)
+        if error not in (None, E.none):
+            raise KafkaError(error, f"OffsetFetch of member {member_id} at epoch {member_epoch}")
+
+
 async def offset_fetch(ctx: BrokerContext, header, req):
     s, v = Schemas(ApiKey.OFFSET_FETCH, header.api_version), header.api_version
     if v >= 8:
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(ctx, s, g.group_id, g.topics, v, req.require_stable)
+            error, topics = _fetch_group(ctx, s, g.group_id, g.topics, v, req.require_stable,
+                                         (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)))
             groups.append(make(s.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return make(s.OffsetFetchResponse, throttle_time=ZERO, groups=tuple(groups))
     error, topics = _fetch_group(ctx, s, req.group_id, req.topics, v, getattr(req, "require_stable", False))
@@ -253,24 +273,26 @@ async def describe_groups(ctx: BrokerContext, header, req):
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 
-CLASSIC = "classic"   # Kafka's GroupType of every group here (no KIP-848 consumer groups yet)
+CLASSIC, CONSUMER = "classic", "consumer"   # Kafka's GroupType names
 
 
 async def list_groups(ctx: BrokerContext, header, req):
-    """v4 filters by state, v5 by type (both case-insensitive, as Kafka): every group is a
-    classic group, so a types filter without "classic" lists none."""
+    """v4 filters by state, v5 by type (both case-insensitive, as Kafka): KIP-848 groups are
+    "consumer" groups (protocol type "consumer"), every other group "classic"."""
     s = Schemas(ApiKey.LIST_GROUPS, header.api_version)
     coord = ctx.groups
     wanted = {x.lower() for x in getattr(req, "states_filter", ())}
     types = {x.lower() for x in getattr(req, "types_filter", ())}
     loading = any(not o.loaded for o in coord.owned.values())
     everything = allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, log_denied=False)  # else describable groups
-    groups = tuple(make(s.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
-                        group_state=g.state.value, group_type=CLASSIC)
-                   for g in list(coord.membership.groups.values())
-                   if coord.serves(g.group_id) and (not wanted or g.state.value.lower() in wanted)
-                   and (not types or CLASSIC in types)
-                   and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id, False)))
+    consumer = coord.consumer.groups
+    listed = [(g.group_id, g.protocol_type or "", g.state.value, CLASSIC)
+              for g in list(coord.membership.groups.values()) if g.group_id not in consumer]
+    listed += [(g.group_id, CONSUMER, g.state, CONSUMER) for g in list(consumer.values())]
+    groups = tuple(make(s.ListedGroup, group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+                   for gid, ptype, state, gtype in listed
+                   if coord.serves(gid) and (not wanted or state.lower() in wanted) and (not types or gtype in types)
+                   and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, gid, False)))
     return make(s.ListGroupsResponse, throttle_time=ZERO,
                 error_code=E.coordinator_load_in_progress if loading else E.none, groups=groups)
 
@@ -308,8 +330,8 @@ async def offset_delete(ctx: BrokerContext, header, req):
 
 # api key: (min version, max version, handler), merged into the broker's table
 TABLE = {
-    ApiKey.OFFSET_COMMIT: (2, 8, offset_commit),
-    ApiKey.OFFSET_FETCH: (1, 8, offset_fetch),
+    ApiKey.OFFSET_COMMIT: (2, 9, offset_commit),   # v9: KIP-848 members commit with their member epoch
+    ApiKey.OFFSET_FETCH: (1, 9, offset_fetch),
     ApiKey.FIND_COORDINATOR: (0, 6, find_coordinator),
     ApiKey.JOIN_GROUP: (0, 7, join_group),
     ApiKey.HEARTBEAT: (0, 4, heartbeat),

@@ -11,6 +11,7 @@ out when ``metrics.partition.level.enabled`` is false; the per-group sum
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -168,9 +169,21 @@ class BrokerCollector:
             yield gauge("kafka_consumergroup_current_offset", "committed offset", labels=labels, samples=current)
         yield gauge("kafka_consumergroup_lag_sum", "records behind over the group's partitions",
                     labels=["consumergroup"], samples=totals)
+        yield from self._group_counts()
         yield counter("odradek_group_coordinator_unparseable_records",  # skipped while loading (issue 30)
                       "records of __consumer_offsets skipped while loading: they could not be parsed",
                       self.groups.unparseable_records)
+
+    def _group_counts(self) -> Iterator[Metric]:
+        """Kafka's group-coordinator-metrics: groups served by protocol, KIP-848 groups by state."""
+        consumer = [g for gid, g in list(self.groups.consumer.groups.items()) if self.groups.serves(gid)]
+        classic = sum(1 for gid in list(self.groups.membership.groups)
+                      if gid not in self.groups.consumer.groups and self.groups.serves(gid))
+        yield gauge("kafka_server_group_coordinator_metrics_group_count", "groups this coordinator serves",
+                    labels=["protocol"], samples=[(["classic"], classic), (["consumer"], len(consumer))])
+        states = Counter(g.state.lower() for g in consumer)
+        yield gauge("kafka_server_group_coordinator_metrics_consumer_group_count", "KIP-848 groups by state",
+                    labels=["state"], samples=[([s], states[s]) for s in ("empty", "assigning", "reconciling", "stable")])
 
     # -- kafka.server:type=socket-server-metrics, SessionExpireListener -------------------------
     def _network(self) -> Iterator[Metric]:
