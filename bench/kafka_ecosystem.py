@@ -25,6 +25,8 @@ from bench import apache_kafka
 
 POM = apache_kafka.ROOT / "bench" / "kafka" / "ecosystem" / "pom.xml"
 MIRROR_MAKER = "org.apache.kafka.connect.mirror.MirrorMaker"
+CONNECT_DISTRIBUTED = "org.apache.kafka.connect.cli.ConnectDistributed"
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 
 
 def home() -> Path:

@@ -1,6 +1,6 @@
 """MirrorMaker 2 (Kafka 3.9's dedicated ``connect-mirror-maker``:
 ``org.apache.kafka.connect.mirror.MirrorMaker``) from the suite's Apache Kafka into its Odradek,
-with the migration configuration of docs/migration.md: ``IdentityReplicationPolicy`` (topic
+with the migration configuration of docs/migration.md (read from that page): ``IdentityReplicationPolicy`` (topic
 names kept), topic configs synced, and a consumer group's committed offsets translated onto
 Odradek (``sync.group.offsets.enabled``) so that a consumer moved to Odradek resumes where it
 stopped on Kafka. MirrorMaker's Connect herder runs on Odradek: its config/offset/status topics
@@ -36,28 +36,22 @@ LOG4J = ("log4j.rootLogger=INFO, file\n"
 
 
 def mm2_properties(source: str, target: str) -> str:
-    """The tested configuration (docs/migration.md shows it with production replication factors)."""
-    return "\n".join([
-        "clusters = kafka, odradek",
+    """docs/migration.md's configuration, then what a one-broker test cluster needs instead:
+    (java.util.Properties: a key's last line wins)."""
+    doc = (apache_kafka.ROOT / "docs" / "migration.md").read_text()
+    block = doc[doc.index("```properties\n") + len("```properties\n"):]
+    return block[:block.index("```")] + "\n".join([
         f"kafka.bootstrap.servers = {source}",
         f"odradek.bootstrap.servers = {target}",
-        "kafka->odradek.enabled = true",
         "kafka->odradek.topics = mm-.*",
         "kafka->odradek.groups = mm-.*",
-        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
-        "sync.group.offsets.enabled = true",
-        "offset.lag.max = 0",
-        "refresh.topics.interval.seconds = 1",
-        "refresh.groups.interval.seconds = 1",
-        "emit.checkpoints.interval.seconds = 1",
-        "sync.group.offsets.interval.seconds = 1",
-        "emit.heartbeats.interval.seconds = 1",
-        "sync.topic.configs.interval.seconds = 1",
+        *(f"{k} = 1" for k in ("refresh.topics.interval.seconds", "refresh.groups.interval.seconds",
+                               "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
+                               "emit.heartbeats.interval.seconds", "sync.topic.configs.interval.seconds")),
         "offset.flush.interval.ms = 1000",
-        *(f"{k}.replication.factor = 1" for k in (
-            "offset-syncs.topic", "checkpoints.topic", "heartbeats.topic",
-            "config.storage", "offset.storage", "status.storage")),
-        "replication.factor = 1", ""])
+        *(f"{k}replication.factor = 1" for k in (
+            "", "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.",
+            "config.storage.", "offset.storage.", "status.storage.")), ""])
 
 
 def ecosystem() -> Path:
