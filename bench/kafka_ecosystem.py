@@ -1,6 +1,7 @@
 """Kafka's ecosystem runtimes (MirrorMaker 2, Connect's FileStream connectors, Kafka Streams)
 from Maven Central, for the compatibility suite: resolution of `bench/kafka/ecosystem/pom.xml`
-and the Java command line of one of its mains.
+(and compilation of the small apps beside it, ``*.java``), and the Java command line of one of
+its mains.
 
     .venv/bin/python -m bench.kafka_ecosystem        # idempotent; prints the ecosystem dir
 
@@ -27,6 +28,7 @@ POM = apache_kafka.ROOT / "bench" / "kafka" / "ecosystem" / "pom.xml"
 MIRROR_MAKER = "org.apache.kafka.connect.mirror.MirrorMaker"
 CONNECT_DISTRIBUTED = "org.apache.kafka.connect.cli.ConnectDistributed"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+WORD_COUNT = "OdradekWordCount"   # bench/kafka/ecosystem/OdradekWordCount.java
 
 
 def home() -> Path:
@@ -37,7 +39,10 @@ def home() -> Path:
 def resolve() -> Path:
     """Resolve (once) and return the ecosystem home; raises ``apache_kafka.ResolutionError``."""
     dir = home()
-    stamp, stamp_text = dir / "resolved.stamp", hashlib.sha256(POM.read_bytes()).hexdigest()
+    h = hashlib.sha256(POM.read_bytes())
+    for src in sorted(POM.parent.glob("*.java")):
+        h.update(src.name.encode() + src.read_bytes())
+    stamp, stamp_text = dir / "resolved.stamp", h.hexdigest()
     if stamp.exists() and stamp.read_text() == stamp_text:
         return dir
     mvn = shutil.which("mvn")
@@ -54,14 +59,27 @@ def resolve() -> Path:
                                            f"{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
+    _compile(dir)
     stamp.write_text(stamp_text)
     return dir
+
+
+def _compile(dir: Path) -> None:
+    """``bench/kafka/ecosystem/*.java`` (small apps Kafka does not publish) into ``classes/``."""
+    classes = dir / "classes"
+    shutil.rmtree(classes, ignore_errors=True)
+    classes.mkdir(parents=True)
+    sources = sorted(str(s) for s in POM.parent.glob("*.java"))
+    javac = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(dir / "libs" / "*"), *sources],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    if javac.returncode != 0:
+        raise apache_kafka.ResolutionError(f"javac failed:\n{javac.stdout}\n{javac.stderr}")
 
 
 def java_argv(main_class: str, *args: str, log4j: Path, heap: str = "-Xmx512M") -> list[str]:
     """A JVM running ``main_class`` on the ecosystem's jars, logging as ``log4j`` says."""
     return ["java", heap, "-XX:+UseG1GC", "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{log4j}",
-            "-cp", f"{resolve() / 'libs' / '*'}", main_class, *args]
+            "-cp", f"{resolve() / 'classes'}:{resolve() / 'libs' / '*'}", main_class, *args]
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ def mm2_properties(source: str, target: str) -> str:
                                "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
                                "emit.heartbeats.interval.seconds", "sync.topic.configs.interval.seconds")),
         "offset.flush.interval.ms = 1000",
+        "plugin.discovery = service_load",   # Kafka's own plugins only: no classpath scan at start
         *(f"{k}replication.factor = 1" for k in (
             "", "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.",
             "config.storage.", "offset.storage.", "status.storage.")), ""])
