@@ -16,6 +16,7 @@ bootstrap:
 # source does not build here (docs/gateway.md), so its parity test is a documented skip.
 test-deps: bootstrap
 	scripts/kafka.sh resolve
+	$(VENV)/python -m bench.kafka_ecosystem
 	scripts/kcat.sh
 	scripts/prometheus.sh
 	scripts/tmux.sh
@@ -47,4 +48,5 @@ e2e: test-tools
 
 bench: bootstrap
 	scripts/kafka.sh resolve
+	$(VENV)/python -m bench.kafka_ecosystem
 	$(VENV)/python -m bench.side_by_side

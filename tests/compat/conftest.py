@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench import apache_kafka
-from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from tests.support.kafka_tools import Endpoint, require_kafka
 
 SUPER_USERS = "User:ANONYMOUS"
@@ -42,14 +42,20 @@ def kafka(kafka_home, tmp_path_factory) -> Endpoint:
 
 
 @pytest.fixture(scope="session")
-def odradek(kafka_home, tmp_path_factory) -> Endpoint:
+def odradek_cluster(kafka_home, tmp_path_factory) -> Cluster:
+    """The dev cluster itself, for the tests that kill and restart its broker."""
     cluster = start_cluster(tmp_path_factory.mktemp("odradek"), brokers=1, extra=(
         "--config", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
         "--config", f"super.users={SUPER_USERS}"))
     try:
-        yield Endpoint("odradek", cluster.bootstrap)
+        yield cluster
     finally:
         stop_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def odradek(odradek_cluster) -> Endpoint:
+    return Endpoint("odradek", odradek_cluster.bootstrap)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
 from tests.support.gateway import V2, V2_BINARY
+from tests.support.tools import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,15 +67,6 @@ def _launch_karapace(python: str, bootstrap: str, where: Path, port: int) -> sub
     with (where / "karapace.log").open("wb") as log:
         return subprocess.Popen([python, "-m", "karapace.karapace_all", str(where / "karapace.json")], env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=where)
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

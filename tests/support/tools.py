@@ -1,4 +1,4 @@
-"""What a test does when a tool it needs is missing.
+"""What a test does when a tool it needs is missing, and how it stops a tool's process it started.
 
 On a developer's machine a missing tool (Kafka's jars, the Kubernetes binaries, the e2e node)
 skips the tests that need it, saying why. Under ``make test`` (``ODRADEK_REQUIRE_TOOLS=1``, what
@@ -9,6 +9,7 @@ would hide it.
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -18,3 +19,13 @@ def tool_missing(reason: str) -> None:
     if os.environ.get("ODRADEK_REQUIRE_TOOLS") == "1":
         pytest.fail(f"a required test tool is missing (ODRADEK_REQUIRE_TOOLS=1): {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM (the tool's orderly shutdown), SIGKILL after ``timeout`` s: by the PID we started."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

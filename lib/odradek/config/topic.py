@@ -93,6 +93,15 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
            "unclean.leader.election.enable"),
 )
 
+# Kafka 3.9's topic configs (LogConfig) that Odradek does not serve: setting one is refused as
+# unknown, but deleting one (back to its default, where it always is here) succeeds as on Kafka,
+# because MirrorMaker 2's topic-config sync sends a DELETE for every source config at its default.
+KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "local.retention.bytes",
+    "local.retention.ms", "message.downconversion.enable", "message.format.version",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable"})
+
 # Kafka broker key -> (topic key, its synonym entry): the spellings a broker-wide default takes.
 TOPIC_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
     s.name: (key, s) for key in TOPIC_CONFIGS.values() for s in key.synonyms}

@@ -17,6 +17,7 @@ from typing import Mapping
 from odradek.cluster.control_plane import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS, CreateTopic
 from odradek.cluster.model import PartitionState
 from odradek.config import TOPIC_CONFIGS, validate_topic_configs
+from odradek.config.topic import KAFKA_ONLY_TOPIC_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
 from odradek import topics
 
@@ -154,7 +155,7 @@ def plan_configs(snapshot: StoreSnapshot, name: str, set_: Mapping[str, str | No
         raise KafkaError(ErrorCode.invalid_request,
                          f"Error due to duplicate config keys: {', '.join(sorted(both))}")
     validated = validate_topic_configs(set_)
-    unknown = [k for k in delete if k not in TOPIC_CONFIGS]
+    unknown = [k for k in delete if k not in TOPIC_CONFIGS and k not in KAFKA_ONLY_TOPIC_CONFIGS]
     if unknown:
         raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
     configs = {k: v for k, v in record.configs.items() if k not in delete}
