@@ -367,19 +367,20 @@ def test_controller_candidates_from_endpoint_slices():
     assert reconcile.controller_candidates(FakeKube(), body, override) == [f"https://x.{NS}.svc:9"]
 
 
-def test_gateway_arguments_parse_with_the_gateways_own_cli(tmp_path):
+def test_gateway_arguments_parse_with_the_gateways_own_cli(tmp_path, monkeypatch):
     """As the pod's shell runs them: the schema registry (on by default) registers this pod's
     own URL, which the gateway's certificate names, while base_uri stays the Service's."""
     from odradek.gateway.settings import from_args
     _, _, dep = gateway({"gateway": {"replicas": 1, "authSecret": "gw-auth"}})
     fake = tmp_path / "odradek"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$ODRADEK_GATEWAY_SCHEMA_REGISTRY_URL" "$@"\n')
     fake.chmod(0o755)
     run = subprocess.run([*container(dep)["command"], *container(dep)["args"]], capture_output=True, text=True,
                          check=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin", "POD_IP": "10.1.2.3",
                                           "POD_NAMESPACE": NS})
-    args = run.stdout.splitlines()
+    registry_url, *args = run.stdout.splitlines()
     assert args[0] == "gateway"
+    monkeypatch.setenv(builders.REGISTRY_URL_ENV, registry_url)   # an env var: older images ignore it
     settings, _ = from_args(args[1:])
     assert (settings.host, settings.port, settings.advertised_url) == ("0.0.0.0", 8000, "https://c-gateway.data.svc:8000")
     assert settings.schema_registry and settings.registry_url == "https://10-1-2-3.c-gateway-pods.data.svc:8000"

@@ -144,8 +144,8 @@ def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_tok
     container = pod["containers"][0]
     assert "--schema-registry" not in container["args"], "the registry runs with the gateway by default"
     assert container["command"][-2:] == [
-        'exec odradek "$@" --schema-registry-url "https://$(printf %s "$POD_IP" | tr .: --).g-gateway-pods.'
-        '$POD_NAMESPACE.svc:8000"', "odradek"]
+        'export ODRADEK_GATEWAY_SCHEMA_REGISTRY_URL="https://$(printf %s "$POD_IP" | tr .: --).g-gateway-pods.'
+        '$POD_NAMESPACE.svc:8000"; exec odradek "$@"', "odradek"]
     assert k8s.child(namespace, "Service", "g-gateway-pods")["spec"]["clusterIP"] == "None"
     args = [a.replace("/etc/odradek/", f"{tmp_path}/etc/odradek/") for a in container["args"]]
     args[args.index("--host") + 1], args[args.index("--port") + 1] = "127.0.0.1", "0"

@@ -46,6 +46,7 @@ KAFKA_PORT = 9092
 BROKER_INTERNAL_PORT = 9093
 CONTROLLER_PORT = 8080
 GATEWAY_PORT = 8000
+REGISTRY_URL_ENV = "ODRADEK_GATEWAY_SCHEMA_REGISTRY_URL"   # the gateway's --schema-registry-url as its env var
 METRICS_PORT = 9404  # brokers' and controllers' /metrics (Strimzi's JMX-exporter port; the chart's PodMonitor)
 ZK_CLIENT_PORT = zookeeper.CLIENT_PORT   # TLS (secureClientPort): the managed ensemble has no plaintext port
 RACK_DIR = "/etc/odradek/rack"
@@ -459,9 +460,10 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)
-    # the schema registry's own URL needs the pod's address, which only the shell can spell
-    container["command"] = ["sh", "-c", f'exec odradek "$@" --schema-registry-url '
-                                        f'"{gateway_security.registry_url_word(cluster)}"', "odradek"]
+    # the schema registry's own URL needs the pod's address, which only the shell can spell; an
+    # env var, not --schema-registry-url: an image from before the registry ignores it (upgrades)
+    container["command"] = ["sh", "-c", f'export {REGISTRY_URL_ENV}="{gateway_security.registry_url_word(cluster)}"; '
+                                        'exec odradek "$@"', "odradek"]
     return [
         {"apiVersion": "v1", "kind": "Service",
          "metadata": _meta(n["gateway"], namespace, cluster, "gateway"),

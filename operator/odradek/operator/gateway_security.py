@@ -22,7 +22,7 @@
 - **Its Service's URL** in consumer instances' ``base_uri`` (``https://<c>-gateway.<ns>.svc:8000``),
   not a pod's address; the Service keeps a client on one replica (``sessionAffinity: ClientIP``),
   where its consumer instances live.
-- **Its pod's own URL for the schema registry** (``--schema-registry-url``, ``registry_url_word``):
+- **Its pod's own URL for the schema registry** (``--schema-registry-url`` as its env var, ``registry_url_word``):
   the replicas forward registry writes to the primary at the URL it registered, which must lead
   to that pod, not through the Service to any replica. The name ``<pod-ip-dashed>.<c>-gateway-pods.<ns>.svc``
   comes from a headless Service (its certificate names ``*.<c>-gateway-pods.<ns>.svc``), made by
@@ -121,7 +121,7 @@ def args(cluster: str, namespace: str) -> list[str]:
 
 
 def registry_url_word(cluster: str) -> str:
-    """``--schema-registry-url`` as a shell word: this pod's DNS name through the headless
+    """``--schema-registry-url``'s value as a shell word: this pod's DNS name through the headless
     ``<c>-gateway-pods`` Service, from ``$POD_IP`` (dots and colons to dashes) and ``$POD_NAMESPACE``."""
     dashed = '$(printf %s "$POD_IP" | tr .: --)'
     return f"https://{dashed}.{builders.names(cluster)['gateway_pods']}.$POD_NAMESPACE.svc:{builders.GATEWAY_PORT}"
