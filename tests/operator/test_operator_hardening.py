@@ -189,6 +189,51 @@ def test_a_gateway_without_auth_secret_gets_generated_tokens_kept_across_reconci
     assert secret(prerequisites({}), "c-gateway-tokens") is None
 
 
+NODE_PORT_TLS = {"brokers": {"replicas": 3}, "gateway": {"replicas": 1, "serviceType": "NodePort"},
+                 "listeners": [{"name": "ext", "port": 9095, "type": "nodeport", "tls": True}]}
+
+
+def test_node_port_certificates_name_every_listed_node_so_scheduling_reissues_nothing():
+    nodes = ("10.0.0.7", "10.0.0.8")
+    first = prerequisites(NODE_PORT_TLS, node_ips=nodes)    # no pod scheduled yet
+    brokers, gateway = (certs.decode(secret(first, f"c-{c}-certs")) for c in ("broker", "gateway"))
+    assert set(nodes) <= set(alt_names(brokers["c-brokers-2.crt"]))
+    assert set(nodes) <= set(alt_names(gateway["gateway.crt"]))
+    existing = {s["metadata"]["name"]: certs.decode(s) for s in first.certificates.secrets}
+    scheduled = prerequisites(NODE_PORT_TLS, node_ips=nodes, host_ips={0: nodes[0], 1: nodes[1], 2: nodes[0]},
+                              gateway_host_ips=(nodes[1],), certificates=existing)
+    assert scheduled.certificates.renewed == [] and scheduled.certificates.versions == first.certificates.versions
+    # without the Nodes (the operator may not list them) scheduling reissues: the brokers roll once
+    blind = {s["metadata"]["name"]: certs.decode(s) for s in prerequisites(NODE_PORT_TLS).certificates.secrets}
+    reissued = prerequisites(NODE_PORT_TLS, host_ips={0: nodes[0]}, certificates=blind).certificates
+    assert "c-brokers-0" in reissued.renewed
+
+
+class _Nodes:
+    class ApiException(Exception):
+        def __init__(self, status):
+            self.status = status
+
+    def __init__(self, nodes=None, status=None):
+        self.nodes, self.status = nodes, status
+
+    def list(self, api_version, kind, namespace):
+        assert (api_version, kind, namespace) == ("v1", "Node", None)
+        if self.status:
+            raise self.ApiException(self.status)
+        return self.nodes
+
+
+def test_node_addresses_are_internal_and_external_ips_or_none_when_forbidden():
+    import logging
+    log = logging.getLogger("test")
+    nodes = [{"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"},
+                                       {"type": "Hostname", "address": "node-a"},
+                                       {"type": "ExternalIP", "address": "203.0.113.4"}]}}, {"metadata": {}}]
+    assert reconcile.node_addresses(_Nodes(nodes), log) == ("10.0.0.7", "203.0.113.4")
+    assert reconcile.node_addresses(_Nodes(status=403), log) == ()
+
+
 def test_a_node_port_gateway_certificate_names_the_nodes_it_ran_on():
     raw = {"gateway": {"replicas": 1, "serviceType": "NodePort"}}
     first = prerequisites(raw, gateway_host_ips=("10.0.0.7",))

@@ -160,6 +160,10 @@ def test_image_pull_policy_reaches_operator_and_cluster_and_rack_rbac_is_opt_in(
     assert not [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r["resources"]]
     env = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "ODRADEK_OPERATOR_RACK_CLUSTERROLE", "value": ""} in env
+    # rbac.nodeAddresses: the operator lists Nodes (TLS node ports' certificates), nothing more on them
+    nodes = [r for d in render("--set", "rbac.nodeAddresses=true") if d["kind"] == "ClusterRole" for r in d["rules"]
+             if "nodes" in r["resources"]]
+    assert nodes == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
 
 
 def rbac(docs) -> dict[tuple[str, str | None], dict]:
@@ -194,6 +198,9 @@ def test_watch_namespaces_gives_roles_in_them_and_no_cluster_role(helm):
     rack = rbac(render("--set", "rbac.brokerRack=true"))
     assert [r["resources"] for r in rack[("ClusterRole", None)]["rules"]] == [["clusterrolebindings"], ["clusterroles"]]
     assert ["serviceaccounts"] in [r["resources"] for r in rack[("Role", "apps")]["rules"]]
+    listed = rbac(render("--set", "rbac.nodeAddresses=true"))
+    assert [r["resources"] for r in listed[("ClusterRole", None)]["rules"]] == [["nodes"]]
+    assert listed[("ClusterRoleBinding", None)]["subjects"][0]["namespace"] == "ops"
 
 
 def test_watch_namespaces_install_grants_nothing_outside_them(helm, k8s, control_plane, k8s_bins, namespace):

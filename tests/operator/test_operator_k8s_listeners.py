@@ -4,10 +4,12 @@ Services, node ports allocated by the API server, and brokers advertising them."
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 
+from odradek.certs import alt_names
 from odradek.cluster import control_plane
 from odradek.dev.waiting import wait_until
 from odradek.operator import listeners
@@ -104,3 +106,40 @@ def test_a_secret_planted_under_a_clusters_name_is_not_adopted(k8s, operator, na
     made = wait_until(lambda: k8s.child(namespace, "Secret", "plant-zookeeper-digest"), 30, "the cluster's own")
     assert made["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
     assert made["data"]["credentials"] != planted["data"]["credentials"]
+
+
+def test_tls_node_port_certificates_name_the_nodes_before_scheduling_so_nothing_rolls(k8s, operator, namespace):
+    """The operator may list Nodes: the brokers' first certificates name the node their pods
+    will run on, and the pods' scheduling there (``status.hostIP``) reissues nothing, so the
+    pod template (what each broker restarts for) and the pods stay as created."""
+    node, ip = f"node-{namespace}", "10.99.0.1"
+    k8s.call("POST", "/api/v1/nodes", {"metadata": {"name": node}})
+    try:
+        k8s.call("PATCH", f"/api/v1/nodes/{node}/status",
+                 {"status": {"addresses": [{"type": "InternalIP", "address": ip}]}}, "application/merge-patch+json")
+        k8s.apply_cluster(namespace, "npt", {**BASE, "listeners": [
+            {"name": "ext", "port": 9095, "type": "nodeport", "tls": True, "authentication": SCRAM}]})
+        secret = wait_until(lambda: k8s.child(namespace, "Secret", "npt-broker-certs"), 60, "the brokers' certificates")
+        assert ip in alt_names(base64.b64decode(secret["data"]["npt-brokers-1.crt"]))
+        annotations = wait_until(lambda: (s := k8s.child(namespace, "StatefulSet", "npt-brokers"))
+                                 and s["spec"]["template"]["metadata"]["annotations"], 60, "the brokers")
+        sel = "app.kubernetes.io/instance=npt,app.kubernetes.io/component=broker"
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        pods = wait_until(lambda: (p := k8s.call("GET", path, query=[("labelSelector", sel)])["items"])
+                          and len(p) == 2 and p, 60, "the StatefulSet controller's pods")
+        def rolling():   # what the last reconcile waited for (the status timer leaves it)
+            return str((k8s.cluster(namespace, "npt").get("status") or {}).get("rolling"))
+        wait_until(lambda: "node addresses" in rolling(), 60, "the reconcile waiting for the pods' nodes")
+        for pod in pods:   # scheduled onto the node (no kubelet here: the status a kubelet writes)
+            k8s.call("PATCH", f"{path}/{pod['metadata']['name']}/status",
+                     {"status": {"hostIP": ip, "hostIPs": [{"ip": ip}], "phase": "Running",
+                                 "conditions": [{"type": "Ready", "status": "True"}]}}, "application/merge-patch+json")
+
+        wait_until(lambda: "node addresses" not in rolling(), 60, "a reconcile with the pods scheduled")
+        sts = k8s.child(namespace, "StatefulSet", "npt-brokers")
+        assert sts["spec"]["template"]["metadata"]["annotations"] == annotations
+        assert k8s.child(namespace, "Secret", "npt-broker-certs")["data"] == secret["data"]
+        uids = {p["metadata"]["uid"] for p in k8s.call("GET", path, query=[("labelSelector", sel)])["items"]}
+        assert uids == {p["metadata"]["uid"] for p in pods}
+    finally:
+        k8s.call("DELETE", f"/api/v1/nodes/{node}")

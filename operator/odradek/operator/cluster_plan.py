@@ -5,7 +5,8 @@ Two stages, because the API server allocates what the second needs:
 
 1. ``plan_prerequisites``: the certificate Secrets (``certs.plan_certificates``; the brokers'
    certificates name their external TLS listeners' addresses as observed, a NodePort
-   gateway's its nodes'), the ZooKeeper digest Secret, the gateway's generated tokens
+   gateway's its nodes'; both name every Node's address where the operator may list Nodes,
+   so that the first pods start with certificates naming their node and no roll follows), the ZooKeeper digest Secret, the gateway's generated tokens
    (``gateway_security.tokens_secret``: one per ``gateway.users`` user that can be mapped) and the external listeners' Services. Applied first; a bad user-supplied CA
    raises ``SpecError`` before anything is written.
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
@@ -47,6 +48,9 @@ class Observed:
     gateway_tokens: Mapping[str, Any] | None = None        # the live <c>-gateway-tokens Secret
     gateway_host_ips: tuple[str, ...] = ()                  # the nodes a NodePort gateway's pods run on
     gateway_users: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # gateway.users' OdradekUsers
+    # every Node's addresses (empty where the operator may not list Nodes): a TLS node port's
+    # certificates name them from the first issue, before any broker pod is scheduled
+    node_ips: tuple[str, ...] = ()
 
     def gateway_user_problems(self, cluster: str, spec: ClusterSpec) -> dict[str, str]:
         return gateway_security.user_problems(cluster, spec.gateway.users, self.gateway_users)
@@ -109,10 +113,12 @@ def observed_service_names(name: str, spec: ClusterSpec, replicas: int) -> list[
 def plan_prerequisites(name: str, namespace: str, spec: ClusterSpec, observed: Observed) -> Prerequisites:
     """The certificate and digest Secrets and the listener Services for ``observed.scale``."""
     replicas = observed.scale.replicas
-    cert_names = listeners.certificate_names(spec.listeners, replicas, observed.host_ips.values(),
+    nodes = {*observed.host_ips.values(), *observed.node_ips}
+    cert_names = listeners.certificate_names(spec.listeners, replicas, nodes,
                                              external_addresses(name, spec.listeners, replicas, observed.services))
     gateway_names = gateway_security.certificate_names(
-        spec, observed.gateway_host_ips, observed.certificates.get(certs.secret_names(name)["gateway"], {}))
+        spec, {*observed.gateway_host_ips, *observed.node_ips},
+        observed.certificates.get(certs.secret_names(name)["gateway"], {}))
     plan = certs.plan_certificates(name, namespace, spec, observed.certificates, replicas, cert_names, observed.now,
                                    gateway_names)
     digest = principals.zookeeper_secret(name, namespace, observed.zookeeper_secret)

@@ -262,9 +262,9 @@ def advertised_line(table: str, ordinal: int, host_ip: str) -> str:
 def certificate_names(listeners: Sequence[Listener], replicas: int, host_ips: Iterable[str],
                       external: Mapping[tuple[str, int], str | None]) -> dict[int, list[str]]:
     """The external names each broker's certificate must carry for its TLS external listeners
-    (``certs.plan_certificates``' ``extra_broker_names``): the node addresses of every broker pod
-    for a nodeport listener (its bootstrap reaches any broker through any of them), the load
-    balancer's address for a loadbalancer listener."""
+    (``certs.plan_certificates``' ``extra_broker_names``): ``host_ips`` for a nodeport listener
+    (the nodes of every broker pod and every Node the operator can list: its bootstrap reaches
+    any broker through any of them), the load balancer's address for a loadbalancer listener."""
     out: dict[int, list[str]] = {i: [] for i in range(replicas)}
     for li in (li for li in listeners if li.external and li.tls):
         for ordinal in range(replicas):

@@ -25,6 +25,7 @@ from odradek.operator.spec import ClusterSpec
 from odradek.operator.status import ClusterHealth
 
 RBAC = "rbac.authorization.k8s.io/v1"
+NODE_ADDRESS_TYPES = ("InternalIP", "ExternalIP")   # a pod's status.hostIP is one of its Node's
 
 
 class Waiting(Exception):
@@ -168,13 +169,15 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     digest = kube.get("v1", "Secret", namespace, principals.zookeeper_secret_name(name))
     gateway = spec.gateway.replicas > 0
     tokens = kube.get("v1", "Secret", namespace, gateway_security.tokens_secret_name(name)) if gateway else None
-    gateway_hosts = host_ips(kube, name, namespace, "gateway") if gateway and spec.gateway.service_type == "NodePort" \
-        else {}
+    node_port_gateway = gateway and spec.gateway.service_type == "NodePort"
+    gateway_hosts = host_ips(kube, name, namespace, "gateway") if node_port_gateway else {}
     gateway_users = {u: kube.get("odradek.dev/v1alpha1", "OdradekUser", namespace, u) for u in spec.gateway.users}
+    nodes = node_addresses(kube, logger) if node_port_gateway or any(
+        li.type == "nodeport" and li.tls for li in spec.listeners) else ()
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
                                  certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
                                  gateway_host_ips=tuple(sorted(set(gateway_hosts.values()))),
-                                 gateway_users=gateway_users), client
+                                 gateway_users=gateway_users, node_ips=nodes), client
 
 
 def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:
@@ -191,6 +194,21 @@ def host_ips(kube: Kube, name: str, namespace: str, component: str) -> dict[str,
         if ip:
             out[pod["metadata"]["name"]] = ip
     return out
+
+
+def node_addresses(kube: Kube, logger: logging.Logger) -> tuple[str, ...]:
+    """Every Node's InternalIP and ExternalIP addresses (what a pod's ``status.hostIP`` is one of),
+    for the brokers' certificates before their pods are scheduled; () where the operator may not
+    list Nodes (the chart's ``rbac.nodeAddresses``: then they name the nodes once pods run there)."""
+    try:
+        nodes = kube.list("v1", "Node", None)
+    except kube.ApiException as e:
+        if e.status != 403:
+            raise
+        logger.debug("listing Nodes is not allowed: certificates name the brokers' nodes once scheduled")
+        return ()
+    return tuple(sorted({a["address"] for n in nodes for a in (n.get("status") or {}).get("addresses") or []
+                         if a.get("type") in NODE_ADDRESS_TYPES and a.get("address")}))
 
 
 def broker_host_ips(kube: Kube, name: str, namespace: str) -> dict[int, str]:
