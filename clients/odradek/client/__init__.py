@@ -34,6 +34,17 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode()
 
 
+def http_client(url: str, token: str | None, ca_file: str | None, timeout: float,
+                headers: dict[str, str] | None = None) -> httpx.Client:
+    """An HTTP client of the gateway (or its schema registry): the bearer token, and the CA its
+    https certificate is checked against (the system's without ``ca_file``)."""
+    headers = dict(headers or {})
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    return httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify)
+
+
 class GatewayClient:
     def __init__(self, url: str, token: str | None = None, timeout: float = 60.0, ca_file: str | None = None,
                  client_id: str | None = None, isolation_level: str = "read_uncommitted"):
@@ -43,11 +54,7 @@ class GatewayClient:
         ``isolation_level`` read_committed: offsets end at the last stable offset and range
         reads return no record of an aborted or open transaction."""
         self.isolation = {} if isolation_level == "read_uncommitted" else {"isolation_level": isolation_level}
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        if client_id:
-            headers["user-agent"] = client_id
-        verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify)
+        self.http = http_client(url, token, ca_file, timeout, {"user-agent": client_id} if client_id else {})
 
     def close(self) -> None:
         self.http.close()

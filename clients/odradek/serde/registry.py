@@ -7,13 +7,13 @@ once per id, not once per record."""
 from __future__ import annotations
 
 import base64
-import ssl
 import threading
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import httpx
 
+from odradek.client import http_client
 from odradek.serde import codecs
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -55,11 +55,7 @@ class RegisteredSchema:
 class SchemaRegistry:
     def __init__(self, url: str, token: str | None = None, ca_file: str | None = None, timeout: float = 30.0):
         self.url = url.rstrip("/")
-        headers = {"accept": CONTENT_TYPE}
-        if token:
-            headers["authorization"] = f"Bearer {token}"
-        verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
-        self.http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, verify=verify)
+        self.http = http_client(self.url, token, ca_file, timeout, {"accept": CONTENT_TYPE})
 
     def close(self) -> None:
         self.http.close()
