@@ -43,6 +43,7 @@ NODE_NAME = "odradek-e2e"
 POD_CIDR = "10.232.0.0/24"
 STORAGE_CLASS = "odradek-e2e-local"
 LOCAL_VOLUMES = 12
+MIN_FREE_DISK = 6 << 30   # imported images (and unpacked), volumes, logs
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
                 "kubectl", "helm", "coredns")
 HOST_TOOLS = ("containerd", "ctr", "runc", "podman", "debootstrap", "iptables", "conntrack", "nsenter", "ip")
@@ -94,6 +95,7 @@ class LocalNode:
     def start(self, timeout: float = 300.0) -> "LocalNode":
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._check_disk()
         try:
             self._network()
             self.cp = control_plane.ControlPlane(
@@ -117,6 +119,14 @@ class LocalNode:
             self.stop()
             raise
         return self
+
+    def _check_disk(self) -> None:
+        """Refuse to start on a disk too full for the images and volumes: kubelet would evict the
+        pods and the suite would wait out its timeouts without saying why."""
+        free = shutil.disk_usage(self.dir).free
+        if free < MIN_FREE_DISK:
+            raise RuntimeError(f"the e2e node needs {MIN_FREE_DISK >> 30} GiB free under {self.dir}, "
+                               f"{free / 2**30:.1f} GiB are (podman image prune, uv cache prune free some)")
 
     def stop(self) -> None:
         """Pods first (kubelet tears their sandboxes and networks down), then every process by PID,
@@ -250,9 +260,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "authorization": {"mode": "AlwaysAllow"},
             "clusterDNS": [self.node_ip], "clusterDomain": "cluster.local", "resolvConf": str(self.dir / "resolv.conf"),
             "podLogsDir": str(self.dir / "pod-logs"),
-            # A shared CI disk is often fuller than kubelet's defaults allow: never evict here.
-            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                             "nodefs.inodesFree": "1%"},
+            # A shared CI disk is often fuller than kubelet's defaults allow (even 1% of a 250 GB
+            # disk is 2.5 GB): evict only when it is really full. start() refuses a fuller disk.
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "256Mi",
+                             "imagefs.available": "256Mi", "nodefs.inodesFree": "1%"},
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "serializeImagePulls": False, "maxPods": 60}))
         self._spawn("kubelet", [str(self.bins["kubelet"]), "--config", str(config), "--kubeconfig", str(self.kubeconfig),

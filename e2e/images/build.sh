@@ -79,6 +79,7 @@ previous_release() {   # prints the archive of release N-1's image, building it 
   echo "$archive"
 }
 
+started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 base_image
 previous_release
 log "building $ODRADEK_IMAGE from the Dockerfile"
@@ -89,6 +90,10 @@ log "building $PAUSE_IMAGE"
 (cd e2e/images/pause && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o pause .)
 build -q -t "$PAUSE_IMAGE" e2e/images/pause >/dev/null
 rm -f e2e/images/pause/pause
+# Each rebuild leaves the image its tag named before, and its build stage, untagged (1-2 GB a
+# build): on a shared CI disk they filled it until kubelet evicted the test's pods. Dangling
+# images older than this build are what no tag or container uses any more.
+podman image prune -f --filter "until=$started" >/dev/null
 save "$ODRADEK_IMAGE" odradek
 save "$ZOOKEEPER_IMAGE" zookeeper
 save "$PAUSE_IMAGE" pause
