@@ -168,10 +168,10 @@ def test_a_topic_written_into_zookeeper_by_a_tool_is_led_and_pushed(active, brok
     t.create(paths.partition_state("theirs", 0), json.dumps(
         {"version": 1, "leader": 2, "leader_epoch": 0, "isr": [2, 3], "controller_epoch": 1}).encode())
     assert all(r is True or isinstance(r, str) for r in t.commit())
-    # within the watch's reach, not only the 10-s full reload's
-    wait_for(lambda: (p := brokers[1].partition("theirs", 0)) and p["leader"] == 2, 6, "broker 1 to see theirs")
+    # by the watch: well within the full reload's interval (controller.resync.interval.ms, 60 s)
+    wait_for(lambda: (p := brokers[1].partition("theirs", 0)) and p["leader"] == 2, 20, "broker 1 to see theirs")
     zk.delete(paths.topic("theirs"), recursive=True)  # and one that goes
-    wait_for(lambda: "theirs" not in {t["name"] for t in brokers[1].latest()["topics"]}, 6, "theirs gone")
+    wait_for(lambda: "theirs" not in {t["name"] for t in brokers[1].latest()["topics"]}, 20, "theirs gone")
 
 
 def test_alter_partitions_answers_each_partition_of_one_request(active, brokers, zk, wait_for):
