@@ -308,6 +308,7 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
     _wait_preferred_leaders(cluster)  # the group's coordinator stays where it is
     try:
         _three_members(cluster, "confluent-kafka-848", topic, group, tmp_path, members)
+        coordinator = _coordinator_broker(cluster, group)
         wait_until(lambda: _listed_type(cluster, group) == ConsumerGroupType.CONSUMER, 30,
                    f"{group} listed with type consumer", 0.5)
         wait_until(lambda: _described_split(cluster, group), 30, f"{group} described (ConsumerGroupDescribe)", 0.5)
@@ -323,6 +324,7 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
                    "every record to be processed by some member", 0.5)
         members[0].stop(signal.SIGTERM)
         _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
+        assert _coordinator_broker(cluster, group) == coordinator, "the coordinator moved: its members' state was lost"
         handovers = _assert_one_owner_at_a_time([s for i, m in enumerate(members)
                                                  for s in m.ownership(killed_at.get(i, time.time()))])
         reads = [r for m in members for r in m.processed_list()]
