@@ -60,6 +60,15 @@ def error(answer: tuple[int, dict]) -> tuple[int, int]:
     return answer[0], answer[1]["error_code"]
 
 
+def seen_live(c, broker, wait_for) -> None:
+    """Wait until controller ``c`` sees ``broker``'s current registration. A returning follower
+    fetches (and its leader may take it into the ISR) only after the controller's snapshot
+    reached it; before, the controller answers the leader INELIGIBLE_REPLICA and the leader retries."""
+    wait_for(lambda: any(b["id"] == broker.id and b["epoch"] == broker.epoch
+                         for b in c.call("GET", cp.CLUSTER.path())[1]["brokers"]), 15,
+             f"the controller to see broker {broker.id}'s new registration")
+
+
 def test_broker_death_moves_leadership_to_the_first_live_isr_replica(active, brokers, zk, wait_for):
     create(active, "t", [1, 2, 3])
     pushed(brokers[3], "t", wait_for, leader=1, isr=[1, 2, 3], partition_epoch=0)
@@ -98,8 +107,7 @@ def test_unclean_election_elects_an_out_of_sync_replica_and_says_so(active, brok
     assert "UNCLEAN election of replica 2" in active.log()
     # enabling the config on an offline partition elects at once
     brokers[1].join()
-    wait_for(lambda: 1 in [b["id"] for b in active.call("GET", cp.CLUSTER.path())[1]["brokers"]], 15,
-             "broker 1 registered again")
+    seen_live(active, brokers[1], wait_for)
     create(active, "v", [1, 3])
     assert alter(active, brokers[1], "v", [1], zk)[0] == 200
     brokers[1].leave()
@@ -135,7 +143,7 @@ def test_alter_partition_error_codes_and_success_by_cas(active, brokers, zk, wai
     wait_for(lambda: 3 not in [b["id"] for b in brokers[2].latest()["brokers"]], 15, "broker 3 gone")
     assert error(alter(active, b1, "t", [1, 2, 3], zk)) == (400, 107)  # not live
     brokers[3].join()
-    wait_for(lambda: brokers[3].latest(), 15, "broker 3 registered again")
+    seen_live(active, brokers[3], wait_for)
     status, state = alter(active, b1, "t", [1, 2, 3], zk)
     assert status == 200 and state["isr"] == [1, 2, 3] and state["partition_epoch"] == 2
 
@@ -160,10 +168,10 @@ def test_a_topic_written_into_zookeeper_by_a_tool_is_led_and_pushed(active, brok
     t.create(paths.partition_state("theirs", 0), json.dumps(
         {"version": 1, "leader": 2, "leader_epoch": 0, "isr": [2, 3], "controller_epoch": 1}).encode())
     assert all(r is True or isinstance(r, str) for r in t.commit())
-    # within the watch's reach, not only the 10-s full reload's
-    wait_for(lambda: (p := brokers[1].partition("theirs", 0)) and p["leader"] == 2, 6, "broker 1 to see theirs")
+    # by the watch: well within the full reload's interval (controller.resync.interval.ms, 60 s)
+    wait_for(lambda: (p := brokers[1].partition("theirs", 0)) and p["leader"] == 2, 20, "broker 1 to see theirs")
     zk.delete(paths.topic("theirs"), recursive=True)  # and one that goes
-    wait_for(lambda: "theirs" not in {t["name"] for t in brokers[1].latest()["topics"]}, 6, "theirs gone")
+    wait_for(lambda: "theirs" not in {t["name"] for t in brokers[1].latest()["topics"]}, 20, "theirs gone")
 
 
 def test_alter_partitions_answers_each_partition_of_one_request(active, brokers, zk, wait_for):
@@ -225,6 +233,7 @@ def test_controlled_shutdown_moves_leaderships_and_answers_the_remaining(active,
     # a new registration (the broker restarted) is not shutting down any more
     b1.leave()
     b1.join()
+    seen_live(active, b1, wait_for)
     wait_for(lambda: active.health()["shutting_down_brokers"] == [], 15, "the shutdown mark to go")
     assert alter(active, brokers[2], "a", [2, 1], zk)[0] == 200
 
@@ -234,6 +243,7 @@ def test_preferred_election_after_the_preferred_replica_returns(active, brokers,
     brokers[1].leave()
     pushed(brokers[2], "t", wait_for, leader=2, leader_epoch=1)
     brokers[1].join()
+    seen_live(active, brokers[1], wait_for)  # else: "preferred replica 1 is not live ..."
     req = {"election_type": 0, "partitions": [{"topic": "t", "partition": 0}, {"topic": "x", "partition": 0}]}
     assert active.call("POST", ELECT, req)[1]["results"] == [
         {"topic": "t", "partition": 0, "error_code": 80, "error": "PREFERRED_LEADER_NOT_AVAILABLE",
@@ -275,7 +285,9 @@ def test_automatic_preferred_leader_rebalance(controllers, brokers, zk, wait_for
     brokers[1].leave()
     pushed(brokers[2], "t", wait_for, leader=2)
     brokers[1].join()
-    assert alter(c, brokers[2], "t", [2, 1], zk)[0] == 200
+    seen_live(c, brokers[1], wait_for)
+    status, body = alter(c, brokers[2], "t", [2, 1], zk)
+    assert status == 200, body
     pushed(brokers[1], "t", wait_for, leader=1, leader_epoch=2)
     assert "auto leader rebalance: preferred election for t-0" in c.log()
 
