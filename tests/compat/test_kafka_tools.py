@@ -10,11 +10,15 @@ Most tests run Kafka 3.9's Java producer with ``enable.idempotence=false``;
 from __future__ import annotations
 
 import re
+import subprocess
+import threading
+from collections import Counter
 
 import pytest
 
 from bench.apache_kafka import run_tool
 from odradek.dev.waiting import wait_until
+from tests.support.keys import java_partition
 from tests.support.kafka_tools import (CONFIG_COMMAND, CONSOLE_CONSUMER, CONSOLE_PRODUCER, CONSUMER_PERFORMANCE,
                                        GROUP_COMMAND, PRODUCER_PERFORMANCE, TOPIC_COMMAND)
 
@@ -24,6 +28,12 @@ NO_IDEMPOTENCE = ("--producer-property", "enable.idempotence=false")
 def ok(proc) -> str:
     assert proc.returncode == 0, f"exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     return proc.stdout
+
+
+def finished(proc: subprocess.Popen, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A tool started with ``Endpoint.popen``, once it has exited."""
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def both_ok(endpoints, *command, **kw) -> dict[str, str]:
@@ -56,14 +66,19 @@ def test_console_producer_then_console_consumer(both, topic):
 def test_console_consumers_assigned_to_three_partitions(both, topic):
     """assign-only reading of a 3-partition topic, one console consumer per partition."""
     lines = "".join(f"k{i}\tv{i}\n" for i in range(90))
+    per_partition = Counter(java_partition(b"k%d" % i, 3) for i in range(90))
     got = {}
     for e in both:
         e.create_topic(topic, 3)
         ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, "--property", "parse.key=true", input=lines))
-        got[e.name] = [sorted(ok(e.tool(CONSOLE_CONSUMER, "--topic", topic, "--partition", str(p), "--offset",
-                                        "earliest", "--timeout-ms", "4000", "--property", "print.key=true",
-                                        "--property", "print.offset=true")).splitlines())
-                       for p in range(3)]
+        # each consumer stops at its partition's count under Java's key hashing (not after an idle
+        # timeout): a system placing keys otherwise reads fewer there, or leaves some unread, and
+        # differs from Kafka below; the timeout only ends a consumer short of its count
+        # the three side by side (three JVM starts at once, not one after another)
+        readers = [e.popen(CONSOLE_CONSUMER, "--topic", topic, "--partition", str(p), "--offset", "earliest",
+                           "--max-messages", str(per_partition[p]), "--timeout-ms", "30000",
+                           "--property", "print.key=true", "--property", "print.offset=true") for p in range(3)]
+        got[e.name] = [sorted(ok(finished(r)).splitlines()) for r in readers]
     assert sum(len(p) for p in got["kafka"]) == 90
     # the default partitioner hashes keys (murmur2): the same keys land in the same partitions
     assert got["odradek"] == got["kafka"]
@@ -176,8 +191,16 @@ def test_console_consumer_group_of_three(request, system, topic):
     e = request.getfixturevalue(system)
     e.create_topic(topic, 3)
     group = f"{topic}-g"
+    # the members run until the group has read all 300 records (not until 20 s without one), then
+    # are stopped; their timeout only ends a run that never gets there
     members = [e.popen(CONSOLE_CONSUMER, "--topic", topic, "--group", group, "--from-beginning",
-                       "--timeout-ms", "20000", "--property", "print.partition=true") for _ in range(3)]
+                       "--timeout-ms", "120000", "--property", "print.partition=true") for _ in range(3)]
+    read = [[] for _ in members]
+    streams = [(m.stdout, lines) for m, lines in zip(members, read)] + [(m.stderr, []) for m in members]
+    readers = [threading.Thread(target=lines.extend, args=(stream,), daemon=True)  # stderr: drained only
+               for stream, lines in streams]
+    for r in readers:
+        r.start()
 
     def settled():  # three members, one partition each
         out = e.tool(GROUP_COMMAND, "--describe", "--group", group, "--members").stdout
@@ -187,12 +210,20 @@ def test_console_consumer_group_of_three(request, system, topic):
     except TimeoutError:
         for m in members:
             m.kill()
-            m.communicate()
+            m.wait()
         raise
     ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, "--property", "parse.key=true",
               input="".join(f"k{i}\tv{i}\n" for i in range(300))))
-    outs = [m.communicate(timeout=120)[0] for m in members]
-    seen = [[line.split("\t") for line in out.splitlines() if line.startswith("Partition:")] for out in outs]
+    try:
+        wait_until(lambda: sum(line.startswith("Partition:") for member in read for line in member) >= 300
+                   or all(m.poll() is not None for m in members), 150, f"{group} reading the 300 records", 0.2)
+    finally:
+        for m in members:
+            m.terminate()
+            m.wait(60)
+        for r in readers:
+            r.join(10)
+    seen = [[line.rstrip("\n").split("\t") for line in member if line.startswith("Partition:")] for member in read]
     values = sorted(v for member in seen for _, v in member)
     assert values == sorted(f"v{i}" for i in range(300)), f"{len(values)} records read"
     partitions = [{p for p, _ in member} for member in seen]

@@ -7,7 +7,10 @@ stopped on Kafka. MirrorMaker's Connect herder runs on Odradek: its config/offse
 (compacted), a group of the ``connect`` protocol, create-topics with configs.
 
 One MirrorMaker process for the module (started by PID, stopped by PID), with Kafka's shortest
-useful intervals (1 s) so that the waits below end as soon as the runtime has acted.
+useful intervals (1 s) so that the waits below end as soon as the runtime has acted. The offset
+flush interval is a worker setting, read from the target cluster's block (``odradek.``): at
+Connect's default of 60 s, the source task's offset syncs, and so the group's translated
+offsets, waited a minute.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def mm2_properties(source: str, target: str) -> str:
         *(f"{k} = 1" for k in ("refresh.topics.interval.seconds", "refresh.groups.interval.seconds",
                                "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
                                "emit.heartbeats.interval.seconds", "sync.topic.configs.interval.seconds")),
-        "offset.flush.interval.ms = 1000",
+        "odradek.offset.flush.interval.ms = 1000",
         "plugin.discovery = service_load",   # Kafka's own plugins only: no classpath scan at start
         *(f"{k}replication.factor = 1" for k in (
             "", "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.",

@@ -11,6 +11,9 @@ one dev cluster, so a README that drifts from the code fails CI.
 - Blocks run in document order from a scratch directory holding the cluster's ``var/dev``,
   with ``.venv``, ``examples``, ``scripts`` and ``bench`` (``scripts/kafka.sh run``: Kafka's own
   tools) linked from the checkout, as a reader's shell after ``make up``.
+- Spark's JVMs (spark-submit in a block, the session's SparkSession) start with the tests'
+  Spark defaults (``tests/support/spark.SPARK_DEFAULTS`` in ``SPARK_CONF_DIR``: C1 only, no UI),
+  a third off each start; the commands are the docs' own.
 - The docs name the default addresses (``127.0.0.1:9092``, the gateway on ``:8080``); the
   runner swaps them for the cluster's actual ones, which are free ports on a shared CI machine.
 """

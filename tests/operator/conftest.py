@@ -8,6 +8,10 @@
   (``scripts/k8s/control_plane.py``), stopped by PID at the end.
 - ``k8s``: a ``K8s`` helper (kubernetes client on the generated kubeconfig) with the CRDs
   applied; ``namespace``: a fresh namespace per test.
+- ``dev_cluster`` (package): one 1-broker Odradek dev cluster (ZooKeeper, controller, broker as
+  local processes) standing in for the pods no kubelet runs here, shared by the modules whose
+  OdradekClusters point the operator at its controller (``odradek.dev/controller-url``): one
+  start instead of one per module; each test leaves no topic of its own behind.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
   intervals, the dev clusters' loopback controllers trusted, resources labelled
   ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its
@@ -28,6 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from odradek.operator.settings import (TRUSTED_CONTROLLER_URLS_ENV, WEBHOOK_CONFIGURATION_ENV, WEBHOOK_HOSTS_ENV,
@@ -81,6 +86,13 @@ def k8s(control_plane, k8s_bins) -> K8s:
                                (k.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.odradek.dev")
                                 or {}).get("status", {}).get("conditions", [])), 30, f"CRD {plural} established")
     return k
+
+
+@pytest.fixture(scope="package")
+def dev_cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("dev-cluster"), brokers=1)
+    yield c
+    stop_cluster(c)
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ On a control plane of its own (so the session's admin operator, which watches ev
 namespace, does not reconcile the same objects): ``helm install`` the chart with
 ``rbac.brokerRack=true``, get a token for its ServiceAccount through the TokenRequest API, run
 ``odradek operator`` (a real ``kopf run``) with only that token, and let it reconcile a
-rack-aware OdradekCluster and a topic against a real Odradek dev cluster. Then the brokers'
+rack-aware OdradekCluster and a topic against a real Odradek dev cluster (conftest's
+``dev_cluster``, shared with the topics module). Then the brokers'
 init container command (``odradek operator rack``) reads a Node's label with a token of the
 brokers' ServiceAccount, which may read Nodes and nothing else."""
 
@@ -19,7 +20,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from odradek.operator.settings import TRUSTED_CONTROLLER_URLS_ENV
 from tests.operator.conftest import DEV_CONTROLLERS
@@ -101,13 +101,6 @@ def chart_operator(plane, admin, chart_installed, tmp_path_factory):
         yield log
     finally:
         control_plane_module.terminate(proc, 15)
-
-
-@pytest.fixture(scope="module")
-def dev_cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("dev-cluster-rbac"), brokers=1)
-    yield c
-    stop_cluster(c)
 
 
 def test_chart_rbac_has_no_wildcards_and_grants_nodes_only_to_the_rack_role(chart_installed):
@@ -205,3 +198,6 @@ def check_broker_reports_the_rack(dev_cluster, rack_file: Path, tmp_path: Path) 
         assert wait_until(rack_of_7, 60, "broker 7 in DescribeCluster with its rack") == "zone-1"
     finally:
         control_plane_module.terminate(broker, 15)
+    # the cluster is shared (conftest's dev_cluster): gone from it before the next module places replicas
+    wait_until(lambda: 7 not in {n.id for n in admin.describe_cluster(request_timeout=10).result().nodes},
+               60, "broker 7 gone from the shared dev cluster")

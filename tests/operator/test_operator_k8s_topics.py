@@ -1,7 +1,7 @@
 """OdradekTopic against a real kube-apiserver and a real Odradek dev cluster.
 
-The dev cluster (ZooKeeper, controller, broker as local processes, from the integration
-fixture) stands in for the pods no kubelet runs here: its OdradekCluster points the operator
+The dev cluster (ZooKeeper, controller, broker as local processes: conftest's ``dev_cluster``,
+shared with the RBAC module) stands in for the pods no kubelet runs here: its OdradekCluster points the operator
 at the controller through the ``odradek.dev/controller-url`` annotation."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import call_blocking
-from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from tests.support.k8s import condition, ready_check
 
@@ -21,13 +20,6 @@ from tests.support.k8s import condition, ready_check
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
 
 READY_BUDGET_S = 2.0
-
-
-@pytest.fixture(scope="module")
-def dev_cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("dev-cluster"), brokers=1)
-    yield c
-    stop_cluster(c)
 
 
 @pytest.fixture
