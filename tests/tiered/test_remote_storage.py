@@ -112,6 +112,9 @@ def test_a_corrupt_object_raises_and_its_bytes_are_never_returned(rsm, rolled, s
         rsm.fetch_log_segment(meta, 3 * chunk + 5, 3 * chunk + 20)
     # the other chunks are intact and still served
     assert rsm.fetch_log_segment(meta, 0, chunk - 1) == rolled.data.log_segment.read_bytes()[:chunk]
+    path.write_bytes(data[:chunk])     # shrunk below the range asked for
+    with pytest.raises(CorruptRemoteObject, match="shorter"):
+        rsm.fetch_log_segment(meta, 5 * chunk, 5 * chunk + 10)
     index = s3proxy.object_path(object_key("", meta, "index"))
     index.write_bytes(index.read_bytes()[:-4])     # truncated
     with pytest.raises(CorruptRemoteObject):

@@ -51,6 +51,7 @@ def test_metadata_refuses_an_end_below_the_start():
     ("SlowDown", 503, RemoteStorageUnavailable),
     ("InternalError", 500, RemoteStorageUnavailable),
     ("AccessDenied", 403, RemoteStorageException),
+    ("InvalidRange", 416, CorruptRemoteObject),
 ])
 def test_s3_errors_map_to_the_remote_storage_errors(stubbed, code, status, error):
     rsm, stub = stubbed

@@ -45,6 +45,8 @@ LOG = "log"
 MANIFEST_VERSION = 1
 CRC_META = "crc32c"           # user metadata of the manifest object: x-amz-meta-crc32c
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+# ranges come from the sizes the manifest recorded: a range the object no longer has means it shrank
+_SHRUNK = {"InvalidRange", "416"}
 _UNAVAILABLE = {"500", "502", "503", "504", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout"}
 
 
@@ -198,6 +200,8 @@ class RemoteStorageManager:
             what = f"{operation} {kwargs.get('Key', '')}: {code or status}"
             if code in _NOT_FOUND or status == "404":
                 raise RemoteResourceNotFoundException(what) from e
+            if code in _SHRUNK or status in _SHRUNK:
+                raise CorruptRemoteObject(f"{what}: the object is shorter than when it was copied") from e
             if code in _UNAVAILABLE or status in _UNAVAILABLE:
                 raise RemoteStorageUnavailable(what) from e
             raise RemoteStorageException(f"{what}: {e}") from e
