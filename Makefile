@@ -7,16 +7,18 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 # What only the tests need, cached under .cache/. Quick: Apache Kafka's jars (compatibility
-# suite), kcat from Debian (security tests), Debian's prometheus and tmux (the observability
-# tests), chromium and chromium-driver (the console's browser tests). Slow (~25 min cold):
-# kube-apiserver/kubectl/helm built from the Go module proxy (operator tests) and the e2e
-# suite's local node (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS; images
-# made with debootstrap + podman). A tool that does not build fails the target (a test that
+# suite), S3Proxy's jar (tiered storage's object store, docs/tiered-storage.md), kcat from
+# Debian (security tests), Debian's prometheus and tmux (the observability tests), chromium
+# and chromium-driver (the console's browser tests). Slow (~25 min cold): kube-apiserver/
+# kubectl/helm built from the Go module proxy (operator tests) and the e2e suite's local node
+# (containerd, runc, CNI from Debian; kubelet, kube-proxy, CoreDNS; images made with
+# debootstrap + podman). A tool that does not build fails the target (a test that
 # skipped instead would hide the failure), except Karapace: PyPI has no `karapace` and its
 # source does not build here (docs/gateway.md), so its parity test is a documented skip.
 test-deps: bootstrap
 	scripts/kafka.sh resolve
 	$(VENV)/python -m bench.kafka_ecosystem
+	$(VENV)/python -m odradek.dev.s3proxy
 	scripts/kcat.sh
 	scripts/prometheus.sh
 	scripts/tmux.sh

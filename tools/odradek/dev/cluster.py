@@ -26,7 +26,7 @@ from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
-from odradek.dev import grow, launch, netns, processes, security, zookeeper
+from odradek.dev import grow, launch, netns, processes, security, tiered, zookeeper
 from odradek.dev.launch import Launched, StartFailed
 from odradek.dev.processes import ProcessRecord
 from odradek.dev.waiting import wait_until
@@ -70,6 +70,8 @@ def up(args: argparse.Namespace) -> int:
         args.config = [*security.cluster_config(state["security"]), *args.config]
     try:
         _start_zookeeper(state, timeout=args.timeout)
+        if args.tiered:
+            tiered.start(state, timeout=args.timeout)
         _save(state_path, state)
         if "security" in state:   # the brokers' own SCRAM user, before any broker logs in with it
             security.create_admin(state["zookeeper"], args.cluster, state["security"])
@@ -358,7 +360,7 @@ def _addresses(state: dict) -> dict:
             "controller_url": cluster.get("controller_url"),
             "controllers": state.get("controllers", []),
             "zookeeper": state.get("zookeeper"), "cluster": state.get("cluster"),
-            "gateway": state.get("gateway"),
+            "gateway": state.get("gateway"), "object_store": state.get("object_store"),
             "schema_registry": state.get("gateway"),   # the gateway serves it (docs/schema-registry.md)
             "data_dir": state.get("data_dir"),
             **({"security": state["security"]} if "security" in state else {}),
@@ -385,7 +387,7 @@ def _summary(state: dict) -> str:
             f"  bootstrap servers: {a['bootstrap_servers']}\n"
             f"  controller:        {a['controller_url']}\n"
             + (f"  gateway (HTTP):    {a['gateway']}\n" if a["gateway"] else "") +
-            f"  zookeeper:         {a['zookeeper']}\n"
+            f"  zookeeper:         {a['zookeeper']}\n" + tiered.summary(state) +
             f"  data and logs:     {a['data_dir']}"
             + (f"\n{security.summary(a['security'])}" if "security" in a else ""))
 
@@ -480,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="sasl_ssl: a CA and certificates under the data dir, SASL_SSL listeners (SCRAM-SHA-512) "
                         "for clients and between brokers, the ACL authorizer on, an admin super user "
                         "(docs/security.md, 'Dev mode')")
+    u.add_argument("--tiered", action="store_true", help="start an S3-compatible object store (S3Proxy) for "
+                   "tiered storage beside the cluster (docs/tiered-storage.md)")
     u.add_argument("--netns", action="store_true",
                    help="run the cluster in a network namespace of its own (root), so that "
                         "`odradek verify --nemesis partition` can cut brokers off; later commands enter it")

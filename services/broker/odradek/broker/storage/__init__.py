@@ -13,6 +13,9 @@
   ``cleaning``: one cleaning (key map, rewrite of segments); ``priority``: the cleaner
   process's CPU and I/O priority;
 - ``manager``: every log of a data directory, and the maintenance task.
+- ``remote_storage`` / ``remote_metadata``: tiered storage's remote storage manager (segments
+  in an S3-compatible store, Kafka's KIP-405 interface; blocking, for worker threads) and its
+  value types; imported only where tiered storage is used (boto3).
 
 All of it runs on the broker's single event-loop thread (see each module for the few
 places that use worker threads).
