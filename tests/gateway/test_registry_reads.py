@@ -1,17 +1,21 @@
 """Reads across the registry's replicas (``Registry.fresh``, ``routes._fresh``): a read that would
 answer "not found" catches up with the ``_schemas`` log first, so a schema written through another
 replica and not yet applied here is found; what is truly absent is still "not found", after one
-catch-up. On a stand-in log whose records arrive only when the registry catches up. No processes."""
+catch-up; the message browser catches up once for a page naming an id it lacks. On a stand-in log
+whose records arrive only when the registry catches up. No processes."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from odradek.gateway import edge
+from odradek.gateway import edge, framed
 from odradek.gateway.errors import GatewayError
 from odradek.gateway.registry import routes
 from odradek.gateway.registry import state as st
@@ -82,3 +86,17 @@ def test_the_read_routes_answer_what_another_replica_wrote_and_404_what_nobody_d
         assert client.get("/subjects/payments-value/versions/1").json()["error_code"] == 40401
         assert client.get("/schemas/ids/8").json()["error_code"] == 40403
         assert client.get("/config/orders-value").json()["error_code"] == 40408
+
+
+def test_the_message_browser_decodes_a_record_whose_schema_another_replica_registered_catching_up_once():
+    log = BehindLog(_written_elsewhere("orders-value", 7))
+    app = SimpleNamespace(state=SimpleNamespace(registry=Registry(log), tokens=None))
+    request = SimpleNamespace(app=app, headers={})
+    framed_long = base64.b64encode(b"\0" + (7).to_bytes(4, "big") + b"\x54").decode()      # zigzag 42
+    unknown = base64.b64encode(b"\0" + (8).to_bytes(4, "big") + b"\x02").decode()
+    page = json.dumps([{"value": framed_long}, {"value": unknown}, {"value": base64.b64encode(b"x").decode()}])
+    records = json.loads(asyncio.run(framed.decoded_body(request, "orders", page.encode())))
+    assert records[0]["value_schema"] == {"id": 7, "type": "AVRO", "subject": "orders-value", "version": 1,
+                                          "data": 42}
+    assert "value_schema" not in records[1] and "value_schema" not in records[2]
+    assert log.catch_ups == 1
