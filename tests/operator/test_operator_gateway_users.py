@@ -1,5 +1,6 @@
 """The gateway is never a super user: ``gateway.users`` maps its generated tokens to OdradekUsers
-(tls), whose certificates it logs in with on the replication listener (gateway_security)."""
+(tls), whose certificates it logs in with on the replication listener (gateway_security); its own
+principal gets exactly the schema registry's ACLs on a cluster with authorization (gateway_acls)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import json
 
 import pytest
 
+from odradek.cluster.control_plane_users import UserAcl
 from odradek.gateway.auth import Tokens
-from odradek.operator import cluster_plan, gateway_security
+from odradek.gateway.settings import GatewaySettings
+from odradek.operator import admin, cluster_plan, gateway_acls, gateway_security
 from odradek.operator.rolling import ScaleDecision
 from odradek.operator.validation import SpecError
 from tests.operator.plans import VERSIONS, cluster_spec
@@ -112,3 +115,65 @@ def test_without_users_the_admin_token_is_the_gateways_own_unprivileged_principa
     assert [(t["name"], t["admin"]) for t in tokens_of(first)[1]] == [("admin", True)]
     assert "gateway" not in broker_config(second.children)["super.users"]
     assert gateway_security.refusal({}) is None
+
+
+# -- the schema registry's rights (gateway_acls) ---------------------------------------------------
+class UsersRoute:
+    """The controller's users route as the operator sees it: a whole-user sync per name."""
+
+    def __init__(self, acls=(), quotas=None):
+        self.users = {}
+        self.puts = 0
+        self.start = ([a.to_json() for a in acls], quotas or {})
+
+    def describe_user(self, name, principal=None):
+        acls, quotas = self.users.get(name, self.start)
+        return {"name": name, "principal": principal, "scram": {}, "acls": acls, "quotas": quotas}
+
+    def put_user(self, name, spec):
+        self.puts += 1
+        self.users[name] = ([a.to_json() for a in spec.acls], dict(spec.quotas))
+        return {"changed": ["acls"]}
+
+
+def _acls(route, name="CN=c-gateway,O=odradek"):
+    return {UserAcl(**a) for a in route.describe_user(name)["acls"]}
+
+
+def test_the_registry_topic_and_group_are_the_gateways_defaults():
+    assert (gateway_acls.REGISTRY_TOPIC, gateway_acls.REGISTRY_GROUP) == (
+        GatewaySettings.schema_registry_topic, GatewaySettings.schema_registry_group)
+    assert gateway_acls.user_name("c") == "CN=c-gateway,O=odradek"
+
+
+def test_the_gateways_principal_gets_the_registrys_acls_once_and_keeps_an_administrators_own():
+    theirs = UserAcl("TOPIC", "audit", "LITERAL", "READ")
+    route = UsersRoute([theirs], {"producer_byte_rate": 1024.0})
+    granted = gateway_acls.sync(lambda: route, "c", cluster_spec(raw([])), {})
+    assert granted == gateway_acls.GrantOutcome("CN=c-gateway,O=odradek")
+    assert _acls(route) == {theirs, *gateway_acls.registry_acls()}
+    assert route.describe_user("CN=c-gateway,O=odradek")["quotas"] == {"producer_byte_rate": 1024.0}
+    assert {(a.resource_type, a.name) for a in gateway_acls.registry_acls()} == {
+        ("TOPIC", "_schemas"), ("GROUP", "schema-registry"), ("GROUP", "schema-registry-reader")}
+    gateway_acls.sync(lambda: route, "c", cluster_spec(raw([])), {gateway_acls.GRANTED: granted.granted})
+    assert route.puts == 1     # already granted: nothing written
+
+
+def test_the_registrys_acls_go_with_the_gateway_and_none_are_asked_for_without_authorization():
+    theirs = UserAcl("TOPIC", "audit", "LITERAL", "READ")
+    route = UsersRoute([theirs, *gateway_acls.registry_acls()])
+    off = {**raw([]), "gateway": {"replicas": 0}}
+    gone = gateway_acls.sync(lambda: route, "c", cluster_spec(off), {gateway_acls.GRANTED: "CN=c-gateway,O=odradek"})
+    assert gone == gateway_acls.GrantOutcome("") and _acls(route) == {theirs}
+
+    def unreachable():
+        raise AssertionError("the controller is not called")
+    no_acls = {"gateway": {"replicas": 1}}
+    assert gateway_acls.sync(unreachable, "c", cluster_spec(no_acls), {}) == gateway_acls.GrantOutcome(None)
+
+
+def test_a_controller_not_reachable_yet_is_a_problem_to_look_at_again():
+    def unreachable():
+        raise admin.Unreachable("no active controller (no controller endpoints)")
+    outcome = gateway_acls.sync(unreachable, "c", cluster_spec(raw([])), {})
+    assert outcome.granted is None and "no active controller" in outcome.problem

@@ -14,6 +14,7 @@ import os
 import subprocess
 import uuid
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -23,7 +24,9 @@ from odradek.cluster import control_plane, control_plane_users
 from odradek.cluster.control_plane_http import call_blocking
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
+from odradek.operator import gateway_acls
 from tests.security.conftest import listener_endpoints
+from tests.support.gateway import GatewayProcess
 from tests.support.k8s import condition, need, ready_check
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]  # the first API-server test may pay the Kubernetes build
@@ -291,3 +294,39 @@ def test_an_http_controller_url_is_ignored_and_no_password_sent_there(k8s, opera
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_gateways_principal_is_granted_the_schema_registrys_acls_which_suffice(k8s, operator, namespace,
+                                                                                   scram_cluster, tmp_path):
+    """On a cluster with authorization the operator grants the gateway's certificate principal the
+    registry's ACLs (gateway_acls); a gateway whose principal has exactly those, on brokers that
+    deny what no ACL allows, runs its registry: registers and reads a schema."""
+    (st, bootstrap), ns = scram_cluster, namespace
+    url = st["controller_url"]
+    k8s.apply_cluster(ns, "gwacl", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
+                                    "zookeeper": {"external": {"connect": st["zookeeper"]}},
+                                    "listeners": [{"name": "scram", "port": 9092, "tls": False,
+                                                   "authentication": {"type": "scram-sha-512"}}],
+                                    "authorization": {"type": "simple"}, "gateway": {"replicas": 1}},
+                      {"odradek.dev/controller-url": url})
+    wanted = set(gateway_acls.registry_acls())
+    wait_until(lambda: set(stored(url, "CN=gwacl-gateway,O=odradek", "User:CN=gwacl-gateway,O=odradek").acls)
+               == wanted, 90, "the operator to grant the gateway's principal the registry's ACLs")
+
+    topic, group = f"schemas-{uuid.uuid4().hex[:6]}", f"registry-{uuid.uuid4().hex[:6]}"
+    call_blocking(url, control_plane_users.put_user("registry", control_plane_users.UserSpec(
+        "User:registry", control_plane_users.ScramPassword("registry-secret"),
+        gateway_acls.registry_acls(topic, group))), timeout=5)
+    (tmp_path / "registry.pw").write_text("registry-secret\n")
+    gateway = GatewayProcess(bootstrap, tmp_path / "gateway.log", "--kafka-security-protocol", "SASL_PLAINTEXT",
+                             "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", "registry",
+                             "--kafka-sasl-password-file", str(tmp_path / "registry.pw"),
+                             "--schema-registry-topic", topic, "--schema-registry-group", group)
+    try:
+        media = {"content-type": "application/vnd.schemaregistry.v1+json"}
+        answer = httpx.post(f"{gateway.url}/subjects/orders-value/versions", json={"schema": '"string"'},
+                            headers=media, timeout=90)
+        assert answer.status_code == 200, (answer.text, gateway.log.read_text()[-3000:])
+        assert httpx.get(f"{gateway.url}/schemas/ids/{answer.json()['id']}", timeout=30).json() == {"schema": '"string"'}
+    finally:
+        gateway.stop()

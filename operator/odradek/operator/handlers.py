@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import (admin, certs, kube, maintenance, manual, metrics, principals, rebalance_run, reconcile,
-                              users)
+from odradek.operator import (admin, certs, gateway_acls, kube, maintenance, manual, metrics, principals,
+                              rebalance_run, reconcile, users)
 from odradek.operator.status import is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -89,6 +89,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
             raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
         raise kopf.PermanentError(str(e)) from None
     patch.status.update(outcome.status)
+    if outcome.gateway_acls.granted is not None:
+        patch.metadata.annotations[gateway_acls.GRANTED] = outcome.gateway_acls.granted or None
     conditions = set_condition(old.get("conditions"), "Warning", True if outcome.warning else None,
                                "ScaleDownRefused", outcome.warning or "", meta.get("generation"))
     conditions = set_condition(conditions, "GatewayUsersRefused", True if outcome.gateway_refused else None,
@@ -98,8 +100,11 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
         patch.status["phase"] = "Reconciling"
     if outcome.waiting:
         patch.status["phase"] = "Rolling"
-    retry = outcome.waiting or outcome.warning or outcome.gateway_refused or outcome.rebalancing
-    if retry:   # a refused user may become mappable; an auto-rebalance moves on
+    if outcome.gateway_acls.problem:
+        logger.warning(outcome.gateway_acls.problem)
+    retry = (outcome.waiting or outcome.warning or outcome.gateway_refused or outcome.rebalancing
+             or outcome.gateway_acls.problem)
+    if retry:   # a refused user may become mappable; an auto-rebalance moves on; the controller may start
         raise kopf.TemporaryError(retry, delay=operator_settings.retry_delay)
     if maint.retry:
         raise kopf.TemporaryError(maint.problem, delay=operator_settings.retry_delay)

@@ -22,8 +22,8 @@ brokers and the gateway authenticate with identities of their own (docs/kubernet
   locks ZooKeeper's root to them (``odradek.cluster.zk_session.ensure_chroot``).
 - **The gateway** gets the cluster CA and its own certificate (``certs.gateway_kafka_args``):
   ``User:CN=<c>-gateway,O=odradek`` on TLS listeners with ``tls`` authentication, which is no
-  super user (no ACL of its own either): requests run as the OdradekUsers it maps tokens to
-  (``gateway_security``), whose Secrets it mounts (``gateway_users``).
+  super user (its only ACLs are its schema registry's, ``gateway_acls``): requests run as the
+  OdradekUsers it maps tokens to (``gateway_security``), whose Secrets it mounts (``gateway_users``).
 
 - **Where the operator sends credentials**: the ``odradek.dev/controller-url`` annotation is
   honoured only for ``https`` URLs whose host is a Service of the cluster's namespace

@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_security, listeners,
-                              manual, metrics, network_policies, principals, replicas_change, rolling, topics,
-                              validation)
+from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_acls, gateway_security,
+                              listeners, manual, metrics, network_policies, principals, replicas_change, rolling,
+                              topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.security import SecurityPlan
 from odradek.operator.settings import OperatorSettings
@@ -81,6 +81,7 @@ class ClusterOutcome:
     applied: list[str] = field(default_factory=list)
     gateway_refused: str | None = None   # gateway.users that cannot be mapped yet (looked at again)
     rebalancing: str | None = None       # what spec.autoRebalance waits for (autorebalance.py; looked at again)
+    gateway_acls: gateway_acls.GrantOutcome = gateway_acls.GrantOutcome(None)   # the registry's ACLs
 
 
 def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
@@ -106,6 +107,8 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     if not spec.brokers.pdb.enabled:   # brokers.pdb.enabled: false removes the one built before
         kube.delete("policy/v1", "PodDisruptionBudget", namespace, builders.names(name)["brokers"])
     applied = [f"{o['kind']}/{o['metadata']['name']}" for o in (*first.services, *plan.children)]
+    grant = gateway_acls.sync(lambda: client or controller_client(kube, body, settings), name, spec,
+                              meta.get("annotations") or {})
     sync_rack_binding(kube, name, namespace, rack_role, bool(spec.rack_topology_key))
     resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)
     if resized:
@@ -125,7 +128,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     }
     refused = None if observed.scale.allowed or auto.holds_scale_down else observed.scale.reason
     return ClusterOutcome(status, refused, waiting, applied, gateway_refused=plan.gateway_refused,
-                          rebalancing=auto.waiting)
+                          rebalancing=auto.waiting, gateway_acls=grant)
 
 
 def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: cluster_plan.Observed,

@@ -4,6 +4,8 @@ this gateway process runs (no HTTP hop to itself): a produce's schema found by i
 version, or looked up and registered when new under its TopicNameStrategy subject
 (``<topic>-key``, ``<topic>-value``; registration runs on the registry's primary, as any); records'
 JSON encoded and framed by ``serde``; a consumed record's schema found by the id in its frame.
+A schema by id or version that this replica lacks is looked for again once it has caught up with
+``_schemas`` (``Registry.fresh``): an id given by another replica is found here too.
 
 Errors are REST Proxy's: 40801 the registry refused or has no such schema, 42205 an invalid
 schema, 42203 a record that does not conform (raised before anything is written)."""
@@ -62,7 +64,7 @@ async def by_id(request: Request, schema_id: int, kind: str | None) -> Writer:
     """The schema ``schema_id``, which must be a ``kind`` schema (when given)."""
     reg = await registry(request)
     try:
-        schema = reg.schema(schema_id)
+        schema = await reg.fresh(lambda: reg.schema(schema_id))
     except registry_errors.SchemaNotFound:
         raise SchemaLookupFailed(f"no schema has id {schema_id}") from None
     if kind is not None and schema.type != kind:
@@ -75,7 +77,7 @@ async def by_version(request: Request, subject_name: str, version: int | str, ki
     reg = await registry(request)
     access.subject(request, subject_name, write=False)
     try:
-        found = reg.version(subject_name, version)
+        found = await reg.fresh(lambda: reg.version(subject_name, version))
     except registry_errors.RegistryError as e:
         raise SchemaLookupFailed(e.message) from None
     writer = await by_id(request, found.id, kind)
@@ -130,7 +132,7 @@ class Reader:
             return None
         try:
             schema_id, rest = serde.unframe(data)
-            schema = self.registry.schema(schema_id)
+            schema = await self.registry.fresh(lambda: self.registry.schema(schema_id))
             if schema.type != self.kind:
                 raise serde.SerdeError(f"the record's schema {schema_id} is {schema.type}, not {self.kind}")
             return serde.decode(await self.registry.parsed(schema_id), rest)

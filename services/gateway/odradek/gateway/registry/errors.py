@@ -19,21 +19,26 @@ class RegistryError(GatewayError):
             self.status, self.code = status, code if code is not None else status
 
 
-class SubjectNotFound(RegistryError):
+class NotFound(RegistryError):
+    """An answer that something does not exist, which a replica behind the ``_schemas`` log may
+    give wrongly: reads check it against the log's end first (``Registry.fresh``)."""
+
+
+class SubjectNotFound(NotFound):
     status, code = 404, 40401
 
     def __init__(self, subject: str):
         super().__init__(f"Subject '{subject}' not found.")
 
 
-class VersionNotFound(RegistryError):
+class VersionNotFound(NotFound):
     status, code = 404, 40402
 
     def __init__(self, subject: str, version) -> None:
         super().__init__(f"Version {version} not found.")
 
 
-class SchemaNotFound(RegistryError):
+class SchemaNotFound(NotFound):
     status, code = 404, 40403
 
     def __init__(self, message: str = "Schema not found"):
@@ -70,14 +75,14 @@ class VersionNotSoftDeleted(RegistryError):
                          "permanently deleted")
 
 
-class SubjectLevelConfigNotFound(RegistryError):
+class SubjectLevelConfigNotFound(NotFound):
     status, code = 404, 40408
 
     def __init__(self, subject: str):
         super().__init__(f"Subject '{subject}' does not have subject-level compatibility configured")
 
 
-class SubjectLevelModeNotFound(RegistryError):
+class SubjectLevelModeNotFound(NotFound):
     status, code = 404, 40409
 
     def __init__(self, subject: str):

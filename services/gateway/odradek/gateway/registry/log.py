@@ -122,16 +122,17 @@ class SchemasLog:
                 self._watermarks = Consumer({**self._common, "group.id": f"{self.settings.group}-reader"})
             return self._watermarks.get_watermark_offsets(TopicPartition(self.settings.topic, 0), timeout=10)[1]
 
-    async def caught_up(self) -> None:
-        """Wait until every record written so far is applied (before an id is allocated)."""
+    async def caught_up(self, timeout: float = STORE_TIMEOUT_S) -> None:
+        """Wait until every record written so far (acknowledged to its writer, whichever replica
+        that was) is applied here: before an id is allocated, and before a read answers "not found"."""
         try:
             end = await asyncio.to_thread(self._end_offset)
         except KafkaException as e:
             raise StoreError(f"Cannot read {self.settings.topic}: {e.args[0].str()}") from None
-        await self.applied(end - 1)
+        await self.applied(end - 1, timeout)
 
-    async def applied(self, offset: int) -> None:
-        deadline = time.monotonic() + STORE_TIMEOUT_S
+    async def applied(self, offset: int, timeout: float = STORE_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
         while self.next_offset <= offset:
             if time.monotonic() > deadline:
                 raise StoreTimeout(f"Timed out waiting for {self.settings.topic} to reach offset {offset}")

@@ -8,6 +8,8 @@ on the gateway's token rights; writes run on the primary (``forward``)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -16,7 +18,7 @@ from fastapi.responses import JSONResponse
 from odradek.gateway.registry import access
 from odradek.gateway.registry import app as registry_app
 from odradek.gateway.registry import schemas as sc
-from odradek.gateway.registry.errors import RegistryError
+from odradek.gateway.registry.errors import NotFound, RegistryError
 from odradek.gateway.registry.forward import on_primary
 from odradek.gateway.registry.service import Registration, Registry
 from odradek.gateway.registry.state import Version
@@ -38,6 +40,21 @@ def _registry(request: Request) -> Registry:
         raise RegistryError("The schema registry is not running in this gateway (--schema-registry false, or "
                             "its topic could not be had: the gateway's log says why)", 500, 50001)
     return registry
+
+
+def _fresh(handler):
+    """A read's route whose "not found" is answered only after this replica has caught up with
+    ``_schemas`` (``Registry.fresh``): a client that got an id or version from any replica finds it here."""
+    signature = inspect.signature(handler)
+
+    @functools.wraps(handler)
+    async def read(*args, **kwargs):
+        try:
+            return await handler(*args, **kwargs)
+        except NotFound:
+            request = signature.bind(*args, **kwargs).arguments["request"]
+            return await _registry(request).fresh(lambda: handler(*args, **kwargs))
+    return read
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -97,6 +114,7 @@ async def schema_types(request: Request) -> list:
     return list(sc.TYPES)
 
 
+@_fresh
 async def schema_by_id(schema_id: int, request: Request) -> dict:
     registry = _registry(request)
     access.reader(request)
@@ -117,6 +135,7 @@ def _is_json(schema_json: dict) -> bool:
     return schema_json.get("schemaType", sc.AVRO) in (sc.AVRO, sc.JSON)
 
 
+@_fresh
 async def subjects_of_id(schema_id: int, request: Request) -> list:
     access.reader(request)
     registry = _registry(request)
@@ -125,6 +144,7 @@ async def subjects_of_id(schema_id: int, request: Request) -> list:
     return sorted({v.subject for v in access.visible(request, uses)})
 
 
+@_fresh
 async def versions_of_id(schema_id: int, request: Request) -> list:
     access.reader(request)
     registry = _registry(request)
@@ -141,11 +161,13 @@ async def list_subjects(request: Request) -> list:
     return [s for s in found if access.may_read(request, s)]
 
 
+@_fresh
 async def list_versions(subject: str, request: Request) -> list:
     access.subject(request, subject, write=False)
     return [v.version for v in _registry(request).versions(subject, _flag(request, "deleted"))]
 
 
+@_fresh
 async def get_version(subject: str, version: str, request: Request) -> dict:
     access.subject(request, subject, write=False)
     registry = _registry(request)
@@ -157,6 +179,7 @@ async def get_raw_version(subject: str, version: str, request: Request):
     return RegistryResponse(json.loads(found["schema"]) if _is_json(found) else found["schema"])
 
 
+@_fresh
 async def referenced_by(subject: str, version: str, request: Request) -> list:
     access.subject(request, subject, write=False)
     return _registry(request).referenced_by(subject, version)
@@ -172,6 +195,7 @@ async def register(subject: str, request: Request):
     return await on_primary(request, write)
 
 
+@_fresh
 async def lookup(subject: str, request: Request) -> dict:
     access.subject(request, subject, write=False)
     registry = _registry(request)
@@ -191,10 +215,12 @@ async def delete_version(subject: str, version: str, request: Request):
 
 
 # -- compatibility, config, mode --------------------------------------------------------------------------
+@_fresh
 async def check_version(subject: str, version: str, request: Request) -> dict:
     return await _compatible(subject, version, request)
 
 
+@_fresh
 async def check_all(subject: str, request: Request) -> dict:
     return await _compatible(subject, None, request)
 
@@ -211,6 +237,7 @@ async def _compatible(subject: str, version: str | None, request: Request) -> di
     return out
 
 
+@_fresh
 async def get_config(request: Request, subject: str | None = None) -> dict:
     _may_read(request, subject)
     return {"compatibilityLevel": _registry(request).level(subject, _flag(request, "defaultToGlobal"))}
@@ -240,6 +267,7 @@ async def delete_config(request: Request, subject: str | None = None):
     return await on_primary(request, write)
 
 
+@_fresh
 async def get_mode(request: Request, subject: str | None = None) -> dict:
     _may_read(request, subject)
     return {"mode": _registry(request).mode(subject, _flag(request, "defaultToGlobal"))}

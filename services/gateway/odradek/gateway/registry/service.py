@@ -1,24 +1,36 @@
 """The registry's operations, as Confluent Schema Registry defines them: reads answer from this
 replica's ``RegistryState``; writes (register, delete, config, mode) run on the primary only
 (``routes`` forwards them), one at a time, after the primary has applied every record written so
-far, so that ids and versions are allocated once. Parsing (protoc for Protobuf) runs in a thread."""
+far, so that ids and versions are allocated once. Parsing (protoc for Protobuf) runs in a thread.
+
+Reads across replicas (``fresh``): a read that would answer "not found" (a subject, version, id,
+subject-level config or mode) first catches this replica up with the ``_schemas`` log's end, then
+answers again: whatever a write acknowledged before the read began, through any replica, is
+found. Other answers are this replica's state as far as it has applied the log: for a moment
+after a write through another replica, ``latest``, lists and levels may be the previous ones."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.gateway.registry import schemas as sc
 from odradek.gateway.registry import state as st
 from odradek.gateway.registry.errors import (IncompatibleSchema, InvalidCompatibilityLevel, InvalidMode,
-                                             InvalidSchema, InvalidVersion, OperationNotPermitted, ReferenceExists,
-                                             SchemaNotFound, SubjectLevelConfigNotFound, SubjectLevelModeNotFound,
+                                             InvalidSchema, InvalidVersion, NotFound, OperationNotPermitted,
+                                             ReferenceExists, SchemaNotFound, SubjectLevelConfigNotFound,
+                                             SubjectLevelModeNotFound,
                                              SubjectNotFound, SubjectNotSoftDeleted, SubjectSoftDeleted,
                                              VersionNotFound, VersionNotSoftDeleted, VersionSoftDeleted)
 from odradek.gateway.registry.log import SchemasLog
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
 MAX_VERSION = 2**31 - 1
+READ_WAIT_S = 10.0        # how long a "not found" waits for this replica to catch up (then 50002)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,15 @@ class Registry:
         return self._parsed[schema_id]
 
     # -- reads ----------------------------------------------------------------------------------------
+    async def fresh(self, read: Callable[[], T | Awaitable[T]]) -> T:
+        """``read()``'s answer, checked against the log's end when it is "not found" (see the
+        module's docstring): one end-offset query and a wait for the reader, on that path only."""
+        try:
+            return await _answer(read)
+        except NotFound:
+            await self.log.caught_up(READ_WAIT_S)
+        return await _answer(read)
+
     def schema(self, schema_id: int) -> sc.Schema:
         if schema_id not in self.state.schemas:
             raise SchemaNotFound()
@@ -245,6 +266,11 @@ class Registry:
             before = self.mode(subject)
             await self.log.write([(st.mode_key(subject), None)])
             return before
+
+
+async def _answer(read: Callable[[], T | Awaitable[T]]) -> T:
+    out = read()
+    return await out if inspect.isawaitable(out) else out
 
 
 def parse_version(version: str | int) -> int:
