@@ -100,3 +100,22 @@ def test_the_message_browser_decodes_a_record_whose_schema_another_replica_regis
                                           "data": 42}
     assert "value_schema" not in records[1] and "value_schema" not in records[2]
     assert log.catch_ups == 1
+
+
+def test_a_gateway_stopping_while_kafka_is_unreachable_ends_the_registry_start_at_once():
+    """The start waits up to 30 s for the cluster's metadata, in one-second tries: ``close`` ends it
+    within a try, so the gateway's shutdown is not held by a Kafka at nowhere."""
+    from confluent_kafka import KafkaException
+
+    from odradek.gateway.registry.log import LogSettings, SchemasLog
+
+    async def run() -> None:
+        schemas = SchemasLog(LogSettings("127.0.0.1:1", {}, "http://127.0.0.1:1"))
+        start = asyncio.create_task(schemas.start())
+        await asyncio.sleep(0.5)        # inside its first metadata try
+        assert not start.done()
+        await schemas.close()
+        with pytest.raises(KafkaException):
+            await asyncio.wait_for(start, 10)   # long before the start's own 30 s
+
+    asyncio.run(run())

@@ -20,12 +20,15 @@ log = logging.getLogger("odradek.gateway.registry")
 START_WAIT_S = 60.0
 
 
-async def start(settings: GatewaySettings) -> Registry | None:
+def schemas_log(settings: GatewaySettings) -> SchemasLog:
+    return SchemasLog(LogSettings(settings.bootstrap_servers, settings.client_config(), settings.registry_url,
+                                  settings.schema_registry_topic, settings.schema_registry_group))
+
+
+async def start(schemas: SchemasLog) -> Registry | None:
     """The registry, or None when its topic cannot be had (e.g. the gateway's principal may not
     create or read it): the gateway then serves without it and says why in its log and in the
     registry's answers (``routes``), rather than not serving at all."""
-    schemas = SchemasLog(LogSettings(settings.bootstrap_servers, settings.client_config(), settings.registry_url,
-                                     settings.schema_registry_topic, settings.schema_registry_group))
     try:
         await schemas.start()
         await schemas.caught_up()
@@ -39,9 +42,10 @@ async def start(settings: GatewaySettings) -> Registry | None:
 def start_in_background(app, settings: GatewaySettings) -> None:
     """``app.state.registry`` set once started (None until then, and if it cannot start)."""
     async def run() -> None:
-        app.state.registry = await start(settings)
+        app.state.registry = await start(app.state.registry_log)
 
     app.state.registry = None
+    app.state.registry_log = schemas_log(settings) if settings.schema_registry else None
     app.state.registry_start = asyncio.create_task(run()) if settings.schema_registry else None
 
 
@@ -55,8 +59,10 @@ async def wait_started(app) -> None:
 
 
 async def stop(app) -> None:
+    """Stops a started registry, and a start still waiting for Kafka (its log's close ends the wait)."""
     task = getattr(app.state, "registry_start", None)
     if task is not None and not task.done():
         task.cancel()
-    if app.state.registry is not None:
-        await app.state.registry.log.close()
+    schemas = getattr(app.state, "registry_log", None)
+    if schemas is not None and (app.state.registry is not None or task is not None and not task.done()):
+        await schemas.close()

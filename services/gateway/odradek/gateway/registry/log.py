@@ -87,7 +87,7 @@ class SchemasLog:
             await asyncio.to_thread(self._watermarks.close)
 
     def _ensure_topic(self) -> None:
-        brokers = len(self.admin.list_topics(timeout=30).brokers)
+        brokers = len(self._cluster_metadata(30).brokers)
         topic = NewTopic(self.settings.topic, num_partitions=1,
                          replication_factor=max(1, min(self.settings.replication_factor, brokers)),
                          config={"cleanup.policy": "compact"})
@@ -97,6 +97,17 @@ class SchemasLog:
         except KafkaException as e:
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+
+    def _cluster_metadata(self, timeout: float):
+        """The cluster's metadata, asked for in one-second tries so that ``close`` (``_stop``) ends
+        the wait at once: a gateway stopping while Kafka is unreachable does not hang its shutdown."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.admin.list_topics(timeout=1)
+            except KafkaException:
+                if self._stop.is_set() or time.monotonic() >= deadline:
+                    raise
 
     # -- reading ---------------------------------------------------------------------------------
     def _read(self) -> None:
