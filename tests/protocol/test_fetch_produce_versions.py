@@ -61,6 +61,7 @@ def test_a_session_over_a_recreated_topic_is_inconsistent_until_its_fetcher_repl
     assert sid and ctx.fetch_sessions.sessions[sid].ids == {"t": OLD}
     ctx.replicas = _ctx(NEW).replicas   # deleted and recreated under its name
     idle = _context(ctx, _request(sid, 1))
+    assert idle.uses_topic_ids
     assert inconsistent(ctx, idle) == {"t": ErrorCode.inconsistent_topic_id}
     # Kafka's Java client replaces the partitions: added under the new id, forgotten under the old one
     replaced = _context(ctx, _request(sid, 2, [(NEW, (0, 1))], forgotten=[(OLD, (0, 1))]))

@@ -290,7 +290,7 @@ class FetchSessionCache:
             return FetchContext(self, wanted, ids={t.topic: t.topic_id for t in req.topics} if uses_ids else None)
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, None, session=session,
+        return FetchContext(self, None, session=session, uses_topic_ids=uses_ids,
                             listed=frozenset((t.topic, p.partition) for t in req.topics for p in t.partitions))
 
     def ids_of(self, session_id: int) -> dict:
