@@ -226,7 +226,9 @@ def test_java_consumer_follows_a_recreated_topic(request, system, topic):
     consumer = e.popen(CONSOLE_CONSUMER, "--topic", topic, "--partition", "0", "--offset", "earliest",
                        "--max-messages", "60", "--timeout-ms", "60000",
                        "--consumer-property", "auto.offset.reset=earliest",
-                       "--consumer-property", "metadata.max.age.ms=1000")
+                       "--consumer-property", "metadata.max.age.ms=1000",
+                       # else its Metadata requests may create the topic before the test does
+                       "--consumer-property", "allow.auto.create.topics=false")
     try:
         first = [consumer.stdout.readline().strip() for _ in range(50)]  # all of the first topic, then delete it
         assert first == [f"old{i}" for i in range(50)], first
