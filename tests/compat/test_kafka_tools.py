@@ -243,3 +243,32 @@ def test_java_consumer_with_the_kip848_protocol(odradek, topic):
     assert sorted(out.split()) == sorted(f"m{i}" for i in range(300)), out[-2000:]
     listed = ok(odradek.tool(GROUP_COMMAND, "--list", "--type", "consumer")).split()
     assert f"{topic}-g" in listed, listed
+
+
+@pytest.mark.parametrize("system", ["kafka", "odradek"])
+def test_java_consumer_follows_a_recreated_topic(request, system, topic):
+    """Kafka 3.9's Java consumer fetches by topic id (Fetch v16, KIP-516): when the topic it reads
+    is deleted and created again under its name, it is told so (UNKNOWN_TOPIC_ID,
+    INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_OR_PARTITION), replaces the partition under the new
+    id, finds its position past the new log's end and reads the new topic from the beginning."""
+    e = request.getfixturevalue(system)
+    e.create_topic(topic, 1)
+    ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, input="".join(f"old{i}\n" for i in range(50))))
+    consumer = e.popen(CONSOLE_CONSUMER, "--topic", topic, "--partition", "0", "--offset", "earliest",
+                       "--max-messages", "60", "--timeout-ms", "60000",
+                       "--consumer-property", "auto.offset.reset=earliest",
+                       "--consumer-property", "metadata.max.age.ms=1000",
+                       # else its Metadata requests may create the topic before the test does
+                       "--consumer-property", "allow.auto.create.topics=false")
+    try:
+        first = [consumer.stdout.readline().strip() for _ in range(50)]  # all of the first topic, then delete it
+        assert first == [f"old{i}" for i in range(50)], first
+        ok(e.tool(TOPIC_COMMAND, "--delete", "--topic", topic))
+        wait_until(lambda: e.create_topic(topic, 1) or True, 60, f"{topic} created again", 1.0)
+        ok(e.tool(CONSOLE_PRODUCER, "--topic", topic, *NO_IDEMPOTENCE, input="".join(f"new{i}\n" for i in range(10))))
+        rest = consumer.communicate(timeout=120)[0].split()
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.communicate()
+    assert rest == [f"new{i}" for i in range(10)], rest

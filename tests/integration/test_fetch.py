@@ -3,15 +3,20 @@
 import datetime
 import threading
 import time
+import uuid
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
+from kio.schema.fetch.v16 import request as fetch16
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v10 import request as produce10
 
+from odradek.dev.waiting import wait_until
 from odradek.records import RecordBatch, iter_batches
 from tests.support.kafka_wire import WireClient, batch
 
-FETCH, PRODUCE = 1, 0
+FETCH, PRODUCE, METADATA = 1, 0, 3
 LONG_POLL_MS = 60_000   # a parked fetch's max_wait: far beyond any wake-up delay of a loaded machine
 
 
@@ -167,3 +172,95 @@ def test_a_session_sends_later_what_did_not_fit(cluster):
             sent = [k for k, p in _listed(nxt).items() if p.records]
             assert sent, "records that did not fit are sent in a later answer"
             got, epoch = got | set(sent), epoch + 1
+
+
+# -- topic ids (Fetch v13+, KIP-516) and leader hints (Fetch v16, Produce v10: KIP-951) ---------
+def _topic_id(address: str, topic: str) -> uuid.UUID | None:
+    """The topic's id in Metadata v12 from the broker at ``address`` (None: it has no such topic)."""
+    with WireClient(address) as c:
+        (t,) = c.request(METADATA, 12, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                                                       allow_auto_topic_creation=False,
+                                                       include_topic_authorized_operations=False)).topics
+    return t.topic_id if t.error_code == ErrorCode.none else None
+
+
+def _fetch_by_id(client, session_id, epoch, wanted, *, forgotten=(), max_wait_ms=0):
+    """A consumer's Fetch v16: ``wanted`` = {(topic id, partition): fetch offset}."""
+    by_topic: dict = {}
+    for (tid, p), offset in wanted.items():
+        by_topic.setdefault(tid, []).append(fetch16.FetchPartition(partition=p, fetch_offset=offset,
+                                                                   partition_max_bytes=1 << 20))
+    req = fetch16.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+                               session_id=session_id, session_epoch=epoch,
+                               topics=tuple(fetch16.FetchTopic(topic_id=t, partitions=tuple(ps))
+                                            for t, ps in by_topic.items()),
+                               forgotten_topics_data=tuple(fetch16.ForgottenTopic(topic_id=t, partitions=tuple(ps))
+                                                           for t, ps in forgotten))
+    return client.request(FETCH, 16, req)
+
+
+def _by_id(response) -> dict:
+    return {(t.topic_id, p.partition_index): p for t in response.responses for p in t.partitions}
+
+
+def _other_broker(cluster, topic: str) -> tuple[int, str, str]:
+    """(leader id, leader address, the address of a broker that hosts no replica of ``topic``-0)."""
+    md = cluster.admin().list_topics(topic, timeout=10)
+    leader = md.topics[topic].partitions[0].leader
+    other = next(b for b in md.brokers.values() if b.id != leader)
+    return leader, cluster.leader_address(topic, 0), f"{other.host}:{other.port}"
+
+
+def test_fetch_v16_by_topic_id_and_the_leader_named_in_errors(cluster):
+    cluster.create_topic("by-id", partitions=1)
+    leader, address, elsewhere = _other_broker(cluster, "by-id")
+    tid, nobody = _topic_id(address, "by-id"), uuid.uuid4()
+    with WireClient(address) as c:
+        _produce(c, "by-id", [b"a", b"b"])
+        got = _by_id(_fetch_by_id(c, 0, -1, {(tid, 0): 0, (nobody, 0): 0}))
+    assert got[(tid, 0)].error_code == ErrorCode.none and got[(tid, 0)].high_watermark == 2
+    assert [b.base_offset for b in _batches(got[(tid, 0)].records)] == [0]
+    assert got[(nobody, 0)].error_code == ErrorCode.unknown_topic_id
+    host, port = address.rsplit(":", 1)
+    with WireClient(elsewhere) as c:   # a broker without a replica: NOT_LEADER_OR_FOLLOWER, and who leads
+        fetched = _fetch_by_id(c, 0, -1, {(tid, 0): 0})
+        produced = c.request(PRODUCE, 10, produce10.ProduceRequest(
+            transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10), topic_data=(
+                produce10.TopicProduceData(name="by-id", partition_data=(produce10.PartitionProduceData(
+                    index=0, records=batch([b"c"], timestamp_ms=int(time.time() * 1000))),)),)))
+    for response, part in ((fetched, _by_id(fetched)[(tid, 0)]),
+                           (produced, produced.responses[0].partition_responses[0])):
+        assert part.error_code == ErrorCode.not_leader_or_follower
+        assert part.current_leader.leader_id == leader and part.current_leader.leader_epoch >= 0
+        assert [(n.node_id, n.host, n.port) for n in response.node_endpoints] == [(leader, host, int(port))]
+
+
+def test_a_session_is_not_fooled_by_a_recreated_topic(cluster):
+    """KIP-516: a session that fetched a topic by id is answered INCONSISTENT_TOPIC_ID once the
+    topic is deleted and recreated under its name, the old id UNKNOWN_TOPIC_ID, until the
+    fetcher replaces the partition under the new id (as Kafka's Java client does)."""
+    topic = "reborn"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)   # every broker hosts it
+    address = cluster.leader_address(topic, 0)
+    old = _topic_id(address, topic)
+    with WireClient(address) as c:
+        _produce(c, topic, [b"old"] * 3)
+        full = _fetch_by_id(c, 0, 0, {(old, 0): 0}, max_wait_ms=30_000)   # once replicated (the HW)
+        assert full.session_id > 0 and _batches(_by_id(full)[(old, 0)].records)
+        admin = cluster.admin()   # kept alive until its future resolves
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+        wait_until(lambda: _topic_id(address, topic) is None, 60, "the deletion reaches the broker", 0.2)
+        wait_until(lambda: cluster.create_topic(topic, partitions=1, replication_factor=3) or True, 60,
+                   "the topic created again (TopicExists while its deletion completes)", 0.5)
+        wait_until(lambda: _topic_id(address, topic) not in (None, old), 60, "the new topic reaches the broker", 0.2)
+        new = _topic_id(address, topic)
+        sid = full.session_id
+        stale = _by_id(_fetch_by_id(c, sid, 1, {}))
+        assert stale[(old, 0)].error_code == ErrorCode.inconsistent_topic_id
+        assert _by_id(_fetch_by_id(c, 0, -1, {(old, 0): 0}))[(old, 0)].error_code == ErrorCode.unknown_topic_id
+        with WireClient(cluster.leader_address(topic, 0)) as leader:
+            _produce(leader, topic, [b"new"])
+        replaced = _by_id(_fetch_by_id(c, sid, 2, {(new, 0): 0}, forgotten=[(old, (0,))], max_wait_ms=30_000))
+    assert set(replaced) == {(new, 0)} and replaced[(new, 0)].error_code == ErrorCode.none
+    assert [b.base_offset for b in _batches(replaced[(new, 0)].records)] == [0]
+

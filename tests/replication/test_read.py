@@ -73,7 +73,7 @@ def test_a_long_poll_waits_for_an_append_and_errors_answer_at_once(tmp_path):
             assert (await asyncio.wait_for(waiting, 5)).bytes > 0
             missing = await rm.read(_params(max_wait_ms=20_000), _context(7))
             assert missing.topics[0][1][0].error == ErrorCode.unknown_topic_or_partition
-            denied = await rm.read(_params(max_wait_ms=20_000, unauthorized=frozenset({TOPIC})), _context(0))
+            denied = await rm.read(_params(max_wait_ms=20_000, refused={TOPIC: ErrorCode.topic_authorization_failed}), _context(0))
             assert denied.topics == [(TOPIC, [PartitionRead(0, ErrorCode.topic_authorization_failed)])]
         finally:
             await rm.close()

@@ -42,8 +42,8 @@ def request(data: bytes, tid: str | None = TID, topic: str = TOPIC, acks: int = 
         TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=data),)),))
 
 
-async def answer(ctx, req) -> tuple[E, str | None]:
-    response = (await produce(ctx, SimpleNamespace(api_version=9, client_id="test"), req)).body
+async def answer(ctx, req, version: int = 9) -> tuple[E, str | None]:
+    response = (await produce(ctx, SimpleNamespace(api_version=version, client_id="test"), req)).body
     (p,) = response.responses[0].partition_responses
     return p.error_code, p.error_message
 
@@ -104,11 +104,14 @@ def test_a_partition_not_added_to_the_transaction_is_refused_then_verified_once(
     async def body(ctx, harness, node, asked):
         assert await answer(ctx, request(records())) == (E.invalid_txn_state,
                                                          "Partition was not added to the transaction")
-        assert node.log.log_end_offset == 0 and len(asked) == 1
+        # KIP-890 part 2: a v11 producer is told the coordinator's TRANSACTION_ABORTABLE as it is
+        assert (await answer(ctx, request(records()), version=11))[0] == E.transaction_abortable
+        assert (await answer(ctx, request(records()), version=10))[0] == E.invalid_txn_state
+        assert node.log.log_end_offset == 0 and len(asked) == 3
         assert await harness.coord.add_partitions(TID, 1001, 0, {TP}) == E.none
         assert (await answer(ctx, request(records(seq=0))))[0] == E.none
         assert (await answer(ctx, request(records(seq=1))))[0] == E.none
-        assert len(asked) == 2, "once the transaction is open on the partition the leader asks no more"
+        assert len(asked) == 4, "once the transaction is open on the partition the leader asks no more"
         assert len(node.replicas.leader(*TP).partition.verifications) == 0
         # another producer id for the same transactional id: the coordinator's INVALID_PRODUCER_ID_MAPPING
         assert (await answer(ctx, request(records(pid=5555))))[0] == E.invalid_producer_id_mapping

@@ -81,6 +81,7 @@ class ReplicaManager:
         self.logs = logs
         self.metadata: ClusterMetadata | None = None
         self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[str, TopicMetadata] = {}  # topic id (canonical UUID string) -> its topic
         self._live: dict[int, BrokerInfo] = {}
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.out_of_isr = OutOfIsr(broker_id)  # the readiness count, kept on every state change
@@ -143,6 +144,7 @@ class ReplicaManager:
         """The partitions' transitions and the deletions ``snapshot`` asks for (log directory writes)."""
         self.metadata = snapshot
         self._topics = {t.name: t for t in snapshot.topics}
+        self._by_id = {t.topic_id: t for t in snapshot.topics}
         self._live = {b.id: b for b in snapshot.brokers}
         self.quotas.update_topics((t.name, t.configs) for t in snapshot.topics)
         assigned: set[tuple[str, int]] = set()
@@ -223,7 +225,7 @@ class ReplicaManager:
         return self._topics.get(name)
 
     def topic_by_id(self, topic_id: str) -> TopicMetadata | None:
-        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+        return self._by_id.get(topic_id)
 
     def live_brokers(self) -> list[BrokerInfo]:
         return sorted(self._live.values(), key=lambda b: b.id)
@@ -349,7 +351,7 @@ class ReplicaManager:
         consumers a HW advance: Kafka's DelayedFetch), its wait counted as remote time."""
         deadline = time.monotonic() + params.max_wait_ms / 1000
         context.begin(self.generation)
-        if params.follower and not params.unauthorized:
+        if params.follower and not params.refused:
             self._record_follower_positions(params.replica_id, context)
         interest = None
         while True:

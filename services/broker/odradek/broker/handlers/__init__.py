@@ -19,8 +19,8 @@ from odradek.protocol.api_keys import ApiKey
 # api key: (min version, max version, handler). ApiVersions is the Dispatcher's; SaslHandshake and
 # SaslAuthenticate are the connection gate's (odradek.broker.security.gate), before any of these.
 _TABLE = {
-    ApiKey.PRODUCE: (3, 9, produce.produce),
-    ApiKey.FETCH: (4, 12, fetch.fetch),
+    ApiKey.PRODUCE: (3, 11, produce.produce),
+    ApiKey.FETCH: (4, 16, fetch.fetch),
     ApiKey.LIST_OFFSETS: (1, 9, offsets.list_offsets),
     ApiKey.METADATA: (1, 12, metadata.metadata),
     ApiKey.CREATE_TOPICS: (2, 7, admin.create_topics),

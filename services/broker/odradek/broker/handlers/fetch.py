@@ -30,6 +30,13 @@ Follower fetching (KIP-392, docs/racks.md): a consumer's Fetch v11+ is served by
 here, a follower reading up to its own high watermark; with ``replica.selector.class`` set,
 the leader answers a consumer whose ``rack_id`` names another rack with the
 ``preferred_read_replica`` there (``replication.replica_selector``) and no records, at once.
+
+Topic ids (Fetch v13+, KIP-516, ``handlers.fetch_ids``): the request's ids are resolved to names
+before the session and the read see it, an id naming no topic is answered UNKNOWN_TOPIC_ID, a
+session's id that is no longer its topic's INCONSISTENT_TOPIC_ID; the answer names topics by
+the ids the fetcher used. Fetch v15+ carries the follower's id in ``replica_state`` (KIP-903);
+v16+ answers name the current leader of partitions answered NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH, with its endpoint (KIP-951, ``handlers.leader_hints``).
 """
 
 from __future__ import annotations
@@ -39,9 +46,12 @@ import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
+from odradek.broker.handlers.fetch_ids import by_name, inconsistent, unknown_ids
+from odradek.broker.handlers.leader_hints import FETCH_ERRORS, FETCH_FROM, Hints
 from odradek.config.quotas import CONSUMER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes, record_request_time, unrecord_bytes
-from odradek.broker.replication.read import FetchParams, FetchResult, IsolationLevel
+from odradek.broker.replication.fetch_session import TOPIC_IDS_FROM_VERSION
+from odradek.broker.replication.read import FetchParams, FetchResult, IsolationLevel, PartitionRead, fetcher_id
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode
@@ -55,29 +65,39 @@ FLEXIBLE_FROM = 12      # Fetch versions with tagged fields (flexible headers)
 
 
 async def fetch(ctx: BrokerContext, header, req):
-    context = ctx.fetch_sessions.context(header.api_version, req, req.replica_id >= 0, _now_ms())
+    replica_id = fetcher_id(req)
+    named = by_name(ctx, header.api_version, req)
+    context = ctx.fetch_sessions.context(header.api_version, named, replica_id >= 0, _now_ms())
     if context.error != ErrorCode.none:
-        return _encode(header, [], error=context.error)
-    denied = _denied_topics(ctx, req.replica_id, context.wanted) if ctx.authorizer is not None else frozenset()
-    result = await ctx.replicas.read(_params(ctx, header, req, denied), context)
-    if req.replica_id < 0:
+        return _encode(ctx, header, [], error=context.error)
+    refused = _denied_topics(ctx, replica_id, context.wanted) if ctx.authorizer is not None else {}
+    if context.uses_topic_ids:
+        refused = {**inconsistent(ctx, context), **refused}
+    result = await ctx.replicas.read(_params(ctx, header, req, replica_id, refused), context)
+    if replica_id < 0:
         throttle = max(record_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, result.bytes),
                        record_request_time(ctx.quotas, header))
         if throttle:  # as Kafka: a fetch either quota throttles is answered empty, its bytes taken back
             unrecord_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, result.bytes)
-            return Answer(_encode(header, [], throttle, session_id=context.throttled()), throttle)
+            return Answer(_encode(ctx, header, [], throttle, session_id=context.throttled()), throttle)
         _count_bytes_out(ctx, result)  # BytesOut counts consumers' fetches (followers' are replication)
     session_id, topics = context.respond(result.topics, _now_ms())
-    return _encode(header, topics, session_id=session_id)
+    return _encode(ctx, header, topics + _unknown(named), session_id=session_id, ids=context.ids)
 
 
-def _params(ctx: BrokerContext, header, req, denied: frozenset[str]) -> FetchParams:
+def _unknown(named) -> list:
+    """UNKNOWN_TOPIC_ID answers for a v13+ request's ids that name no topic (keyed by the id)."""
+    return [(topic_id, [PartitionRead(p, ErrorCode.unknown_topic_id) for p in parts])
+            for topic_id, parts in unknown_ids(named)]
+
+
+def _params(ctx: BrokerContext, header, req, replica_id: int, refused: dict) -> FetchParams:
     """The request as the replica manager reads it: a consumer's v11+ fetch may be served by a
     follower here, and names its rack to the replica selector when one is configured."""
-    any_replica = req.replica_id < 0 and header.api_version >= FROM_ANY_REPLICA
+    any_replica = replica_id < 0 and header.api_version >= FROM_ANY_REPLICA
     rack = (getattr(req, "rack_id", "") or "") if any_replica and ctx.config.replica_selector_class else ""
-    return FetchParams(req.replica_id, int(req.max_wait.total_seconds() * 1000), req.min_bytes, req.max_bytes,
-                       _isolation(req), any_replica, rack, denied)
+    return FetchParams(replica_id, int(req.max_wait.total_seconds() * 1000), req.min_bytes, req.max_bytes,
+                       _isolation(req), any_replica, rack, refused)
 
 
 def _isolation(req) -> IsolationLevel:
@@ -89,13 +109,15 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def _denied_topics(ctx: BrokerContext, replica_id: int, wanted) -> frozenset[str]:
+def _denied_topics(ctx: BrokerContext, replica_id: int, wanted) -> dict[str, ErrorCode]:
     """Topics answered TOPIC_AUTHORIZATION_FAILED, as Kafka: all of them for a follower without
     CLUSTER_ACTION on the cluster, else those a consumer may not READ."""
     names = frozenset(topic for topic, _ in wanted)
     if replica_id >= 0:
-        return frozenset() if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
-    return frozenset(n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n))
+        denied = frozenset() if allowed(ctx, Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
+    else:
+        denied = frozenset(n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n))
+    return dict.fromkeys(denied, ErrorCode.topic_authorization_failed)
 
 
 def _count_bytes_out(ctx: BrokerContext, result: FetchResult) -> None:
@@ -105,30 +127,41 @@ def _count_bytes_out(ctx: BrokerContext, result: FetchResult) -> None:
             stats.fetched(topic, sum(p.records.size for p in parts if p.records is not None))
 
 
-def _encode(header, results, throttle_ms: int = 0, *, session_id: int = 0, error: ErrorCode = ErrorCode.none):
-    s = Schemas(ApiKey.FETCH, header.api_version)
+def _encode(ctx: BrokerContext, header, results, throttle_ms: int = 0, *, session_id: int = 0,
+            error: ErrorCode = ErrorCode.none, ids: dict | None = None):
+    """The response: ``results`` ((topic name, or an unknown id, [PartitionRead])) named by
+    name, or by id from v13 (``ids``: name -> id), with KIP-951's leader hints from v16."""
+    version = header.api_version
+    s = Schemas(ApiKey.FETCH, version)
+    by_id = version >= TOPIC_IDS_FROM_VERSION
+    hints = Hints(ctx, s) if version >= FETCH_FROM else None
     regions: list[FileRegion] = []
     topics = []
     for name, parts in results:
-        datas = []
-        for part in parts:
-            records = b""
-            if part.records is not None:
-                records = marker(len(regions))
-                chunk = part.records
-                regions.append(FileRegion(chunk.fd, chunk.position, chunk.size))
-            aborted = None if part.aborted is None else tuple(
-                make(s.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in part.aborted)
-            diverging = part.diverging
-            datas.append(make(s.PartitionData, partition_index=part.partition, error_code=part.error,
-                              high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-                              log_start_offset=part.log_start_offset, aborted_transactions=aborted,
-                              preferred_read_replica=part.preferred_replica, records=records,
-                              **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
-                                                          end_offset=diverging[1])} if diverging else {})))
-        topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))
+        datas = tuple(_partition_data(s, name, part, regions, hints) for part in parts)
+        key = {"topic_id": ids.get(name) if isinstance(name, str) else name} if by_id else {"topic": name}
+        topics.append(make(s.FetchableTopicResponse, partitions=datas, **key))
+    extra = {"node_endpoints": hints.node_endpoints()} if hints is not None else {}
     body = make(s.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-                error_code=error, session_id=session_id,
-                responses=tuple(topics))
-    return encode_with_regions(ApiKey.FETCH, header.api_version, header.correlation_id, body, regions,
-                               flexible=header.api_version >= FLEXIBLE_FROM)
+                error_code=error, session_id=session_id, responses=tuple(topics), **extra)
+    return encode_with_regions(ApiKey.FETCH, version, header.correlation_id, body, regions,
+                               flexible=version >= FLEXIBLE_FROM)
+
+
+def _partition_data(s, topic, part: PartitionRead, regions: list[FileRegion], hints: Hints | None):
+    records = b""
+    if part.records is not None:
+        records = marker(len(regions))
+        chunk = part.records
+        regions.append(FileRegion(chunk.fd, chunk.position, chunk.size))
+    aborted = None if part.aborted is None else tuple(
+        make(s.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in part.aborted)
+    extra = {}
+    if part.diverging:
+        extra["diverging_epoch"] = make(s.EpochEndOffset, epoch=part.diverging[0], end_offset=part.diverging[1])
+    if hints is not None and part.error in FETCH_ERRORS:
+        extra["current_leader"] = hints.leader(topic, part.partition)
+    return make(s.PartitionData, partition_index=part.partition, error_code=part.error,
+                high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+                log_start_offset=part.log_start_offset, aborted_transactions=aborted,
+                preferred_read_replica=part.preferred_replica, records=records, **extra)

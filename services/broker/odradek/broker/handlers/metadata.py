@@ -46,7 +46,7 @@ async def metadata(ctx: BrokerContext, header, req):
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     topics = tuple([await _encoded_topic(ctx, s, cache, version, name, allow_auto, with_ops) for name in names])
     brokers = tuple(make(s.MetadataResponseBroker, node_id=b.id, host=host, port=port, rack=b.rack)
-                    for b, host, port in _endpoints(ctx))
+                    for b, host, port in live_endpoints(ctx))
     head = make(s.MetadataResponse, throttle_time=ZERO, brokers=brokers, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), topics=(),
                 cluster_authorized_operations=authorized_operations(
@@ -54,7 +54,7 @@ async def metadata(ctx: BrokerContext, header, req):
     return EncodedMetadataResponse(head, topics, version)
 
 
-def _endpoints(ctx: BrokerContext):
+def live_endpoints(ctx: BrokerContext):
     """Live brokers with their address on the listener this request came in on (as Kafka: a
     broker without that listener is left out)."""
     listener = current().listener
@@ -125,7 +125,7 @@ async def _missing_topic_error(ctx: BrokerContext, name: str | None, allow_auto:
 async def describe_cluster(ctx: BrokerContext, header, req):
     s = Schemas(ApiKey.DESCRIBE_CLUSTER, header.api_version)
     brokers = tuple(make(s.DescribeClusterBroker, broker_id=b.id, host=host, port=port, rack=b.rack)
-                    for b, host, port in _endpoints(ctx))
+                    for b, host, port in live_endpoints(ctx))
     return make(s.DescribeClusterResponse, throttle_time=ZERO, error_code=ErrorCode.none,
                 error_message=None, endpoint_type=1, cluster_id=ctx.cluster_id,
                 controller_id=controller_id(ctx), brokers=brokers,

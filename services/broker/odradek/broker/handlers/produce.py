@@ -22,11 +22,13 @@ the transaction" otherwise), later ones go straight to the log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
+from odradek.broker.handlers.leader_hints import PRODUCE_ERRORS, PRODUCE_FROM, Hints
 from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.config.quotas import PRODUCER_BYTE_RATE
@@ -41,6 +43,7 @@ from odradek.protocol.connection import ConnectionClosed
 from odradek.records import MAGIC, BatchHeader, iter_headers
 
 _UTC = datetime.timezone.utc
+ABORTABLE_FROM = 11   # Produce versions answered TRANSACTION_ABORTABLE (KIP-890 part 2)
 
 
 async def produce(ctx: BrokerContext, header, req):
@@ -51,22 +54,31 @@ async def produce(ctx: BrokerContext, header, req):
     if refusal is not None:   # Kafka's whole-request answer: every partition the same error
         results = {key: _failure(s, key[1], refusal.code, refusal.message) for key in entries}
     else:
-        results = await _produce(ctx, s, req, entries, firsts)
+        results = await _produce(ctx, s, req, entries, firsts, header.api_version >= ABORTABLE_FROM)
     throttle = record_bytes(ctx.quotas, PRODUCER_BYTE_RATE, header, current().request_bytes)  # 0: no quota
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
         if failed:
             raise ConnectionClosed("acks=0 produce failed; closing so the producer notices")
         return Answer(None, throttle)   # no response, but the connection is muted all the same
+    hints = Hints(ctx, s) if header.api_version >= PRODUCE_FROM else None
     topics: dict[str, list] = {}
     for key in entries:
-        topics.setdefault(key[0], []).append(results[key])
+        topics.setdefault(key[0], []).append(_hinted(results[key], key, hints))
+    extra = {"node_endpoints": hints.node_endpoints()} if hints is not None else {}
     return Answer(make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
-        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items())),
-        throttle)
+        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()),
+        **extra), throttle)
 
 
-async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict) -> dict:
+def _hinted(result, key: tuple[str, int], hints: Hints | None):
+    """``result`` with its partition's current leader when it says NOT_LEADER_OR_FOLLOWER (v10+)."""
+    if hints is None or result.error_code not in PRODUCE_ERRORS:
+        return result
+    return dataclasses.replace(result, current_leader=hints.leader(*key))
+
+
+async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict, abortable: bool) -> dict:
     """Each partition's answer: authorized, verified (KIP-890), appended and, for acks=all, replicated."""
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
@@ -75,7 +87,7 @@ async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict) -> d
         if key[0] in denied:
             results[key] = _failure(s, key[1], denied[key[0]], None)
     guards, unverified = await _verify(ctx, req.transactional_id,
-                                       {k: b for k, b in firsts.items() if k not in results})
+                                       {k: b for k, b in firsts.items() if k not in results}, abortable)
     for key, records in entries.items():
         if key in results:
             continue
@@ -127,7 +139,8 @@ def _refusal(ctx: BrokerContext, transactional_id: str | None, firsts: dict) -> 
     return None
 
 
-async def _verify(ctx: BrokerContext, transactional_id: str | None, firsts: dict) -> tuple[dict, dict]:
+async def _verify(ctx: BrokerContext, transactional_id: str | None, firsts: dict,
+                  abortable: bool = False) -> tuple[dict, dict]:
     """KIP-890 part 1: ({partition: guard to append with}, {partition: the KafkaError to answer})
     for the partitions whose transactional batch must first be verified with the coordinator
     (those whose producer has no transaction open on the partition yet)."""
@@ -149,7 +162,7 @@ async def _verify(ctx: BrokerContext, transactional_id: str | None, firsts: dict
         first = transactional[next(iter(guards))]
         answers = await verifier.verify(transactional_id, first.producer_id, first.producer_epoch, set(guards))
         for key, code in answers.items():
-            if (error := produce_error(code)) is not None:
+            if (error := produce_error(code, abortable)) is not None:
                 errors[key] = error
                 guards.pop(key, None)
     return guards, errors

@@ -20,6 +20,7 @@ import time
 from contextvars import ContextVar
 
 from odradek.broker.quotas.manager import ClientQuotaManager, user_of
+from odradek.broker.replication.read import fetcher_id
 from odradek.broker.security.session import current
 from odradek.config.quotas import REQUEST_PERCENTAGE
 from odradek.protocol.api_keys import ApiKey
@@ -73,7 +74,7 @@ def request_finished(quotas: ClientQuotaManager, started: int, header, request) 
     Odradek handles requests on one event loop, so the time is the loop thread's CPU time
     while the handler ran (a long-polling Fetch's wait costs nothing; other connections' work
     done meanwhile is counted too: an over-estimate under load)."""
-    if started and _STARTED.get() and not (header.api_key == ApiKey.FETCH and request.replica_id >= 0):
+    if started and _STARTED.get() and not (header.api_key == ApiKey.FETCH and fetcher_id(request) >= 0):
         return _record_time(quotas, header, started)
     return 0
 

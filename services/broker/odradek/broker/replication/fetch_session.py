@@ -25,6 +25,12 @@ Kafka's rules, kept here:
   one with the wrong epoch INVALID_FETCH_SESSION_EPOCH, one whose version does not match the
   session's use of topic ids (v13+) FETCH_SESSION_TOPIC_ID_ERROR: top-level errors, no partitions.
 - An incremental request that leaves the session empty closes it (answered sessionless).
+- Topic ids (v13+, KIP-516): the handler resolves the request's ids to names first
+  (``handlers.fetch_ids``); a session keeps the id it was given for each topic (``ids``), so a
+  topic deleted and recreated under its name is not taken for the old one: a partition added
+  under a new id replaces the topic's cached partitions (Kafka keys sessions by topic id), a
+  partition forgotten under an id the session no longer holds is ignored, and the handler
+  answers INCONSISTENT_TOPIC_ID while the session's id is not the topic's.
 - Room: ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new one may take
   the place of the least recently used session if that was idle over ``EVICTION_MS``; else of
   the smallest evictable one (followers' sessions are *privileged*: a consumer's session is
@@ -104,6 +110,7 @@ class FetchSession:
     dirty: set = field(default_factory=set)    # (topic, partition): appended to or HW moved since answered
     sticky: set = field(default_factory=set)   # last answered with an error: read on every fetch
     joining: set = field(default_factory=set)  # a follower's partitions it is not in the ISR of
+    ids: dict = field(default_factory=dict)    # v13+: topic name -> the id its fetcher named it by
 
     @property
     def size(self) -> int:
@@ -114,6 +121,10 @@ class FetchSession:
 
     def update(self, topics, forgotten) -> None:
         for t in topics:
+            if self.uses_topic_ids and self.ids.get(t.topic, t.topic_id) != t.topic_id:
+                self._forget(t.topic, tuple(self.topics.get(t.topic, ())))  # replaced: a recreated topic
+            if self.uses_topic_ids:
+                self.ids[t.topic] = t.topic_id
             mine = self.topics.setdefault(t.topic, {})
             for p in t.partitions:
                 cached = mine.get(p.partition)
@@ -122,14 +133,19 @@ class FetchSession:
                 else:
                     cached.update(p)
         for t in forgotten:
-            mine = self.topics.get(t.topic)
-            if mine is not None:
-                for index in t.partitions:
-                    mine.pop(index, None)
-                    for keys in (self.dirty, self.sticky, self.joining):
-                        keys.discard((t.topic, index))
-                if not mine:
-                    del self.topics[t.topic]
+            if not self.uses_topic_ids or self.ids.get(t.topic) == t.topic_id:
+                self._forget(t.topic, t.partitions)
+
+    def _forget(self, topic: str, partitions) -> None:
+        mine = self.topics.get(topic)
+        if mine is not None:
+            for index in partitions:
+                mine.pop(index, None)
+                for keys in (self.dirty, self.sticky, self.joining):
+                    keys.discard((topic, index))
+            if not mine:
+                del self.topics[topic]
+                self.ids.pop(topic, None)
 
 
 class _Holds:
@@ -152,7 +168,7 @@ class FetchContext:
 
     def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
-                 uses_topic_ids: bool = False, listed: frozenset = frozenset()) -> None:
+                 uses_topic_ids: bool = False, listed: frozenset = frozenset(), ids: dict | None = None) -> None:
         self.cache = cache
         self._wanted = wanted           # None: the session's partitions, listed when first asked for
         self.listed = listed            # incremental: the partitions the request named
@@ -162,6 +178,12 @@ class FetchContext:
         self.create = create            # full: try to create a session once answered
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
+        self._ids = ids or {}           # full v13+: the request's topic ids by name
+
+    @property
+    def ids(self) -> dict:
+        """v13+: topic name -> the id the fetcher knows it by (the session's, or the request's)."""
+        return self.session.ids if self.session is not None else self._ids
 
     @property
     def wanted(self) -> list:
@@ -231,7 +253,7 @@ class FetchContext:
                 part = answered.get((topic, index))
                 if part is not None:
                     cached.must_respond(part)
-        return self.cache.maybe_create(now_ms, self.privileged, topics, self.uses_topic_ids), results
+        return self.cache.maybe_create(now_ms, self.privileged, topics, self.uses_topic_ids, self._ids), results
 
     def throttled(self) -> int:
         """The session id of an answer throttled empty (a full request creates no session then)."""
@@ -252,8 +274,9 @@ class FetchSessionCache:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id in self.sessions:
                 self._remove(self.sessions[session_id])  # a full request closes the session it names
+            ids = {t.topic: t.topic_id for t in req.topics} if uses_ids else None
             return FetchContext(self, wanted, create=epoch == INITIAL_EPOCH, privileged=privileged,
-                                uses_topic_ids=uses_ids)
+                                uses_topic_ids=uses_ids, ids=ids)
         session = self.sessions.get(session_id)
         if session is None:
             return FetchContext(self, [], error=ErrorCode.fetch_session_id_not_found)
@@ -264,11 +287,17 @@ class FetchSessionCache:
         session.update(req.topics, getattr(req, "forgotten_topics_data", ()) or ())
         if not session.topics:
             self._remove(session)
-            return FetchContext(self, wanted)
+            return FetchContext(self, wanted, ids={t.topic: t.topic_id for t in req.topics} if uses_ids else None)
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(self, None, session=session,
+        return FetchContext(self, None, session=session, uses_topic_ids=uses_ids,
                             listed=frozenset((t.topic, p.partition) for t in req.topics for p in t.partitions))
+
+    def ids_of(self, session_id: int) -> dict:
+        """The topic ids (name -> id) of session ``session_id`` ({} if none): an incremental
+        request may forget a topic by an id that no longer names any topic."""
+        session = self.sessions.get(session_id)
+        return session.ids if session is not None else {}
 
     def notify(self, tp: tuple[str, int] | None) -> None:
         """``tp`` was appended to or its HW moved (None: anything may have changed)."""
@@ -279,13 +308,13 @@ class FetchSessionCache:
                 session.dirty.add(tp)
 
     def maybe_create(self, now_ms: int, privileged: bool, topics: dict[str, dict[int, CachedPartition]],
-                     uses_topic_ids: bool) -> int:
+                     uses_topic_ids: bool, ids: dict | None = None) -> int:
         """A new session's id, or 0 when there is no room for it."""
         size = sum(len(ps) for ps in topics.values())
         if len(self.sessions) >= self.max_entries and not self._evict_for(privileged, size, now_ms):
             return INVALID_SESSION_ID
         session_id = self._new_id()
-        session = FetchSession(session_id, privileged, topics, uses_topic_ids, now_ms, now_ms)
+        session = FetchSession(session_id, privileged, topics, uses_topic_ids, now_ms, now_ms, ids=dict(ids or {}))
         self.sessions[session_id] = session
         self._touch(session, now_ms)
         return session_id

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, NamedTuple, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from odradek.broker.replication.replica_selector import preferred_read_replica
 from odradek.broker.storage.segment import FetchSlice
@@ -42,6 +42,12 @@ class IsolationLevel(enum.IntEnum):
     READ_COMMITTED = 1
 
 
+def fetcher_id(req) -> int:
+    """A Fetch request's replica id (-1: a consumer); v15+ carry it in ``replica_state`` (KIP-903)."""
+    state = getattr(req, "replica_state", None)
+    return state.replica_id if state is not None else req.replica_id
+
+
 @dataclass(frozen=True, slots=True)
 class FetchParams:
     replica_id: int                 # a follower's broker id, -1 for a consumer
@@ -51,7 +57,7 @@ class FetchParams:
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     any_replica: bool = False       # a consumer's Fetch v11+: any replica here may answer (KIP-392)
     client_rack: str = ""           # the consumer's rack, when a replica selector is configured
-    unauthorized: frozenset[str] = frozenset()  # topics answered TOPIC_AUTHORIZATION_FAILED
+    refused: Mapping[str, ErrorCode] = field(default_factory=dict)  # topics answered an error unread (denied, inconsistent id)
 
     @property
     def follower(self) -> bool:
@@ -103,10 +109,10 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
     failed = False
     results = []
     for topic, partitions in wanted:
-        if topic in params.unauthorized:
+        refused = params.refused.get(topic)
+        if refused is not None:
             failed = True
-            results.append((topic, [PartitionRead(p.partition, ErrorCode.topic_authorization_failed)
-                                    for p in partitions]))
+            results.append((topic, [PartitionRead(p.partition, refused) for p in partitions]))
             continue
         parts = []
         for p in partitions:

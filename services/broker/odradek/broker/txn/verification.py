@@ -42,12 +42,16 @@ _UNVERIFIABLE = frozenset({E.network_exception, E.coordinator_load_in_progress, 
                            E.not_coordinator, E.concurrent_transactions})
 
 
-def produce_error(code: ErrorCode) -> KafkaError | None:
-    """The produce answer for a partition whose verification answered ``code`` (None: verified)."""
+def produce_error(code: ErrorCode, abortable: bool = False) -> KafkaError | None:
+    """The produce answer for a partition whose verification answered ``code`` (None: verified);
+    ``abortable``: the client knows TRANSACTION_ABORTABLE (Produce v11+, KIP-890 part 2), which
+    older ones are answered INVALID_TXN_STATE for, as Kafka's AddPartitionsToTxnManager."""
     if code == E.none:
         return None
     if code == E.producer_fenced:
         code = E.invalid_producer_epoch
+    if code == E.transaction_abortable and abortable:
+        return KafkaError(code)
     if code in (E.transaction_abortable, E.invalid_txn_state):
         return KafkaError(E.invalid_txn_state, "Partition was not added to the transaction")
     if code in _UNVERIFIABLE:
