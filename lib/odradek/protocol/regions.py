@@ -14,6 +14,7 @@ from typing import Any
 
 from odradek.protocol.codec import encode_response
 from odradek.protocol.connection import FileRegion, Piece
+from odradek.protocol.primitives import uvarint
 
 _NONCE = os.urandom(8)
 _MARKER_LEN = 16
@@ -23,17 +24,8 @@ def marker(index: int) -> bytes:
     return _NONCE + struct.pack(">Q", index)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _length_prefix(size: int, flexible: bool) -> bytes:
-    return _uvarint(size + 1) if flexible else struct.pack(">i", size)
+    return uvarint(size + 1) if flexible else struct.pack(">i", size)
 
 
 def encode_with_regions(api_key: int, version: int, correlation_id: int, body: Any,

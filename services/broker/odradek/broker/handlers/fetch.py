@@ -34,24 +34,19 @@ the leader answers a consumer whose ``rack_id`` names another rack with the
 
 from __future__ import annotations
 
-import datetime
 import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
+from odradek.broker.handlers.fetch_encoding import encode_fetch_response
 from odradek.config.quotas import CONSUMER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes, record_request_time, unrecord_bytes
 from odradek.broker.replication.read import FetchParams, FetchResult, IsolationLevel
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode
-from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.codec import Schemas, make
-from odradek.protocol.connection import FileRegion
-from odradek.protocol.regions import encode_with_regions, marker
 
 FROM_ANY_REPLICA = 11   # Fetch versions from which a consumer may read from a follower (KIP-392)
-FLEXIBLE_FROM = 12      # Fetch versions with tagged fields (flexible headers)
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -106,29 +101,4 @@ def _count_bytes_out(ctx: BrokerContext, result: FetchResult) -> None:
 
 
 def _encode(header, results, throttle_ms: int = 0, *, session_id: int = 0, error: ErrorCode = ErrorCode.none):
-    s = Schemas(ApiKey.FETCH, header.api_version)
-    regions: list[FileRegion] = []
-    topics = []
-    for name, parts in results:
-        datas = []
-        for part in parts:
-            records = b""
-            if part.records is not None:
-                records = marker(len(regions))
-                chunk = part.records
-                regions.append(FileRegion(chunk.fd, chunk.position, chunk.size))
-            aborted = None if part.aborted is None else tuple(
-                make(s.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in part.aborted)
-            diverging = part.diverging
-            datas.append(make(s.PartitionData, partition_index=part.partition, error_code=part.error,
-                              high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-                              log_start_offset=part.log_start_offset, aborted_transactions=aborted,
-                              preferred_read_replica=part.preferred_replica, records=records,
-                              **({"diverging_epoch": make(s.EpochEndOffset, epoch=diverging[0],
-                                                          end_offset=diverging[1])} if diverging else {})))
-        topics.append(make(s.FetchableTopicResponse, topic=name, partitions=tuple(datas)))
-    body = make(s.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-                error_code=error, session_id=session_id,
-                responses=tuple(topics))
-    return encode_with_regions(ApiKey.FETCH, header.api_version, header.correlation_id, body, regions,
-                               flexible=header.api_version >= FLEXIBLE_FROM)
+    return encode_fetch_response(header.api_version, header.correlation_id, results, throttle_ms, session_id, error)

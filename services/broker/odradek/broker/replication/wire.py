@@ -34,12 +34,18 @@ def _response_readers(api_key: int, version: int):
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
+    """Size prefix + request header + body; a body with an ``encode_body()`` method (the
+    follower's Fetch, ``fetch_request``) writes itself."""
     write_header, write_body, header_schema = _request_writers(api_key, version)
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     write_header(buf, header_schema(request_api_key=api_key, request_api_version=version,
                                     correlation_id=correlation_id, client_id=client_id))
-    write_body(buf, body)
+    encode_body = getattr(body, "encode_body", None)
+    if encode_body is not None:
+        buf.write(encode_body())
+    else:
+        write_body(buf, body)
     out = bytearray(buf.getbuffer())
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
