@@ -38,3 +38,26 @@ def _kio(version: int, response: ProduceResponse) -> bytes:
 def test_the_produce_response_is_written_as_kio_writes_it(version, topics):
     response = ProduceResponse(version, topics, datetime.timedelta(milliseconds=250))
     assert bytes(encode_response(ApiKey.PRODUCE, version, 9, response)) == _kio(version, response)
+
+
+def test_every_served_responses_header_is_the_one_kio_writes():
+    """``encode_response`` writes the header's bytes after the correlation id once per API
+    version (kio's, written at first use): the same bytes as kio writing the header itself."""
+    import io
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_writer
+
+    from odradek.broker.handlers import _TABLE
+    from odradek.protocol.codec import _response_writers
+    from odradek.protocol.legacy_schemas import MODULES
+
+    served = {**_TABLE, ApiKey.API_VERSIONS: (0, 4, None)}
+    for api_key, (lo, hi, _) in served.items():
+        for version in range(lo, hi + 1):
+            legacy = MODULES.get((api_key, version))
+            header = (legacy[1] if legacy else load_response_schema(api_key, version)).__header_schema__
+            buf = io.BytesIO()
+            entity_writer(header)(buf, header(correlation_id=2**31 - 1))
+            _, tail = _response_writers(api_key, version)
+            assert buf.getvalue() == (2**31 - 1).to_bytes(4, "big") + tail, (api_key, version)

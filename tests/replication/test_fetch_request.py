@@ -44,3 +44,22 @@ def test_the_follower_fetch_is_encoded_as_kio_encodes_it(topics, forgotten):
     assert (header.correlation_id, body.replica_id, body.session_id) == (42, 3, 123456)
     assert [(t.topic, [p.fetch_offset for p in t.partitions]) for t in body.topics] == \
         [(t, [o for _, _, o, _, _ in parts]) for t, parts in topics]
+
+
+@pytest.mark.parametrize("api_key,version", [(ApiKey.FETCH, VERSION), (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4),
+                                             (ApiKey.SASL_HANDSHAKE, 1), (ApiKey.ADD_PARTITIONS_TO_TXN, 4)])
+def test_a_requests_header_is_the_one_kio_writes(api_key, version):
+    """The header's bytes around the correlation id, written once per (API, version, client id),
+    are kio's writing the header itself."""
+    import io
+
+    from kio.index import load_request_schema
+    from kio.serial import entity_writer
+
+    header = load_request_schema(api_key, version).__header_schema__
+    for client_id in ("odradek-replica-3", "ünïcode", None):
+        buf = io.BytesIO()
+        entity_writer(header)(buf, header(request_api_key=api_key, request_api_version=version,
+                                          correlation_id=2**31 - 1, client_id=client_id))
+        encoded = encode_request(api_key, version, 2**31 - 1, client_id, FollowerFetch(0, 0, 0, 0, 0, 0, [], []))
+        assert encoded[4:4 + len(buf.getvalue())] == buf.getvalue()
