@@ -16,7 +16,6 @@ from kio.index import load_response_schema
 
 from odradek.broker.dispatch import Dispatcher
 from odradek.protocol.connection import FileRegion, KafkaConnection
-from odradek.protocol.regions import encode_with_regions, marker
 
 
 def _request(header_cls, header, body_cls, body) -> bytes:
@@ -146,30 +145,6 @@ def test_frames_split_across_reads_and_pipelined(server):
             s.sendall(data[i:i + 7])
         ids = [struct.unpack_from(">i", _read_frame(s), 0)[0] for _ in range(50)]
     assert ids == list(range(50))
-
-
-def test_regions_splice_produces_the_same_bytes_as_inline_records(tmp_path):
-    from kio.static.constants import uuid_zero  # noqa: F401  (ensures kio is importable)
-    from odradek.protocol.codec import Schemas, encode_response, make
-    import datetime
-    payload = bytes(range(256)) * 40
-    path = tmp_path / "seg"
-    path.write_bytes(b"HEAD" + payload)
-    fd = __import__("os").open(path, __import__("os").O_RDONLY)
-    for version, flexible in ((11, False), (12, True)):
-        s = Schemas(1, version)
-
-        def body(records):
-            part = make(s.PartitionData, partition_index=0, error_code=ErrorCode.none, high_watermark=5,
-                        last_stable_offset=5, log_start_offset=0, aborted_transactions=None,
-                        preferred_read_replica=-1, records=records)
-            return make(s.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                        session_id=0, responses=(make(s.FetchableTopicResponse, topic="t", partitions=(part,)),))
-        expected = bytes(encode_response(1, version, 4, body(payload)))
-        pieces = encode_with_regions(1, version, 4, body(marker(0)), [FileRegion(fd, 4, len(payload))],
-                                     flexible=flexible)
-        got = b"".join(payload if isinstance(p, FileRegion) else bytes(p) for p in pieces)
-        assert got == expected
 
 
 def test_frames_larger_than_the_buffer_grow_it(server):

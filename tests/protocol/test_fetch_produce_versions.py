@@ -12,13 +12,15 @@ from kio.schema.fetch.v16.request import FetchPartition, FetchRequest, FetchTopi
 
 from odradek.broker.handlers import fetch as fetch_handler
 from odradek.broker.handlers.fetch_ids import by_name, inconsistent
+from odradek.broker.handlers import produce as produce_handler
 from odradek.broker.handlers.leader_hints import Hints
+from odradek.broker.handlers.produce_encoding import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from odradek.broker.replication.fetch_session import FetchSessionCache
 from odradek.broker.replication.read import PartitionRead, fetcher_id
 from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.codec import Schemas
+from odradek.protocol.codec import encode_response
 from tests.support.kafka_wire import WireClient
 
 OLD, NEW, NOBODY = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -95,9 +97,17 @@ def test_fetch_v16_names_topics_by_id_and_the_leader_of_a_partition_it_does_not_
     assert v13.responses[0].partitions[0].current_leader.leader_id == -1, "hints from v16 only"
 
 
-def test_produce_hints_name_the_leader_and_its_endpoint():
+def test_produce_v10_names_the_leader_and_its_endpoint():
     ctx = _ctx(OLD, leader=1)
-    hints = Hints(ctx, Schemas(ApiKey.PRODUCE, 10))
-    leader = hints.leader("t", 1)
-    assert (leader.leader_id, leader.leader_epoch) == (1, 7)
-    assert (hints.leader("gone", 0).leader_id, [n.node_id for n in hints.node_endpoints()]) == (-1, [1])
+    hints = Hints(ctx)
+    moved = produce_handler._hinted(PartitionProduceResponse(1, ErrorCode.not_leader_or_follower), ("t", 1), hints)
+    gone = produce_handler._hinted(PartitionProduceResponse(0, ErrorCode.not_leader_or_follower), ("gone", 0), hints)
+    fine = produce_handler._hinted(PartitionProduceResponse(0, ErrorCode.none, 12), ("t", 0), hints)
+    response = ProduceResponse(10, (TopicProduceResponse("t", (moved, fine)), TopicProduceResponse("gone", (gone,))),
+                               node_endpoints=tuple(hints.node_endpoints()))
+    body = WireClient.decode(ApiKey.PRODUCE, 10, bytes(encode_response(ApiKey.PRODUCE, 10, 5, response))[4:])
+    (t, unknown) = body.responses
+    assert [(p.current_leader.leader_id, p.current_leader.leader_epoch) for p in t.partition_responses] == \
+        [(1, 7), (-1, -1)], "only partitions answered NOT_LEADER_OR_FOLLOWER are hinted"
+    assert unknown.partition_responses[0].current_leader.leader_id == -1, "a leader the broker does not know"
+    assert [(n.node_id, n.host, n.port) for n in body.node_endpoints] == [(1, "h1", 9091)]

@@ -13,12 +13,6 @@ from odradek.broker.replication.purgatory import FetchWakeup, ProducePurgatory
 from odradek.errors import ErrorCode
 
 
-def _schemas():
-    from odradek.protocol.api_keys import ApiKey
-    from odradek.protocol.codec import Schemas
-    return Schemas(ApiKey.PRODUCE, 9)
-
-
 def test_a_parked_fetch_wakes_on_its_partition_and_times_out_otherwise():
     async def main():
         wakeup = FetchWakeup()
@@ -45,22 +39,21 @@ def test_a_parked_fetch_wakes_on_its_partition_and_times_out_otherwise():
 
 def test_a_single_acks_all_wait_answers_the_purgatorys_code_or_times_out():
     async def main():
-        s = _schemas()
         info = SimpleNamespace(log_append_time_ms=-1, first_offset=7, log_start_offset=0)
         purgatory = ProducePurgatory()
         results = {}
         waits = {("t", 0): (purgatory.park(8), info)}
         asyncio.get_running_loop().call_soon(purgatory.complete, 8, 3, 2)
-        await produce._await_replication(s, waits, results, 30_000)
+        await produce._await_replication(waits, results, 30_000)
         assert results[("t", 0)].error_code == ErrorCode.none and results[("t", 0)].base_offset == 7
 
         waits = {("t", 0): (purgatory.park(9), info)}
         asyncio.get_running_loop().call_soon(purgatory.complete, 9, 1, 2)   # the ISR shrank meanwhile
-        await produce._await_replication(s, waits, results, datetime.timedelta(seconds=30))
+        await produce._await_replication(waits, results, datetime.timedelta(seconds=30))
         assert results[("t", 0)].error_code == ErrorCode.not_enough_replicas_after_append
 
         future = purgatory.park(10)
-        await produce._await_replication(s, {("t", 0): (future, info)}, results, 50)
+        await produce._await_replication({("t", 0): (future, info)}, results, 50)
         assert results[("t", 0)].error_code == ErrorCode.request_timed_out and future.cancelled()
         purgatory.complete(10, 3, 2)             # the HW arrives late: nothing left to answer
         assert len(purgatory) == 0

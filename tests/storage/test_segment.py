@@ -94,3 +94,21 @@ def test_recover_indexes_batches_past_the_first_read_chunk_at_their_file_positio
         location = segment.translate_offset(offset)
         assert location is not None and location.base_offset <= offset <= location.last_offset
     assert segment.truncate_to(2500) > 0 and segment.next_offset == 2500
+
+
+def test_a_read_at_the_tail_finds_the_last_batch_after_appends_and_truncations(tmp_path):
+    """The last batch appended is found without the index (the single-record path's woken
+    fetch); a truncation forgets it, and the next append's batch is found where it was written."""
+    segment = LogSegment(tmp_path, 0, index_bytes=1024, index_interval_bytes=100)
+    append(segment, 5)                     # batches of 2 records: offsets 8-9 last
+    size_of_one = segment.size // 5
+    piece = segment.read(9, 10**6, None, True)
+    assert (piece.position, piece.first_offset, piece.next_offset, piece.size) == (4 * size_of_one, 8, 10, size_of_one)
+    segment.truncate_to(9)                 # the last batch goes
+    assert segment.translate_offset(8) is None and segment.read(8, 10**6, None, True) is None
+    append(segment, 1, values=3)           # offsets 8-10, written where the old last batch was
+    location = segment.translate_offset(10)
+    assert (location.base_offset, location.last_offset, location.position) == (8, 10, 4 * size_of_one)
+    piece = segment.read(9, 10**6, None, True)
+    assert (piece.position, piece.size, piece.next_offset) == (location.position, location.size, 11)
+    assert RecordBatch(memoryview(bytearray(piece.read()))).last_offset == 10

@@ -41,11 +41,11 @@ FENCED_LEADER_EPOCH, with its endpoint (KIP-951, ``handlers.leader_hints``).
 
 from __future__ import annotations
 
-import datetime
 import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
+from odradek.broker.handlers.fetch_encoding import encode_fetch_response
 from odradek.broker.handlers.fetch_ids import by_name, inconsistent, unknown_ids
 from odradek.broker.handlers.leader_hints import FETCH_ERRORS, FETCH_FROM, Hints
 from odradek.config.quotas import CONSUMER_BYTE_RATE
@@ -55,13 +55,8 @@ from odradek.broker.replication.read import FetchParams, FetchResult, IsolationL
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode
-from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.codec import Schemas, make
-from odradek.protocol.connection import FileRegion
-from odradek.protocol.regions import encode_with_regions, marker
 
 FROM_ANY_REPLICA = 11   # Fetch versions from which a consumer may read from a follower (KIP-392)
-FLEXIBLE_FROM = 12      # Fetch versions with tagged fields (flexible headers)
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -132,36 +127,13 @@ def _encode(ctx: BrokerContext, header, results, throttle_ms: int = 0, *, sessio
     """The response: ``results`` ((topic name, or an unknown id, [PartitionRead])) named by
     name, or by id from v13 (``ids``: name -> id), with KIP-951's leader hints from v16."""
     version = header.api_version
-    s = Schemas(ApiKey.FETCH, version)
-    by_id = version >= TOPIC_IDS_FROM_VERSION
-    hints = Hints(ctx, s) if version >= FETCH_FROM else None
-    regions: list[FileRegion] = []
-    topics = []
+    hints = Hints(ctx) if version >= FETCH_FROM else None
+    keyed = []
     for name, parts in results:
-        datas = tuple(_partition_data(s, name, part, regions, hints) for part in parts)
-        key = {"topic_id": ids.get(name) if isinstance(name, str) else name} if by_id else {"topic": name}
-        topics.append(make(s.FetchableTopicResponse, partitions=datas, **key))
-    extra = {"node_endpoints": hints.node_endpoints()} if hints is not None else {}
-    body = make(s.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-                error_code=error, session_id=session_id, responses=tuple(topics), **extra)
-    return encode_with_regions(ApiKey.FETCH, version, header.correlation_id, body, regions,
-                               flexible=version >= FLEXIBLE_FROM)
-
-
-def _partition_data(s, topic, part: PartitionRead, regions: list[FileRegion], hints: Hints | None):
-    records = b""
-    if part.records is not None:
-        records = marker(len(regions))
-        chunk = part.records
-        regions.append(FileRegion(chunk.fd, chunk.position, chunk.size))
-    aborted = None if part.aborted is None else tuple(
-        make(s.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in part.aborted)
-    extra = {}
-    if part.diverging:
-        extra["diverging_epoch"] = make(s.EpochEndOffset, epoch=part.diverging[0], end_offset=part.diverging[1])
-    if hints is not None and part.error in FETCH_ERRORS:
-        extra["current_leader"] = hints.leader(topic, part.partition)
-    return make(s.PartitionData, partition_index=part.partition, error_code=part.error,
-                high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-                log_start_offset=part.log_start_offset, aborted_transactions=aborted,
-                preferred_read_replica=part.preferred_replica, records=records, **extra)
+        key = ids.get(name) if version >= TOPIC_IDS_FROM_VERSION and isinstance(name, str) else name
+        if hints is not None and isinstance(name, str):
+            for part in parts:
+                if part.error in FETCH_ERRORS:
+                    hints.note(key, name, part.partition)
+        keyed.append((key, parts))
+    return encode_fetch_response(version, header.correlation_id, keyed, throttle_ms, session_id, error, hints)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.metadata import live_endpoints
 from odradek.errors import ErrorCode
-from odradek.protocol.codec import make
 
 PRODUCE_FROM, FETCH_FROM = 10, 16   # the first versions whose responses carry the hints
 PRODUCE_ERRORS = frozenset({ErrorCode.not_leader_or_follower})
@@ -30,21 +29,24 @@ def current_leader(ctx: BrokerContext, topic: str, partition: int) -> tuple[int,
 
 
 class Hints:
-    """Collects the leaders named in one response, for its NodeEndpoints."""
+    """The leaders named in one response: ``(leader id, epoch)`` per (topic key, partition) (the
+    key is the name, or the topic id from Fetch v13), and their endpoints for NodeEndpoints.
+    A leader the broker does not know (-1, -1) is Kafka's default, which the response omits."""
 
-    def __init__(self, ctx: BrokerContext, s) -> None:
-        self.ctx, self.s = ctx, s
-        self.leaders: set[int] = set()
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.leaders: dict[tuple, tuple[int, int]] = {}
 
-    def leader(self, topic: str, partition: int):
-        """The partition's ``current_leader`` field (a LeaderIdAndEpoch), its leader noted."""
-        leader_id, epoch = current_leader(self.ctx, topic, partition)
-        if leader_id >= 0:
-            self.leaders.add(leader_id)
-        return make(self.s.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=epoch)
+    def note(self, key, topic: str, partition: int) -> None:
+        self.leaders[(key, partition)] = current_leader(self.ctx, topic, partition)
 
-    def node_endpoints(self) -> tuple:
-        if not self.leaders:
-            return ()
-        return tuple(make(self.s.NodeEndpoint, node_id=b.id, host=host, port=port, rack=b.rack)
-                     for b, host, port in live_endpoints(self.ctx) if b.id in self.leaders)
+    def leader(self, key, partition: int) -> tuple[int, int] | None:
+        found = self.leaders.get((key, partition))
+        return None if found is None or found == (-1, -1) else found
+
+    def node_endpoints(self) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of each live leader named, on the request's listener."""
+        named = {leader for leader, _ in self.leaders.values() if leader >= 0}
+        if not named:
+            return []
+        return [(b.id, host, port, b.rack) for b, host, port in live_endpoints(self.ctx) if b.id in named]

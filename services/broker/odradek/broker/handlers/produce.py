@@ -22,12 +22,12 @@ the transaction" otherwise), later ones go straight to the log.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 import time
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
+from odradek.broker.handlers.produce_encoding import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from odradek.broker.handlers.leader_hints import PRODUCE_ERRORS, PRODUCE_FROM, Hints
 from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
 from odradek.broker.security.acl import Operation, ResourceType
@@ -37,55 +37,51 @@ from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.codec import Schemas, make
 from odradek.protocol.connection import ConnectionClosed
 from odradek.records import MAGIC, BatchHeader, iter_headers
 
-_UTC = datetime.timezone.utc
 ABORTABLE_FROM = 11   # Produce versions answered TRANSACTION_ABORTABLE (KIP-890 part 2)
 
 
 async def produce(ctx: BrokerContext, header, req):
-    s = Schemas(ApiKey.PRODUCE, header.api_version)
     entries = {(td.name, pd.index): pd.records for td in req.topic_data for pd in td.partition_data}
     firsts = {key: _first_batch(records) for key, records in entries.items()}
     refusal = _refusal(ctx, req.transactional_id, firsts)
     if refusal is not None:   # Kafka's whole-request answer: every partition the same error
-        results = {key: _failure(s, key[1], refusal.code, refusal.message) for key in entries}
+        results = {key: _failure(key[1], refusal.code, refusal.message) for key in entries}
     else:
-        results = await _produce(ctx, s, req, entries, firsts, header.api_version >= ABORTABLE_FROM)
+        results = await _produce(ctx, req, entries, firsts, header.api_version >= ABORTABLE_FROM)
     throttle = record_bytes(ctx.quotas, PRODUCER_BYTE_RATE, header, current().request_bytes)  # 0: no quota
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
         if failed:
             raise ConnectionClosed("acks=0 produce failed; closing so the producer notices")
         return Answer(None, throttle)   # no response, but the connection is muted all the same
-    hints = Hints(ctx, s) if header.api_version >= PRODUCE_FROM else None
+    hints = Hints(ctx) if header.api_version >= PRODUCE_FROM else None
     topics: dict[str, list] = {}
     for key in entries:
         topics.setdefault(key[0], []).append(_hinted(results[key], key, hints))
-    extra = {"node_endpoints": hints.node_endpoints()} if hints is not None else {}
-    return Answer(make(s.ProduceResponse, throttle_time=datetime.timedelta(milliseconds=throttle), responses=tuple(
-        make(s.TopicProduceResponse, name=name, partition_responses=tuple(parts)) for name, parts in topics.items()),
-        **extra), throttle)
+    return Answer(ProduceResponse(header.api_version, tuple(
+        TopicProduceResponse(name, tuple(parts)) for name, parts in topics.items()),
+        datetime.timedelta(milliseconds=throttle), hints.node_endpoints() if hints is not None else ()), throttle)
 
 
-def _hinted(result, key: tuple[str, int], hints: Hints | None):
+def _hinted(result: PartitionProduceResponse, key: tuple[str, int], hints: Hints | None) -> PartitionProduceResponse:
     """``result`` with its partition's current leader when it says NOT_LEADER_OR_FOLLOWER (v10+)."""
     if hints is None or result.error_code not in PRODUCE_ERRORS:
         return result
-    return dataclasses.replace(result, current_leader=hints.leader(*key))
+    hints.note(key[0], *key)
+    return result._replace(current_leader=hints.leader(*key))
 
 
-async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict, abortable: bool) -> dict:
+async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortable: bool) -> dict:
     """Each partition's answer: authorized, verified (KIP-890), appended and, for acks=all, replicated."""
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
     denied = _denied_topics(ctx, {name for name, _ in entries}) if ctx.authorizer is not None else {}
     for key in entries:
         if key[0] in denied:
-            results[key] = _failure(s, key[1], denied[key[0]], None)
+            results[key] = _failure(key[1], denied[key[0]], None)
     guards, unverified = await _verify(ctx, req.transactional_id,
                                        {k: b for k, b in firsts.items() if k not in results}, abortable)
     for key, records in entries.items():
@@ -99,14 +95,14 @@ async def _produce(ctx: BrokerContext, s, req, entries: dict, firsts: dict, abor
             if req.acks == -1:
                 waits[key] = (ctx.replicas.replicated(key[0], key[1], info.last_offset), info)
             else:
-                results[key] = _success(s, key[1], info)
+                results[key] = _success(key[1], info)
         except KafkaError as e:
             if ctx.replicas.topic(key[0]) is not None:  # no series for names a client made up
                 ctx.topic_stats.failed(key[0], FAILED_PRODUCE)
-            results[key] = _failure(s, key[1], e.code, e.message)
+            results[key] = _failure(key[1], e.code, e.message)
     if waits:
         parked = time.monotonic()
-        await _await_replication(s, waits, results, req.timeout)
+        await _await_replication(waits, results, req.timeout)
         remote_time(time.monotonic() - parked)
     return results
 
@@ -180,7 +176,7 @@ def _append(ctx: BrokerContext, key: tuple[str, int], records, acks: int, guard)
     return ctx.replicas.append(key[0], key[1], memoryview(bytearray(records)), acks=acks, guard=guard)
 
 
-async def _await_replication(s, waits, results, timeout) -> None:
+async def _await_replication(waits, results, timeout) -> None:
     seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout / 1000
     futures = [f for f, _ in waits.values()]
     if len(futures) == 1:  # the single record's path: woken by the future itself, not through
@@ -190,12 +186,12 @@ async def _await_replication(s, waits, results, timeout) -> None:
     for key, (future, info) in waits.items():
         if not future.done() or future.cancelled():
             future.cancel()
-            results[key] = _failure(s, key[1], ErrorCode.request_timed_out,
+            results[key] = _failure(key[1], ErrorCode.request_timed_out,
                                     "the high watermark did not reach the batch within the request timeout")
         elif future.result() == ErrorCode.none:
-            results[key] = _success(s, key[1], info)
+            results[key] = _success(key[1], info)
         else:
-            results[key] = _failure(s, key[1], future.result(), None)
+            results[key] = _failure(key[1], future.result(), None)
 
 
 async def _one(future: asyncio.Future, seconds: float) -> None:
@@ -207,14 +203,10 @@ async def _one(future: asyncio.Future, seconds: float) -> None:
         pass
 
 
-def _success(s, index: int, info):
-    append_time = (datetime.datetime.fromtimestamp(info.log_append_time_ms / 1000, _UTC)
-                   if info.log_append_time_ms >= 0 else None)
-    return make(s.PartitionProduceResponse, index=index, error_code=ErrorCode.none,
-                base_offset=info.first_offset, log_append_time=append_time,
-                log_start_offset=info.log_start_offset, record_errors=(), error_message=None)
+def _success(index: int, info) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index, ErrorCode.none, info.first_offset, info.log_append_time_ms,
+                                    info.log_start_offset)
 
 
-def _failure(s, index: int, code: ErrorCode, message: str | None):
-    return make(s.PartitionProduceResponse, index=index, error_code=code, base_offset=-1,
-                log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message)
+def _failure(index: int, code: ErrorCode, message: str | None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index, code, error_message=message)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import time
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Callable
 
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.broker.replication.client import Connector, KafkaClient
+from odradek.broker.replication.fetch_request import VERSION as FETCH_VERSION, FollowerFetch
 from odradek.broker.replication.session_handler import FetchSessionHandler
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION, EPOCH_VERSION = 12, 4
-MAX_WAIT = datetime.timedelta(milliseconds=500)
+EPOCH_VERSION = 4
+MAX_WAIT_MS = 500
 MAX_BYTES = 10 * 1024 * 1024            # replica.fetch.response.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024       # replica.fetch.max.bytes
 MIN_THROTTLED_BYTES = 16 * 1024         # a throttled partition's least max bytes: a producer's default batch.size
@@ -362,7 +362,6 @@ class ReplicaFetcher:
         """One fetch in our session with the leader: every kept partition is fetched, only
         those whose position changed are listed (KIP-227); ``touched``: the only ones that may
         have changed since the last fetch (None after a walk)."""
-        s = Schemas(ApiKey.FETCH, FETCH_VERSION, EntityType.request)
         asked = self._asked  # its answer is checked against these (changed only before the next fetch)
         session = self.session
         wanted, touched = self._unthrottled(touched)
@@ -375,21 +374,15 @@ class ReplicaFetcher:
         throttled_max, catching_up = self._throttled_max_bytes(listed)
         for (topic, partition), (offset, start, epoch) in listed.items():
             max_bytes = throttled_max if (topic, partition) in catching_up else PARTITION_MAX_BYTES
-            by_topic.setdefault(topic, []).append(make(
-                s.FetchPartition, partition=partition, current_leader_epoch=epoch, fetch_offset=offset,
-                last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=max_bytes))
+            by_topic.setdefault(topic, []).append((partition, epoch, offset, start, max_bytes))
         gone: dict[str, list[int]] = {}
         for topic, partition in forgotten:
             gone.setdefault(topic, []).append(partition)
-        request = make(s.FetchRequest, cluster_id=None, replica_id=self.manager.broker_id, max_wait=MAX_WAIT,
-                       min_bytes=1, max_bytes=MAX_BYTES, isolation_level=0, session_id=session.session_id,
-                       session_epoch=session.epoch,
-                       topics=tuple(make(s.FetchTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-                       forgotten_topics_data=tuple(make(s.ForgottenTopic, topic=t, partitions=tuple(ps))
-                                                   for t, ps in gone.items()), rack_id="")
+        request = FollowerFetch(self.manager.broker_id, MAX_WAIT_MS, 1, MAX_BYTES, session.session_id,
+                                session.epoch, list(by_topic.items()), list(gone.items()))
         try:
             response = await client.request(ApiKey.FETCH, FETCH_VERSION, request,
-                                            timeout=SOCKET_TIMEOUT_S + MAX_WAIT.total_seconds())
+                                            timeout=SOCKET_TIMEOUT_S + MAX_WAIT_MS / 1000)
         except ConnectionError:
             session.reset()
             raise

@@ -77,6 +77,9 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.next_offset = base_offset
         self._first_batch_timestamp: int | None = None
+        # the last batch appended: a read at the tail (a follower's or a consumer's woken fetch)
+        # finds it without the index lookup and the pread scan from the indexed position
+        self._last: BatchLocation | None = None
         self.deleted = False
 
     # -- loading ----------------------------------------------------------------------
@@ -112,6 +115,7 @@ class LogSegment:
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
         self.next_offset = self.base_offset
         self._first_batch_timestamp = None
+        self._last = None
 
         def visit(batch: RecordBatch, position: int) -> None:
             check(batch)
@@ -135,6 +139,7 @@ class LogSegment:
             self._bytes_since_index = 0
         self._bytes_since_index += batch.size
         self.next_offset = batch.next_offset
+        self._last = BatchLocation(batch.base_offset, batch.last_offset, position, batch.size)
 
     def append(self, batches: list[RecordBatch], data: memoryview) -> None:
         """Write ``data`` (exactly the given batches, in order) with one write."""
@@ -197,6 +202,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int) -> BatchLocation | None:
         """The batch holding ``offset`` (or the first after it), found from the index."""
+        last = self._last
+        if last is not None and last.base_offset <= offset <= last.last_offset:
+            return last
         return self.log.search_for_offset(offset, self.offset_index.lookup(offset).position)
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None,
@@ -258,6 +266,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.log.truncate_to(location.position)
+        self._last = None
         self.txn_index.truncate_to(offset)
         self._bytes_since_index = 0
         self.next_offset = max(self.base_offset, location.base_offset)

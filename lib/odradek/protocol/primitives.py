@@ -1,0 +1,41 @@
+"""Kafka's wire primitives for the few messages encoded without kio's entities (the hot path's
+Fetch and Produce responses, the follower's Fetch request): the unsigned varint, and the
+lengths and strings of classic (int16/int32 lengths) and flexible (compact: unsigned varint of
+length + 1, KIP-482) versions."""
+
+from __future__ import annotations
+
+import struct
+
+NO_TAGS = b"\0"        # an empty tagged-field section (flexible versions)
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+
+
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def array_length(n: int, flexible: bool) -> bytes:
+    return uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def string(value: str, flexible: bool) -> bytes:
+    raw = value.encode()
+    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\0" if flexible else b"\xff\xff"
+    return string(value, flexible)
+
+
+def tagged_fields(fields: list[tuple[int, bytes]]) -> bytes:
+    """A tagged-field section: the count, then each (tag, size, data), tags ascending (KIP-482)."""
+    return uvarint(len(fields)) + b"".join(uvarint(tag) + uvarint(len(data)) + data for tag, data in fields)
