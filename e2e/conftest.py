@@ -26,7 +26,7 @@ import pytest
 import local_node
 from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
-from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready, previous_image
+from support import CLUSTER, NAMESPACE, RELEASE, ROOT, Kube, cluster_ready, diagnose, pods_ready, previous_image, settled
 from tests.support.tools import tool_missing
 
 
@@ -59,7 +59,8 @@ def release(kube):
     try:
         kube.kubectl("apply", "-f", "-", input=json.dumps(GATEWAY_USER))
         try:
-            wait_until(lambda: cluster_ready(kube) and pods_ready(kube), 900, "cluster Ready with every pod Ready", 5)
+            wait_until(lambda: cluster_ready(kube) and settled(kube) and pods_ready(kube), 900,
+                       "cluster Ready, its gateway users taken in, every pod rolled out and Ready", 5)
         except TimeoutError:
             print(diagnose(kube))   # CI keeps only the log: say why it is not Ready
             raise

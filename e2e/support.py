@@ -55,6 +55,23 @@ def cluster_ready(kube: Kube) -> bool:
     status = kube.get("odradekcluster", CLUSTER).get("status", {})
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
 
+def settled(kube: Kube) -> bool:
+    """The cluster has taken in everything asked of it: no gateway user left out (the gateway's
+    tokens change, and its pod rolls, once one is taken in) and every Deployment and StatefulSet
+    has rolled its current spec out (observed, every replica updated and ready). The operator
+    may call the cluster Ready from its children's health a moment before such a change."""
+    status = kube.get("odradekcluster", CLUSTER).get("status", {})
+    if any(c["type"] == "GatewayUsersRefused" and c["status"] == "True" for c in status.get("conditions", [])):
+        return False
+    for kind in ("deployments", "statefulsets"):
+        for w in kube.get(kind)["items"]:
+            st, want = w.get("status", {}), w["spec"].get("replicas", 1)
+            if st.get("observedGeneration") != w["metadata"]["generation"] or not (
+                    st.get("replicas", 0) == st.get("updatedReplicas", 0) == st.get("readyReplicas", 0) == want):
+                return False
+    return True
+
+
 def pods_ready(kube: Kube, selector: str = "") -> list[dict]:
     """The namespace's pods (matching ``selector``) if every one is Running and Ready, else []."""
     args = ("pods", "-l", selector) if selector else ("pods",)
