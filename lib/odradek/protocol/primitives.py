@@ -1,7 +1,8 @@
 """Kafka's wire primitives for the few messages encoded without kio's entities (the hot path's
 Fetch and Produce responses, the follower's Fetch request): the unsigned varint, and the
 lengths and strings of classic (int16/int32 lengths) and flexible (compact: unsigned varint of
-length + 1, KIP-482) versions."""
+length + 1, KIP-482) versions, tagged fields, and the two structs KIP-951 adds to both the Fetch
+and the Produce response (LeaderIdAndEpoch, NodeEndpoints)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import struct
 
 NO_TAGS = b"\0"        # an empty tagged-field section (flexible versions)
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+_LEADER = struct.Struct(">iib")    # leader id, leader epoch, no tags
 
 
 def uvarint(n: int) -> bytes:
@@ -39,3 +41,15 @@ def nullable_string(value: str | None, flexible: bool) -> bytes:
 def tagged_fields(fields: list[tuple[int, bytes]]) -> bytes:
     """A tagged-field section: the count, then each (tag, size, data), tags ascending (KIP-482)."""
     return uvarint(len(fields)) + b"".join(uvarint(tag) + uvarint(len(data)) + data for tag, data in fields)
+
+
+def leader_and_epoch(leader: tuple[int, int]) -> bytes:
+    """KIP-951's LeaderIdAndEpoch (a partition's ``current_leader``) with no tags."""
+    return _LEADER.pack(leader[0], leader[1], 0)
+
+
+def node_endpoints(endpoints) -> bytes:
+    """KIP-951's NodeEndpoints: a compact array of (node id, host, port, rack)."""
+    return b"".join([array_length(len(endpoints), True), *(
+        _I32.pack(node) + string(host, True) + _I32.pack(port) + nullable_string(rack, True) + NO_TAGS
+        for node, host, port, rack in endpoints)])

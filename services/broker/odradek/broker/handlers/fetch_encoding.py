@@ -23,7 +23,8 @@ from typing import Iterable
 
 from odradek.errors import ErrorCode
 from odradek.protocol.connection import FileRegion, Piece
-from odradek.protocol.primitives import NO_TAGS, array_length, nullable_string, string, tagged_fields, uvarint
+from odradek.protocol.primitives import (NO_TAGS, array_length, leader_and_epoch, node_endpoints, string,
+                                        tagged_fields, uvarint)
 
 FLEXIBLE_FROM = 12      # Fetch versions with tagged fields (flexible headers)
 
@@ -32,7 +33,6 @@ _TOP = struct.Struct(">ihi")                   # throttle, error, session id (v7
 _PARTITION = struct.Struct(">ihqq")            # index, error, high watermark, last stable offset
 _ABORTED = struct.Struct(">qq")                # producer id, first offset
 _DIVERGING = struct.Struct(">iqb")             # epoch, end offset, no tags
-_LEADER = struct.Struct(">iib")                # leader id, leader epoch, no tags
 
 
 def encode_fetch_response(version: int, correlation_id: int, topics: Iterable, throttle_ms: int = 0,
@@ -57,13 +57,6 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Iterable, t
     return _pieces(out)
 
 
-def node_endpoints(endpoints) -> bytes:
-    """KIP-951's NodeEndpoints (a compact array of node id, host, port, rack), Fetch's and Produce's."""
-    return b"".join([array_length(len(endpoints), True), *(
-        _I32.pack(node) + string(host, True) + _I32.pack(port) + nullable_string(rack, True) + NO_TAGS
-        for node, host, port, rack in endpoints)])
-
-
 def _partition(out: list, part, version: int, flexible: bool, leader: tuple[int, int] | None) -> None:
     out.append(_PARTITION.pack(part.partition, part.error, part.high_watermark, part.last_stable_offset))
     if version >= 5:
@@ -86,7 +79,7 @@ def _partition(out: list, part, version: int, flexible: bool, leader: tuple[int,
         if diverging is not None:
             tags.append((0, _DIVERGING.pack(diverging[0], diverging[1], 0)))
         if leader is not None:
-            tags.append((1, _LEADER.pack(leader[0], leader[1], 0)))
+            tags.append((1, leader_and_epoch(leader)))
         out.append(tagged_fields(tags) if tags else NO_TAGS)
 
 

@@ -20,16 +20,15 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from odradek.broker.handlers.fetch_encoding import node_endpoints
 from odradek.errors import ErrorCode
-from odradek.protocol.primitives import NO_TAGS, array_length, nullable_string, string, tagged_fields
+from odradek.protocol.primitives import (NO_TAGS, array_length, leader_and_epoch, node_endpoints, nullable_string,
+                                        string, tagged_fields)
 
 FLEXIBLE_FROM = 9
 HINTS_FROM = 10     # KIP-951's current_leader and node_endpoints
 
 _PARTITION = struct.Struct(">ihqq")   # index, error, base offset, log append time
 _I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
-_LEADER = struct.Struct(">iib")       # leader id, leader epoch, no tags
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -70,7 +69,7 @@ class ProduceResponse:
                     out += (array_length(0, flexible), nullable_string(p.error_message, flexible))
                 if flexible:
                     leader = p.current_leader if version >= HINTS_FROM else None
-                    out.append(NO_TAGS if leader is None else tagged_fields([(0, _LEADER.pack(*leader, 0))]))
+                    out.append(NO_TAGS if leader is None else tagged_fields([(0, leader_and_epoch(leader))]))
             if flexible:
                 out.append(NO_TAGS)
         out.append(_I32.pack(self.throttle_time // _MS))
