@@ -8,7 +8,8 @@ the log end. Committed offsets survive consumer restarts and restarts of the coo
 broker (``odradek dev kill N --graceful`` / ``dev start N``). librdkafka's KIP-848 consumer
 (``group.protocol=consumer``) on the same cluster: the broker assigns, a partition has one owner
 at a time (from the members' own rebalance callbacks), a silent member is fenced after
-``group.consumer.session.timeout.ms``.
+``group.consumer.session.timeout.ms``; the group's coordinator killed and then moved back, its
+members keep their ids, member epochs and partitions (the group is in ``__consumer_offsets``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from odradek.broker.group.config import partition_for
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from tests.support.clients import high_watermark
+from tests.support.kafka_wire import WireClient
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -108,6 +110,12 @@ class Member:
             self._file.close()
 
 
+def _kill_leftovers(members: list[Member]) -> None:
+    for m in members:
+        if m.proc.poll() is None:
+            m.stop(signal.SIGKILL)
+
+
 def _produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": False})
@@ -163,6 +171,12 @@ def _wait_split(members: list[Member], what: str) -> None:
     wait_until(lambda: _split(members), REBALANCE_S, what, 0.2)
 
 
+def _wait_all_processed(members: list[Member], ends: dict[int, int]) -> None:
+    wanted = {(p, o) for p, e in ends.items() for o in range(e)}
+    wait_until(lambda: wanted <= set().union(*(m.processed() for m in members)), 120,
+               "every record to be processed by some member", 0.5)
+
+
 def _assert_no_gaps(processed: set[tuple[int, int]], ends: dict[int, int]) -> None:
     by_partition = defaultdict(set)
     for p, o in processed:
@@ -195,16 +209,12 @@ def test_members_share_partitions_and_rebalance_on_join_leave_and_death(cluster,
         _wait_split(members[:1], "the survivor after a member died")
         _produce(cluster.bootstrap, topic, 3000, start=3000)
         ends = _ends(cluster, topic)
-        wait_until(lambda: len(set().union(*(m.processed() for m in members)) & {
-            (p, o) for p, e in ends.items() for o in range(e)}) == sum(ends.values()),
-            120, "every record to be processed by some member", 0.5)
+        _wait_all_processed(members, ends)
         members[0].stop(signal.SIGTERM)
         _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
         assert _committed(cluster, topic, group) == ends
     finally:
-        for m in members:
-            if m.proc.poll() is None:
-                m.stop(signal.SIGKILL)
+        _kill_leftovers(members)
 
 
 def _coordinator_broker(cluster, group: str) -> int:
@@ -247,11 +257,8 @@ def test_committed_offsets_survive_consumer_and_coordinator_restarts(cluster, tm
 def _wait_preferred_leaders(cluster) -> None:
     """Every partition led by its preferred replica (a preferred election asked for those that
     are not), so that the controller's automatic leader rebalance (every 10 s on the dev
-    cluster) has nothing left to move. The restart test leaves leaderships on the brokers that
-    stayed up; moved back while KIP-848 members run, ``__consumer_offsets`` leaders would move
-    their group's coordinator, and a KIP-848 group lives in its coordinator's memory only
-    (``odradek.broker.group.consumer``): the new one would give a joining member partitions the
-    others still own."""
+    cluster) has nothing left to move. The restart tests leave leaderships on the brokers that
+    stayed up; the tests that count a group's rebalances want its coordinator where it is."""
     from confluent_kafka import ElectionType, KafkaException, TopicPartition
     admin = cluster.admin()
 
@@ -319,12 +326,10 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
         members[1].stop(signal.SIGKILL)  # silent: fenced after the session timeout
         _wait_split(members[:1], "the survivor after a member was fenced")
         ends = _ends(cluster, topic)
-        wanted = {(p, o) for p, e in ends.items() for o in range(e)}
-        wait_until(lambda: wanted <= set().union(*(m.processed() for m in members)), 120,
-                   "every record to be processed by some member", 0.5)
+        _wait_all_processed(members, ends)
         members[0].stop(signal.SIGTERM)
         _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
-        assert _coordinator_broker(cluster, group) == coordinator, "the coordinator moved: its members' state was lost"
+        assert _coordinator_broker(cluster, group) == coordinator, "the coordinator moved: the rebalances counted are off"
         handovers = _assert_one_owner_at_a_time([s for i, m in enumerate(members)
                                                  for s in m.ownership(killed_at.get(i, time.time()))])
         reads = [r for m in members for r in m.processed_list()]
@@ -332,6 +337,65 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
         assert len(reads) - len(set(reads)) <= 500 * handovers
         assert _committed(cluster, topic, group) == ends
     finally:
+        _kill_leftovers(members)
+
+
+def _described_epochs(cluster, group: str):
+    """ConsumerGroupDescribe over the wire to the group's coordinator (librdkafka's admin shows
+    no epochs): (group epoch, {member id: (member epoch, partitions)}); None while it moves."""
+    from kio.schema.consumer_group_describe.v0 import request as r
+    try:
+        with WireClient(cluster.brokers[_coordinator_broker(cluster, group)], timeout=30) as client:
+            g = client.request(69, 0, r.ConsumerGroupDescribeRequest(
+                group_ids=(group,), include_authorized_operations=False)).groups[0]
+    except (OSError, KeyError):  # a broker down or its address not known yet
+        return None
+    if g.error_code != 0:
+        return None
+    return g.group_epoch, {m.member_id: (m.member_epoch, frozenset(
+        p for t in m.assignment.topic_partitions for p in t.partitions)) for m in g.members}
+
+
+def _assignment_events(members: list[Member]) -> list[int]:
+    return [sum("assigned" in e for e in m._events()) for m in members]
+
+
+def test_kip848_members_keep_ids_epochs_and_partitions_when_the_coordinator_moves(cluster, tmp_path):
+    """Kafka's coordinator failover for consumer groups: the broker leading the group's
+    ``__consumer_offsets`` partition is killed, another replica becomes leader and loads the
+    group's records; then the broker is back and a preferred election moves the group back.
+    Through both moves the members keep their member ids, member epochs and partitions (no
+    rebalance callback in any member, the group epoch unchanged), a partition never has two
+    owners, every record is read and, once all stop, the committed offsets are the log ends."""
+    topic, group = "moving-kip848", "moving-kip848"
+    members: list[Member] = []
+    _wait_brokers(cluster)
+    _wait_preferred_leaders(cluster)
+    try:
+        _three_members(cluster, "confluent-kafka-848", topic, group, tmp_path, members)
+        wait_until(lambda: _described_split(cluster, group), 30, f"{group} described (ConsumerGroupDescribe)", 0.5)
+        before = wait_until(lambda: _described_epochs(cluster, group), 30, f"{group}'s epochs", 0.5)
+        events = _assignment_events(members)
+        coordinator = _coordinator_broker(cluster, group)
+        cluster.run("kill", str(coordinator), "--graceful")
+        wait_until(lambda: _coordinator_broker(cluster, group) != coordinator, 60, "the coordinator to move", 0.5)
+        _produce(cluster.bootstrap, topic, 1500, start=3000)
+        assert wait_until(lambda: _described_epochs(cluster, group), 60, f"{group} at its new coordinator", 0.5) \
+            == before
+        cluster.run("start", str(coordinator))
+        _wait_brokers(cluster)
+        _wait_preferred_leaders(cluster)  # the group's partition goes back to the restarted broker
+        assert _coordinator_broker(cluster, group) == coordinator
+        _produce(cluster.bootstrap, topic, 1500, start=4500)
+        ends = _ends(cluster, topic)
+        _wait_all_processed(members, ends)
+        assert wait_until(lambda: _described_epochs(cluster, group), 60, f"{group} back home", 0.5) == before
+        assert _assignment_events(members) == events, "a member's partitions were revoked or lost"
         for m in members:
-            if m.proc.poll() is None:
-                m.stop(signal.SIGKILL)
+            m.stop(signal.SIGTERM)
+        now = time.time()
+        _assert_one_owner_at_a_time([s for m in members for s in m.ownership(now)])
+        _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
+        assert _committed(cluster, topic, group) == ends
+    finally:
+        _kill_leftovers(members)

@@ -83,7 +83,7 @@ def test_record_formats_round_trip_in_kafkas_layout():
     group = rec.GroupValue("consumer", 3, "range", "m-1", 99, (member,))
     assert rec.decode_key(rec.group_key("g")) == rec.GroupKey("g")
     assert rec.decode_group_value(rec.group_value(group)) == group
-    assert rec.decode_key(b"\x00\x05\x00\x01x") is None  # record kinds of other coordinators
+    assert rec.decode_key(b"\x00\x0b\x00\x01x") is None  # record kinds of other coordinators (share groups)
 
 
 def test_commit_fetch_and_reload_after_restart(tmp_path):

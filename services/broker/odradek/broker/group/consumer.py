@@ -16,10 +16,12 @@ they keep revoked partitions beyond their rebalance timeout. Leaving is epoch -1
 member (``group.instance.id``) leaving with -2 keeps its assignment for its session timeout and
 a new member id with that instance id takes it over (a second live one: UNRELEASED_INSTANCE_ID).
 
-State lives in memory only (the records of Kafka's ConsumerGroup* keys are not written yet):
-after a coordinator move a member's heartbeat gets UNKNOWN_MEMBER_ID and it rejoins with epoch 0
-(also when the group is unknown: Kafka's GROUP_ID_NOT_FOUND there is fatal to clients, and Kafka
-never loses its groups that way).
+The state is written to ``__consumer_offsets`` as Kafka's ConsumerGroup* records
+(``consumer_state``, by the coordinator after each heartbeat and, through ``on_change``, after a
+timer fenced a member) and ``install``ed from them when a broker loads the group's partition:
+after a coordinator move the members heartbeat to the new one with their epochs and keep their
+partitions. A heartbeat with an epoch for a group that is not known gets UNKNOWN_MEMBER_ID (Kafka's
+GROUP_ID_NOT_FOUND there is fatal to clients) and the member rejoins with epoch 0.
 Not thread-safe: the broker's event loop only.
 """
 
@@ -109,6 +111,7 @@ class ConsumerGroup:
     owners: dict[TP, str] = field(default_factory=dict)    # partition -> the member holding it (Kafka's partition epochs)
     topics: dict[str, tuple[str, int]] = field(default_factory=dict)  # subscription metadata
     assignor: str = DEFAULT_ASSIGNOR
+    written: dict[bytes, object] = field(default_factory=dict)  # its records in the log (consumer_state)
 
     @property
     def state(self) -> str:
@@ -130,10 +133,12 @@ class ConsumerGroup:
 class ConsumerGroups:
     """The KIP-848 groups of one coordinator; ``heartbeat`` is ConsumerGroupHeartbeat."""
 
-    def __init__(self, settings: ConsumerSettings, call_later: Callable | None = None) -> None:
+    def __init__(self, settings: ConsumerSettings, call_later: Callable | None = None,
+                 on_change: Callable[[str], None] = lambda _group_id: None) -> None:
         self.settings = settings
         self.groups: dict[str, ConsumerGroup] = {}
         self._call_later = call_later
+        self._on_change = on_change  # a timer changed a group: its records are to be written
 
     def _later(self, delay_ms: int, fn, *args):
         call_later = self._call_later or asyncio.get_running_loop().call_later
@@ -247,8 +252,7 @@ class ConsumerGroups:
 
     def _assign(self, group: ConsumerGroup) -> None:
         """The target assignment at the group epoch, by the members' most wanted assignor."""
-        wanted = Counter(m.assignor for m in group.members.values() if m.assignor)
-        group.assignor = wanted.most_common(1)[0][0] if wanted else DEFAULT_ASSIGNOR
+        group.assignor = preferred_assignor(group.members.values())
         subscriptions = {mid: m.subscribed for mid, m in group.members.items()}
         group.target = ASSIGNORS[group.assignor](subscriptions, group.topics, group.target)
         group.target_epoch = group.epoch
@@ -312,12 +316,27 @@ class ConsumerGroups:
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._later(self.settings.session_timeout_ms, self.remove, group, member,
+        member.session_timer = self._later(self.settings.session_timeout_ms, self._fence, group, member,
                                            "fenced: session timed out")
 
     def _revoke_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            self.remove(group, member, "fenced: did not revoke its partitions within its rebalance timeout")
+            self._fence(group, member, "fenced: did not revoke its partitions within its rebalance timeout")
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        if group.members.get(member.member_id) is member:
+            self.remove(group, member, why)
+            self._on_change(group.group_id)
+
+    def install(self, group: ConsumerGroup) -> None:
+        """A group replayed from ``__consumer_offsets``: its members get fresh session timers (and
+        revocation timers, those revoking), as Kafka's coordinator gives them on loading."""
+        self.unload(group.group_id)
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._touch(group, member)
+            if member.state == MemberState.UNREVOKED_PARTITIONS:
+                member.revoke_timer = self._later(member.rebalance_timeout_ms, self._revoke_expired, group, member)
 
     def unload(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
@@ -337,6 +356,12 @@ class ConsumerGroups:
         if member is None:
             return E.unknown_member_id
         return E.none if member_epoch == member.epoch else E.stale_member_epoch
+
+
+def preferred_assignor(members) -> str:
+    """The server assignor most members ask for (Kafka's default when none does)."""
+    wanted = Counter(m.assignor for m in members if m.assignor)
+    return wanted.most_common(1)[0][0] if wanted else DEFAULT_ASSIGNOR
 
 
 def _validate(hb: Heartbeat) -> None:

@@ -6,7 +6,8 @@ ReplicaManager): a partition newly led is loaded from its log (COORDINATOR_LOAD_
 meanwhile), a partition lost or whose leader epoch changed is unloaded (its waiters get
 NOT_COORDINATOR). Offset commits and group metadata are appended to the group's partition
 through ``append`` (the leader append; the answer waits for it) and applied in memory once
-written. A periodic task expires the offsets of Empty groups after
+written (a KIP-848 group's records by ``store_consumer``, before its heartbeat is answered;
+loaded back with the classic groups). A periodic task expires the offsets of Empty groups after
 ``offsets.retention.minutes`` (KIP-211: counted from when the group became Empty; per commit
 for groups that never used group management) and writes their tombstones.
 
@@ -23,6 +24,7 @@ import logging
 import time
 from typing import Awaitable, Callable
 
+from odradek.broker.group import consumer_state
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
 from odradek.broker.group.consumer import ConsumerGroups
 from odradek.broker.group.loader import read_partition
@@ -54,7 +56,7 @@ class GroupCoordinator:
         self._now = now_ms
         self.partitions = config.offsets_partitions  # replaced by the topic's real count
         self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
-        self.consumer = ConsumerGroups(config.consumer)  # KIP-848 groups (in memory; their offsets are here)
+        self.consumer = ConsumerGroups(config.consumer, on_change=self._consumer_changed)  # KIP-848 groups
         self.owned: dict[int, _Owned] = {}
         self.unparseable_records = 0   # skipped while loading partitions (a metric)
         self._retention: asyncio.TimerHandle | None = None
@@ -89,6 +91,8 @@ class GroupCoordinator:
         groups = contents.build(self._now())
         for group in groups:
             self.membership.install(group)
+        for consumer_group in contents.consumer_groups():
+            self.consumer.install(consumer_group)
         owned.loaded = True
         log.info("loaded %s-%d (epoch %d): %d groups from %d records in %.3fs", OFFSETS_TOPIC, partition,
                  owned.epoch, len(groups), contents.records, time.monotonic() - started)
@@ -144,6 +148,31 @@ class GroupCoordinator:
                            group.state_ms, members)
         partition = self.check(group.group_id)
         await self._append(partition, [Record(group_value(value), group_key(group.group_id))])
+
+    async def store_consumer(self, group_id: str, deleted: bool = False) -> None:
+        """Write what changed in KIP-848 group ``group_id`` (``consumer_state``); raises KafkaError
+        (NOT_COORDINATOR, ...) when the write fails."""
+        group = self.consumer.groups.get(group_id)
+        if group is None:
+            return
+        partition = self.check(group_id)
+        records = consumer_state.changes(group, deleted)
+        if not records:
+            return
+        try:
+            await self._append(partition, [Record(value, k) for k, value in records])
+        except KafkaError:
+            consumer_state.failed(group, records)
+            raise
+
+    def _consumer_changed(self, group_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.store_consumer(group_id))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
+            "writing consumer group %s failed: %s", group_id, t.exception()))
+
+    async def _delete_consumer(self, group_id: str) -> None:
+        await self.store_consumer(group_id, deleted=True)
+        self.consumer.unload(group_id)
 
     # -- offsets --------------------------------------------------------------------------------
     def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
@@ -277,13 +306,14 @@ class GroupCoordinator:
         if self.consumer.active(group_id):
             return E.non_empty_group
         group = self.membership.groups.get(group_id)
-        if group is None and self.consumer.groups.pop(group_id, None) is not None:
+        if group is None and group_id in self.consumer.groups:
+            await self._delete_consumer(group_id)
             return E.none  # an empty KIP-848 group without offsets
         if group is None or group.state == S.DEAD:
             return E.group_id_not_found
         if group.state != S.EMPTY:
             return E.non_empty_group
-        self.consumer.unload(group_id)
+        await self._delete_consumer(group_id)
         await self._tombstone_group(partition, group)
         return E.none
 

@@ -8,6 +8,8 @@ only offsets are Empty. Offsets committed in a transaction (TxnOffsetCommit: a t
 batch of the producer) stay pending until that producer's control batch: a commit marker
 applies them, an abort marker drops them; those still pending at the log end are the groups'
 pending transactional offsets. Reading is ``internal_topic.replay``'s (chunked, yielding).
+A KIP-848 group's records (kinds 3-8) are kept raw, last value per key, and ``consumer_groups``
+restores those groups (``consumer_state.restore``).
 A record that cannot be parsed (garbage a client once could produce to the topic) is counted in
 ``skipped`` and passed over: the other groups of the partition load as they should.
 """
@@ -16,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from odradek.broker.group.consumer import ConsumerGroup
+from odradek.broker.group.consumer_records import ConsumerKey
+from odradek.broker.group.consumer_state import restore
 from odradek.broker.group.model import Group, GroupState, Member
 from odradek.broker.group.records import (GroupKey, GroupValue, OffsetKey, OffsetValue, decode_group_value,
                                           decode_key, decode_offset_value)
 from odradek.broker.internal_topic import SkippedRecords, replay
+from odradek.errors import KafkaError
 from odradek.records import Record, RecordBatch
 
 _COMMIT = 1  # a control record's type (key: int16 version, int16 type; 0 = abort)
@@ -33,6 +39,7 @@ class PartitionContents:
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     # producer id -> group -> (topic, partition) -> offset, awaiting that producer's marker
     pending: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = field(default_factory=dict)
+    consumer: dict[str, dict[ConsumerKey, bytes]] = field(default_factory=dict)  # KIP-848 groups' records
     records: int = 0
     skipped: SkippedRecords = field(default_factory=SkippedRecords)
 
@@ -66,6 +73,27 @@ class PartitionContents:
                 per_group[(key.topic, key.partition)] = decode_offset_value(record.value)
         elif isinstance(key, GroupKey):
             self.groups[key.group] = None if record.value is None else decode_group_value(record.value)
+        elif isinstance(key, ConsumerKey):
+            self._replay_consumer(key, record.value)
+
+    def _replay_consumer(self, key: ConsumerKey, value: bytes | None) -> None:
+        records = self.consumer.setdefault(key.group, {})
+        if value is not None:
+            records[key] = bytes(value)
+            return
+        records.pop(key, None)
+        if not records:
+            del self.consumer[key.group]
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        """The KIP-848 groups the partition holds (a group whose records were all deleted is gone)."""
+        out = []
+        for group_id, records in self.consumer.items():
+            try:
+                out.append(restore(group_id, records))
+            except KafkaError as e:  # a value that does not parse: that group is not restored
+                self.skipped.skip(-1, e, len(records))
+        return out
 
     def build(self, now_ms: int) -> list[Group]:
         out = []

@@ -6,7 +6,7 @@ Each record's key starts with an int16 that names its kind (Kafka's "key version
 (offset, leaderEpoch, metadata, commitTimestamp) and group metadata values at version 3
 (protocolType, generation, protocol, leader, currentStateTimestamp, members with their
 instance id, client id and host, timeouts, subscription and assignment), and read
-versions 0-3 of both. A null value is a tombstone: the key is deleted.
+versions 0-3 of both. Kinds 3-8 are a KIP-848 group's records (``consumer_records``). A null value is a tombstone: the key is deleted.
 Strings are int16-length UTF-8 (-1 = null), bytes int32-length. Kafka's tools
 (``kafka-console-consumer --formatter ...OffsetsMessageFormatter``) read these records.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.broker.group import consumer_records
+from odradek.broker.group.consumer_records import ConsumerKey
 from odradek.errors import ErrorCode, KafkaError
 
 OFFSET_COMMIT_KEY = 1
@@ -159,16 +161,18 @@ class _Reader:
         return b"" if n < 0 else self._slice(n)
 
 
-def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
-    """The key's kind and fields; None for kinds this coordinator does not own
-    (transaction markers and the new consumer protocol's records are skipped, as Kafka's
-    classic loader skips what it does not know)."""
+def decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerKey | None:
+    """The key's kind and fields (a KIP-848 group's kinds 3-8: ``consumer_records``); None for
+    kinds this coordinator does not own (share and streams groups' records are skipped, as
+    Kafka's loader skips what it does not know)."""
     r = _Reader(key)
     kind = r.i16()
     if kind in (0, OFFSET_COMMIT_KEY):
         return OffsetKey(r.string() or "", r.string() or "", r.i32())
     if kind == GROUP_METADATA_KEY:
         return GroupKey(r.string() or "")
+    if kind in consumer_records.KINDS:
+        return consumer_records.decode_key(kind, r)
     return None
 
 

@@ -2,7 +2,8 @@
 
 Only translation between wire versions and the coordinator's ``ConsumerGroups``
 (``ctx.groups.consumer``; see ``odradek.broker.group.consumer``). Partitions travel as topic
-ids; the subscribed topics' ids and partition counts come from the broker's metadata. A group
+ids; the subscribed topics' ids and partition counts come from the broker's metadata. A
+heartbeat is answered after the group's changed records are in ``__consumer_offsets``. A group
 id that classic members use (JoinGroup) is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka
 answers without the classic-to-consumer conversion.
 """
@@ -58,6 +59,7 @@ async def consumer_group_heartbeat(ctx: BrokerContext, header, req):
                        req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None),
                        req.server_assignor, owned)
         r = ctx.groups.consumer.heartbeat(hb, _lookup(ctx))
+        await ctx.groups.store_consumer(req.group_id)  # answered once its records are written, as Kafka does
     except KafkaError as e:
         if e.code == E.invalid_request:  # a client bug or a feature not served: worth a line
             log.info("ConsumerGroupHeartbeat of %s in %s refused: %s", member_id, req.group_id, e.message)

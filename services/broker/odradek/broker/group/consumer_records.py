@@ -1,0 +1,228 @@
+"""The KIP-848 records of ``__consumer_offsets``, as Kafka 4.x's group coordinator writes them.
+
+Keys start with an int16 naming the record (Kafka's coordinator-record api key), then the
+group id and, for the per-member kinds, the member id, as int16-length strings (keys are not
+flexible):
+
+- 3 ConsumerGroupMetadata (group): the group epoch;
+- 4 ConsumerGroupPartitionMetadata (group): the subscribed topics' ids, names, partition counts
+  (Kafka 4.0's subscription metadata; racks are written empty, as Kafka does without rack data);
+- 5 ConsumerGroupMemberMetadata (group, member): instance and rack ids, client id and host,
+  subscribed topics and regex, rebalance timeout, server assignor;
+- 6 ConsumerGroupTargetAssignmentMetadata (group): the target assignment epoch;
+- 7 ConsumerGroupTargetAssignmentMember (group, member): the member's target partitions;
+- 8 ConsumerGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state
+  (Kafka's MemberState byte: 0 stable, 1 unrevoked, 2 unreleased partitions), assigned
+  partitions and those pending revocation.
+
+Values are version 0 of flexible messages (KIP-482): compact strings and arrays, uuids as 16
+bytes, a tagged-field section closing every struct. We write no tagged fields and skip those we
+read (4.1's MetadataHash, a classic member's metadata, KIP-1251's assignment epochs). Partitions
+are ``(topic id as uuid text, partition)``. A null value is a tombstone.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.primitives import NO_TAGS, array_length, nullable_string, string
+
+GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
+TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
+KINDS = range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1)
+PER_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+STATES = ("stable", "unrevoked_partitions", "unreleased_partitions")  # index = Kafka's MemberState byte
+
+_I8, _I16, _I32 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i")
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerKey:
+    kind: int
+    group: str
+    member: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed: tuple[str, ...]
+    regex: str | None
+    rebalance_timeout_ms: int
+    assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignment:
+    epoch: int
+    previous_epoch: int
+    state: str
+    assigned: frozenset[TP]
+    revoking: frozenset[TP]
+
+
+# -- keys ------------------------------------------------------------------------------------
+def key(k: ConsumerKey) -> bytes:
+    out = _I16.pack(k.kind) + string(k.group, False)
+    return out + string(k.member or "", False) if k.kind in PER_MEMBER else out
+
+
+def decode_key(kind: int, reader) -> ConsumerKey:
+    """The rest of a key whose kind (3-8) was read by ``records.decode_key``'s reader."""
+    group = reader.string() or ""
+    return ConsumerKey(kind, group, (reader.string() or "") if kind in PER_MEMBER else None)
+
+
+# -- values ----------------------------------------------------------------------------------
+def _value(*parts: bytes) -> bytes:
+    return _I16.pack(0) + b"".join(parts) + NO_TAGS
+
+
+def _array(items, each) -> bytes:
+    items = list(items)
+    return array_length(len(items), True) + b"".join(each(i) for i in items)
+
+
+def _partitions(tps) -> bytes:
+    per: dict[str, list[int]] = {}
+    for topic_id, p in tps:
+        per.setdefault(topic_id, []).append(p)
+    return _array(sorted(per.items()), lambda item: uuid.UUID(item[0]).bytes
+                  + _array(sorted(item[1]), _I32.pack) + NO_TAGS)
+
+
+def epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue and ConsumerGroupTargetAssignmentMetadataValue: one epoch."""
+    return _value(_I32.pack(epoch))
+
+
+def partition_metadata_value(topics: dict[str, tuple[str, int]]) -> bytes:
+    """``topics``: name -> (topic id, partition count)."""
+    return _value(_array(sorted(topics.items()), lambda item: uuid.UUID(item[1][0]).bytes + string(item[0], True)
+                         + _I32.pack(item[1][1]) + array_length(0, True) + NO_TAGS))
+
+
+def member_metadata_value(m: MemberMetadata) -> bytes:
+    return _value(nullable_string(m.instance_id, True), nullable_string(m.rack_id, True), string(m.client_id, True),
+                  string(m.client_host, True), _array(sorted(m.subscribed), lambda s: string(s, True)),
+                  nullable_string(m.regex, True), _I32.pack(m.rebalance_timeout_ms),
+                  nullable_string(m.assignor, True))
+
+
+def target_member_value(partitions) -> bytes:
+    return _value(_partitions(partitions))
+
+
+def current_assignment_value(a: CurrentAssignment) -> bytes:
+    return _value(_I32.pack(a.epoch), _I32.pack(a.previous_epoch), _I8.pack(STATES.index(a.state)),
+                  _partitions(a.assigned), _partitions(a.revoking))
+
+
+# -- reading values --------------------------------------------------------------------------
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf, self.pos = memoryview(buf), 0
+        version = self.fixed(_I16)
+        if version != 0:
+            raise KafkaError(ErrorCode.corrupt_message, f"unknown consumer group record value version {version}")
+
+    def _need(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise KafkaError(ErrorCode.corrupt_message, "consumer group record runs past its end")
+
+    def fixed(self, fmt: struct.Struct) -> int:
+        self._need(fmt.size)
+        (v,) = fmt.unpack_from(self.buf, self.pos)
+        self.pos += fmt.size
+        return v
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            self._need(1)
+            b = self.buf[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+
+    def _bytes(self, n: int) -> bytes:
+        self._need(n)
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def string(self) -> str | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self._bytes(n).decode()
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(bytes=self._bytes(16)))
+
+    def array(self, each) -> list:
+        """An array of structs (each closes with its tagged fields)."""
+        return [self.item(each) for _ in range(self.uvarint() - 1)]
+
+    def values(self, each) -> list:
+        """An array of int32s or strings."""
+        return [each(self) for _ in range(self.uvarint() - 1)]
+
+    def item(self, each):
+        value = each(self)
+        self.tags()
+        return value
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._bytes(self.uvarint())
+
+
+def _read(value: bytes, each):
+    return _Reader(value).item(each)
+
+
+def _read_partitions(r: _Reader) -> frozenset[TP]:
+    return frozenset((tid, p) for tid, ps in r.array(lambda t: (t.uuid(), t.values(lambda x: x.fixed(_I32))))
+                     for p in ps)
+
+
+def decode_epoch(value: bytes) -> int:
+    return _read(value, lambda r: r.fixed(_I32))
+
+
+def decode_partition_metadata(value: bytes) -> dict[str, tuple[str, int]]:
+    def topic(r: _Reader):
+        topic_id, name, count = r.uuid(), r.string() or "", r.fixed(_I32)
+        r.array(lambda p: (p.fixed(_I32), p.values(lambda s: s.string())))  # racks: not used
+        return name, (topic_id, count)
+    return dict(_read(value, lambda r: r.array(topic)))
+
+
+def decode_member_metadata(value: bytes) -> MemberMetadata:
+    return _read(value, lambda r: MemberMetadata(
+        r.string(), r.string(), r.string() or "", r.string() or "", tuple(r.values(lambda s: s.string() or "")),
+        r.string(), r.fixed(_I32), r.string()))
+
+
+def decode_target_member(value: bytes) -> frozenset[TP]:
+    return _read(value, _read_partitions)
+
+
+def decode_current_assignment(value: bytes) -> CurrentAssignment:
+    def each(r: _Reader) -> CurrentAssignment:
+        epoch, previous, state = r.fixed(_I32), r.fixed(_I32), r.fixed(_I8)
+        if not 0 <= state < len(STATES):
+            raise KafkaError(ErrorCode.corrupt_message, f"unknown member state {state}")
+        return CurrentAssignment(epoch, previous, STATES[state], _read_partitions(r), _read_partitions(r))
+    return _read(value, each)
