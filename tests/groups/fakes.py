@@ -85,7 +85,7 @@ def join(m: Membership, member_id: str = "", *, group: str = "g", instance: str 
          version: int = 4, protocol_type: str = "consumer") -> asyncio.Task:
     return asyncio.get_running_loop().create_task(m.join(
         group, member_id, instance, client, "/127.0.0.1", session_ms, rebalance_ms, protocol_type,
-        protocols, require_known_member_id=version >= 4))
+        protocols, require_known_member_id=version >= 4, skip_assignment=version >= 9))
 
 
 def sync(m: Membership, member_id: str, generation: int, assignments: dict | None = None, *,

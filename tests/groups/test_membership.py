@@ -182,6 +182,29 @@ def test_static_member_rejoining_unchanged_keeps_the_generation_and_fences_its_o
     run(scenario())
 
 
+def test_a_static_leader_rejoining_a_stable_group_skips_the_assignment_from_joingroup_v9():
+    """KIP-814: v9 tells the rejoining static leader it leads, with the members and SkipAssignment;
+    before v9 it is answered the old leader id (not itself) and no members: no assignment to run."""
+    async def scenario():
+        m, clock, _ = membership()
+        joins = [join(m, instance=f"inst-{c}", client=c) for c in "ab"]
+        await clock.advance(0.2)
+        first = [j.result() for j in joins]
+        leader_id = first[0].leader
+        syncs = [sync(m, r.member_id, 1, {x.member_id: b"x" for x in first} if r.member_id == leader_id else None)
+                 for r in first]
+        await settle()
+        assert all(s.result().error == E.none for s in syncs)
+        instance = next(f"inst-{c}" for c, r in zip("ab", first) if r.member_id == leader_id)
+        old = await join(m, instance=instance, version=8)
+        assert (old.error, old.leader, old.members, old.skip_assignment) == (E.none, leader_id, (), False)
+        new = await join(m, instance=instance, version=9)
+        assert new.error == E.none and new.leader == new.member_id and new.skip_assignment
+        assert {mid for mid, _, _ in new.members} == {new.member_id, *(r.member_id for r in first if r.member_id != leader_id)}
+        assert m.groups["g"].state == GroupState.STABLE and m.groups["g"].generation == 1
+    run(scenario())
+
+
 def test_protocol_is_chosen_by_vote_among_protocols_all_members_support():
     async def scenario():
         m, clock, _ = membership()

@@ -19,6 +19,7 @@ unchanged protocols replaces its old member id without a rebalance.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -73,7 +74,9 @@ class Membership:
     # -- JoinGroup -----------------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
-                   protocol_type: str, protocols: Protocols, require_known_member_id: bool) -> JoinResult:
+                   protocol_type: str, protocols: Protocols, require_known_member_id: bool,
+                   skip_assignment: bool = False) -> JoinResult:
+        """``skip_assignment``: the client reads JoinGroup v9's SkipAssignment (KIP-814)."""
         c = self.config
         if not c.min_session_timeout_ms <= session_timeout_ms <= c.max_session_timeout_ms:
             return JoinResult(E.invalid_session_timeout, member_id)
@@ -89,19 +92,19 @@ class Membership:
         args = (instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
                 protocol_type, protocols)
         if not member_id:
-            outcome = self._join_new(group, require_known_member_id, *args)
+            outcome = self._join_new(group, require_known_member_id, skip_assignment, *args)
         else:
             outcome = self._join_known(group, member_id, *args)
         if isinstance(outcome, JoinResult):
             return outcome
         return await asyncio.shield(outcome)
 
-    def _join_new(self, group: Group, require_known: bool, instance_id, client_id, *rest):
+    def _join_new(self, group: Group, require_known: bool, skip_assignment: bool, instance_id, client_id, *rest):
         member_id = f"{client_id}-{uuid.uuid4()}"
         if instance_id:
             old = group.static.get(instance_id)
             if old is not None and old in group.members:
-                return self._replace_static(group, group.members[old], member_id, rest[-1])
+                return self._replace_static(group, group.members[old], member_id, rest[-1], skip_assignment)
             return self._add_and_rebalance(group, member_id, instance_id, client_id, *rest)
         if require_known:
             session_ms = rest[1]
@@ -155,9 +158,12 @@ class Membership:
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
         return member.join_future
 
-    def _replace_static(self, group: Group, old: Member, new_id: str, protocols: Protocols):
-        """KIP-345: the instance id's member gets a new member id; the old one is fenced."""
-        old_id = old.member_id
+    def _replace_static(self, group: Group, old: Member, new_id: str, protocols: Protocols, skip_assignment: bool):
+        """KIP-345: the instance id's member gets a new member id; the old one is fenced. In a
+        Stable group with its protocols unchanged nothing rebalances: the leader is told it leads
+        with SkipAssignment (KIP-814, JoinGroup v9+); before v9 it is answered the old leader id,
+        so that it runs no assignment a Stable group would not hand out (Kafka's answers)."""
+        old_id, leader = old.member_id, group.leader_id
         _resolve(old.join_future, JoinResult(E.fenced_instance_id, old_id))
         _resolve(old.sync_future, SyncResult(E.fenced_instance_id))
         del group.members[old_id]
@@ -171,7 +177,10 @@ class Membership:
                  old.instance_id, old_id, new_id)
         if group.state == S.STABLE and old.protocols == protocols and \
                 group.protocol_name in {n for n, _ in protocols}:
-            return self._current_generation(group, old, members=False)
+            if skip_assignment:
+                result = self._current_generation(group, old)
+                return dataclasses.replace(result, skip_assignment=new_id == group.leader_id)
+            return dataclasses.replace(self._current_generation(group, old, members=False), leader=leader or "")
         return self._update_and_rebalance(group, old, old.session_timeout_ms, old.rebalance_timeout_ms, protocols)
 
     # -- rebalances ----------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class JoinResult:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # (member id, instance id, metadata): leader only
+    skip_assignment: bool = False  # KIP-814: the leader is not to run the assignment
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,13 @@ Only translation between wire versions and the broker's ``GroupCoordinator`` (``
 built at start-up; see ``odradek.broker.group``). While ``__consumer_offsets`` (or, for a
 transactional id, ``__transaction_state``) is missing, FindCoordinator has it created
 (``InternalTopic.ensure()``) and, like Kafka, answers COORDINATOR_NOT_AVAILABLE until the
-key's partition has a leader.
+key's partition has a leader. JoinGroup v8 carries the client's reason (KIP-800, logged), v9
+answers SkipAssignment to a static leader rejoining a Stable group (KIP-814).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from odradek.broker.context import BrokerContext
@@ -22,6 +24,8 @@ from odradek.broker.security.session import current
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
+
+log = logging.getLogger(__name__)
 
 E = ErrorCode
 
@@ -91,7 +95,9 @@ async def join_group(ctx: BrokerContext, header, req):
             req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "",
             current().client_host,
             session, rebalance, req.protocol_type, tuple((p.name, p.metadata) for p in req.protocols),
-            require_known_member_id=v >= 4)
+            require_known_member_id=v >= 4, skip_assignment=v >= 9)
+        if getattr(req, "reason", None):  # v8+ (KIP-800): informational, as in Kafka's rebalance logs
+            log.debug("JoinGroup of %s in %s: %s", req.member_id or "a new member", req.group_id, req.reason)
     except KafkaError as e:
         return make(s.JoinGroupResponse, throttle_time=ZERO, error_code=e.code, generation_id=-1,
                     protocol_type=None, protocol_name=None if v >= 7 else "", leader="",
@@ -100,7 +106,7 @@ async def join_group(ctx: BrokerContext, header, req):
                     for m, i, md in r.members)
     return make(s.JoinGroupResponse, throttle_time=ZERO, error_code=r.error, generation_id=r.generation,
                 protocol_type=r.protocol_type, protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""),
-                leader=r.leader, member_id=r.member_id, members=members)
+                leader=r.leader, member_id=r.member_id, members=members, skip_assignment=r.skip_assignment)
 
 
 def _not_consumer_group(coord, group_id: str) -> None:
@@ -333,7 +339,7 @@ TABLE = {
     ApiKey.OFFSET_COMMIT: (2, 9, offset_commit),   # v9: KIP-848 members commit with their member epoch
     ApiKey.OFFSET_FETCH: (1, 9, offset_fetch),
     ApiKey.FIND_COORDINATOR: (0, 6, find_coordinator),
-    ApiKey.JOIN_GROUP: (0, 7, join_group),
+    ApiKey.JOIN_GROUP: (0, 9, join_group),
     ApiKey.HEARTBEAT: (0, 4, heartbeat),
     ApiKey.LEAVE_GROUP: (0, 5, leave_group),
     ApiKey.SYNC_GROUP: (0, 5, sync_group),
