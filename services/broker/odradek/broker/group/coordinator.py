@@ -170,7 +170,8 @@ class GroupCoordinator:
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
             "writing consumer group %s failed: %s", group_id, t.exception()))
 
-    async def _delete_consumer(self, group_id: str) -> None:
+    async def delete_consumer(self, group_id: str) -> None:
+        """Forget KIP-848 group ``group_id`` (members gone), tombstoning its records."""
         await self.store_consumer(group_id, deleted=True)
         self.consumer.unload(group_id)
 
@@ -307,13 +308,13 @@ class GroupCoordinator:
             return E.non_empty_group
         group = self.membership.groups.get(group_id)
         if group is None and group_id in self.consumer.groups:
-            await self._delete_consumer(group_id)
+            await self.delete_consumer(group_id)
             return E.none  # an empty KIP-848 group without offsets
         if group is None or group.state == S.DEAD:
             return E.group_id_not_found
         if group.state != S.EMPTY:
             return E.non_empty_group
-        await self._delete_consumer(group_id)
+        await self.delete_consumer(group_id)
         await self._tombstone_group(partition, group)
         return E.none
 

@@ -88,7 +88,7 @@ async def join_group(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
-        _not_consumer_group(coord, req.group_id)
+        await _not_consumer_group(coord, req.group_id)
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
         r = await coord.membership.join(
@@ -109,12 +109,13 @@ async def join_group(ctx: BrokerContext, header, req):
                 leader=r.leader, member_id=r.member_id, members=members, skip_assignment=r.skip_assignment)
 
 
-def _not_consumer_group(coord, group_id: str) -> None:
+async def _not_consumer_group(coord, group_id: str) -> None:
     """Classic members cannot join a KIP-848 group with members (no conversion here), as Kafka
-    without ``group.consumer.migration.policy``; an empty one is replaced by the classic group."""
+    without ``group.consumer.migration.policy``; an empty one is replaced by the classic group
+    (its records deleted)."""
     if coord.consumer.active(group_id):
         raise KafkaError(E.inconsistent_group_protocol, f"Group {group_id} is a consumer group.")
-    coord.consumer.unload(group_id)
+    await coord.delete_consumer(group_id)
 
 
 async def sync_group(ctx: BrokerContext, header, req):
