@@ -12,6 +12,7 @@ from odradek.broker.group import consumer_records as cr
 from odradek.broker.group import records as rec
 from odradek.broker.group.consumer import Heartbeat, MemberState
 from odradek.broker.group.consumer_state import changes
+from odradek.broker.group.records import OffsetValue
 from odradek.errors import ErrorCode as E
 from tests.groups.test_offsets import Replicas, _coordinator
 
@@ -114,4 +115,24 @@ def test_a_new_coordinator_loads_members_epochs_and_assignments(tmp_path):
         c3 = await _coordinator(replicas)
         assert "g" not in c3.consumer.groups  # deleted: every key tombstoned
         c3.close()
+    asyncio.run(scenario())
+
+
+def test_an_empty_consumer_group_whose_offsets_expire_is_deleted_with_them(tmp_path):
+    async def scenario():
+        replicas = Replicas(tmp_path)
+        c = await _coordinator(replicas, offsets_retention_ms=1000)
+        r = _join(c, "a")
+        await c.store_consumer("g")
+        assert await c.commit("g", r.member_epoch, "a", None, {("t", 0): OffsetValue(5, -1, "", 0)}) == \
+            {("t", 0): E.none}
+        c.consumer.heartbeat(Heartbeat("g", "a", -1), lookup)
+        await c.store_consumer("g")
+        assert "g" in c.consumer.groups  # empty, kept: its epoch goes on
+        assert await c.expire_offsets() == 1
+        assert "g" not in c.consumer.groups
+        c.close()
+        c2 = await _coordinator(replicas)
+        assert "g" not in c2.consumer.groups and c2.fetch("g", None) == {}
+        c2.close()
     asyncio.run(scenario())

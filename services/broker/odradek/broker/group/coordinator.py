@@ -314,11 +314,13 @@ class GroupCoordinator:
             return E.group_id_not_found
         if group.state != S.EMPTY:
             return E.non_empty_group
-        await self.delete_consumer(group_id)
         await self._tombstone_group(partition, group)
         return E.none
 
     async def _tombstone_group(self, partition: int, group: Group) -> None:
+        """Delete ``group``: its offsets, its classic record and, if it is an empty KIP-848
+        group (deleted, or its offsets expired), that group's records."""
+        await self.delete_consumer(group.group_id)
         records = [Record(None, offset_key(group.group_id, t, p)) for t, p in group.offsets]
         records.append(Record(None, group_key(group.group_id)))
         await self._append(partition, records)
