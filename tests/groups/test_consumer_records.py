@@ -67,6 +67,8 @@ def test_a_change_writes_what_changed_and_a_leave_writes_tombstones(tmp_path):
         _join(c, "b")
         kinds = {rec.decode_key(k) for k, _ in changes(group)}
         assert cr.ConsumerKey(cr.MEMBER_METADATA, "g", "b") in kinds and cr.ConsumerKey(cr.GROUP_METADATA, "g") in kinds
+        assert cr.ConsumerKey(cr.TARGET_MEMBER, "g", "a") in kinds  # a's target shrank: rewritten
+        assert cr.ConsumerKey(cr.CURRENT_ASSIGNMENT, "g", "a") not in kinds  # a has not heartbeated since
         c.consumer.heartbeat(Heartbeat("g", "b", -1), lookup)
         gone = [(rec.decode_key(k), v) for k, v in changes(group) if v is None]
         assert sorted(k.kind for k, _ in gone) == [cr.MEMBER_METADATA, cr.TARGET_MEMBER, cr.CURRENT_ASSIGNMENT]

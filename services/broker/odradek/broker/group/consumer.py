@@ -98,6 +98,7 @@ class ConsumerMember:
     revoking: frozenset[TP] = frozenset()
     session_timer: object | None = None
     revoke_timer: object | None = None
+    encoded: tuple | None = None  # (fields, records): consumer_state's cache of its records
 
 
 @dataclass(eq=False)

@@ -34,14 +34,30 @@ def image(group: ConsumerGroup) -> dict[bytes, bytes]:
            key(ConsumerKey(PARTITION_METADATA, gid)): partition_metadata_value(group.topics),
            key(ConsumerKey(TARGET_METADATA, gid)): epoch_value(group.target_epoch)}
     for mid, m in group.members.items():
-        out[key(ConsumerKey(MEMBER_METADATA, gid, mid))] = member_metadata_value(MemberMetadata(
-            m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(m.subscribed), None,
-            m.rebalance_timeout_ms, m.assignor))
-        out[key(ConsumerKey(CURRENT_ASSIGNMENT, gid, mid))] = current_assignment_value(CurrentAssignment(
-            m.epoch, m.previous_epoch, m.state.value, m.assigned, m.revoking))
+        out.update(_member_records(gid, m, group.target.get(mid)))
     for mid, partitions in group.target.items():
-        out[key(ConsumerKey(TARGET_MEMBER, gid, mid))] = target_member_value(partitions)
+        if mid not in group.members:
+            out[key(ConsumerKey(TARGET_MEMBER, gid, mid))] = target_member_value(partitions)
     return out
+
+
+def _member_records(gid: str, m: ConsumerMember, target) -> dict[bytes, bytes]:
+    """A member's three records, encoded again only when one of their fields changed (every
+    heartbeat of a group diffs all its members' records: re-encoding them all each time makes
+    a large group's heartbeats quadratic in its size)."""
+    signature = (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.rebalance_timeout_ms,
+                 m.assignor, m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking, target)
+    if m.encoded is not None and m.encoded[0] == signature:
+        return m.encoded[1]
+    records = {key(ConsumerKey(MEMBER_METADATA, gid, m.member_id)): member_metadata_value(MemberMetadata(
+        m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(m.subscribed), None,
+        m.rebalance_timeout_ms, m.assignor)),
+        key(ConsumerKey(CURRENT_ASSIGNMENT, gid, m.member_id)): current_assignment_value(CurrentAssignment(
+            m.epoch, m.previous_epoch, m.state.value, m.assigned, m.revoking))}
+    if target is not None:
+        records[key(ConsumerKey(TARGET_MEMBER, gid, m.member_id))] = target_member_value(target)
+    m.encoded = (signature, records)
+    return records
 
 
 def changes(group: ConsumerGroup, deleted: bool = False) -> list[tuple[bytes, bytes | None]]:
