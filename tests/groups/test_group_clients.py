@@ -366,7 +366,8 @@ def test_kip848_members_keep_ids_epochs_and_partitions_when_the_coordinator_move
     group's records; then the broker is back and a preferred election moves the group back.
     Through both moves the members keep their member ids, member epochs and partitions (no
     rebalance callback in any member, the group epoch unchanged), a partition never has two
-    owners, every record is read and, once all stop, the committed offsets are the log ends."""
+    owners, a record is read twice only from a batch uncommitted when its partition changed hands
+    (joins, leaves), every record is read and, once all stop, the committed offsets are the log ends."""
     topic, group = "moving-kip848", "moving-kip848"
     members: list[Member] = []
     _wait_brokers(cluster)
@@ -394,7 +395,10 @@ def test_kip848_members_keep_ids_epochs_and_partitions_when_the_coordinator_move
         for m in members:
             m.stop(signal.SIGTERM)
         now = time.time()
-        _assert_one_owner_at_a_time([s for m in members for s in m.ownership(now)])
+        handovers = _assert_one_owner_at_a_time([s for m in members for s in m.ownership(now)])
+        reads = [r for m in members for r in m.processed_list()]
+        # at least once: a record is read again only from an uncommitted batch (<= 500) of a moved partition
+        assert len(reads) - len(set(reads)) <= 500 * handovers
         _assert_no_gaps(set().union(*(m.processed() for m in members)), ends)
         assert _committed(cluster, topic, group) == ends
     finally:
