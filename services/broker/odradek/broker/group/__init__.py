@@ -1,8 +1,11 @@
-"""The group coordinator: consumer groups and committed offsets (Kafka's classic protocol).
+"""The group coordinator: consumer groups (Kafka's classic protocol and KIP-848's) and committed offsets.
 
 - ``records``: the ``__consumer_offsets`` key/value formats (Kafka's, byte for byte);
 - ``model``: a group and its members in memory, states, results;
 - ``membership``: the join/sync/heartbeat/leave state machine with its timers;
+- ``consumer``, ``assignors``: KIP-848 consumer groups (ConsumerGroupHeartbeat) and the
+  server-side assignors; ``consumer_records``, ``consumer_state``: their records in
+  ``__consumer_offsets`` (Kafka 4.x's kinds 3-8) and a group to and from them;
 - ``config``: broker settings and group -> partition placement;
 - ``loader``: replaying a ``__consumer_offsets`` partition into groups and offsets;
 - ``coordinator``: leadership of offsets partitions, offsets, persistence, retention;
