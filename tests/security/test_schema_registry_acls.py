@@ -26,6 +26,9 @@ TOKENS = [
 ]
 
 
+AVRO = "application/vnd.kafka.avro.v2+json"
+
+
 def _acl(topic: str, who: str, op) -> AclBinding:
     return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, who, "*", op, AclPermissionType.ALLOW)
 
@@ -96,6 +99,11 @@ def test_a_mapped_user_registers_and_reads_only_the_subjects_of_its_topics(gatew
                                 30 + TTL_S, "the brokers to let paula register on A", interval=0.5)
         assert paula.get(f"/subjects/{a}-value/versions").json() == [1]
         assert paula.get(f"/schemas/ids/{registered.json()['id']}").status_code == 200
+        for topic, status in ((a, 200), (b, 403)):   # the REST Proxy's avro format: the same rights
+            produced = paula.post(f"/topics/{topic}", headers={"content-type": AVRO}, json={
+                "value_schema": _schema("OnA")["schema"], "records": [{"value": {"f": 1}}]})
+            assert produced.status_code == status, produced.text
+        assert produced.json()["error_code"] == 40301      # the brokers refuse B before its subject is looked at
 
         refused = paula.post(f"/subjects/{b}-value/versions", json=_schema("OnB2"))
         assert (refused.status_code, refused.json()) == _denied("Write", f"{b}-value")
