@@ -116,6 +116,24 @@ def test_references_and_modes(registry, gw):
     assert gw.put("/mode", json={"mode": "SIDEWAYS"}).json()["error_code"] == 42204
 
 
+
+def test_import_mode_keeps_the_ids_and_versions_it_is_given(gw):
+    """IMPORT, as Confluent's migration tools use it: only an empty subject (unless forced), and
+    the schema keeps the id and version given; other modes refuse a given id (42205)."""
+    subject, schema_id = _subject(), 1_000_000 + uuid.uuid4().int % 1_000_000
+    schema = json.dumps({"type": "record", "name": "Imported", "namespace": "odradek.test",
+                         "fields": [{"name": "n", "type": "long"}]})
+    assert gw.put(f"/mode/{subject}", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
+    imported = gw.post(f"/subjects/{subject}/versions", json={"schema": schema, "id": schema_id, "version": 3})
+    assert imported.json() == {"id": schema_id}, imported.text
+    assert gw.get(f"/subjects/{subject}/versions/3").json()["id"] == schema_id
+    assert json.loads(gw.get(f"/schemas/ids/{schema_id}").json()["schema"])["name"] == "Imported"
+    assert gw.put(f"/mode/{subject}", json={"mode": "IMPORT"}).json()["error_code"] == 42205   # not empty
+    assert gw.put(f"/mode/{subject}?force=true", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
+    assert gw.put(f"/mode/{subject}", json={"mode": "READWRITE"}).json() == {"mode": "READWRITE"}
+    given = gw.post(f"/subjects/{subject}/versions", json={"schema": schema, "id": schema_id + 1})
+    assert given.json()["error_code"] == 42205
+
 def _proto_class(tmp_path):
     (tmp_path / "person.proto").write_text(PERSON_PROTO)
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--python_out={tmp_path}",

@@ -72,10 +72,12 @@ async def by_id(request: Request, schema_id: int, kind: str | None) -> Writer:
     return Writer(schema_id, await reg.parsed(schema_id), None, reg.referenced(schema_id))
 
 
-async def by_version(request: Request, subject_name: str, version: int | str, kind: str | None) -> Writer:
-    """The schema of ``subject_name``'s ``version`` (``latest`` or -1: its newest)."""
+async def by_version(request: Request, subject_name: str, version: int | str, kind: str | None,
+                     op: access.Op = access.SUBJECT_READ) -> Writer:
+    """The schema of ``subject_name``'s ``version`` (``latest`` or -1: its newest); ``op``: the
+    registry right this needs (a schema given as text is a registration: found or registered)."""
     reg = await registry(request)
-    access.subject(request, subject_name, write=False)
+    await access.subject(request, subject_name, op)
     try:
         found = await reg.fresh(lambda: reg.version(subject_name, version))
     except registry_errors.RegistryError as e:
@@ -91,12 +93,13 @@ async def by_text(request: Request, subject_name: str, text: str, kind: str) -> 
     for _ in range(2):     # registered when the lookup finds nothing, then found
         try:
             found = await reg.lookup(subject_name, schema)
-            return await by_version(request, subject_name, found.version, kind)
+            return await by_version(request, subject_name, found.version, kind, access.FOUND_FOR_PRODUCE)
         except (registry_errors.SubjectNotFound, registry_errors.SchemaNotFound):
             pass
         except registry_errors.InvalidSchema as e:
             raise InvalidSchema(e.message) from None
-        access.subject(request, subject_name, write=True)   # v3 may name any subject: the registry's rights
+        # v3 may name any subject: the registry's rights
+        await access.subject(request, subject_name, access.SUBJECT_WRITE)
         schema_id = await _register(request, reg, subject_name, schema)
     return await by_id(request, schema_id, kind)
 

@@ -69,7 +69,7 @@ async def _decoded(request: Request, reg: Registry, topic: str, part: str, b64: 
     if schema_id not in reg.state.schemas:
         return None
     out = {"id": schema_id, "type": TYPE_NAMES.get(reg.schema(schema_id).type),
-           **_subject_version(request, reg, topic, part, schema_id)}
+           **await _subject_version(request, reg, topic, part, schema_id)}
     try:
         out["data"] = serde.decode(await reg.parsed(schema_id), rest)
     except serde.SerdeError as e:
@@ -77,10 +77,10 @@ async def _decoded(request: Request, reg: Registry, topic: str, part: str, b64: 
     return out
 
 
-def _subject_version(request: Request, reg: Registry, topic: str, part: str, schema_id: int) -> dict:
+async def _subject_version(request: Request, reg: Registry, topic: str, part: str, schema_id: int) -> dict:
     """The subject and version the id is registered under, the topic's own subject first
     (``<topic>-value`` for a value), among those the caller may read."""
-    uses = access.visible(request, reg.state.uses_of(schema_id, deleted=True))
+    uses = await access.visible(request, reg.state.uses_of(schema_id, deleted=True))
     if not uses:
         return {}
     own = embedded.subject(topic, part == "key")

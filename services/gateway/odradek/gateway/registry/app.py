@@ -12,6 +12,7 @@ import logging
 from confluent_kafka import KafkaException
 
 from odradek.gateway.errors import GatewayError
+from odradek.gateway.registry.kafka_rights import KafkaRights
 from odradek.gateway.registry.log import LogSettings, SchemasLog
 from odradek.gateway.registry.service import Registry
 from odradek.gateway.settings import GatewaySettings
@@ -45,6 +46,7 @@ def start_in_background(app, settings: GatewaySettings) -> None:
         app.state.registry = await start(app.state.registry_log)
 
     app.state.registry = None
+    app.state.registry_rights = KafkaRights()   # mapped principals' operations, as their brokers say (access)
     app.state.registry_log = schemas_log(settings) if settings.schema_registry else None
     app.state.registry_start = asyncio.create_task(run()) if settings.schema_registry else None
 

@@ -4,7 +4,8 @@ answered as ``application/vnd.schemaregistry.v1+json``. Served at the gateway's 
 REST Proxy's paths (none overlap), as Karapace serves both.
 
 Rights (``access``): who may read or write a subject follows Confluent's topic-based authorizer,
-on the gateway's token rights; writes run on the primary (``forward``)."""
+on the gateway's token rights or, for a mapped user without rights of its own, the brokers' ACLs
+on the subject's topic; writes run on the primary (``forward``)."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ async def schema_by_id(schema_id: int, request: Request) -> dict:
     registry = _registry(request)
     access.reader(request)
     schema = registry.schema(schema_id)
-    access.check_any_subject(request, registry.state.uses_of(schema_id, deleted=True))
+    await access.check_any_subject(request, registry.state.uses_of(schema_id, deleted=True))
     text = None
     if request.query_params.get("format") == "serialized" and schema.type == sc.PROTOBUF:
         text = (await registry.parsed(schema_id)).value.serialized()
@@ -141,7 +142,7 @@ async def subjects_of_id(schema_id: int, request: Request) -> list:
     registry = _registry(request)
     registry.schema(schema_id)
     uses = registry.state.uses_of(schema_id, deleted=_flag(request, "deleted"))
-    return sorted({v.subject for v in access.visible(request, uses)})
+    return sorted({v.subject for v in await access.visible(request, uses)})
 
 
 @_fresh
@@ -150,7 +151,7 @@ async def versions_of_id(schema_id: int, request: Request) -> list:
     registry = _registry(request)
     registry.schema(schema_id)
     uses = registry.state.uses_of(schema_id, deleted=_flag(request, "deleted"))
-    return [{"subject": v.subject, "version": v.version} for v in access.visible(request, uses)]
+    return [{"subject": v.subject, "version": v.version} for v in await access.visible(request, uses)]
 
 
 # -- subjects ---------------------------------------------------------------------------------------------
@@ -158,18 +159,19 @@ async def list_subjects(request: Request) -> list:
     access.reader(request)
     registry = _registry(request)
     found = registry.subjects(_flag(request, "deleted"), request.query_params.get("subjectPrefix", ""))
-    return [s for s in found if access.may_read(request, s)]
+    allowed = await access.readable(request, found)
+    return [s for s in found if s in allowed]
 
 
 @_fresh
 async def list_versions(subject: str, request: Request) -> list:
-    access.subject(request, subject, write=False)
+    await access.subject(request, subject, access.SUBJECT_READ)
     return [v.version for v in _registry(request).versions(subject, _flag(request, "deleted"))]
 
 
 @_fresh
 async def get_version(subject: str, version: str, request: Request) -> dict:
-    access.subject(request, subject, write=False)
+    await access.subject(request, subject, access.SUBJECT_READ)
     registry = _registry(request)
     return _version_json(registry, registry.version(subject, version, _flag(request, "deleted")))
 
@@ -181,12 +183,12 @@ async def get_raw_version(subject: str, version: str, request: Request):
 
 @_fresh
 async def referenced_by(subject: str, version: str, request: Request) -> list:
-    access.subject(request, subject, write=False)
+    await access.subject(request, subject, access.SUBJECT_READ)
     return _registry(request).referenced_by(subject, version)
 
 
 async def register(subject: str, request: Request):
-    access.subject(request, subject, write=True)
+    await access.subject(request, subject, access.SUBJECT_WRITE)
     body = await _body(request)
     registration = Registration(_schema_of(body), _number(body, "id"), _number(body, "version"))
 
@@ -197,19 +199,19 @@ async def register(subject: str, request: Request):
 
 @_fresh
 async def lookup(subject: str, request: Request) -> dict:
-    access.subject(request, subject, write=False)
+    await access.subject(request, subject, access.SUBJECT_READ)
     registry = _registry(request)
     v = await registry.lookup(subject, _schema_of(await _body(request)), _flag(request, "deleted"))
     return _version_json(registry, v)
 
 
 async def delete_subject(subject: str, request: Request):
-    access.subject(request, subject, write=True)
+    await access.subject(request, subject, access.SUBJECT_DELETE)
     return await on_primary(request, lambda: _registry(request).delete_subject(subject, _flag(request, "permanent")))
 
 
 async def delete_version(subject: str, version: str, request: Request):
-    access.subject(request, subject, write=True)
+    await access.subject(request, subject, access.SUBJECT_DELETE)
     return await on_primary(request, lambda: _registry(request).delete_version(subject, version,
                                                                                _flag(request, "permanent")))
 
@@ -226,7 +228,7 @@ async def check_all(subject: str, request: Request) -> dict:
 
 
 async def _compatible(subject: str, version: str | None, request: Request) -> dict:
-    access.subject(request, subject, write=False)
+    await access.subject(request, subject, access.COMPATIBILITY_CHECK)
     registry = _registry(request)
     if version is not None and not registry.state.versions(subject):
         registry.versions(subject)            # 40401 for a subject with no versions
@@ -239,19 +241,19 @@ async def _compatible(subject: str, version: str | None, request: Request) -> di
 
 @_fresh
 async def get_config(request: Request, subject: str | None = None) -> dict:
-    _may_read(request, subject)
+    await _may_read(request, subject)
     return {"compatibilityLevel": _registry(request).level(subject, _flag(request, "defaultToGlobal"))}
 
 
-def _may_read(request: Request, subject: str | None) -> None:
+async def _may_read(request: Request, subject: str | None) -> None:
     if subject is None:
         access.reader(request)
     else:
-        access.subject(request, subject, write=False)
+        await access.subject(request, subject, access.SUBJECT_CONFIG_READ)
 
 
 async def put_config(request: Request, subject: str | None = None):
-    access.configure(request, subject)
+    await access.configure(request, subject)
     level = (await _body(request)).get("compatibility")
 
     async def write() -> dict:
@@ -260,7 +262,7 @@ async def put_config(request: Request, subject: str | None = None):
 
 
 async def delete_config(request: Request, subject: str | None = None):
-    access.configure(request, subject)
+    await access.configure(request, subject)
 
     async def write() -> dict:
         return {"compatibilityLevel": await _registry(request).delete_level(subject)}
@@ -269,12 +271,12 @@ async def delete_config(request: Request, subject: str | None = None):
 
 @_fresh
 async def get_mode(request: Request, subject: str | None = None) -> dict:
-    _may_read(request, subject)
+    await _may_read(request, subject)
     return {"mode": _registry(request).mode(subject, _flag(request, "defaultToGlobal"))}
 
 
 async def put_mode(request: Request, subject: str | None = None):
-    access.configure(request, subject)
+    await access.configure(request, subject)
     mode = (await _body(request)).get("mode")
 
     async def write() -> dict:
@@ -283,7 +285,7 @@ async def put_mode(request: Request, subject: str | None = None):
 
 
 async def delete_mode(subject: str, request: Request):
-    access.configure(request, subject)
+    await access.configure(request, subject)
 
     async def write() -> dict:
         return {"mode": await _registry(request).delete_mode(subject)}
