@@ -22,8 +22,11 @@ ABORT_CHECK_MS = 500   # transaction.abort.timed.out.transaction.cleanup.interva
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # 10 s ZooKeeper sessions, as the verify runs' clusters (Kafka's default is 18 s): the copier's SIGKILLed
+    # brokers keep their leaderships, and their restarts wait, until their sessions expire
     c = start_cluster(tmp_path_factory.mktemp("txn"), brokers=3, replication_factor=3, min_insync_replicas=2,
-                      extra=("--config", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={ABORT_CHECK_MS}"))
+                      extra=("--config", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={ABORT_CHECK_MS}",
+                             "--config", "zookeeper.session.timeout.ms=10000"))
     yield c
     stop_cluster(c)
 
