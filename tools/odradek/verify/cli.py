@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                  delivery_timeout=args.delivery_timeout,
                  **({"session_timeout": args.session_timeout} if args.session_timeout else {}),
                  seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent,
-                 idempotent_producers=args.idempotent_producers, transactional=args.transactional, command_config=args.command_config)
+                 idempotent_producers=args.idempotent_producers, transactional=args.transactional,
+                 command_config=args.command_config)
     fail_on_duplicates = args.fail_on_duplicates or args.idempotent or args.transactional
     try:
         report, _ = run(cfg)
