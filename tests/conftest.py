@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import Any, Callable
@@ -29,6 +30,10 @@ from odradek.dev.waiting import wait_until
 from odradek.dev.zookeeper import ZooKeeperServer
 from tests.support.controllers import CONTROLLER_SESSION_TIMEOUT_S, ControllerProcess, http_json
 from tests.support.gateway import cluster_with_gateway
+
+# Kafka's tools (kafka-configs, kafka-topics, ...) start on C1 and the serial collector here and in
+# the processes the tests start (bench.apache_kafka.QUICK_TOOL_JVM); ODRADEK_QUICK_TOOL_JVM=0: Kafka's own flags
+os.environ.setdefault("ODRADEK_QUICK_TOOL_JVM", "1")
 
 
 @pytest.fixture

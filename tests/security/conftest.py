@@ -94,8 +94,11 @@ def secured(tmp_path_factory) -> Secured:
 def dev_secured(tmp_path_factory) -> Cluster:
     """``odradek dev up --security sasl_ssl`` with its gateway: RF 3, min.insync.replicas 2, shared by
     test_dev_secured.py and the hostile-tenant modules (test_hostile_*.py)."""
+    # 10 s ZooKeeper sessions, as the verify runs' clusters (Kafka's default is 18 s): a SIGKILLed broker
+    # keeps its leaderships, and its restart waits, until its session expires (leader kills, a coordinator move)
     c = start_cluster(tmp_path_factory.mktemp("dev-secured"), brokers=3, replication_factor=3,
-                      min_insync_replicas=2, gateway=True, extra=("--security", "sasl_ssl"))
+                      min_insync_replicas=2, gateway=True,
+                      extra=("--security", "sasl_ssl", "--config", "zookeeper.session.timeout.ms=10000"))
     try:
         yield c
     finally:

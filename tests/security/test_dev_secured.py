@@ -166,7 +166,7 @@ def test_leader_kills_over_sasl_ssl_lose_and_duplicate_nothing(cluster, tmp_path
     print(f"VERIFY_SEED={seed}")
     cfg = Config(data_dir=cluster.data_dir, partitions=3, replication_factor=3, min_insync=2, producers=2,
                  clients=("confluent", "kafka-python"), rate=40, kills=KILLS, faults=("leader",), interval=1.0,
-                 downtime=1.0, seed=seed, out=tmp_path / "verify", idempotent=True)
+                 downtime=1.0, seed=seed, out=tmp_path / "verify", idempotent=True, session_timeout=10.0)
     report, _ = run(cfg)
     summary = report.summary(True)
     print(summary)

@@ -198,12 +198,13 @@ def test_kafkas_transactional_copier_copies_exactly_once_through_kills(cluster, 
     for i in range(count):
         plain.produce(source, value=b"%d" % i, partition=0)
     assert plain.flush(60) == 0
+    # Kafka's own JVM flags, not the tests' C1-only ones (QUICK_TOOL_JVM): this JVM works for a minute
     copier = subprocess.Popen(apache_kafka.tool_argv(
         "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", cluster.bootstrap,
         "--input-topic", source, "--input-partition", "0", "--output-topic", topic, "--transactional-id", tid,
         "--consumer-group", f"{topic}-copier", "--transaction-size", "20", "--max-messages", str(count),
-        "--enable-random-aborts", "--use-group-metadata"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True)
+        "--enable-random-aborts", "--use-group-metadata", jvm=apache_kafka.TOOL_JVM),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         progress = _copier_progress(copier)
         wait_until(lambda: progress["consumed"] > 0, 60, "the copier's first transaction", 0.2)

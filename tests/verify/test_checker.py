@@ -185,6 +185,43 @@ def test_reordering_within_a_partition():
     assert "1 reordered" in report.problems()
 
 
+def test_a_plain_librdkafka_producers_reorder_is_reported_as_its_clients_not_failed():
+    """librdkafka's max.in.flight=1 is per connection (librdkafka#1969): a plain producer can reorder
+    by itself across a leader change. Its reorders are reported with the reason; an order-keeping
+    producer's reorder in the same run still fails it."""
+    from odradek.verify.workload import PLAIN_LIBRDKAFKA_REORDERS
+    r = Run().start()
+    firsts = {name: r.invoke(name, 0) for name in ("confluent-0", "kafka-python-1")}
+    seconds = {name: r.invoke(name, 0) for name in firsts}
+    for name in firsts:
+        o2, o1 = r.append(0, seconds[name]), r.append(0, firsts[name])
+        r.ack(name, seconds[name], 0, o2)
+        r.ack(name, firsts[name], 0, o1)
+    r.end()
+    r.read("final")
+    report = check(r.h, client_reorders={"confluent-0": PLAIN_LIBRDKAFKA_REORDERS})
+    assert [(x["producer"], x["value"], x["why"]) for x in report.reordered_by_client] == [
+        ("confluent-0", firsts["confluent-0"], PLAIN_LIBRDKAFKA_REORDERS)]
+    assert [x["producer"] for x in report.reordered] == ["kafka-python-1"]
+    assert report.problems() == ["1 reordered"]
+    assert report.to_json()["reordered_by_client"]["count"] == 1
+    assert "by plain producers' clients, not failed" in report.summary()
+
+
+def test_only_plain_librdkafka_producers_are_said_to_reorder_by_themselves():
+    """Idempotent and transactional producers keep order in every client, and so does a plain
+    kafka-python producer at max_in_flight 1 (it mutes the partition, as Java's producer does)."""
+    import threading
+
+    from odradek.verify.workload import make_producers
+    kafka, stop = object(), threading.Event()
+    plain = make_producers(4, ("confluent", "kafka-python"), kafka, "t", [0], History(), stop, idempotent_last=2)
+    txn = make_producers(1, ("confluent",), kafka, "t", [0], History(), stop, transactional=True)
+    assert {w.name: w.reorder_reason() is not None for w in plain} == {
+        "confluent-0": True, "kafka-python-1": False, "confluent-2": False, "kafka-python-3": False}
+    assert txn[0].reorder_reason() is None
+
+
 def test_interleaving_producers_and_partitions_is_not_reordering():
     r = Run().start()
     for i in range(20):

@@ -12,11 +12,15 @@ and reports:
   producer, a retried batch whose first attempt was written is a legitimate duplicate; an
   idempotent producer's (``Report.idempotent_producers``) always fails the run.
 - **reordered**: within one partition, a producer's value at a higher offset than a value
-  that producer sent later (its sequence number is larger). Producers run with
-  ``max.in.flight.requests.per.connection=1``, so the client never has two batches of a
-  partition in flight and never reorders by retrying: any reordering is the broker's. Only a
-  value's first occurrence counts: a retried batch written twice repeats earlier values after
-  later ones, which is duplication (above), not reordering.
+  that producer sent later (its sequence number is larger), for producers whose client keeps
+  order under retries: idempotent ones (Kafka's guarantee of order under retries) and plain
+  ones at ``max.in.flight.requests.per.connection=1`` that mute a partition while its batch is
+  in flight (kafka-python, as Java's producer). Those reorders are the broker's and fail the
+  run. A producer named in ``check``'s ``client_reorders`` (a plain librdkafka producer: its
+  limit is per connection, not per partition, librdkafka#1969) can reorder by itself across a
+  leader change: its reorders go to **reordered_by_client**, with the reason, reported and not
+  failed. Only a value's first occurrence counts: a retried batch written twice repeats
+  earlier values after later ones, which is duplication (above), not reordering.
 - **phantom**: a value read (in any read) that no producer ever sent, or whose send
   certainly failed.
 - **inconsistent**: an offset that changed meaning: two reads (snapshots or final) saw
@@ -65,6 +69,7 @@ class Report:
     lost: list[dict] = field(default_factory=list)
     duplicated: list[dict] = field(default_factory=list)
     reordered: list[dict] = field(default_factory=list)
+    reordered_by_client: list[dict] = field(default_factory=list)  # plain producers' own reorders (not failed)
     phantom: list[dict] = field(default_factory=list)
     inconsistent: list[dict] = field(default_factory=list)
     stale: list[dict] = field(default_factory=list)   # snapshots behind an acknowledgement (not failed)
@@ -106,9 +111,12 @@ class Report:
 
     def to_json(self, examples: int = EXAMPLES) -> dict:
         d = asdict(self)
-        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale", "copy"):
+        for name in ("lost", "duplicated", "reordered", "reordered_by_client", "phantom", "inconsistent", "stale",
+                     "copy"):
             items = getattr(self, name)
             d[name] = {"count": len(items), "examples": items[:examples]}
+        by_idempotent = self.duplicated_by_idempotent()
+        d["duplicated_by_idempotent"] = {"count": len(by_idempotent), "examples": by_idempotent[:examples]}
         d["unavailability_per_partition"] = {str(p): asdict(g) for p, g in
                                              sorted(self.unavailability_per_partition.items())}
         d["unavailability_per_producer"] = {p: asdict(g) for p, g in
@@ -123,7 +131,9 @@ class Report:
                  f"  lost (acknowledged, not read): {len(self.lost)}"
                  + (f"; unverifiable {self.unverifiable}" if self.unverifiable else ""),
                  f"  duplicated:   {len(self.duplicated)}",
-                 f"  reordered:    {len(self.reordered)}",
+                 f"  reordered:    {len(self.reordered)}"
+                 + (f" (and {len(self.reordered_by_client)} by plain producers' clients, not failed)"
+                    if self.reordered_by_client else ""),
                  f"  phantom:      {len(self.phantom)}",
                  f"  inconsistent offsets: {len(self.inconsistent)}",
                  f"  stale reads:  {len(self.stale)}"]
@@ -148,7 +158,7 @@ class Report:
         if self.unavailability_per_producer:
             lines.append("  per producer: " + ", ".join(
                 f"{p} {g.seconds:.1f}s" for p, g in sorted(self.unavailability_per_producer.items())))
-        for name in ("lost", "duplicated", "reordered", "phantom", "inconsistent", "stale"):
+        for name in ("lost", "duplicated", "reordered", "reordered_by_client", "phantom", "inconsistent", "stale"):
             for ex in getattr(self, name)[:3]:
                 lines.append(f"  e.g. {name}: {ex}")
         problems = self.problems(fail_on_duplicates)
@@ -156,7 +166,9 @@ class Report:
         return "\n".join(lines)
 
 
-def check(history: History, topic: str | None = None) -> Report:
+def check(history: History, topic: str | None = None, client_reorders: dict[str, str] | None = None) -> Report:
+    """``client_reorders``: producer name -> why its client may reorder by itself (its reorders
+    are then reported as ``reordered_by_client``, not failed); every other producer's order is checked."""
     ops = list(history)
     report = Report(topic=topic)
     sends = _sends(ops)
@@ -227,8 +239,13 @@ def check(history: History, topic: str | None = None) -> Report:
             producer, seq = parsed
             top = highest.get(producer)
             if top is not None and seq < top[0]:
-                report.reordered.append({"partition": p, "producer": producer, "value": v, "offset": o,
-                                         "after": {"value": top[2], "offset": top[1]}})
+                found = {"partition": p, "producer": producer, "value": v, "offset": o,
+                         "after": {"value": top[2], "offset": top[1]}}
+                why = (client_reorders or {}).get(producer)
+                if why is None:
+                    report.reordered.append(found)
+                else:
+                    report.reordered_by_client.append({**found, "why": why})
             elif top is None or seq > top[0]:
                 highest[producer] = (seq, o, v)
 

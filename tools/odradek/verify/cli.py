@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="duplicates fail the run (default: reported only, until the idempotent producer)")
     p.add_argument("--idempotent", action="store_true",
                    help="producers with enable.idempotence=true; duplicates then fail the run")
+    p.add_argument("--idempotent-producers", type=int, default=0, metavar="N",
+                   help="the last N producers idempotent beside plain ones (their duplicates fail the run)")
     p.add_argument("--transactional", action="store_true",
                    help="transactional producers (transactions of 20, every 7th aborted), read_committed reads "
                         "and a consume-transform-produce copier (offsets sent to its transactions): committed "
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                  delivery_timeout=args.delivery_timeout,
                  **({"session_timeout": args.session_timeout} if args.session_timeout else {}),
                  seed=args.seed, out=args.out, client_debug=args.client_debug, idempotent=args.idempotent,
-                 transactional=args.transactional, command_config=args.command_config)
+                 idempotent_producers=args.idempotent_producers, transactional=args.transactional,
+                 command_config=args.command_config)
     fail_on_duplicates = args.fail_on_duplicates or args.idempotent or args.transactional
     try:
         report, _ = run(cfg)

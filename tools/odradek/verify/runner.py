@@ -278,7 +278,8 @@ def _run(cfg: Config, cluster: DevCluster, kafka: KafkaAccess, out: Path, partit
     records, complete, read_errors = read_all(kafka, cfg.topic, partitions, timeout=cfg.read_timeout,
                                               committed=cfg.transactional)
     history.read("final", records, complete, error="; ".join(read_errors[:5]) or None)
-    report = check(history, topic=cfg.topic)
+    report = check(history, topic=cfg.topic,
+                   client_reorders={p.name: why for p in producers if (why := p.reorder_reason())})
     report.idempotent_producers = sorted(p.name for p in producers if p.idempotent)
     if copier is not None:
         check_copier(copier, kafka, records, report, cfg.read_timeout)

@@ -31,6 +31,9 @@ def transactional_id(topic: str, worker: str) -> str:
 class TransactionalWorker(ConfluentWorker):
     client = "confluent-transactional"
 
+    def reorder_reason(self) -> None:  # transactional ids imply idempotence: order is the broker's
+        return None
+
     def open(self) -> None:
         from confluent_kafka import Producer
         self.producer = Producer(self.kafka.confluent({

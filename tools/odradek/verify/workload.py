@@ -8,9 +8,14 @@ client has it, ``ok`` with the acknowledged (partition, offset) from the deliver
 ``fail`` only when the client refused it before sending anything.
 
 Both clients run with ``acks=all``, the idempotent producer off unless ``idempotent`` (then
-duplicates are the broker's fault too) and their default retries, and with ``max.in.flight.requests.per.connection=1``: a
-client then never has two batches of one partition in flight and cannot reorder them by
-retrying, so any reordering the checker finds is the broker's doing.
+duplicates are the broker's fault too) and their default retries, and with
+``max.in.flight.requests.per.connection=1``. kafka-python then mutes a partition while its batch
+is in flight (as Java's producer does) and cannot reorder it by retrying; librdkafka counts the
+limit per connection, not per partition (librdkafka#1969), so a plain confluent-kafka producer
+can have a batch in flight to the old leader and the next one to the new leader across a
+leader change, and reorder them by itself. ``reorder_reason`` says so (the checker reports
+such reorders as the client's); idempotent producers keep order in every client (Kafka's
+guarantee of order under retries), so their reorders are the broker's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from .history import History
 log = logging.getLogger("odradek.verify")
 
 CLIENTS = ("confluent", "kafka-python")
+PLAIN_LIBRDKAFKA_REORDERS = (
+    "plain (non-idempotent) librdkafka producer: max.in.flight.requests.per.connection is per connection, "
+    "not per partition (librdkafka#1969), so across a leader change it can reorder by retrying; Kafka "
+    "guarantees order under retries only with enable.idempotence")
 
 
 class ProducerWorker(threading.Thread):
@@ -46,6 +55,10 @@ class ProducerWorker(threading.Thread):
         self._lock = threading.Lock()
 
     # -- what a client provides -----------------------------------------------------------
+    def reorder_reason(self) -> str | None:
+        """Why this producer's client may reorder its own values by retrying; None: it keeps order."""
+        return None
+
     def open(self) -> None: ...
     def send(self, value: str, partition: int) -> None: ...
     def poll(self, timeout: float) -> None: ...
@@ -108,6 +121,9 @@ class ProducerWorker(threading.Thread):
 
 class ConfluentWorker(ProducerWorker):
     client = "confluent"
+
+    def reorder_reason(self) -> str | None:
+        return None if self.idempotent else PLAIN_LIBRDKAFKA_REORDERS
 
     def open(self) -> None:
         from confluent_kafka import Producer
