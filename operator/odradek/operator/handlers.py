@@ -18,7 +18,7 @@ import kopf
 
 from odradek.operator import (admin, certs, gateway_acls, kube, maintenance, manual, metrics, principals,
                               rebalance_run, reconcile, users)
-from odradek.operator.status import is_paused, now, readiness, set_condition
+from odradek.operator.status import GATEWAY_USER_NOT_READY, is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
 
@@ -94,7 +94,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     conditions = set_condition(old.get("conditions"), "Warning", True if outcome.warning else None,
                                "ScaleDownRefused", outcome.warning or "", meta.get("generation"))
     conditions = set_condition(conditions, "GatewayUsersRefused", True if outcome.gateway_refused else None,
-                               "GatewayUserRefused", outcome.gateway_refused or "", meta.get("generation"))
+                               GATEWAY_USER_NOT_READY if outcome.gateway_pending else "GatewayUserRefused",
+                               outcome.gateway_refused or "", meta.get("generation"))
     patch.status["conditions"] = _controller_url_condition(conditions, meta, operator_settings)
     if old.get("phase") in (None, "Pending", "Failed", "Paused"):
         patch.status["phase"] = "Reconciling"
