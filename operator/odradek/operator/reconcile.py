@@ -360,8 +360,8 @@ def rolled_out(deployment: Mapping[str, Any] | None) -> bool:
     if deployment is None:
         return False
     status = deployment.get("status") or {}
-    return (status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
-            and status.get("replicas", 0) <= status.get("updatedReplicas", 0))
+    pods, updated = status.get("replicas") or 0, status.get("updatedReplicas") or 0   # absent: 0
+    return status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0) and pods <= updated
 
 
 def _selector(labels: Mapping[str, str]) -> str:
