@@ -5,15 +5,28 @@ No kubelet: Connect workers never run here, so an OdradekConnect stays NotReady;
 is every object it makes (owner references, the worker configuration, the storage OdradekTopics,
 the workers' OdradekUser and its ACLs) and its status. OdradekConnector is reconciled against
 ``connect_fake`` (Kafka Connect's REST API as 3.9 answers), reached through the OdradekConnect's
-``odradek.dev/connect-url`` annotation, whose loopback origin the test operator trusts."""
+``odradek.dev/connect-url`` annotation, whose loopback origin the test operator trusts; and once
+against Apache Kafka 3.9's own Connect worker (the compat suite's jars), started here with the
+worker configuration the operator wrote, on the shared dev cluster whose controller the
+OdradekCluster names: the storage topics the operator makes there are the ones the worker
+takes, and a file connector moves records."""
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import uuid
 
+import httpx
+import pytest
+from confluent_kafka import Consumer
+
+from bench import kafka_ecosystem
+from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
+from tests.compat.test_mirror_maker import LOG4J, ecosystem
 from tests.operator.connect_fake import FakeConnect
 from tests.support.k8s import condition, ready_check
+from tests.support.tools import stop_process
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -117,3 +130,72 @@ def test_connector_is_created_stopped_restarted_refused_and_deleted_through_the_
         assert fake.calls[-1] == ("DELETE", "/connectors/src")
     finally:
         fake.close()
+
+
+def _worker_file(properties: str, bootstrap: str, port: int, plugins) -> str:
+    """The operator's worker configuration with what differs outside a pod: the dev cluster's
+    bootstrap (not its Service), a loopback REST listener, an existing plugin directory."""
+    here = {"bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{port}",
+            "rest.advertised.host.name": "127.0.0.1", "plugin.path": str(plugins)}
+    lines = [line for line in properties.splitlines() if line.split("=", 1)[0] not in here]
+    return "\n".join([*lines, *(f"{k}={v}" for k, v in here.items()), ""])
+
+
+def _read(bootstrap: str, topic: str, count: int) -> list[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    values: list[str] = []
+    try:
+        c.subscribe([topic])
+        wait_until(lambda: [values.append(m.value().decode()) for m in c.consume(count, 0.5) if not m.error()]
+                   is not None and len(values) >= count and values, 120, f"{count} records in {topic}", 0)
+    finally:
+        c.close()
+    return values
+
+
+def test_kafka_connects_own_worker_takes_the_operators_config_and_topics_and_moves_records(
+        k8s, operator, namespace, dev_cluster, tmp_path):
+    ecosystem()
+    st, port, group = dev_cluster.status(), candidate_port(), f"k-{uuid.uuid4().hex[:6]}"
+    k8s.apply_cluster(namespace, "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
+                                         "zookeeper": {"external": {"connect": st["zookeeper"]}}},
+                      {"odradek.dev/controller-url": st["controller_url"]})
+    apply_connect(k8s, namespace, "k", {"groupId": group, "config": {
+        "plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
+        labels={"odradek.dev/cluster": "dev"}, annotations={"odradek.dev/connect-url": f"http://127.0.0.1:{port}"})
+    k8s.apply_topic(namespace, "lines", {"cluster": "dev", "topicName": f"{group}-lines", "partitions": 1})
+    topics = ["lines", *(f"k-connect-{s}" for s in ("configs", "offsets", "status"))]
+    for name in topics:   # made in the dev cluster by the operator, compacted, before any worker runs
+        wait_until(ready_check(lambda name=name: k8s.topic(namespace, name)), 60, f"OdradekTopic {name}", 0.2)
+    config = k8s.child(namespace, "ConfigMap", "k-connect-config")["data"]["connect-distributed.properties"]
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "worker.properties").write_text(_worker_file(config, st["bootstrap_servers"], port, tmp_path / "plugins"))
+    (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "connect.log"))
+    argv = kafka_ecosystem.java_argv(kafka_ecosystem.CONNECT_DISTRIBUTED, str(tmp_path / "worker.properties"),
+                                     log4j=tmp_path / "log4j.properties")
+    source = tmp_path / "lines.txt"
+    lines = [f"line-{i}" for i in range(50)]
+    source.write_text("".join(f"{line}\n" for line in lines))
+    with open(tmp_path / "stdout", "wb") as out:
+        worker = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    log = f"(log: {tmp_path / 'connect.log'})"
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).status_code == 200, 180,
+                   f"the Connect worker's REST API {log}", 1)
+        path = k8s.cr_path(namespace, "odradekconnectors", "src")
+        cr = apply_connector(k8s, namespace, "src", {"class": FILE_SOURCE,
+                                                     "config": {"file": str(source), "topic": f"{group}-lines"}})
+        done = wait_until(ready_check(lambda: k8s.get(path), cr["metadata"]["generation"]), 120,
+                          f"the connector RUNNING {log}", 0.5)
+        assert [t["state"] for t in done["status"]["connectorStatus"]["tasks"]] == ["RUNNING"]
+        assert _read(st["bootstrap_servers"], f"{group}-lines", len(lines)) == lines
+        k8s.delete(path)
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).json() == [], 60,
+                   "the connector deleted from the worker", 0.5)
+    finally:
+        stop_process(worker, 60)
+        for name in topics:   # the shared dev cluster keeps no topic of this test
+            k8s.delete(k8s.cr_path(namespace, "odradektopics", name))
