@@ -155,8 +155,8 @@ def test_the_plan_creates_updates_and_brings_the_state():
 def test_the_verdict_names_failed_tasks():
     spec = spec_of()
     assert connectors.verdict(spec, {"connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": "RUNNING"}]})[0]
-    failed = {"connector": {"state": "RUNNING"},
-              "tasks": [{"id": 1, "state": "FAILED", "trace": "org.apache.kafka.connect.errors.ConnectException: x\n\tat"}]}
+    trace = "org.apache.kafka.connect.errors.ConnectException: x\n\tat"
+    failed = {"connector": {"state": "RUNNING"}, "tasks": [{"id": 1, "state": "FAILED", "trace": trace}]}
     assert connectors.verdict(spec, failed) == (
         False, "ConnectorFailed", "tasks 1 failed: org.apache.kafka.connect.errors.ConnectException: x")
     assert connectors.verdict(spec_of(state="paused"), {"connector": {"state": "RUNNING"}})[1] == "ConnectorNotInState"

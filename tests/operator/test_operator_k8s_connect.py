@@ -142,13 +142,17 @@ def _worker_file(properties: str, bootstrap: str, port: int, plugins) -> str:
 
 
 def _read(bootstrap: str, topic: str, count: int) -> list[str]:
+    """The first ``count`` values of ``topic``, from its beginning."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     values: list[str] = []
+
+    def enough() -> bool:
+        values.extend(m.value().decode() for m in c.consume(count, 0.5) if m.error() is None)
+        return len(values) >= count
     try:
         c.subscribe([topic])
-        wait_until(lambda: [values.append(m.value().decode()) for m in c.consume(count, 0.5) if not m.error()]
-                   is not None and len(values) >= count and values, 120, f"{count} records in {topic}", 0)
+        wait_until(enough, 120, f"{count} records in {topic}", 0)
     finally:
         c.close()
     return values
@@ -172,7 +176,8 @@ def test_kafka_connects_own_worker_takes_the_operators_config_and_topics_and_mov
         wait_until(ready_check(lambda name=name: k8s.topic(namespace, name)), 60, f"OdradekTopic {name}", 0.2)
     config = k8s.child(namespace, "ConfigMap", "k-connect-config")["data"]["connect-distributed.properties"]
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "worker.properties").write_text(_worker_file(config, st["bootstrap_servers"], port, tmp_path / "plugins"))
+    worker_file = _worker_file(config, st["bootstrap_servers"], port, tmp_path / "plugins")
+    (tmp_path / "worker.properties").write_text(worker_file)
     (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "connect.log"))
     argv = kafka_ecosystem.java_argv(kafka_ecosystem.CONNECT_DISTRIBUTED, str(tmp_path / "worker.properties"),
                                      log4j=tmp_path / "log4j.properties")

@@ -56,7 +56,8 @@ def test_a_gateway_user_being_taken_in_holds_ready_a_permanent_refusal_does_not(
     pending = set_condition([], "GatewayUsersRefused", True, "GatewayUserNotReady", "gwr is not Ready yet")
     refused = set_condition([], "GatewayUsersRefused", True, "GatewayUserRefused", "ghost does not exist")
     assert gateway_users_pending(pending) and not gateway_users_pending(refused)
-    assert not gateway_users_pending(set_condition(pending, "GatewayUsersRefused", None)) and not gateway_users_pending(None)
+    assert not gateway_users_pending(set_condition(pending, "GatewayUsersRefused", None))
+    assert not gateway_users_pending(None)
 
 
 def test_rolled_out_as_kubectl_rollout_status_judges():

@@ -236,7 +236,8 @@ def _volumes(connect: str, access: ClusterAccess) -> tuple[list[dict], list[dict
     volumes = [{"name": "config", "configMap": {"name": names(connect)["config"]}}]
     if access.tls:
         mounts.append({"name": "cluster-ca", "mountPath": CA_DIR, "readOnly": True})
-        volumes.append({"name": "cluster-ca", "secret": {"secretName": certs.secret_names(access.cluster)["cluster_ca_cert"]}})
+        ca_secret = certs.secret_names(access.cluster)["cluster_ca_cert"]
+        volumes.append({"name": "cluster-ca", "secret": {"secretName": ca_secret}})
     if access.authentication:
         mounts.append({"name": "user", "mountPath": USER_DIR, "readOnly": True})
         volumes.append({"name": "user", "secret": {"secretName": names(connect)["user"]}})

@@ -15,9 +15,10 @@
   cluster's, SCRAM, not Ready yet: ``user_problems``) is left out and named by the cluster's
   ``GatewayUsersRefused`` condition until it can be; while one is only not Ready yet (reason
   ``GatewayUserNotReady``: ``pending_users``) the cluster is not Ready either, its clients would
-  get 401s; a permanent refusal (reason ``GatewayUserRefused``) does not hold the others. Without ``gateway.users`` the file holds
-  one ``admin`` token acting as the gateway's own certificate principal, which is no super
-  user: it has every right only on a cluster without ``authorization``.
+  get 401s; a permanent refusal (reason ``GatewayUserRefused``) does not hold the others.
+  Without ``gateway.users`` the file holds one ``admin`` token acting as the gateway's own
+  certificate principal, which is no super user: it has every right only on a cluster without
+  ``authorization``.
 - **HTTPS** with its certificate from the cluster CA (``certs``: ``<c>-gateway-certs``, whose
   names are its Service's DNS names and, for a NodePort Service, the addresses of the nodes
   its pods ran on: ``certificate_names``); the probes use HTTPS (the kubelet does not verify).
