@@ -81,7 +81,8 @@ def k8s(control_plane, k8s_bins) -> K8s:
         for path in sorted((ROOT / "crds").glob("*.yaml")):
             crd = yaml.safe_load(path.read_text())
             k.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}", crd)
-    for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances"):
+    for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances", "odradekconnects",
+                   "odradekconnectors"):
         wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                (k.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.odradek.dev")
                                 or {}).get("status", {}).get("conditions", [])), 30, f"CRD {plural} established")

@@ -30,8 +30,9 @@ KEYWORDS = {"type", "description", "properties", "items", "additionalProperties"
             "minimum", "maximum", "maxLength", "pattern", "format", "nullable"}
 
 
-def test_four_crds():
-    assert [p.name for p in CRDS] == ["odradekclusters.odradek.dev.yaml", "odradekrebalances.odradek.dev.yaml",
+def test_six_crds():
+    assert [p.name for p in CRDS] == ["odradekclusters.odradek.dev.yaml", "odradekconnectors.odradek.dev.yaml",
+                                      "odradekconnects.odradek.dev.yaml", "odradekrebalances.odradek.dev.yaml",
                                       "odradektopics.odradek.dev.yaml", "odradekusers.odradek.dev.yaml"]
 
 
@@ -41,7 +42,7 @@ def test_crd_shape(path):
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{spec['names']['plural']}.odradek.dev"
     assert spec["group"] == "odradek.dev" and spec["scope"] == "Namespaced"
-    assert spec["names"]["shortNames"] in (["odc"], ["odt"], ["odu"], ["odr"])
+    assert spec["names"]["shortNames"] in (["odc"], ["odt"], ["odu"], ["odr"], ["odcn"], ["odctr"])
     (version,) = spec["versions"]
     assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}

@@ -95,6 +95,8 @@ def test_a_mapping_that_cannot_work_is_left_out_with_its_reason():
     why = second.gateway_refused
     assert "OdradekUser ghost does not exist" in why and "sam has no tls authentication" in why
     assert "other belongs to cluster 'd'" in why and "new is not Ready yet" in why
+    assert second.gateway_pending == ("new",)   # the one refusal that passes by itself
+    assert plan(raw(["alice", "ghost"]), found)[1].gateway_pending == ()
     # every user refused: no token at all (never a fallback admin token)
     first, _ = plan(raw(["sam"]), found)
     assert tokens_of(first)[1] == []

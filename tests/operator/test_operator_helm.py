@@ -129,6 +129,7 @@ def test_install_into_the_api_server(helm, k8s, control_plane, k8s_bins, namespa
                    ("patch", "persistentvolumeclaims"), ("patch", "odradekclusters.odradek.dev/status"),
                    ("list", "endpointslices.discovery.k8s.io"), ("get", "namespaces"), ("get", "secrets"),
                    ("patch", "secrets"), ("patch", "odradekusers.odradek.dev/status"),
+                   ("create", "odradektopics.odradek.dev"), ("patch", "odradekconnectors.odradek.dev/status"),
                    ("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io/odk-odradek")]
         denied = [("list", "secrets"), ("delete", "secrets"), ("update", "leases.coordination.k8s.io/other"), ("delete", "statefulsets.apps"), ("delete", "persistentvolumeclaims"),
                   ("create", "pods"), ("patch", "nodes")]

@@ -103,9 +103,9 @@ def _user_secrets(deployment: dict) -> set[tuple[str, str]]:
             if m["mountPath"].startswith("/etc/odradek/gateway-users/")}
 
 
-def _ready_tls_user(k8s, namespace: str, name: str, cluster: str) -> None:
+def _ready_tls_user(k8s, namespace: str, name: str, cluster: str, ready: bool = True) -> None:
     """A tls OdradekUser as a reconcile leaves it (no controller runs here: paused, its Secret
-    and status written by the test)."""
+    and status written by the test; ``ready=False``: as before its first reconcile)."""
     k8s.apply(f"/api/v1/namespaces/{namespace}/secrets/{name}",
               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
                "data": {k: base64.b64encode(b"PEM").decode() for k in ("user.crt", "user.key", "ca.crt")}})
@@ -114,8 +114,9 @@ def _ready_tls_user(k8s, namespace: str, name: str, cluster: str) -> None:
                "metadata": {"name": name, "namespace": namespace,
                             "annotations": {"odradek.dev/pause-reconciliation": "true"}},
                "spec": {"cluster": cluster, "authentication": {"type": "tls"}}})
-    k8s.merge(k8s.cr_path(namespace, "odradekusers", name) + "/status",
-              {"status": {"cluster": cluster, "secret": name, "username": f"CN={name}"}})
+    if ready:
+        k8s.merge(k8s.cr_path(namespace, "odradekusers", name) + "/status",
+                  {"status": {"cluster": cluster, "secret": name, "username": f"CN={name}"}})
 
 
 def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_token(k8s, operator, namespace, tmp_path):
@@ -131,11 +132,22 @@ def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_tok
     refused = wait_until(lambda: _condition(k8s, namespace, "g", "GatewayUsersRefused"), 60, "the refusal", 0.2)
     assert refused["reason"] == "GatewayUserRefused" and "OdradekUser gwr does not exist" in refused["message"]
     assert _user_secrets(dep) == set()
+    # a permanent refusal does not hold Ready (the cluster serves its other users)...
+    not_ready = wait_until(lambda: _condition(k8s, namespace, "g", "NotReady"), 60, "the NotReady condition", 0.2)
+    assert "gateway users" not in not_ready["message"]
+    # ...one that passes by itself does: the user exists, its certificate is not made yet
+    _ready_tls_user(k8s, namespace, "gwr", "g", ready=False)
+    wait_until(lambda: (_condition(k8s, namespace, "g", "GatewayUsersRefused") or {}).get("reason")
+               == "GatewayUserNotReady", 60, "the transient refusal", 0.2)
+    wait_until(lambda: "gateway users not taken in yet" in (_condition(k8s, namespace, "g", "NotReady") or {}).get(
+        "message", ""), 60, "Ready held for the user", 0.2)
     _ready_tls_user(k8s, namespace, "gwr", "g")
     dep = wait_until(lambda: (d := k8s.child(namespace, "Deployment", "g-gateway")) and _user_secrets(d) and d,
                      60, "the user's Secret mounted in the gateway", 0.2)
     assert _user_secrets(dep) == {("gwr", "/etc/odradek/gateway-users/gwr")}
     wait_until(lambda: not _condition(k8s, namespace, "g", "GatewayUsersRefused"), 60, "the refusal lifted", 0.2)
+    wait_until(lambda: "gateway users" not in (_condition(k8s, namespace, "g", "NotReady") or {}).get("message", ""),
+               60, "Ready no longer held for the user", 0.2)
     tokens = json.loads(base64.b64decode(k8s.child(namespace, "Secret", "g-gateway-tokens")["data"]["credentials"]))
     assert [(t["name"], t["kafka_ssl_certificate_location"]) for t in tokens["tokens"]] == [
         ("gwr", "/etc/odradek/gateway-users/gwr/user.crt")]

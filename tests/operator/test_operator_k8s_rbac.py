@@ -66,7 +66,8 @@ def chart_installed(plane, admin, k8s_bins):
     admin.core.create_namespace({"metadata": {"name": NS}})
     run(helm, "install", RELEASE, CHART, "--namespace", NS, "--set", "rbac.brokerRack=true", "--wait=false",
         env=plane.env())
-    for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances"):
+    for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances", "odradekconnects",
+                   "odradekconnectors"):
         wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                (admin.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.odradek.dev")
                                 or {}).get("status", {}).get("conditions", [])), 60, f"CRD {plural} established")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from odradek.operator.status import ClusterHealth, is_paused, readiness, set_condition
+from odradek.operator.reconcile import rolled_out
+from odradek.operator.status import ClusterHealth, gateway_users_pending, is_paused, readiness, set_condition
 
 
 def test_conditions_keep_transition_time_until_status_changes():
@@ -44,6 +45,28 @@ def test_verdicts():
     assert health(active_controller=None).verdict()[1] == "NoActiveController"
     assert health(under_replicated=2).verdict()[1] == "UnderReplicated"
     assert health(rolling="restarting c-brokers-2").phase() == "Rolling"
+
+
+def test_a_gateway_user_being_taken_in_holds_ready_a_permanent_refusal_does_not():
+    served = dict(gateway_desired=1, gateway_available=1)
+    assert health(**served).verdict()[0]
+    assert health(**served, gateway_pending=True).verdict() == (
+        False, "ChildrenNotReady", "gateway users not taken in yet (condition GatewayUsersRefused)")
+    assert health(**served, gateway_rolled_out=False).verdict()[2] == "gateway rolling out its new spec"
+    pending = set_condition([], "GatewayUsersRefused", True, "GatewayUserNotReady", "gwr is not Ready yet")
+    refused = set_condition([], "GatewayUsersRefused", True, "GatewayUserRefused", "ghost does not exist")
+    assert gateway_users_pending(pending) and not gateway_users_pending(refused)
+    assert not gateway_users_pending(set_condition(pending, "GatewayUsersRefused", None))
+    assert not gateway_users_pending(None)
+
+
+def test_rolled_out_as_kubectl_rollout_status_judges():
+    def dep(generation, **status):
+        return {"metadata": {"generation": generation}, "status": status}
+    assert rolled_out(dep(2, observedGeneration=2, replicas=1, updatedReplicas=1))
+    assert not rolled_out(dep(3, observedGeneration=2, replicas=1, updatedReplicas=1))   # not observed yet
+    assert not rolled_out(dep(2, observedGeneration=2, replicas=2, updatedReplicas=1))   # an old pod left
+    assert not rolled_out(None)
 
 
 def test_status_fields():

@@ -40,10 +40,15 @@ app.kubernetes.io/component: operator
 the ClusterRole when it watches every namespace). */ -}}
 {{- define "odradek.operatorRules" -}}
 - apiGroups: [odradek.dev]
-  resources: [odradekclusters, odradektopics, odradekusers]
+  resources: [odradekclusters, odradekconnects, odradekconnectors]
   verbs: [get, list, watch, patch, update]
+# OdradekTopics and OdradekUsers: the users' and an OdradekConnect's own (its storage topics, its workers' user).
 - apiGroups: [odradek.dev]
-  resources: [odradekclusters/status, odradektopics/status, odradekusers/status]
+  resources: [odradektopics, odradekusers]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [odradek.dev]
+  resources: [odradekclusters/status, odradektopics/status, odradekusers/status, odradekconnects/status,
+              odradekconnectors/status]
   verbs: [get, patch, update]
 # OdradekRebalances: the users' (status) and spec.autoRebalance's own (created, deleted when done).
 - apiGroups: [odradek.dev]

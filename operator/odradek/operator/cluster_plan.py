@@ -77,6 +77,7 @@ class ClusterPlan:
     children: tuple[dict, ...]
     stale_policies: tuple[str, ...] = ()   # NetworkPolicies to delete (turned off, component gone)
     gateway_refused: str | None = None     # gateway.users left out, and why (a status condition)
+    gateway_pending: tuple[str, ...] = ()  # those of them only not Ready yet (the cluster waits for them)
 
 
 def keep_immutable(desired: dict, existing: Mapping[str, Any] | None) -> dict:
@@ -141,4 +142,5 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]
     children += network_policies.build_network_policies(name, namespace, spec)
     return ClusterPlan(security, external, tuple(children), tuple(network_policies.unwanted(name, spec)),
-                       gateway_security.refusal(observed.gateway_user_problems(name, spec)))
+                       gateway_security.refusal(observed.gateway_user_problems(name, spec)),
+                       gateway_security.pending_users(name, spec.gateway.users, observed.gateway_users))

@@ -13,9 +13,12 @@
   listener (9091, mutual TLS, whose truststore holds the clients CA) as ``User:CN=<user>`` and
   the brokers' ACLs decide. A name that cannot be mapped (no such OdradekUser, another
   cluster's, SCRAM, not Ready yet: ``user_problems``) is left out and named by the cluster's
-  ``GatewayUsersRefused`` condition until it can be. Without ``gateway.users`` the file holds
-  one ``admin`` token acting as the gateway's own certificate principal, which is no super
-  user: it has every right only on a cluster without ``authorization``.
+  ``GatewayUsersRefused`` condition until it can be; while one is only not Ready yet (reason
+  ``GatewayUserNotReady``: ``pending_users``) the cluster is not Ready either, its clients would
+  get 401s; a permanent refusal (reason ``GatewayUserRefused``) does not hold the others.
+  Without ``gateway.users`` the file holds one ``admin`` token acting as the gateway's own
+  certificate principal, which is no super user: it has every right only on a cluster without
+  ``authorization``.
 - **HTTPS** with its certificate from the cluster CA (``certs``: ``<c>-gateway-certs``, whose
   names are its Service's DNS names and, for a NodePort Service, the addresses of the nodes
   its pods ran on: ``certificate_names``); the probes use HTTPS (the kubelet does not verify).
@@ -59,26 +62,36 @@ def auth_secret(cluster: str, spec: ClusterSpec) -> str:
     return spec.gateway.auth_secret or tokens_secret_name(cluster)
 
 
+def _user_problem(cluster: str, name: str, body: Mapping[str, Any] | None) -> tuple[str, bool] | None:
+    """Why ``gateway.users`` name ``name`` cannot be mapped, and whether that passes by itself
+    (True: the user exists as it should and is only not Ready yet), or None."""
+    spec, status = (body or {}).get("spec") or {}, (body or {}).get("status") or {}
+    owner = spec.get("cluster") or (((body or {}).get("metadata") or {}).get("labels") or {}).get(
+        builders.CLUSTER_LABEL)
+    if body is None:
+        return f"OdradekUser {name} does not exist", False
+    if owner != cluster:
+        return f"OdradekUser {name} belongs to cluster {owner!r}, not {cluster}", False
+    if (spec.get("authentication") or {}).get("type") != "tls":
+        return (f"OdradekUser {name} has no tls authentication: the gateway logs in on the replication "
+                "listener (9091, mutual TLS) with the user's certificate, so map users of type tls"), False
+    if status.get("secret") != name:
+        return f"OdradekUser {name} is not Ready yet (its certificate Secret is not made)", True
+    return None
+
+
 def user_problems(cluster: str, users: Sequence[str], found: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
     """``gateway.users`` names that cannot be mapped, and why (``found``: each name's
     OdradekUser, None when absent). Only ``tls`` users: the gateway logs in on the replication
     listener, which takes a client certificate and no SASL."""
-    out = {}
-    for name in users:
-        body = found.get(name)
-        spec, status = (body or {}).get("spec") or {}, (body or {}).get("status") or {}
-        owner = spec.get("cluster") or (((body or {}).get("metadata") or {}).get("labels") or {}).get(
-            builders.CLUSTER_LABEL)
-        if body is None:
-            out[name] = f"OdradekUser {name} does not exist"
-        elif owner != cluster:
-            out[name] = f"OdradekUser {name} belongs to cluster {owner!r}, not {cluster}"
-        elif (spec.get("authentication") or {}).get("type") != "tls":
-            out[name] = (f"OdradekUser {name} has no tls authentication: the gateway logs in on the replication "
-                         "listener (9091, mutual TLS) with the user's certificate, so map users of type tls")
-        elif status.get("secret") != name:
-            out[name] = f"OdradekUser {name} is not Ready yet (its certificate Secret is not made)"
-    return out
+    problems = {name: _user_problem(cluster, name, found.get(name)) for name in users}
+    return {name: p[0] for name, p in problems.items() if p is not None}
+
+
+def pending_users(cluster: str, users: Sequence[str], found: Mapping[str, Mapping[str, Any] | None]) -> tuple[str, ...]:
+    """The ``gateway.users`` being taken in: refused only until their OdradekUser is Ready (the
+    cluster is not Ready meanwhile; a permanent refusal does not hold it)."""
+    return tuple(n for n in users if (p := _user_problem(cluster, n, found.get(n))) is not None and p[1])
 
 
 def refusal(problems: Mapping[str, str]) -> str | None:

@@ -1,4 +1,5 @@
-"""kopf handlers for OdradekCluster, OdradekTopic and OdradekUser: a few lines each, delegating to
+"""kopf handlers for OdradekCluster, OdradekTopic and OdradekUser (OdradekRebalance's in
+``rebalance_run``, OdradekConnect's and OdradekConnector's in ``connect_run``): a few lines each, delegating to
 ``reconcile`` (and ``users``) and mapping its outcomes onto kopf (PermanentError for invalid specs with the
 reason in status, TemporaryError while waiting) and onto status conditions.
 
@@ -16,9 +17,9 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import (admin, certs, gateway_acls, kube, maintenance, manual, metrics, principals,
+from odradek.operator import (admin, certs, connect_run, gateway_acls, kube, maintenance, manual, metrics, principals,
                               rebalance_run, reconcile, users)
-from odradek.operator.status import is_paused, now, readiness, set_condition
+from odradek.operator.status import GATEWAY_USER_NOT_READY, is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
 
@@ -94,7 +95,8 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
     conditions = set_condition(old.get("conditions"), "Warning", True if outcome.warning else None,
                                "ScaleDownRefused", outcome.warning or "", meta.get("generation"))
     conditions = set_condition(conditions, "GatewayUsersRefused", True if outcome.gateway_refused else None,
-                               "GatewayUserRefused", outcome.gateway_refused or "", meta.get("generation"))
+                               GATEWAY_USER_NOT_READY if outcome.gateway_pending else "GatewayUserRefused",
+                               outcome.gateway_refused or "", meta.get("generation"))
     patch.status["conditions"] = _controller_url_condition(conditions, meta, operator_settings)
     if old.get("phase") in (None, "Pending", "Failed", "Paused"):
         patch.status["phase"] = "Reconciling"
@@ -257,3 +259,4 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
     on.timer(*USER, interval=settings.drift_interval, initial_delay=settings.drift_interval,
              registry=registry)(bind("OdradekUser", reconcile_user))
     rebalance_run.register(registry, settings, bind)   # OdradekRebalance
+    connect_run.register(registry, settings, bind)     # OdradekConnect, OdradekConnector

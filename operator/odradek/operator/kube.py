@@ -48,6 +48,8 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("odradek.dev/v1alpha1", "OdradekTopic"): ("odradektopics", True),
     ("odradek.dev/v1alpha1", "OdradekUser"): ("odradekusers", True),
     ("odradek.dev/v1alpha1", "OdradekRebalance"): ("odradekrebalances", True),
+    ("odradek.dev/v1alpha1", "OdradekConnect"): ("odradekconnects", True),
+    ("odradek.dev/v1alpha1", "OdradekConnector"): ("odradekconnectors", True),
 }
 
 

@@ -22,7 +22,7 @@ from odradek.operator.kube import Kube
 from odradek.operator.security import SecurityPlan
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec
-from odradek.operator.status import ClusterHealth
+from odradek.operator.status import ClusterHealth, gateway_users_pending
 
 RBAC = "rbac.authorization.k8s.io/v1"
 NODE_ADDRESS_TYPES = ("InternalIP", "ExternalIP")   # a pod's status.hostIP is one of its Node's
@@ -80,6 +80,7 @@ class ClusterOutcome:
     waiting: str | None = None      # a rolling restart in progress
     applied: list[str] = field(default_factory=list)
     gateway_refused: str | None = None   # gateway.users that cannot be mapped yet (looked at again)
+    gateway_pending: tuple[str, ...] = ()   # those only not Ready yet: the cluster is not Ready either
     rebalancing: str | None = None       # what spec.autoRebalance waits for (autorebalance.py; looked at again)
     gateway_acls: gateway_acls.GrantOutcome = gateway_acls.GrantOutcome(None)   # the registry's ACLs
 
@@ -128,6 +129,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     }
     refused = None if observed.scale.allowed or auto.holds_scale_down else observed.scale.reason
     return ClusterOutcome(status, refused, waiting, applied, gateway_refused=plan.gateway_refused,
+                          gateway_pending=plan.gateway_pending,
                           rebalancing=auto.waiting, gateway_acls=grant)
 
 
@@ -347,7 +349,19 @@ def cluster_health(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, setti
         gateway_desired=gw_desired,
         gateway_available=ready("Deployment", names["gateway"], "availableReplicas") if gw_desired else 0,
         active_controller=active, under_replicated=urp,
-        rolling=(body.get("status") or {}).get("rolling"))
+        rolling=(body.get("status") or {}).get("rolling"),
+        gateway_pending=gateway_users_pending((body.get("status") or {}).get("conditions")),
+        gateway_rolled_out=not gw_desired or rolled_out(kube.get("apps/v1", "Deployment", namespace, names["gateway"])))
+
+
+def rolled_out(deployment: Mapping[str, Any] | None) -> bool:
+    """The Deployment's current spec is observed and no pod of an older one is left (as
+    ``kubectl rollout status`` judges; availability is counted apart)."""
+    if deployment is None:
+        return False
+    status = deployment.get("status") or {}
+    pods, updated = status.get("replicas") or 0, status.get("updatedReplicas") or 0   # absent: 0
+    return status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0) and pods <= updated
 
 
 def _selector(labels: Mapping[str, str]) -> str:

@@ -156,3 +156,37 @@ class ClusterSpec:
     # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
     # the brokers' config hash in the form existing clusters hashed them.
     source: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- Kafka Connect (``connect``, ``connectors``) ----------------------------------------------
+
+DEFAULT_CONNECT_IMAGE = "odradek/connect:3.9.0"   # e2e/images: Apache Kafka's distribution from Maven Central
+
+
+@dataclass(frozen=True)
+class ConnectSpec:
+    """An OdradekConnect's spec (``connect.parse_connect``; crds/odradekconnects.odradek.dev.yaml).
+    ``group_id`` and the storage topics default from the resource's name, so they have no schema default."""
+    cluster: str | None = None
+    replicas: int = 1
+    image: str = DEFAULT_CONNECT_IMAGE
+    listener: str | None = None
+    group_id: str = ""
+    config_storage_topic: str = ""
+    offset_storage_topic: str = ""
+    status_storage_topic: str = ""
+    exactly_once_source_support: str = "disabled"   # Kafka's default
+    config: Mapping[str, str] = field(default_factory=dict)
+    acls: tuple[Mapping[str, Any], ...] = ()        # ``authorization.acls``: the connectors' own
+    resources: Mapping[str, Any] | None = None
+    jvm_heap: str = "512m"
+
+
+@dataclass(frozen=True)
+class ConnectorSpec:
+    """An OdradekConnector's spec (``connectors.parse_connector``; crds/odradekconnectors.odradek.dev.yaml)."""
+    class_name: str                                 # ``class``
+    connect: str | None = None
+    tasks_max: int = 1
+    state: str = "running"
+    config: Mapping[str, str] = field(default_factory=dict)

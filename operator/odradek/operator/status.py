@@ -4,7 +4,9 @@ Condition types (both CRDs): ``Ready`` (True/False), ``NotReady`` (True while no
 the reason), ``ReconciliationPaused`` (True while ``odradek.dev/pause-reconciliation`` is
 ``"true"``), ``Warning`` (True with a message, e.g. a refused scale-down),
 ``ControllerUrlRefused`` (an OdradekCluster's ``odradek.dev/controller-url`` is ignored: not
-https to a Service of its namespace). ``lastTransitionTime``
+https to a Service of its namespace), ``GatewayUsersRefused`` (``gateway.users`` left out of the
+gateway's tokens; reason ``GatewayUserNotReady`` while one of them is only not Ready yet, which
+holds the cluster's Ready: ``gateway_users_pending``). ``lastTransitionTime``
 moves only when a condition's status changes.
 """
 
@@ -44,6 +46,16 @@ def readiness(conditions: Iterable[Mapping[str, Any]] | None, ready: bool, reaso
     return set_condition(conds, "NotReady", None if ready else True, reason, message, generation)
 
 
+GATEWAY_USER_NOT_READY = "GatewayUserNotReady"
+
+
+def gateway_users_pending(conditions: Iterable[Mapping[str, Any]] | None) -> bool:
+    """A ``gateway.users`` user is still being taken in (the reconcile's condition, cleared only
+    once the gateway's tokens and Deployment carry it)."""
+    return any(c.get("type") == "GatewayUsersRefused" and c.get("status") == "True"
+               and c.get("reason") == GATEWAY_USER_NOT_READY for c in conditions or [])
+
+
 def is_paused(meta: Mapping[str, Any]) -> bool:
     return str((meta.get("annotations") or {}).get("odradek.dev/pause-reconciliation", "")).lower() == "true"
 
@@ -63,6 +75,8 @@ class ClusterHealth:
     under_replicated: int | None
     rolling: str | None = None      # the roll plan's reason while a restart is pending
     blocked: str | None = None      # a refused scale-down
+    gateway_pending: bool = False   # a gateway user not taken in yet (its clients would get 401s)
+    gateway_rolled_out: bool = True  # no gateway pod of an older spec left (its tokens may lack a user)
 
     def verdict(self) -> tuple[bool, str, str]:
         """(ready, reason, message)."""
@@ -75,6 +89,10 @@ class ClusterHealth:
             waiting.append(f"brokers {self.brokers_ready}/{self.brokers_desired} ready")
         if self.gateway_desired and self.gateway_available < 1:
             waiting.append("no gateway available")
+        if self.gateway_desired and self.gateway_pending:
+            waiting.append("gateway users not taken in yet (condition GatewayUsersRefused)")
+        if self.gateway_desired and not self.gateway_rolled_out:
+            waiting.append("gateway rolling out its new spec")
         if waiting:
             return False, "ChildrenNotReady", "; ".join(waiting)
         if self.active_controller is None:

@@ -1,0 +1,307 @@
+"""OdradekConnect, pure: its spec checked (``parse_connect``) and every object it owns, built
+(``build_connect``), as Strimzi builds a KafkaConnect's.
+
+A Connect cluster ``k`` of OdradekCluster ``c`` (docs/connect.md):
+
+- ``k-connect-config`` ConfigMap: ``connect-distributed.properties``, Apache Kafka's worker
+  configuration (``worker_properties``): ``bootstrap.servers`` at the cluster's bootstrap Service
+  on the chosen listener; ``group.id`` and the config, offset and status topics; their
+  replication factor ``-1`` (the brokers' ``default.replication.factor``, KIP-464) and Kafka's
+  partition counts (offsets 25, status 5); ``exactly.once.source.support``; on a secured listener
+  the cluster CA as a PEM truststore and the user's credential read from its mounted Secret
+  through Kafka's ``DirectoryConfigProvider`` (KIP-297/421: no secret in the ConfigMap), for the
+  worker and, prefixed, for its connectors' producers, consumers and admin clients.
+- ``k-connect`` Deployment of ``ConnectDistributed`` workers (``spec.image``: Apache Kafka's
+  distribution at ``/opt/kafka``); each advertises its pod address for the REST API (workers
+  forward requests to the leader there); a ConfigMap change rolls them (its hash on the template).
+- ``k-connect-api`` Service: the REST API (8083), which the operator reconciles connectors through,
+  and ``k-connect-network-policy`` admitting only the workers and the operator to it.
+- The storage topics as OdradekTopics ``k-connect-configs``/``-offsets``/``-status`` (compacted;
+  1, 25, 5 partitions, Kafka's defaults), so that they exist with these settings before a worker
+  could create them otherwise, and an OdradekUser ``k-connect`` when the listener authenticates,
+  with least privilege (``user_acls``): the group, the three topics, the transactional ids of
+  exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
+
+No I/O: ``connect_run`` observes the cluster, calls these and applies what they return.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from odradek.operator import builders, certs, network_policies, pod_security, topics
+from odradek.operator.listeners import Listener
+from odradek.operator.spec import ClusterSpec, ConnectSpec, SpecError
+
+REST_PORT = 8083
+KAFKA_HOME = "/opt/kafka"
+PLUGIN_PATH = f"{KAFKA_HOME}/plugins"
+CONFIG_DIR = "/etc/odradek/connect"
+CONFIG_FILE = "connect-distributed.properties"
+CA_DIR = f"{CONFIG_DIR}/cluster-ca"
+USER_DIR = f"{CONFIG_DIR}/user"
+CONFIG_HASH_ANNOTATION = "odradek.dev/connect-config-hash"
+CONNECT_LABEL = "odradek.dev/connect"
+# Kafka's defaults for the storage topics' partitions (DistributedConfig)
+CONFIG_PARTITIONS, OFFSET_PARTITIONS, STATUS_PARTITIONS = 1, 25, 5
+EOS_MODES = ("disabled", "preparing", "enabled")
+# Worker settings the operator owns: refused in spec.config (as Strimzi's forbidden options)
+OWNED_KEYS = ("bootstrap.servers", "group.id", "config.storage.topic", "offset.storage.topic",
+              "status.storage.topic", "plugin.path", "exactly.once.source.support", "config.providers")
+OWNED_PREFIXES = ("security.", "ssl.", "sasl.", "rest.", "listeners", "config.providers.")
+CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")   # the worker's and its connectors' clients
+
+
+def names(connect: str) -> dict[str, str]:
+    return {"workers": f"{connect}-connect", "api": f"{connect}-connect-api", "config": f"{connect}-connect-config",
+            "user": f"{connect}-connect"}
+
+
+def labels(connect: str, cluster: str) -> dict[str, str]:
+    return {**builders.labels(cluster, "connect"), "app.kubernetes.io/instance": connect, CONNECT_LABEL: connect}
+
+
+def selector(connect: str) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": connect, "app.kubernetes.io/component": "connect"}
+
+
+def _owned(key: str) -> bool:
+    bare = next((key[len(p):] for p in CLIENT_PREFIXES[1:] if key.startswith(p)), key)
+    return key in OWNED_KEYS or bare in OWNED_KEYS or any(bare.startswith(p) for p in OWNED_PREFIXES)
+
+
+def parse_connect(name: str, spec: Mapping[str, Any]) -> ConnectSpec:
+    """An OdradekConnect's ``spec`` with the defaults filled in; ``SpecError`` for what the schema cannot say."""
+    config = {str(k): _setting(v) for k, v in (spec.get("config") or {}).items()}
+    owned = sorted(k for k in config if _owned(k))
+    if owned:
+        raise SpecError(f"spec.config: {', '.join(owned)} are set by the operator")
+    eos = spec.get("exactlyOnceSourceSupport", ConnectSpec.exactly_once_source_support)
+    if eos not in EOS_MODES:
+        raise SpecError(f"spec.exactlyOnceSourceSupport: {eos!r} is not one of {', '.join(EOS_MODES)}")
+    group = spec.get("groupId") or name
+    return ConnectSpec(
+        cluster=spec.get("cluster"), replicas=int(spec.get("replicas", ConnectSpec.replicas)),
+        image=spec.get("image") or ConnectSpec.image, listener=spec.get("listener"), group_id=group,
+        config_storage_topic=spec.get("configStorageTopic") or f"{group}-configs",
+        offset_storage_topic=spec.get("offsetStorageTopic") or f"{group}-offsets",
+        status_storage_topic=spec.get("statusStorageTopic") or f"{group}-status",
+        exactly_once_source_support=eos, config=dict(sorted(config.items())),
+        acls=tuple((spec.get("authorization") or {}).get("acls") or ()), resources=spec.get("resources"),
+        jvm_heap=spec.get("jvmHeap") or ConnectSpec.jvm_heap)
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, bool):   # YAML true -> Kafka's "true"
+        return str(value).lower()
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How the workers reach the OdradekCluster: its name, the listener (None: the plain 9092
+    listener of a cluster without ``spec.listeners``) and its bootstrap address."""
+    cluster: str
+    listener: Listener | None
+    bootstrap: str
+
+    @property
+    def authentication(self) -> str | None:
+        return self.listener.authentication if self.listener else None
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.listener and self.listener.tls)
+
+
+def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec, spec: ConnectSpec) -> ClusterAccess:
+    """The listener ``spec.listener`` names (default the cluster's first internal one)."""
+    if not cluster_spec.listeners:
+        if spec.listener:
+            raise SpecError(f"spec.listener: OdradekCluster {cluster} has no spec.listeners (one plain listener)")
+        return ClusterAccess(cluster, None, builders.bootstrap_servers(cluster, namespace))
+    internal = [li for li in cluster_spec.listeners if not li.external]
+    chosen = next((li for li in cluster_spec.listeners if li.name == spec.listener), None) if spec.listener else (
+        internal[0] if internal else None)
+    if chosen is None or chosen.external:
+        raise SpecError(f"spec.listener: OdradekCluster {cluster} has no internal listener "
+                        f"{spec.listener or ''}".rstrip() + f" (internal: {', '.join(li.name for li in internal)})")
+    bootstrap = f"{builders.names(cluster)['bootstrap']}.{namespace}.svc:{chosen.port}"
+    return ClusterAccess(cluster, chosen, bootstrap)
+
+
+def _security(access: ClusterAccess) -> dict[str, str]:
+    """The client security settings (unprefixed) for the chosen listener."""
+    if access.listener is None:
+        return {}
+    out = {"security.protocol": access.listener.protocol}
+    def secret(key: str) -> str:   # the user's Secret, mounted, read by DirectoryConfigProvider
+        return "${dir:" + USER_DIR + ":" + key + "}"
+    if access.tls:
+        out |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": f"{CA_DIR}/ca.crt"}
+    if access.authentication == "scram-sha-512":
+        out |= {"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": secret("sasl.jaas.config")}
+    elif access.authentication == "tls":
+        out |= {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": secret("user.crt"),
+                "ssl.keystore.key": secret("user.key")}
+    return out
+
+
+def worker_properties(spec: ConnectSpec, access: ClusterAccess) -> dict[str, str]:
+    """The worker configuration (``connect-distributed.properties``, without the per-pod
+    ``rest.advertised.host.name`` the container appends)."""
+    out = {"bootstrap.servers": access.bootstrap, "group.id": spec.group_id,
+           "config.storage.topic": spec.config_storage_topic, "offset.storage.topic": spec.offset_storage_topic,
+           "status.storage.topic": spec.status_storage_topic,
+           "config.storage.replication.factor": "-1", "offset.storage.replication.factor": "-1",
+           "status.storage.replication.factor": "-1", "offset.storage.partitions": str(OFFSET_PARTITIONS),
+           "status.storage.partitions": str(STATUS_PARTITIONS),
+           "exactly.once.source.support": spec.exactly_once_source_support,
+           "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+           "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+           "listeners": f"http://:{REST_PORT}", "rest.advertised.port": str(REST_PORT),
+           "plugin.path": PLUGIN_PATH, **spec.config}
+    security = _security(access)
+    if access.authentication:
+        out |= {"config.providers": "dir",
+                "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider"}
+    for prefix in CLIENT_PREFIXES:
+        out |= {prefix + k: v for k, v in security.items()}
+    return dict(sorted(out.items()))
+
+
+def properties_text(settings: Mapping[str, str]) -> str:
+    """A Java properties file (``\\``, ``=``, ``:`` and leading blanks escaped in keys; values as Kafka reads them)."""
+    def escape(s: str, key: bool) -> str:
+        s = s.replace("\\", "\\\\").replace("\n", "\\n")
+        return s.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ") if key else s
+    return "".join(f"{escape(k, True)}={escape(v, False)}\n" for k, v in settings.items())
+
+
+# -- OdradekTopics and OdradekUser -------------------------------------------------------------
+
+def build_topics(connect: str, namespace: str, spec: ConnectSpec, cluster: str) -> list[dict]:
+    """The storage topics as OdradekTopics (no replicas: the controller's default, as ``-1`` is the
+    workers'). Not owned by the OdradekConnect (``connect_run``): deleting it keeps the connectors'
+    offsets and configs, as Strimzi keeps a KafkaConnect's topics; delete the OdradekTopics to drop them."""
+    out = []
+    for suffix, topic, partitions in (("configs", spec.config_storage_topic, CONFIG_PARTITIONS),
+                                      ("offsets", spec.offset_storage_topic, OFFSET_PARTITIONS),
+                                      ("status", spec.status_storage_topic, STATUS_PARTITIONS)):
+        out.append({"apiVersion": f"{builders.GROUP}/{builders.VERSION}", "kind": "OdradekTopic",
+                    "metadata": {"name": f"{connect}-connect-{suffix}", "namespace": namespace,
+                                 "labels": labels(connect, cluster),
+                                 # a worker may have made it first (an open cluster), with these settings
+                                 "annotations": {topics.ADOPT_ANNOTATION: "true"}},
+                    "spec": {"cluster": cluster, "topicName": topic, "partitions": partitions,
+                             "config": {"cleanup.policy": "compact"}}})
+    return out
+
+
+def user_acls(spec: ConnectSpec) -> list[dict]:
+    """The workers' ACLs, least privilege (Strimzi's documented Connect ACLs): the group; the
+    storage topics (Read, Write, Describe, Create: a worker checks and creates them;
+    DescribeConfigs: it checks their cleanup policy); with exactly-once source the transactional
+    ids ``<group>-*`` (Kafka names them ``<group>-configs`` and ``<group>-<connector>-<task>``) and
+    IdempotentWrite; then the connectors' own."""
+    topic_ops = ["Read", "Write", "Describe", "Create", "DescribeConfigs"]
+    acls = [{"resource": {"type": "group", "name": spec.group_id}, "operations": ["Read", "Describe"]}]
+    acls += [{"resource": {"type": "topic", "name": t}, "operations": topic_ops}
+             for t in (spec.config_storage_topic, spec.offset_storage_topic, spec.status_storage_topic)]
+    if spec.exactly_once_source_support != "disabled":
+        acls += [{"resource": {"type": "transactionalId", "name": f"{spec.group_id}-", "patternType": "prefix"},
+                  "operations": ["Write", "Describe"]},
+                 {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite", "Describe"]}]
+    return acls + [copy.deepcopy(dict(a)) for a in spec.acls]
+
+
+def build_user(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess) -> list[dict]:
+    """The workers' OdradekUser, when the listener authenticates (none on an open listener)."""
+    if not access.authentication:
+        return []
+    return [{"apiVersion": f"{builders.GROUP}/{builders.VERSION}", "kind": "OdradekUser",
+             "metadata": {"name": names(connect)["user"], "namespace": namespace,
+                          "labels": labels(connect, access.cluster)},
+             "spec": {"cluster": access.cluster, "authentication": {"type": access.authentication},
+                      "authorization": {"type": "simple", "acls": user_acls(spec)}}}]
+
+
+# -- the workers ------------------------------------------------------------------------------
+
+def _volumes(connect: str, access: ClusterAccess) -> tuple[list[dict], list[dict]]:
+    mounts = [{"name": "config", "mountPath": CONFIG_DIR + "/worker", "readOnly": True}]
+    volumes = [{"name": "config", "configMap": {"name": names(connect)["config"]}}]
+    if access.tls:
+        mounts.append({"name": "cluster-ca", "mountPath": CA_DIR, "readOnly": True})
+        ca_secret = certs.secret_names(access.cluster)["cluster_ca_cert"]
+        volumes.append({"name": "cluster-ca", "secret": {"secretName": ca_secret}})
+    if access.authentication:
+        mounts.append({"name": "user", "mountPath": USER_DIR, "readOnly": True})
+        volumes.append({"name": "user", "secret": {"secretName": names(connect)["user"]}})
+    return mounts, volumes
+
+
+def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess,
+                     properties: str) -> dict:
+    """The workers: ``connect-distributed.sh`` on the ConfigMap's file plus this pod's REST
+    address (the shell appends ``rest.advertised.host.name=$POD_IP``: the file is read-only)."""
+    worker = f"/tmp/{CONFIG_FILE}"
+    script = (f'cat {CONFIG_DIR}/worker/{CONFIG_FILE} > {worker} && '
+              f'echo "rest.advertised.host.name=$POD_IP" >> {worker} && '
+              f'exec {KAFKA_HOME}/bin/connect-distributed.sh {worker}')
+    mounts, volumes = _volumes(connect, access)
+    container = {
+        "name": "connect", "image": spec.image, "command": ["sh", "-c", script],
+        "ports": [{"name": "rest", "containerPort": REST_PORT}],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{spec.jvm_heap} -Xmx{spec.jvm_heap}"},
+                {"name": "LOG_DIR", "value": "/tmp/logs"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": REST_PORT}, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": {"path": "/", "port": REST_PORT}, "initialDelaySeconds": 60,
+                          "periodSeconds": 10, "failureThreshold": 6},
+        "volumeMounts": mounts}
+    if spec.resources:
+        container["resources"] = copy.deepcopy(dict(spec.resources))
+    pod: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    pod_security.harden(pod, "connect")
+    digest = hashlib.sha256(properties.encode()).hexdigest()[:16]
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": names(connect)["workers"], "namespace": namespace,
+                         "labels": labels(connect, access.cluster)},
+            "spec": {"replicas": spec.replicas, "selector": {"matchLabels": selector(connect)},
+                     "template": {"metadata": {"labels": labels(connect, access.cluster),
+                                               "annotations": {CONFIG_HASH_ANNOTATION: digest}},
+                                  "spec": pod}}}
+
+
+def build_network_policy(connect: str, namespace: str, cluster: str) -> dict:
+    """The REST API (no authentication of its own in Kafka) admits only the workers (they forward
+    requests to the leader) and the operator, as Strimzi's KafkaConnect policy."""
+    peers = [{"podSelector": {"matchLabels": selector(connect)}},
+             {"podSelector": {"matchLabels": dict(network_policies.OPERATOR_LABELS)}, "namespaceSelector": {}}]
+    return {"apiVersion": network_policies.API_VERSION, "kind": "NetworkPolicy",
+            "metadata": {"name": f"{connect}-connect-network-policy", "namespace": namespace,
+                         "labels": labels(connect, cluster)},
+            "spec": {"podSelector": {"matchLabels": selector(connect)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"ports": [{"protocol": "TCP", "port": REST_PORT}], "from": peers}]}}
+
+
+def rest_url(connect: str, namespace: str) -> str:
+    return f"http://{names(connect)['api']}.{namespace}.svc:{REST_PORT}"
+
+
+def build_connect(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess) -> list[dict]:
+    """Every object the OdradekConnect owns, in apply order: topics and user first (the workers
+    need them), then the ConfigMap, the Service and the Deployment."""
+    properties = properties_text(worker_properties(spec, access))
+    meta = {"namespace": namespace, "labels": labels(connect, access.cluster)}
+    return [*build_topics(connect, namespace, spec, access.cluster), *build_user(connect, namespace, spec, access),
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names(connect)["config"], **meta},
+             "data": {CONFIG_FILE: properties}},
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": names(connect)["api"], **meta},
+             "spec": {"selector": selector(connect), "ports": [{"name": "rest", "port": REST_PORT}]}},
+            build_network_policy(connect, namespace, access.cluster),
+            build_deployment(connect, namespace, spec, access, properties)]
