@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.profile_broker e2e --rate 12537 --seconds 20      # scenario 4
     .venv/bin/python -m bench.profile_broker produce --records 1000000          # scenario 1, p=1, 1 KiB
+    .venv/bin/python -m bench.profile_broker consume --records 400000 --consumes 3   # scenario 3
 
 Starts an Odradek dev cluster (3 brokers for ``e2e``, 1 for ``produce``), runs the same client
 as `bench.side_by_side` (AssignedClients e2e / ProducerPerformance), and meanwhile runs
@@ -22,10 +23,12 @@ import collections
 import datetime
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench.side_by_side import CLK_TCK, RESULTS, OdradekSystem, assigned_client, measured, producer_performance
@@ -120,7 +123,46 @@ def write_summaries(out: Path) -> int:
     return 0
 
 
+def run_time_s(pids: list[int]) -> float:
+    """CPU seconds of every thread of the processes, to the nanosecond (/proc/<pid>/task/*/schedstat;
+    /proc/<pid>/stat counts 10 ms ticks: 0.15-0.19 s for one 400 MB read)."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError):
+                pass
+    return total / 1e9
+
+
+def consume_from_start(system: OdradekSystem, topic: str, records: int) -> dict:
+    """One scenario-3 read of ``topic`` from the start, with the broker's CPU per GB of values
+    (``broker_cpu_s`` in ticks, as side_by_side counts; ``broker_cpu_ns_s`` to the nanosecond)."""
+    pids = system.broker_pids()
+    before = run_time_s(pids)
+    result = measured(system, assigned_client, "consume", "--bootstrap", system.bootstrap, "--topic", topic,
+                      "--partitions", "1", "--records", str(records))
+    result["broker_cpu_ns_s"] = round(run_time_s(pids) - before, 4)
+    gb = records * 1024 / 1e9
+    result["broker_cpu_s_per_gb"] = round(result["broker_cpu_s"] / gb, 3)
+    result["broker_cpu_ns_s_per_gb"] = round(result["broker_cpu_ns_s"] / gb, 3)
+    result["load"] = round(os.getloadavg()[0], 1)
+    return result
+
+
+def idle_cpu(system: OdradekSystem, seconds: float = 5) -> dict:
+    """The broker's CPU per second while no client is connected (its timers, metadata, ZooKeeper
+    session): part of every figure per GB, over the client's whole run (JVM start included)."""
+    pids = system.broker_pids()
+    before = run_time_s(pids)
+    time.sleep(seconds)
+    return {"idle_broker_cpu_s_per_s": round((run_time_s(pids) - before) / seconds, 4)}
+
+
 def run_client(args: argparse.Namespace, system: OdradekSystem) -> dict:
+    if args.scenario == "consume":
+        return consume_from_start(system, "profile-consume", args.records)
     config = {"min.insync.replicas": "2"} if args.scenario == "e2e" else {}
     topic = f"profile-{args.scenario}"
     system.create_topic(topic, args.partitions, 3 if args.scenario == "e2e" else 1, config)
@@ -131,12 +173,24 @@ def run_client(args: argparse.Namespace, system: OdradekSystem) -> dict:
     return measured(system, producer_performance, system, topic, args.records, args.size, "1")
 
 
+def fill_and_consume(args: argparse.Namespace, system: OdradekSystem) -> list[dict]:
+    """``consume``: the partition filled (not measured), then ``--consumes`` reads without py-spy."""
+    system.create_topic("profile-consume", 1, 1)
+    producer_performance(system, "profile-consume", args.records, 1024, "1")
+    runs = [idle_cpu(system)]
+    runs += [consume_from_start(system, "profile-consume", args.records) for _ in range(args.consumes)]
+    for run in runs:
+        print(json.dumps(run), flush=True)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile_broker", description=__doc__.split("\n")[0])
-    ap.add_argument("scenario", choices=["e2e", "produce", "summarize"])
+    ap.add_argument("scenario", choices=["e2e", "produce", "consume", "summarize"])
     ap.add_argument("--rate", type=int, default=12537, help="e2e: records/s")
     ap.add_argument("--seconds", type=float, default=20, help="e2e: client run time")
-    ap.add_argument("--records", type=int, default=1_000_000, help="produce: records")
+    ap.add_argument("--records", type=int, default=1_000_000, help="produce, consume: records")
+    ap.add_argument("--consumes", type=int, default=3, help="consume: unprofiled reads from the start")
     ap.add_argument("--size", type=int, default=1024, help="produce: value bytes")
     ap.add_argument("--partitions", type=int, help="default 6 (e2e), 1 (produce)")
     ap.add_argument("--profile-seconds", type=float, default=15, help="py-spy duration (from the client's start)")
@@ -156,11 +210,15 @@ def main(argv: list[str] | None = None) -> int:
                 if name.startswith("broker-"):
                     spies[name] = start_py_spy(pid, out / f"{name}.speedscope.json", args.profile_seconds)
         system.create_topic("profile-warm-up", 1, 1)  # connections and imports warm before sampling
-        start_spies()
+        unprofiled = fill_and_consume(args, system) if args.scenario == "consume" else []
+        if args.profile_seconds > 0:
+            start_spies()
         pids = system.broker_pids()
         before = cpu_split(pids)
         result = run_client(args, system)
         result.update({k: round(v - before[k], 2) for k, v in cpu_split(pids).items()})
+        if unprofiled:
+            result = {"unprofiled": unprofiled, "profiled": result}
         for name, spy in spies.items():
             _, err = spy.communicate(timeout=args.profile_seconds + 60)
             if spy.returncode != 0:

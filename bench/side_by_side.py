@@ -66,6 +66,7 @@ PERF_LINE = re.compile(
 KAFKA, ODRADEK = "kafka", "odradek"
 WARM_ROUND_TRIPS = 3000   # scenario 6's untimed single records per system before its rounds
 WARM_E2E_S = 5            # scenario 4's untimed seconds at its rate per system
+WARM_SHARE = 0.1          # scenarios 1-3 and 7: an untimed run of this share of a case's records first
 
 
 # -- processes -----------------------------------------------------------------------------------
@@ -220,6 +221,10 @@ class Bench:
     def n(self, records: int) -> int:
         return max(1000, int(records * self.scale))
 
+    def warm_n(self, records: int) -> int:
+        """Records of a scenario's untimed warm-up run (``records``: a measured run's)."""
+        return max(1000, int(records * WARM_SHARE))
+
     def topic(self, stem: str) -> str:
         self.seq += 1
         return f"{stem}-{self.seq}"
@@ -241,17 +246,28 @@ class Bench:
 
     def scenario1(self, systems: list[System]) -> None:
         cases = [(p, size, self.n(1_000_000 if size >= 1024 else 2_000_000)) for p in (1, 6) for size in (100, 1024)]
+        for partitions, size, records in cases:
+            self.warm(systems, lambda s, partitions=partitions, size=size, records=records: self.produce(
+                s, "warm-s1", partitions, 1, self.warm_n(records), size, "1"))
         for rnd in range(self.rounds):
             for partitions, size, records in cases:
                 for s in self.alternate(systems, rnd):
-                    def run(s=s, partitions=partitions, size=size, records=records):
-                        topic = self.topic(f"s1-p{partitions}-b{size}")
-                        s.create_topic(topic, partitions, 1)
-                        try:
-                            return measured(s, producer_performance, s, topic, records, size, "1")
-                        finally:
-                            s.delete_topic(topic)
-                    self.record("1", f"produce p={partitions} {size}B acks=1", s, rnd, run)
+                    self.record("1", f"produce p={partitions} {size}B acks=1", s, rnd, lambda s=s, partitions=partitions,
+                                size=size, records=records: self.produce(s, f"s1-p{partitions}-b{size}", partitions, 1,
+                                                                         records, size, "1", timed=True))
+
+    def produce(self, s: System, stem: str, partitions: int, rf: int, records: int, size: int, acks: str,
+                config: dict[str, str] | None = None, timed: bool = False) -> dict:
+        """``ProducerPerformance`` into a fresh topic (deleted after); ``timed``: with the brokers'
+        CPU over the client's run alone (``measured``: not the topic's creation)."""
+        topic = self.topic(stem)
+        s.create_topic(topic, partitions, rf, config)
+        try:
+            if timed:
+                return measured(s, producer_performance, s, topic, records, size, acks)
+            return producer_performance(s, topic, records, size, acks)
+        finally:
+            s.delete_topic(topic)
 
     def scenario3(self, systems: list[System]) -> None:
         records = self.n(2_000_000)  # 2 GB of 1 KiB values at scale 1
@@ -264,6 +280,9 @@ class Bench:
                             lambda s=s: measured(s, producer_performance, s, topics[s.name], records, 1024, "1"))
             except Exception as e:  # noqa: BLE001
                 self.runs.append({"scenario": "3", "case": "fill", "system": s.name, "error": str(e)[-2000:]})
+        self.warm([s for s in systems if s.name in topics], lambda s: assigned_client(
+            "consume", "--bootstrap", s.bootstrap, "--topic", topics[s.name], "--partitions", "1",
+            "--records", str(min(records, self.warm_n(records)))))
         for rnd in range(self.rounds):
             for s in self.alternate(systems, rnd):
                 self.record("3", "consume from the start", s, rnd, lambda s=s: measured(
@@ -284,18 +303,12 @@ class Bench:
                 s.delete_topic(probe)
             except Exception as e:  # noqa: BLE001
                 blocked[s.name] = f"creating a topic with RF=3 failed: {e}"
+        runnable = [s for s in systems if s.name not in blocked]
+        self.warm(runnable, lambda s: self.produce(s, "warm-s2", 6, 3, self.warm_n(records), 1024, "all", config))
         for rnd in range(self.rounds):
-            for s in self.alternate(systems, rnd):
-                if s.name in blocked:
-                    continue
-                def run(s=s):
-                    topic = self.topic("s2-rf3")
-                    s.create_topic(topic, 6, 3, config)
-                    try:
-                        return measured(s, producer_performance, s, topic, records, 1024, "all")
-                    finally:
-                        s.delete_topic(topic)
-                self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, run)
+            for s in self.alternate(runnable, rnd):
+                self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, lambda s=s: self.produce(
+                    s, "s2-rf3", 6, 3, records, 1024, "all", config, timed=True))
         return blocked
 
     def scenario4(self, systems: list[System], blocked: dict[str, str], seconds: float,
@@ -324,7 +337,8 @@ class Bench:
                         lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
 
     def scenario7(self, systems: list[System], blocked: dict[str, str]) -> None:
-        self.warm_path(systems, blocked, 6, lambda s, topic: transactional_produce(s.bootstrap, topic, self.n(20_000)))
+        self.warm_path(systems, blocked, 6, lambda s, topic: transactional_produce(
+            s.bootstrap, topic, self.warm_n(self.n(200_000))))
         self.rf3_rounds(systems, blocked, "7", "transactions of 1,000 x 1 KiB RF=3", "s7-transactional", 6,
                         lambda s, topic: measured(s, transactional_produce, s.bootstrap, topic, self.n(200_000)))
 
@@ -344,37 +358,29 @@ class Bench:
                         s.delete_topic(topic)
                 self.record(scenario, case, s, rnd, run)
 
-    def warm_path(self, systems: list[System], blocked: dict[str, str], partitions: int, fn) -> None:
-        """Not recorded: ``fn(system, topic)`` once on each system, on a fresh RF=3 topic, so that a
-        scenario run alone measures its own path warm (scenario 6 alone measured Kafka's JIT
-        compiling the single-record path: p50 3.4-3.7 ms against 0.6 ms warm)."""
+    def warm(self, systems: list[System], fn) -> None:
+        """Not recorded: ``fn(system)`` once on each system before a scenario's rounds, the same
+        client on the same path as its measured runs, so that a scenario run alone (``--scenarios
+        1,3,6``) measures its path warm: a fresh JVM runs interpreted until the JIT has compiled
+        that path (scenario 6 alone measured Kafka's cold single-record path: p50 3.4-3.7 ms
+        against 0.6 ms warm), and Odradek's first run of a path pays its imports and first
+        allocations."""
         for s in systems:
-            if s.name in blocked:
-                continue
-            topic = self.topic("warm-path")
             try:
-                s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
-                try:
-                    fn(s, topic)
-                finally:
-                    s.delete_topic(topic)
+                fn(s)
             except Exception as e:  # noqa: BLE001 - the measured runs will report it
                 print(f"  warm-up of {s.name}'s path failed: {str(e)[:300]}", flush=True)
 
-    def warm_up(self, systems: list[System], rf: int) -> None:
-        """Not recorded: a fresh JVM runs interpreted until the JIT has compiled the hot paths, so
-        each system first takes ~300 MB through a produce and a consume."""
-        records = self.n(300_000)
-        for s in systems:
-            topic = self.topic("warm-up")
+    def warm_path(self, systems: list[System], blocked: dict[str, str], partitions: int, fn) -> None:
+        """``warm`` with ``fn(system, topic)`` on a fresh RF=3 topic (min.insync.replicas=2)."""
+        def on_fresh_topic(s: System) -> None:
+            topic = self.topic("warm-path")
+            s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
             try:
-                s.create_topic(topic, 1, rf)
-                producer_performance(s, topic, records, 1024, "1")
-                assigned_client("consume", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "1",
-                                "--records", str(records))
+                fn(s, topic)
+            finally:
                 s.delete_topic(topic)
-            except Exception as e:  # noqa: BLE001 - the measured runs will report it
-                print(f"  warm-up of {s.name} failed: {str(e)[:300]}", flush=True)
+        self.warm([s for s in systems if s.name not in blocked], on_fresh_topic)
 
     def snapshot_memory(self, shape: str, systems: list[System]) -> None:
         self.memory[shape] = {s.name: {str(pid): memory_mb(pid) for pid in s.broker_pids()} for s in systems}
@@ -597,7 +603,6 @@ def main(argv: list[str] | None = None) -> int:
             print("== 1 broker: Kafka (KRaft) and Odradek", flush=True)
             systems = start_systems(root, 1)
             try:
-                bench.warm_up(systems, 1)
                 if wanted & {"1", "5"}:
                     bench.scenario1(systems)
                 if wanted & {"3", "5"}:
@@ -610,7 +615,6 @@ def main(argv: list[str] | None = None) -> int:
             print("== 3 brokers: Kafka (KRaft) and Odradek", flush=True)
             systems = start_systems(root, 3)
             try:
-                bench.warm_up(systems, 3)  # replication (the followers' fetch path) warmed too
                 blocked = bench.scenario2(systems) if "2" in wanted or (not args.e2e_rate and "4" in wanted) else {}
                 if wanted & {"4"}:
                     bench.scenario4(systems, blocked, args.e2e_seconds, args.e2e_rate)

@@ -40,3 +40,28 @@ def test_summary_of_a_gzipped_profile_names_the_stall_and_the_busy_share(tmp_pat
     assert stall_lines[0].strip().startswith("20 ms at   0.0 s (100% of it in): LogManager.checkpoint > write_checkpoint")
     assert "KafkaConnection._serve > KafkaConnection._write" in stall_lines[1]
     assert "66.7%  write_checkpoint (storage/checkpoint.py)" in text
+
+
+def test_run_time_counts_every_thread_to_the_nanosecond():
+    import os
+    import threading
+    import time
+
+    from bench.profile_broker import run_time_s
+
+    busy, done = threading.Event(), threading.Event()
+
+    def work() -> None:
+        sum(i * i for i in range(300_000))
+        busy.set()
+        done.wait(30)
+
+    worker = threading.Thread(target=work)
+    before = run_time_s([os.getpid()])
+    main_before = time.thread_time()
+    worker.start()
+    busy.wait(30)
+    spent = run_time_s([os.getpid()]) - before - (time.thread_time() - main_before)
+    done.set()
+    worker.join()
+    assert spent > 0.001 and spent != round(spent, 2)   # the worker's CPU, not 10 ms ticks

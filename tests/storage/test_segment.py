@@ -112,3 +112,26 @@ def test_a_read_at_the_tail_finds_the_last_batch_after_appends_and_truncations(t
     piece = segment.read(9, 10**6, None, True)
     assert (piece.position, piece.size, piece.next_offset) == (location.position, location.size, 11)
     assert RecordBatch(memoryview(bytearray(piece.read()))).last_offset == 10
+
+
+def test_reads_whole_batches_among_batches_larger_than_a_scan_chunk(tmp_path):
+    """Headers past a batch over 64 KiB are read alone (not a 64 KiB chunk each), small batches
+    after large ones in chunks again: every boundary found, a read ends on a whole batch."""
+    segment = LogSegment(tmp_path, 0, index_bytes=1024, index_interval_bytes=10**9)  # no index help
+    for values in (100, 1, 300, 2, 2, 80):   # 100 x 1 KiB: a ~100 KiB batch; 1-2: small ones
+        if values < 10:
+            append(segment, 1, values=values)
+        else:
+            append_large(segment, values)
+    sizes = [b.size for b in segment.log.batches_from(0)]
+    assert len(sizes) == 6 and sum(sizes) == segment.size
+    piece = segment.read(0, sum(sizes[:4]) + 10, None, True)
+    assert (piece.size, piece.next_offset) == (sum(sizes[:4]), 100 + 1 + 300 + 2)
+
+
+def append_large(segment: LogSegment, values: int) -> None:
+    data = memoryview(batch(*[b"y" * 1024] * values))
+    batches = split_batches(data)
+    for b in batches:
+        b.set_base_offset(segment.next_offset)
+    segment.append(batches, data)
