@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 LEAVE, STATIC_LEAVE = -1, -2
 Lookup = Callable[[frozenset[str]], Topics]  # subscribed names -> {name: (topic id, partitions)} of those existing
-Catalog = Callable[[], frozenset[str]]  # the topic names a regex may match (those the member may Describe)
+Catalog = Callable[[], tuple[str, ...]]  # the topic names a regex may match (those the member may Describe)
 
 
 class MemberState(str, enum.Enum):
@@ -115,7 +115,7 @@ class ConsumerGroup:
     owners: dict[TP, str] = field(default_factory=dict)    # partition -> the member holding it (Kafka's partition epochs)
     topics: dict[str, tuple[str, int]] = field(default_factory=dict)  # subscription metadata
     resolved: dict[str, frozenset[str]] = field(default_factory=dict)  # the members' regexes -> topic names
-    catalog: frozenset[str] = frozenset()  # the topic names ``resolved`` was resolved against
+    catalog: tuple[str, ...] = ()  # the topic names ``resolved`` was resolved against
     assignor: str = DEFAULT_ASSIGNOR
     written: dict[bytes, object] = field(default_factory=dict)  # its records in the log (consumer_state)
 
@@ -159,7 +159,7 @@ class ConsumerGroups:
         return group is not None and bool(group.members)
 
     # -- the heartbeat --------------------------------------------------------------------------
-    def heartbeat(self, hb: Heartbeat, lookup: Lookup, catalog: Catalog = frozenset) -> HeartbeatResult:
+    def heartbeat(self, hb: Heartbeat, lookup: Lookup, catalog: Catalog = tuple) -> HeartbeatResult:
         """Raises KafkaError with Kafka's error for a refused heartbeat. ``catalog`` is read when
         a member subscribes by regex: the regexes are resolved again whenever it changed (a
         topic created or deleted), so a new matching topic enters the assignment."""
@@ -413,20 +413,20 @@ def _validate(hb: Heartbeat) -> None:
 def _resolve_regexes(group: ConsumerGroup, catalog: Catalog) -> bool:
     """Resolve the members' regexes again when the regexes or the topics changed (Kafka
     resolves them off the heartbeat path and at most every few seconds; resolving here costs a
-    scan of the topic names only when a topic was created or deleted). True when the topics a
-    regex resolves to changed."""
+    scan of the topic names only when a topic was created or deleted). True when the topics
+    the same regexes resolve to changed: a changed set of regexes (a member's new regex, a member
+    gone) bumped the epoch already, and a group just loaded resolves what its records name."""
     regexes = {m.regex for m in group.members.values() if m.regex}
     if not regexes and not group.resolved:
         return False
-    names = frozenset(catalog()) if regexes else frozenset()
-    if names == group.catalog and regexes == group.resolved.keys():
+    names = catalog() if regexes else ()  # the broker's one tuple per metadata snapshot: compared cheaply
+    same_regexes = regexes == group.resolved.keys()
+    if same_regexes and (names is group.catalog or names == group.catalog):
         return False
     resolved = {r: resolve(r, names) for r in regexes}
-    group.catalog = names
-    if resolved == group.resolved:
-        return False
-    group.resolved = resolved
-    return True
+    changed = same_regexes and resolved != group.resolved
+    group.catalog, group.resolved = names, resolved
+    return changed
 
 
 def _cancel_revoke(member: ConsumerMember) -> None:

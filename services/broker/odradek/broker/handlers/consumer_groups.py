@@ -41,9 +41,8 @@ def _catalog(ctx: BrokerContext):
     def names():
         all_names = ctx.metadata_cache.topics(ctx.replicas.metadata).names
         if ctx.authorizer is None:
-            return frozenset(all_names)
-        return frozenset(n for n in all_names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n,
-                                                         log_denied=False))
+            return all_names  # sorted, one tuple per metadata snapshot
+        return tuple(n for n in all_names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False))
     return names
 
 
