@@ -9,7 +9,8 @@ broker (``odradek dev kill N --graceful`` / ``dev start N``). librdkafka's KIP-8
 (``group.protocol=consumer``) on the same cluster: the broker assigns, a partition has one owner
 at a time (from the members' own rebalance callbacks), a silent member is fenced after
 ``group.consumer.session.timeout.ms``; the group's coordinator killed and then moved back, its
-members keep their ids, member epochs and partitions (the group is in ``__consumer_offsets``).
+members keep their ids, member epochs and partitions (the group is in ``__consumer_offsets``);
+a ``^prefix.*`` subscription goes to the broker as a regex and picks up a topic created later.
 """
 
 from __future__ import annotations
@@ -340,9 +341,9 @@ def test_kip848_consumers_one_owner_at_a_time_through_joins_leaves_and_fencing(c
         _kill_leftovers(members)
 
 
-def _described_epochs(cluster, group: str):
+def _described(cluster, group: str):
     """ConsumerGroupDescribe over the wire to the group's coordinator (librdkafka's admin shows
-    no epochs): (group epoch, {member id: (member epoch, partitions)}); None while it moves."""
+    no epochs nor regexes): the described group; None while it moves."""
     from kio.schema.consumer_group_describe.v0 import request as r
     try:
         with WireClient(cluster.brokers[_coordinator_broker(cluster, group)], timeout=30) as client:
@@ -350,7 +351,13 @@ def _described_epochs(cluster, group: str):
                 group_ids=(group,), include_authorized_operations=False)).groups[0]
     except (OSError, KeyError):  # a broker down or its address not known yet
         return None
-    if g.error_code != 0:
+    return g if g.error_code == 0 else None
+
+
+def _described_epochs(cluster, group: str):
+    """(group epoch, {member id: (member epoch, partitions)}); None while the group moves."""
+    g = _described(cluster, group)
+    if g is None:
         return None
     return g.group_epoch, {m.member_id: (m.member_epoch, frozenset(
         p for t in m.assignment.topic_partitions for p in t.partitions)) for m in g.members}
@@ -403,3 +410,41 @@ def test_kip848_members_keep_ids_epochs_and_partitions_when_the_coordinator_move
         assert _committed(cluster, topic, group) == ends
     finally:
         _kill_leftovers(members)
+
+
+def _described_regexes(cluster, group: str) -> set[str | None] | None:
+    """The members' SubscribedTopicRegex as ConsumerGroupDescribe shows them (None while it moves)."""
+    g = _described(cluster, group)
+    return None if g is None else {m.subscribed_topic_regex for m in g.members}
+
+
+def test_kip848_regex_subscription_picks_up_a_topic_created_later(cluster):
+    """librdkafka's ``^prefix.*`` subscription with group.protocol=consumer goes to the broker as
+    SubscribedTopicRegex; the broker resolves it, and a matching topic created after the
+    subscription enters the member's assignment (a topic that does not match stays out)."""
+    from confluent_kafka import Consumer
+    group = "group-kip848-regex"
+    _wait_brokers(cluster)
+    for topic in ("regex-a", "other-regex-a"):
+        cluster.create_topic(topic, partitions=2, replication_factor=3)
+        _produce(cluster.bootstrap, topic, 10)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    seen: set[str] = set()
+
+    def read(topic: str) -> bool:
+        msg = c.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.add(msg.topic())
+        return topic in seen
+    try:
+        c.subscribe(["^regex-.*"])
+        wait_until(lambda: read("regex-a"), 60, "records of regex-a", 0)
+        # librdkafka sends its regex subscriptions joined, each in parentheses
+        assert wait_until(lambda: _described_regexes(cluster, group), 30, "the group described", 0.5) == {"(^regex-.*)"}
+        cluster.create_topic("regex-b", partitions=2, replication_factor=3)
+        _produce(cluster.bootstrap, "regex-b", 10)
+        wait_until(lambda: read("regex-b"), 90, "records of regex-b, created after the subscription", 0)
+        assert "other-regex-a" not in seen and {tp.topic for tp in c.assignment()} == {"regex-a", "regex-b"}
+    finally:
+        c.close()

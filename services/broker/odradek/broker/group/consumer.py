@@ -35,12 +35,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from odradek.broker.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TP, Topics
+from odradek.broker.group.topic_regex import compile_regex, resolve
 from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 E = ErrorCode
 LEAVE, STATIC_LEAVE = -1, -2
 Lookup = Callable[[frozenset[str]], Topics]  # subscribed names -> {name: (topic id, partitions)} of those existing
+Catalog = Callable[[], tuple[str, ...]]  # the topic names a regex may match (those the member may Describe)
 
 
 class MemberState(str, enum.Enum):
@@ -90,6 +92,7 @@ class ConsumerMember:
     client_host: str = ""
     rebalance_timeout_ms: int = 0
     subscribed: frozenset[str] = frozenset()
+    regex: str = ""  # SubscribedTopicRegex; "" none
     assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -111,6 +114,8 @@ class ConsumerGroup:
     target: dict[str, frozenset[TP]] = field(default_factory=dict)
     owners: dict[TP, str] = field(default_factory=dict)    # partition -> the member holding it (Kafka's partition epochs)
     topics: dict[str, tuple[str, int]] = field(default_factory=dict)  # subscription metadata
+    resolved: dict[str, frozenset[str]] = field(default_factory=dict)  # the members' regexes -> topic names
+    catalog: tuple[str, ...] = ()  # the topic names ``resolved`` was resolved against
     assignor: str = DEFAULT_ASSIGNOR
     written: dict[bytes, object] = field(default_factory=dict)  # its records in the log (consumer_state)
 
@@ -124,6 +129,10 @@ class ConsumerGroup:
         if any(m.epoch != self.target_epoch or m.state != MemberState.STABLE for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+    def subscription(self, member: ConsumerMember) -> frozenset[str]:
+        """The topic names ``member`` subscribes to: by name and through its regex."""
+        return member.subscribed | self.resolved.get(member.regex, frozenset()) if member.regex else member.subscribed
 
     def release(self, member: ConsumerMember, partitions) -> None:
         for tp in partitions:
@@ -150,8 +159,10 @@ class ConsumerGroups:
         return group is not None and bool(group.members)
 
     # -- the heartbeat --------------------------------------------------------------------------
-    def heartbeat(self, hb: Heartbeat, lookup: Lookup) -> HeartbeatResult:
-        """Raises KafkaError with Kafka's error for a refused heartbeat."""
+    def heartbeat(self, hb: Heartbeat, lookup: Lookup, catalog: Catalog = tuple) -> HeartbeatResult:
+        """Raises KafkaError with Kafka's error for a refused heartbeat. ``catalog`` is read when
+        a member subscribes by regex: the regexes are resolved again whenever it changed (a
+        topic created or deleted), so a new matching topic enters the assignment."""
         _validate(hb)
         if hb.member_epoch in (LEAVE, STATIC_LEAVE):
             return self._leave(hb)
@@ -162,7 +173,7 @@ class ConsumerGroups:
             group = self.groups[hb.group_id] = ConsumerGroup(hb.group_id)
         member, bump = self._member(group, hb)
         bump |= self._update(member, hb)
-        bump |= self._refresh_topics(group, lookup)
+        bump |= self._refresh_topics(group, lookup, catalog)
         if bump:
             group.epoch += 1
         if group.epoch > group.target_epoch:
@@ -217,7 +228,7 @@ class ConsumerGroups:
         del group.members[old.member_id]
         new.epoch, new.previous_epoch = old.previous_epoch, old.previous_epoch
         new.assigned, new.revoking, new.state = old.assigned, old.revoking, old.state
-        new.subscribed, new.assignor, new.rack_id = old.subscribed, old.assignor, old.rack_id
+        new.subscribed, new.regex, new.assignor, new.rack_id = old.subscribed, old.regex, old.assignor, old.rack_id
         for tp, owner in list(group.owners.items()):
             if owner == old.member_id:
                 group.owners[tp] = new.member_id
@@ -237,24 +248,28 @@ class ConsumerGroups:
         changed = False
         if hb.subscribed is not None and frozenset(hb.subscribed) != member.subscribed:
             member.subscribed, changed = frozenset(hb.subscribed), True
+        if hb.regex is not None and hb.regex != member.regex:
+            member.regex, changed = hb.regex, True
         if hb.assignor is not None and hb.assignor != member.assignor:
             member.assignor, changed = hb.assignor, True
         return changed
 
     @staticmethod
-    def _refresh_topics(group: ConsumerGroup, lookup: Lookup) -> bool:
-        """The subscribed topics' ids and partition counts; True when they changed."""
-        names = frozenset().union(*(m.subscribed for m in group.members.values()))
+    def _refresh_topics(group: ConsumerGroup, lookup: Lookup, catalog: Catalog) -> bool:
+        """The subscribed topics' ids and partition counts; True when they or the topics a
+        member's regex resolves to changed."""
+        changed = _resolve_regexes(group, catalog)
+        names = frozenset().union(*(group.subscription(m) for m in group.members.values()))
         topics = dict(lookup(names))
         if topics == group.topics:
-            return False
+            return changed
         group.topics = topics
         return True
 
     def _assign(self, group: ConsumerGroup) -> None:
         """The target assignment at the group epoch, by the members' most wanted assignor."""
         group.assignor = preferred_assignor(group.members.values())
-        subscriptions = {mid: m.subscribed for mid, m in group.members.items()}
+        subscriptions = {mid: group.subscription(m) for mid, m in group.members.items()}
         group.target = ASSIGNORS[group.assignor](subscriptions, group.topics, group.target)
         group.target_epoch = group.epoch
         log.info("group %s: target assignment at epoch %d by %s for %d members", group.group_id, group.epoch,
@@ -388,11 +403,30 @@ def _validate(hb: Heartbeat) -> None:
         invalid("InstanceId can't be null when MemberEpoch is -2.")
     elif hb.member_epoch < STATIC_LEAVE:
         invalid(f"MemberEpoch is invalid: {hb.member_epoch}.")
-    if hb.regex:  # "" is no regex (librdkafka sends it so), as Kafka reads it
-        raise KafkaError(E.invalid_request, "SubscribedTopicRegex is not supported by this coordinator yet.")
+    if hb.regex:  # "" is no regex (a member leaving its regex for names), as Kafka reads it
+        compile_regex(hb.regex)  # INVALID_REGULAR_EXPRESSION
     if hb.assignor is not None and hb.assignor not in ASSIGNORS:
         raise KafkaError(E.unsupported_assignor, f"ServerAssignor {hb.assignor} is not supported. "
                                                  f"Supported assignors: {', '.join(ASSIGNORS)}.")
+
+
+def _resolve_regexes(group: ConsumerGroup, catalog: Catalog) -> bool:
+    """Resolve the members' regexes again when the regexes or the topics changed (Kafka
+    resolves them off the heartbeat path and at most every few seconds; resolving here costs a
+    scan of the topic names only when a topic was created or deleted). True when the topics
+    the same regexes resolve to changed: a changed set of regexes (a member's new regex, a member
+    gone) bumped the epoch already, and a group just loaded resolves what its records name."""
+    regexes = {m.regex for m in group.members.values() if m.regex}
+    if not regexes and not group.resolved:
+        return False
+    names = catalog() if regexes else ()  # the broker's one tuple per metadata snapshot: compared cheaply
+    same_regexes = regexes == group.resolved.keys()
+    if same_regexes and (names is group.catalog or names == group.catalog):
+        return False
+    resolved = {r: resolve(r, names) for r in regexes}
+    changed = same_regexes and resolved != group.resolved
+    group.catalog, group.resolved = names, resolved
+    return changed
 
 
 def _cancel_revoke(member: ConsumerMember) -> None:

@@ -35,6 +35,17 @@ def _lookup(ctx: BrokerContext):
     return topics
 
 
+def _catalog(ctx: BrokerContext):
+    """The topics a regex subscription may match: those the member may Describe, as Kafka
+    resolves a regex with the authorizations of the heartbeat that refreshed it."""
+    def names():
+        all_names = ctx.metadata_cache.topics(ctx.replicas.metadata).names
+        if ctx.authorizer is None:
+            return all_names  # sorted, one tuple per metadata snapshot
+        return tuple(n for n in all_names if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False))
+    return names
+
+
 def _classic_in_use(ctx: BrokerContext, group_id: str) -> bool:
     classic = ctx.groups.membership.groups.get(group_id)
     return classic is not None and bool(classic.members)
@@ -58,7 +69,7 @@ async def consumer_group_heartbeat(ctx: BrokerContext, header, req):
                        req.instance_id, req.rack_id, int(rebalance.total_seconds() * 1000),
                        req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None),
                        req.server_assignor, owned)
-        r = ctx.groups.consumer.heartbeat(hb, _lookup(ctx))
+        r = ctx.groups.consumer.heartbeat(hb, _lookup(ctx), _catalog(ctx))
         await ctx.groups.store_consumer(req.group_id)  # answered once its records are written, as Kafka does
     except KafkaError as e:
         if e.code == E.invalid_request:  # a client bug or a feature not served: worth a line
@@ -111,7 +122,7 @@ def _members(s, version: int, group: ConsumerGroup) -> tuple:
     return tuple(make(
         s.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
         client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=tuple(sorted(m.subscribed)),
-        subscribed_topic_regex=None,
+        subscribed_topic_regex=m.regex or None,
         assignment=make(s.Assignment, topic_partitions=_by_topic(s.TopicPartitions, m.assigned, names)),
         target_assignment=make(s.Assignment, topic_partitions=_by_topic(
             s.TopicPartitions, group.target.get(m.member_id, ()), names)), **member_type)
