@@ -121,3 +121,23 @@ def test_remote_retention_oldest_first(tmp_path):
     lg.increment_log_start_offset(5)
     assert remote[0] in expired(lg, remote, now_ms=10_000), "below the log start offset"
     lg.close()
+
+
+def test_the_broker_settings_dev_up_tiered_passes(tmp_path):
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.storage.remote_log_manager import for_broker
+    from odradek.config import bound_values, parse_broker_settings
+    from odradek.dev import tiered
+    (tmp_path / "s3proxy").mkdir()
+    state = {"data_dir": str(tmp_path), "object_store": {"endpoint": "http://127.0.0.1:1", "bucket": "b",
+                                                         "access_key": "odradek", "secret_key": "s3cr3t"}}
+    settings = dict(kv.split("=", 1) for kv in tiered.broker_config(state))
+    values = bound_values(BrokerConfig, parse_broker_settings(settings).broker)
+    config = BrokerConfig(1, tmp_path / "data", "127.0.0.1:2181", **values)
+    assert "s3cr3t" not in str(config.broker_settings), "no secret in what DescribeConfigs shows"
+    assert (tmp_path / "s3proxy" / "credentials").stat().st_mode & 0o077 == 0
+    rlm = for_broker(config, replicas=None)
+    assert rlm is not None and rlm.interval_s == 1.0
+    assert (rlm.rsm.config.endpoint_url, rlm.rsm.config.bucket, rlm.rsm.config.secret_key) == \
+        ("http://127.0.0.1:1", "b", "s3cr3t")
+    assert for_broker(BrokerConfig(1, tmp_path, "z:1"), replicas=None) is None
