@@ -138,7 +138,10 @@ def test_incremental_alter_configs():
     assert code_of(admin.plan_configs, snap, "t", {}, ["bogus"]) == ErrorCode.invalid_config
     # a Kafka 3.9 topic config Odradek does not serve: deleting it (MirrorMaker 2's config sync) is a no-op
     assert admin.plan_configs(snap, "t", {}, ["remote.log.delete.on.disable"])[1] == admin.plan_configs(snap, "t", {}, [])[1]
-    assert code_of(admin.plan_configs, snap, "t", {"remote.storage.enable": "true"}, []) == ErrorCode.invalid_config
+    assert code_of(admin.plan_configs, snap, "t", {"remote.log.copy.disable": "true"}, []) == ErrorCode.invalid_config
+    # tiered storage: the request's keys are checked against the topic's others (its retention.ms of 1000)
+    assert code_of(admin.plan_configs, snap, "t", {"remote.storage.enable": "true", "local.retention.ms": "5000"},
+                   []) == ErrorCode.invalid_config
     assert code_of(admin.plan_configs, snap, "u", {}, []) == ErrorCode.unknown_topic_or_partition
 
 

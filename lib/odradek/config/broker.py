@@ -17,6 +17,7 @@ from odradek.cluster import versions
 from odradek.config.cluster_security import CLUSTER_SECURITY_CONFIGS
 from odradek.config.keys import BOOLEAN, INT_MAX, LONG_MAX, PER_ADDRESS_COUNTS, ConfigKey, integer, one_of, optional, registry
 from odradek.config.security import SECURITY_CONFIGS, is_listener_key
+from odradek.config.tiered import TIERED_CONFIGS
 from odradek.config.topic import invalid, topic_defaults
 from odradek.config.transactions import TXN_CONFIGS
 from odradek.errors import ErrorCode, KafkaError
@@ -99,6 +100,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "always the leader; RackAwareReplicaSelector, a replica in the consumer's client.rack (docs/racks.md)"),
     *SECURITY_CONFIGS.values(),
     *CLUSTER_SECURITY_CONFIGS.values(),
+    *TIERED_CONFIGS.values(),  # tiered storage's (odradek.config.tiered)
 )
 
 # Kafka's broker quota configs (QuotaConfig.brokerQuotaConfigs): dynamic only, not KafkaConfig

@@ -71,8 +71,17 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
            "log.cleaner.min.cleanable.ratio"),
     _topic("min.compaction.lag.ms", integer(0, LONG_MAX), "0", "records younger stay uncompacted",
            "log.cleaner.min.compaction.lag.ms"),
+    _topic("local.retention.bytes", integer(-2, LONG_MAX), "-2",
+           "with remote.storage.enable: local size before uploaded segments are deleted locally; "
+           "-2 = retention.bytes (docs/tiered-storage.md)", "log.local.retention.bytes"),
+    _topic("local.retention.ms", integer(-2, LONG_MAX), "-2",
+           "with remote.storage.enable: age before uploaded segments are deleted locally; -2 = retention.ms",
+           "log.local.retention.ms"),
     _topic("min.insync.replicas", integer(1, INT_MAX), "1", "ISR size needed for acks=all", "min.insync.replicas"),
     _topic("preallocate", BOOLEAN, "false", "preallocate segment files", "log.preallocate"),
+    # Kafka 3.9 has no broker-wide default for it (remote.log.storage.system.enable is the broker's switch)
+    _topic("remote.storage.enable", BOOLEAN, "false",
+           "tiered storage (KIP-405): copy rolled segments to the object store; refused on compacted topics"),
     _topic("retention.bytes", integer(-1, LONG_MAX), "-1",
            "partition size before deleting old segments; -1 = no limit", "log.retention.bytes"),
     _topic("retention.ms", integer(-1, LONG_MAX), "604800000",
@@ -97,10 +106,10 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
 # unknown, but deleting one (back to its default, where it always is here) succeeds as on Kafka,
 # because MirrorMaker 2's topic-config sync sends a DELETE for every source config at its default.
 KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
-    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "local.retention.bytes",
-    "local.retention.ms", "message.downconversion.enable", "message.format.version",
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "message.downconversion.enable", "message.format.version",
     "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms",
-    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable"})
+    "remote.log.copy.disable", "remote.log.delete.on.disable"})
 
 # Kafka broker key -> (topic key, its synonym entry): the spellings a broker-wide default takes.
 TOPIC_SYNONYMS: dict[str, tuple[ConfigKey, Synonym]] = {
@@ -126,7 +135,27 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         except ValueError as e:
             raise invalid(name, value, e) from None
         out[name] = str(value)
+    check_remote_storage(out)
     return out
+
+
+def check_remote_storage(overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> None:
+    """Kafka 3.9's checks of a topic with remote.storage.enable (LogConfig's validation of the
+    topic's overrides over the defaults), as INVALID_CONFIG with Kafka's messages: no compaction,
+    and local retention within the topic's retention (-2: the same; -1 only if that is -1 too)."""
+    values = effective(overrides, defaults)
+    if not values["remote.storage.enable"]:
+        return
+    if "compact" in str(values["cleanup.policy"]).split(","):
+        raise KafkaError(ErrorCode.invalid_config, "Remote log storage is unsupported for the compacted topics")
+    for local, total in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+        limit, value = values[total], values[local]
+        if limit == -1 or value == -2:
+            continue
+        if value == -1:
+            raise invalid(local, value, f"Value must not be -1 as {total} value is set as {limit}.")
+        if value > limit:
+            raise invalid(local, value, f"Value must not be more than {total} property value: {limit}")
 
 
 def topic_defaults(settings: Mapping[str, str]) -> dict[str, str]:

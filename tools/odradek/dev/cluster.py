@@ -72,6 +72,7 @@ def up(args: argparse.Namespace) -> int:
         _start_zookeeper(state, timeout=args.timeout)
         if args.tiered:
             tiered.start(state, timeout=args.timeout)
+            args.config = [*tiered.broker_config(state), *args.config]
         _save(state_path, state)
         if "security" in state:   # the brokers' own SCRAM user, before any broker logs in with it
             security.create_admin(state["zookeeper"], args.cluster, state["security"])

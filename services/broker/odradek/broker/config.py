@@ -94,6 +94,13 @@ class BrokerConfig:
     control_plane_ssl_endpoint_identification_algorithm: str = setting(
         "control.plane.ssl.endpoint.identification.algorithm")
     control_plane_ssl_peer_common_name_pattern: str = setting("control.plane.ssl.peer.common.name.pattern")
+    remote_log_storage_system_enable: bool = setting("remote.log.storage.system.enable")  # odradek.config.tiered
+    remote_log_manager_task_interval_ms: int = setting("remote.log.manager.task.interval.ms")
+    rsm_endpoint_url: str = setting("rsm.config.storage.s3.endpoint.url")
+    rsm_bucket: str = setting("rsm.config.storage.s3.bucket.name")
+    rsm_region: str = setting("rsm.config.storage.s3.region")
+    rsm_key_prefix: str = setting("rsm.config.storage.key.prefix")
+    rsm_credentials_file: str = setting("rsm.config.storage.aws.credentials.file")
     topic_defaults: dict[str, str] = field(default_factory=dict)  # topic key -> value, synonyms resolved
     group_settings: dict[str, str] = field(default_factory=dict)  # group.* / offsets.* (group coordinator)
     given_settings: dict[str, str] = field(default_factory=dict)  # the broker keys it was started with (static)

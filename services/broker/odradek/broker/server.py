@@ -52,7 +52,7 @@ from odradek.broker.quotas.store import QuotaStore
 from odradek.broker.security.authorizer import authorizer_of
 from odradek.broker.security.broker_security import BrokerSecurity
 from odradek.broker.security.scram_store import ScramStore
-from odradek.broker.storage import LogManager
+from odradek.broker.storage import LogManager, remote_log_manager
 from odradek.broker.zk.configs import EntityConfigs
 from odradek.broker.zk.session import BrokerSession
 from odradek.cluster import control_plane as cp
@@ -88,6 +88,7 @@ class Broker:
                                        inter_broker=self.security.client, topic_deleted=topic_stats.forget,
                                        quotas=ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                                 config.replication_quota_window_size_seconds))
+        self.remote_logs = remote_log_manager.for_broker(config, self.replicas)  # tiered storage, if enabled
         quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
         self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
         self.context = BrokerContext.create(
@@ -133,6 +134,7 @@ class Broker:
         await asyncio.to_thread(self.config_changes.start)
         maintenance = asyncio.create_task(self.logs.run(stop))
         isr_checks = asyncio.create_task(self.replicas.run(stop))
+        remote_logs = asyncio.create_task(self.remote_logs.run(stop)) if self.remote_logs is not None else None
         clean = False
         try:
             if await self._metadata_arrived(stop):
@@ -158,6 +160,8 @@ class Broker:
             await listeners.stop()
             await maintenance
             await isr_checks
+            if remote_logs is not None:
+                await remote_logs
             await runner.cleanup()
             if metrics is not None:
                 await metrics.cleanup()

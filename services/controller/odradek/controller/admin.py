@@ -17,7 +17,7 @@ from typing import Mapping
 from odradek.cluster.control_plane import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS, CreateTopic
 from odradek.cluster.model import PartitionState
 from odradek.config import TOPIC_CONFIGS, validate_topic_configs
-from odradek.config.topic import KAFKA_ONLY_TOPIC_CONFIGS
+from odradek.config.topic import KAFKA_ONLY_TOPIC_CONFIGS, check_remote_storage
 from odradek.errors import ErrorCode, KafkaError
 from odradek import topics
 
@@ -160,6 +160,7 @@ def plan_configs(snapshot: StoreSnapshot, name: str, set_: Mapping[str, str | No
         raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
     configs = {k: v for k, v in record.configs.items() if k not in delete}
     configs.update(validated)
+    check_remote_storage(configs)  # the request's keys against those it leaves as they are
     return record, configs
 
 

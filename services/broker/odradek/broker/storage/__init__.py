@@ -15,7 +15,9 @@
 - ``manager``: every log of a data directory, and the maintenance task.
 - ``remote_storage`` / ``remote_metadata``: tiered storage's remote storage manager (segments
   in an S3-compatible store, Kafka's KIP-405 interface; blocking, for worker threads) and its
-  value types; imported only where tiered storage is used (boto3).
+  value types; imported only where tiered storage is used (boto3);
+  ``remote_log_manager`` / ``remote_log_plan``: the task that copies each leader's rolled segments,
+  keeps ``Log.highest_remote_offset`` for local retention and applies remote retention, and its decisions.
 
 All of it runs on the broker's single event-loop thread (see each module for the few
 places that use worker threads).

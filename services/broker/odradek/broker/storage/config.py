@@ -37,6 +37,9 @@ class LogConfig:
     max_compaction_lag_ms: int = typed_default("max.compaction.lag.ms")
     file_delete_delay_ms: int = typed_default("file.delete.delay.ms")
     preallocate: bool = typed_default("preallocate")
+    remote_storage_enable: bool = typed_default("remote.storage.enable")
+    local_retention_ms: int = typed_default("local.retention.ms")
+    local_retention_bytes: int = typed_default("local.retention.bytes")
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -58,6 +61,14 @@ class LogConfig:
         if self.compacted:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
+
+    @property
+    def local_retention(self) -> tuple[int, int]:
+        """(ms, bytes) kept locally when remote.storage.enable: local.retention.*, -2 meaning
+        retention.* (Kafka's localRetentionMs/Bytes)."""
+        ms = self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+        size = self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
+        return ms, size
 
     @property
     def compacted(self) -> bool:

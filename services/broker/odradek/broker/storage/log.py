@@ -95,7 +95,10 @@ class Log:
         self.config = config
         self._segments = list(segments)
         self._bases = [s.base_offset for s in segments]
-        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        # with tiered storage the log starts in the object store, below the local segments
+        self.log_start_offset = log_start_offset if config.remote_storage_enable \
+            else max(log_start_offset, segments[0].base_offset)
+        self.highest_remote_offset = -1   # Kafka's highestOffsetInRemoteStorage: the remote log manager's
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.producer_state = ProducerStateManager()
         self._high_watermark = self.log_start_offset
@@ -116,8 +119,10 @@ class Log:
         from .loader import LogLoader
         loaded = LogLoader(directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
                            clean_shutdown=clean_shutdown).load()
+        start = min(log_start_offset, loaded.log_start_offset) if config.remote_storage_enable \
+            else loaded.log_start_offset
         return cls(directory, config, loaded.segments, topic=topic, partition=partition,
-                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point,
+                   log_start_offset=start, recovery_point=loaded.recovery_point,
                    high_watermark=high_watermark)
 
     # -- state --------------------------------------------------------------------------
@@ -157,6 +162,14 @@ class Log:
     def log_start_offset(self, offset: int) -> None:
         self._log_start_offset = offset
         Log.offsets_moved += 1
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on this broker's disk (Kafka's localLogStartOffset): the log start
+        offset, unless tiered storage holds offsets below the first local segment."""
+        if not self.config.remote_storage_enable:
+            return self._log_start_offset
+        return max(self._log_start_offset, self._segments[0].base_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -317,6 +330,10 @@ class Log:
         """Whole batches from the one holding ``offset``, within one segment, up to ``max_bytes``."""
         self._check_open()
         self._check_range(offset)
+        if self.config.remote_storage_enable and offset < self.local_log_start_offset:   # in the store only
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"offset {offset} of {self.name} is in remote storage only (local log start "
+                             f"{self.local_log_start_offset}); reading from remote storage is not served yet")
         empty = FetchSlice(-1, 0, 0, offset, offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return empty
@@ -344,8 +361,20 @@ class Log:
         return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
 
     # -- retention and deletion -----------------------------------------------------------
+    def _retention(self) -> tuple[int, int]:
+        """(ms, bytes) this disk keeps: local.retention.* under tiered storage, else retention.*."""
+        c = self.config
+        return c.local_retention if c.remote_storage_enable else (c.retention_ms, c.retention_bytes)
+
+    def _uploaded(self, seg: LogSegment, nxt: LogSegment | None) -> bool:
+        """Under tiered storage a segment leaves the disk by local retention only once the
+        object store holds all of it (Kafka's isSegmentEligibleForDeletion), whatever the store's state."""
+        upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        return not self.config.remote_storage_enable or upper - 1 <= self.highest_remote_offset
+
     def apply_retention(self, now_ms: int) -> int:
-        """Delete old segments by log start offset, retention.ms and retention.bytes; return how many."""
+        """Delete old segments by log start offset, retention.ms and retention.bytes (under tiered
+        storage: local.retention.*, uploaded segments only); return how many."""
         self._check_open()
         if len(self._segments) == 1 and self._single_segment_kept(now_ms):
             return 0
@@ -353,14 +382,15 @@ class Log:
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now_ms)
         if not self.config.delete_enabled:
             return deleted
-        if self.config.retention_ms >= 0:
-            retention = self.config.retention_ms
-            deleted += self._delete_old_segments(lambda seg, nxt: now_ms - seg.largest_timestamp > retention, now_ms)
-        if self.config.retention_bytes >= 0:
-            excess = [self.size - self.config.retention_bytes]
+        retention_ms, retention_bytes = self._retention()
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda seg, nxt: now_ms - seg.largest_timestamp > retention_ms and self._uploaded(seg, nxt), now_ms)
+        if retention_bytes >= 0:
+            excess = [self.size - retention_bytes]
 
             def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                if excess[0] - seg.size >= 0:
+                if excess[0] - seg.size >= 0 and self._uploaded(seg, nxt):
                     excess[0] -= seg.size
                     return True
                 return False
@@ -372,9 +402,9 @@ class Log:
         logs of a broker with thousands of idle partitions, every maintenance tick): the log start
         rule needs a next segment, an empty one is never deleted, retention.bytes deletes it only
         at 0, retention.ms once expired."""
-        config, segment = self.config, self._segments[0]
-        return segment.size == 0 or (config.retention_bytes != 0 and (
-            config.retention_ms < 0 or now_ms - segment.largest_timestamp <= config.retention_ms))
+        (retention_ms, retention_bytes), segment = self._retention(), self._segments[0]
+        return segment.size == 0 or (retention_bytes != 0 and (
+            retention_ms < 0 or now_ms - segment.largest_timestamp <= retention_ms))
 
     def _delete_old_segments(self, predicate, now: int) -> int:
         deletable: list[LogSegment] = []
@@ -391,9 +421,10 @@ class Log:
         if len(deletable) == len(self._segments):
             self.roll()
         self._remove_segments(deletable, now)
-        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
-        self._drop_snapshots_below(self.log_start_offset)
+        if not self.config.remote_storage_enable:   # else only the local log start moves
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._drop_snapshots_below(self.local_log_start_offset)
         return len(deletable)
 
     def _remove_segments(self, segments: list[LogSegment], now: int) -> None:

@@ -52,10 +52,10 @@ _UNAVAILABLE = {"500", "502", "503", "504", "InternalError", "ServiceUnavailable
 
 @dataclass(frozen=True)
 class RemoteStorageConfig:
-    endpoint_url: str
+    endpoint_url: str | None      # None: AWS S3 of ``region``
     bucket: str
-    access_key: str
-    secret_key: str
+    access_key: str | None        # None: boto3's default credential chain
+    secret_key: str | None
     region: str = "us-east-1"
     prefix: str = ""
     chunk_bytes: int = 1 << 20    # the unit of checksums and of ranged reads
@@ -122,6 +122,22 @@ class RemoteStorageManager:
             return b""
         return self._read_verified(metadata, index.suffix, manifest["chunk_bytes"], entry, 0, entry["size"] - 1)
 
+    def list_log_segments(self, topic_id: str, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
+        """Every visible segment of a partition (those whose manifest is there), by start offset:
+        the store's own record of what it holds, which the remote log manager reads as its
+        metadata (docs/tiered-storage.md, Remote metadata)."""
+        prefix = f"{self.config.prefix}{topic}-{topic_id}/{partition}/"
+        found = []
+        for key in self._keys(prefix):
+            if not key.endswith("." + MANIFEST):
+                continue
+            sid = RemoteLogSegmentId(topic_id, topic, partition, key[len(prefix):].split("-", 1)[1][:-len(MANIFEST) - 1])
+            try:
+                found.append(_metadata_of(self._read_manifest(sid, key)["metadata"]))
+            except RemoteResourceNotFoundException:
+                continue   # deleted since the listing
+        return sorted(found, key=lambda m: (m.start_offset, m.end_offset))
+
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Manifest first (the segment disappears at once), then the objects; idempotent."""
         suffixes = [LOG, *(t.suffix for t in IndexType)]
@@ -163,13 +179,24 @@ class RemoteStorageManager:
                 raise CorruptRemoteObject(f"{key}: chunk {c0 + i} ({chunk} bytes) does not match its CRC-32C")
         return body[first - lo:last - lo + 1]
 
+    def _keys(self, prefix: str) -> Iterator[str]:
+        token: dict = {}
+        while True:
+            reply = self._call("list_objects_v2", Prefix=prefix, **token)
+            yield from (o["Key"] for o in reply.get("Contents", []))
+            if not reply.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": reply["NextContinuationToken"]}
+
     def _manifest(self, metadata: RemoteLogSegmentMetadata) -> dict:
+        return self._read_manifest(metadata.segment_id, self._key(metadata, MANIFEST))
+
+    def _read_manifest(self, segment_id: RemoteLogSegmentId, key: str) -> dict:
         with self._lock:
-            cached = self._manifests.get(metadata.segment_id)
+            cached = self._manifests.get(segment_id)
             if cached is not None:
-                self._manifests.move_to_end(metadata.segment_id)
+                self._manifests.move_to_end(segment_id)
                 return cached
-        key = self._key(metadata, MANIFEST)
         reply = self._call("get_object", Key=key)
         body = reply["Body"].read()
         if str(crc32c.crc32c(body)) != reply.get("Metadata", {}).get(CRC_META):
@@ -178,7 +205,7 @@ class RemoteStorageManager:
         if manifest.get("version") != MANIFEST_VERSION:
             raise RemoteStorageException(f"{key}: manifest version {manifest.get('version')} is not supported")
         with self._lock:
-            self._manifests[metadata.segment_id] = manifest
+            self._manifests[segment_id] = manifest
             while len(self._manifests) > self.config.manifest_cache_entries:
                 self._manifests.popitem(last=False)
         return manifest
@@ -236,6 +263,12 @@ def _metadata_json(metadata: RemoteLogSegmentMetadata) -> dict:
     d = asdict(metadata)
     d["segment_leader_epochs"] = {str(k): v for k, v in metadata.segment_leader_epochs.items()}
     return d
+
+
+def _metadata_of(d: dict) -> RemoteLogSegmentMetadata:
+    fields = dict(d, segment_id=RemoteLogSegmentId(**d["segment_id"]),
+                  segment_leader_epochs={int(k): v for k, v in d["segment_leader_epochs"].items()})
+    return RemoteLogSegmentMetadata(**fields)
 
 
 def _chunks_of(data: bytes, size: int) -> Iterator[bytes]:

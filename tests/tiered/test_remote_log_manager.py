@@ -1,0 +1,119 @@
+"""The remote log manager against a real S3 server (S3Proxy), on logs written by the broker's own
+code: rolled segments reach the store oldest first and only below the last stable offset; local
+retention then deletes only what the store holds; with the store stopped nothing more leaves the
+disk and the copies resume once it is back, without a gap or a second copy; a new leader (another
+replica with the same history, then a newer epoch) resumes from what the store holds; every
+record stays readable, from the disk or from the store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from odradek.broker.storage.remote_log_manager import HostedPartition, RemoteLogManager
+from odradek.broker.storage.remote_storage import RemoteStorageManager
+from odradek.records import iter_batches, iter_records
+from tests.storage.storage_helpers import batch, open_log
+from tests.tiered.conftest import rsm_config
+
+TOPIC_ID = "tiered-rlm-topic-id"
+TIERED = dict(remote_storage_enable="true", segment_bytes=300, local_retention_bytes=600)
+NOW = time.time_ns() // 1_000_000   # records of now: within retention.ms (7 days), so remote retention keeps them
+
+
+def _append(lg, start: int, count: int, epoch: int) -> None:
+    for i in range(start, start + count):
+        lg.append(batch(b"value-%04d" % i, ts=NOW + i), leader_epoch=epoch)
+    lg.high_watermark = lg.log_end_offset
+
+
+def _manager(rsm, lg, leading=True) -> RemoteLogManager:
+    return RemoteLogManager(1, rsm, lambda: [HostedPartition(TOPIC_ID, lg, leading)], interval_ms=1000)
+
+
+def _values(data: bytes) -> list[tuple[int, bytes]]:
+    out = []
+    for b in iter_batches(memoryview(bytearray(data))):
+        out += [(r.offset, bytes(r.value)) for r in iter_records(b)]
+    return out
+
+
+def _everything(rsm, lg) -> dict[int, bytes]:
+    """Every record, by offset: the store's segments, then the local log."""
+    found: dict[int, bytes] = {}
+    for m in rsm.list_log_segments(TOPIC_ID, lg.topic, lg.partition):
+        found.update(_values(rsm.fetch_log_segment(m, 0)))
+    offset = lg.local_log_start_offset
+    while offset < lg.log_end_offset:
+        piece = lg.read(offset, 1 << 20)
+        found.update(_values(piece.read()))
+        offset = piece.next_offset
+    return found
+
+
+def _assert_no_gap_nor_second_copy(rsm, lg) -> None:
+    listed = rsm.list_log_segments(TOPIC_ID, lg.topic, lg.partition)
+    starts = [m.start_offset for m in listed]
+    assert starts == sorted(set(starts)), f"a segment copied twice: {starts}"
+    for a, b in zip(listed, listed[1:]):
+        assert b.start_offset == a.end_offset + 1, f"gap or overlap between {a} and {b}"
+
+
+def test_copies_then_local_retention_outage_and_resume(s3proxy, tmp_path):
+    rsm = RemoteStorageManager(rsm_config(s3proxy))
+    lg = open_log(tmp_path / "t-0", **TIERED)
+    _append(lg, 0, 40, epoch=0)
+    rlm = _manager(rsm, lg)
+    asyncio.run(rlm.run_once())
+    rolled = lg.segments[:-1]
+    listed = rsm.list_log_segments(TOPIC_ID, "t", 0)
+    assert [m.start_offset for m in listed] == [s.base_offset for s in rolled]
+    assert lg.highest_remote_offset == lg.active_segment.base_offset - 1
+    lg.apply_retention(now_ms=NOW + 1_000)
+    assert lg.size <= 600 + 300 and lg.log_start_offset == 0 and lg.local_log_start_offset > 0
+
+    s3proxy.stop()
+    try:
+        _append(lg, 40, 40, epoch=0)
+        asyncio.run(rlm.run_once())
+        assert rlm.failures == 1
+        held = lg.highest_remote_offset
+        lg.apply_retention(now_ms=NOW + 1_000)
+        assert lg.local_log_start_offset == held + 1, "segments not in the store stay on disk"
+    finally:
+        s3proxy.start()
+    asyncio.run(rlm.run_once())
+    assert lg.highest_remote_offset == lg.active_segment.base_offset - 1
+    _assert_no_gap_nor_second_copy(rsm, lg)
+    lg.apply_retention(now_ms=NOW + 1_000)
+    assert lg.size <= 600 + 300
+    assert _everything(rsm, lg) == {i: b"value-%04d" % i for i in range(80)}
+    lg.close()
+
+
+def test_a_new_leader_resumes_from_the_store(s3proxy, tmp_path):
+    rsm = RemoteStorageManager(rsm_config(s3proxy, prefix="leader-change/"))
+    old = open_log(tmp_path / "old" / "t-0", **TIERED)
+    new = open_log(tmp_path / "new" / "t-0", **TIERED)
+    _append(old, 0, 30, epoch=0)
+    offset = 0
+    while offset < old.log_end_offset:    # the follower replicates the leader's batches
+        piece = old.read(offset, 1 << 20)
+        new.append_as_follower(piece.read())
+        offset = piece.next_offset
+    new.high_watermark = new.log_end_offset
+    asyncio.run(_manager(rsm, old).run_once())
+    asyncio.run(_manager(rsm, new, leading=False).run_once())   # a follower only learns what is there
+    assert new.highest_remote_offset == old.highest_remote_offset > 0
+    copied_before = len(rsm.list_log_segments(TOPIC_ID, "t", 0))
+    new.leader_epochs.assign(1, new.log_end_offset)                # the follower becomes leader
+    _append(new, 30, 30, epoch=1)
+    leader = _manager(rsm, new)
+    asyncio.run(leader.run_once())
+    assert leader.copied == len(rsm.list_log_segments(TOPIC_ID, "t", 0)) - copied_before > 0
+    _assert_no_gap_nor_second_copy(rsm, new)
+    assert 1 in rsm.list_log_segments(TOPIC_ID, "t", 0)[-1].segment_leader_epochs
+    new.apply_retention(now_ms=NOW + 1_000)
+    assert _everything(rsm, new) == {i: b"value-%04d" % i for i in range(60)}
+    old.close()
+    new.close()

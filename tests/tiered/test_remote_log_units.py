@@ -1,0 +1,143 @@
+"""Tiered storage's broker side without a store: Kafka's topic config checks, local retention
+of a log with remote.storage.enable (only what the store holds leaves the disk, the log start
+offset stays), and the remote log manager's decisions (leader-epoch lineage, what to copy next,
+what remote retention deletes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.broker.storage.epoch import EpochEntry
+from odradek.broker.storage.remote_log_plan import expired, in_lineage, next_copy, segment_data, segment_metadata
+from odradek.broker.storage.remote_metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from odradek.config import validate_topic_configs
+from odradek.config.topic import check_remote_storage
+from odradek.errors import ErrorCode, KafkaError
+from tests.storage.storage_helpers import batch, open_log
+
+TIERED = dict(remote_storage_enable="true", segment_bytes=300, local_retention_bytes=600, retention_bytes=-1)
+
+
+def _meta(start: int, end: int, epochs: dict[int, int], size: int = 100, ts: int = 0) -> RemoteLogSegmentMetadata:
+    return RemoteLogSegmentMetadata(RemoteLogSegmentId.generate("id", "t", 0), start, end, ts, 1, 0, size, epochs)
+
+
+def _filled(tmp_path, batches: int = 20, **settings):
+    lg = open_log(tmp_path / "t-0", **(TIERED | settings))
+    for i in range(batches):
+        lg.append(batch(b"value-%03d" % i, ts=1_000 + i), leader_epoch=i // 10, now_ms=1_000 + i)
+    lg.high_watermark = lg.log_end_offset
+    return lg
+
+
+@pytest.mark.parametrize("configs, message", [
+    ({"remote.storage.enable": "true", "cleanup.policy": "compact"},
+     "Remote log storage is unsupported for the compacted topics"),
+    ({"remote.storage.enable": "true", "retention.bytes": "100", "local.retention.bytes": "200"},
+     "Invalid value 200 for configuration local.retention.bytes: Value must not be more than retention.bytes "
+     "property value: 100"),
+    ({"remote.storage.enable": "true", "retention.ms": "1000", "local.retention.ms": "-1"},
+     "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as retention.ms value is set "
+     "as 1000."),
+])
+def test_kafka_refuses_these_remote_storage_configs(configs, message):
+    with pytest.raises(KafkaError) as e:
+        validate_topic_configs(configs)
+    assert e.value.code == ErrorCode.invalid_config and message in str(e.value)
+
+
+def test_remote_storage_configs_kafka_accepts():
+    validate_topic_configs({"remote.storage.enable": "true", "retention.bytes": "100", "local.retention.bytes": "-2"})
+    validate_topic_configs({"remote.storage.enable": "true", "retention.ms": "-1", "local.retention.ms": "-1"})
+    validate_topic_configs({"cleanup.policy": "compact", "local.retention.bytes": "5"})      # without remote storage
+    with pytest.raises(KafkaError):   # an alter's merged overrides: compaction set later on a tiered topic
+        check_remote_storage({"remote.storage.enable": "true", "cleanup.policy": "compact,delete"})
+
+
+def test_local_retention_deletes_only_what_the_store_holds(tmp_path):
+    lg = _filled(tmp_path)
+    assert len(lg.segments) > 4
+    assert lg.apply_retention(now_ms=10_000) == 0, "nothing uploaded: nothing leaves the disk"
+    third = lg.segments[3]
+    lg.highest_remote_offset = third.base_offset - 1          # the first three segments are in the store
+    assert lg.apply_retention(now_ms=10_000) == 3
+    assert lg.local_log_start_offset == third.base_offset and lg.log_start_offset == 0
+    with pytest.raises(KafkaError) as e:
+        lg.read(0, 1 << 20)
+    assert e.value.code == ErrorCode.offset_out_of_range
+    assert lg.read(third.base_offset, 1 << 20).first_offset == third.base_offset
+    lg.flush()
+    lg.close()
+    reopened = open_log(tmp_path / "t-0", log_start_offset=0, **TIERED)
+    assert (reopened.log_start_offset, reopened.local_log_start_offset) == (0, third.base_offset)
+    reopened.close()
+
+
+def test_local_retention_ms_waits_for_the_upload_too(tmp_path):
+    lg = _filled(tmp_path, local_retention_bytes=-2, local_retention_ms=10)
+    assert lg.apply_retention(now_ms=100_000) == 0
+    lg.highest_remote_offset = lg.segments[1].base_offset - 1
+    assert lg.apply_retention(now_ms=100_000) == 1
+
+
+def test_next_copy_is_the_oldest_rolled_segment_below_the_lso(tmp_path):
+    lg = _filled(tmp_path)
+    first, second = lg.segments[0], lg.segments[1]
+    assert next_copy(lg, []) == (first, second.base_offset - 1)
+    copied = segment_metadata(lg, first, second.base_offset - 1, "id", 1, 0)
+    assert next_copy(lg, [copied])[0] is second
+    lg.high_watermark = second.base_offset        # the second segment is not all replicated
+    assert next_copy(lg, [copied]) is None
+    lg.high_watermark = lg.log_end_offset
+    last_rolled = lg.segments[-2]
+    end = lg.active_segment.base_offset - 1
+    assert next_copy(lg, [_meta(0, end, {0: 0})]) is None, "the active segment is never copied"
+    data = segment_data(lg, last_rolled, end)
+    assert data.log_segment.exists() and data.leader_epoch_index.startswith(b"0\n")
+    assert segment_metadata(lg, last_rolled, end, "id", 1, 0).segment_leader_epochs == {1: max(10, last_rolled.base_offset)}
+    lg.close()
+
+
+def test_lineage_keeps_the_leaders_history_only():
+    epochs = [EpochEntry(0, 0), EpochEntry(2, 100), EpochEntry(5, 250)]
+    assert in_lineage(_meta(0, 99, {0: 0}), epochs, 400)
+    assert in_lineage(_meta(50, 200, {0: 50, 2: 100}), epochs, 400)
+    assert in_lineage(_meta(260, 300, {5: 260}), epochs, 400)
+    assert not in_lineage(_meta(90, 140, {0: 90, 1: 120}), epochs, 400), "epoch 1 never happened here"
+    assert not in_lineage(_meta(100, 260, {2: 100}), epochs, 400), "epoch 2 ended at 249 here"
+    assert not in_lineage(_meta(260, 450, {5: 260}), epochs, 400), "beyond this replica's log end"
+    assert in_lineage(_meta(0, 20, {0: 0}), [EpochEntry(3, 500)], 600), "history below the cache's first epoch"
+
+
+def test_remote_retention_oldest_first(tmp_path):
+    lg = _filled(tmp_path, retention_bytes=900, local_retention_bytes=300)
+    lg.highest_remote_offset = lg.segments[-2].base_offset - 1
+    lg.apply_retention(now_ms=10_000)
+    local_start = lg.local_log_start_offset
+    remote = [_meta(0, 4, {0: 0}, size=500), _meta(5, local_start - 1, {0: 5}, size=500)]
+    gone = expired(lg, remote, now_ms=10_000)
+    assert gone == [remote[0]], "over retention.bytes (435 local + 1000 remote > 900): the oldest goes"
+    assert expired(lg, remote, now_ms=10_000 + 604_800_000) == remote, "past retention.ms: all"
+    lg.increment_log_start_offset(5)
+    assert remote[0] in expired(lg, remote, now_ms=10_000), "below the log start offset"
+    lg.close()
+
+
+def test_the_broker_settings_dev_up_tiered_passes(tmp_path):
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.storage.remote_log_manager import for_broker
+    from odradek.config import bound_values, parse_broker_settings
+    from odradek.dev import tiered
+    (tmp_path / "s3proxy").mkdir()
+    state = {"data_dir": str(tmp_path), "object_store": {"endpoint": "http://127.0.0.1:1", "bucket": "b",
+                                                         "access_key": "odradek", "secret_key": "s3cr3t"}}
+    settings = dict(kv.split("=", 1) for kv in tiered.broker_config(state))
+    values = bound_values(BrokerConfig, parse_broker_settings(settings).broker)
+    config = BrokerConfig(1, tmp_path / "data", "127.0.0.1:2181", **values)
+    assert "s3cr3t" not in str(config.broker_settings), "no secret in what DescribeConfigs shows"
+    assert (tmp_path / "s3proxy" / "credentials").stat().st_mode & 0o077 == 0
+    rlm = for_broker(config, replicas=None)
+    assert rlm is not None and rlm.interval_s == 1.0
+    assert (rlm.rsm.config.endpoint_url, rlm.rsm.config.bucket, rlm.rsm.config.secret_key) == \
+        ("http://127.0.0.1:1", "b", "s3cr3t")
+    assert for_broker(BrokerConfig(1, tmp_path, "z:1"), replicas=None) is None
