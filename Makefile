@@ -17,6 +17,7 @@ bootstrap:
 # source does not build here (docs/gateway.md), so its parity test is a documented skip.
 test-deps: bootstrap
 	scripts/kafka.sh resolve
+	scripts/kafka.sh resolve --pom bench/kafka4/pom.xml
 	$(VENV)/python -m bench.kafka_ecosystem
 	$(VENV)/python -m odradek.dev.s3proxy
 	scripts/kcat.sh

@@ -15,7 +15,9 @@ binding; Maven resolves their dependency closure (`dependency:copy-dependencies`
 `.cache/kafka/<version>/libs` with its own local repository in `.cache/kafka/m2`. A stamp file
 holding the pom's hash makes a second call free. `bench/kafka/*.java` (small clients the
 benchmark needs that Kafka's tools do not offer) are compiled against those jars into
-`.cache/kafka/<version>/classes`. Nothing of Kafka is committed.
+`.cache/kafka/<version>/classes`. Nothing of Kafka is committed. `bench/kafka4/pom.xml` (Kafka
+4.x's clients and tools, no broker: `resolve --pom bench/kafka4/pom.xml`, ``pom=KAFKA4_POM`` in
+``resolve`` / ``tool_argv`` / ``run_tool``) resolves the same way into `.cache/kafka/4.x.y`.
 
 Clusters: every node is a combined KRaft broker+controller (`process.roles=broker,controller`)
 on free 127.0.0.1 ports, formatted with `kafka.tools.StorageTool format`, started with
@@ -57,10 +59,18 @@ from odradek.dev.processes import ProcessRecord, start_time
 
 ROOT = Path(__file__).resolve().parent.parent
 POM = ROOT / "bench" / "kafka" / "pom.xml"
-JAVA_SOURCES = ROOT / "bench" / "kafka"
 CACHE = ROOT / ".cache" / "kafka"
-KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text()).group(1)
+# Kafka 4.x's clients and tools only (no broker): the compat suite's KIP-848 tests
+KAFKA4_POM = ROOT / "bench" / "kafka4" / "pom.xml"
+
+
+def pom_version(pom: Path) -> str:
+    return re.search(r"<kafka.version>([^<]+)</kafka.version>", pom.read_text()).group(1)
+
+
+KAFKA_VERSION = pom_version(POM)
 HOME = CACHE / KAFKA_VERSION
+KAFKA4_VERSION = pom_version(KAFKA4_POM)
 
 # kafka-run-class.sh / kafka-server-start.sh defaults
 BROKER_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -80,25 +90,36 @@ class ResolutionError(RuntimeError):
 
 # -- resolution ----------------------------------------------------------------------------------
 
-def _stamp() -> str:
-    h = hashlib.sha256(POM.read_bytes())
-    for src in sorted(JAVA_SOURCES.glob("*.java")):
+def home_of(pom: Path = POM) -> Path:
+    """Where ``pom`` resolves: ``.cache/kafka/<version>``; ODRADEK_KAFKA4_HOME moves 4.x's (with its
+    own Maven repository) elsewhere, e.g. out of a worktree's read-only shared cache."""
+    override = os.environ.get("ODRADEK_KAFKA4_HOME") if pom == KAFKA4_POM else None
+    return Path(override) if override else CACHE / pom_version(pom)
+
+
+def _stamp(pom: Path = POM) -> str:
+    h = hashlib.sha256(pom.read_bytes())
+    for src in sorted(pom.parent.glob("*.java")):
         h.update(src.name.encode() + src.read_bytes())
     return h.hexdigest()
 
 
-def resolve(quiet: bool = True) -> Path:
-    """Resolve (once) and return the home: ``libs/`` (jars), ``classes/`` (our Java clients)."""
-    stamp = HOME / "resolved.stamp"
-    if stamp.exists() and stamp.read_text() == _stamp():
-        return HOME
+def resolve(quiet: bool = True, pom: Path = POM) -> Path:
+    """Resolve (once) and return the home: ``libs/`` (jars), ``classes/`` (our Java clients,
+    the ``*.java`` beside the pom)."""
+    home = home_of(pom)
+    stamp = home / "resolved.stamp"
+    if stamp.exists() and stamp.read_text() == _stamp(pom):
+        return home
     mvn = shutil.which("mvn")
     if mvn is None:
         raise ResolutionError("`mvn` is not installed (scripts/kafka.sh installs Maven from Debian's packages)")
-    libs, classes = HOME / "libs", HOME / "classes"
-    tmp = HOME / "libs.partial"
+    libs, classes = home / "libs", home / "classes"
+    tmp = home / "libs.partial"
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM), f"-Dmaven.repo.local={CACHE / 'm2'}",
+    # an overridden home keeps its own Maven repository (the shared one may be read-only)
+    m2 = home / "m2" if home != CACHE / pom_version(pom) else CACHE / "m2"
+    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom), f"-Dmaven.repo.local={m2}",
            "dependency:copy-dependencies", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
     if proc.returncode != 0:
@@ -107,22 +128,23 @@ def resolve(quiet: bool = True) -> Path:
     tmp.rename(libs)
     shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
-    sources = sorted(str(s) for s in JAVA_SOURCES.glob("*.java"))
+    sources = sorted(str(s) for s in pom.parent.glob("*.java"))
     if sources:
         javac = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(libs / "*"), *sources],
                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
         if javac.returncode != 0:
             raise ResolutionError(f"javac failed:\n{javac.stdout}\n{javac.stderr}")
-    stamp.write_text(_stamp())
-    return HOME
+    stamp.write_text(_stamp(pom))
+    return home
 
 
-def classpath() -> str:
-    home = resolve()
+def classpath(pom: Path = POM) -> str:
+    home = resolve(pom=pom)
     return f"{home / 'classes'}:{home / 'libs' / '*'}"
 
 
-def tool_argv(main_class: str, *args: str, jvm: list[str] | None = None) -> list[str]:
+def tool_argv(main_class: str, *args: str, jvm: list[str] | None = None, pom: Path = POM) -> list[str]:
+    """The java command line of a main class on ``pom``'s classpath (3.9's by default)."""
     log4j = HOME / "tools-log4j.properties"
     if not log4j.exists():
         log4j.write_text("log4j.rootLogger=WARN, stderr\n"
@@ -131,14 +153,14 @@ def tool_argv(main_class: str, *args: str, jvm: list[str] | None = None) -> list
                          "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
                          "log4j.appender.stderr.Target=System.err\n")
     default = QUICK_TOOL_JVM if os.environ.get("ODRADEK_QUICK_TOOL_JVM") == "1" else TOOL_JVM
-    return ["java", *(jvm or default), f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath(),
+    return ["java", *(jvm or default), f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath(pom),
             main_class, *args]
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 300, input: str | None = None,
-             check: bool = False) -> subprocess.CompletedProcess:
+             check: bool = False, pom: Path = POM) -> subprocess.CompletedProcess:
     """Run one of Kafka's (or our) Java mains to completion; stdout/stderr captured as text."""
-    argv = tool_argv(main_class, *args)
+    argv = tool_argv(main_class, *args, pom=pom)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input,
                           stdin=None if input is not None else subprocess.DEVNULL)
     if check and proc.returncode != 0:
@@ -407,7 +429,9 @@ class KafkaCluster:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/kafka.sh", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("resolve", help="resolve Kafka into .cache/kafka (idempotent)")
+    res = sub.add_parser("resolve", help="resolve Kafka into .cache/kafka (idempotent)")
+    res.add_argument("--pom", type=Path, default=POM, help=f"default {POM.relative_to(ROOT)}; "
+                     f"Kafka 4.x's clients and tools: {KAFKA4_POM.relative_to(ROOT)}")
     up = sub.add_parser("up", help="start a KRaft (or, with --zookeeper, ZooKeeper-mode) cluster, detached")
     up.add_argument("--nodes", type=int, default=1)
     up.add_argument("--dir", type=Path, required=True)
@@ -422,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.cmd == "resolve":
-        print(resolve(quiet=False))
+        print(resolve(quiet=False, pom=args.pom.resolve()))
     elif args.cmd == "up":
         extra = dict(kv.split("=", 1) for kv in args.config)
         c = KafkaCluster(args.dir.resolve(), nodes=args.nodes, zookeeper=args.zookeeper).start(extra)

@@ -5,6 +5,7 @@
 # dependency closure) into the git-ignored .cache/kafka/, and runs KRaft clusters.
 #
 #   scripts/kafka.sh resolve                       # once; later calls are free
+#   scripts/kafka.sh resolve --pom bench/kafka4/pom.xml   # Kafka 4.x's clients and tools (compat suite)
 #   scripts/kafka.sh up --nodes 1|3 --dir DIR      # detached; PIDs and ports in DIR/cluster.json
 #   scripts/kafka.sh status --dir DIR
 #   scripts/kafka.sh down --dir DIR                # signals the recorded PIDs only
