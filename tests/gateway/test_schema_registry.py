@@ -3,8 +3,10 @@
 records written with Avro, JSON Schema and Protobuf serializers read back, by Kafka consumers and
 through the gateway's avro/jsonschema/protobuf consumers; records produced through the gateway's
 v2 schema formats and v3 AVRO data read with the deserializers, and a record not matching its
-schema refused (42203) with nothing written; two gateway replicas
-registering at once never reuse an id, and a replica started afresh has every schema."""
+schema refused (42203) with nothing written; v3 BINARY and JSON data written as their bytes; a
+subject's own compatibility level (``/config/{subject}``) over the global one until deleted; two
+gateway replicas registering at once never reuse an id, a replica started afresh has every schema,
+and after every broker restarted the registry answers every schema and gives the next id."""
 
 from __future__ import annotations
 
@@ -115,6 +117,29 @@ def test_references_and_modes(registry, gw):
     assert gw.get(f"/mode/{user}?defaultToGlobal=true").json() == {"mode": "READWRITE"}
     assert gw.put("/mode", json={"mode": "SIDEWAYS"}).json()["error_code"] == 42204
 
+
+
+def test_a_subject_level_overrides_the_global_one_until_deleted(gw):
+    subject, unset = _subject(), _subject()
+    # drops "name" and adds "nick" with a default: BACKWARD (reads v1's data), not FORWARD (v1 needs name)
+    renamed = {"schema": json.dumps({**USER_V1, "fields": [{"name": "nick", "type": "string", "default": ""}]})}
+    assert gw.post(f"/subjects/{subject}/versions", json={"schema": json.dumps(USER_V1)}).status_code == 200
+    global_level = gw.get("/config").json()["compatibilityLevel"]
+    assert global_level == "BACKWARD"
+    assert gw.put(f"/config/{subject}", json={"compatibility": "FORWARD"}).json() == {"compatibility": "FORWARD"}
+    assert gw.get(f"/config/{subject}").json() == {"compatibilityLevel": "FORWARD"}
+    refused = gw.post(f"/subjects/{subject}/versions", json=renamed)
+    assert (refused.status_code, refused.json()["error_code"]) == (409, 409), refused.text
+    assert gw.get("/config").json() == {"compatibilityLevel": global_level}   # the global level untouched
+    assert gw.get(f"/config/{unset}").json()["error_code"] == 40408
+    assert gw.get(f"/config/{unset}?defaultToGlobal=true").json() == {"compatibilityLevel": global_level}
+
+    assert gw.delete(f"/config/{subject}").json() == {"compatibilityLevel": "FORWARD"}   # the level deleted
+    assert gw.get(f"/config/{subject}").json()["error_code"] == 40408
+    assert gw.get(f"/config/{subject}?defaultToGlobal=true").json() == {"compatibilityLevel": global_level}
+    allowed = gw.post(f"/subjects/{subject}/versions", json=renamed)
+    assert allowed.status_code == 200, allowed.text
+    assert gw.get(f"/subjects/{subject}/versions").json() == [1, 2]
 
 
 def test_import_mode_keeps_the_ids_and_versions_it_is_given(gw):
@@ -297,6 +322,19 @@ def test_records_produced_through_the_gateway_are_read_with_the_deserializers(gw
     assert got == [("k0", people[0]), (None, people[1]), (None, people[1])]
 
 
+def test_v3_records_carry_binary_and_json_data_as_their_bytes(gw_cluster, gw):
+    topic = f"v3-plain-{uuid.uuid4().hex[:6]}"
+    gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    path = f"/v3/clusters/{_cluster_id(gw)}/topics/{topic}/records"
+    binary = gw.post(path, json={"key": {"type": "BINARY", "data": "AP8="},
+                                 "value": {"type": "JSON", "data": {"name": "ada", "tags": [1, None]}}})
+    assert binary.status_code == 200, binary.text
+    answer = binary.json()
+    assert (answer["offset"], answer["key"], answer["value"]["type"]) == (0, {"type": "BINARY", "size": 2}, "JSON")
+    got = _kafka_read(gw_cluster, topic, lambda b, _: b, lambda b, _: json.loads(b), 1)
+    assert got == [(b"\x00\xff", {"name": "ada", "tags": [1, None]})]
+
+
 def test_a_record_not_matching_its_schema_is_refused_and_nothing_is_written(gw_cluster, gw):
     topic = f"gw-bad-{uuid.uuid4().hex[:6]}"
     gw_cluster.create_topic(topic, partitions=1, replication_factor=1)
@@ -394,3 +432,27 @@ def test_subjects_are_under_the_tokens_rights_on_their_topics(gw_cluster, tmp_pa
         assert call("PUT", "/config", "etl-token", {"compatibility": "NONE"}).json()["error_code"] == 40301
     finally:
         guarded.stop()
+
+
+def test_every_broker_restarted_the_registry_keeps_every_schema_and_the_next_id(gw_cluster, gw, registry):
+    # last in the module: it restarts every broker of the module's cluster. Schemas of their own
+    # (a record name and a title no other test uses): an id is new, not one an earlier test was given
+    subject, other, tag = _subject(), _subject(), uuid.uuid4().hex[:8]
+    user_v1, user_v2 = ({**schema, "name": f"User{tag}"} for schema in (USER_V1, USER_V2))
+    person = {**PERSON_JSON, "title": f"Person{tag}"}
+    ids = [registry.register_schema(subject, Schema(json.dumps(s), "AVRO")) for s in (user_v1, user_v2)]
+    ids.append(registry.register_schema(other, Schema(json.dumps(person), "JSON")))
+    for broker in sorted(gw_cluster.brokers):
+        gw_cluster.run("kill", str(broker))
+    for broker in sorted(gw_cluster.brokers):
+        gw_cluster.run("start", str(broker))
+
+    def register_v3():
+        answer = gw.post(f"/subjects/{subject}/versions", json={"schema": json.dumps(
+            {**user_v2, "fields": user_v2["fields"] + [{"name": "city", "type": "string", "default": ""}]})})
+        return answer.json() if answer.status_code == 200 else None
+    new_id = wait_until(register_v3, 180, "the registry to register after every broker restarted",
+                        interval=0.5)["id"]
+    assert [*ids, new_id] == list(range(ids[0], ids[0] + 4))   # each the next id: none reused
+    assert [gw.get(f"/subjects/{subject}/versions/{v}").json()["id"] for v in (1, 2, 3)] == [*ids[:2], new_id]
+    assert json.loads(gw.get(f"/schemas/ids/{ids[2]}").json()["schema"]) == person
