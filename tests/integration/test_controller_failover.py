@@ -12,9 +12,15 @@ from kazoo.client import KazooClient
 from odradek.dev.harness import start_cluster, stop_cluster
 
 
+# ZooKeeper sessions of 10 s (as the verify clusters'), controllers' and brokers': a SIGKILLed
+# controller's /controller outlives it that long before a standby may take over
+SESSION = "zookeeper.session.timeout.ms=10000"
+
+
 @pytest.fixture(scope="module")
 def cluster_two_controllers(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("two-controllers"), brokers=3, extra=("--controllers", "2"))
+    c = start_cluster(tmp_path_factory.mktemp("two-controllers"), brokers=3,
+                      extra=("--controllers", "2", "--config", SESSION, "--controller-config", SESSION))
     yield c
     stop_cluster(c)
 

@@ -26,6 +26,9 @@ TOTAL = TOPICS * PARTITIONS
 NAMES = [f"scale-{i:03d}" for i in range(TOPICS)]
 DEADLINE_S = 120
 PRODUCED = 100  # partitions of broker 2 written to across its controlled shutdown
+# ZooKeeper sessions of 10 s (as the verify clusters'), controllers' and brokers': how long a
+# SIGKILLed controller's /controller and broker's registration outlive them
+SESSION = "zookeeper.session.timeout.ms=10000"
 
 
 class Probe:
@@ -48,8 +51,8 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def scale(tmp_path_factory) -> Probe:
-    c = start_cluster(tmp_path_factory.mktemp("scale"), brokers=3, replication_factor=RF,
-                      min_insync_replicas=2, extra=("--controllers", "2"))
+    c = start_cluster(tmp_path_factory.mktemp("scale"), brokers=3, replication_factor=RF, min_insync_replicas=2,
+                      extra=("--controllers", "2", "--config", SESSION, "--controller-config", SESSION))
     try:
         yield Probe(c)
     finally:

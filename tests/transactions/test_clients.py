@@ -18,12 +18,14 @@ from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 
 ABORT_CHECK_MS = 500   # transaction.abort.timed.out.transaction.cleanup.interval.ms on this cluster
+ZK_SESSION_MS = 10000  # brokers' sessions (as the verify clusters'): a SIGKILLed broker's registration outlives it this long
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("txn"), brokers=3, replication_factor=3, min_insync_replicas=2,
-                      extra=("--config", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={ABORT_CHECK_MS}"))
+                      extra=("--config", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={ABORT_CHECK_MS}",
+                             "--config", f"zookeeper.session.timeout.ms={ZK_SESSION_MS}"))
     yield c
     stop_cluster(c)
 

@@ -150,7 +150,8 @@ def _controller_command(state: dict, args: argparse.Namespace, i: int, bound: di
         "--default-partitions", str(args.partitions),
         "--default-replication-factor", str(args.replication_factor),
         "--leader-imbalance-check-interval-seconds", "10",
-        *sum((["--config", f"{k}={v}"] for k, v in state["cluster_security"].items()), [])]
+        *sum((["--config", f"{k}={v}"] for k, v in state["cluster_security"].items()), []),
+        *sum((["--config", c] for c in args.controller_config), [])]
 
 
 def _broker_command(state: dict, args: argparse.Namespace, broker_id: int, bound: dict[str, int]) -> list[str]:
@@ -472,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--min-insync-replicas", type=int,
                    help="brokers' min.insync.replicas default (default: replication factor - 1, at least 1)")
     u.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker topic defaults")
+    u.add_argument("--controller-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="the controllers' own settings (e.g. zookeeper.session.timeout.ms)")
     u.add_argument("--gateway-port", type=int, default=8080, help="the HTTP gateway's port (0: any free port)")
     u.add_argument("--no-gateway", action="store_true", help="do not start the HTTP gateway")
     u.add_argument("--racks", default="", metavar="R1,R2,...",
