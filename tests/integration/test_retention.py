@@ -1,18 +1,16 @@
 """Retention deletes whole segments: the log start offset moves, reads below it fail."""
 
-import datetime
 import time
 
 import pytest
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 from odradek.dev.waiting import wait_until
-from tests.support.kafka_wire import WireClient
+from tests.support.kafka_wire import WireClient, fetch_partition
 
-FETCH, LIST_OFFSETS = 1, 2
+LIST_OFFSETS = 2
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +27,7 @@ def _earliest(client, topic):
 
 
 def _fetch_error(client, topic, offset):
-    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=10), min_bytes=1,
-                       max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                       topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
-                           partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-                           log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-                       forgotten_topics_data=(), rack_id="")
-    return client.request(FETCH, 12, req).responses[0].partitions[0].error_code
+    return fetch_partition(client, topic, offset).error_code
 
 
 def _fill(cluster, topic, count, timestamp_ms=None):

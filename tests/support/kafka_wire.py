@@ -80,3 +80,16 @@ class WireClient:
                 raise ConnectionError("connection closed by the broker")
             out += chunk
         return bytes(out)
+
+
+def fetch_partition(client: WireClient, topic: str, offset: int, partition: int = 0) -> Any:
+    """A consumer's Fetch v12 of one partition at ``offset`` (no session, 10 ms max wait): its answer."""
+    import datetime
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=10), min_bytes=1,
+                       max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                           partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                       forgotten_topics_data=(), rack_id="")
+    return client.request(1, 12, req).responses[0].partitions[0]

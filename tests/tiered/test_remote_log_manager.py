@@ -3,15 +3,27 @@ code: rolled segments reach the store oldest first and only below the last stabl
 retention then deletes only what the store holds; with the store stopped nothing more leaves the
 disk and the copies resume once it is back, without a gap or a second copy; a new leader (another
 replica with the same history, then a newer epoch) resumes from what the store holds; every
-record stays readable, from the disk or from the store."""
+record stays readable, from the disk or from the store.
+
+The read side (``remote_read``, ``remote_follower``): the remote log reader serves every offset
+below the local log start, in order, whole batches within the byte limit (the first whole when
+the fetch must progress), from the offset index's position; chunks are cached and read ahead; a
+corrupt chunk raises and is never returned; a follower's log rebuilt from the store starts at
+the leader's local log start with the leader epochs and producer state the store kept."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+import pytest
+
+from odradek.broker.storage.remote_follower import rebuild, segment_before
 from odradek.broker.storage.remote_log_manager import HostedPartition, RemoteLogManager
-from odradek.broker.storage.remote_storage import RemoteStorageManager
+from odradek.broker.storage.remote_metadata import CorruptRemoteObject
+from odradek.broker.storage.remote_read import RemoteLogReader
+from odradek.broker.storage.remote_storage import RemoteStorageManager, object_key
+from odradek.errors import KafkaError
 from odradek.records import iter_batches, iter_records
 from tests.storage.storage_helpers import batch, open_log
 from tests.tiered.conftest import rsm_config
@@ -117,3 +129,100 @@ def test_a_new_leader_resumes_from_the_store(s3proxy, tmp_path):
     assert _everything(rsm, new) == {i: b"value-%04d" % i for i in range(60)}
     old.close()
     new.close()
+
+
+BIG = dict(TIERED, segment_bytes=3000, local_retention_bytes=3000)   # segments of several chunks
+
+
+@pytest.fixture
+def tiered(s3proxy, tmp_path, request):
+    """A log of 120 records in two epochs whose older segments are in the store only."""
+    rsm = RemoteStorageManager(rsm_config(s3proxy, prefix=f"{request.node.name}/", chunk_bytes=1024))
+    lg = open_log(tmp_path / "t-0", **BIG)
+    _append(lg, 0, 60, epoch=0)
+    lg.leader_epochs.assign(3, lg.log_end_offset)
+    _append(lg, 60, 60, epoch=3)
+    rlm = _manager(rsm, lg)
+    asyncio.run(rlm.run_once())
+    lg.apply_retention(now_ms=NOW + 1_000)
+    assert lg.log_start_offset == 0 and lg.local_log_start_offset > 60
+    yield rsm, lg, rlm.reader
+    lg.close()
+
+
+def _read_all(reader: RemoteLogReader, lg, start: int, max_bytes: int) -> list[tuple[int, bytes]]:
+    async def go():
+        found, offset = [], start
+        while offset < lg.local_log_start_offset:
+            remote = await reader.segments(lg, TOPIC_ID, offset)
+            piece = reader.read(remote[reader.covering(remote, offset)], offset, max_bytes, lg.high_watermark, True)
+            assert piece.size > 0 and piece.first_offset <= offset < piece.next_offset
+            found += _values(piece.data)
+            offset = piece.next_offset
+        return found
+    return asyncio.run(go())
+
+
+def test_every_remote_offset_is_read_in_order_with_cache_and_read_ahead(tiered):
+    rsm, lg, reader = tiered
+    local = lg.local_log_start_offset
+    found = _read_all(reader, lg, 0, 1500)
+    assert found == [(i, b"value-%04d" % i) for i in range(local)]
+    assert reader.read_ahead > 0 and reader.reads > 0
+    reads = reader.reads
+    again = _read_all(reader, lg, 0, 1500)
+    assert again == found and reader.reads == reads, "a second pass is served from the cache"
+    # from the middle of the store: whole batches from the one holding the offset
+    middle = _read_all(RemoteLogReader(rsm), lg, 37, 100)
+    assert middle[0][0] == 37 and [o for o, _ in middle] == list(range(37, local))
+
+
+def test_byte_limit_upper_bound_and_no_segment(tiered):
+    _, lg, reader = tiered
+
+    async def remote():
+        return await reader.segments(lg, TOPIC_ID, 0)
+    segments = asyncio.run(remote())
+    first = reader.read(segments[0], 0, 1, lg.high_watermark, min_one=True)
+    assert first.next_offset == 1 and first.size > 1, "the first batch whole when the fetch must progress"
+    assert reader.read(segments[0], 0, 1, lg.high_watermark, min_one=False).size == 0
+    assert reader.read(segments[0], 0, 1 << 20, 5, min_one=True).next_offset == 5, "nothing at or past the bound"
+    with pytest.raises(KafkaError):
+        reader.covering(segments, lg.log_end_offset + 10)
+
+
+def test_a_corrupt_chunk_is_never_returned(tiered, s3proxy):
+    rsm, lg, _ = tiered
+    reader = RemoteLogReader(rsm)
+
+    async def remote():
+        return await reader.segments(lg, TOPIC_ID, 0)
+    segment = asyncio.run(remote())[0]
+    path = s3proxy.object_path(object_key(rsm.config.prefix, segment, "log"))
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF
+    path.write_bytes(data)
+    with pytest.raises(CorruptRemoteObject):
+        reader.read(segment, 0, 1 << 20, lg.high_watermark, True)
+    assert reader.reads == 0
+
+
+def test_a_follower_is_rebuilt_at_the_leaders_local_log_start(tiered, tmp_path):
+    rsm, leader, reader = tiered
+    follower = open_log(tmp_path / "follower" / "t-0", **BIG)
+    _append(follower, 0, 5, epoch=0)      # far behind the leader's local log start
+    local = leader.local_log_start_offset
+    listed = rsm.list_log_segments(TOPIC_ID, "t", 0)
+    assert segment_before(listed, local).end_offset == local - 1
+    asyncio.run(rebuild(reader, TOPIC_ID, follower, local, leader.log_start_offset))
+    assert follower.log_end_offset == follower.local_log_start_offset == local
+    assert follower.log_start_offset == 0
+    assert [(e.epoch, e.start_offset) for e in follower.leader_epochs.entries] == [(0, 0), (3, 60)]
+    offset = local
+    while offset < leader.log_end_offset:   # then it fetches from the leader's disk as usual
+        piece = leader.read(offset, 1 << 20)
+        follower.append_as_follower(piece.read())
+        offset = piece.next_offset
+    assert follower.log_end_offset == leader.log_end_offset
+    assert follower.leader_epochs.entries == leader.leader_epochs.entries
+    follower.close()

@@ -1,13 +1,22 @@
 """Tiered storage's broker side without a store: Kafka's topic config checks, local retention
 of a log with remote.storage.enable (only what the store holds leaves the disk, the log start
 offset stays), and the remote log manager's decisions (leader-epoch lineage, what to copy next,
-what remote retention deletes)."""
+what remote retention deletes); the read side's decisions (a fetch below the local log start:
+OFFSET_MOVED_TO_TIERED_STORAGE for a follower, one store read per consumer fetch; ListOffsets
+EARLIEST_LOCAL / LATEST_TIERED) and the remote objects' formats."""
 
 from __future__ import annotations
 
 import pytest
 
+from types import SimpleNamespace
+
+from odradek.broker.handlers.offsets import EARLIEST_LOCAL, LATEST_TIERED, _tiered
+from odradek.broker.replication.read import FetchParams
+from odradek.broker.replication.remote_fetch import tiered_read
 from odradek.broker.storage.epoch import EpochEntry
+from odradek.broker.storage.remote_follower import parse_epoch_checkpoint
+from odradek.broker.storage.remote_read import index_position, parse_txn_index
 from odradek.broker.storage.remote_log_plan import expired, in_lineage, next_copy, segment_data, segment_metadata
 from odradek.broker.storage.remote_metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from odradek.config import validate_topic_configs
@@ -141,3 +150,35 @@ def test_the_broker_settings_dev_up_tiered_passes(tmp_path):
     assert (rlm.rsm.config.endpoint_url, rlm.rsm.config.bucket, rlm.rsm.config.secret_key) == \
         ("http://127.0.0.1:1", "b", "s3cr3t")
     assert for_broker(BrokerConfig(1, tmp_path, "z:1"), replicas=None) is None
+
+
+def test_a_fetch_below_the_local_log_start(tmp_path):
+    lg = _filled(tmp_path)
+    lg.highest_remote_offset = 9
+    lg.apply_retention(now_ms=2_000)
+    local = lg.local_log_start_offset
+    assert 0 < local <= 10 and lg.log_start_offset == 0
+    rm = SimpleNamespace(remote_reader=object())
+    position = SimpleNamespace(partition=0, fetch_offset=local - 1)
+    follower = tiered_read(rm, FetchParams(2, 500, 1, 1 << 20), lg, "t", position, 100, True, 20, True)
+    assert follower.error == ErrorCode.offset_moved_to_tiered_storage and follower.log_start_offset == 0
+    consumer = FetchParams(-1, 500, 1, 1 << 20)
+    first = tiered_read(rm, consumer, lg, "t", position, 100, True, 20, True)
+    assert first.error == ErrorCode.none and first.remote.offset == local - 1 and first.remote.max_bytes == 100
+    later = tiered_read(rm, consumer, lg, "t", position, 100, True, 20, False)
+    assert later.remote is None and later.records is None and later.unsent, "one store read per fetch"
+    assert tiered_read(SimpleNamespace(remote_reader=None), consumer, lg, "t", position, 100, True, 20, True) is None
+    assert _tiered(lg, EARLIEST_LOCAL) == (-1, local, 0)
+    assert _tiered(lg, LATEST_TIERED) == (-1, 9, 0)
+    lg.highest_remote_offset = -1
+    assert _tiered(lg, LATEST_TIERED) == (-1, -1, -1)
+    lg.close()
+
+
+def test_index_and_txn_index_parsing():
+    index = b"".join((rel).to_bytes(4, "big") + (pos).to_bytes(4, "big") for rel, pos in [(0, 0), (5, 100), (9, 250)])
+    index += b"\0" * 16   # the unused tail
+    assert [index_position(index, 100, o) for o in (100, 104, 105, 108, 109, 500)] == [0, 0, 100, 100, 250, 250]
+    entry = (0).to_bytes(2, "big") + b"".join(v.to_bytes(8, "big") for v in (7, 10, 20, 21))
+    assert parse_txn_index(entry * 2) == [(7, 10, 20), (7, 10, 20)]
+    assert parse_epoch_checkpoint(b"0\n2\n0 0\n3 60\n") == [(0, 0), (3, 60)]

@@ -1,22 +1,37 @@
 """Tiered storage on a dev cluster (``odradek dev up --tiered``: S3Proxy and 2 brokers running
 the remote log manager every second): a topic with remote.storage.enable and tiny segments and
 local retention has its rolled segments copied, the leader's disk keeps only the local limit,
-and after the leader is killed the new leader resumes the copies with no gap and no second copy."""
+and after the leader is killed the new leader resumes the copies with no gap and no second copy.
+
+Then the read side, on the same topic: ListOffsets EARLIEST / EARLIEST_LOCAL / LATEST_TIERED
+(v9); a corrupt remote object answered an error, never its bytes; a confluent-kafka consumer and
+Kafka's Java console consumer read every record from offset 0, in order, with its offset, most
+of them from the store; a follower stopped while the leader's local log start passes its end
+catches up from the store and is in the ISR again."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from odradek.broker.storage.remote_storage import RemoteStorageConfig, RemoteStorageManager
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+from odradek.broker.storage.remote_storage import RemoteStorageConfig, RemoteStorageManager, object_key
 from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
-from tests.support.clients import confluent_produce
+from tests.support.clients import confluent_consume, confluent_produce
+from tests.support.kafka_tools import CONSOLE_CONSUMER, Endpoint, require_kafka
+from tests.support.kafka_wire import WireClient, fetch_partition
 from tests.support.records import make_records
 
 TOPIC = "tiered"
 CONFIG = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "32768",
           "min.insync.replicas": "1"}
 SMALL_BATCHES = {"batch.size": 4000, "linger.ms": 5}   # several segments from a few hundred records
+LIST_OFFSETS = 2
+EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
+PRODUCED = 1600   # by the first test: make_records(800), then make_records(800, seed=2)
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +96,92 @@ def _find_topic_id(rsm) -> str | None:
     for key in rsm._keys(f"{TOPIC}-"):
         return key.split("/", 1)[0][len(TOPIC) + 1:]
     return None
+
+
+def _list_offset(address: str, timestamp: int) -> tuple[int, int]:
+    """(offset, leader epoch) ListOffsets v9 answers for ``timestamp`` on partition 0."""
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+        name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
+    with WireClient(address, timeout=30) as client:
+        p = client.request(LIST_OFFSETS, 9, req).topics[0].partitions[0]
+    assert p.error_code == ErrorCode.none
+    return p.offset, p.leader_epoch
+
+
+def _fetch(address: str, offset: int):
+    with WireClient(address, timeout=30) as client:
+        return fetch_partition(client, TOPIC, offset)
+
+
+def _settled(tc: Cluster) -> int:
+    """The leader, once both replicas are in the ISR and the preferred one leads (after a broker
+    restart its leadership comes back by the preferred leader election)."""
+    admin = tc.admin()
+
+    def leader():
+        p = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
+        return p.leader if set(p.isrs) == set(p.replicas) and p.leader == p.replicas[0] else None
+    return wait_until(leader, 120, "both replicas in sync, the preferred one leading", interval=0.5)
+
+
+def test_list_offsets_and_a_corrupt_remote_object(tc):
+    leader = _settled(tc)
+    wait_until(lambda: _local_logs(tc, leader)[0] > 0, 60, "local retention on the leader", interval=0.5)
+    address = tc.leader_address(TOPIC, 0)
+    listed = _segments(_rsm(tc), _find_topic_id(_rsm(tc)))
+    assert _list_offset(address, EARLIEST)[0] == 0
+    local, _ = _list_offset(address, EARLIEST_LOCAL)
+    tiered, epoch = wait_until(lambda: _list_offset(address, LATEST_TIERED), 30, "the store's end",
+                               interval=0.5)
+    assert 0 < local <= tiered + 1 and local == _local_logs(tc, leader)[0]
+    assert tiered in {m.end_offset for m in _segments(_rsm(tc), listed[0].segment_id.topic_id)} and epoch >= 0
+
+    store = tc.status()["object_store"]
+    path = tc.data_dir / "s3proxy" / "data" / store["bucket"] / object_key("", listed[0], "log")
+    original = path.read_bytes()
+    path.write_bytes(original[:10] + bytes([original[10] ^ 0xFF]) + original[11:])
+    try:
+        answer = _fetch(address, 0)
+        # Kafka's Errors.forException of a RemoteStorageException (not an ApiException): clients retry
+        assert answer.error_code == ErrorCode.unknown_server_error and not answer.records
+    finally:
+        path.write_bytes(original)
+    assert _fetch(address, 0).error_code == ErrorCode.none
+
+
+def test_consumers_read_every_record_from_offset_0(tc):
+    _settled(tc)
+    expected = [s.value for s in make_records(800) + make_records(800, seed=2)]
+    got, high = confluent_consume(tc.bootstrap, TOPIC, 1, PRODUCED)
+    assert [g.offset for g in got] == list(range(PRODUCED)) and high == PRODUCED
+    assert [g.value for g in got] == expected
+
+    require_kafka()
+    out = Endpoint("odradek", tc.bootstrap).tool(
+        CONSOLE_CONSUMER, "--topic", TOPIC, "--partition", "0", "--offset", "earliest",
+        "--max-messages", str(PRODUCED), "--timeout-ms", "60000", "--property", "print.offset=true",
+        "--property", "print.value=false", timeout=180)
+    assert [int(o) for o in re.findall(r"Offset:(\d+)", out.stdout)] == list(range(PRODUCED)), out.stderr[-2000:]
+
+
+def test_a_follower_behind_the_leaders_local_log_start_catches_up(tc):
+    admin = tc.admin()
+
+    def isr() -> set[int]:
+        return set(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].isrs)
+    leader = _settled(tc)
+    replicas = set(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].replicas)
+    follower = (replicas - {leader}).pop()
+    tc.run("kill", str(follower))
+    try:
+        end, _ = _list_offset(tc.leader_address(TOPIC, 0), -1)
+        confluent_produce(tc.bootstrap, TOPIC, make_records(800, seed=3), acks="1", **SMALL_BATCHES)
+        wait_until(lambda: _local_logs(tc, leader)[0] > end, 90, "the leader's local log start past the follower",
+                   interval=0.5)
+    finally:
+        tc.run("start", str(follower))
+    wait_until(lambda: _local_logs(tc, follower) and _local_logs(tc, follower)[0] > end, 90,
+               "the follower rebuilt from the store", interval=0.5)
+    wait_until(lambda: isr() == replicas, 120, "the follower back in the ISR", interval=0.5)
+    leader_end, _ = _list_offset(tc.leader_address(TOPIC, 0), -1)
+    assert leader_end == end + 800

@@ -41,6 +41,7 @@ from odradek.broker.replication.isr import IsrManager, now_ms
 from odradek.broker.replication.partition import Partition
 from odradek.broker.replication.purgatory import FetchWakeup
 from odradek.broker.replication.read import FetchParams, FetchResult, read_logs
+from odradek.broker.replication.remote_fetch import complete_remote
 from odradek.broker.replication.txn_guard import Origin, VerificationGuard, check_origin
 from odradek.broker.storage import AppendInfo, Log, LogManager
 from odradek.broker.storage.checkpoint import grouped_writes
@@ -95,6 +96,7 @@ class ReplicaManager:
         self._fetchers: ReplicaFetcherManager | None = None
         self._closed = False
         self.verify_transactions = False  # transaction.partition.verification.enable (set by the txn wiring)
+        self.remote_reader = None  # storage.remote_read.RemoteLogReader with tiered storage (set by the server)
 
     @property
     def fetchers(self) -> ReplicaFetcherManager:
@@ -102,7 +104,13 @@ class ReplicaManager:
             self._fetchers = ReplicaFetcherManager(self.broker_id, self._online_log, self._address, self.inter_broker,
                                                    storage_failed=self.logs.failures.fail,
                                                    hw_advanced=self.wakeup.notify, quota=self.quotas.follower)
+            self._fetchers.remote = self._remote_of
         return self._fetchers
+
+    def _remote_of(self, topic: str) -> tuple | None:
+        """(RemoteLogReader, topic id) for a follower rebuilding from the store (KIP-405)."""
+        meta = self._topics.get(topic)
+        return (self.remote_reader, meta.topic_id) if self.remote_reader is not None and meta else None
 
     def _online_log(self, topic: str, partition: int) -> Log | None:
         return None if self.logs.failures.offline else self.logs.get(topic, partition)
@@ -358,7 +366,7 @@ class ReplicaManager:
             result, failed = read_logs(self, params, context.to_read())
             remaining = deadline - time.monotonic()
             if result.bytes >= params.min_bytes or failed or remaining <= 0:
-                return result
+                return await complete_remote(self, result) if result.remote else result
             parked = time.monotonic()
             if interest is None:
                 interest = context.interest()

@@ -89,6 +89,7 @@ class Broker:
                                        quotas=ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                                 config.replication_quota_window_size_seconds))
         self.remote_logs = remote_log_manager.for_broker(config, self.replicas)  # tiered storage, if enabled
+        self.replicas.remote_reader = self.remote_logs.reader if self.remote_logs is not None else None
         quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
         self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
         self.context = BrokerContext.create(

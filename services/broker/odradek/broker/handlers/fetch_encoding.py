@@ -73,7 +73,7 @@ def _partition(out: list, part, version: int, flexible: bool, leader: tuple[int,
     size = records.size if records is not None else 0
     out.append(uvarint(size + 1) if flexible else _I32.pack(size))
     if size:
-        out.append(FileRegion(records.fd, records.position, size))
+        out.append(FileRegion(records.fd, records.position, size) if records.fd >= 0 else records.data)  # remote: bytes
     if flexible:
         diverging, tags = part.diverging, []
         if diverging is not None:

@@ -1,8 +1,13 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4, v8+), latest
 tiered (-5, v9+), or by timestamp.
 
-Without tiered storage, as Kafka with remote storage off: the local log starts where the log
-does (earliest local = earliest) and nothing is tiered (latest tiered: offset -1, epoch -1).
+With tiered storage (KIP-405, a topic with ``remote.storage.enable``), as Kafka's
+UnifiedLog.fetchOffsetByTimestamp: earliest is the log start offset (in the store), earliest
+local the first offset on this broker's disk (``local_log_start_offset``), latest tiered the
+highest offset the store holds (``highest_remote_offset``; -1 while it holds none); the last two
+with the leader epoch of that offset from the leader-epoch cache (-1 when it has none). Without
+it, as Kafka with remote storage off: the local log starts where the log does (earliest local =
+earliest) and nothing is tiered (latest tiered: offset -1, epoch -1).
 
 Leader only; ``current_leader_epoch`` (v4+) is fenced as Kafka does. Latest is the high
 watermark for clients, the last stable offset for read_committed ones (``isolation_level`` 1,
@@ -42,8 +47,11 @@ async def list_offsets(ctx: BrokerContext, header, req):
 def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool, committed: bool):
     try:
         lp = ctx.replicas.leader(topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
-        timestamp, offset = _find(lp.log, p.timestamp, replica, committed)
-        epoch = lp.state.leader_epoch if offset >= 0 else -1
+        if p.timestamp in (EARLIEST_LOCAL, LATEST_TIERED):
+            timestamp, offset, epoch = _tiered(lp.log, p.timestamp)
+        else:
+            timestamp, offset = _find(lp.log, p.timestamp, replica, committed)
+            epoch = lp.state.leader_epoch if offset >= 0 else -1
         return make(s.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                     error_code=ErrorCode.none, timestamp=timestamp, offset=offset, leader_epoch=epoch)
     except KafkaError as e:
@@ -51,11 +59,24 @@ def _lookup(ctx: BrokerContext, s, topic: str, p, replica: bool, committed: bool
                     error_code=e.code, timestamp=-1, offset=-1, leader_epoch=-1)
 
 
+def _tiered(log, timestamp: int) -> tuple[int, int, int]:
+    """(no timestamp, offset, its leader epoch) for EARLIEST_LOCAL and LATEST_TIERED."""
+    if timestamp == EARLIEST_LOCAL:
+        offset = log.local_log_start_offset
+    else:
+        offset = log.highest_remote_offset if log.config.remote_storage_enable else -1
+    return -1, offset, _epoch_of(log, offset)
+
+
+def _epoch_of(log, offset: int) -> int:
+    """The leader epoch holding ``offset`` (Kafka's LeaderEpochFileCache.epochForOffset), -1 if none."""
+    held = [e.epoch for e in log.leader_epochs.entries if e.start_offset <= offset] if offset >= 0 else []
+    return held[-1] if held else -1
+
+
 def _find(log, timestamp: int, replica: bool, committed: bool) -> tuple[int, int]:
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == EARLIEST:
         return -1, log.log_start_offset
-    if timestamp == LATEST_TIERED:
-        return -1, -1
     if timestamp == LATEST:
         return -1, log.log_end_offset if replica else log.last_stable_offset if committed else log.high_watermark
     found = log.latest_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)

@@ -26,7 +26,8 @@ second (py-spy, 2026-11-28).
 
 Errors per partition: NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH and the rest back
 off ``FETCH_BACKOFF_S`` (the next snapshot replaces the partition's state and retries at
-once); OFFSET_OUT_OF_RANGE truncates fully to the leader's log start when that is past our
+once); OFFSET_MOVED_TO_TIERED_STORAGE rebuilds the log from the object store at the leader's local
+log start (``tier_state``, KIP-405); OFFSET_OUT_OF_RANGE truncates fully to the leader's log start when that is past our
 LEO, else truncates to the leader's HW. A broken connection backs off every partition.
 A write failing with an OSError (an append, a truncation) is a storage failure
 (``storage_failed``): the data directory goes offline and ``log_of`` answers None from then
@@ -48,6 +49,7 @@ from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.broker.replication.client import Connector, KafkaClient
 from odradek.broker.replication.fetch_request import VERSION as FETCH_VERSION, FollowerFetch
 from odradek.broker.replication.session_handler import FetchSessionHandler
+from odradek.broker.replication.tier_state import build_remote_state
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
@@ -85,6 +87,8 @@ class FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     lag: int = -1  # the leader's HW minus our log end, as of the last fetch (Kafka's fetcher lag; -1: none yet)
+    tiered: bool = False      # behind the leader's local log start: rebuilt from the store first (tier_state)
+    leader_log_start: int = -1
 
     @property
     def in_sync(self) -> bool:
@@ -107,6 +111,8 @@ class ReplicaFetcherManager:
         self.storage_failed = storage_failed
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._source: dict[TP, int] = {}
+        # topic -> (RemoteLogReader, topic id) with tiered storage on this broker (set by the ReplicaManager)
+        self.remote: Callable[[str], tuple | None] = lambda _topic: None
 
     def add(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
         """(Re)start following ``tp`` from ``leader_id``: truncation first."""
@@ -222,7 +228,10 @@ class ReplicaFetcher:
         return ready
 
     async def _truncate_then_fetch(self, client: KafkaClient, ready: list[FetchState]) -> None:
-        truncating = [s for s in ready if s.truncating]
+        tiered = [s for s in ready if s.tiered]
+        if tiered:
+            await build_remote_state(self, client, tiered, SOCKET_TIMEOUT_S)
+        truncating = [s for s in ready if s.truncating and not s.tiered]
         if truncating:
             await self._truncate(client, truncating)
         self._keep_positions([s for s in ready if not s.truncating and s.delayed_until <= time.monotonic()])
@@ -467,6 +476,10 @@ class ReplicaFetcher:
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:
                 lg.increment_log_start_offset(start)
+        elif error == ErrorCode.offset_moved_to_tiered_storage:   # in the store only: tier_state next
+            state.tiered = state.truncating = True
+            state.leader_log_start = p.log_start_offset
+            self._walk_at = 0.0
         elif error == ErrorCode.offset_out_of_range:
             if p.log_start_offset > lg.log_end_offset:
                 log.info("%s: the leader's log starts at %d, past our end %d: starting over there",

@@ -15,6 +15,9 @@ alike in their attributes (``FetchPosition``).
   followers read up to the log end, markers and transactional batches like any batch;
 - the first batch of the first non-empty partition is sent whole (KIP-74), so a reader
   always progresses; records are a ``FetchSlice`` of a segment file, sent by sendfile;
+- an offset below the local log start offset of a tiered topic is in the object store:
+  ``remote_fetch`` answers a follower OFFSET_MOVED_TO_TIERED_STORAGE and reads a consumer's
+  records from the store once this pass is done (one comparison on the local path);
 - a consumer whose ``last_fetched_epoch`` shows a diverged log gets the diverging epoch
   (KIP-320) and no records; one in another rack than a follower here may get that
   ``preferred_read_replica`` (KIP-392) and no records: both are answered at once, as errors are.
@@ -29,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
+from odradek.broker.replication.remote_fetch import RemoteFetch, tiered_read
 from odradek.broker.replication.replica_selector import preferred_read_replica
 from odradek.broker.storage.segment import FetchSlice
 from odradek.errors import ErrorCode, KafkaError
@@ -89,12 +93,14 @@ class PartitionRead(NamedTuple):
     aborted: tuple | None = None    # (producer id, first offset) pairs, read_committed only
     preferred_replica: int = -1     # the replica the consumer should fetch from instead (KIP-392)
     unsent: bool = False            # records were there but did not fit (a session reads it again)
+    remote: "RemoteFetch | None" = None   # to be read from the object store (KIP-405), then filled in
 
 
 class FetchResult(NamedTuple):
     """Per topic, its partitions' answers (in the order asked); ``bytes`` of records in all."""
     topics: list[tuple[str, list[PartitionRead]]]
     bytes: int
+    remote: bool = False            # a partition is to be read from the object store (``remote_fetch``)
 
 
 def read_logs(rm: "ReplicaManager", params: FetchParams,
@@ -106,7 +112,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
     throttled_budget = quota.fetch_budget() if quota is not None and quota.throttled_topics else 0
     budget = params.max_bytes
     total = 0
-    failed = False
+    failed = remote = False
     results = []
     for topic, partitions in wanted:
         refused = params.refused.get(topic)
@@ -135,6 +141,13 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                 held = catching_up and quota.exceeded()
                 if catching_up:   # at most the quota's fetch budget over this read's throttled partitions
                     limit = min(limit, throttled_budget)
+                if p.fetch_offset < log.local_log_start_offset:   # below the disk: in the store, if tiered
+                    tiered = tiered_read(rm, params, log, topic, p, limit, total == 0, upper, not remote)
+                    if tiered is not None:
+                        failed = True
+                        remote = remote or tiered.remote is not None
+                        parts.append(tiered)
+                        continue
                 if not held and (limit > 0 or total == 0):
                     chunk = log.read(p.fetch_offset, max(limit, 0), max_offset=upper, min_one_batch=total == 0)
                     if chunk.size:
@@ -154,7 +167,7 @@ def read_logs(rm: "ReplicaManager", params: FetchParams,
                 hw, start = _offsets(rm, topic, p.partition)
                 parts.append(PartitionRead(p.partition, e.code, hw, start))
         results.append((topic, parts))
-    return FetchResult(results, total), failed
+    return FetchResult(results, total, remote), failed
 
 
 def _record_replication(quota, throttled: bool, size: int) -> None:

@@ -35,6 +35,7 @@ from odradek import logs
 from .log import Log
 from .remote_log_plan import expired, lineage, next_copy, segment_data, segment_metadata
 from .remote_metadata import RemoteLogSegmentMetadata, RemoteStorageException
+from .remote_read import RemoteLogReader
 from .remote_storage import RemoteStorageConfig, RemoteStorageManager
 
 __all__ = ["HostedPartition", "RemoteLogManager", "for_broker", "hosted_partitions", "storage_config"]
@@ -90,6 +91,7 @@ class RemoteLogManager:
                  partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
+        self.reader = RemoteLogReader(rsm)   # Fetch below the local log start (replication.remote_fetch)
         self.partitions = partitions
         self.interval_s = interval_ms / 1000
         self.copied = 0            # segments copied by this broker (tests, status)
@@ -131,6 +133,7 @@ class RemoteLogManager:
         listed = await asyncio.to_thread(self.rsm.list_log_segments, hosted.topic_id, lg.topic, lg.partition)
         if lg.closed:
             return
+        self.reader.note_listing(lg, listed)
         remote = lineage(listed, lg)
         _note_highest(lg, remote)
         if not hosted.leading:
