@@ -31,6 +31,7 @@ CONFIG = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.rete
 SMALL_BATCHES = {"batch.size": 4000, "linger.ms": 5}   # several segments from a few hundred records
 LIST_OFFSETS = 2
 EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
+_STORES: dict = {}
 PRODUCED = 1600   # by the first test: make_records(800), then make_records(800, seed=2)
 
 
@@ -42,9 +43,16 @@ def tc(tmp_path_factory):
 
 
 def _rsm(c: Cluster) -> RemoteStorageManager:
-    store = c.status()["object_store"]
+    store = _store(c)
     return RemoteStorageManager(RemoteStorageConfig(store["endpoint"], store["bucket"], store["access_key"],
                                                     store["secret_key"], max_attempts=1))
+
+
+def _store(c: Cluster) -> dict:
+    """The cluster's object store settings, asked once (``dev status`` is a CLI run)."""
+    if c.data_dir not in _STORES:
+        _STORES[c.data_dir] = c.status()["object_store"]
+    return _STORES[c.data_dir]
 
 
 def _segments(rsm, topic_id):
@@ -128,16 +136,16 @@ def test_list_offsets_and_a_corrupt_remote_object(tc):
     leader = _settled(tc)
     wait_until(lambda: _local_logs(tc, leader)[0] > 0, 60, "local retention on the leader", interval=0.5)
     address = tc.leader_address(TOPIC, 0)
-    listed = _segments(_rsm(tc), _find_topic_id(_rsm(tc)))
+    rsm = _rsm(tc)
+    listed = _segments(rsm, _find_topic_id(rsm))
     assert _list_offset(address, EARLIEST)[0] == 0
     local, _ = _list_offset(address, EARLIEST_LOCAL)
     tiered, epoch = wait_until(lambda: _list_offset(address, LATEST_TIERED), 30, "the store's end",
                                interval=0.5)
     assert 0 < local <= tiered + 1 and local == _local_logs(tc, leader)[0]
-    assert tiered in {m.end_offset for m in _segments(_rsm(tc), listed[0].segment_id.topic_id)} and epoch >= 0
+    assert tiered in {m.end_offset for m in _segments(rsm, listed[0].segment_id.topic_id)} and epoch >= 0
 
-    store = tc.status()["object_store"]
-    path = tc.data_dir / "s3proxy" / "data" / store["bucket"] / object_key("", listed[0], "log")
+    path = tc.data_dir / "s3proxy" / "data" / _store(tc)["bucket"] / object_key("", listed[0], "log")
     original = path.read_bytes()
     path.write_bytes(original[:10] + bytes([original[10] ^ 0xFF]) + original[11:])
     try:

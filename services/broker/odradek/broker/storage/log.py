@@ -333,7 +333,7 @@ class Log:
         if self.config.remote_storage_enable and offset < self.local_log_start_offset:   # in the store only
             raise KafkaError(ErrorCode.offset_out_of_range,
                              f"offset {offset} of {self.name} is in remote storage only (local log start "
-                             f"{self.local_log_start_offset}); reading from remote storage is not served yet")
+                             f"{self.local_log_start_offset}): Fetch reads it through replication.remote_fetch")
         empty = FetchSlice(-1, 0, 0, offset, offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return empty
