@@ -163,6 +163,7 @@ class Broker:
             await isr_checks
             if remote_logs is not None:
                 await remote_logs
+                self.remote_logs.reader.close()   # remote reads still queued are dropped
             await runner.cleanup()
             if metrics is not None:
                 await metrics.cleanup()
