@@ -27,6 +27,7 @@ from odradek.errors import KafkaError
 from odradek.records import iter_batches, iter_records
 from tests.storage.storage_helpers import batch, open_log
 from tests.tiered.conftest import rsm_config
+from tests.tiered.segments import write_rolled_segment
 
 TOPIC_ID = "tiered-rlm-topic-id"
 TIERED = dict(remote_storage_enable="true", segment_bytes=300, local_retention_bytes=600)
@@ -226,3 +227,19 @@ def test_a_follower_is_rebuilt_at_the_leaders_local_log_start(tiered, tmp_path):
     assert follower.log_end_offset == leader.log_end_offset
     assert follower.leader_epochs.entries == leader.leader_epochs.entries
     follower.close()
+
+
+def test_remote_reads_equal_local_ones_and_aborted_transactions_come_from_the_txnindex(s3proxy, tmp_path):
+    rolled = write_rolled_segment(tmp_path / "t-0")     # 60 batches of 20, then an aborted transaction at 1200
+    rsm = RemoteStorageManager(rsm_config(s3proxy, prefix="aborted/"))
+    meta = rolled.metadata()
+    rsm.copy_log_segment_data(meta, rolled.data)
+    reader = RemoteLogReader(rsm)
+    for offset, max_bytes in ((0, 5000), (710, 5000), (1199, 1 << 20), (333, 1)):
+        local = rolled.log.read(offset, max_bytes, max_offset=meta.end_offset + 1)
+        remote = reader.read(meta, offset, max_bytes, meta.end_offset + 1, min_one=True)
+        assert (remote.data, remote.first_offset, remote.next_offset) == (local.read(), local.first_offset,
+                                                                         local.next_offset)
+    assert reader.aborted([meta], 0, meta.end_offset + 1) == [(4242, 1200)]
+    assert reader.aborted([meta], 0, 1200) == []
+    rolled.log.close()
