@@ -82,7 +82,7 @@ def k8s(control_plane, k8s_bins) -> K8s:
             crd = yaml.safe_load(path.read_text())
             k.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}", crd)
     for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances", "odradekconnects",
-                   "odradekconnectors"):
+                   "odradekconnectors", "odradekmirrormaker2s"):
         wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                (k.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.odradek.dev")
                                 or {}).get("status", {}).get("conditions", [])), 30, f"CRD {plural} established")

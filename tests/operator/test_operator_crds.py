@@ -30,9 +30,10 @@ KEYWORDS = {"type", "description", "properties", "items", "additionalProperties"
             "minimum", "maximum", "maxLength", "pattern", "format", "nullable"}
 
 
-def test_six_crds():
+def test_seven_crds():
     assert [p.name for p in CRDS] == ["odradekclusters.odradek.dev.yaml", "odradekconnectors.odradek.dev.yaml",
-                                      "odradekconnects.odradek.dev.yaml", "odradekrebalances.odradek.dev.yaml",
+                                      "odradekconnects.odradek.dev.yaml", "odradekmirrormaker2s.odradek.dev.yaml",
+                                      "odradekrebalances.odradek.dev.yaml",
                                       "odradektopics.odradek.dev.yaml", "odradekusers.odradek.dev.yaml"]
 
 
@@ -42,7 +43,7 @@ def test_crd_shape(path):
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{spec['names']['plural']}.odradek.dev"
     assert spec["group"] == "odradek.dev" and spec["scope"] == "Namespaced"
-    assert spec["names"]["shortNames"] in (["odc"], ["odt"], ["odu"], ["odr"], ["odcn"], ["odctr"])
+    assert spec["names"]["shortNames"] in (["odc"], ["odt"], ["odu"], ["odr"], ["odcn"], ["odctr"], ["odmm2"])
     (version,) = spec["versions"]
     assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}

@@ -67,7 +67,7 @@ def chart_installed(plane, admin, k8s_bins):
     run(helm, "install", RELEASE, CHART, "--namespace", NS, "--set", "rbac.brokerRack=true", "--wait=false",
         env=plane.env())
     for plural in ("odradekclusters", "odradektopics", "odradekusers", "odradekrebalances", "odradekconnects",
-                   "odradekconnectors"):
+                   "odradekconnectors", "odradekmirrormaker2s"):
         wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                (admin.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.odradek.dev")
                                 or {}).get("status", {}).get("conditions", [])), 60, f"CRD {plural} established")

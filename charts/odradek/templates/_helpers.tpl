@@ -40,15 +40,16 @@ app.kubernetes.io/component: operator
 the ClusterRole when it watches every namespace). */ -}}
 {{- define "odradek.operatorRules" -}}
 - apiGroups: [odradek.dev]
-  resources: [odradekclusters, odradekconnects, odradekconnectors]
+  resources: [odradekclusters, odradekconnects, odradekconnectors, odradekmirrormaker2s]
   verbs: [get, list, watch, patch, update]
-# OdradekTopics and OdradekUsers: the users' and an OdradekConnect's own (its storage topics, its workers' user).
+# OdradekTopics and OdradekUsers: the users' and an OdradekConnect's own (its storage topics, its workers' user),
+# an OdradekMirrorMaker2's user.
 - apiGroups: [odradek.dev]
   resources: [odradektopics, odradekusers]
   verbs: [get, list, watch, create, patch, update]
 - apiGroups: [odradek.dev]
   resources: [odradekclusters/status, odradektopics/status, odradekusers/status, odradekconnects/status,
-              odradekconnectors/status]
+              odradekconnectors/status, odradekmirrormaker2s/status]
   verbs: [get, patch, update]
 # OdradekRebalances: the users' (status) and spec.autoRebalance's own (created, deleted when done).
 - apiGroups: [odradek.dev]

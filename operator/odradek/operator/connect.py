@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from odradek.operator import builders, certs, network_policies, pod_security, topics
 from odradek.operator.listeners import Listener
-from odradek.operator.spec import ClusterSpec, ConnectSpec, SpecError
+from odradek.operator.spec import ClusterSpec, ConnectSpec, MirrorMaker2Spec, SpecError
 
 REST_PORT = 8083
 KAFKA_HOME = "/opt/kafka"
@@ -117,7 +117,8 @@ class ClusterAccess:
         return bool(self.listener and self.listener.tls)
 
 
-def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec, spec: ConnectSpec) -> ClusterAccess:
+def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec,
+                   spec: ConnectSpec | MirrorMaker2Spec) -> ClusterAccess:
     """The listener ``spec.listener`` names (default the cluster's first internal one)."""
     if not cluster_spec.listeners:
         if spec.listener:
@@ -133,15 +134,16 @@ def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec, spec
     return ClusterAccess(cluster, chosen, bootstrap)
 
 
-def _security(access: ClusterAccess) -> dict[str, str]:
-    """The client security settings (unprefixed) for the chosen listener."""
+def client_security(access: ClusterAccess, user_dir: str = USER_DIR, ca_dir: str = CA_DIR) -> dict[str, str]:
+    """The client security settings (unprefixed) for the chosen listener, the user's Secret and
+    the cluster CA mounted at ``user_dir`` and ``ca_dir`` (OdradekMirrorMaker2 mounts its own)."""
     if access.listener is None:
         return {}
     out = {"security.protocol": access.listener.protocol}
     def secret(key: str) -> str:   # the user's Secret, mounted, read by DirectoryConfigProvider
-        return "${dir:" + USER_DIR + ":" + key + "}"
+        return "${dir:" + user_dir + ":" + key + "}"
     if access.tls:
-        out |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": f"{CA_DIR}/ca.crt"}
+        out |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": f"{ca_dir}/ca.crt"}
     if access.authentication == "scram-sha-512":
         out |= {"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": secret("sasl.jaas.config")}
     elif access.authentication == "tls":
@@ -164,7 +166,7 @@ def worker_properties(spec: ConnectSpec, access: ClusterAccess) -> dict[str, str
            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
            "listeners": f"http://:{REST_PORT}", "rest.advertised.port": str(REST_PORT),
            "plugin.path": PLUGIN_PATH, **spec.config}
-    security = _security(access)
+    security = client_security(access)
     if access.authentication:
         out |= {"config.providers": "dir",
                 "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider"}
@@ -253,26 +255,36 @@ def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: Cl
               f'echo "rest.advertised.host.name=$POD_IP" >> {worker} && '
               f'exec {KAFKA_HOME}/bin/connect-distributed.sh {worker}')
     mounts, volumes = _volumes(connect, access)
+    probe = {"httpGet": {"path": "/", "port": REST_PORT}}
+    return jvm_deployment(names(connect)["workers"], namespace, spec, "connect", script, probe, mounts, volumes,
+                          properties, labels(connect, access.cluster), selector(connect), REST_PORT)
+
+
+def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Spec, component: str, script: str,
+                   probe: dict, mounts: list[dict], volumes: list[dict], properties: str, pod_labels: dict,
+                   pod_selector: dict, port: int) -> dict:
+    """A Deployment of one Kafka JVM (``spec``'s image, heap, resources, replicas) running
+    ``script``, ready when ``probe`` (an httpGet or tcpSocket action) answers on ``port``; the
+    hash of its ``properties`` file on the template rolls it when the file changes. OdradekConnect's
+    workers and OdradekMirrorMaker2's processes."""
     container = {
-        "name": "connect", "image": spec.image, "command": ["sh", "-c", script],
-        "ports": [{"name": "rest", "containerPort": REST_PORT}],
+        "name": component, "image": spec.image, "command": ["sh", "-c", script],
+        "ports": [{"name": "rest", "containerPort": port}],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                 {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{spec.jvm_heap} -Xmx{spec.jvm_heap}"},
                 {"name": "LOG_DIR", "value": "/tmp/logs"}],
-        "readinessProbe": {"httpGet": {"path": "/", "port": REST_PORT}, "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {"httpGet": {"path": "/", "port": REST_PORT}, "initialDelaySeconds": 60,
-                          "periodSeconds": 10, "failureThreshold": 6},
+        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 6},
         "volumeMounts": mounts}
     if spec.resources:
         container["resources"] = copy.deepcopy(dict(spec.resources))
     pod: dict[str, Any] = {"containers": [container], "volumes": volumes}
-    pod_security.harden(pod, "connect")
+    pod_security.harden(pod, component)
     digest = hashlib.sha256(properties.encode()).hexdigest()[:16]
     return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": names(connect)["workers"], "namespace": namespace,
-                         "labels": labels(connect, access.cluster)},
-            "spec": {"replicas": spec.replicas, "selector": {"matchLabels": selector(connect)},
-                     "template": {"metadata": {"labels": labels(connect, access.cluster),
+            "metadata": {"name": name, "namespace": namespace, "labels": pod_labels},
+            "spec": {"replicas": spec.replicas, "selector": {"matchLabels": pod_selector},
+                     "template": {"metadata": {"labels": pod_labels,
                                                "annotations": {CONFIG_HASH_ANNOTATION: digest}},
                                   "spec": pod}}}
 

@@ -25,7 +25,7 @@ import kopf
 
 from odradek.operator import connect, connectors, kube, reconcile
 from odradek.operator.settings import OperatorSettings
-from odradek.operator.spec import SpecError
+from odradek.operator.spec import ClusterSpec, SpecError
 from odradek.operator.status import is_paused, readiness, set_condition
 from odradek.operator.validation import parse_cluster
 
@@ -43,17 +43,22 @@ def _ready(obj: Mapping[str, Any] | None) -> bool:
                for c in ((obj or {}).get("status") or {}).get("conditions") or [])
 
 
+def target_cluster(k: kube.Kube, meta: Mapping[str, Any], raw_spec: Mapping[str, Any]) -> tuple[str, ClusterSpec]:
+    """The OdradekCluster a runtime names (label or ``spec.cluster``): its name and parsed spec."""
+    cluster = reconcile.topic_cluster(k, meta["namespace"], meta, raw_spec)
+    name = cluster["metadata"]["name"]
+    try:
+        return name, parse_cluster(cluster.get("spec") or {})
+    except SpecError as e:
+        raise Waiting(f"OdradekCluster {name} has an invalid spec: {e}") from None
+
+
 def sync_connect(k: kube.Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None]) -> tuple[dict, tuple]:
     """Apply what the OdradekConnect owns; (status fields, (ready, reason, message))."""
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec = connect.parse_connect(name, body.get("spec") or {})
-    cluster = reconcile.topic_cluster(k, namespace, meta, body.get("spec") or {})
-    cluster_name = cluster["metadata"]["name"]
-    try:
-        cluster_spec = parse_cluster(cluster.get("spec") or {})
-    except SpecError as e:
-        raise Waiting(f"OdradekCluster {cluster_name} has an invalid spec: {e}") from None
+    cluster_name, cluster_spec = target_cluster(k, meta, body.get("spec") or {})
     access = connect.cluster_access(cluster_name, namespace, cluster_spec, spec)
     objects = connect.build_connect(name, namespace, spec, access)
     adopt([o for o in objects if o["kind"] != "OdradekTopic"])

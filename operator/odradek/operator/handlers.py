@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import kopf
 
-from odradek.operator import (admin, certs, connect_run, gateway_acls, kube, maintenance, manual, metrics, principals,
+from odradek.operator import (admin, certs, connect_run, mirrormaker2_run, gateway_acls, kube, maintenance, manual, metrics, principals,
                               rebalance_run, reconcile, users)
 from odradek.operator.status import GATEWAY_USER_NOT_READY, is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
@@ -260,3 +260,4 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> Non
              registry=registry)(bind("OdradekUser", reconcile_user))
     rebalance_run.register(registry, settings, bind)   # OdradekRebalance
     connect_run.register(registry, settings, bind)     # OdradekConnect, OdradekConnector
+    mirrormaker2_run.register(registry, settings, bind)   # OdradekMirrorMaker2

@@ -50,6 +50,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("odradek.dev/v1alpha1", "OdradekRebalance"): ("odradekrebalances", True),
     ("odradek.dev/v1alpha1", "OdradekConnect"): ("odradekconnects", True),
     ("odradek.dev/v1alpha1", "OdradekConnector"): ("odradekconnectors", True),
+    ("odradek.dev/v1alpha1", "OdradekMirrorMaker2"): ("odradekmirrormaker2s", True),
 }
 
 

@@ -190,3 +190,40 @@ class ConnectorSpec:
     tasks_max: int = 1
     state: str = "running"
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+# -- MirrorMaker 2 (``mirrormaker2``) -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class MirrorSource:
+    """``spec.source``: any Kafka cluster; ``config`` its client settings as written, ``secret_config``
+    the settings read from the Secret ``secret_name`` (setting -> the Secret's key)."""
+    bootstrap_servers: str
+    alias: str = "source"
+    config: Mapping[str, str] = field(default_factory=dict)
+    secret_name: str | None = None
+    secret_config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MirrorMaker2Spec:
+    """An OdradekMirrorMaker2's spec (``mirrormaker2.parse_mirror_maker``;
+    crds/odradekmirrormaker2s.odradek.dev.yaml). Interval and pattern defaults are Kafka's."""
+    source: MirrorSource
+    cluster: str | None = None
+    target_alias: str = ""                          # default the OdradekCluster's name
+    replicas: int = 1
+    image: str = DEFAULT_CONNECT_IMAGE              # the same JVM image as OdradekConnect's
+    listener: str | None = None
+    topics_pattern: str = ".*"
+    topics_exclude_pattern: str | None = None
+    groups_pattern: str = ".*"
+    replication_policy: str = "default"             # or ``identity`` (IdentityReplicationPolicy)
+    offset_syncs_topic_location: str = "source"
+    emit_checkpoints: bool = True                   # ``checkpoints.enabled``
+    emit_checkpoints_interval_seconds: int = 60     # ``checkpoints.intervalSeconds``
+    sync_group_offsets: bool = False                # ``checkpoints.syncGroupOffsets``
+    sync_group_offsets_interval_seconds: int = 60   # ``checkpoints.syncGroupOffsetsIntervalSeconds``
+    config: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Any] | None = None
+    jvm_heap: str = "512m"
