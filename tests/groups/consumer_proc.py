@@ -67,7 +67,7 @@ def confluent(bootstrap, topic, group, instance):
 
 
 def confluent_848(bootstrap, topic, group, instance):
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer
     owned: set[int] = set()
 
     def changed(add, parts):
@@ -85,11 +85,24 @@ def confluent_848(bootstrap, topic, group, instance):
         for m in good:
             emit({"p": m.partition(), "o": m.offset()})
         if good:
-            try:
-                c.commit(asynchronous=False)
-            except KafkaException as e:  # e.g. STALE_MEMBER_EPOCH while the member's epoch moves on
-                emit({"commit_error": str(e)})
+            commit_848(c)
     c.close()
+
+
+def commit_848(c, tries: int = 20) -> None:
+    """A synchronous commit retried on STALE_MEMBER_EPOCH with the epoch the next heartbeat brings,
+    as Kafka's Java consumer retries it (a member leaving the group moves the others' epochs on
+    while their commits are in flight); another error, or the last try's, is reported."""
+    from confluent_kafka import KafkaError, KafkaException
+    for attempt in range(tries):
+        try:
+            c.commit(asynchronous=False)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or attempt == tries - 1:
+                emit({"commit_error": str(e)})
+                return
+            time.sleep(0.1)
 
 
 def kafka_python(bootstrap, topic, group, instance):
