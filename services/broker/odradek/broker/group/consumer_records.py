@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.primitives import NO_TAGS, array_length, nullable_string, string
+from odradek.protocol.primitives import NO_TAGS, FieldReader, array_length, nullable_string, string
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
@@ -126,48 +126,19 @@ def current_assignment_value(a: CurrentAssignment) -> bytes:
 
 
 # -- reading values --------------------------------------------------------------------------
-class _Reader:
-    __slots__ = ("buf", "pos")
+class _Reader(FieldReader):
+    """A KIP-848 record value: flexible version 0 (a value of another version is refused)."""
+
+    __slots__ = ()
 
     def __init__(self, buf: bytes) -> None:
-        self.buf, self.pos = memoryview(buf), 0
+        super().__init__(buf, "consumer group record")
         version = self.fixed(_I16)
         if version != 0:
             raise KafkaError(ErrorCode.corrupt_message, f"unknown consumer group record value version {version}")
 
-    def _need(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise KafkaError(ErrorCode.corrupt_message, "consumer group record runs past its end")
-
-    def fixed(self, fmt: struct.Struct) -> int:
-        self._need(fmt.size)
-        (v,) = fmt.unpack_from(self.buf, self.pos)
-        self.pos += fmt.size
-        return v
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            self._need(1)
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                return value
-            shift += 7
-
-    def _bytes(self, n: int) -> bytes:
-        self._need(n)
-        out = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return out
-
-    def string(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self._bytes(n).decode()
-
     def uuid(self) -> str:
-        return str(uuid.UUID(bytes=self._bytes(16)))
+        return str(uuid.UUID(bytes=self.raw(16)))
 
     def array(self, each) -> list:
         """An array of structs (each closes with its tagged fields)."""
@@ -181,11 +152,6 @@ class _Reader:
         value = each(self)
         self.tags()
         return value
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._bytes(self.uvarint())
 
 
 def _read(value: bytes, each):
@@ -203,16 +169,16 @@ def decode_epoch(value: bytes) -> int:
 
 def decode_partition_metadata(value: bytes) -> dict[str, tuple[str, int]]:
     def topic(r: _Reader):
-        topic_id, name, count = r.uuid(), r.string() or "", r.fixed(_I32)
-        r.array(lambda p: (p.fixed(_I32), p.values(lambda s: s.string())))  # racks: not used
+        topic_id, name, count = r.uuid(), r.nullable_string() or "", r.fixed(_I32)
+        r.array(lambda p: (p.fixed(_I32), p.values(lambda s: s.nullable_string())))  # racks: not used
         return name, (topic_id, count)
     return dict(_read(value, lambda r: r.array(topic)))
 
 
 def decode_member_metadata(value: bytes) -> MemberMetadata:
     return _read(value, lambda r: MemberMetadata(
-        r.string(), r.string(), r.string() or "", r.string() or "", tuple(r.values(lambda s: s.string() or "")),
-        r.string(), r.fixed(_I32), r.string()))
+        r.nullable_string(), r.nullable_string(), r.nullable_string() or "", r.nullable_string() or "", tuple(r.values(lambda s: s.nullable_string() or "")),
+        r.nullable_string(), r.fixed(_I32), r.nullable_string()))
 
 
 def decode_target_member(value: bytes) -> frozenset[TP]:

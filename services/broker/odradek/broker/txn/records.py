@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.primitives import FieldReader
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -40,6 +41,9 @@ def _string(s: str) -> bytes:
     return _I16.pack(len(data)) + data
 
 
+_WHAT = "__transaction_state record"   # in the corrupt-record errors
+
+
 def txn_key(transactional_id: str) -> bytes:
     return _I16.pack(KEY_VERSION) + _string(transactional_id)
 
@@ -57,71 +61,27 @@ def txn_value(v: TxnLogValue) -> bytes:
     return bytes(out)
 
 
-class _Reader:
-    """Classic (version 0) or flexible (version 1+) field reader over one record's bytes."""
-
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes, flexible: bool = False) -> None:
-        self.buf, self.pos, self.flexible = buf, 0, flexible
-
-    def fixed(self, fmt: struct.Struct) -> int:
-        if self.pos + fmt.size > len(self.buf):
-            raise KafkaError(ErrorCode.corrupt_message, "__transaction_state record is truncated")
-        (v,) = fmt.unpack_from(self.buf, self.pos)
-        self.pos += fmt.size
-        return v
-
-    def varint(self) -> int:
-        shift = value = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise KafkaError(ErrorCode.corrupt_message, "__transaction_state varint is truncated")
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def length(self, classic: struct.Struct) -> int:
-        """A string/array length; -1 for null."""
-        return self.varint() - 1 if self.flexible else self.fixed(classic)
-
-    def string(self) -> str:
-        n = self.length(_I16)
-        if n < 0 or self.pos + n > len(self.buf):
-            raise KafkaError(ErrorCode.corrupt_message, "__transaction_state string runs past the record")
-        self.pos += n
-        return self.buf[self.pos - n:self.pos].decode()
-
-    def skip_tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.varint()):
-                self.varint()
-                self.pos += self.varint()
-
 
 def decode_key(key: bytes) -> str | None:
     """The transactional id; None for a key version this coordinator does not know."""
-    r = _Reader(key)
+    r = FieldReader(key, _WHAT, flexible=False)
     if r.fixed(_I16) != KEY_VERSION:
         return None
     return r.string()
 
 
 def decode_value(value: bytes) -> TxnLogValue:
-    version = _Reader(value).fixed(_I16)
+    version = FieldReader(value, _WHAT).fixed(_I16)
     if not 0 <= version <= 1:
         raise KafkaError(ErrorCode.corrupt_message, f"unknown transaction log value version {version}")
-    r = _Reader(value, flexible=version >= 1)
+    r = FieldReader(value, _WHAT, flexible=version >= 1)
     r.pos = 2
     pid, epoch, timeout, status = r.fixed(_I64), r.fixed(_I16), r.fixed(_I32), r.fixed(_I8)
     partitions = []
     for _ in range(max(0, r.length(_I32))):
         topic = r.string()
         partitions += [(topic, r.fixed(_I32)) for _ in range(max(0, r.length(_I32)))]
-        r.skip_tags()
+        r.tags()
     last_update, start = r.fixed(_I64), r.fixed(_I64)
-    r.skip_tags()
+    r.tags()
     return TxnLogValue(pid, epoch, timeout, status, tuple(sorted(partitions)), last_update, start)
