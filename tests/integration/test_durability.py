@@ -8,6 +8,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from odradek.dev.waiting import wait_until
+
 
 def _produce(bootstrap, topic, count, prefix="v", **conf):
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
@@ -56,15 +58,22 @@ def test_restart_every_broker_keeps_data_and_offsets(cluster):
 def test_kill9_mid_stream_and_torn_tail_recovers(cluster):
     cluster.create_topic("torn", partitions=1)
     leader = cluster.leader_id("torn", 0)
-    errors = []
+    errors, delivered = [], []
     stop = threading.Event()
+
+    def on_delivery(err, _msg):
+        (errors if err else delivered).append(err)
 
     def stream():
         p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 1, "message.timeout.ms": 60000,
                       "retries": 1000000})
         i = 0
         while not stop.is_set():
-            p.produce("torn", value=f"r-{i}".encode(), on_delivery=lambda e, m: e and errors.append(e))
+            try:
+                p.produce("torn", value=f"r-{i}".encode(), on_delivery=on_delivery)
+            except BufferError:   # the leader is down and the queue full: wait for room, as producers do
+                p.poll(0.1)
+                continue
             p.poll(0)
             i += 1
             if i % 500 == 0:
@@ -73,7 +82,7 @@ def test_kill9_mid_stream_and_torn_tail_recovers(cluster):
 
     t = threading.Thread(target=stream)
     t.start()
-    time.sleep(1.5)
+    wait_until(lambda: len(delivered) >= 2000, 60, "records acknowledged before the kill")
     cluster.run("kill", str(leader))  # SIGKILL
     segment = max((cluster.data_dir / f"broker-{leader}" / "torn-0").glob("*.log"))
     size = segment.stat().st_size
@@ -81,9 +90,11 @@ def test_kill9_mid_stream_and_torn_tail_recovers(cluster):
     os.truncate(segment, cut)
     cluster.run("start", str(leader))
     cluster.wait_for_leaders("torn", 1)
-    time.sleep(1.0)
+    resumed = len(delivered)
+    wait_until(lambda: len(delivered) >= resumed + 2000, 90, "records acknowledged after the restart")
     stop.set()
     t.join(90)
+    assert not t.is_alive() and not errors, errors[:3]
     data = read_all(cluster.bootstrap, "torn", 1)[0]
     offsets = [o for o, _ in data]
     assert offsets == list(range(len(offsets))), "offsets must be dense and continue after recovery"
