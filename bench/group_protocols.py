@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench import apache_kafka
 from bench.apache_kafka import KAFKA4_SERVER_POM, KafkaCluster
-from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System, environment, \
-    write_doc
+from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System, publish, \
+    report_head, uptime
 
 TOPIC = "groups"
 BEGIN, END = "<!-- groups:begin -->", "<!-- groups:end -->"
@@ -165,10 +165,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
 def run(args, argv: list[str]) -> int:
     apache_kafka.resolve(pom=KAFKA4_SERVER_POM)
     load_before = uptime()
@@ -180,19 +176,7 @@ def run(args, argv: list[str]) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     out = args.output or RESULTS / f"groups-{datetime.datetime.now():%Y-%m-%d-%H%M}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    repo = RESULTS.parent.parent
-    report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "command": "python -m bench.groups " + " ".join(argv),
-              "kafka_version": apache_kafka.pom_version(KAFKA4_SERVER_POM),
-              "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-              "environment": environment(), "load_before": load_before, "load_after": uptime(),
-              "json": str(out.relative_to(repo)) if out.is_relative_to(repo) else str(out),
-              "runs": runs, "summary": summarize(runs)}
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    table = markdown(report)
-    print("\n" + table)
-    if not args.no_doc:
-        write_doc(table, BEGIN, END)
-    print(f"wrote {out}")
+    report = {**report_head("python -m bench.groups " + " ".join(argv), apache_kafka.pom_version(KAFKA4_SERVER_POM),
+                            args, load_before, out), "runs": runs, "summary": summarize(runs)}
+    publish(report, out, markdown(report), BEGIN, END, doc=not args.no_doc)
     return 0 if not any(r["failure"] for r in runs) else 1
