@@ -99,8 +99,9 @@ def run_system(name: str, root: Path, args) -> list[dict]:
     try:
         system.create_topic(TOPIC, args.partitions, 1)
         for protocol in args.protocols.split(","):
+            load = uptime()  # the machine is shared: each run's load, not only the whole bench's
             run = run_group(system.bootstrap, protocol, args, f"bench-{protocol}")
-            run["system"] = name
+            run.update(system=name, load_before=load, load_after=uptime())
             print(json.dumps(run), flush=True)
             runs.append(run)
     finally:
