@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench import apache_kafka
 from bench.apache_kafka import KAFKA4_SERVER_POM, KafkaCluster
-from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System, publish, \
-    report_head, uptime
+from bench.reporting import publish, report_head, uptime
+from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System
 
 TOPIC = "groups"
 BEGIN, END = "<!-- groups:begin -->", "<!-- groups:end -->"

@@ -54,8 +54,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench import apache_kafka
-from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System, publish, \
-    report_head, uptime
+from bench.reporting import publish, report_head, uptime
+from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System
 
 TOPIC = "moving"
 RECORD_BYTES = 1024
