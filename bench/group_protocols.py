@@ -42,6 +42,7 @@ def add_arguments(ap) -> None:
     ap.add_argument("--deadline-s", type=float, default=300, help="per change, until it must have settled")
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite the table in docs/performance.md")
     ap.add_argument("--output", type=Path, help="JSON path (default bench/results/groups-<date>.json)")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="run the clusters under DIR and keep it (their logs)")
 
 
 class Kafka4System(KafkaSystem):
@@ -169,13 +170,14 @@ def markdown(report: dict) -> str:
 def run(args, argv: list[str]) -> int:
     apache_kafka.resolve(pom=KAFKA4_SERVER_POM)
     load_before = uptime()
-    root = Path(tempfile.mkdtemp(prefix="odradek-groups-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="odradek-groups-"))
     runs: list[dict] = []
     try:
         for name in args.systems.split(","):
             runs += run_system(name, root, args)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
     out = args.output or RESULTS / f"groups-{datetime.datetime.now():%Y-%m-%d-%H%M}.json"
     report = {**report_head("python -m bench.groups " + " ".join(argv), apache_kafka.pom_version(KAFKA4_SERVER_POM),
                             args, load_before, out), "runs": runs, "summary": summarize(runs)}

@@ -5,7 +5,7 @@ Odradek and on Apache Kafka 4.x (KRaft) one after the other on the same machine 
 
     .venv/bin/python -m bench.groups [--delay-ms 3000] [--rounds 3]
     .venv/bin/python -m bench.groups --compare [--members 50] [--partitions 100] [--rounds 3]
-        [--protocols classic,cooperative,consumer] [--systems odradek,kafka] [--brokers 3] [--no-doc]
+        [--protocols classic,cooperative,consumer] [--systems odradek,kafka] [--brokers 3] [--no-doc] [--keep DIR]
 
 Issue 5's run: a 1-broker dev cluster with ``group.initial.rebalance.delay.ms=--delay-ms``, a
 topic of 12 partitions, and per round a fresh group of 3 librdkafka consumers
