@@ -1,7 +1,8 @@
 """Consumer group rebalance time (issues 5 and 35).
 
-The small librdkafka group of issue 5, and (``--compare``) a 50-member group's membership changes, classic against KIP-848's consumer protocol, on
-Odradek and on Apache Kafka 4.x (KRaft) one after the other on the same machine (issue 35).
+The small librdkafka group of issue 5, and (``--compare``) a 50-member group's membership
+changes, classic against KIP-848's consumer protocol, on Odradek and on Apache Kafka 4.x
+(KRaft) one after the other on the same machine (issue 35).
 
     .venv/bin/python -m bench.groups [--delay-ms 3000] [--rounds 3]
     .venv/bin/python -m bench.groups --compare [--members 50] [--partitions 100] [--rounds 3]
