@@ -62,10 +62,19 @@ POM = ROOT / "bench" / "kafka" / "pom.xml"
 CACHE = ROOT / ".cache" / "kafka"
 # Kafka 4.x's clients and tools only (no broker): the compat suite's KIP-848 tests
 KAFKA4_POM = ROOT / "bench" / "kafka4" / "pom.xml"
+# Kafka 4.x's broker (and bench/groups.py's GroupMembers client): its own home, 4.x.y-server
+KAFKA4_SERVER_POM = ROOT / "bench" / "kafka4" / "server" / "pom.xml"
+HOME_OVERRIDES = {KAFKA4_POM: "ODRADEK_KAFKA4_HOME", KAFKA4_SERVER_POM: "ODRADEK_KAFKA4_SERVER_HOME"}
 
 
 def pom_version(pom: Path) -> str:
     return re.search(r"<kafka.version>([^<]+)</kafka.version>", pom.read_text()).group(1)
+
+
+def cache_name(pom: Path) -> str:
+    """The pom's directory under .cache/kafka: its ``cache.name`` property, else its Kafka version."""
+    named = re.search(r"<cache.name>([^<]+)</cache.name>", pom.read_text())
+    return named.group(1) if named else pom_version(pom)
 
 
 KAFKA_VERSION = pom_version(POM)
@@ -91,10 +100,11 @@ class ResolutionError(RuntimeError):
 # -- resolution ----------------------------------------------------------------------------------
 
 def home_of(pom: Path = POM) -> Path:
-    """Where ``pom`` resolves: ``.cache/kafka/<version>``; ODRADEK_KAFKA4_HOME moves 4.x's (with its
-    own Maven repository) elsewhere, e.g. out of a worktree's read-only shared cache."""
-    override = os.environ.get("ODRADEK_KAFKA4_HOME") if pom == KAFKA4_POM else None
-    return Path(override) if override else CACHE / pom_version(pom)
+    """Where ``pom`` resolves: ``.cache/kafka/<cache name>``; ODRADEK_KAFKA4_HOME and
+    ODRADEK_KAFKA4_SERVER_HOME move 4.x's (with its own Maven repository) elsewhere, e.g. out of
+    a worktree's read-only shared cache."""
+    override = os.environ.get(HOME_OVERRIDES[pom]) if pom in HOME_OVERRIDES else None
+    return Path(override) if override else CACHE / cache_name(pom)
 
 
 def _stamp(pom: Path = POM) -> str:
@@ -118,7 +128,7 @@ def resolve(quiet: bool = True, pom: Path = POM) -> Path:
     tmp = home / "libs.partial"
     shutil.rmtree(tmp, ignore_errors=True)
     # an overridden home keeps its own Maven repository (the shared one may be read-only)
-    m2 = home / "m2" if home != CACHE / pom_version(pom) else CACHE / "m2"
+    m2 = home / "m2" if home != CACHE / cache_name(pom) else CACHE / "m2"
     cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom), f"-Dmaven.repo.local={m2}",
            "dependency:copy-dependencies", f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
@@ -153,8 +163,25 @@ def tool_argv(main_class: str, *args: str, jvm: list[str] | None = None, pom: Pa
                          "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
                          "log4j.appender.stderr.Target=System.err\n")
     default = QUICK_TOOL_JVM if os.environ.get("ODRADEK_QUICK_TOOL_JVM") == "1" else TOOL_JVM
-    return ["java", *(jvm or default), f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath(pom),
+    log4j2 = []
+    if pom == KAFKA4_SERVER_POM:  # the one 4.x classpath with a Log4j 2 binding: warnings to stderr
+        log4j2 = [f"-Dlog4j2.configurationFile={log4j2_properties(home_of(pom) / 'tools-log4j2.properties')}"]
+    return ["java", *(jvm or default), f"-Dlog4j.configuration=file:{log4j}", *log4j2, "-cp", classpath(pom),
             main_class, *args]
+
+
+def log4j2_properties(path: Path, log_file: Path | None = None) -> Path:
+    """Kafka 4.x's logging (Log4j 2) as ``path``: INFO into ``log_file``, or WARN to stderr."""
+    if log_file is None:
+        appender = "appender.out.type = Console\nappender.out.target = SYSTEM_ERR\n"
+    else:
+        appender = f"appender.out.type = File\nappender.out.fileName = {log_file}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{appender}appender.out.name = out\nappender.out.layout.type = PatternLayout\n"
+                    "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+                    f"rootLogger.level = {'WARN' if log_file is None else 'INFO'}\nrootLogger.appenderRef.out.ref = out\n"
+                    "logger.request.name = kafka.request.logger\nlogger.request.level = WARN\n")
+    return path
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 300, input: str | None = None,
@@ -226,6 +253,7 @@ class KafkaCluster:
     nodes: int = 1
     sasl_ssl: SaslSsl | None = None
     zookeeper: str | None = None  # ZooKeeper mode: zookeeper.connect (with a chroot); None: KRaft
+    pom: Path = POM  # which Kafka: 3.9 (bench/kafka/pom.xml) or 4.x's broker (KAFKA4_SERVER_POM, KRaft only)
     ports: dict[int, int] = field(default_factory=dict)
     secure_ports: dict[int, int] = field(default_factory=dict)
     controller_ports: dict[int, int] = field(default_factory=dict)
@@ -247,7 +275,7 @@ class KafkaCluster:
 
     def save(self) -> None:
         self.state_file().write_text(json.dumps({
-            "kafka_version": KAFKA_VERSION, "nodes": self.nodes, "bootstrap_servers": self.bootstrap,
+            "kafka_version": pom_version(self.pom), "pom": str(self.pom), "nodes": self.nodes, "bootstrap_servers": self.bootstrap,
             "ports": self.ports, "secure_ports": self.secure_ports, "controller_ports": self.controller_ports,
             "pids": self.pids, "start_times": self.start_times, "zookeeper": self.zookeeper}, indent=2) + "\n")
 
@@ -258,7 +286,8 @@ class KafkaCluster:
                    secure_ports={int(k): v for k, v in d.get("secure_ports", {}).items()},
                    controller_ports={int(k): v for k, v in d["controller_ports"].items()},
                    pids={int(k): v for k, v in d["pids"].items()},
-                   start_times={int(k): v for k, v in d["start_times"].items()}, zookeeper=d.get("zookeeper"))
+                   start_times={int(k): v for k, v in d["start_times"].items()}, zookeeper=d.get("zookeeper"),
+                   pom=Path(d.get("pom", POM)))
 
     def _roles(self, node: int, voters: str) -> dict[str, str]:
         """The KRaft combined-node settings, or a ZooKeeper-mode broker's."""
@@ -295,7 +324,7 @@ class KafkaCluster:
         return properties_text(props)
 
     def start(self, extra: dict[str, str] | None = None, timeout: float = 120) -> "KafkaCluster":
-        home = resolve()
+        home = resolve(pom=self.pom)
         self.dir.mkdir(parents=True, exist_ok=True)
         ids = list(range(1, self.nodes + 1))
         self.ports = {n: free_port() for n in ids}
@@ -308,6 +337,7 @@ class KafkaCluster:
                 nd = self.dir / f"node-{n}"
                 nd.mkdir(parents=True, exist_ok=True)
                 (nd / "server.properties").write_text(self._properties(n, voters, extra or {}))
+                log4j2_properties(nd / "log4j2.properties", nd / "server.log")
                 (nd / "log4j.properties").write_text(
                     "log4j.rootLogger=INFO, file\n"
                     "log4j.appender.file=org.apache.log4j.FileAppender\n"
@@ -317,7 +347,7 @@ class KafkaCluster:
                     "log4j.logger.kafka.request.logger=WARN\nlog4j.logger.state.change.logger=WARN\n")
                 if self.zookeeper is None:
                     run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                             str(nd / "server.properties"), "--ignore-formatted", check=True, timeout=120)
+                             str(nd / "server.properties"), "--ignore-formatted", check=True, timeout=120, pom=self.pom)
             for n in ids:
                 self._spawn(n, home)
             self.save()
@@ -330,6 +360,7 @@ class KafkaCluster:
     def _spawn(self, n: int, home: Path) -> None:
         nd = self.dir / f"node-{n}"
         argv = ["java", *BROKER_JVM, f"-Dlog4j.configuration=file:{nd / 'log4j.properties'}",
+                f"-Dlog4j2.configurationFile={nd / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={nd}", "-cp", f"{home / 'libs' / '*'}", "kafka.Kafka",
                 str(nd / "server.properties")]
         with open(nd / "stdout.log", "ab") as out:
@@ -343,7 +374,7 @@ class KafkaCluster:
         """Start a stopped node again (same ports, same data); return once it serves."""
         if alive(self.pids[n], self.start_times.get(n)):
             raise RuntimeError(f"Kafka node {n} is already running")
-        self._spawn(n, resolve())
+        self._spawn(n, resolve(pom=self.pom))
         self.save()
         self.wait_ready(timeout, {n})
 

@@ -54,8 +54,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench import apache_kafka
-from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System, environment, \
-    write_doc
+from bench.reporting import publish, report_head, uptime
+from bench.side_by_side import KAFKA, ODRADEK, RESULTS, KafkaSystem, OdradekSystem, System
 
 TOPIC = "moving"
 RECORD_BYTES = 1024
@@ -318,10 +318,6 @@ def run_kafka(root: Path, args, moves: list[dict], initial: dict[int, list[int]]
 
 # -- report --------------------------------------------------------------------------------------
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
 def fmt(v, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
 
@@ -407,21 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     out = args.output or RESULTS / f"rebalance-{datetime.datetime.now():%Y-%m-%d-%H%M}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     runs = {ODRADEK: odradek, KAFKA: kafka}
-    report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "command": "python -m bench.rebalance " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "kafka_version": apache_kafka.KAFKA_VERSION, "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-              "environment": environment(), "load_before": load_before, "load_after": uptime(),
-              "json": str(out.relative_to(RESULTS.parent.parent)) if out.is_relative_to(RESULTS.parent.parent) else str(out),
+    command = "python -m bench.rebalance " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = {**report_head(command, apache_kafka.KAFKA_VERSION, args, load_before, out),
               "moves": len(moves), "plan": moves, "initial_assignment": initial, "runs": list(runs.values()),
               "notes": goals(runs)}
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    table = markdown(report)
-    print("\n" + table)
-    if not args.no_doc:
-        write_doc(table, BEGIN, END)
-    print(f"wrote {out}")
+    publish(report, out, markdown(report), BEGIN, END, doc=not args.no_doc)
     return 0
 
 

@@ -152,9 +152,9 @@ class OdradekSystem(System):
     ``stop_cluster`` (PIDs with start times; whatever ``dev down`` leaves is killed by PID)."""
     name = ODRADEK
 
-    def __init__(self, root: Path, brokers: int) -> None:
+    def __init__(self, root: Path, brokers: int, extra: tuple[str, ...] = ()) -> None:
         from odradek.dev.harness import start_cluster
-        self.cluster = start_cluster(root / f"odradek-{brokers}", brokers=brokers)
+        self.cluster = start_cluster(root / f"odradek-{brokers}", brokers=brokers, extra=extra)
         self.bootstrap = self.cluster.bootstrap
         self.pids = {k: int(v) for k, v in self.cluster.pids.items()}
 
