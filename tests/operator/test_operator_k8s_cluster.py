@@ -15,6 +15,7 @@ import pytest
 
 from odradek.cluster import control_plane
 from odradek.dev.waiting import wait_until
+from odradek.operator import builders
 from tests.operator.plans import children as planned, probe_paths
 from tests.support.k8s import condition
 
@@ -184,8 +185,8 @@ def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins,
 
 def test_tiered_storage_store_keys_and_credentials_file(k8s, operator, namespace):
     """spec.tieredStorage: nothing is applied until the credentials Secret exists (the status says
-    which), then the brokers get the store's keys and <c>-tiered-storage mounted; a bad spec is
-    refused with the field and why, by the schema or the operator."""
+    which), then the brokers get the store's keys and <c>-tiered-storage mounted, a rotated key
+    changes their hash; a bad spec is refused with the field and why, by the schema or the operator."""
     tiered = {"bucket": "odradek-tiered", "endpoint": "http://s3.storage.svc:8080", "credentialsSecret": {"name": "s3"}}
     spec = {"zookeeper": {"external": {"connect": "zk:2181"}}, "tieredStorage": tiered}
     k8s.apply_cluster(namespace, "tier", spec)
@@ -212,6 +213,13 @@ def test_tiered_storage_store_keys_and_credentials_file(k8s, operator, namespace
     assert [r["kind"] for r in secret["metadata"]["ownerReferences"]] == ["OdradekCluster"]
     assert base64.b64decode(secret["data"]["credentials"]).decode() == \
         "[default]\naws_access_key_id = odradek\naws_secret_access_key = k3y\n"
+    # a key rotated in the user's Secret (not watched: the status timer notices) rolls the brokers
+    before = sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+    k8s.merge(f"/api/v1/namespaces/{namespace}/secrets/s3", {"stringData": {"AWS_SECRET_ACCESS_KEY": "n3w"}})
+    wait_until(lambda: k8s.child(namespace, "StatefulSet", "tier-brokers")["spec"]["template"]["metadata"][
+        "annotations"][builders.CONFIG_HASH_ANNOTATION] != before, 30, "the brokers' hash to follow the new key")
+    assert base64.b64decode(k8s.child(namespace, "Secret", "tier-tiered-storage")["data"]["credentials"]).decode(
+        ).endswith("aws_secret_access_key = n3w\n")
     k8s.apply_cluster(namespace, "tier", {**spec, "tieredStorage": {**tiered, "endpoint": "https://id:key@s3.example"}})
     ready = wait_until(failed("InvalidSpec"), 30, "the bad endpoint refused")
     assert ready["message"].startswith("tieredStorage.endpoint: no credentials in the URL"), ready

@@ -159,6 +159,24 @@ def test_a_change_or_a_rotated_key_rolls_the_brokers():
         builders.config_hash("c", NS, parse_cluster({"brokers": SPEC["brokers"]}))   # off: the hash it had
 
 
+def test_the_status_timer_sees_a_rotated_key():
+    """Secrets are not watched: the timer compares the user's Secret with the brokers' file."""
+    from odradek.operator import reconcile
+    kube = FakeKube()
+    kube.objects[("Secret", "s3-keys")] = user_secret()
+    reconcile_once(kube, SPEC)
+    spec = parse_cluster(SPEC)
+    assert reconcile.tiered_credentials_rotated(kube, "c", NS, spec) is None
+    kube.objects[("Secret", "s3-keys")] = user_secret(secret="rotated")
+    assert reconcile.tiered_credentials_rotated(kube, "c", NS, spec) == "s3-keys"
+    reconcile_once(kube, SPEC)   # what the annotation's change runs: the file rewritten
+    assert reconcile.tiered_credentials_rotated(kube, "c", NS, spec) is None
+    written = kube.get("v1", "Secret", NS, "c-tiered-storage")
+    assert not tiered_storage.rotated(spec, None, written)   # missing: the reconcile reports it
+    assert not tiered_storage.rotated(spec, user_secret(AWS_ACCESS_KEY_ID="a"), written)
+    assert reconcile.tiered_credentials_rotated(kube, "c", NS, parse_cluster({})) is None
+
+
 def test_the_broker_reads_the_rendered_keys_and_file(tmp_path):
     """What the pod's broker does with them: its config registry binds the keys, its remote log
     manager's ``storage_config`` reads the mounted file (here at a temporary path)."""

@@ -127,6 +127,10 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     if due:  # a changed annotation runs the update handler, which renews and rolls the pods
         logger.info("certificates to renew: %s", due)
         patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
+    rotated = reconcile.tiered_credentials_rotated(kube.shared(), name, namespace, spec)
+    if rotated:   # Secrets are not watched: the annotation's change runs the reconcile, which rolls the brokers
+        logger.info("tiered storage credentials changed in Secret %s", rotated)
+        patch.metadata.annotations[tiered_storage.ROTATION_ANNOTATION] = now()
     marked = manual.pending(kube.shared(), name, namespace)   # evicted or marked pods: reconcile to roll them
     if marked and marked != (meta.get("annotations") or {}).get(manual.PENDING):
         patch.metadata.annotations[manual.PENDING] = marked

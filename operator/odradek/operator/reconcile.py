@@ -262,6 +262,17 @@ def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str
     return ", ".join(due) or None
 
 
+def tiered_credentials_rotated(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
+    """The credentials Secret of ``spec.tieredStorage`` when it holds another key than the brokers'
+    file (for the status timer: the reconcile it triggers rewrites the file and rolls them), or None."""
+    ts = tiered_storage.active(spec)
+    if ts is None or ts.credentials_secret is None:
+        return None
+    source = kube.get("v1", "Secret", namespace, ts.credentials_secret.name)
+    written = kube.get("v1", "Secret", namespace, tiered_storage.secret_name(name))
+    return ts.credentials_secret.name if tiered_storage.rotated(spec, source, written) else None
+
+
 def rack_cluster_role(spec: ClusterSpec, settings: OperatorSettings) -> str | None:
     """The ClusterRole (``nodes get``) the brokers' ServiceAccount is bound to when the cluster
     uses racks: ``ODRADEK_OPERATOR_RACK_CLUSTERROLE``, set by the chart (``rbac.brokerRack``);

@@ -11,9 +11,11 @@ writes it: ``<cluster>-tiered-storage`` (key ``credentials``, owned by the clust
 other Secrets before the brokers' StatefulSet), mounted read-only at ``CREDENTIALS_DIR``.
 
 A restart of every broker picks up a change: ``revisions.config_hash`` takes the rendered keys and
-``credentials_version`` (a digest of the file, so a rotated key in the user's Secret rolls the
-brokers at the cluster's next reconcile). The user's Secret missing, or lacking a key, is
-``CredentialsMissing``: the cluster's status says which, and the operator looks again.
+``credentials_version`` (a digest of the file), so a key rotated in the user's Secret rolls the
+brokers: Secrets are not watched, so the status timer compares the two Secrets (``rotated``) and
+sets ``ROTATION_ANNOTATION`` on the cluster, whose change runs the reconcile (as a due
+certificate renewal does). The user's Secret missing, or lacking a key, is ``CredentialsMissing``:
+the cluster's status says which, and the operator looks again.
 
 Pure: the Secret is read by ``reconcile.observe_cluster``; the plan and builders call these.
 """
@@ -31,6 +33,7 @@ SECRET_KEY = "credentials"
 CREDENTIALS_DIR = "/etc/odradek/tiered-storage"
 CREDENTIALS_FILE = f"{CREDENTIALS_DIR}/{SECRET_KEY}"
 VOLUME = "tiered-storage"
+ROTATION_ANNOTATION = "odradek.dev/tiered-storage-rotation"   # set on the cluster: reconcile to take a new key
 COMPONENT = "tiered-storage"     # the Secret's component label (its own field manager: kube.secret_field_manager)
 
 # The broker keys spec.tieredStorage sets (odradek.config.tiered); brokers.config may not set them besides.
@@ -111,6 +114,19 @@ def credentials_version(spec: ClusterSpec, source: Mapping[str, Any] | None) -> 
     config hash, so a rotated key restarts them."""
     content = credentials(spec, source)
     return hashlib.sha256(content.encode()).hexdigest()[:16] if content else ""
+
+
+def rotated(spec: ClusterSpec, source: Mapping[str, Any] | None, written: Mapping[str, Any] | None) -> bool:
+    """Whether the user's Secret ``source`` now makes another file than the one the brokers have
+    (``written``: the live ``<cluster>-tiered-storage``); False while either is missing (the
+    reconcile writes or reports it)."""
+    try:
+        content = credentials(spec, source)
+    except CredentialsMissing:
+        return False
+    if content is None or written is None:
+        return False
+    return (written.get("data") or {}).get(SECRET_KEY) != base64.b64encode(content.encode()).decode()
 
 
 def credentials_secret(cluster: str, namespace: str, spec: ClusterSpec, source: Mapping[str, Any] | None,
