@@ -6,6 +6,7 @@ object, its spec, owner references, status conditions, pause, and garbage collec
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 import urllib.request
@@ -14,6 +15,7 @@ import pytest
 
 from odradek.cluster import control_plane
 from odradek.dev.waiting import wait_until
+from odradek.operator import builders
 from tests.operator.plans import children as planned, probe_paths
 from tests.support.k8s import condition
 
@@ -179,3 +181,48 @@ def test_kubectl_explain_and_printer_columns(k8s, operator, namespace, k8s_bins,
     assert header.split() == ["NAME", "PHASE", "BROKERS", "READY", "BOOTSTRAP", "AGE"]
     assert row.split()[:4] == ["cols", "NotReady", "0/3", "False"]
     assert row.split()[4] == f"cols-bootstrap.{namespace}.svc:9092"
+
+
+def test_tiered_storage_store_keys_and_credentials_file(k8s, operator, namespace):
+    """spec.tieredStorage: nothing is applied until the credentials Secret exists (the status says
+    which), then the brokers get the store's keys and <c>-tiered-storage mounted, a rotated key
+    changes their hash; a bad spec is refused with the field and why, by the schema or the operator."""
+    tiered = {"bucket": "odradek-tiered", "endpoint": "http://s3.storage.svc:8080", "credentialsSecret": {"name": "s3"}}
+    spec = {"zookeeper": {"external": {"connect": "zk:2181"}}, "tieredStorage": tiered}
+    k8s.apply_cluster(namespace, "tier", spec)
+
+    def failed(reason):
+        return lambda: (cr := k8s.cluster(namespace, "tier")) and (c := condition(cr, "Ready")) \
+            and c["reason"] == reason and c
+    ready = wait_until(failed("TieredStorageCredentialsMissing"), 30, "the missing Secret reported")
+    assert ready["message"] == "tieredStorage.credentialsSecret: Secret s3 does not exist", ready
+    assert k8s.child(namespace, "StatefulSet", "tier-brokers") is None
+    k8s.apply(f"/api/v1/namespaces/{namespace}/secrets/s3", {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "s3"}, "stringData": {"AWS_ACCESS_KEY_ID": "odradek", "AWS_SECRET_ACCESS_KEY": "k3y"}})
+    sts = wait_until(lambda: k8s.child(namespace, "StatefulSet", "tier-brokers"), 30, "the brokers once it exists")
+    pod = sts["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    for setting in ("remote.log.storage.system.enable=true", "rsm.config.storage.s3.bucket.name=odradek-tiered",
+                    "rsm.config.storage.s3.endpoint.url=http://s3.storage.svc:8080",
+                    "rsm.config.storage.aws.credentials.file=/etc/odradek/tiered-storage/credentials"):
+        assert args[args.index(setting) - 1] == "--config", setting
+    assert {"name": "tiered-storage", "mountPath": "/etc/odradek/tiered-storage", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    assert next(v for v in pod["volumes"] if v["name"] == "tiered-storage")["secret"]["secretName"] == "tier-tiered-storage"
+    secret = k8s.child(namespace, "Secret", "tier-tiered-storage")
+    assert [r["kind"] for r in secret["metadata"]["ownerReferences"]] == ["OdradekCluster"]
+    assert base64.b64decode(secret["data"]["credentials"]).decode() == \
+        "[default]\naws_access_key_id = odradek\naws_secret_access_key = k3y\n"
+    # a key rotated in the user's Secret (not watched: the status timer notices) rolls the brokers
+    before = sts["spec"]["template"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION]
+    k8s.merge(f"/api/v1/namespaces/{namespace}/secrets/s3", {"stringData": {"AWS_SECRET_ACCESS_KEY": "n3w"}})
+    wait_until(lambda: k8s.child(namespace, "StatefulSet", "tier-brokers")["spec"]["template"]["metadata"][
+        "annotations"][builders.CONFIG_HASH_ANNOTATION] != before, 30, "the brokers' hash to follow the new key")
+    assert base64.b64decode(k8s.child(namespace, "Secret", "tier-tiered-storage")["data"]["credentials"]).decode(
+        ).endswith("aws_secret_access_key = n3w\n")
+    k8s.apply_cluster(namespace, "tier", {**spec, "tieredStorage": {**tiered, "endpoint": "https://id:key@s3.example"}})
+    ready = wait_until(failed("InvalidSpec"), 30, "the bad endpoint refused")
+    assert ready["message"].startswith("tieredStorage.endpoint: no credentials in the URL"), ready
+    with pytest.raises(k8s.ApiException) as e:   # the schema: a bucket is required
+        k8s.apply_cluster(namespace, "tier", {**spec, "tieredStorage": {"endpoint": "http://s3:8080"}})
+    assert e.value.status == 422 and "spec.tieredStorage.bucket" in e.value.body

@@ -39,11 +39,13 @@ def attribute(name: str) -> str:
 
 def model_value(path: tuple[str, ...]) -> object:
     """The model's value at a CRD path, for a spec that leaves everything out (one listener for
-    the listeners' item defaults)."""
+    the listeners' item defaults; tieredStorage with only what it requires)."""
     if path[0] == "listeners":
         listener = parse_cluster({"listeners": [{"name": "a", "port": 9094}]}).listeners[0]
         return getattr(listener, attribute(path[2]))
     value: object = parse_cluster({})
+    if path[0] == "tieredStorage":
+        value = parse_cluster({"tieredStorage": {"bucket": "segments", "credentialsSecret": {"name": "s"}}})
     for name in path:
         value = getattr(value, attribute(name))
     return value
@@ -55,7 +57,8 @@ DEFAULTS = crd_defaults(crd_spec_schema())
 def test_the_crd_states_the_defaults_the_model_knows():
     paths = {".".join(p) for p, _ in DEFAULTS}
     assert {"brokers.replicas", "controller.replicas", "gateway.replicas", "zookeeper.managed.replicas",
-            "image", "clusterCa.validityDays", "listeners.[].tls"} <= paths
+            "image", "clusterCa.validityDays", "listeners.[].tls", "tieredStorage.taskIntervalMs",
+            "tieredStorage.credentialsSecret.accessKeyIdKey"} <= paths
 
 
 @pytest.mark.parametrize("path, default", DEFAULTS, ids=lambda v: ".".join(v) if isinstance(v, tuple) else None)

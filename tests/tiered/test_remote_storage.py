@@ -142,3 +142,39 @@ def test_an_outage_is_a_clear_retriable_error_and_a_restart_serves_the_same_obje
     again = rolled.metadata()
     rsm.copy_log_segment_data(again, rolled.data)
     assert rsm.fetch_index(again, IndexType.TIMESTAMP) == rolled.data.time_index.read_bytes()
+
+
+def test_what_the_operator_renders_opens_the_store(s3proxy, rolled, tmp_path):
+    """spec.tieredStorage as the operator renders it (docs/tiered-storage.md, On Kubernetes): the
+    broker keys and the credentials file made from a user's Secret, read by the broker's own
+    config and remote log manager, sign requests S3Proxy accepts; another secret key is refused."""
+    import base64
+
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.storage.remote_log_manager import storage_config
+    from odradek.broker.storage.remote_metadata import RemoteStorageException
+    from odradek.config import bound_values, parse_broker_settings
+    from odradek.operator import tiered_storage
+    from odradek.operator.validation import parse_cluster
+    spec = parse_cluster({"tieredStorage": {"endpoint": s3proxy.endpoint, "bucket": s3proxy.bucket,
+                                            "prefix": "clusters/c/", "credentialsSecret": {"name": "keys"}}})
+
+    def store(secret_key: str) -> RemoteStorageManager:
+        user = {"data": {k: base64.b64encode(v.encode()).decode() for k, v in (
+            ("AWS_ACCESS_KEY_ID", s3proxy.access_key), ("AWS_SECRET_ACCESS_KEY", secret_key))}}
+        (secret,) = tiered_storage.credentials_secret("c", "ns", spec, user, {})
+        mounted = tmp_path / secret_key   # where the pod mounts it: tiered_storage.CREDENTIALS_FILE
+        mounted.write_bytes(base64.b64decode(secret["data"][tiered_storage.SECRET_KEY]))
+        settings = {**tiered_storage.broker_settings(spec.tiered_storage), tiered_storage.CREDENTIALS: str(mounted)}
+        config = BrokerConfig(broker_id=0, data_dir=tmp_path, zookeeper="zk:2181",
+                              **bound_values(BrokerConfig, parse_broker_settings(settings).broker))
+        return RemoteStorageManager(storage_config(config))
+
+    meta = rolled.metadata()
+    rsm = store(s3proxy.secret_key)
+    rsm.copy_log_segment_data(meta, rolled.data)
+    assert rsm.fetch_log_segment(meta, 0) == rolled.data.log_segment.read_bytes()
+    assert s3proxy.object_path(object_key("clusters/c/", meta, "log")).exists()
+    with pytest.raises(RemoteStorageException, match="SignatureDoesNotMatch|AccessDenied|403") as e:
+        store("not-the-key").fetch_log_segment(meta, 0)
+    assert type(e.value) is RemoteStorageException   # refused, not missing

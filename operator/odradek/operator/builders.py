@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from odradek.cluster import control_plane
 from odradek.operator import listeners as listener_specs
-from odradek.operator import gateway_security, pod_security, revisions, zookeeper
+from odradek.operator import gateway_security, pod_security, revisions, tiered_storage, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
 from odradek.operator.spec import ClusterSpec
 
@@ -124,18 +124,21 @@ def gateway_address(cluster: str, namespace: str) -> str:
 # -- the pieces ---------------------------------------------------------------------------
 
 def config_hash(cluster: str, namespace: str, spec: ClusterSpec,
-                external: Mapping[tuple[str, int], str | None] | None = None, certificates: str = "") -> str:
+                external: Mapping[tuple[str, int], str | None] | None = None, certificates: str = "",
+                tiered_credentials: str = "") -> str:
     """What a restart of every broker must pick up (``revisions.config_hash``); with every load
     balancer's address and the version of every broker's certificate, the hash from before
     the per-broker split."""
-    return revisions.config_hash(zookeeper_connect(cluster, namespace, spec), spec, external, certificates)
+    return revisions.config_hash(zookeeper_connect(cluster, namespace, spec), spec, external, certificates,
+                                 tiered_credentials)
 
 
 def broker_revision(cluster: str, namespace: str, spec: ClusterSpec, security: SecurityPlan, replicas: int,
                     external: Mapping[tuple[str, int], str | None] | None = None) -> revisions.Revision:
     """The shared hash and each broker's own (``revisions``: adding broker N restarts no other)."""
     return revisions.desired(zookeeper_connect(cluster, namespace, spec), spec, replicas, external,
-                             security.broker_pod_certificates, security.broker_certificates)
+                             security.broker_pod_certificates, security.broker_certificates,
+                             security.tiered_credentials)
 
 
 def build_config_map(cluster: str, namespace: str, spec: ClusterSpec,
@@ -345,6 +348,7 @@ def _broker_pod(cluster: str, spec: ClusterSpec, security: SecurityPlan) -> dict
             "labelSelector": {"matchLabels": selector(cluster, "broker")}}]
     if not spec.brokers.storage.persistent:
         pod["volumes"] = [*pod.get("volumes", []), {"name": "data", "emptyDir": {}}]
+    tiered_storage.add_to_broker(cluster, spec, pod, container)   # spec.tieredStorage: keys, credentials file
     _secure(pod, container, security.broker)
     return pod
 

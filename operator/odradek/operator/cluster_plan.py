@@ -7,8 +7,10 @@ Two stages, because the API server allocates what the second needs:
    certificates name their external TLS listeners' addresses as observed, a NodePort
    gateway's its nodes'; both name every Node's address where the operator may list Nodes,
    so that the first pods start with certificates naming their node and no roll follows), the ZooKeeper digest Secret, the gateway's generated tokens
-   (``gateway_security.tokens_secret``: one per ``gateway.users`` user that can be mapped) and the external listeners' Services. Applied first; a bad user-supplied CA
-   raises ``SpecError`` before anything is written.
+   (``gateway_security.tokens_secret``: one per ``gateway.users`` user that can be mapped), the
+   tiered storage credentials file made from the user's Secret (``tiered_storage``) and the
+   external listeners' Services. Applied first; a bad user-supplied CA raises ``SpecError``, a
+   missing credentials Secret ``tiered_storage.CredentialsMissing``, before anything is written.
 2. ``plan_children``: from the Services as applied (node ports and load balancers' addresses
    the brokers advertise), the security plan (``principals.security_plan``) and every child
    manifest as it is applied (``builders.build_children``), the live StatefulSets' claim
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 import copy
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, gateway_security, listeners, network_policies, principals
+from odradek.operator import builders, certs, gateway_security, listeners, network_policies, principals, tiered_storage
 from odradek.operator.rolling import ScaleDecision
 from odradek.operator.security import SecurityPlan
 from odradek.operator.spec import ClusterSpec
@@ -51,6 +53,7 @@ class Observed:
     # every Node's addresses (empty where the operator may not list Nodes): a TLS node port's
     # certificates name them from the first issue, before any broker pod is scheduled
     node_ips: tuple[str, ...] = ()
+    tiered_credentials: Mapping[str, Any] | None = None     # the user's tieredStorage.credentialsSecret
 
     def gateway_user_problems(self, cluster: str, spec: ClusterSpec) -> dict[str, str]:
         return gateway_security.user_problems(cluster, spec.gateway.users, self.gateway_users)
@@ -125,7 +128,9 @@ def plan_prerequisites(name: str, namespace: str, spec: ClusterSpec, observed: O
     digest = principals.zookeeper_secret(name, namespace, observed.zookeeper_secret)
     tokens = gateway_security.tokens_secret(name, namespace, spec, observed.gateway_tokens,
                                             observed.mapped_gateway_users(name, spec))
-    return Prerequisites(plan, (*plan.secrets, digest, *tokens),
+    tiered = tiered_storage.credentials_secret(name, namespace, spec, observed.tiered_credentials,
+                                               builders.labels(name, tiered_storage.COMPONENT))
+    return Prerequisites(plan, (*tiered, *plan.secrets, digest, *tokens),
                          tuple(builders.build_listener_services(name, namespace, spec, replicas)))
 
 
@@ -135,8 +140,9 @@ def plan_children(name: str, namespace: str, spec: ClusterSpec, observed: Observ
     ``live_services``: the listener Services as the API server returned them."""
     replicas = observed.scale.replicas
     external = external_addresses(name, spec.listeners, replicas, live_services)
-    security = principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None,
-                                        observed.mapped_gateway_users(name, spec))
+    security = replace(principals.security_plan(name, spec.listeners, versions, spec.zookeeper.managed is not None,
+                                                observed.mapped_gateway_users(name, spec)),
+                       tiered_credentials=tiered_storage.credentials_version(spec, observed.tiered_credentials))
     children = [keep_immutable(child, observed.statefulsets.get(child["metadata"]["name"]))
                 if child["kind"] == "StatefulSet" else child
                 for child in builders.build_children(name, namespace, spec, security, replicas, external)]

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import kopf
 
 from odradek.operator import (admin, certs, connect_run, mirrormaker2_run, gateway_acls, kube, maintenance, manual, metrics, principals,
-                              rebalance_run, reconcile, users)
+                              rebalance_run, reconcile, tiered_storage, users)
 from odradek.operator.status import GATEWAY_USER_NOT_READY, is_paused, now, readiness, set_condition
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
@@ -86,7 +86,7 @@ def reconcile_cluster(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, pat
                                           operator_settings)
     except SpecError as e:
         _fail(patch, old, meta.get("generation"), e.reason, str(e))
-        if isinstance(e, kube.SecretConflict):   # goes once the foreign Secret does: look again
+        if isinstance(e, (kube.SecretConflict, tiered_storage.CredentialsMissing)):   # may be resolved: look again
             raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
         raise kopf.PermanentError(str(e)) from None
     patch.status.update(outcome.status)
@@ -127,6 +127,10 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     if due:  # a changed annotation runs the update handler, which renews and rolls the pods
         logger.info("certificates to renew: %s", due)
         patch.metadata.annotations[certs.RENEWAL_ANNOTATION] = now()
+    rotated = reconcile.tiered_credentials_rotated(kube.shared(), name, namespace, spec)
+    if rotated:   # Secrets are not watched: the annotation's change runs the reconcile, which rolls the brokers
+        logger.info("tiered storage credentials changed in Secret %s", rotated)
+        patch.metadata.annotations[tiered_storage.ROTATION_ANNOTATION] = now()
     marked = manual.pending(kube.shared(), name, namespace)   # evicted or marked pods: reconcile to roll them
     if marked and marked != (meta.get("annotations") or {}).get(manual.PENDING):
         patch.metadata.annotations[manual.PENDING] = marked

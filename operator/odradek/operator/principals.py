@@ -55,7 +55,7 @@ from typing import Any, Mapping, Sequence
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_tls import ControlPlaneTls
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
-from odradek.operator import builders, certs, zookeeper
+from odradek.operator import builders, certs, tiered_storage, zookeeper
 from odradek.operator.listeners import BrokerTls, Listener, secured
 from odradek.operator.security import PodSecurity, SecurityPlan
 
@@ -98,7 +98,8 @@ def controller_url(cluster: str, pod_ip: str, namespace: str) -> str:
 
 def cluster_secret_names(cluster: str) -> list[str]:
     """Every Secret an OdradekCluster ``cluster`` makes: no OdradekUser may be named like one."""
-    return sorted({*certs.secret_names(cluster).values(), zookeeper_secret_name(cluster)})
+    return sorted({*certs.secret_names(cluster).values(), zookeeper_secret_name(cluster),
+                   tiered_storage.secret_name(cluster)})
 
 
 def controller_url_problem(url: str, namespace: str, trusted: Sequence[str] = ()) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_acls, gateway_security,
                               listeners, manual, metrics, network_policies, principals, replicas_change, rolling,
-                              topics, validation)
+                              tiered_storage, topics, validation)
 from odradek.operator.kube import Kube
 from odradek.operator.security import SecurityPlan
 from odradek.operator.settings import OperatorSettings
@@ -179,10 +179,13 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     gateway_users = {u: kube.get("odradek.dev/v1alpha1", "OdradekUser", namespace, u) for u in spec.gateway.users}
     nodes = node_addresses(kube, logger) if node_port_gateway or any(
         li.type == "nodeport" and li.tls for li in spec.listeners) else ()
+    tiered = tiered_storage.active(spec)
+    ref = tiered.credentials_secret if tiered is not None else None
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
                                  certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
                                  gateway_host_ips=tuple(sorted(set(gateway_hosts.values()))),
-                                 gateway_users=gateway_users, node_ips=nodes), client
+                                 gateway_users=gateway_users, node_ips=nodes,
+                                 tiered_credentials=kube.get("v1", "Secret", namespace, ref.name) if ref else None), client
 
 
 def _apply(kube: Kube, adopt: Callable[[list[dict]], None], objects: Sequence[dict]) -> dict[str, dict]:
@@ -257,6 +260,17 @@ def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str
     except ValueError:   # an unusable user-supplied CA: the reconcile reports it
         return None
     return ", ".join(due) or None
+
+
+def tiered_credentials_rotated(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
+    """The credentials Secret of ``spec.tieredStorage`` when it holds another key than the brokers'
+    file (for the status timer: the reconcile it triggers rewrites the file and rolls them), or None."""
+    ts = tiered_storage.active(spec)
+    if ts is None or ts.credentials_secret is None:
+        return None
+    source = kube.get("v1", "Secret", namespace, ts.credentials_secret.name)
+    written = kube.get("v1", "Secret", namespace, tiered_storage.secret_name(name))
+    return ts.credentials_secret.name if tiered_storage.rotated(spec, source, written) else None
 
 
 def rack_cluster_role(spec: ClusterSpec, settings: OperatorSettings) -> str | None:

@@ -5,7 +5,8 @@ Two hashes, both on the brokers' pod template, so that every pod carries the val
 when the StatefulSet created it:
 
 - ``odradek.dev/config-hash`` (``config_hash``): what every broker shares (settings, image,
-  ZooKeeper, resources, racks, template, listeners, authorization). Its change rolls every
+  ZooKeeper, resources, racks, template, listeners, authorization, tiered storage with the
+  version of its credentials). Its change rolls every
   broker, one at a time.
 - ``odradek.dev/broker-hashes``: JSON ``{ordinal: hash}`` of what is each broker's own (its load
   balancers' addresses, which it advertises, and its certificate with the CA bundle; node ports
@@ -29,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from odradek.operator import listeners as listener_specs
+from odradek.operator import listeners as listener_specs, tiered_storage
 from odradek.operator.spec import ClusterSpec
 
 CONFIG_HASH_ANNOTATION = "odradek.dev/config-hash"
@@ -48,10 +49,12 @@ def _hosts(external: Addresses | None, ordinal: int | None = None) -> list[str]:
                   if a and listener_specs.HOST_IP not in a and (ordinal is None or i == ordinal))
 
 
-def config_hash(connect: str, spec: ClusterSpec, external: Addresses | None = None, certificates: str = "") -> str:
+def config_hash(connect: str, spec: ClusterSpec, external: Addresses | None = None, certificates: str = "",
+                tiered_credentials: str = "") -> str:
     """What a restart of every broker must pick up: settings, image, ZooKeeper (``connect``),
-    resources, listeners and authorization. With ``external`` and ``certificates`` (the version
-    of every broker's certificates) it is the hash pods carried before the per-broker split."""
+    resources, listeners, authorization and tiered storage (``tiered_credentials``: the version of
+    its credentials file). With ``external`` and ``certificates`` (the version of every broker's
+    certificates) it is the hash pods carried before the per-broker split."""
     source = spec.source   # as the user wrote them: the hash existing clusters have
     material = {"config": dict(spec.brokers.config), "image": spec.image, "zookeeper": connect,
                 "resources": spec.brokers.resources or {}, "rack": source.get("rack") or {},
@@ -59,6 +62,9 @@ def config_hash(connect: str, spec: ClusterSpec, external: Addresses | None = No
     for key in ("listeners", "authorization"):  # only when set: older clusters keep their hash
         if source.get(key) is not None:
             material[key] = source[key]
+    tiered = tiered_storage.hash_material(spec, tiered_credentials)
+    if tiered is not None:   # only when on: clusters without it keep their hash
+        material["tieredStorage"] = tiered
     hosts = _hosts(external)
     if hosts:
         material["loadBalancers"] = hosts
@@ -98,11 +104,13 @@ class Revision:
 
 
 def desired(connect: str, spec: ClusterSpec, replicas: int, external: Addresses | None,
-            certificates: Mapping[int, str], all_certificates: str = "") -> Revision:
+            certificates: Mapping[int, str], all_certificates: str = "", tiered_credentials: str = "") -> Revision:
     """The revision of ``replicas`` brokers; ``certificates``: ordinal -> its certificate's
-    version (``certs.broker_versions``), ``all_certificates`` the version of them all."""
+    version (``certs.broker_versions``), ``all_certificates`` the version of them all,
+    ``tiered_credentials`` the tiered storage credentials' (``tiered_storage.credentials_version``)."""
     own = {i: broker_hash(i, external, certificates.get(i, "")) for i in range(replicas)}
-    return Revision(config_hash(connect, spec), own, config_hash(connect, spec, external, all_certificates))
+    return Revision(config_hash(connect, spec, tiered_credentials=tiered_credentials), own,
+                    config_hash(connect, spec, external, all_certificates, tiered_credentials))
 
 
 def own_hash(annotations: Mapping[str, str], ordinal: int) -> str | None:

@@ -43,3 +43,4 @@ class SecurityPlan:
     controller_advertised_url: str = ""   # a shell word: the controller runs through ``sh -c``
     zookeeper: PodSecurity = field(default_factory=PodSecurity)   # the managed ensemble's certificates
     gateway_users: tuple[str, ...] = ()   # OdradekUsers the gateway logs in as (gateway_security)
+    tiered_credentials: str = ""          # the version of the brokers' object-store credentials (tiered_storage)

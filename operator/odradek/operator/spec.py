@@ -138,6 +138,28 @@ class AutoRebalance:
 
 
 @dataclass(frozen=True)
+class CredentialsSecret:
+    """``tieredStorage.credentialsSecret``: the user's Secret holding the object store's access key
+    (the key names default to those of an ObjectBucketClaim's Secret)."""
+    name: str
+    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class TieredStorage:
+    """``tieredStorage``: the brokers' object store (``tiered_storage`` renders it). Defaults are the
+    broker's (``odradek.config.tiered``); no ``credentials_secret``: boto3's default chain."""
+    bucket: str
+    enabled: bool = True
+    endpoint: str = ""                 # empty: AWS S3 in ``region``
+    region: str = "us-east-1"
+    prefix: str = ""
+    credentials_secret: CredentialsSecret | None = None
+    task_interval_ms: int = 30000
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     image: str = DEFAULT_IMAGE
     image_pull_policy: str = "IfNotPresent"
@@ -153,6 +175,7 @@ class ClusterSpec:
     network_policies: bool = True      # ``networkPolicies``: the NetworkPolicies of network_policies.py
     pod_template: Mapping[str, Any] = field(default_factory=dict)   # ``template.pod``, merged into every pod
     auto_rebalance: tuple[AutoRebalance, ...] = ()   # ``autoRebalance`` (autorebalance.py); none: off
+    tiered_storage: TieredStorage | None = None      # ``tieredStorage`` (tiered_storage.py); none: off
     # The spec's own ``listeners``, ``authorization``, ``rack``, ``template`` as written: part of
     # the brokers' config hash in the form existing clusters hashed them.
     source: Mapping[str, Any] = field(default_factory=dict)

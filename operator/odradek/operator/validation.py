@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import re
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from odradek import topics
 from odradek.config import parse_broker_settings, validate_topic_configs
 from odradek.errors import KafkaError
-from odradek.operator import listeners, spec as model
+from odradek.operator import listeners, spec as model, tiered_storage
 from odradek.operator.spec import SpecError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")   # S3's bucket naming rules
+_IPV4 = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$")        # which exclude a name shaped as an IP address
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")                 # a Secret's data key
 _CONNECT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*(/[A-Za-z0-9/_.-]*)?$")
 
 
@@ -53,13 +57,12 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
     """An OdradekCluster's ``spec`` as a ``ClusterSpec`` (the CRD's defaults for what it leaves
     out); ``SpecError`` for a spec the operator cannot build."""
     brokers = spec.get("brokers") or {}
+    config = dict(sorted(validate_broker_config(brokers.get("config") or {}).items()))
     return model.ClusterSpec(
         image=spec.get("image", model.ClusterSpec.image),
         image_pull_policy=spec.get("imagePullPolicy", model.ClusterSpec.image_pull_policy),
         brokers=model.Brokers(int(brokers.get("replicas", model.Brokers.replicas)), _broker_storage(brokers),
-                              brokers.get("resources"),
-                              dict(sorted(validate_broker_config(brokers.get("config") or {}).items())),
-                              _pdb(brokers.get("pdb") or {})),
+                              brokers.get("resources"), config, _pdb(brokers.get("pdb") or {})),
         listeners=tuple(listeners.validate(spec)),
         authorization=_authorization(spec),
         controller=_controller(spec.get("controller") or {}),
@@ -70,6 +73,7 @@ def parse_cluster(spec: Mapping[str, Any]) -> model.ClusterSpec:
         network_policies=bool(spec.get("networkPolicies", model.ClusterSpec.network_policies)),
         pod_template=(spec.get("template") or {}).get("pod") or {},
         auto_rebalance=_auto_rebalance(spec.get("autoRebalance") or []),
+        tiered_storage=_tiered_storage(spec.get("tieredStorage"), config),
         source={key: spec[key] for key in ("listeners", "authorization", "rack", "template") if key in spec})
 
 
@@ -79,6 +83,68 @@ def _auto_rebalance(entries: list) -> tuple[model.AutoRebalance, ...]:
     if any(m not in ("add-brokers", "remove-brokers") for m in modes) or len(set(modes)) != len(modes):
         raise SpecError(f"autoRebalance: each mode (add-brokers, remove-brokers) at most once, got {modes}")
     return out
+
+
+def _tiered_storage(raw: Mapping[str, Any] | None, config: Mapping[str, str]) -> model.TieredStorage | None:
+    """``tieredStorage``; the keys it renders are checked with the registry as brokers.config is,
+    and brokers.config may not set them besides (one place says where the store is)."""
+    if raw is None:
+        return None
+    default = model.TieredStorage
+    ref = raw.get("credentialsSecret")
+    out = model.TieredStorage(
+        str(raw.get("bucket") or ""), bool(raw.get("enabled", default.enabled)), str(raw.get("endpoint") or ""),
+        str(raw.get("region", default.region)), str(raw.get("prefix") or ""),
+        None if ref is None else model.CredentialsSecret(
+            str(ref.get("name") or ""), str(ref.get("accessKeyIdKey", model.CredentialsSecret.access_key_id_key)),
+            str(ref.get("secretAccessKeyKey", model.CredentialsSecret.secret_access_key_key))),
+        int(raw.get("taskIntervalMs", default.task_interval_ms)))
+    both = sorted(set(tiered_storage.KEYS) & set(config))
+    if both:
+        raise SpecError(f"brokers.config: {', '.join(both)} set by spec.tieredStorage; remove them from brokers.config")
+    _bucket(out.bucket)
+    _endpoint(out.endpoint)
+    if not out.region.strip():
+        raise SpecError("tieredStorage.region: empty (the region signatures use, e.g. us-east-1)")
+    if out.prefix.startswith("/"):
+        raise SpecError(f"tieredStorage.prefix: {out.prefix!r} starts with '/' (keys are <prefix><topic>-<id>/...)")
+    if out.credentials_secret is not None:
+        _credentials_secret(out.credentials_secret)
+    try:
+        parse_broker_settings(tiered_storage.broker_settings(out))
+    except KafkaError as e:
+        raise SpecError(f"tieredStorage: {e.message}") from None
+    return out
+
+
+def _bucket(bucket: str) -> None:
+    if not _BUCKET.match(bucket) or ".." in bucket or _IPV4.match(bucket):
+        raise SpecError(f"tieredStorage.bucket: {bucket!r} is not a bucket name (3-63 characters: lower-case "
+                        "letters, digits, '.' and '-', beginning and ending with a letter or digit, not an IP address)")
+
+
+def _endpoint(endpoint: str) -> None:
+    """Empty (AWS S3), or an http(s) URL of a host; no credentials in it: DescribeConfigs shows it."""
+    if not endpoint:
+        return
+    try:
+        url = urlsplit(endpoint)
+        url.port   # raises for a port out of range
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise SpecError(f"tieredStorage.endpoint: {endpoint!r} is not an http:// or https:// URL of the object store")
+    if url.username is not None or url.password is not None:
+        raise SpecError("tieredStorage.endpoint: no credentials in the URL (brokers show it in DescribeConfigs); "
+                        "give them in tieredStorage.credentialsSecret")
+
+
+def _credentials_secret(ref: model.CredentialsSecret) -> None:
+    if not ref.name:
+        raise SpecError("tieredStorage.credentialsSecret.name: the Secret's name is required")
+    for field_name, key in (("accessKeyIdKey", ref.access_key_id_key), ("secretAccessKeyKey", ref.secret_access_key_key)):
+        if not _SECRET_KEY.match(key):
+            raise SpecError(f"tieredStorage.credentialsSecret.{field_name}: {key!r} is not a Secret key")
 
 
 def _broker_storage(brokers: Mapping[str, Any]) -> model.BrokerStorage:
