@@ -7,7 +7,8 @@ Then the read side, on the same topic: ListOffsets EARLIEST / EARLIEST_LOCAL / L
 (v9); a corrupt remote object answered an error, never its bytes; a confluent-kafka consumer and
 Kafka's Java console consumer read every record from offset 0, in order, with its offset, most
 of them from the store; a follower stopped while the leader's local log start passes its end
-catches up from the store and is in the ISR again.
+catches up from the store and is in the ISR again (its BuildRemoteLogAuxState meter counts the
+rebuild).
 
 Last, the metrics and the console on a topic of their own: the brokers' RemoteCopy* meters count
 exactly the bytes and segments the store holds, RemoteFetch* the remote reads of a consumer from
@@ -200,21 +201,25 @@ def test_a_follower_behind_the_leaders_local_log_start_catches_up(tc):
     wait_until(lambda: isr() == replicas, 120, "the follower back in the ISR", interval=0.5)
     leader_end, _ = _list_offset(tc.leader_address(TOPIC, 0), -1)
     assert leader_end == end + 800
+    rebuilds = _scrape(tc.status()["metrics_url"][f"broker-{follower}"])   # counted since its restart
+    key = (("topic", TOPIC),)
+    assert rebuilds[(BTM + "buildremotelogauxstaterequests_total", key)] - \
+        rebuilds[(BTM + "buildremotelogauxstateerrors_total", key)] >= 1
 
 
 METRICS_TOPIC = "metrics-tiered"   # not under the store prefix "tiered-" of TOPIC
 BTM = "kafka_server_brokertopicmetrics_"
 
 
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """A broker's /metrics, as {(sample name, sorted label pairs): value}."""
+    text = httpx.get(url, timeout=10).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 def _scrape_all(tc: Cluster) -> list[dict[tuple[str, tuple], float]]:
-    """Every broker's /metrics, as {(sample name, sorted label pairs): value}."""
-    out = []
-    for name, url in tc.status()["metrics_url"].items():
-        if name.startswith("broker-"):
-            text = httpx.get(url, timeout=10).text
-            out.append({(s.name, tuple(sorted(s.labels.items()))): s.value
-                        for family in text_string_to_metric_families(text) for s in family.samples})
-    return out
+    return [_scrape(url) for name, url in tc.status()["metrics_url"].items() if name.startswith("broker-")]
 
 
 def _topic_sum(scrapes, name: str) -> float:

@@ -106,6 +106,7 @@ class ReplicaManager:
                                                    storage_failed=self.logs.failures.fail,
                                                    hw_advanced=self.wakeup.notify, quota=self.quotas.follower)
             self._fetchers.remote = self._remote_of
+            self._fetchers.topic_stats = self.topic_stats
         return self._fetchers
 
     def _remote_of(self, topic: str) -> tuple | None:

@@ -5,7 +5,8 @@ docs/observability.md's mapping of Kafka's MBeans (the list is there).
 - Meters (``..._total`` counters), counted where the work happens in ``stats.TopicStats``:
   RemoteCopyBytes/Requests/Errors and RemoteDeleteRequests/Errors by the remote log manager,
   RemoteFetchBytes/Requests/Errors when a consumer's read from the store ends
-  (``count_remote_read``). Per topic and all topics, as Kafka's BrokerTopicMetrics.
+  (``count_remote_read``), BuildRemoteLogAuxStateRequests/Errors by a follower rebuilding from
+  the store (``replication.tier_state``). Per topic and all topics, as Kafka's BrokerTopicMetrics.
 - Gauges computed at scrape time from what the remote log manager's last pass saw in the store
   and the local log as it is now, for the partitions this broker leads (the copier's and the
   remote retention's side, as Kafka reports them): RemoteCopyLagBytes/Segments (rolled segments
@@ -46,7 +47,10 @@ METERS = (("remotecopybytes", st.REMOTE_COPY_BYTES, "bytes of segments copied to
           ("remotefetchrequests", st.REMOTE_FETCH_REQUESTS, "consumer reads from remote storage"),
           ("remotefetcherrors", st.REMOTE_FETCH_ERRORS, "consumer reads from remote storage that failed"),
           ("remotedeleterequests", st.REMOTE_DELETE_REQUESTS, "remote segment deletions started (remote retention)"),
-          ("remotedeleteerrors", st.REMOTE_DELETE_ERRORS, "remote segment deletions that failed"))
+          ("remotedeleteerrors", st.REMOTE_DELETE_ERRORS, "remote segment deletions that failed"),
+          ("buildremotelogauxstaterequests", st.BUILD_AUX_REQUESTS,
+           "follower rebuilds from remote storage (behind the leader's local log start) started"),
+          ("buildremotelogauxstateerrors", st.BUILD_AUX_ERRORS, "follower rebuilds from remote storage that failed"))
 LAGS = (("remotecopylagbytes", "bytes of rolled segments eligible for tiering not yet in remote storage"),
         ("remotecopylagsegments", "rolled segments eligible for tiering not yet in remote storage"),
         ("remotedeletelagbytes", "bytes of remote segments past retention not yet deleted"),

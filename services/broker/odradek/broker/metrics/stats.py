@@ -29,8 +29,8 @@ from kio.schema.index import api_key_map
 BYTES_IN, MESSAGES_IN, BYTES_OUT, PRODUCE_REQUESTS, FETCH_REQUESTS, FAILED_PRODUCE, FAILED_FETCH = range(7)
 # ... and KIP-405's (Kafka's RemoteStorageMetrics), exported by metrics.remote
 (REMOTE_COPY_BYTES, REMOTE_COPY_REQUESTS, REMOTE_COPY_ERRORS, REMOTE_FETCH_BYTES, REMOTE_FETCH_REQUESTS,
- REMOTE_FETCH_ERRORS, REMOTE_DELETE_REQUESTS, REMOTE_DELETE_ERRORS) = range(7, 15)
-_SLOTS = 15
+ REMOTE_FETCH_ERRORS, REMOTE_DELETE_REQUESTS, REMOTE_DELETE_ERRORS, BUILD_AUX_REQUESTS, BUILD_AUX_ERRORS) = range(7, 17)
+_SLOTS = 17
 
 # RequestMetrics phases, in Kafka's names
 PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems",
