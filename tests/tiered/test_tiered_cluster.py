@@ -7,13 +7,21 @@ Then the read side, on the same topic: ListOffsets EARLIEST / EARLIEST_LOCAL / L
 (v9); a corrupt remote object answered an error, never its bytes; a confluent-kafka consumer and
 Kafka's Java console consumer read every record from offset 0, in order, with its offset, most
 of them from the store; a follower stopped while the leader's local log start passes its end
-catches up from the store and is in the ISR again."""
+catches up from the store and is in the ISR again (its BuildRemoteLogAuxState meter counts the
+rebuild).
+
+Last, the metrics and the console on a topic of their own: the brokers' RemoteCopy* meters count
+exactly the bytes and segments the store holds, RemoteFetch* the remote reads of a consumer from
+offset 0, the leader's gauges the store's size and count; the gateway's offsets (the console's
+partition table) give the leader's local size, remote size and local start offset."""
 
 from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
@@ -37,7 +45,7 @@ PRODUCED = 1600   # by the first test: make_records(800), then make_records(800,
 
 @pytest.fixture(scope="module")
 def tc(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("tiered"), brokers=2, extra=("--tiered",))
+    c = start_cluster(tmp_path_factory.mktemp("tiered"), brokers=2, extra=("--tiered",), gateway=True)
     yield c
     stop_cluster(c)
 
@@ -99,10 +107,10 @@ def test_segments_reach_the_store_and_a_new_leader_resumes(tc):
         tc.run("start", str(leader))
 
 
-def _find_topic_id(rsm) -> str | None:
+def _find_topic_id(rsm, topic: str = TOPIC) -> str | None:
     """The topic id, from the store's key layout (``<topic>-<topicId>/<partition>/...``)."""
-    for key in rsm._keys(f"{TOPIC}-"):
-        return key.split("/", 1)[0][len(TOPIC) + 1:]
+    for key in rsm._keys(f"{topic}-"):
+        return key.split("/", 1)[0][len(topic) + 1:]
     return None
 
 
@@ -193,3 +201,76 @@ def test_a_follower_behind_the_leaders_local_log_start_catches_up(tc):
     wait_until(lambda: isr() == replicas, 120, "the follower back in the ISR", interval=0.5)
     leader_end, _ = _list_offset(tc.leader_address(TOPIC, 0), -1)
     assert leader_end == end + 800
+    rebuilds = _scrape(tc.status()["metrics_url"][f"broker-{follower}"])   # counted since its restart
+    key = (("topic", TOPIC),)
+    assert rebuilds[(BTM + "buildremotelogauxstaterequests_total", key)] - \
+        rebuilds[(BTM + "buildremotelogauxstateerrors_total", key)] >= 1
+
+
+METRICS_TOPIC = "metrics-tiered"   # not under the store prefix "tiered-" of TOPIC
+BTM = "kafka_server_brokertopicmetrics_"
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """A broker's /metrics, as {(sample name, sorted label pairs): value}."""
+    text = httpx.get(url, timeout=10).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _scrape_all(tc: Cluster) -> list[dict[tuple[str, tuple], float]]:
+    return [_scrape(url) for name, url in tc.status()["metrics_url"].items() if name.startswith("broker-")]
+
+
+def _topic_sum(scrapes, name: str) -> float:
+    """``name{topic=METRICS_TOPIC}`` summed over the brokers (0 where a broker has none)."""
+    return sum(s.get((BTM + name, (("topic", METRICS_TOPIC),)), 0) for s in scrapes)
+
+
+def test_metrics_and_the_console_show_what_is_local_and_remote(tc):
+    tc.create_topic(METRICS_TOPIC, replication_factor=2, config=CONFIG)
+    confluent_produce(tc.bootstrap, METRICS_TOPIC, make_records(600, seed=4), acks="all", **SMALL_BATCHES)
+    rsm = _rsm(tc)
+    topic_id = wait_until(lambda: _find_topic_id(rsm, METRICS_TOPIC), 90, "the first copy", interval=0.5)
+
+    def copied():
+        scrapes = _scrape_all(tc)
+        listed = rsm.list_log_segments(topic_id, METRICS_TOPIC, 0)
+        succeeded = _topic_sum(scrapes, "remotecopyrequests_total") - _topic_sum(scrapes, "remotecopyerrors_total")
+        done = listed and _topic_sum(scrapes, "remotecopylagsegments") == 0 and succeeded == len(listed)
+        return (scrapes, listed) if done else None
+    scrapes, listed = wait_until(copied, 90, "every eligible segment copied", interval=0.5)
+    stored = sum(m.segment_size_in_bytes for m in listed)
+    assert _topic_sum(scrapes, "remotecopybytes_total") == stored > 0
+    assert _topic_sum(scrapes, "remotelogsizebytes") == stored
+    assert _topic_sum(scrapes, "remotelogmetadatacount") == len(listed)
+
+    leader = tc.leader_id(METRICS_TOPIC, 0)
+    local_start = wait_until(lambda: _local_start(tc, leader), 60, "local retention on the leader", interval=0.5)
+    got, _ = confluent_consume(tc.bootstrap, METRICS_TOPIC, 1, 600)
+    assert [g.offset for g in got] == list(range(600))
+    scrapes = _scrape_all(tc)
+    remote_only = sum(m.segment_size_in_bytes for m in listed if m.end_offset < local_start)
+    # every batch below the local log start was served from the store at least once (a read the
+    # fetch stopped waiting for is served again from the cache)
+    assert _topic_sum(scrapes, "remotefetchbytes_total") >= remote_only > 0
+    assert _topic_sum(scrapes, "remotefetchrequests_total") > 0
+    assert _topic_sum(scrapes, "remotefetcherrors_total") == 0
+    for s in scrapes:   # the all-topics series covers the topic's
+        assert s[(BTM + "remotecopybytes_total", ())] >= s.get((BTM + "remotecopybytes_total", (("topic", METRICS_TOPIC),)), 0)
+
+    cluster = httpx.get(f"{tc.gateway}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+
+    def sizes():
+        p = httpx.get(f"{tc.gateway}/v3/clusters/{cluster}/topics/{METRICS_TOPIC}/offsets", timeout=10).json()["data"][0]
+        return p if p["remote_size_bytes"] == stored and p["local_log_start_offset"] == _local_start(tc, leader) else None
+    p = wait_until(sizes, 30, "the console's sizes", interval=0.5)
+    total = p["size_bytes"] + sum(m.segment_size_in_bytes for m in listed if m.end_offset < p["local_log_start_offset"])
+    assert p["remote_segments"] == len(listed) and 0 < p["size_bytes"] < total
+
+
+def _local_start(tc: Cluster, broker: int) -> int | None:
+    """The first offset on ``broker``'s disk for METRICS_TOPIC-0, once local retention moved it."""
+    part = tc.data_dir / f"broker-{broker}" / f"{METRICS_TOPIC}-0"
+    logs = sorted(int(p.stem) for p in part.glob("*.log"))
+    return logs[0] if logs and logs[0] > 0 else None

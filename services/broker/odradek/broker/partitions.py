@@ -32,7 +32,7 @@ from typing import Awaitable, Callable
 
 from odradek import logs
 from odradek.broker.replication.connector import ClientSecurity
-from odradek.broker.metrics.stats import remote_time
+from odradek.broker.metrics.stats import TopicStats, remote_time
 from odradek.broker.quotas.replication import ReplicationQuotas
 from odradek.broker.replication.fetch_session import FetchContext, FetchSession
 from odradek.broker.replication.fetcher import ReplicaFetcherManager
@@ -97,6 +97,7 @@ class ReplicaManager:
         self._closed = False
         self.verify_transactions = False  # transaction.partition.verification.enable (set by the txn wiring)
         self.remote_reader = None  # storage.remote_read.RemoteLogReader with tiered storage (set by the server)
+        self.topic_stats = TopicStats()  # the broker's BrokerTopicMetrics (set by the server): remote reads count there
 
     @property
     def fetchers(self) -> ReplicaFetcherManager:
@@ -105,6 +106,7 @@ class ReplicaManager:
                                                    storage_failed=self.logs.failures.fail,
                                                    hw_advanced=self.wakeup.notify, quota=self.quotas.follower)
             self._fetchers.remote = self._remote_of
+            self._fetchers.topic_stats = self.topic_stats
         return self._fetchers
 
     def _remote_of(self, topic: str) -> tuple | None:

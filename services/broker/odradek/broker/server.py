@@ -41,6 +41,7 @@ from odradek.broker.controller_client import ControllerClient
 from odradek.broker.dispatch import Dispatcher
 from odradek.broker.handlers import table
 from odradek.broker.metrics.collector import BrokerCollector
+from odradek.broker.metrics.remote import RemoteCollector
 from odradek.broker.txn.metrics import TxnCollector
 from odradek.broker.metrics.stats import RequestStats, TopicStats
 from odradek.broker.partitions import ReplicaManager
@@ -88,7 +89,8 @@ class Broker:
                                        inter_broker=self.security.client, topic_deleted=topic_stats.forget,
                                        quotas=ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                                 config.replication_quota_window_size_seconds))
-        self.remote_logs = remote_log_manager.for_broker(config, self.replicas)  # tiered storage, if enabled
+        self.replicas.topic_stats = topic_stats
+        self.remote_logs = remote_log_manager.for_broker(config, self.replicas, topic_stats)  # tiered storage, if enabled
         self.replicas.remote_reader = self.remote_logs.reader if self.remote_logs is not None else None
         quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
         self.connection_rates = connections.ConnectionRates(config.quota_window_num, config.quota_window_size_seconds)
@@ -262,7 +264,9 @@ class Broker:
             auth_failures=lambda: dict(self.security.sasl.failures), partition_level=cfg.metrics_partition_level)
         txn = TxnCollector(self.context.txn.coordinator)
         quotas = QuotaCollector(self.context.quotas, self.connection_rates)
-        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector, txn, quotas),
+        remote = () if self.remote_logs is None else (RemoteCollector(
+            self.replicas, self.remote_logs, self.context.topic_stats, partition_level=cfg.metrics_partition_level),)
+        runner, self.metrics_port = await metrics_http.serve(metrics_http.registry(collector, txn, quotas, *remote),
                                                              cfg.internal_host, cfg.metrics_port)
         log.info("broker %d serving Prometheus metrics on %s", cfg.broker_id,
                  metrics_http.url(cfg.internal_host, self.metrics_port))

@@ -1,10 +1,13 @@
 """The brokers' Prometheus endpoints as the gateway reads them: the throughput counters of the
-console's overview and the partitions' log sizes of its topic view.
+console's overview and the partitions' log sizes of its topic view (on the disk and, with tiered
+storage, in the object store).
 
 Kafka's protocol has both only in pieces (DescribeLogDirs, which librdkafka's Python client does
 not expose, and no throughput at all), while every broker already exports them
 (docs/observability.md): ``kafka_server_brokertopicmetrics_{bytesin,bytesout,messagesin}_total``
-(the all-topics series, without a ``topic`` label) and ``kafka_log_log_size{topic,partition}``.
+(the all-topics series, without a ``topic`` label), ``kafka_log_log_size{topic,partition}`` and, from
+a leader with tiered storage, ``odradek_log_remote_size_bytes``, ``odradek_log_remote_segments`` and
+``odradek_log_local_log_start_offset`` (per partition).
 
 Where the endpoints are (``--broker-metrics-urls``): ``1=http://b1:9404/metrics,2=...``, or a
 template formatted per broker of the cluster's Metadata, ``http://{host}:9404/metrics``
@@ -28,6 +31,9 @@ COUNTERS = {"kafka_server_brokertopicmetrics_bytesin_total": "bytes_in_total",
             "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out_total",
             "kafka_server_brokertopicmetrics_messagesin_total": "messages_in_total"}
 LOG_SIZE = "kafka_log_log_size"
+# per partition, from the leader, with tiered storage (docs/observability.md)
+REMOTE = {"odradek_log_remote_size_bytes": "remote_size_bytes", "odradek_log_remote_segments": "remote_segments",
+          "odradek_log_local_log_start_offset": "local_log_start_offset"}
 
 
 @dataclass
@@ -36,6 +42,7 @@ class Scrape:
     broker_id: int
     counters: dict[str, int] = field(default_factory=dict)
     log_sizes: dict[tuple[str, int], int] = field(default_factory=dict)
+    remote: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)   # REMOTE's fields
     error: str | None = None
     sampled_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))   # when it was asked for
 
@@ -48,6 +55,9 @@ def parse(broker_id: int, text: str, sampled_at_ms: int) -> Scrape:
                 out.counters[COUNTERS[sample.name]] = int(sample.value)
             elif sample.name == LOG_SIZE and "partition" in sample.labels:
                 out.log_sizes[(sample.labels["topic"], int(sample.labels["partition"]))] = int(sample.value)
+            elif sample.name in REMOTE and "partition" in sample.labels:
+                key = (sample.labels["topic"], int(sample.labels["partition"]))
+                out.remote.setdefault(key, {})[REMOTE[sample.name]] = int(sample.value)
     return out
 
 

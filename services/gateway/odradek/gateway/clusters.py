@@ -209,25 +209,29 @@ async def _offsets(request: Request, topic: str, partitions: list[int], timestam
     return out
 
 
-async def _sizes(request: Request) -> dict[tuple[str, int], int]:
-    """Each partition's log size on its leader (from the brokers' metrics; empty if none)."""
+NO_SIZES = {"size_bytes": None, "remote_size_bytes": None, "remote_segments": None, "local_log_start_offset": None}
+
+
+async def _sizes(request: Request) -> dict[tuple[str, int], dict]:
+    """Each partition's sizes as its leader reports them (from the brokers' metrics; empty if
+    none): ``NO_SIZES``'s fields, the log on the disk and, with tiered storage, in the store."""
     metrics: BrokerMetrics = request.app.state.broker_metrics
     if not metrics.configured:
         return {}
     md = await (await kafka(request)).metadata()
-    sizes = {}
+    sizes: dict[tuple[str, int], dict] = {}
     for scrape in await metrics.scrape(md.brokers):
         for (topic, pid), size in scrape.log_sizes.items():
             t = md.topics.get(topic)
             if t is not None and pid in t.partitions and t.partitions[pid].leader == scrape.broker_id:
-                sizes[(topic, pid)] = size
+                sizes[(topic, pid)] = NO_SIZES | {"size_bytes": size} | scrape.remote.get((topic, pid), {})
     return sizes
 
 
-def _offsets_json(at: v3.Links, topic: str, pid: int, offsets: dict, size: int | None, timestamp) -> dict:
+def _offsets_json(at: v3.Links, topic: str, pid: int, offsets: dict, sizes: dict | None, timestamp) -> dict:
     out = {"kind": "OdradekPartitionOffsets", "cluster_id": at.cluster, "topic_name": topic, "partition_id": pid,
            "earliest_offset": offsets["earliest_offset"], "latest_offset": offsets["latest_offset"],
-           "size_bytes": size}
+           **(sizes or NO_SIZES)}
     if timestamp is not None:
         out |= {"timestamp": timestamp, "timestamp_offset": offsets["timestamp_offset"]}
     return out

@@ -23,6 +23,17 @@ from odradek.metrics_http import counter, gauge
 ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 
 
+def per_topic(name: str, doc: str, kind: str, rows: dict[str, list], slot: int) -> Metric:
+    """A BrokerTopicMetrics family (``kind`` counter or gauge) of ``rows[topic][slot]``: Kafka's
+    per-topic MBeans carry topic=..., the broker-wide one none: both, as Strimzi sees them."""
+    family = Metric(name, doc, kind)
+    sample = name + "_total" if kind == "counter" else name
+    family.add_sample(sample, {}, sum(row[slot] for row in rows.values()))
+    for topic, row in rows.items():
+        family.add_sample(sample, {"topic": topic}, row[slot])
+    return family
+
+
 @dataclass(eq=False)
 class BrokerCollector:
     """``zk_state()``: the ZooKeeper session's state (one of ``ZK_STATES``) or None before it starts;
@@ -102,12 +113,7 @@ class BrokerCollector:
                                 ("totalfetchrequests", st.FETCH_REQUESTS, "consumer fetch requests, per topic"),
                                 ("failedproducerequests", st.FAILED_PRODUCE, "failed produces, per partition"),
                                 ("failedfetchrequests", st.FAILED_FETCH, "failed fetches")):
-            # Kafka's per-topic MBeans carry topic=..., the broker-wide one none: both, as Strimzi sees them
-            family = Metric(prefix + name, doc, "counter")
-            family.add_sample(prefix + name + "_total", {}, sum(row[slot] for row in rows.values()))
-            for topic, row in rows.items():
-                family.add_sample(prefix + name + "_total", {"topic": topic}, row[slot])
-            yield family
+            yield per_topic(prefix + name, doc, "counter", rows, slot)
 
     # -- kafka.network:type=RequestMetrics ------------------------------------------------------
     def _requests(self) -> Iterator[Metric]:

@@ -6,7 +6,8 @@ call; these do neither: the broker updates them from its one event-loop thread o
 scrape (on the same loop: the metrics endpoint is an aiohttp handler there) reads them.
 
 - ``TopicStats``: Kafka's BrokerTopicMetrics per topic (bytes and records in on the leader,
-  bytes out to consumers, produce/fetch request counts), one small list per topic.
+  bytes out to consumers, produce/fetch request counts; with tiered storage, KIP-405's remote
+  copy, fetch and delete meters, counted where those happen), one small list per topic.
 - ``RequestStats``: Kafka's RequestMetrics per API: request count per version, and the
   request-time split (queue, local, remote, response queue, response send, total) as counts
   per log-spaced bucket in two rotating windows, from which a scrape reads quantiles (Kafka's
@@ -26,7 +27,10 @@ from kio.schema.index import api_key_map
 
 # BrokerTopicMetrics slots
 BYTES_IN, MESSAGES_IN, BYTES_OUT, PRODUCE_REQUESTS, FETCH_REQUESTS, FAILED_PRODUCE, FAILED_FETCH = range(7)
-_SLOTS = 7
+# ... and KIP-405's (Kafka's RemoteStorageMetrics), exported by metrics.remote
+(REMOTE_COPY_BYTES, REMOTE_COPY_REQUESTS, REMOTE_COPY_ERRORS, REMOTE_FETCH_BYTES, REMOTE_FETCH_REQUESTS,
+ REMOTE_FETCH_ERRORS, REMOTE_DELETE_REQUESTS, REMOTE_DELETE_ERRORS, BUILD_AUX_REQUESTS, BUILD_AUX_ERRORS) = range(7, 17)
+_SLOTS = 17
 
 # RequestMetrics phases, in Kafka's names
 PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems",
@@ -64,6 +68,9 @@ class TopicStats:
 
     def failed(self, topic: str, slot: int) -> None:
         self.slot(topic)[slot] += 1
+
+    def count(self, topic: str, slot: int, n: int = 1) -> None:
+        self.slot(topic)[slot] += n
 
     def forget(self, topic: str) -> None:
         """A deleted topic's series go away, as Kafka removes its topic metrics."""

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from odradek.broker.metrics.stats import TopicStats
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.broker.replication.client import Connector, KafkaClient
 from odradek.broker.replication.fetch_request import VERSION as FETCH_VERSION, FollowerFetch
@@ -113,6 +114,7 @@ class ReplicaFetcherManager:
         self._source: dict[TP, int] = {}
         # topic -> (RemoteLogReader, topic id) with tiered storage on this broker (set by the ReplicaManager)
         self.remote: Callable[[str], tuple | None] = lambda _topic: None
+        self.topic_stats = TopicStats()  # the broker's BrokerTopicMetrics (set by the ReplicaManager): rebuilds count there
 
     def add(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
         """(Re)start following ``tp`` from ``leader_id``: truncation first."""

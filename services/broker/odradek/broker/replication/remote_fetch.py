@@ -26,6 +26,7 @@ import logging
 from typing import TYPE_CHECKING, NamedTuple
 
 from odradek import logs
+from odradek.broker.metrics.remote import count_remote_read
 from odradek.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ async def _read(rm: "ReplicaManager", part: "PartitionRead") -> "PartitionRead":
         loop = asyncio.get_running_loop()
         job = loop.run_in_executor(reader.executor, reader.read, remote[i], wanted.offset, wanted.max_bytes,
                                    wanted.upper, wanted.min_one)
+        count_remote_read(rm.topic_stats, wanted.topic, job)   # RemoteFetch* meters, when it ends
         done, _ = await asyncio.wait([job], timeout=REMOTE_FETCH_MAX_WAIT_S)
         if not done:   # answered empty; the read goes on and fills the cache
             job.add_done_callback(lambda f: f.cancelled() or f.exception())

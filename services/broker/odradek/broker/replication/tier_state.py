@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.metrics import stats as st
 from odradek.broker.storage.remote_follower import rebuild
 from odradek.broker.storage.remote_metadata import RemoteStorageException
 from odradek.errors import ErrorCode
@@ -47,9 +48,12 @@ async def build_remote_state(fetcher: "ReplicaFetcher", client: "KafkaClient", s
             fetcher._delay([state])
             continue
         reader, topic_id = remote
+        stats = fetcher.manager.topic_stats   # Kafka's BuildRemoteLogAuxState meters
+        stats.count(state.topic, st.BUILD_AUX_REQUESTS)
         try:
             await rebuild(reader, topic_id, lg, found, state.leader_log_start)
         except (RemoteStorageException, OSError) as e:
+            stats.count(state.topic, st.BUILD_AUX_ERRORS)
             log.warning("%s: cannot rebuild from remote storage (%s); retrying", lg.name, e)
             fetcher._delay([state])
             continue

@@ -13,7 +13,10 @@ with ``remote.storage.enable``:
 3. as leader, deletes the remote segments past the topic's retention.ms / retention.bytes and
    moves the log start offset after them (followers learn it from the leader's Fetch answers).
 
-A store that fails or does not answer stops that partition's pass; the next one retries. Nothing
+Each copy and deletion is counted as it happens in the broker's BrokerTopicMetrics (Kafka's
+RemoteCopy*/RemoteDelete* meters, ``metrics.stats``); the segments a pass last saw in the store
+(``remote_segments``) and the time passes take (``busy``) are what ``metrics.remote`` computes the
+gauges from. A store that fails or does not answer stops that partition's pass; the next one retries. Nothing
 local depends on an upload that did not complete: ``highest_remote_offset`` only moves from what
 a listing or a completed copy shows, and the log's local retention deletes nothing above it.
 
@@ -31,6 +34,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from odradek import logs
+from odradek.broker.metrics import stats as st
+from odradek.broker.metrics.idle import BusyTime
 
 from .log import Log
 from .remote_log_plan import expired, lineage, next_copy, segment_data, segment_metadata
@@ -78,17 +83,20 @@ def storage_config(config) -> RemoteStorageConfig:
                                region=config.rsm_region, prefix=config.rsm_key_prefix)
 
 
-def for_broker(config, replicas) -> "RemoteLogManager | None":
-    """The broker's remote log manager if ``remote.log.storage.system.enable`` (else None)."""
+def for_broker(config, replicas, stats: st.TopicStats | None = None) -> "RemoteLogManager | None":
+    """The broker's remote log manager if ``remote.log.storage.system.enable`` (else None);
+    ``stats``: the broker's BrokerTopicMetrics, where copies and deletions are counted."""
     if not config.remote_log_storage_system_enable:
         return None
     return RemoteLogManager(config.broker_id, RemoteStorageManager(storage_config(config)),
-                            lambda: hosted_partitions(replicas), config.remote_log_manager_task_interval_ms)
+                            lambda: hosted_partitions(replicas), config.remote_log_manager_task_interval_ms,
+                            stats=stats)
 
 
 class RemoteLogManager:
     def __init__(self, broker_id: int, rsm: RemoteStorageManager,
-                 partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int) -> None:
+                 partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int,
+                 stats: st.TopicStats | None = None) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
         self.reader = RemoteLogReader(rsm)   # Fetch below the local log start (replication.remote_fetch)
@@ -98,6 +106,14 @@ class RemoteLogManager:
         self.deleted = 0           # remote segments deleted by retention
         self.failures = 0          # passes cut short by the store
         self._failing: set[str] = set()   # partitions whose last pass failed: logged once
+        self.stats = stats if stats is not None else st.TopicStats()
+        self.busy = BusyTime(1)            # one task: RemoteLogManagerTasksAvgIdlePercent
+        # (topic, partition) -> its segments in the store, in this replica's lineage, as of the last pass
+        self._remote: dict[tuple[str, int], list[RemoteLogSegmentMetadata]] = {}
+
+    def remote_segments(self, lg: Log) -> list[RemoteLogSegmentMetadata] | None:
+        """The partition's segments in the store as the last pass left them (None: no pass yet)."""
+        return self._remote.get((lg.topic, lg.partition))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -109,7 +125,18 @@ class RemoteLogManager:
 
     async def run_once(self, stop: asyncio.Event | None = None) -> None:
         """One pass over every hosted partition of a topic with remote.storage.enable."""
-        for hosted in list(self.partitions()):
+        token = self.busy.begin()
+        try:
+            await self._run_once(stop)
+        finally:
+            self.busy.end(token)
+
+    async def _run_once(self, stop: asyncio.Event | None) -> None:
+        hosted_now = list(self.partitions())
+        kept = {(h.log.topic, h.log.partition) for h in hosted_now}
+        for key in [k for k in self._remote if k not in kept]:   # no longer hosted here
+            del self._remote[key]
+        for hosted in hosted_now:
             lg = hosted.log
             if stop is not None and stop.is_set():
                 return
@@ -134,29 +161,49 @@ class RemoteLogManager:
         if lg.closed:
             return
         self.reader.note_listing(lg, listed)
-        remote = lineage(listed, lg)
-        _note_highest(lg, remote)
+        remote = self._seen(lg, lineage(listed, lg))
         if not hosted.leading:
             return
         while (found := next_copy(lg, remote)) is not None:
             segment, end = found
             metadata = segment_metadata(lg, segment, end, hosted.topic_id, self.broker_id, _now_ms())
-            await asyncio.to_thread(self.rsm.copy_log_segment_data, metadata, segment_data(lg, segment, end))
+            await self._counted(lg.topic, st.REMOTE_COPY_REQUESTS, st.REMOTE_COPY_ERRORS, self.rsm.copy_log_segment_data,
+                                metadata, segment_data(lg, segment, end))
+            self.stats.count(lg.topic, st.REMOTE_COPY_BYTES, metadata.segment_size_in_bytes)
             self.copied += 1
             log.info("%s: copied segment %d-%d to remote storage", lg.name, metadata.start_offset, end,
                      extra=logs.tp(lg.topic, lg.partition))
             if lg.closed:
                 return
-            remote = [*remote, metadata]
-            _note_highest(lg, remote)
+            remote = self._seen(lg, [*remote, metadata])
         await self._expire(lg, remote)
+
+    def _seen(self, lg: Log, remote: list[RemoteLogSegmentMetadata]) -> list[RemoteLogSegmentMetadata]:
+        """``remote`` is what the store now holds of ``lg``'s history: noted for local retention
+        and for the metrics."""
+        _note_highest(lg, remote)
+        self._remote[(lg.topic, lg.partition)] = remote
+        return remote
+
+    async def _counted(self, topic: str, requests: int, errors: int, call, *args) -> None:
+        """``call(*args)`` in a worker thread, counted as Kafka's remote storage meters count: the
+        request before it starts, an error if it raises."""
+        self.stats.count(topic, requests)
+        try:
+            await asyncio.to_thread(call, *args)
+        except Exception:
+            self.stats.count(topic, errors)
+            raise
 
     async def _expire(self, lg: Log, remote: list[RemoteLogSegmentMetadata]) -> None:
         for metadata in expired(lg, remote, _now_ms()):
-            await asyncio.to_thread(self.rsm.delete_log_segment_data, metadata)
+            await self._counted(lg.topic, st.REMOTE_DELETE_REQUESTS, st.REMOTE_DELETE_ERRORS,
+                                self.rsm.delete_log_segment_data, metadata)
             self.deleted += 1
             if lg.closed:
                 return
+            remote = [m for m in remote if m.segment_id != metadata.segment_id]
+            self._remote[(lg.topic, lg.partition)] = remote   # the metrics' view; local retention's is unchanged
             start = min(metadata.end_offset + 1, lg.high_watermark)
             if start > lg.log_start_offset:
                 lg.increment_log_start_offset(start)

@@ -14,7 +14,7 @@ Reads the log's state (event-loop thread); builds immutable values for the worke
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .checkpoint import VERSION
 from .epoch import EpochEntry
@@ -23,7 +23,7 @@ from .producer_state import snapshot_path
 from .remote_metadata import LogSegmentData, RemoteLogSegmentId, RemoteLogSegmentMetadata
 from .segment import LogSegment, segment_path
 
-__all__ = ["expired", "in_lineage", "lineage", "next_copy", "segment_data", "segment_metadata"]
+__all__ = ["copy_candidates", "expired", "in_lineage", "lineage", "next_copy", "segment_data", "segment_metadata"]
 
 
 def in_lineage(segment: RemoteLogSegmentMetadata, epochs: Sequence[EpochEntry], log_end_offset: int) -> bool:
@@ -54,10 +54,10 @@ def lineage(listed: Sequence[RemoteLogSegmentMetadata], log: Log) -> list[Remote
                   key=lambda m: (m.start_offset, m.end_offset))
 
 
-def next_copy(log: Log, remote: Sequence[RemoteLogSegmentMetadata]) -> tuple[LogSegment, int] | None:
-    """The oldest rolled segment holding offsets the store lacks, and its end offset (the next
-    segment's base - 1, as Kafka's), if every one of its offsets is below the last stable offset
-    (so below the high watermark); None when there is none to copy now."""
+def copy_candidates(log: Log, remote: Sequence[RemoteLogSegmentMetadata]) -> Iterator[tuple[LogSegment, int]]:
+    """The rolled segments holding offsets the store lacks whose every offset is below the last
+    stable offset (so below the high watermark), oldest first, each with its end offset (the next
+    segment's base - 1, as Kafka's): what the leader copies, and Kafka's RemoteCopyLag."""
     copied_up_to = max((m.end_offset for m in remote), default=-1)
     bound = log.last_stable_offset
     segments = log.segments
@@ -65,8 +65,14 @@ def next_copy(log: Log, remote: Sequence[RemoteLogSegmentMetadata]) -> tuple[Log
         end = nxt.base_offset - 1
         if end <= copied_up_to or segment.size == 0:
             continue
-        return (segment, end) if nxt.base_offset <= bound else None
-    return None
+        if nxt.base_offset > bound:
+            return
+        yield segment, end
+
+
+def next_copy(log: Log, remote: Sequence[RemoteLogSegmentMetadata]) -> tuple[LogSegment, int] | None:
+    """The oldest of ``copy_candidates``; None when there is none to copy now."""
+    return next(copy_candidates(log, remote), None)
 
 
 def segment_metadata(log: Log, segment: LogSegment, end_offset: int, topic_id: str, broker_id: int,

@@ -27,10 +27,10 @@ import logging
 import struct
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
+from odradek.broker.metrics.idle import MeteredExecutor
 from odradek.errors import ErrorCode, KafkaError
 
 from .log import Log
@@ -129,7 +129,7 @@ class RemoteLogReader:
         self._indexes = _Lru(256, weigh=lambda _v: 1)
         self._ahead: set = set()           # chunks being read ahead
         self._listed: dict[tuple[str, int], list[RemoteLogSegmentMetadata]] = {}
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="remote-read")
+        self.executor = MeteredExecutor(threads, thread_name_prefix="remote-read")   # its queue and idle time: metrics.remote
         self.reads = self.hits = self.read_ahead = 0   # chunk reads from the store, cache hits, read-aheads
 
     # -- which segment (event loop) --------------------------------------------------------------

@@ -1,5 +1,6 @@
-// One topic: its partitions (leader, replicas, ISR, offsets, size; under-replicated and
-// offline rows in red) and its configs, each editable where Kafka allows (not read-only).
+// One topic: its partitions (leader, replicas, ISR, offsets, the leader's local size and, with
+// tiered storage, its remote size and local start offset; under-replicated and offline rows in
+// red) and its configs, each editable where Kafka allows (not read-only).
 
 import * as api from "../api.js";
 import { h, replace, table, field, fmt, link, busy, notice } from "../dom.js";
@@ -17,18 +18,27 @@ export async function partitionOffsets(topic, partitions) {
   return new Map(partitions.map((p, i) => [p.partition, { earliest_offset: each[i].beginning_offset, latest_offset: each[i].end_offset, size_bytes: null }]));
 }
 
+/** The bytes in the object store and their segments; "—" without tiered storage. */
+function remoteSize(o) {
+  if (o.remote_size_bytes === null || o.remote_size_bytes === undefined) return "—";
+  const n = o.remote_segments ?? 0;
+  return `${fmt.bytes(o.remote_size_bytes)} (${fmt.int(n)} segment${n === 1 ? "" : "s"})`;
+}
+
 function partitionTable(partitions, offsets) {
   const rows = partitions.map((p) => {
     const isr = p.replicas.filter((r) => r.in_sync).map((r) => r.broker);
     const o = offsets.get(p.partition) || {};
     return [String(p.partition), p.leader === null || p.leader < 0 ? h("span", { class: "tag bad" }, "offline") : String(p.leader),
       p.replicas.map((r) => r.broker).join(", "), isr.join(", "),
-      fmt.int(o.earliest_offset), fmt.int(o.latest_offset), fmt.bytes(o.size_bytes)];
+      fmt.int(o.earliest_offset), fmt.int(o.latest_offset), fmt.bytes(o.size_bytes), remoteSize(o),
+      fmt.int(o.local_log_start_offset)];
   });
   const bad = (i) => partitions[i].leader === null || partitions[i].leader < 0 || partitions[i].replicas.some((r) => !r.in_sync);
   return table("Partitions (red: under-replicated or offline)",
     [{ label: "Partition", num: true }, { label: "Leader" }, { label: "Replicas" }, { label: "In-sync replicas" },
-      { label: "Start offset", num: true }, { label: "End offset", num: true }, { label: "Size", num: true }],
+      { label: "Start offset", num: true }, { label: "End offset", num: true }, { label: "Local size", num: true },
+      { label: "Remote size", num: true }, { label: "Local start offset", num: true }],
     rows, (i) => (bad(i) ? { class: "bad" } : {}));
 }
 
