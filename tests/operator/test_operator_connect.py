@@ -35,10 +35,11 @@ def test_the_crds_defaults_are_the_models(crd, model, parsed):
     defaults = crd_defaults(schema(crd))
     assert defaults, crd
     fields = {f.name for f in dataclasses.fields(model)}
-    for (name,), value in defaults:
-        attr = {"exactlyOnceSourceSupport": "exactly_once_source_support", "tasksMax": "tasks_max",
-                "jvmHeap": "jvm_heap"}.get(name, name)
-        assert attr in fields and getattr(parsed, attr) == value, (crd, name)
+    for path, value in defaults:
+        attr = {("exactlyOnceSourceSupport",): "exactly_once_source_support", ("tasksMax",): "tasks_max",
+                ("jvmHeap",): "jvm_heap", ("pluginRepository",): "plugin_repository",
+                ("restApi", "authentication", "type"): "rest_authentication"}.get(path, path[0])
+        assert attr in fields and getattr(parsed, attr) == value, (crd, path)
 
 
 def access(raw=None, listener=None):
@@ -92,8 +93,8 @@ def test_the_workers_user_has_least_privilege():
     ops = ["Read", "Write", "Describe", "Create", "DescribeConfigs"]
     assert acls == {("group", "g", "literal"): ["Read", "Describe"], ("topic", "g-configs", "literal"): ops,
                     ("topic", "g-offsets", "literal"): ops, ("topic", "g-status", "literal"): ops,
+                    ("transactionalId", "connect-cluster-g", "literal"): ["Write", "Describe"],
                     ("transactionalId", "g-", "prefix"): ["Write", "Describe"],
-                    ("cluster", None, "literal"): ["IdempotentWrite", "Describe"],
                     ("topic", "lines", "literal"): ["Write", "Describe"]}
     plain = connect.user_acls(dataclasses.replace(spec, exactly_once_source_support="disabled", acls=()))
     assert {a["resource"]["type"] for a in plain} == {"group", "topic"}   # no transactions without EOS

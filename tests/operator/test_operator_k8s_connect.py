@@ -23,10 +23,12 @@ from confluent_kafka import Consumer
 from bench import kafka_ecosystem
 from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
+from odradek.operator import connect, connect_plugins
 from tests.compat.test_mirror_maker import LOG4J, ecosystem
 from tests.operator.connect_fake import FakeConnect
+from tests.operator.test_operator_k8s_users import secret_data
 from tests.support.k8s import condition, ready_check
-from tests.support.tools import stop_process
+from tests.support.tools import stop_process, tool_missing
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -36,6 +38,8 @@ CLUSTER = {"brokers": {"replicas": 1, "storage": {"type": "ephemeral"}}, "contro
            "authorization": {"type": "simple"}}
 API = "/apis/odradek.dev/v1alpha1"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+# not published for 3.9.2 (the compat suite's runtime): 3.9.1's, the same minor release
+BASIC_AUTH_EXTENSION = "org.apache.kafka:connect-basic-auth-extension:3.9.1"
 
 
 def apply_connect(k8s, namespace: str, name: str, spec: dict, labels=None, annotations=None) -> dict:
@@ -142,9 +146,9 @@ def _worker_file(properties: str, bootstrap: str, port: int, plugins) -> str:
 
 
 def _read(bootstrap: str, topic: str, count: int) -> list[str]:
-    """The first ``count`` values of ``topic``, from its beginning."""
+    """The first ``count`` committed values of ``topic``, from its beginning."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
     values: list[str] = []
 
     def enough() -> bool:
@@ -158,49 +162,97 @@ def _read(bootstrap: str, topic: str, count: int) -> list[str]:
     return values
 
 
-def test_kafka_connects_own_worker_takes_the_operators_config_and_topics_and_moves_records(
-        k8s, operator, namespace, dev_cluster, tmp_path):
+def _mount(k8s, namespace: str, root, secured, configmap: dict) -> None:
+    """What the workers' pod mounts under ``connect.CONFIG_DIR``, laid out under ``root``: the
+    ConfigMap's files (their paths into it rewritten to ``root``), the user's and the REST API's
+    Secrets key by key, and the cluster CA (the dev cluster's: it signed the broker's certificate)."""
+    for sub, items in (("worker", configmap["data"]),
+                       ("user", secret_data(k8s, namespace, "k-connect")),
+                       ("rest-users", secret_data(k8s, namespace, "k-connect-rest")),
+                       ("cluster-ca", {"ca.crt": secured.ca_file.read_text()})):
+        (root / sub).mkdir(parents=True)
+        for key, value in items.items():
+            (root / sub / key).write_text(value.replace(connect.CONFIG_DIR, str(root)) if sub == "worker" else value)
+
+
+def _basic_auth_jar(tmp_path):
+    """Kafka's connect-basic-auth-extension from Maven Central (in the image, part of the
+    distribution's libs; not among the compat suite's jars), fetched as spec.plugins are."""
+    plugin = connect_plugins.parse_plugins([{"name": "rest", "artifacts": [{"maven": BASIC_AUTH_EXTENSION}]}])
+    try:
+        (jar,) = connect_plugins.fetch(connect_plugins.MAVEN_CENTRAL, plugin, tmp_path / "libs")
+    except connect_plugins.FetchError as e:
+        tool_missing(f"Maven Central unreachable for {BASIC_AUTH_EXTENSION}: {e}")
+    return jar
+
+
+def test_kafkas_own_worker_logs_in_with_the_operators_config_user_and_acls_and_its_rest_api_asks_for_a_login(
+        k8s, operator, namespace, scram_dev_cluster, tmp_path):
+    """The operator's worker configuration for a SASL_SSL/SCRAM listener, its OdradekUser's ACLs
+    applied on a cluster that denies what no ACL allows, exactly-once source on, and basic
+    authentication on the REST API: Kafka 3.9's own worker starts on them, takes the storage
+    topics the operator made, and a file connector the operator reconciles (with its login)
+    delivers every line once; a REST call without the login gets 401."""
     ecosystem()
-    st, port, group = dev_cluster.status(), candidate_port(), f"k-{uuid.uuid4().hex[:6]}"
+    st, port, group = scram_dev_cluster.status(), candidate_port(), f"k-{uuid.uuid4().hex[:6]}"
     k8s.apply_cluster(namespace, "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
-                                         "zookeeper": {"external": {"connect": st["zookeeper"]}}},
+                                         "zookeeper": {"external": {"connect": st["zookeeper"]}},
+                                         "listeners": CLUSTER["listeners"], "authorization": {"type": "simple"}},
                       {"odradek.dev/controller-url": st["controller_url"]})
-    apply_connect(k8s, namespace, "k", {"groupId": group, "config": {
-        "plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
-        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
+    topic = f"{group}-lines"
+    apply_connect(k8s, namespace, "k", {
+        "groupId": group, "exactlyOnceSourceSupport": "enabled", "restApi": {"authentication": {"type": "basic"}},
+        "authorization": {"acls": [{"resource": {"type": "topic", "name": topic}, "operations": ["Write", "Describe"]}]},
+        "config": {"plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
+                   "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                   "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
         labels={"odradek.dev/cluster": "dev"}, annotations={"odradek.dev/connect-url": f"http://127.0.0.1:{port}"})
-    k8s.apply_topic(namespace, "lines", {"cluster": "dev", "topicName": f"{group}-lines", "partitions": 1})
+    k8s.apply_topic(namespace, "lines", {"cluster": "dev", "topicName": topic, "partitions": 1})
     topics = ["lines", *(f"k-connect-{s}" for s in ("configs", "offsets", "status"))]
     for name in topics:   # made in the dev cluster by the operator, compacted, before any worker runs
         wait_until(ready_check(lambda name=name: k8s.topic(namespace, name)), 60, f"OdradekTopic {name}", 0.2)
-    config = k8s.child(namespace, "ConfigMap", "k-connect-config")["data"]["connect-distributed.properties"]
+    wait_until(ready_check(lambda: k8s.user(namespace, "k-connect")), 60, "the workers' OdradekUser", 0.2)
+    configmap = wait_until(lambda: (c := k8s.child(namespace, "ConfigMap", "k-connect-config")) and
+                           connect.REST_JAAS_FILE in c["data"] and c, 60, "the ConfigMap", 0.2)
+    login = wait_until(lambda: secret_data(k8s, namespace, "k-connect-rest"), 60, "the REST API's Secret", 0.2)
+    root = tmp_path / "mounts"
+    _mount(k8s, namespace, root, scram_dev_cluster, configmap)
     (tmp_path / "plugins").mkdir()
-    worker_file = _worker_file(config, st["bootstrap_servers"], port, tmp_path / "plugins")
-    (tmp_path / "worker.properties").write_text(worker_file)
+    worker = _worker_file((root / "worker" / connect.CONFIG_FILE).read_text(), scram_dev_cluster.endpoints["SECURE"][0],
+                          port, tmp_path / "plugins")
+    (tmp_path / "worker.properties").write_text(worker)
     (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "connect.log"))
     argv = kafka_ecosystem.java_argv(kafka_ecosystem.CONNECT_DISTRIBUTED, str(tmp_path / "worker.properties"),
                                      log4j=tmp_path / "log4j.properties")
+    argv[argv.index("-cp") + 1] += f":{_basic_auth_jar(tmp_path)}"
+    # what the Deployment's KAFKA_OPTS says, with the mount rewritten
+    argv.insert(1, f"-Djava.security.auth.login.config={root / 'worker' / connect.REST_JAAS_FILE}")
     source = tmp_path / "lines.txt"
     lines = [f"line-{i}" for i in range(50)]
     source.write_text("".join(f"{line}\n" for line in lines))
     with open(tmp_path / "stdout", "wb") as out:
-        worker = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    log = f"(log: {tmp_path / 'connect.log'})"
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    log, url = f"(log: {tmp_path / 'connect.log'})", f"http://127.0.0.1:{port}"
+    auth = (login["username"], login["password"])
     try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).status_code == 200, 180,
+        wait_until(lambda: httpx.get(f"{url}/connectors", auth=auth, timeout=5).status_code == 200, 180,
                    f"the Connect worker's REST API {log}", 1)
+        assert httpx.get(f"{url}/connectors", timeout=5).status_code == 401
+        assert httpx.get(f"{url}/connectors", auth=(auth[0], "wrong"), timeout=5).status_code == 401
+        assert httpx.post(f"{url}/connectors", json={"name": "x", "config": {"connector.class": FILE_SOURCE}},
+                          timeout=5).status_code == 401
         path = k8s.cr_path(namespace, "odradekconnectors", "src")
-        cr = apply_connector(k8s, namespace, "src", {"class": FILE_SOURCE,
-                                                     "config": {"file": str(source), "topic": f"{group}-lines"}})
-        done = wait_until(ready_check(lambda: k8s.get(path), cr["metadata"]["generation"]), 120,
-                          f"the connector RUNNING {log}", 0.5)
-        assert [t["state"] for t in done["status"]["connectorStatus"]["tasks"]] == ["RUNNING"]
-        assert _read(st["bootstrap_servers"], f"{group}-lines", len(lines)) == lines
+        cr = apply_connector(k8s, namespace, "src", {"class": FILE_SOURCE, "config": {
+            "file": str(source), "topic": topic, "exactly.once.support": "required"}})
+        ready = ready_check(lambda: k8s.get(path), cr["metadata"]["generation"])
+        # Ready once the connector runs; its task follows (the leader writes the task configs in a transaction)
+        wait_until(lambda: (done := ready()) and [t["state"] for t in done["status"]["connectorStatus"]["tasks"]]
+                   == ["RUNNING"], 120, f"the connector and its task RUNNING {log}", 0.5)
+        assert _read(st["bootstrap_servers"], topic, len(lines)) == lines
         k8s.delete(path)
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).json() == [], 60,
+        wait_until(lambda: httpx.get(f"{url}/connectors", auth=auth, timeout=5).json() == [], 60,
                    "the connector deleted from the worker", 0.5)
     finally:
-        stop_process(worker, 60)
+        stop_process(proc, 60)
         for name in topics:   # the shared dev cluster keeps no topic of this test
             k8s.delete(k8s.cr_path(namespace, "odradektopics", name))
