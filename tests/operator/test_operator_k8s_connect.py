@@ -60,7 +60,10 @@ def apply_connector(k8s, namespace: str, name: str, spec: dict, annotations=None
 def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileged_user(k8s, operator, namespace):
     k8s.apply_cluster(namespace, "c", CLUSTER)
     cr = apply_connect(k8s, namespace, "k", {"replicas": 2, "exactlyOnceSourceSupport": "enabled",
-                                             "config": {"offset.flush.interval.ms": 1000}},
+                                             "config": {"offset.flush.interval.ms": 1000},
+                                             "restApi": {"authentication": {"type": "basic"}},
+                                             "plugins": [{"name": "basic-auth", "artifacts": [
+                                                 {"maven": BASIC_AUTH_EXTENSION}]}]},
                        labels={"odradek.dev/cluster": "c"})
     owned = {kind: wait_until(lambda kind=kind, n=n: k8s.get(path.format(ns=namespace, n=n)), 60, f"{kind} {n}", 0.2)
              for kind, n, path in (
@@ -69,15 +72,28 @@ def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileg
                  ("ConfigMap", "k-connect-config", "/api/v1/namespaces/{ns}/configmaps/{n}"),
                  ("NetworkPolicy", "k-connect-network-policy",
                   "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{n}"),
-                 ("OdradekUser", "k-connect", API + "/namespaces/{ns}/odradekusers/{n}"))}
+                 ("OdradekUser", "k-connect", API + "/namespaces/{ns}/odradekusers/{n}"),
+                 ("Secret", "k-connect-rest", "/api/v1/namespaces/{ns}/secrets/{n}"))}
     for kind, obj in owned.items():
         assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in obj["metadata"]["ownerReferences"]] \
             == [("OdradekConnect", "k", cr["metadata"]["uid"], True)], kind
     assert owned["Deployment"]["spec"]["replicas"] == 2
+    # spec.plugins: fetched by an init container of the Odradek image into a volume on plugin.path
+    pod = owned["Deployment"]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == "ghcr.io/odradek/odradek:0.1.0" and init["command"][:3] == [
+        "python", "-m", "odradek.operator.connect_plugins"]
+    assert {"name": "plugins", "mountPath": "/mnt/connect-plugins", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    # basic authentication: the login the operator made, kept across reconciliations
+    login = secret_data(k8s, namespace, "k-connect-rest")
+    assert login["username"] == "odradek-operator" and len(login["password"]) == 32
     props = owned["ConfigMap"]["data"]["connect-distributed.properties"].splitlines()
     assert f"bootstrap.servers=c-bootstrap.{namespace}.svc:9092" in props
     assert "security.protocol=SASL_SSL" in props and "exactly.once.source.support=enabled" in props
     assert "offset.flush.interval.ms=1000" in props
+    assert "plugin.path=/opt/kafka/plugins,/mnt/connect-plugins" in props
+    assert f"rest.extension.classes={connect.BASIC_AUTH_EXTENSION}" in props
     user = owned["OdradekUser"]["spec"]
     assert user["cluster"] == "c" and user["authentication"] == {"type": "scram-sha-512"}
     assert {"resource": {"type": "transactionalId", "name": "k-", "patternType": "prefix"},
@@ -98,6 +114,7 @@ def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileg
     assert ready["message"].startswith("workers 0/2 ready") and "OdradekUser k-connect not Ready" in ready["message"]
     assert status["url"] == f"http://k-connect-api.{namespace}.svc:8083" and status["user"] == "k-connect"
     assert status["topics"] == ["k-configs", "k-offsets", "k-status"]
+    assert secret_data(k8s, namespace, "k-connect-rest") == login
 
 
 def test_connector_is_created_stopped_restarted_refused_and_deleted_through_the_rest_api(k8s, operator, namespace):
@@ -218,8 +235,8 @@ def test_kafkas_own_worker_logs_in_with_the_operators_config_user_and_acls_and_i
     root = tmp_path / "mounts"
     _mount(k8s, namespace, root, scram_dev_cluster, configmap)
     (tmp_path / "plugins").mkdir()
-    worker = _worker_file((root / "worker" / connect.CONFIG_FILE).read_text(), scram_dev_cluster.endpoints["SECURE"][0],
-                          port, tmp_path / "plugins")
+    worker = _worker_file((root / "worker" / connect.CONFIG_FILE).read_text(),
+                          scram_dev_cluster.endpoints["SECURE"][0], port, tmp_path / "plugins")
     (tmp_path / "worker.properties").write_text(worker)
     (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "connect.log"))
     argv = kafka_ecosystem.java_argv(kafka_ecosystem.CONNECT_DISTRIBUTED, str(tmp_path / "worker.properties"),

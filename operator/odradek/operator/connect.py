@@ -318,7 +318,8 @@ def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: Cl
 
 def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Spec, component: str, script: str,
                    probe: dict, mounts: list[dict], volumes: list[dict], properties: str, pod_labels: dict,
-                   pod_selector: dict, port: int, env: Sequence[dict] = (), init_containers: Sequence[dict] = ()) -> dict:
+                   pod_selector: dict, port: int, env: Sequence[dict] = (),
+                   init_containers: Sequence[dict] = ()) -> dict:
     """A Deployment of one Kafka JVM (``spec``'s image, heap, resources, replicas) running
     ``script``, ready when ``probe`` (an httpGet or tcpSocket action) answers on ``port``; the
     hash of its ``properties`` file on the template rolls it when the file changes. OdradekConnect's
