@@ -179,17 +179,13 @@ def _read(bootstrap: str, topic: str, count: int) -> list[str]:
     return values
 
 
-def _mount(k8s, namespace: str, root, secured, configmap: dict) -> None:
-    """What the workers' pod mounts under ``connect.CONFIG_DIR``, laid out under ``root``: the
-    ConfigMap's files (their paths into it rewritten to ``root``), the user's and the REST API's
-    Secrets key by key, and the cluster CA (the dev cluster's: it signed the broker's certificate)."""
-    for sub, items in (("worker", configmap["data"]),
-                       ("user", secret_data(k8s, namespace, "k-connect")),
-                       ("rest-users", secret_data(k8s, namespace, "k-connect-rest")),
-                       ("cluster-ca", {"ca.crt": secured.ca_file.read_text()})):
+def mount(root, config_dir: str, volumes: dict[str, dict[str, str]]) -> None:
+    """What a pod mounts under ``config_dir`` (subdirectory -> its files: a ConfigMap's, a
+    Secret's key by key), laid out under ``root``, paths into ``config_dir`` rewritten to ``root``."""
+    for sub, items in volumes.items():
         (root / sub).mkdir(parents=True)
         for key, value in items.items():
-            (root / sub / key).write_text(value.replace(connect.CONFIG_DIR, str(root)) if sub == "worker" else value)
+            (root / sub / key).write_text(value.replace(config_dir, str(root)))
 
 
 def _basic_auth_jar(tmp_path):
@@ -219,7 +215,8 @@ def test_kafkas_own_worker_logs_in_with_the_operators_config_user_and_acls_and_i
     topic = f"{group}-lines"
     apply_connect(k8s, namespace, "k", {
         "groupId": group, "exactlyOnceSourceSupport": "enabled", "restApi": {"authentication": {"type": "basic"}},
-        "authorization": {"acls": [{"resource": {"type": "topic", "name": topic}, "operations": ["Write", "Describe"]}]},
+        "authorization": {"acls": [{"resource": {"type": "topic", "name": topic},
+                                    "operations": ["Write", "Describe"]}]},
         "config": {"plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
                    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
                    "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
@@ -232,8 +229,10 @@ def test_kafkas_own_worker_logs_in_with_the_operators_config_user_and_acls_and_i
     configmap = wait_until(lambda: (c := k8s.child(namespace, "ConfigMap", "k-connect-config")) and
                            connect.REST_JAAS_FILE in c["data"] and c, 60, "the ConfigMap", 0.2)
     login = wait_until(lambda: secret_data(k8s, namespace, "k-connect-rest"), 60, "the REST API's Secret", 0.2)
-    root = tmp_path / "mounts"
-    _mount(k8s, namespace, root, scram_dev_cluster, configmap)
+    root = tmp_path / "mounts"   # the cluster CA: the dev cluster's (it signed the broker's certificate)
+    mount(root, connect.CONFIG_DIR, {"worker": configmap["data"], "user": secret_data(k8s, namespace, "k-connect"),
+                                     "rest-users": login,
+                                     "cluster-ca": {"ca.crt": scram_dev_cluster.ca_file.read_text()}})
     (tmp_path / "plugins").mkdir()
     worker = _worker_file((root / "worker" / connect.CONFIG_FILE).read_text(),
                           scram_dev_cluster.endpoints["SECURE"][0], port, tmp_path / "plugins")
