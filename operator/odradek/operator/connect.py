@@ -15,12 +15,17 @@ A Connect cluster ``k`` of OdradekCluster ``c`` (docs/connect.md):
   distribution at ``/opt/kafka``); each advertises its pod address for the REST API (workers
   forward requests to the leader there); a ConfigMap change rolls them (its hash on the template).
 - ``k-connect-api`` Service: the REST API (8083), which the operator reconciles connectors through,
-  and ``k-connect-network-policy`` admitting only the workers and the operator to it.
+  and ``k-connect-network-policy`` admitting only the workers and the operator to it. With
+  ``spec.restApi.authentication.type: basic``, Kafka's ``BasicAuthSecurityRestExtension`` on it:
+  the ``k-connect-rest`` Secret holds the operator's login (generated once by ``connect_run``), a
+  JAAS file in the ConfigMap points Kafka's ``PropertyFileLoginModule`` at its mounted users file.
+- ``spec.plugins``: an init container fetching them into a volume on ``plugin.path`` (``connect_plugins``).
 - The storage topics as OdradekTopics ``k-connect-configs``/``-offsets``/``-status`` (compacted;
   1, 25, 5 partitions, Kafka's defaults), so that they exist with these settings before a worker
   could create them otherwise, and an OdradekUser ``k-connect`` when the listener authenticates,
-  with least privilege (``user_acls``): the group, the three topics, the transactional ids of
-  exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
+  with least privilege (``user_acls``, what a real worker needs on a deny-by-default cluster:
+  tests/operator/test_operator_k8s_connect.py): the group, the three topics, the transactional
+  ids of exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
 
 No I/O: ``connect_run`` observes the cluster, calls these and applies what they return.
 """
@@ -349,8 +354,8 @@ def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Sp
 
 
 def build_network_policy(connect: str, namespace: str, cluster: str) -> dict:
-    """The REST API (no authentication of its own in Kafka) admits only the workers (they forward
-    requests to the leader) and the operator, as Strimzi's KafkaConnect policy."""
+    """The REST API (without authentication unless ``restApi`` asks for it) admits only the workers
+    (they forward requests to the leader) and the operator, as Strimzi's KafkaConnect policy."""
     peers = [{"podSelector": {"matchLabels": selector(connect)}},
              {"podSelector": {"matchLabels": dict(network_policies.OPERATOR_LABELS)}, "namespaceSelector": {}}]
     return {"apiVersion": network_policies.API_VERSION, "kind": "NetworkPolicy",
