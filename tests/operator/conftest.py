@@ -12,6 +12,10 @@
   local processes) standing in for the pods no kubelet runs here, shared by the modules whose
   OdradekClusters point the operator at its controller (``odradek.dev/controller-url``): one
   start instead of one per module; each test leaves no topic of its own behind.
+- ``scram_dev_cluster`` (package): a 1-broker dev cluster with SCRAM-SHA-512 on a SASL_PLAINTEXT
+  (``SASL``) and a SASL_SSL (``SECURE``, certificates from ``odradek.certs``) listener and the ACL
+  authorizer denying what no ACL allows (``User:ANONYMOUS``, the harness's PLAINTEXT tools, is the
+  super user): the OdradekUser module's clients and a secured Connect worker log in there.
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
   intervals, the dev clusters' loopback controllers trusted, resources labelled
   ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its
@@ -27,16 +31,19 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from odradek.dev.harness import start_cluster, stop_cluster
+from odradek.certs import CertificateAuthority
+from odradek.dev.harness import Cluster, start_cluster, stop_cluster
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from odradek.operator.settings import (TRUSTED_CONTROLLER_URLS_ENV, WEBHOOK_CONFIGURATION_ENV, WEBHOOK_HOSTS_ENV,
                                        WEBHOOK_LISTEN_ENV, WEBHOOK_SECRET_ENV)
+from tests.security.conftest import listener_endpoints
 from tests.support.fake_peers import FakeController
 from tests.support.k8s import ROOT, K8s, OperatorProcess, build, control_plane_module
 from tests.support.tools import tool_missing
@@ -94,6 +101,44 @@ def dev_cluster(tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("dev-cluster"), brokers=1)
     yield c
     stop_cluster(c)
+
+
+SCRAM_BROKER_CONFIG = {
+    "listeners": "SASL://127.0.0.1:0,SECURE://127.0.0.1:0",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,SECURE:SASL_SSL",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@dataclass
+class ScramDevCluster:
+    cluster: Cluster
+    ca_file: Path                     # the CA of the SECURE listener's certificate (PEM)
+    endpoints: dict[str, list[str]]   # listener -> host:port
+
+    def status(self) -> dict:
+        return self.cluster.status()
+
+
+@pytest.fixture(scope="package")
+def scram_dev_cluster(tmp_path_factory):
+    certs = tmp_path_factory.mktemp("scram-certs")
+    ca = CertificateAuthority.create()
+    ca.write_ca(certs / "ca.crt")
+    ca.write_issued(certs / "broker.pem", "127.0.0.1", "localhost")
+    config = {**SCRAM_BROKER_CONFIG, "ssl.keystore.location": str(certs / "broker.pem"),
+              "ssl.truststore.location": str(certs / "ca.crt")}
+    data_dir = tmp_path_factory.mktemp("scram-cluster")
+    c = start_cluster(data_dir, brokers=1, extra=tuple(a for k, v in config.items() for a in ("--config", f"{k}={v}")))
+    try:
+        yield ScramDevCluster(c, certs / "ca.crt", listener_endpoints(data_dir, 1))
+    finally:
+        stop_cluster(c)
 
 
 @pytest.fixture

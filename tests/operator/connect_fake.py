@@ -9,6 +9,7 @@ suite runs Apache Kafka's own Connect (tests/compat/test_connect.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -21,7 +22,10 @@ _ROUTE = re.compile(r"^/connectors/([^/]+)(?:/(config|status|pause|resume|stop|r
 
 
 class FakeConnect:
-    def __init__(self) -> None:
+    """``credentials``: (user, password) the API asks for, as Kafka's basic authentication extension."""
+
+    def __init__(self, credentials: tuple[str, str] | None = None) -> None:
+        self.credentials = credentials
         self.connectors: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
         self.lock = threading.Lock()
@@ -42,6 +46,11 @@ class FakeConnect:
             {"id": i, "state": c["state"], "worker_id": "fake:8083"} for i in range(int(c["config"]["tasks.max"]))]
         return {"name": name, "connector": {"state": c["state"], "worker_id": "fake:8083"}, "tasks": tasks,
                 "type": "source"}
+
+    def admits(self, authorization: str | None) -> bool:
+        if self.credentials is None:
+            return True
+        return authorization == "Basic " + base64.b64encode(":".join(self.credentials).encode()).decode()
 
     def answer(self, method: str, path: str, body: dict | None) -> tuple[int, object]:
         match = _ROUTE.match(path)
@@ -81,7 +90,8 @@ class FakeConnect:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 with fake.lock:
-                    code, answer = fake.answer(self.command, urlsplit(self.path).path, body)
+                    code, answer = fake.answer(self.command, urlsplit(self.path).path, body) if fake.admits(
+                        self.headers.get("Authorization")) else (401, {"error_code": 401, "message": "Unauthorized"})
                 data = b"" if answer is None else json.dumps(answer).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")

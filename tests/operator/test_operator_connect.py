@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from pathlib import Path
 
@@ -35,10 +36,11 @@ def test_the_crds_defaults_are_the_models(crd, model, parsed):
     defaults = crd_defaults(schema(crd))
     assert defaults, crd
     fields = {f.name for f in dataclasses.fields(model)}
-    for (name,), value in defaults:
-        attr = {"exactlyOnceSourceSupport": "exactly_once_source_support", "tasksMax": "tasks_max",
-                "jvmHeap": "jvm_heap"}.get(name, name)
-        assert attr in fields and getattr(parsed, attr) == value, (crd, name)
+    for path, value in defaults:
+        attr = {("exactlyOnceSourceSupport",): "exactly_once_source_support", ("tasksMax",): "tasks_max",
+                ("jvmHeap",): "jvm_heap", ("pluginRepository",): "plugin_repository",
+                ("restApi", "authentication", "type"): "rest_authentication"}.get(path, path[0])
+        assert attr in fields and getattr(parsed, attr) == value, (crd, path)
 
 
 def access(raw=None, listener=None):
@@ -92,8 +94,8 @@ def test_the_workers_user_has_least_privilege():
     ops = ["Read", "Write", "Describe", "Create", "DescribeConfigs"]
     assert acls == {("group", "g", "literal"): ["Read", "Describe"], ("topic", "g-configs", "literal"): ops,
                     ("topic", "g-offsets", "literal"): ops, ("topic", "g-status", "literal"): ops,
+                    ("transactionalId", "connect-cluster-g", "literal"): ["Write", "Describe"],
                     ("transactionalId", "g-", "prefix"): ["Write", "Describe"],
-                    ("cluster", None, "literal"): ["IdempotentWrite", "Describe"],
                     ("topic", "lines", "literal"): ["Write", "Describe"]}
     plain = connect.user_acls(dataclasses.replace(spec, exactly_once_source_support="disabled", acls=()))
     assert {a["resource"]["type"] for a in plain} == {"group", "topic"}   # no transactions without EOS
@@ -182,3 +184,46 @@ def test_the_client_runs_a_plan_against_the_rest_api():
         fake.close()
     with pytest.raises(connectors.ConnectUnreachable):
         connectors.ConnectClient(fake.url, timeout=2).status("src")
+
+
+def test_basic_authentication_puts_kafkas_extension_its_jaas_file_and_the_login_secret_on_the_workers():
+    spec = connect.parse_connect("k", {"restApi": {"authentication": {"type": "basic"}}})
+    acc = connect.cluster_access("c", "data", cluster_spec({}), spec)
+    assert connect.worker_properties(spec, acc)["rest.extension.classes"] == connect.BASIC_AUTH_EXTENSION
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in connect.build_connect("k", "data", spec, acc, "pw")}
+    secret = objects[("Secret", "k-connect-rest")]
+    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert data == {"username": "odradek-operator", "password": "pw", "users.properties": "odradek-operator=pw\n"}
+    jaas = objects[("ConfigMap", "k-connect-config")]["data"]["rest-jaas.conf"]
+    assert "PropertyFileLoginModule required" in jaas
+    assert 'file="/etc/odradek/connect/rest-users/users.properties"' in jaas
+    assert "pw" not in jaas
+    pod = objects[("Deployment", "k-connect")]["spec"]["template"]["spec"]
+    (worker,) = pod["containers"]
+    jaas_option = "-Djava.security.auth.login.config=/etc/odradek/connect/worker/rest-jaas.conf"
+    assert {"name": "KAFKA_OPTS", "value": jaas_option} in worker["env"]
+    mount = {"name": "rest-users", "mountPath": "/etc/odradek/connect/rest-users", "readOnly": True}
+    assert mount in worker["volumeMounts"]
+    assert {"name": "rest-users", "secret": {"secretName": "k-connect-rest"}} in pod["volumes"]
+    assert worker["readinessProbe"]["tcpSocket"] == {"port": 8083}   # every HTTP path would answer 401
+    with pytest.raises(ValueError):
+        connect.build_connect("k", "data", spec, acc)
+    with pytest.raises(SpecError, match="restApi.authentication.type"):
+        connect.parse_connect("k", {"restApi": {"authentication": {"type": "oauth"}}})
+    open_spec = connect.parse_connect("k", {})
+    assert "rest.extension.classes" not in connect.worker_properties(open_spec, acc)
+    assert not any(o["kind"] == "Secret" for o in connect.build_connect("k", "data", open_spec, acc))
+
+
+def test_the_client_logs_in_where_the_rest_api_asks_and_a_refused_login_is_retried():
+    fake = FakeConnect(credentials=("odradek-operator", "pw"))
+    try:
+        with pytest.raises(connectors.ConnectError) as refused:
+            connectors.ConnectClient(fake.url).status("src")
+        assert refused.value.status == 401 and refused.value.retriable
+        client = connectors.ConnectClient(fake.url, credentials=("odradek-operator", "pw"))
+        assert client.status("src") is None
+        client.call("PUT", "/connectors/src/config", connectors.desired_config("src", spec_of()))
+        assert client.status("src")["connector"]["state"] == "RUNNING"
+    finally:
+        fake.close()

@@ -23,10 +23,12 @@ from confluent_kafka import Consumer
 from bench import kafka_ecosystem
 from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
+from odradek.operator import connect, connect_plugins
 from tests.compat.test_mirror_maker import LOG4J, ecosystem
 from tests.operator.connect_fake import FakeConnect
+from tests.operator.test_operator_k8s_users import secret_data
 from tests.support.k8s import condition, ready_check
-from tests.support.tools import stop_process
+from tests.support.tools import stop_process, tool_missing
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -36,6 +38,8 @@ CLUSTER = {"brokers": {"replicas": 1, "storage": {"type": "ephemeral"}}, "contro
            "authorization": {"type": "simple"}}
 API = "/apis/odradek.dev/v1alpha1"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+# not published for 3.9.2 (the compat suite's runtime): 3.9.1's, the same minor release
+BASIC_AUTH_EXTENSION = "org.apache.kafka:connect-basic-auth-extension:3.9.1"
 
 
 def apply_connect(k8s, namespace: str, name: str, spec: dict, labels=None, annotations=None) -> dict:
@@ -56,7 +60,10 @@ def apply_connector(k8s, namespace: str, name: str, spec: dict, annotations=None
 def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileged_user(k8s, operator, namespace):
     k8s.apply_cluster(namespace, "c", CLUSTER)
     cr = apply_connect(k8s, namespace, "k", {"replicas": 2, "exactlyOnceSourceSupport": "enabled",
-                                             "config": {"offset.flush.interval.ms": 1000}},
+                                             "config": {"offset.flush.interval.ms": 1000},
+                                             "restApi": {"authentication": {"type": "basic"}},
+                                             "plugins": [{"name": "basic-auth", "artifacts": [
+                                                 {"maven": BASIC_AUTH_EXTENSION}]}]},
                        labels={"odradek.dev/cluster": "c"})
     owned = {kind: wait_until(lambda kind=kind, n=n: k8s.get(path.format(ns=namespace, n=n)), 60, f"{kind} {n}", 0.2)
              for kind, n, path in (
@@ -65,15 +72,28 @@ def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileg
                  ("ConfigMap", "k-connect-config", "/api/v1/namespaces/{ns}/configmaps/{n}"),
                  ("NetworkPolicy", "k-connect-network-policy",
                   "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{n}"),
-                 ("OdradekUser", "k-connect", API + "/namespaces/{ns}/odradekusers/{n}"))}
+                 ("OdradekUser", "k-connect", API + "/namespaces/{ns}/odradekusers/{n}"),
+                 ("Secret", "k-connect-rest", "/api/v1/namespaces/{ns}/secrets/{n}"))}
     for kind, obj in owned.items():
         assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in obj["metadata"]["ownerReferences"]] \
             == [("OdradekConnect", "k", cr["metadata"]["uid"], True)], kind
     assert owned["Deployment"]["spec"]["replicas"] == 2
+    # spec.plugins: fetched by an init container of the Odradek image into a volume on plugin.path
+    pod = owned["Deployment"]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == "ghcr.io/odradek/odradek:0.1.0" and init["command"][:3] == [
+        "python", "-m", "odradek.operator.connect_plugins"]
+    assert {"name": "plugins", "mountPath": "/mnt/connect-plugins", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    # basic authentication: the login the operator made, kept across reconciliations
+    login = secret_data(k8s, namespace, "k-connect-rest")
+    assert login["username"] == "odradek-operator" and len(login["password"]) == 32
     props = owned["ConfigMap"]["data"]["connect-distributed.properties"].splitlines()
     assert f"bootstrap.servers=c-bootstrap.{namespace}.svc:9092" in props
     assert "security.protocol=SASL_SSL" in props and "exactly.once.source.support=enabled" in props
     assert "offset.flush.interval.ms=1000" in props
+    assert "plugin.path=/opt/kafka/plugins,/mnt/connect-plugins" in props
+    assert f"rest.extension.classes={connect.BASIC_AUTH_EXTENSION}" in props
     user = owned["OdradekUser"]["spec"]
     assert user["cluster"] == "c" and user["authentication"] == {"type": "scram-sha-512"}
     assert {"resource": {"type": "transactionalId", "name": "k-", "patternType": "prefix"},
@@ -94,6 +114,7 @@ def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileg
     assert ready["message"].startswith("workers 0/2 ready") and "OdradekUser k-connect not Ready" in ready["message"]
     assert status["url"] == f"http://k-connect-api.{namespace}.svc:8083" and status["user"] == "k-connect"
     assert status["topics"] == ["k-configs", "k-offsets", "k-status"]
+    assert secret_data(k8s, namespace, "k-connect-rest") == login
 
 
 def test_connector_is_created_stopped_restarted_refused_and_deleted_through_the_rest_api(k8s, operator, namespace):
@@ -142,9 +163,9 @@ def _worker_file(properties: str, bootstrap: str, port: int, plugins) -> str:
 
 
 def _read(bootstrap: str, topic: str, count: int) -> list[str]:
-    """The first ``count`` values of ``topic``, from its beginning."""
+    """The first ``count`` committed values of ``topic``, from its beginning."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
     values: list[str] = []
 
     def enough() -> bool:
@@ -158,49 +179,96 @@ def _read(bootstrap: str, topic: str, count: int) -> list[str]:
     return values
 
 
-def test_kafka_connects_own_worker_takes_the_operators_config_and_topics_and_moves_records(
-        k8s, operator, namespace, dev_cluster, tmp_path):
+def mount(root, config_dir: str, volumes: dict[str, dict[str, str]]) -> None:
+    """What a pod mounts under ``config_dir`` (subdirectory -> its files: a ConfigMap's, a
+    Secret's key by key), laid out under ``root``, paths into ``config_dir`` rewritten to ``root``."""
+    for sub, items in volumes.items():
+        (root / sub).mkdir(parents=True)
+        for key, value in items.items():
+            (root / sub / key).write_text(value.replace(config_dir, str(root)))
+
+
+def _basic_auth_jar(tmp_path):
+    """Kafka's connect-basic-auth-extension from Maven Central (in the image, part of the
+    distribution's libs; not among the compat suite's jars), fetched as spec.plugins are."""
+    plugin = connect_plugins.parse_plugins([{"name": "rest", "artifacts": [{"maven": BASIC_AUTH_EXTENSION}]}])
+    try:
+        (jar,) = connect_plugins.fetch(connect_plugins.MAVEN_CENTRAL, plugin, tmp_path / "libs")
+    except connect_plugins.FetchError as e:
+        tool_missing(f"Maven Central unreachable for {BASIC_AUTH_EXTENSION}: {e}")
+    return jar
+
+
+def test_kafkas_own_worker_logs_in_with_the_operators_config_user_and_acls_and_its_rest_api_asks_for_a_login(
+        k8s, operator, namespace, scram_dev_cluster, tmp_path):
+    """The operator's worker configuration for a SASL_SSL/SCRAM listener, its OdradekUser's ACLs
+    applied on a cluster that denies what no ACL allows, exactly-once source on, and basic
+    authentication on the REST API: Kafka 3.9's own worker starts on them, takes the storage
+    topics the operator made, and a file connector the operator reconciles (with its login)
+    delivers every line once; a REST call without the login gets 401."""
     ecosystem()
-    st, port, group = dev_cluster.status(), candidate_port(), f"k-{uuid.uuid4().hex[:6]}"
+    st, port, group = scram_dev_cluster.status(), candidate_port(), f"k-{uuid.uuid4().hex[:6]}"
     k8s.apply_cluster(namespace, "dev", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
-                                         "zookeeper": {"external": {"connect": st["zookeeper"]}}},
+                                         "zookeeper": {"external": {"connect": st["zookeeper"]}},
+                                         "listeners": CLUSTER["listeners"], "authorization": {"type": "simple"}},
                       {"odradek.dev/controller-url": st["controller_url"]})
-    apply_connect(k8s, namespace, "k", {"groupId": group, "config": {
-        "plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
-        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
+    topic = f"{group}-lines"
+    apply_connect(k8s, namespace, "k", {
+        "groupId": group, "exactlyOnceSourceSupport": "enabled", "restApi": {"authentication": {"type": "basic"}},
+        "authorization": {"acls": [{"resource": {"type": "topic", "name": topic},
+                                    "operations": ["Write", "Describe"]}]},
+        "config": {"plugin.discovery": "service_load", "offset.flush.interval.ms": 1000,
+                   "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                   "value.converter": "org.apache.kafka.connect.storage.StringConverter"}},
         labels={"odradek.dev/cluster": "dev"}, annotations={"odradek.dev/connect-url": f"http://127.0.0.1:{port}"})
-    k8s.apply_topic(namespace, "lines", {"cluster": "dev", "topicName": f"{group}-lines", "partitions": 1})
+    k8s.apply_topic(namespace, "lines", {"cluster": "dev", "topicName": topic, "partitions": 1})
     topics = ["lines", *(f"k-connect-{s}" for s in ("configs", "offsets", "status"))]
     for name in topics:   # made in the dev cluster by the operator, compacted, before any worker runs
         wait_until(ready_check(lambda name=name: k8s.topic(namespace, name)), 60, f"OdradekTopic {name}", 0.2)
-    config = k8s.child(namespace, "ConfigMap", "k-connect-config")["data"]["connect-distributed.properties"]
+    wait_until(ready_check(lambda: k8s.user(namespace, "k-connect")), 60, "the workers' OdradekUser", 0.2)
+    configmap = wait_until(lambda: (c := k8s.child(namespace, "ConfigMap", "k-connect-config")) and
+                           connect.REST_JAAS_FILE in c["data"] and c, 60, "the ConfigMap", 0.2)
+    login = wait_until(lambda: secret_data(k8s, namespace, "k-connect-rest"), 60, "the REST API's Secret", 0.2)
+    root = tmp_path / "mounts"   # the cluster CA: the dev cluster's (it signed the broker's certificate)
+    mount(root, connect.CONFIG_DIR, {"worker": configmap["data"], "user": secret_data(k8s, namespace, "k-connect"),
+                                     "rest-users": login,
+                                     "cluster-ca": {"ca.crt": scram_dev_cluster.ca_file.read_text()}})
     (tmp_path / "plugins").mkdir()
-    worker_file = _worker_file(config, st["bootstrap_servers"], port, tmp_path / "plugins")
-    (tmp_path / "worker.properties").write_text(worker_file)
+    worker = _worker_file((root / "worker" / connect.CONFIG_FILE).read_text(),
+                          scram_dev_cluster.endpoints["SECURE"][0], port, tmp_path / "plugins")
+    (tmp_path / "worker.properties").write_text(worker)
     (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "connect.log"))
     argv = kafka_ecosystem.java_argv(kafka_ecosystem.CONNECT_DISTRIBUTED, str(tmp_path / "worker.properties"),
                                      log4j=tmp_path / "log4j.properties")
+    argv[argv.index("-cp") + 1] += f":{_basic_auth_jar(tmp_path)}"
+    # what the Deployment's KAFKA_OPTS says, with the mount rewritten
+    argv.insert(1, f"-Djava.security.auth.login.config={root / 'worker' / connect.REST_JAAS_FILE}")
     source = tmp_path / "lines.txt"
     lines = [f"line-{i}" for i in range(50)]
     source.write_text("".join(f"{line}\n" for line in lines))
     with open(tmp_path / "stdout", "wb") as out:
-        worker = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    log = f"(log: {tmp_path / 'connect.log'})"
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    log, url = f"(log: {tmp_path / 'connect.log'})", f"http://127.0.0.1:{port}"
+    auth = (login["username"], login["password"])
     try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).status_code == 200, 180,
+        wait_until(lambda: httpx.get(f"{url}/connectors", auth=auth, timeout=5).status_code == 200, 180,
                    f"the Connect worker's REST API {log}", 1)
+        assert httpx.get(f"{url}/connectors", timeout=5).status_code == 401
+        assert httpx.get(f"{url}/connectors", auth=(auth[0], "wrong"), timeout=5).status_code == 401
+        assert httpx.post(f"{url}/connectors", json={"name": "x", "config": {"connector.class": FILE_SOURCE}},
+                          timeout=5).status_code == 401
         path = k8s.cr_path(namespace, "odradekconnectors", "src")
-        cr = apply_connector(k8s, namespace, "src", {"class": FILE_SOURCE,
-                                                     "config": {"file": str(source), "topic": f"{group}-lines"}})
-        done = wait_until(ready_check(lambda: k8s.get(path), cr["metadata"]["generation"]), 120,
-                          f"the connector RUNNING {log}", 0.5)
-        assert [t["state"] for t in done["status"]["connectorStatus"]["tasks"]] == ["RUNNING"]
-        assert _read(st["bootstrap_servers"], f"{group}-lines", len(lines)) == lines
+        cr = apply_connector(k8s, namespace, "src", {"class": FILE_SOURCE, "config": {
+            "file": str(source), "topic": topic, "exactly.once.support": "required"}})
+        ready = ready_check(lambda: k8s.get(path), cr["metadata"]["generation"])
+        # Ready once the connector runs; its task follows (the leader writes the task configs in a transaction)
+        wait_until(lambda: (done := ready()) and [t["state"] for t in done["status"]["connectorStatus"]["tasks"]]
+                   == ["RUNNING"], 120, f"the connector and its task RUNNING {log}", 0.5)
+        assert _read(st["bootstrap_servers"], topic, len(lines)) == lines
         k8s.delete(path)
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/connectors", timeout=5).json() == [], 60,
+        wait_until(lambda: httpx.get(f"{url}/connectors", auth=auth, timeout=5).json() == [], 60,
                    "the connector deleted from the worker", 0.5)
     finally:
-        stop_process(worker, 60)
+        stop_process(proc, 60)
         for name in topics:   # the shared dev cluster keeps no topic of this test
             k8s.delete(k8s.cr_path(namespace, "odradektopics", name))

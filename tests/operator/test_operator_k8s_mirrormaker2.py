@@ -1,19 +1,33 @@
 """OdradekMirrorMaker2 against the real kube-apiserver, with the operator running as a process
 (the shared ``operator`` fixture).
 
-No kubelet: MirrorMaker never runs here, so the resource stays NotReady; what is checked is
-every object it makes on a secured cluster (owner references, the mm2.properties of a migration,
-the Deployment, the target user and its ACLs), its status, and that a spec the operator cannot
-take fails for good. MirrorMaker itself runs in tests/compat/test_mirror_maker.py, on the
-migration file of docs/migration.md, which tests/operator/test_operator_mirrormaker2.py finds
-key by key in what the operator writes (one MirrorMaker run in CI, not two)."""
+No kubelet: MirrorMaker never runs as a pod here, so the resource stays NotReady; what is checked
+is every object it makes on a secured cluster (owner references, the mm2.properties of a
+migration, the Deployment, the target user and its ACLs), its status, and that a spec the
+operator cannot take fails for good. Then Apache Kafka 3.9's own MirrorMaker, as a process, on
+exactly the mm2.properties the operator wrote for a SASL_SSL/SCRAM target (conftest's
+``scram_dev_cluster``, denying what no ACL allows) and its OdradekUser's ACLs there, from the
+open ``dev_cluster``: it logs in and mirrors a topic. The migration itself (offsets translated)
+runs in tests/compat/test_mirror_maker.py, on the migration file of docs/migration.md, which
+tests/operator/test_operator_mirrormaker2.py finds key by key in what the operator writes."""
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import uuid
 
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from bench import kafka_ecosystem
+from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
-from tests.operator.test_operator_k8s_connect import CLUSTER
+from odradek.operator import mirrormaker2
+from tests.compat.test_mirror_maker import LOG4J, ecosystem
+from tests.operator.test_operator_k8s_connect import CLUSTER, mount
+from tests.operator.test_operator_k8s_users import secret_data
+from tests.support.k8s import ready_check
+from tests.support.tools import stop_process
 from tests.operator.test_operator_mirrormaker2 import java_properties
 from tests.support.k8s import condition
 
@@ -80,3 +94,67 @@ def test_mirror_maker_on_a_secured_cluster_gets_its_config_deployment_and_least_
     failed = wait_until(lambda: (c := condition(k8s.get(path), "Ready")) and c["reason"] == "InvalidSpec" and c,
                         60, "the refusal", 0.2)
     assert "sync.topic.acls.enabled" in failed["message"] and k8s.get(path)["status"]["phase"] == "Failed"
+
+
+def _topics(cluster) -> set[str]:
+    return set(cluster.admin().list_topics(timeout=10).topics)
+
+
+def _local(properties: str, overrides: dict[str, str]) -> str:
+    """mm2.properties with what differs for a process outside a pod (a key's last line wins)."""
+    return properties + "".join(f"{k}={v}\n" for k, v in overrides.items())
+
+
+def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_config_and_user(
+        k8s, operator, namespace, dev_cluster, scram_dev_cluster, tmp_path):
+    ecosystem()
+    st, uid = scram_dev_cluster.status(), uuid.uuid4().hex[:6]
+    topic, source = f"mm-{uid}", dev_cluster.status()["bootstrap_servers"]
+    before = (_topics(dev_cluster), _topics(scram_dev_cluster.cluster))
+    dev_cluster.create_topic(topic)
+    producer = Producer({"bootstrap.servers": source})
+    for i in range(20):
+        producer.produce(topic, value=f"r-{i}".encode())
+    assert producer.flush(30) == 0
+    k8s.apply_cluster(namespace, "c", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
+                                       "zookeeper": {"external": {"connect": st["zookeeper"]}},
+                                       "listeners": CLUSTER["listeners"], "authorization": {"type": "simple"}},
+                      {"odradek.dev/controller-url": st["controller_url"]})
+    apply_mirror_maker(k8s, namespace, "m", {"source": {"alias": "src", "bootstrapServers": source},
+                                             "targetAlias": "dst", "topicsPattern": topic,
+                                             "groupsPattern": f"{topic}-.*"})
+    wait_until(ready_check(lambda: k8s.user(namespace, "m-mirrormaker2")), 60, "MirrorMaker's user", 0.2)
+    configmap = k8s.child(namespace, "ConfigMap", "m-mirrormaker2-config")
+    root = tmp_path / "mounts"
+    mount(root, mirrormaker2.CONFIG_DIR, {"config": configmap["data"],
+                                          "user": secret_data(k8s, namespace, "m-mirrormaker2"),
+                                          "cluster-ca": {"ca.crt": scram_dev_cluster.ca_file.read_text()}})
+    (tmp_path / "mm2.properties").write_text(_local((root / "config" / mirrormaker2.CONFIG_FILE).read_text(), {
+        "dst.bootstrap.servers": scram_dev_cluster.endpoints["SECURE"][0],
+        "listeners": f"http://127.0.0.1:{candidate_port()}", "rest.advertised.host.name": "127.0.0.1"}))
+    (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "mm2.log"))
+    argv = kafka_ecosystem.java_argv(kafka_ecosystem.MIRROR_MAKER, str(tmp_path / "mm2.properties"),
+                                     "--clusters", "dst", log4j=tmp_path / "log4j.properties")
+    with open(tmp_path / "stdout", "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    consumer = Consumer({"bootstrap.servers": st["bootstrap_servers"], "group.id": f"check-{uid}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    values: list[str] = []
+    try:
+        consumer.subscribe([f"src.{topic}"])   # DefaultReplicationPolicy: the source alias in front
+
+        def mirrored() -> bool:
+            values.extend(m.value().decode() for m in consumer.consume(20, 0.5) if m.error() is None)
+            return len(values) >= 20
+        wait_until(mirrored, 180, f"the topic mirrored (log: {tmp_path / 'mm2.log'})", 0)
+        assert values == [f"r-{i}" for i in range(20)]
+    finally:
+        consumer.close()
+        stop_process(proc, 60)
+        # the shared clusters keep no topic of this test (MirrorMaker's own included)
+        for cluster, had in ((dev_cluster, before[0]), (scram_dev_cluster.cluster, before[1])):
+            if made := sorted(_topics(cluster) - had):
+                admin = cluster.admin()   # kept until its futures resolve
+                for future in admin.delete_topics(made, operation_timeout=30).values():
+                    future.result(60)

@@ -2,8 +2,9 @@
 ACL authorizer on: the Secret, a real Kafka client (confluent-kafka, SASL SCRAM-SHA-512 with
 the Secret's password) whose ACLs decide, deletion, bad specs.
 
-The dev broker has the harness's PLAINTEXT listener (its tools; ``User:ANONYMOUS`` is the super
-user there) and a SASL_PLAINTEXT listener with SCRAM-SHA-512 for the users; no ACL means deny.
+The dev broker (conftest's ``scram_dev_cluster``, shared with the Connect module) has the harness's
+PLAINTEXT listener (its tools; ``User:ANONYMOUS`` is the super user there) and a SASL_PLAINTEXT
+listener with SCRAM-SHA-512 for the users; no ACL means deny.
 The OdradekCluster points the operator at the dev controller (``odradek.dev/controller-url``).
 """
 
@@ -22,39 +23,20 @@ from cryptography import x509
 
 from odradek.cluster import control_plane, control_plane_users
 from odradek.cluster.control_plane_http import call_blocking
-from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
 from odradek.operator import gateway_acls
-from tests.security.conftest import listener_endpoints
 from tests.support.gateway import GatewayProcess
 from tests.support.k8s import condition, need, ready_check
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]  # the first API-server test may pay the Kubernetes build
 
-BROKER_CONFIG = {
-    "listeners": "SASL://127.0.0.1:0",
-    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
-    "inter.broker.listener.name": "PLAINTEXT",
-    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:ANONYMOUS",
-    "allow.everyone.if.no.acl.found": "false",
-    "group.initial.rebalance.delay.ms": "0",
-}
-
-
 @pytest.fixture(scope="module")
-def scram_cluster(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("users-cluster")
-    c = start_cluster(data_dir, brokers=1,
-                      extra=tuple(a for k, v in BROKER_CONFIG.items() for a in ("--config", f"{k}={v}")))
-    try:
-        st = c.status()
-        for topic in ("orders", "payroll"):
-            call_blocking(st["controller_url"], control_plane.create_topic(control_plane.CreateTopic(topic, 1, 1)), 10)
-        yield st, listener_endpoints(data_dir, 1)["SASL"][0]
-    finally:
-        stop_cluster(c)
+def scram_cluster(scram_dev_cluster):
+    """conftest's SCRAM cluster: its status and SASL_PLAINTEXT bootstrap, with this module's topics."""
+    st = scram_dev_cluster.status()
+    for topic in ("orders", "payroll"):
+        call_blocking(st["controller_url"], control_plane.create_topic(control_plane.CreateTopic(topic, 1, 1)), 10)
+    return st, scram_dev_cluster.endpoints["SASL"][0]
 
 
 @pytest.fixture

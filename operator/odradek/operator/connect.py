@@ -15,26 +15,32 @@ A Connect cluster ``k`` of OdradekCluster ``c`` (docs/connect.md):
   distribution at ``/opt/kafka``); each advertises its pod address for the REST API (workers
   forward requests to the leader there); a ConfigMap change rolls them (its hash on the template).
 - ``k-connect-api`` Service: the REST API (8083), which the operator reconciles connectors through,
-  and ``k-connect-network-policy`` admitting only the workers and the operator to it.
+  and ``k-connect-network-policy`` admitting only the workers and the operator to it. With
+  ``spec.restApi.authentication.type: basic``, Kafka's ``BasicAuthSecurityRestExtension`` on it:
+  the ``k-connect-rest`` Secret holds the operator's login (generated once by ``connect_run``), a
+  JAAS file in the ConfigMap points Kafka's ``PropertyFileLoginModule`` at its mounted users file.
+- ``spec.plugins``: an init container fetching them into a volume on ``plugin.path`` (``connect_plugins``).
 - The storage topics as OdradekTopics ``k-connect-configs``/``-offsets``/``-status`` (compacted;
   1, 25, 5 partitions, Kafka's defaults), so that they exist with these settings before a worker
   could create them otherwise, and an OdradekUser ``k-connect`` when the listener authenticates,
-  with least privilege (``user_acls``): the group, the three topics, the transactional ids of
-  exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
+  with least privilege (``user_acls``, what a real worker needs on a deny-by-default cluster:
+  tests/operator/test_operator_k8s_connect.py): the group, the three topics, the transactional
+  ids of exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
 
 No I/O: ``connect_run`` observes the cluster, calls these and applies what they return.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, network_policies, pod_security, topics
+from odradek.operator import builders, certs, connect_plugins, network_policies, pod_security, topics
 from odradek.operator.listeners import Listener
-from odradek.operator.spec import ClusterSpec, ConnectSpec, MirrorMaker2Spec, SpecError
+from odradek.operator.spec import DEFAULT_IMAGE, ClusterSpec, ConnectSpec, MirrorMaker2Spec, SpecError
 
 REST_PORT = 8083
 KAFKA_HOME = "/opt/kafka"
@@ -43,6 +49,12 @@ CONFIG_DIR = "/etc/odradek/connect"
 CONFIG_FILE = "connect-distributed.properties"
 CA_DIR = f"{CONFIG_DIR}/cluster-ca"
 USER_DIR = f"{CONFIG_DIR}/user"
+REST_USERS_DIR = f"{CONFIG_DIR}/rest-users"
+REST_JAAS_FILE = "rest-jaas.conf"
+REST_USERS_FILE = "users.properties"
+REST_USERNAME = "odradek-operator"   # the operator's own login on the REST API (connectors.py)
+BASIC_AUTH_EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+REST_AUTHENTICATIONS = ("none", "basic")
 CONFIG_HASH_ANNOTATION = "odradek.dev/connect-config-hash"
 CONNECT_LABEL = "odradek.dev/connect"
 # Kafka's defaults for the storage topics' partitions (DistributedConfig)
@@ -57,7 +69,7 @@ CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")   # the worker's and 
 
 def names(connect: str) -> dict[str, str]:
     return {"workers": f"{connect}-connect", "api": f"{connect}-connect-api", "config": f"{connect}-connect-config",
-            "user": f"{connect}-connect"}
+            "user": f"{connect}-connect", "rest": f"{connect}-connect-rest"}
 
 
 def labels(connect: str, cluster: str) -> dict[str, str]:
@@ -83,6 +95,10 @@ def parse_connect(name: str, spec: Mapping[str, Any]) -> ConnectSpec:
     if eos not in EOS_MODES:
         raise SpecError(f"spec.exactlyOnceSourceSupport: {eos!r} is not one of {', '.join(EOS_MODES)}")
     group = spec.get("groupId") or name
+    rest = (((spec.get("restApi") or {}).get("authentication") or {}).get("type")
+            or ConnectSpec.rest_authentication)
+    if rest not in REST_AUTHENTICATIONS:
+        raise SpecError(f"spec.restApi.authentication.type: {rest!r} is not one of {', '.join(REST_AUTHENTICATIONS)}")
     return ConnectSpec(
         cluster=spec.get("cluster"), replicas=int(spec.get("replicas", ConnectSpec.replicas)),
         image=spec.get("image") or ConnectSpec.image, listener=spec.get("listener"), group_id=group,
@@ -91,7 +107,9 @@ def parse_connect(name: str, spec: Mapping[str, Any]) -> ConnectSpec:
         status_storage_topic=spec.get("statusStorageTopic") or f"{group}-status",
         exactly_once_source_support=eos, config=dict(sorted(config.items())),
         acls=tuple((spec.get("authorization") or {}).get("acls") or ()), resources=spec.get("resources"),
-        jvm_heap=spec.get("jvmHeap") or ConnectSpec.jvm_heap)
+        jvm_heap=spec.get("jvmHeap") or ConnectSpec.jvm_heap, rest_authentication=rest,
+        plugins=connect_plugins.parse_plugins(spec.get("plugins")),
+        plugin_repository=connect_plugins.parse_repository(spec.get("pluginRepository")))
 
 
 def _setting(value: Any) -> str:
@@ -165,7 +183,10 @@ def worker_properties(spec: ConnectSpec, access: ClusterAccess) -> dict[str, str
            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
            "listeners": f"http://:{REST_PORT}", "rest.advertised.port": str(REST_PORT),
-           "plugin.path": PLUGIN_PATH, **spec.config}
+           "plugin.path": f"{PLUGIN_PATH},{connect_plugins.PLUGINS_DIR}" if spec.plugins else PLUGIN_PATH,
+           **spec.config}
+    if spec.rest_authentication == "basic":
+        out["rest.extension.classes"] = BASIC_AUTH_EXTENSION
     security = client_security(access)
     if access.authentication:
         out |= {"config.providers": "dir",
@@ -181,6 +202,22 @@ def properties_text(settings: Mapping[str, str]) -> str:
         s = s.replace("\\", "\\\\").replace("\n", "\\n")
         return s.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ") if key else s
     return "".join(f"{escape(k, True)}={escape(v, False)}\n" for k, v in settings.items())
+
+
+def rest_jaas_text() -> str:
+    """The JAAS file Kafka's ``BasicAuthSecurityRestExtension`` reads (its ``KafkaConnect`` entry):
+    the users and passwords in the REST Secret's ``users.properties``, mounted."""
+    return ("KafkaConnect {\n  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
+            f'  file="{REST_USERS_DIR}/{REST_USERS_FILE}";\n}};\n')
+
+
+def build_rest_secret(connect: str, namespace: str, cluster: str, password: str) -> dict:
+    """The REST API's credentials: the operator's login (``username``, ``password``; the one users
+    take too) and the ``users.properties`` the workers check logins against."""
+    data = {"username": REST_USERNAME, "password": password, REST_USERS_FILE: f"{REST_USERNAME}={password}\n"}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": names(connect)["rest"], "namespace": namespace, "labels": labels(connect, cluster)},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())}}
 
 
 # -- OdradekTopics and OdradekUser -------------------------------------------------------------
@@ -204,19 +241,22 @@ def build_topics(connect: str, namespace: str, spec: ConnectSpec, cluster: str) 
 
 
 def user_acls(spec: ConnectSpec) -> list[dict]:
-    """The workers' ACLs, least privilege (Strimzi's documented Connect ACLs): the group; the
-    storage topics (Read, Write, Describe, Create: a worker checks and creates them;
-    DescribeConfigs: it checks their cleanup policy); with exactly-once source the transactional
-    ids ``<group>-*`` (Kafka names them ``<group>-configs`` and ``<group>-<connector>-<task>``) and
-    IdempotentWrite; then the connectors' own."""
+    """The workers' ACLs, least privilege (Kafka's documented Connect ACLs, KIP-618's for
+    exactly-once source): the group; the storage topics (Read, Write, Describe, Create: a worker
+    checks and creates them; DescribeConfigs: it checks their cleanup policy); with exactly-once
+    source the leader's transactional id ``connect-cluster-<group>`` (it writes the config topic
+    in transactions) and the tasks' ``<group>-<connector>-<task>`` (Write, Describe: the leader
+    fences them through the admin client); then the connectors' own. No IdempotentWrite: since
+    Kafka 2.8 (KIP-679) Write on a topic allows an idempotent producer, as Odradek's brokers do."""
     topic_ops = ["Read", "Write", "Describe", "Create", "DescribeConfigs"]
     acls = [{"resource": {"type": "group", "name": spec.group_id}, "operations": ["Read", "Describe"]}]
     acls += [{"resource": {"type": "topic", "name": t}, "operations": topic_ops}
              for t in (spec.config_storage_topic, spec.offset_storage_topic, spec.status_storage_topic)]
     if spec.exactly_once_source_support != "disabled":
-        acls += [{"resource": {"type": "transactionalId", "name": f"{spec.group_id}-", "patternType": "prefix"},
+        acls += [{"resource": {"type": "transactionalId", "name": f"connect-cluster-{spec.group_id}"},
                   "operations": ["Write", "Describe"]},
-                 {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite", "Describe"]}]
+                 {"resource": {"type": "transactionalId", "name": f"{spec.group_id}-", "patternType": "prefix"},
+                  "operations": ["Write", "Describe"]}]
     return acls + [copy.deepcopy(dict(a)) for a in spec.acls]
 
 
@@ -246,8 +286,25 @@ def _volumes(connect: str, access: ClusterAccess) -> tuple[list[dict], list[dict
     return mounts, volumes
 
 
+def _rest_and_plugins(connect: str, spec: ConnectSpec, tools_image: str) -> tuple[list, list, list, list]:
+    """What basic authentication on the REST API and ``spec.plugins`` add to the workers' pod:
+    mounts, volumes, environment, init containers."""
+    mounts, volumes, env, init = [], [], [], []
+    if spec.rest_authentication == "basic":
+        mounts.append({"name": "rest-users", "mountPath": REST_USERS_DIR, "readOnly": True})
+        volumes.append({"name": "rest-users", "secret": {"secretName": names(connect)["rest"]}})
+        env.append({"name": "KAFKA_OPTS",
+                    "value": f"-Djava.security.auth.login.config={CONFIG_DIR}/worker/{REST_JAAS_FILE}"})
+    if spec.plugins:
+        mounts.append({"name": connect_plugins.VOLUME["name"], "mountPath": connect_plugins.PLUGINS_DIR,
+                       "readOnly": True})
+        volumes.append(dict(connect_plugins.VOLUME))
+        init.append(connect_plugins.init_container(spec.plugins, spec.plugin_repository, tools_image))
+    return mounts, volumes, env, init
+
+
 def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess,
-                     properties: str) -> dict:
+                     properties: str, tools_image: str = DEFAULT_IMAGE) -> dict:
     """The workers: ``connect-distributed.sh`` on the ConfigMap's file plus this pod's REST
     address (the shell appends ``rest.advertised.host.name=$POD_IP``: the file is read-only)."""
     worker = f"/tmp/{CONFIG_FILE}"
@@ -255,14 +312,19 @@ def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: Cl
               f'echo "rest.advertised.host.name=$POD_IP" >> {worker} && '
               f'exec {KAFKA_HOME}/bin/connect-distributed.sh {worker}')
     mounts, volumes = _volumes(connect, access)
-    probe = {"httpGet": {"path": "/", "port": REST_PORT}}
-    return jvm_deployment(names(connect)["workers"], namespace, spec, "connect", script, probe, mounts, volumes,
-                          properties, labels(connect, access.cluster), selector(connect), REST_PORT)
+    more_mounts, more_volumes, env, init = _rest_and_plugins(connect, spec, tools_image)
+    # a TCP probe: with basic authentication every HTTP path but the internal ones answers 401
+    probe = {"tcpSocket": {"port": REST_PORT}} if spec.rest_authentication == "basic" else \
+        {"httpGet": {"path": "/", "port": REST_PORT}}
+    return jvm_deployment(names(connect)["workers"], namespace, spec, "connect", script, probe,
+                          mounts + more_mounts, volumes + more_volumes, properties, labels(connect, access.cluster),
+                          selector(connect), REST_PORT, env=env, init_containers=init)
 
 
 def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Spec, component: str, script: str,
                    probe: dict, mounts: list[dict], volumes: list[dict], properties: str, pod_labels: dict,
-                   pod_selector: dict, port: int) -> dict:
+                   pod_selector: dict, port: int, env: Sequence[dict] = (),
+                   init_containers: Sequence[dict] = ()) -> dict:
     """A Deployment of one Kafka JVM (``spec``'s image, heap, resources, replicas) running
     ``script``, ready when ``probe`` (an httpGet or tcpSocket action) answers on ``port``; the
     hash of its ``properties`` file on the template rolls it when the file changes. OdradekConnect's
@@ -272,13 +334,15 @@ def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Sp
         "ports": [{"name": "rest", "containerPort": port}],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                 {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{spec.jvm_heap} -Xmx{spec.jvm_heap}"},
-                {"name": "LOG_DIR", "value": "/tmp/logs"}],
+                {"name": "LOG_DIR", "value": "/tmp/logs"}, *env],
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
         "livenessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 6},
         "volumeMounts": mounts}
     if spec.resources:
         container["resources"] = copy.deepcopy(dict(spec.resources))
     pod: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    if init_containers:
+        pod["initContainers"] = [copy.deepcopy(c) for c in init_containers]
     pod_security.harden(pod, component)
     digest = hashlib.sha256(properties.encode()).hexdigest()[:16]
     return {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -290,8 +354,8 @@ def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Sp
 
 
 def build_network_policy(connect: str, namespace: str, cluster: str) -> dict:
-    """The REST API (no authentication of its own in Kafka) admits only the workers (they forward
-    requests to the leader) and the operator, as Strimzi's KafkaConnect policy."""
+    """The REST API (without authentication unless ``restApi`` asks for it) admits only the workers
+    (they forward requests to the leader) and the operator, as Strimzi's KafkaConnect policy."""
     peers = [{"podSelector": {"matchLabels": selector(connect)}},
              {"podSelector": {"matchLabels": dict(network_policies.OPERATOR_LABELS)}, "namespaceSelector": {}}]
     return {"apiVersion": network_policies.API_VERSION, "kind": "NetworkPolicy",
@@ -305,15 +369,25 @@ def rest_url(connect: str, namespace: str) -> str:
     return f"http://{names(connect)['api']}.{namespace}.svc:{REST_PORT}"
 
 
-def build_connect(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess) -> list[dict]:
-    """Every object the OdradekConnect owns, in apply order: topics and user first (the workers
-    need them), then the ConfigMap, the Service and the Deployment."""
+def build_connect(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess,
+                  rest_password: str | None = None, tools_image: str = DEFAULT_IMAGE) -> list[dict]:
+    """Every object the OdradekConnect owns, in apply order: topics, user and the REST API's
+    Secret first (the workers need them), then the ConfigMap, the Service and the Deployment.
+    ``rest_password``: the REST Secret's (kept once generated; required with basic authentication);
+    ``tools_image``: the Odradek image, for the plugins' init container."""
     properties = properties_text(worker_properties(spec, access))
     meta = {"namespace": namespace, "labels": labels(connect, access.cluster)}
+    files = {CONFIG_FILE: properties}
+    rest: list[dict] = []
+    if spec.rest_authentication == "basic":
+        if not rest_password:
+            raise ValueError("basic authentication on the REST API needs its password")
+        files[REST_JAAS_FILE] = rest_jaas_text()
+        rest.append(build_rest_secret(connect, namespace, access.cluster, rest_password))
     return [*build_topics(connect, namespace, spec, access.cluster), *build_user(connect, namespace, spec, access),
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names(connect)["config"], **meta},
-             "data": {CONFIG_FILE: properties}},
+            *rest, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names(connect)["config"], **meta},
+                    "data": files},
             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": names(connect)["api"], **meta},
              "spec": {"selector": selector(connect), "ports": [{"name": "rest", "port": REST_PORT}]}},
             build_network_policy(connect, namespace, access.cluster),
-            build_deployment(connect, namespace, spec, access, properties)]
+            build_deployment(connect, namespace, spec, access, properties, tools_image)]

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import kopf
 
-from odradek.operator import connect, connectors, kube, reconcile
+from odradek.operator import connect, connectors, kube, reconcile, users
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ClusterSpec, SpecError
 from odradek.operator.status import is_paused, readiness, set_condition
@@ -60,18 +60,22 @@ def sync_connect(k: kube.Kube, body: Mapping[str, Any], adopt: Callable[[list[di
     spec = connect.parse_connect(name, body.get("spec") or {})
     cluster_name, cluster_spec = target_cluster(k, meta, body.get("spec") or {})
     access = connect.cluster_access(cluster_name, namespace, cluster_spec, spec)
-    objects = connect.build_connect(name, namespace, spec, access)
+    password = None
+    if spec.rest_authentication == "basic":   # generated once, then kept: the workers read it at start
+        secret = k.get("v1", "Secret", namespace, connect.names(name)["rest"])
+        password = users.secret_value(secret, "password") or users.generate_password()
+    objects = connect.build_connect(name, namespace, spec, access, password, cluster_spec.image)
     adopt([o for o in objects if o["kind"] != "OdradekTopic"])
     applied = {(o["kind"], o["metadata"]["name"]): k.apply(o) for o in objects}
     deployment = k.get("apps/v1", "Deployment", namespace, connect.names(name)["workers"]) or {}
     ready_workers = int((deployment.get("status") or {}).get("readyReplicas") or 0)
-    users = [n for kind, n in applied if kind == "OdradekUser"]
+    user_names = [n for kind, n in applied if kind == "OdradekUser"]
     topics = [n for kind, n in applied if kind == "OdradekTopic"]
     fields = {"observedGeneration": meta.get("generation"), "cluster": cluster_name,
               "url": connect.rest_url(name, namespace), "bootstrapServers": access.bootstrap,
-              "replicas": spec.replicas, "readyReplicas": ready_workers, "user": users[0] if users else None,
+              "replicas": spec.replicas, "readyReplicas": ready_workers, "user": user_names[0] if user_names else None,
               "topics": sorted(t["spec"]["topicName"] for t in objects if t["kind"] == "OdradekTopic")}
-    waiting = [f"OdradekUser {u} not Ready" for u in users if not _ready(k.get(API, "OdradekUser", namespace, u))]
+    waiting = [f"OdradekUser {u} not Ready" for u in user_names if not _ready(k.get(API, "OdradekUser", namespace, u))]
     waiting += [f"OdradekTopic {t} not Ready" for t in topics if not _ready(k.get(API, "OdradekTopic", namespace, t))]
     if ready_workers < spec.replicas:
         waiting.insert(0, f"workers {ready_workers}/{spec.replicas} ready")
@@ -137,6 +141,19 @@ def rest_url(connect_body: Mapping[str, Any], trusted: tuple[str, ...]) -> str:
     return connect.rest_url(meta["name"], meta["namespace"])
 
 
+def rest_client(k: kube.Kube, connect_body: Mapping[str, Any], settings: OperatorSettings) -> connectors.ConnectClient:
+    """The workers' REST API, with the operator's login when it authenticates (its REST Secret)."""
+    meta, credentials = connect_body["metadata"], None
+    if connect.parse_connect(meta["name"], connect_body.get("spec") or {}).rest_authentication == "basic":
+        secret = k.get("v1", "Secret", meta["namespace"], connect.names(meta["name"])["rest"])
+        password = users.secret_value(secret, "password")
+        if password is None:
+            raise Waiting(f"Secret {meta['namespace']}/{connect.names(meta['name'])['rest']} (the REST API's "
+                          "credentials) does not exist yet")
+        credentials = (connect.REST_USERNAME, password)
+    return connectors.ConnectClient(rest_url(connect_body, settings.trusted_controller_urls), credentials=credentials)
+
+
 def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSettings,
                    logger: Any) -> tuple[dict, tuple, dict]:
     """One pass; (status fields, verdict, annotations to remove)."""
@@ -147,7 +164,10 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
     connect_body = k.get(API, "OdradekConnect", namespace, connect_name)
     if connect_body is None:
         raise Waiting(f"OdradekConnect {namespace}/{connect_name} does not exist")
-    client = connectors.ConnectClient(rest_url(connect_body, settings.trusted_controller_urls))
+    try:
+        client = rest_client(k, connect_body, settings)
+    except SpecError as e:
+        raise Waiting(f"OdradekConnect {namespace}/{connect_name} has an invalid spec: {e}") from None
     try:
         calls = connectors.plan(name, spec, client.config(name), client.status(name), meta.get("annotations") or {})
         for call in calls:
@@ -184,11 +204,13 @@ def delete_connector(body: kopf.Body, meta: kopf.Meta, logger: Any, operator_set
     if connect_body is None or connect_body["metadata"].get("deletionTimestamp"):
         logger.info("its OdradekConnect is gone: releasing without deleting the connector")
         return
-    client = connectors.ConnectClient(rest_url(connect_body, operator_settings.trusted_controller_urls))
     try:
+        client = rest_client(kube.shared(), connect_body, operator_settings)
         logger.info("connector %s %s", name, "deleted" if client.delete(name) else "was already gone")
-    except (connectors.ConnectError, connectors.ConnectUnreachable) as e:
+    except (connectors.ConnectError, connectors.ConnectUnreachable, Waiting) as e:
         raise kopf.TemporaryError(f"deleting the connector: {e}", delay=operator_settings.retry_delay) from None
+    except SpecError as e:
+        logger.info("OdradekConnect: %s: releasing without deleting the connector", e)
 
 
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, bind: Callable[[str, Any], Any]) -> None:

@@ -7,7 +7,8 @@ come from the resource, never from ``spec.config``), the configuration the worke
 it differs, then bring the connector to ``spec.state`` with ``pause``/``stop``/``resume``, then the
 restarts the annotations ask for) and the Ready verdict on what ``GET .../status`` returned
 (``verdict``). I/O part: ``ConnectClient``, Kafka Connect's REST API (JSON; its error bodies carry
-``error_code`` and ``message``; 409 is a rebalance in progress, retried).
+``error_code`` and ``message``; 409 is a rebalance in progress, retried; with basic authentication
+on the REST API, the operator's login from the OdradekConnect's REST Secret).
 
 Annotations (as Strimzi's ``strimzi.io/restart`` and ``strimzi.io/restart-task``):
 ``odradek.dev/restart: "true"`` restarts the connector and its tasks (``"failed"``: only the failed
@@ -17,6 +18,7 @@ handler removes the annotation once the call succeeded.
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.parse
@@ -138,7 +140,9 @@ class ConnectError(Exception):
 
     @property
     def retriable(self) -> bool:
-        return self.status == 409 or self.status >= 500
+        """A rebalance (409), a worker's error (5xx), or the credentials refused (401: workers
+        that have not read the REST Secret yet; a password change needs them restarted)."""
+        return self.status in (401, 409) or self.status >= 500
 
 
 class ConnectUnreachable(Exception):
@@ -146,13 +150,19 @@ class ConnectUnreachable(Exception):
 
 
 class ConnectClient:
-    def __init__(self, base_url: str, timeout: float = TIMEOUT_S) -> None:
+    """``credentials``: (username, password) for a REST API behind Kafka's basic authentication
+    extension (an OdradekConnect's ``restApi.authentication.type: basic``)."""
+
+    def __init__(self, base_url: str, timeout: float = TIMEOUT_S, credentials: tuple[str, str] | None = None) -> None:
         self.base_url, self.timeout = base_url.rstrip("/"), timeout
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if credentials is not None:
+            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()

@@ -184,6 +184,15 @@ class ClusterSpec:
 # -- Kafka Connect (``connect``, ``connectors``) ----------------------------------------------
 
 DEFAULT_CONNECT_IMAGE = "odradek/connect:3.9.0"   # e2e/images: Apache Kafka's distribution from Maven Central
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+
+@dataclass(frozen=True)
+class ConnectPlugin:
+    """One of ``spec.plugins`` (``connect_plugins``): a directory of ``plugin.path`` and the Maven
+    artifacts (``group:artifact:version``, each with an optional SHA-512 to pin it) it holds."""
+    name: str
+    artifacts: tuple[tuple[str, str | None], ...]   # (coordinates, sha512sum)
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,9 @@ class ConnectSpec:
     acls: tuple[Mapping[str, Any], ...] = ()        # ``authorization.acls``: the connectors' own
     resources: Mapping[str, Any] | None = None
     jvm_heap: str = "512m"
+    rest_authentication: str = "none"               # ``restApi.authentication.type``: none or basic
+    plugins: tuple[ConnectPlugin, ...] = ()
+    plugin_repository: str = MAVEN_CENTRAL          # ``pluginRepository``
 
 
 @dataclass(frozen=True)
