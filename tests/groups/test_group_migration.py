@@ -1,0 +1,238 @@
+"""Classic and consumer-protocol members in one group (KIP-848's online upgrade and downgrade:
+``migration``, ``consumer_classic``, ``embedded``), without processes: the conversion of a
+classic group into a consumer group and back, classic members reconciled on their rejoins with
+no partition ever owned by two members, Kafka's errors, and the records of both conversions
+(written, then loaded by another coordinator)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from odradek.broker.group import consumer_records as cr
+from odradek.broker.group import embedded
+from odradek.broker.group.consumer import ConsumerGroups, ConsumerSettings, Heartbeat
+from odradek.broker.group.consumer_classic import ClassicJoin, ClassicMembers
+from odradek.broker.group.migration import to_classic, to_consumer, upgrade_refusal
+from odradek.broker.group.model import Group, GroupState, Member
+from odradek.errors import ErrorCode as E
+from odradek.errors import KafkaError
+from tests.groups.fakes import FakeClock
+from tests.groups.test_offsets import Replicas, _coordinator
+
+TID = str(uuid.UUID(int=9))
+TOPICS = {"t": (TID, 6)}
+SUB = embedded.encode_subscription(["t"], version=1)
+
+
+def lookup(names):
+    return {n: TOPICS[n] for n in names if n in TOPICS}
+
+
+def classic_group(assignments: dict[str, set[int]], generation: int = 3) -> Group:
+    """A Stable classic group of consumers (range), each owning ``assignments[member]`` of t."""
+    group = Group("g", generation=generation, protocol_name="range")
+    for mid, parts in assignments.items():
+        group.add(Member(mid, None, f"client-{mid}", "/10.0.0.1", 30_000, 10_000, "consumer",
+                         (("range", SUB), ("cooperative-sticky", SUB)),
+                         assignment=embedded.encode_assignment([("t", p) for p in parts])))
+    group.transition(GroupState.STABLE, 0)
+    return group
+
+
+def owned_by(group) -> dict[str, set[int]]:
+    return {mid: {p for _, p in m.assigned | m.revoking} for mid, m in group.members.items()}
+
+
+def assert_exclusive(owned: dict[str, set[int]]) -> None:
+    held = [p for ps in owned.values() for p in ps]
+    assert len(held) == len(set(held)), f"a partition owned twice: {owned}"
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def groups(clock):
+    settings = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
+    return ConsumerGroups(settings, clock.call_later, on_downgrade=lambda g: downgraded.append(g))
+
+
+downgraded: list = []
+
+
+def join(classic: ClassicMembers, member_id: str, owned=(), version=1, **kw) -> object:
+    sub = embedded.encode_subscription(["t"], [("t", p) for p in owned], version=version)
+    args = dict(instance_id=None, client_id="c", client_host="/h", session_timeout_ms=10_000,
+                rebalance_timeout_ms=30_000, protocol_type="consumer", protocols=(("range", sub),))
+    args.update(kw)
+    return classic.join(ClassicJoin("g", member_id, **args), lookup)
+
+
+def beat(groups, member, epoch, owned):
+    return groups.heartbeat(Heartbeat("g", member, epoch, owned=frozenset((TID, p) for p in owned)), lookup)
+
+
+def test_the_embedded_protocol_round_trips_at_every_version():
+    for version in range(4):
+        sub = embedded.encode_subscription(["a", "b"], [("a", 1)], version=version, rack_id="r1")
+        parsed = embedded.parse_subscription(sub)
+        assert parsed.topics == ("a", "b") and parsed.version == version
+        assert parsed.owned == (frozenset({("a", 1)}) if version >= 1 else frozenset())
+        assert parsed.rack_id == ("r1" if version >= 3 else None)
+    raw = embedded.encode_assignment([("t", 2), ("t", 0), ("u", 1)], version=7)
+    assert raw[:2] == b"\x00\x03" and raw.endswith(b"\xff\xff\xff\xff")  # capped at v3, null user data
+    assert embedded.parse_assignment(raw) == {("t", 0), ("t", 2), ("u", 1)}
+    assert embedded.parse_assignment(b"") == frozenset()
+    with pytest.raises(KafkaError) as bad:
+        embedded.parse_subscription(b"\x00\x01\x00\x00\x00\x05")
+    assert bad.value.code == E.inconsistent_group_protocol
+
+
+def test_a_classic_members_metadata_is_the_tagged_field_kafka_writes():
+    classic = cr.ClassicMetadata(45_000, (("range", b"\x00\x01"),))
+    value = cr.member_metadata_value(cr.MemberMetadata(None, None, "c", "/h", ("t",), None, 30_000, None, classic))
+    plain = cr.member_metadata_value(cr.MemberMetadata(None, None, "c", "/h", ("t",), None, 30_000, None))
+    struct = b"\x00\x00\xaf\xc8" + b"\x02" + b"\x06range" + b"\x03\x00\x01" + b"\x00" + b"\x00"
+    # one tagged field: tag 0, its size, Kafka's present byte for a nullable struct, the struct
+    assert value == plain[:-1] + b"\x01" + b"\x00" + bytes([len(struct) + 1]) + b"\x01" + struct
+    assert cr.decode_member_metadata(value).classic == classic
+    assert cr.decode_member_metadata(plain).classic is None
+
+
+def test_upgrade_keeps_the_classic_assignment_and_refuses_what_kafka_refuses():
+    classic = classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}})
+    assert upgrade_refusal(classic, ConsumerSettings()) is None
+    assert upgrade_refusal(classic, ConsumerSettings(migration_policy="downgrade")) == "the online upgrade is disabled"
+    assert upgrade_refusal(classic, ConsumerSettings(max_size=1)) is not None
+    other = Group("g", protocol_type="connect")
+    assert upgrade_refusal(other, ConsumerSettings()) is not None
+    group = to_consumer(classic, lookup)
+    assert group.epoch == group.target_epoch == 3 and group.topics == TOPICS
+    assert owned_by(group) == {"a": {0, 1, 2}, "b": {3, 4, 5}}
+    assert all(m.epoch == 3 and m.classic.session_timeout_ms == 10_000 for m in group.members.values())
+    assert group.state == "Stable"
+    classic.members["a"].assignment = b"\x00"
+    with pytest.raises(KafkaError) as refused:
+        to_consumer(classic, lookup)
+    assert refused.value.code == E.group_id_not_found
+
+
+def test_consumer_members_join_classic_ones_rejoin_and_no_partition_is_ever_owned_twice(groups):
+    groups.install(to_consumer(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}), lookup))
+    classic = ClassicMembers(groups)
+    group = groups.groups["g"]
+    consumer_owned: dict[str, set[int]] = {}
+    for name in ("c", "d"):
+        r = groups.heartbeat(Heartbeat("g", name, 0, rebalance_timeout_ms=30_000, subscribed=("t",),
+                                       owned=frozenset()), lookup)
+        consumer_owned[name] = {p for _, p in r.assignment}
+        assert consumer_owned[name] == set()  # every partition is still the classic members'
+    for _ in range(4):  # rounds of heartbeats until settled
+        for mid in ("a", "b"):
+            m = group.members[mid]
+            if classic.heartbeat("g", m.epoch, mid, None) == E.rebalance_in_progress:
+                r = join(classic, mid)  # an eager consumer rejoins owning nothing
+                assert r.error == E.none and r.leader == "" and r.protocol_type == "consumer"
+                s = classic.sync("g", r.generation, mid, None, "consumer", "range")
+                assert {p for _, p in embedded.parse_assignment(s.assignment)} == owned_by(group)[mid]
+        for name in ("c", "d"):
+            m = group.members[name]
+            r = beat(groups, name, m.epoch, consumer_owned[name])
+            if r.assignment is not None:
+                consumer_owned[name] = {p for _, p in r.assignment}
+        assert_exclusive({**{k: owned_by(group)[k] for k in ("a", "b")}, **consumer_owned})
+    assert sorted(len(ps) for ps in owned_by(group).values()) == [1, 1, 2, 2]
+    assert {p for ps in owned_by(group).values() for p in ps} == set(range(6))
+    assert group.state == "Stable"
+
+
+def test_classic_requests_get_kafkas_errors(groups, clock):
+    groups.install(to_consumer(classic_group({"a": {0, 1, 2}}), lookup))
+    groups.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",), owned=frozenset()),
+                     lookup)
+    classic = ClassicMembers(groups)
+
+    def error(fn, *args):
+        with pytest.raises(KafkaError) as refused:
+            fn(*args)
+        return refused.value.code
+    assert error(classic.sync, "g", 2, "a", None, None, None) == E.illegal_generation
+    assert error(classic.heartbeat, "g", 1, "c", None) == E.unknown_member_id  # uses the consumer protocol
+    assert error(classic.heartbeat, "g", 3, "x", None) == E.unknown_member_id
+    assert error(classic.sync, "g", 3, "a", None, "consumer", "roundrobin") == E.inconsistent_group_protocol
+    assert error(classic.sync, "g", 3, "a", None, None, None) == E.rebalance_in_progress  # behind the group epoch
+    assert error(lambda: join(classic, "", protocol_type="connect")) == E.inconsistent_group_protocol
+    assert error(lambda: join(classic, "", protocols=(("roundrobin", SUB),))) == E.inconsistent_group_protocol
+    new = join(classic, "")
+    assert new.error == E.member_id_required and new.member_id not in groups.groups["g"].members
+    assert groups.offset_error("g", "a", 2) == E.illegal_generation  # a classic member's commit
+    assert groups.offset_error("g", "c", 0) == E.stale_member_epoch
+    assert classic.leave("g", [("x", None), ("c", None)]) == [E.unknown_member_id, E.unknown_member_id]
+
+
+def test_a_classic_member_that_does_not_rejoin_in_its_rebalance_timeout_is_fenced(groups, clock):
+    groups.install(to_consumer(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}), lookup))
+    groups.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",), owned=frozenset()),
+                     lookup)
+    classic = ClassicMembers(groups)
+    for _ in range(5):  # it keeps heartbeating, told to rejoin, and never does
+        assert classic.heartbeat("g", 3, "a", None) == E.rebalance_in_progress
+        join(classic, "b")
+        classic.sync("g", groups.groups["g"].members["b"].epoch, "b", None, None, None)
+        asyncio.run(clock.advance(7))
+        classic.heartbeat("g", groups.groups["g"].members["b"].epoch, "b", None)
+    assert "a" not in groups.groups["g"].members and "b" in groups.groups["g"].members
+
+
+def test_the_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalances(groups):
+    downgraded.clear()
+    groups.install(to_consumer(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}), lookup))
+    classic = ClassicMembers(groups)
+    groups.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",), owned=frozenset()),
+                     lookup)
+    assert classic.leave("g", [("a", None)]) == [E.none]   # a classic member leaving: no conversion
+    assert not downgraded
+    groups.heartbeat(Heartbeat("g", "c", -1), lookup)
+    assert [g.group_id for g in downgraded] == ["g"]
+    group = downgraded[0]
+    shell = Group("g", offsets={("t", 0): object()})
+    back = to_classic(group, shell, 1234)
+    assert back is shell and back.offsets and back.generation == group.epoch
+    assert back.state == GroupState.STABLE and back.protocol_type == "consumer" and back.protocol_name == "range"
+    assert set(back.members) == {"b"} and back.members["b"].session_timeout_ms == 10_000
+    target = {p for _, p in group.target["b"]}
+    assert {p for _, p in embedded.parse_assignment(back.members["b"].assignment)} == target
+
+
+def test_both_conversions_are_written_and_loaded_by_the_next_coordinator(tmp_path):
+    async def scenario():
+        replicas = Replicas(tmp_path)
+        c = await _coordinator(replicas)
+        c.membership.install(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}))
+        c.upgrade("g", lookup)
+        c.consumer.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",),
+                                       owned=frozenset()), lookup)
+        await c.store_consumer("g")
+        assert not c.membership.groups["g"].members and c.membership.groups["g"].state == GroupState.EMPTY
+        c.close()
+        c2 = await _coordinator(replicas)  # loads a consumer group with its classic members, no classic group
+        group = c2.consumer.groups["g"]
+        assert {mid for mid, m in group.members.items() if m.classic} == {"a", "b"}
+        assert group.members["a"].classic.protocols[0][0] == "range"
+        assert "g" not in c2.membership.groups or not c2.membership.groups["g"].members
+        assert c2.classic.leave("g", [("a", None)]) == [E.none]
+        c2.consumer.heartbeat(Heartbeat("g", "c", -1), lookup)  # the last consumer-protocol member leaves
+        await c2.store_consumer("g")
+        assert "g" not in c2.consumer.groups
+        back = c2.membership.groups["g"]
+        assert set(back.members) == {"b"} and back.state == GroupState.PREPARING_REBALANCE
+        c2.close()
+        c3 = await _coordinator(replicas)
+        assert "g" not in c3.consumer.groups and set(c3.membership.groups["g"].members) == {"b"}
+        c3.close()
+    asyncio.run(scenario())
