@@ -7,6 +7,8 @@ no partition ever owned by two members, Kafka's errors, and the records of both 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import uuid
 
 import pytest
@@ -58,11 +60,11 @@ def clock():
 
 @pytest.fixture
 def groups(clock):
+    downgraded: list = []  # the groups handed to on_downgrade
     settings = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
-    return ConsumerGroups(settings, clock.call_later, on_downgrade=lambda g: downgraded.append(g))
-
-
-downgraded: list = []
+    groups = ConsumerGroups(settings, clock.call_later, on_downgrade=downgraded.append)
+    groups.downgraded = downgraded
+    return groups
 
 
 def join(classic: ClassicMembers, member_id: str, owned=(), version=1, **kw) -> object:
@@ -190,7 +192,7 @@ def test_a_classic_member_that_does_not_rejoin_in_its_rebalance_timeout_is_fence
 
 
 def test_the_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalances(groups):
-    downgraded.clear()
+    downgraded = groups.downgraded
     groups.install(to_consumer(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}), lookup))
     classic = ClassicMembers(groups)
     groups.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",), owned=frozenset()),
@@ -236,3 +238,52 @@ def test_both_conversions_are_written_and_loaded_by_the_next_coordinator(tmp_pat
         assert "g" not in c3.consumer.groups and set(c3.membership.groups["g"].members) == {"b"}
         c3.close()
     asyncio.run(scenario())
+
+
+def test_the_handlers_route_classic_requests_and_describe_as_kafka_4(tmp_path):
+    """JoinGroup/Heartbeat to a consumer group are its classic members'; ConsumerGroupHeartbeat
+    joining a classic group converts it (refused with GROUP_ID_NOT_FOUND when the policy does not
+    allow it); DescribeGroups v6 answers a consumer group and a missing one as Kafka 4.x."""
+    from kio.index import load_request_schema
+
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.context import BrokerContext
+    from odradek.broker.handlers import consumer_groups, groups
+    from odradek.cluster.model import BrokerInfo
+    from odradek.protocol.api_keys import ApiKey
+    from odradek.protocol.codec import RequestHeader
+
+    async def call(ctx, handler, api_key, version, **fields):
+        schema = load_request_schema(api_key, version)
+        return await handler(ctx, RequestHeader(api_key, version, 7, "client"), schema(**fields))
+
+    async def scenario(policy: str):
+        replicas = Replicas(tmp_path / policy)
+        replicas.subscribe = lambda listener: None
+        replicas.live_brokers = lambda: [BrokerInfo(1, "h", 1, "http://unused")]
+        config = BrokerConfig(1, tmp_path / policy, "unused", group_settings={
+            "group.consumer.migration.policy": policy, "group.min.session.timeout.ms": "10"})
+        ctx = BrokerContext.create(config, replicas, controller=None)
+        await asyncio.sleep(0.01)
+
+        async def written(_partition, _batch):
+            return None
+        ctx.groups._append_batch = written  # the leader append of __consumer_offsets: not under test here
+        ctx.groups.membership.install(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}))
+        hb = load_request_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
+        joined = await call(ctx, consumer_groups.consumer_group_heartbeat, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                            **{f.name: None for f in dataclasses.fields(hb) if not f.name.startswith("__")} | dict(
+                                group_id="g", member_id="c", member_epoch=0, rebalance_timeout=hb.__dataclass_fields__[
+                                    "rebalance_timeout"].type.parse(datetime.timedelta(seconds=30)),
+                                subscribed_topic_names=("t",), topic_partitions=()))
+        described = await call(ctx, groups.describe_groups, ApiKey.DESCRIBE_GROUPS, 6, groups=("g", "nope"),
+                               include_authorized_operations=False)
+        ctx.close()
+        return joined, described.groups
+    joined, (g, nope) = asyncio.run(scenario("upgrade"))
+    assert joined.error_code == E.none and joined.member_epoch == 4  # the classic generation 3, then c joined
+    assert (g.error_code, g.error_message, g.group_state) == (E.group_id_not_found, "Group g is not a classic group.",
+                                                              "Dead")
+    assert (nope.error_code, nope.error_message) == (E.group_id_not_found, "Group nope not found.")
+    joined, (g, _) = asyncio.run(scenario("downgrade"))
+    assert joined.error_code == E.group_id_not_found and g.error_code == E.none and g.group_state == "Stable"

@@ -349,12 +349,14 @@ class ConsumerGroups:
             del group.static[member.instance_id]
         group.release(member, member.assigned | member.revoking)
         group.target.pop(member.member_id, None)
-        group.epoch += 1
-        log.info("group %s: member %s %s (group epoch %d)", group.group_id, member.member_id, why, group.epoch)
         if member.classic is None and self.settings.downgrade and self.on_downgrade is not None and \
                 group.members and all(m.classic is not None for m in group.members.values()):
-            log.info("group %s: only classic members are left; converting it to a classic group", group.group_id)
-            self.on_downgrade(group)
+            log.info("group %s: member %s %s; only classic members are left: converting it to a classic group",
+                     group.group_id, member.member_id, why)
+            self.on_downgrade(group)  # at the epoch its members know, as Kafka converts it
+            return
+        group.epoch += 1
+        log.info("group %s: member %s %s (group epoch %d)", group.group_id, member.member_id, why, group.epoch)
 
     def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """A heartbeat: the member's session starts again (a classic member's is its own)."""
