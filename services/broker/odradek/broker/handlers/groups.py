@@ -286,31 +286,30 @@ async def describe_groups(ctx: BrokerContext, header, req):
                             protocol_type="", protocol_data="", members=(), authorized_operations=OPERATIONS_OMITTED))
             continue
         g = coord.membership.groups.get(group_id)
+        ops = authorized_operations(ctx, ResourceType.GROUP, group_id, getattr(req, "include_authorized_operations",
+                                                                               False))
         if group_id in coord.consumer.groups or g is None or g.state.value == "Dead":
-            out.append(_not_classic(s, header.api_version, group_id, group_id in coord.consumer.groups))
+            out.append(_not_classic(s, header.api_version, group_id, group_id in coord.consumer.groups, ops))
             continue
-        state = g.state.value
-        stable = g is not None and state == "Stable"
-        members = () if g is None else tuple(make(
+        stable = g.state.value == "Stable"
+        members = tuple(make(
             s.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
             client_host=m.client_host, member_metadata=m.metadata(g.protocol_name) if stable else b"",
             member_assignment=m.assignment if stable else b"") for m in g.members.values())
-        out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=state,
-                        protocol_type=(g.protocol_type or "") if g else "",
-                        protocol_data=(g.protocol_name or "") if g else "", members=members,
-                        authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id,
-                                                                    getattr(req, "include_authorized_operations", False))))
+        out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=g.state.value,
+                        protocol_type=g.protocol_type or "", protocol_data=g.protocol_name or "", members=members,
+                        authorized_operations=ops))
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
 
 
-def _not_classic(s, version: int, group_id: str, consumer: bool):
+def _not_classic(s, version: int, group_id: str, consumer: bool, ops: int):
     """A group that is not a classic one (or not there): Dead; v6+ (KIP-1043) with Kafka's error."""
     error, message = E.none, None
     if version >= 6:
         error = E.group_id_not_found
         message = f"Group {group_id} is not a classic group." if consumer else f"Group {group_id} not found."
     return make(s.DescribedGroup, error_code=error, error_message=message, group_id=group_id, group_state="Dead",
-                protocol_type="", protocol_data="", members=(), authorized_operations=OPERATIONS_OMITTED)
+                protocol_type="", protocol_data="", members=(), authorized_operations=ops)
 
 
 CLASSIC, CONSUMER = "classic", "consumer"   # Kafka's GroupType names
