@@ -197,12 +197,14 @@ def test_a_group_of_classic_and_consumer_protocol_members_converts_both_ways(kaf
     def join(names: str, protocol: str) -> None:
         members.update({n: Member(odradek.bootstrap, topic, group, n, protocol) for n in names})
 
-    once: list[int] = []  # produced while settled: one owner per partition, each read once
+    once: list[int] = []  # produced and read while settled: one owner per partition, each read once
 
     def settle(names: str, kind: str) -> None:
         wait_until(lambda: settled_as(odradek.bootstrap, group, set(names), kind), 90,
                    f"{kind} group of {names} settled, the partitions split", 0.3)
-        once.extend(produce_more())
+        batch = {str(i) for i in produce_more()}
+        wait_until(lambda: batch <= {v for n in names for v in members[n].values}, 60, "the batch read", 0.2)
+        once.extend(int(v) for v in batch)
     watch.start()
     try:
         join("ab", CLASSIC_PROTOCOL)
