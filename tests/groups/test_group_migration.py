@@ -271,11 +271,14 @@ def test_the_handlers_route_classic_requests_and_describe_as_kafka_4(tmp_path):
         ctx.groups._append_batch = written  # the leader append of __consumer_offsets: not under test here
         ctx.groups.membership.install(classic_group({"a": {0, 1, 2}, "b": {3, 4, 5}}))
         hb = load_request_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
-        joined = await call(ctx, consumer_groups.consumer_group_heartbeat, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
-                            **{f.name: None for f in dataclasses.fields(hb) if not f.name.startswith("__")} | dict(
-                                group_id="g", member_id="c", member_epoch=0, rebalance_timeout=hb.__dataclass_fields__[
-                                    "rebalance_timeout"].type.parse(datetime.timedelta(seconds=30)),
-                                subscribed_topic_names=("t",), topic_partitions=()))
+        fields = {f.name: None for f in dataclasses.fields(hb) if not f.name.startswith("__")} | dict(
+            group_id="g", member_id="c", member_epoch=0, topic_partitions=(), rebalance_timeout=hb.__dataclass_fields__[
+                "rebalance_timeout"].type.parse(datetime.timedelta(seconds=30)))
+        heartbeat = consumer_groups.consumer_group_heartbeat
+        invalid = await call(ctx, heartbeat, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, **fields)  # no subscription
+        assert invalid.error_code == E.invalid_request and ctx.groups.membership.groups["g"].members  # still classic
+        joined = await call(ctx, heartbeat, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                            **fields | dict(subscribed_topic_names=("t",)))
         described = await call(ctx, groups.describe_groups, ApiKey.DESCRIBE_GROUPS, 6, groups=("g", "nope"),
                                include_authorized_operations=False)
         ctx.close()

@@ -182,7 +182,7 @@ class ConsumerGroups:
         """Raises KafkaError with Kafka's error for a refused heartbeat. ``catalog`` is read when
         a member subscribes by regex: the regexes are resolved again whenever it changed (a
         topic created or deleted), so a new matching topic enters the assignment."""
-        _validate(hb)
+        validate(hb)
         if hb.member_epoch in (LEAVE, STATIC_LEAVE):
             return self._leave(hb)
         group = self.groups.get(hb.group_id)
@@ -412,7 +412,7 @@ def preferred_assignor(members) -> str:
     return wanted.most_common(1)[0][0] if wanted else DEFAULT_ASSIGNOR
 
 
-def _validate(hb: Heartbeat) -> None:
+def validate(hb: Heartbeat) -> None:
     """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR."""
     def invalid(why: str):
         raise KafkaError(E.invalid_request, why)

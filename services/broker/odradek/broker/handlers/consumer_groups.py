@@ -17,7 +17,7 @@ import logging
 import uuid
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.group.consumer import ConsumerGroup, Heartbeat
+from odradek.broker.group.consumer import ConsumerGroup, Heartbeat, validate
 from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, authorized_operations
@@ -64,15 +64,16 @@ async def consumer_group_heartbeat(ctx: BrokerContext, header, req):
         if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
             raise KafkaError(E.group_authorization_failed, "Group authorization failed.")
         ctx.groups.check(req.group_id)
-        if _classic_in_use(ctx, req.group_id):
-            if req.member_epoch != 0:
-                raise KafkaError(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
-            ctx.groups.upgrade(req.group_id, topic_lookup(ctx))
         rebalance = req.rebalance_timeout
         hb = Heartbeat(req.group_id, member_id, req.member_epoch, header.client_id or "", current().client_host,
                        req.instance_id, req.rack_id, int(rebalance.total_seconds() * 1000),
                        req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None),
                        req.server_assignor, owned)
+        if _classic_in_use(ctx, req.group_id):
+            validate(hb)  # Kafka checks the request before it converts anything
+            if req.member_epoch != 0:
+                raise KafkaError(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            ctx.groups.upgrade(req.group_id, topic_lookup(ctx))
         r = ctx.groups.consumer.heartbeat(hb, topic_lookup(ctx), topic_catalog(ctx))
         await ctx.groups.store_consumer(req.group_id)  # answered once its records are written, as Kafka does
     except KafkaError as e:
