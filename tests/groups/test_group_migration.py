@@ -19,6 +19,7 @@ from odradek.broker.group.consumer import ConsumerGroups, ConsumerSettings, Hear
 from odradek.broker.group.consumer_classic import ClassicJoin, ClassicMembers
 from odradek.broker.group.migration import to_classic, to_consumer, upgrade_refusal
 from odradek.broker.group.model import Group, GroupState, Member
+from odradek.broker.group.records import OffsetValue
 from odradek.errors import ErrorCode as E
 from odradek.errors import KafkaError
 from tests.groups.fakes import FakeClock
@@ -290,3 +291,23 @@ def test_the_handlers_route_classic_requests_and_describe_as_kafka_4(tmp_path):
     assert (nope.error_code, nope.error_message) == (E.group_id_not_found, "Group nope not found.")
     joined, (g, _) = asyncio.run(scenario("downgrade"))
     assert joined.error_code == E.group_id_not_found and g.error_code == E.none and g.group_state == "Stable"
+
+
+def test_transactional_commits_of_a_consumer_groups_members_are_checked_as_kafka_does(tmp_path):
+    """TxnOffsetCommit (sendOffsetsToTransaction with the consumer's group metadata) to a
+    consumer group: its member and epoch, a stale epoch ILLEGAL_GENERATION (Kafka's
+    validateTransactionalOffsetCommit), a classic member's generation as its epoch."""
+    async def scenario():
+        c = await _coordinator(Replicas(tmp_path))
+        c.membership.install(classic_group({"a": {0, 1, 2}}))
+        c.upgrade("g", lookup)
+        r = c.consumer.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",),
+                                           owned=frozenset()), lookup)
+        offsets = {("t", 0): OffsetValue(5, -1, "", 0)}
+        results = [await c.txn_commit("g", 9, 0, epoch, member, None, offsets)
+                   for member, epoch in (("c", r.member_epoch), ("c", r.member_epoch - 1), ("x", 1), ("a", 3),
+                                         ("a", 2), ("", -1))]
+        c.close()
+        return [list(r.values()) for r in results]
+    assert asyncio.run(scenario()) == [[E.none], [E.illegal_generation], [E.unknown_member_id], [E.none],
+                                       [E.illegal_generation], [E.none]]

@@ -271,7 +271,10 @@ class GroupCoordinator:
         group = self.membership.groups.get(group_id)
         if group is None:
             group = self.membership.groups[group_id] = Group(group_id, state_ms=self._now())
-        if group.state == S.DEAD:
+        consumer_error = self.consumer.offset_error(group_id, member_id, generation)
+        if consumer_error is not None:  # a KIP-848 group: its member and epoch; a stale epoch is ILLEGAL_GENERATION here
+            error = E.illegal_generation if consumer_error == E.stale_member_epoch else consumer_error
+        elif group.state == S.DEAD:
             error = E.coordinator_not_available
         elif generation >= 0 or member_id or instance_id:  # Kafka's validateOffsetCommit, transactional
             error = self.membership.check_member(group, member_id, instance_id, generation)
