@@ -311,3 +311,14 @@ def test_transactional_commits_of_a_consumer_groups_members_are_checked_as_kafka
         return [list(r.values()) for r in results]
     assert asyncio.run(scenario()) == [[E.none], [E.illegal_generation], [E.unknown_member_id], [E.none],
                                        [E.illegal_generation], [E.none]]
+
+
+def test_a_consumer_protocol_member_must_commit_with_offset_commit_v9(groups):
+    """Kafka's validateOffsetCommit: UNSUPPORTED_VERSION for a consumer-protocol member's commit
+    below v9; a classic member of the same group commits with any version."""
+    groups.install(to_consumer(classic_group({"a": {0, 1, 2}}), lookup))
+    r = groups.heartbeat(Heartbeat("g", "c", 0, rebalance_timeout_ms=30_000, subscribed=("t",), owned=frozenset()),
+                         lookup)
+    assert groups.offset_error("g", "c", r.member_epoch, commit_version=8) == E.unsupported_version
+    assert groups.offset_error("g", "c", r.member_epoch, commit_version=9) == E.none
+    assert groups.offset_error("g", "a", 3, commit_version=2) == E.none

@@ -390,9 +390,12 @@ class ConsumerGroups:
             _cancel(member)
 
     # -- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) -------------
-    def offset_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+    def offset_error(self, group_id: str, member_id: str, member_epoch: int,
+                     commit_version: int | None = None) -> ErrorCode | None:
         """None when the group is not a consumer group; else the error of a commit or fetch by
-        (member id, epoch): epoch -1 without a member is the admin client's (any group)."""
+        (member id, epoch): epoch -1 without a member is the admin client's (any group); a member
+        using the consumer protocol must commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), as
+        Kafka's validateOffsetCommit requires."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -401,6 +404,8 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return E.unknown_member_id
+        if commit_version is not None and commit_version < 9 and member.classic is None:
+            return E.unsupported_version
         if member_epoch == member.epoch:
             return E.none
         return E.illegal_generation if member.classic is not None else E.stale_member_epoch

@@ -212,10 +212,11 @@ class GroupCoordinator:
         self.consumer.unload(group_id)
 
     # -- offsets --------------------------------------------------------------------------------
-    def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+    def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      version: int) -> ErrorCode:
         """Kafka's doCommitOffsets checks; a group is created for simple (generation -1) commits."""
         groups = self.membership.groups
-        consumer_error = self.consumer.offset_error(group_id, member_id, generation)
+        consumer_error = self.consumer.offset_error(group_id, member_id, generation, commit_version=version)
         if consumer_error is not None:  # a KIP-848 group: its offsets live in a member-less classic shell
             if consumer_error == E.none:
                 groups.setdefault(group_id, Group(group_id, state_ms=self._now()))
@@ -237,10 +238,10 @@ class GroupCoordinator:
 
     @completes_if_cancelled
     async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                     offsets: dict[tuple[str, int], OffsetValue]) -> dict[tuple[str, int], ErrorCode]:
-        """Errors per partition; raises KafkaError for coordinator errors."""
+                     offsets: dict[tuple[str, int], OffsetValue], version: int = 9) -> dict[tuple[str, int], ErrorCode]:
+        """Errors per partition (``version``: the OffsetCommit's); raises KafkaError for coordinator errors."""
         partition = self.check(group_id)
-        error = self._commit_error(group_id, generation, member_id, instance_id)
+        error = self._commit_error(group_id, generation, member_id, instance_id, version)
         if error != E.none:
             return {tp: error for tp in offsets}
         results: dict[tuple[str, int], ErrorCode] = {}

@@ -207,7 +207,7 @@ async def offset_commit(ctx: BrokerContext, header, req):
     coord = ctx.groups
     try:
         results.update(await coord.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
-                                          getattr(req, "group_instance_id", None), wanted))
+                                          getattr(req, "group_instance_id", None), wanted, header.api_version))
     except KafkaError as e:
         results.update({tp: e.code for tp in wanted})
     topics: dict[str, list] = {}
