@@ -282,14 +282,25 @@ def test_the_handlers_route_classic_requests_and_describe_as_kafka_4(tmp_path):
                             **fields | dict(subscribed_topic_names=("t",)))
         described = await call(ctx, groups.describe_groups, ApiKey.DESCRIBE_GROUPS, 6, groups=("g", "nope"),
                                include_authorized_operations=False)
+        from kio.schema.join_group.v5.request import JoinGroupRequestProtocol
+        join = load_request_schema(ApiKey.JOIN_GROUP, 5)
+        timeout = join.__dataclass_fields__["session_timeout"].type.parse(datetime.timedelta(seconds=10))
+        classic_join = await call(ctx, groups.join_group, ApiKey.JOIN_GROUP, 5, group_id="g", member_id="e",
+                                  session_timeout=timeout, rebalance_timeout=timeout, group_instance_id=None,
+                                  protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range",
+                                                                                               metadata=SUB),))
         ctx.close()
-        return joined, described.groups
-    joined, (g, nope) = asyncio.run(scenario("upgrade"))
+        return joined, described.groups, classic_join
+    joined, (g, nope), classic_join = asyncio.run(scenario("upgrade"))
+    # a classic member joining the consumer group: answered at once by it, no leader, its epoch
+    assert (classic_join.error_code, classic_join.leader, classic_join.protocol_name, classic_join.member_id,
+            classic_join.members) == (E.none, "", "range", "e", ())  # v5 (protocol type: v7+)
+    assert classic_join.generation_id > joined.member_epoch
     assert joined.error_code == E.none and joined.member_epoch == 4  # the classic generation 3, then c joined
     assert (g.error_code, g.error_message, g.group_state) == (E.group_id_not_found, "Group g is not a classic group.",
                                                               "Dead")
     assert (nope.error_code, nope.error_message) == (E.group_id_not_found, "Group nope not found.")
-    joined, (g, _) = asyncio.run(scenario("downgrade"))
+    joined, (g, _), _ = asyncio.run(scenario("downgrade"))
     assert joined.error_code == E.group_id_not_found and g.error_code == E.none and g.group_state == "Stable"
 
 
