@@ -63,7 +63,8 @@ def clock():
 def groups(clock):
     downgraded: list = []  # the groups handed to on_downgrade
     settings = ConsumerSettings(session_timeout_ms=6000, heartbeat_interval_ms=500)
-    groups = ConsumerGroups(settings, clock.call_later, on_downgrade=downgraded.append)
+    groups = ConsumerGroups(settings, clock.call_later,
+                            on_downgrade=lambda group, rebalance: downgraded.append((group, rebalance)))
     groups.downgraded = downgraded
     return groups
 
@@ -201,8 +202,8 @@ def test_the_last_consumer_member_leaving_downgrades_to_a_classic_group_that_reb
     assert classic.leave("g", [("a", None)]) == [E.none]   # a classic member leaving: no conversion
     assert not downgraded
     groups.heartbeat(Heartbeat("g", "c", -1), lookup)
-    assert [g.group_id for g in downgraded] == ["g"]
-    group = downgraded[0]
+    assert [(g.group_id, rebalance) for g, rebalance in downgraded] == [("g", True)]
+    group = downgraded[0][0]
     shell = Group("g", offsets={("t", 0): object()})
     back = to_classic(group, shell, 1234)
     assert back is shell and back.offsets and back.generation == group.epoch
@@ -333,3 +334,25 @@ def test_a_consumer_protocol_member_must_commit_with_offset_commit_v9(groups):
     assert groups.offset_error("g", "c", r.member_epoch, commit_version=8) == E.unsupported_version
     assert groups.offset_error("g", "c", r.member_epoch, commit_version=9) == E.none
     assert groups.offset_error("g", "a", 3, commit_version=2) == E.none
+
+
+def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades_without_a_rebalance(tmp_path):
+    """Kafka's downgrade by replacement: the classic group is Stable at once, the new member id
+    with the assignment of the consumer-protocol member it replaced."""
+    async def scenario():
+        c = await _coordinator(Replicas(tmp_path))
+        c.membership.install(classic_group({"a": {0, 1, 2, 3, 4, 5}}))
+        c.upgrade("g", lookup)
+        c.consumer.heartbeat(Heartbeat("g", "c", 0, instance_id="i", rebalance_timeout_ms=30_000, subscribed=("t",),
+                                       owned=frozenset()), lookup)
+        target = {p for _, p in c.consumer.groups["g"].target["c"]}
+        r = join(c.classic, "", instance_id="i")
+        await c.store_consumer("g")
+        back = c.membership.groups["g"]
+        assigned = {p for _, p in embedded.parse_assignment(back.members[r.member_id].assignment)}
+        found = (back.state, set(back.members), dict(back.static), "g" in c.consumer.groups)
+        c.close()
+        return r, found, assigned, target
+    r, found, assigned, target = asyncio.run(scenario())
+    assert r.error == E.none and found == (GroupState.STABLE, {"a", r.member_id}, {"i": r.member_id}, False)
+    assert assigned == target and target

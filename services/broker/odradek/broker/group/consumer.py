@@ -162,12 +162,12 @@ class ConsumerGroups:
 
     def __init__(self, settings: ConsumerSettings, call_later: Callable | None = None,
                  on_change: Callable[[str], None] = lambda _group_id: None,
-                 on_downgrade: Callable[[ConsumerGroup], None] | None = None) -> None:
+                 on_downgrade: Callable[[ConsumerGroup, bool], None] | None = None) -> None:
         self.settings = settings
         self.groups: dict[str, ConsumerGroup] = {}
         self._call_later = call_later
         self._on_change = on_change  # a timer changed a group: its records are to be written
-        self.on_downgrade = on_downgrade  # only classic members are left: the group becomes classic
+        self.on_downgrade = on_downgrade  # (group, rebalance): only classic members are left, it becomes classic
 
     def later(self, delay_ms: int, fn, *args):
         call_later = self._call_later or asyncio.get_running_loop().call_later
@@ -353,7 +353,7 @@ class ConsumerGroups:
                 group.members and all(m.classic is not None for m in group.members.values()):
             log.info("group %s: member %s %s; only classic members are left: converting it to a classic group",
                      group.group_id, member.member_id, why)
-            self.on_downgrade(group)  # at the epoch its members know, as Kafka converts it
+            self.on_downgrade(group, True)  # at the epoch its members know, as Kafka converts it
             return
         group.epoch += 1
         log.info("group %s: member %s %s (group epoch %d)", group.group_id, member.member_id, why, group.epoch)

@@ -17,6 +17,9 @@ the others (``ConsumerMember.classic`` holds their session timeout and JoinGroup
   rejoin is its next reconciliation step. A member that does not rejoin (or sync) within its
   rebalance timeout is fenced, as one whose session expires.
 - LeaveGroup removes it (the group epoch is bumped: the others get its partitions).
+- A static classic member replacing the last member using the consumer protocol (same
+  instance id) turns the group classic at once, Stable, without a rebalance (Kafka's
+  downgrade by replacement): the new member has the old one's assignment.
 
 A member is found by member id, or by instance id for a static member (another member id with
 that instance id: FENCED_INSTANCE_ID); a member using the consumer protocol is UNKNOWN_MEMBER_ID
@@ -28,7 +31,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from odradek.broker.group.consumer import Catalog, ConsumerGroup, ConsumerGroups, ConsumerMember, Lookup, MemberState
+from odradek.broker.group.consumer import (STATIC_LEAVE, Catalog, ConsumerGroup, ConsumerGroups, ConsumerMember, Lookup,
+                                           MemberState)
 from odradek.broker.group.consumer_records import ClassicMetadata
 from odradek.broker.group.embedded import encode_assignment, metadata_version, parse_subscription
 from odradek.broker.group.model import JoinResult, Protocols, SyncResult
@@ -84,7 +88,7 @@ class ClassicMembers:
         if not req.member_id and req.require_known_member_id and not req.instance_id:
             return JoinResult(E.member_id_required, member_id)  # Kafka's dynamic members: rejoin with this id
         subscription = parse_subscription(req.protocols[0][1])  # every protocol carries the same subscription
-        member, new = self._joining(group, member_id, req)
+        member, new, replaced = self._joining(group, member_id, req)
         bump = new or frozenset(subscription.topics) != member.subscribed
         member.subscribed = frozenset(subscription.topics)
         member.rack_id = subscription.rack_id or member.rack_id
@@ -97,11 +101,16 @@ class ClassicMembers:
         self.groups.reconcile(group, member, owned)
         self.groups.touch(group, member)
         self._timeout(group, member, "fenced: did not send SyncGroup within its rebalance timeout", restart=True)
-        return JoinResult(E.none, member.member_id, member.epoch, PROTOCOL_TYPE, req.protocols[0][0], "")
+        result = JoinResult(E.none, member.member_id, member.epoch, PROTOCOL_TYPE, req.protocols[0][0], "")
+        if replaced is not None and replaced.classic is None and self.groups.settings.downgrade and \
+                self.groups.on_downgrade is not None and all(m.classic for m in group.members.values()):
+            self.groups.on_downgrade(group, False)  # Kafka: the last consumer-protocol member replaced, no rebalance
+        return result
 
-    def _joining(self, group: ConsumerGroup, member_id: str, req: ClassicJoin) -> tuple[ConsumerMember, bool]:
-        """The member joining (and whether it is new); a static member's new member id takes
-        over the assignment of the instance's previous one."""
+    def _joining(self, group: ConsumerGroup, member_id: str,
+                 req: ClassicJoin) -> tuple[ConsumerMember, bool, ConsumerMember | None]:
+        """The member joining, whether it is new, and the member it replaced: a static member's
+        new member id takes over the epoch and assignment of the instance's previous one."""
         previous_id = group.static.get(req.instance_id) if req.instance_id else None
         if previous_id is not None and previous_id != member_id:
             if req.member_id:
@@ -109,21 +118,20 @@ class ClassicMembers:
                                                        f"{req.instance_id} was fenced by member {previous_id}.")
             member = ConsumerMember(member_id, req.instance_id)
             previous = group.members[previous_id]
-            epoch = previous.epoch
             self.groups.replace(group, previous, member)
-            member.epoch = epoch
+            member.epoch = previous.epoch if previous.epoch != STATIC_LEAVE else previous.previous_epoch
             group.members[member_id] = member
             group.static[req.instance_id] = member_id
-            return member, False
+            return member, False, previous
         member = group.members.get(member_id)
         if member is not None:
             if member.classic is None:
                 raise KafkaError(E.unknown_member_id, f"Member {member_id} does not use the classic protocol.")
-            return member, False
+            return member, False, None
         member = group.members[member_id] = ConsumerMember(member_id, req.instance_id)
         if req.instance_id:
             group.static[req.instance_id] = member_id
-        return member, True
+        return member, True, None
 
     def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
              protocol_type: str | None, protocol_name: str | None) -> SyncResult:

@@ -189,15 +189,16 @@ class GroupCoordinator:
         log.info("group %s: converted from a classic group to a consumer group at epoch %d with %d classic members",
                  group_id, group.epoch, len(group.members))
 
-    def _downgrade(self, group: ConsumerGroup) -> None:
-        """Only classic members are left in ``group``: it becomes a classic group that rebalances;
-        its consumer records are deleted and its classic record written in one batch."""
+    def _downgrade(self, group: ConsumerGroup, rebalance: bool) -> None:
+        """Only classic members are left in ``group``: it becomes a classic group (that rebalances
+        if ``rebalance``); its consumer records are deleted and its classic record written in one
+        batch."""
         gid = group.group_id
         records = [Record(v, k) for k, v in consumer_state.changes(group, deleted=True)]
         self.consumer.unload(gid)
         classic = migration.to_classic(group, self.membership.groups.get(gid), self._now())
         records.append(_group_record(classic, {mid: m.assignment for mid, m in classic.members.items()}))
-        self.membership.adopt(classic, f"Downgrade group {gid} from consumer to classic.")
+        self.membership.adopt(classic, f"Downgrade group {gid} from consumer to classic." if rebalance else None)
         task = asyncio.get_running_loop().create_task(self._append(self.partition_of(gid), records))
         self._conversions[gid] = task
         task.add_done_callback(lambda t: self._conversions.pop(gid, None) if self._conversions.get(gid) is t else None)

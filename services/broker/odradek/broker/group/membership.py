@@ -434,13 +434,14 @@ class Membership:
         group.protocol_name = group.leader_id = None
         group.transition(S.EMPTY, self._now())
 
-    def adopt(self, group: Group, reason: str) -> None:
+    def adopt(self, group: Group, reason: str | None) -> None:
         """A consumer group turned classic (KIP-848's online downgrade): its members get session
-        timers and rejoin in a rebalance, as Kafka starts one."""
+        timers and, with a ``reason``, rejoin in a rebalance, as Kafka starts one."""
         self.groups[group.group_id] = group
         for m in group.members.values():
             self._schedule_expiry(group, m)
-        self._prepare_rebalance(group, reason)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
 
     def install(self, group: Group) -> None:
         """A group loaded from ``__consumer_offsets``: members get fresh session timers."""
