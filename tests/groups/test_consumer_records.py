@@ -8,15 +8,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import pytest
-
 from odradek.broker.group import consumer_records as cr
 from odradek.broker.group import records as rec
 from odradek.broker.group.consumer import Heartbeat, MemberState
 from odradek.broker.group.consumer_state import changes
 from odradek.broker.group.records import OffsetValue
 from odradek.errors import ErrorCode as E
-from odradek.errors import KafkaError
 from tests.groups.test_offsets import Replicas, _coordinator
 
 TID = str(uuid.UUID(int=7))
@@ -139,26 +136,5 @@ def test_an_empty_consumer_group_whose_offsets_expire_is_deleted_with_them(tmp_p
         c.close()
         c2 = await _coordinator(replicas)
         assert "g" not in c2.consumer.groups and c2.fetch("g", None) == {}
-        c2.close()
-    asyncio.run(scenario())
-
-
-def test_a_classic_join_replaces_an_empty_consumer_group_and_deletes_its_records(tmp_path):
-    async def scenario():
-        from odradek.broker.handlers.groups import _not_consumer_group
-        replicas = Replicas(tmp_path)
-        c = await _coordinator(replicas)
-        _join(c, "a")
-        await c.store_consumer("g")
-        with pytest.raises(KafkaError) as refused:
-            await _not_consumer_group(c, "g")
-        assert refused.value.code == E.inconsistent_group_protocol
-        c.consumer.heartbeat(Heartbeat("g", "a", -1), lookup)
-        await c.store_consumer("g")
-        await _not_consumer_group(c, "g")
-        assert "g" not in c.consumer.groups
-        c.close()
-        c2 = await _coordinator(replicas)
-        assert "g" not in c2.consumer.groups
         c2.close()
     asyncio.run(scenario())

@@ -125,6 +125,9 @@ GROUP_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("group.consumer.heartbeat.interval.ms", integer(1, INT_MAX), "5000",
               "how often KIP-848 consumer group members are told to heartbeat"),
     ConfigKey("group.consumer.max.size", integer(1, INT_MAX), str(INT_MAX), "most members of a KIP-848 consumer group"),
+    ConfigKey("group.consumer.migration.policy", one_of("bidirectional", "upgrade", "downgrade", "disabled"),
+              "bidirectional", "whether a classic group turns into a KIP-848 consumer group when a consumer-protocol "
+              "member joins (upgrade) and back when the last one leaves (downgrade)"),
     ConfigKey("offset.metadata.max.bytes", integer(0, INT_MAX), "4096", "largest metadata string of a commit"),
     *TXN_CONFIGS.values(),  # the transaction coordinator's (odradek.config.transactions)
 )

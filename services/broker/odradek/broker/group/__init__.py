@@ -6,6 +6,9 @@
 - ``consumer``, ``assignors``: KIP-848 consumer groups (ConsumerGroupHeartbeat) and the
   server-side assignors; ``consumer_records``, ``consumer_state``: their records in
   ``__consumer_offsets`` (Kafka 4.x's kinds 3-8) and a group to and from them;
+- ``migration``, ``consumer_classic``, ``embedded``: mixed groups (KIP-848's online upgrade and
+  downgrade): the conversions, classic members served by a consumer group, and the consumer's
+  embedded Subscription/Assignment;
 - ``config``: broker settings and group -> partition placement;
 - ``loader``: replaying a ``__consumer_offsets`` partition into groups and offsets;
 - ``coordinator``: leadership of offsets partitions, offsets, persistence, retention;

@@ -33,6 +33,7 @@ class GroupConfig:
     consumer_session_timeout_ms: int = setting("group.consumer.session.timeout.ms")
     consumer_heartbeat_interval_ms: int = setting("group.consumer.heartbeat.interval.ms")
     consumer_max_size: int = setting("group.consumer.max.size")
+    consumer_migration_policy: str = setting("group.consumer.migration.policy")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "GroupConfig":
@@ -48,7 +49,7 @@ class GroupConfig:
     @property
     def consumer(self) -> ConsumerSettings:
         return ConsumerSettings(self.consumer_session_timeout_ms, self.consumer_heartbeat_interval_ms,
-                                self.consumer_max_size)
+                                self.consumer_max_size, self.consumer_migration_policy)
 
 
 def java_string_hashcode(s: str) -> int:

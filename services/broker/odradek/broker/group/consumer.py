@@ -22,6 +22,11 @@ timer fenced a member) and ``install``ed from them when a broker loads the group
 after a coordinator move the members heartbeat to the new one with their epochs and keep their
 partitions. A heartbeat with an epoch for a group that is not known gets UNKNOWN_MEMBER_ID (Kafka's
 GROUP_ID_NOT_FOUND there is fatal to clients) and the member rejoins with epoch 0.
+
+Members may also speak the classic protocol (``classic`` set: KIP-848's online upgrade, served
+by ``consumer_classic``): they are assigned by the same assignor and reconciled when they
+rejoin. When the last member using the consumer protocol leaves or is fenced while classic
+members remain, ``on_downgrade`` turns the group back into a classic group (``migration``).
 Not thread-safe: the broker's event loop only.
 """
 
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from odradek.broker.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, TP, Topics
+from odradek.broker.group.consumer_records import ClassicMetadata
 from odradek.broker.group.topic_regex import compile_regex, resolve
 from odradek.errors import ErrorCode, KafkaError
 
@@ -56,6 +62,15 @@ class ConsumerSettings:
     session_timeout_ms: int = 45_000       # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000     # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1              # group.consumer.max.size
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+    @property
+    def upgrade(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +116,8 @@ class ConsumerMember:
     revoking: frozenset[TP] = frozenset()
     session_timer: object | None = None
     revoke_timer: object | None = None
+    classic: ClassicMetadata | None = None  # a member speaking the classic protocol (consumer_classic)
+    classic_timer: object | None = None     # its join or sync timeout (its rebalance timeout)
     encoded: tuple | None = None  # (fields, records): consumer_state's cache of its records
 
 
@@ -144,13 +161,15 @@ class ConsumerGroups:
     """The KIP-848 groups of one coordinator; ``heartbeat`` is ConsumerGroupHeartbeat."""
 
     def __init__(self, settings: ConsumerSettings, call_later: Callable | None = None,
-                 on_change: Callable[[str], None] = lambda _group_id: None) -> None:
+                 on_change: Callable[[str], None] = lambda _group_id: None,
+                 on_downgrade: Callable[[ConsumerGroup, bool], None] | None = None) -> None:
         self.settings = settings
         self.groups: dict[str, ConsumerGroup] = {}
         self._call_later = call_later
         self._on_change = on_change  # a timer changed a group: its records are to be written
+        self.on_downgrade = on_downgrade  # (group, rebalance): only classic members are left, it becomes classic
 
-    def _later(self, delay_ms: int, fn, *args):
+    def later(self, delay_ms: int, fn, *args):
         call_later = self._call_later or asyncio.get_running_loop().call_later
         return call_later(max(delay_ms, 0) / 1000, fn, *args)
 
@@ -163,7 +182,7 @@ class ConsumerGroups:
         """Raises KafkaError with Kafka's error for a refused heartbeat. ``catalog`` is read when
         a member subscribes by regex: the regexes are resolved again whenever it changed (a
         topic created or deleted), so a new matching topic enters the assignment."""
-        _validate(hb)
+        validate(hb)
         if hb.member_epoch in (LEAVE, STATIC_LEAVE):
             return self._leave(hb)
         group = self.groups.get(hb.group_id)
@@ -173,18 +192,22 @@ class ConsumerGroups:
             group = self.groups[hb.group_id] = ConsumerGroup(hb.group_id)
         member, bump = self._member(group, hb)
         bump |= self._update(member, hb)
-        bump |= self._refresh_topics(group, lookup, catalog)
-        if bump:
-            group.epoch += 1
-        if group.epoch > group.target_epoch:
-            self._assign(group)
+        self.advance(group, bump, lookup, catalog)
         before = member.assigned
-        self._reconcile(group, member, hb.owned)
-        self._touch(group, member)
+        self.reconcile(group, member, hb.owned)
+        self.touch(group, member)
         send = (hb.member_epoch == 0 or member.assigned != before
                 or (hb.owned is not None and hb.owned != member.assigned))
         return HeartbeatResult(member.member_id, member.epoch, self.settings.heartbeat_interval_ms,
                                member.assigned if send else None)
+
+    def advance(self, group: ConsumerGroup, bump: bool, lookup: Lookup, catalog: Catalog) -> None:
+        """Bump the group epoch if ``bump`` or the subscribed topics changed; a new target
+        assignment when the group epoch passed the target's."""
+        if self._refresh_topics(group, lookup, catalog) or bump:
+            group.epoch += 1
+        if group.epoch > group.target_epoch:
+            self._assign(group)
 
     def _member(self, group: ConsumerGroup, hb: Heartbeat) -> tuple[ConsumerMember, bool]:
         """The member the heartbeat is from (and whether it is new); Kafka's epoch checks."""
@@ -216,14 +239,14 @@ class ConsumerGroups:
             if previous.epoch != STATIC_LEAVE:
                 raise KafkaError(E.unreleased_instance_id, f"Static member {previous_id} with instance id "
                                                            f"{hb.instance_id} is present in the consumer group.")
-            self._replace(group, previous, member)  # takes over its assignment and epoch
+            self.replace(group, previous, member)  # takes over its assignment and epoch
         group.members[member.member_id] = member
         if hb.instance_id:
             group.static[hb.instance_id] = member.member_id
         return member
 
     @staticmethod
-    def _replace(group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
+    def replace(group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
         _cancel(old)
         del group.members[old.member_id]
         new.epoch, new.previous_epoch = old.previous_epoch, old.previous_epoch
@@ -276,7 +299,7 @@ class ConsumerGroups:
                  group.assignor, len(group.members))
 
     # -- reconciliation (Kafka's CurrentAssignmentBuilder) -------------------------------------
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP] | None) -> None:
+    def reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP] | None) -> None:
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             back = member.revoking & group.target.get(member.member_id, frozenset())
             member.assigned, member.revoking = member.assigned | back, member.revoking - back  # a newer target
@@ -292,7 +315,7 @@ class ConsumerGroups:
         if revoke and (owned is None or owned & revoke):
             member.assigned, member.revoking = keep, revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
-            member.revoke_timer = self._later(member.rebalance_timeout_ms, self._revoke_expired, group, member)
+            member.revoke_timer = self.later(member.rebalance_timeout_ms, self._revoke_expired, group, member)
             return
         group.release(member, revoke)
         free = {tp for tp in target - keep if group.owners.get(tp, member.member_id) == member.member_id}
@@ -312,7 +335,7 @@ class ConsumerGroups:
             raise KafkaError(E.unknown_member_id, f"Member {hb.member_id} is not a member of group {hb.group_id}.")
         if hb.member_epoch == STATIC_LEAVE and member.instance_id:
             member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE
-            self._touch(group, member)  # its assignment waits for the instance for one session
+            self.touch(group, member)  # its assignment waits for the instance for one session
         else:
             self.remove(group, member, "left the group")
         return HeartbeatResult(hb.member_id, hb.member_epoch, self.settings.heartbeat_interval_ms)
@@ -326,20 +349,27 @@ class ConsumerGroups:
             del group.static[member.instance_id]
         group.release(member, member.assigned | member.revoking)
         group.target.pop(member.member_id, None)
+        if member.classic is None and self.settings.downgrade and self.on_downgrade is not None and \
+                group.members and all(m.classic is not None for m in group.members.values()):
+            log.info("group %s: member %s %s; only classic members are left: converting it to a classic group",
+                     group.group_id, member.member_id, why)
+            self.on_downgrade(group, True)  # at the epoch its members know, as Kafka converts it
+            return
         group.epoch += 1
         log.info("group %s: member %s %s (group epoch %d)", group.group_id, member.member_id, why, group.epoch)
 
-    def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A heartbeat: the member's session starts again (a classic member's is its own)."""
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._later(self.settings.session_timeout_ms, self._fence, group, member,
-                                           "fenced: session timed out")
+        session = member.classic.session_timeout_ms if member.classic else self.settings.session_timeout_ms
+        member.session_timer = self.later(session, self.fence, group, member, "fenced: session timed out")
 
     def _revoke_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            self._fence(group, member, "fenced: did not revoke its partitions within its rebalance timeout")
+            self.fence(group, member, "fenced: did not revoke its partitions within its rebalance timeout")
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         if group.members.get(member.member_id) is member:
             self.remove(group, member, why)
             self._on_change(group.group_id)
@@ -350,9 +380,9 @@ class ConsumerGroups:
         self.unload(group.group_id)
         self.groups[group.group_id] = group
         for member in group.members.values():
-            self._touch(group, member)
+            self.touch(group, member)
             if member.state == MemberState.UNREVOKED_PARTITIONS:
-                member.revoke_timer = self._later(member.rebalance_timeout_ms, self._revoke_expired, group, member)
+                member.revoke_timer = self.later(member.rebalance_timeout_ms, self._revoke_expired, group, member)
 
     def unload(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
@@ -360,9 +390,12 @@ class ConsumerGroups:
             _cancel(member)
 
     # -- offsets (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) -------------
-    def offset_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+    def offset_error(self, group_id: str, member_id: str, member_epoch: int,
+                     commit_version: int | None = None) -> ErrorCode | None:
         """None when the group is not a consumer group; else the error of a commit or fetch by
-        (member id, epoch): epoch -1 without a member is the admin client's (any group)."""
+        (member id, epoch): epoch -1 without a member is the admin client's (any group); a member
+        using the consumer protocol must commit with OffsetCommit v9+ (UNSUPPORTED_VERSION), as
+        Kafka's validateOffsetCommit requires."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -371,7 +404,11 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return E.unknown_member_id
-        return E.none if member_epoch == member.epoch else E.stale_member_epoch
+        if commit_version is not None and commit_version < 9 and member.classic is None:
+            return E.unsupported_version
+        if member_epoch == member.epoch:
+            return E.none
+        return E.illegal_generation if member.classic is not None else E.stale_member_epoch
 
 
 def preferred_assignor(members) -> str:
@@ -380,7 +417,7 @@ def preferred_assignor(members) -> str:
     return wanted.most_common(1)[0][0] if wanted else DEFAULT_ASSIGNOR
 
 
-def _validate(hb: Heartbeat) -> None:
+def validate(hb: Heartbeat) -> None:
     """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR."""
     def invalid(why: str):
         raise KafkaError(E.invalid_request, why)
@@ -437,6 +474,9 @@ def _cancel_revoke(member: ConsumerMember) -> None:
 
 def _cancel(member: ConsumerMember) -> None:
     _cancel_revoke(member)
+    if member.classic_timer is not None:
+        member.classic_timer.cancel()
+        member.classic_timer = None
     if member.session_timer is not None:
         member.session_timer.cancel()
         member.session_timer = None

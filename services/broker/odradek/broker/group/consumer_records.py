@@ -16,9 +16,12 @@ flexible):
   partitions and those pending revocation.
 
 Values are version 0 of flexible messages (KIP-482): compact strings and arrays, uuids as 16
-bytes, a tagged-field section closing every struct. We write no tagged fields and skip those we
-read (4.1's MetadataHash, a classic member's metadata, KIP-1251's assignment epochs). Partitions
-are ``(topic id as uuid text, partition)``. A null value is a tombstone.
+bytes, a tagged-field section closing every struct. The one tagged field we write and read is
+the member metadata's tag 0, ClassicMemberMetadata (a member speaking the classic protocol in a
+consumer group, KIP-848's online upgrade: its session timeout and its JoinGroup protocols,
+written as Kafka writes a nullable struct in a tagged field: a present byte 1, then the
+struct); the others we skip (4.1's MetadataHash, KIP-1251's assignment epochs). Partitions are
+``(topic id as uuid text, partition)``. A null value is a tombstone.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.primitives import NO_TAGS, FieldReader, array_length, nullable_string, string
+from odradek.protocol.primitives import NO_TAGS, FieldReader, array_length, nullable_string, string, tagged_fields, uvarint
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
@@ -48,6 +51,13 @@ class ConsumerKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """A consumer group member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), the member's order of preference
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadata:
     instance_id: str | None
     rack_id: str | None
@@ -57,6 +67,7 @@ class MemberMetadata:
     regex: str | None
     rebalance_timeout_ms: int
     assignor: str | None
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +121,17 @@ def partition_metadata_value(topics: dict[str, tuple[str, int]]) -> bytes:
 
 
 def member_metadata_value(m: MemberMetadata) -> bytes:
-    return _value(nullable_string(m.instance_id, True), nullable_string(m.rack_id, True), string(m.client_id, True),
-                  string(m.client_host, True), _array(sorted(m.subscribed), lambda s: string(s, True)),
-                  nullable_string(m.regex, True), _I32.pack(m.rebalance_timeout_ms),
-                  nullable_string(m.assignor, True))
+    fields = b"".join((nullable_string(m.instance_id, True), nullable_string(m.rack_id, True),
+                       string(m.client_id, True), string(m.client_host, True),
+                       _array(sorted(m.subscribed), lambda s: string(s, True)), nullable_string(m.regex, True),
+                       _I32.pack(m.rebalance_timeout_ms), nullable_string(m.assignor, True)))
+    tags = [] if m.classic is None else [(0, b"\x01" + _classic(m.classic))]
+    return _I16.pack(0) + fields + tagged_fields(tags)
+
+
+def _classic(c: ClassicMetadata) -> bytes:
+    return _I32.pack(c.session_timeout_ms) + _array(c.protocols, lambda p: string(p[0], True) + uvarint(
+        len(p[1]) + 1) + p[1] + NO_TAGS) + NO_TAGS
 
 
 def target_member_value(partitions) -> bytes:
@@ -176,9 +194,19 @@ def decode_partition_metadata(value: bytes) -> dict[str, tuple[str, int]]:
 
 
 def decode_member_metadata(value: bytes) -> MemberMetadata:
-    return _read(value, lambda r: MemberMetadata(
-        r.nullable_string(), r.nullable_string(), r.nullable_string() or "", r.nullable_string() or "", tuple(r.values(lambda s: s.nullable_string() or "")),
-        r.nullable_string(), r.fixed(_I32), r.nullable_string()))
+    r = _Reader(value)
+    fields = (r.nullable_string(), r.nullable_string(), r.nullable_string() or "", r.nullable_string() or "",
+              tuple(r.values(lambda s: s.nullable_string() or "")), r.nullable_string(), r.fixed(_I32),
+              r.nullable_string())
+    classic = None
+    for _ in range(r.uvarint()):  # the tagged fields: tag 0 is ClassicMemberMetadata
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0 and size and r.fixed(_I8) == 1:
+            classic = ClassicMetadata(r.fixed(_I32), tuple(r.array(lambda p: (p.string(), p.raw(p.length())))))
+            r.tags()
+        r.pos = end
+    return MemberMetadata(*fields, classic)
 
 
 def decode_target_member(value: bytes) -> frozenset[TP]:

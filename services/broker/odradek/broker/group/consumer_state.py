@@ -46,12 +46,12 @@ def _member_records(gid: str, m: ConsumerMember, target) -> dict[bytes, bytes]:
     heartbeat of a group diffs all its members' records: re-encoding them all each time makes
     a large group's heartbeats quadratic in its size)."""
     signature = (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed, m.regex, m.rebalance_timeout_ms,
-                 m.assignor, m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking, target)
+                 m.assignor, m.classic, m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking, target)
     if m.encoded is not None and m.encoded[0] == signature:
         return m.encoded[1]
     records = {key(ConsumerKey(MEMBER_METADATA, gid, m.member_id)): member_metadata_value(MemberMetadata(
         m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(m.subscribed), m.regex or None,
-        m.rebalance_timeout_ms, m.assignor)),
+        m.rebalance_timeout_ms, m.assignor, m.classic)),
         key(ConsumerKey(CURRENT_ASSIGNMENT, gid, m.member_id)): current_assignment_value(CurrentAssignment(
             m.epoch, m.previous_epoch, m.state.value, m.assigned, m.revoking))}
     if target is not None:
@@ -110,6 +110,7 @@ def _metadata(m: ConsumerMember, v: MemberMetadata) -> None:
     m.instance_id, m.rack_id, m.client_id, m.client_host = v.instance_id, v.rack_id, v.client_id, v.client_host
     m.subscribed, m.rebalance_timeout_ms, m.assignor = frozenset(v.subscribed), v.rebalance_timeout_ms, v.assignor
     m.regex = v.regex or ""  # its topics are resolved again at the group's next heartbeat
+    m.classic = v.classic
 
 
 def _assignment(m: ConsumerMember, v: CurrentAssignment) -> None:

@@ -24,9 +24,10 @@ import logging
 import time
 from typing import Awaitable, Callable
 
-from odradek.broker.group import consumer_state
+from odradek.broker.group import consumer_state, migration
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig, partition_for
-from odradek.broker.group.consumer import ConsumerGroups
+from odradek.broker.group.consumer import ConsumerGroup, ConsumerGroups, Lookup
+from odradek.broker.group.consumer_classic import ClassicMembers
 from odradek.broker.group.loader import read_partition
 from odradek.broker.group.membership import Membership
 from odradek.broker.group.model import Group, GroupState
@@ -56,7 +57,10 @@ class GroupCoordinator:
         self._now = now_ms
         self.partitions = config.offsets_partitions  # replaced by the topic's real count
         self.membership = Membership(config.membership, self._store_group, now_ms=now_ms)
-        self.consumer = ConsumerGroups(config.consumer, on_change=self._consumer_changed)  # KIP-848 groups
+        self.consumer = ConsumerGroups(config.consumer, on_change=self._consumer_changed,  # KIP-848 groups
+                                       on_downgrade=self._downgrade)
+        self.classic = ClassicMembers(self.consumer)  # their classic members (KIP-848's online upgrade)
+        self._conversions: dict[str, asyncio.Task] = {}  # group id -> the write of its downgrade
         self.owned: dict[int, _Owned] = {}
         self.unparseable_records = 0   # skipped while loading partitions (a metric)
         self._retention: asyncio.TimerHandle | None = None
@@ -141,17 +145,16 @@ class GroupCoordinator:
             raise KafkaError(code, f"writing to {OFFSETS_TOPIC}-{partition} failed: {e.message}") from e
 
     async def _store_group(self, group: Group, assignments: dict[str, bytes]) -> None:
-        members = tuple(MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                                    m.session_timeout_ms, m.metadata(group.protocol_name),
-                                    assignments.get(mid, b"")) for mid, m in group.members.items())
-        value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
-                           group.state_ms, members)
         partition = self.check(group.group_id)
-        await self._append(partition, [Record(group_value(value), group_key(group.group_id))])
+        await self._append(partition, [_group_record(group, assignments)])
 
     async def store_consumer(self, group_id: str, deleted: bool = False) -> None:
-        """Write what changed in KIP-848 group ``group_id`` (``consumer_state``); raises KafkaError
-        (NOT_COORDINATOR, ...) when the write fails."""
+        """Write what changed in KIP-848 group ``group_id`` (``consumer_state``), or the records of
+        its conversion to a classic group; raises KafkaError (NOT_COORDINATOR, ...) when the
+        write fails."""
+        conversion = self._conversions.get(group_id)
+        if conversion is not None:
+            await asyncio.shield(conversion)
         group = self.consumer.groups.get(group_id)
         if group is None:
             return
@@ -170,16 +173,51 @@ class GroupCoordinator:
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
             "writing consumer group %s failed: %s", group_id, t.exception()))
 
+    # -- KIP-848's online upgrade and downgrade (migration) ----------------------------------------
+    def upgrade(self, group_id: str, lookup: Lookup) -> None:
+        """A member using the consumer protocol joins classic group ``group_id`` (with members): it
+        becomes a consumer group, its records written with the joining member's heartbeat. Refused
+        as Kafka refuses it: GROUP_ID_NOT_FOUND."""
+        classic = self.membership.groups[group_id]
+        why = migration.upgrade_refusal(classic, self.config.consumer)
+        if why is not None:
+            log.info("group %s stays a classic group: %s", group_id, why)
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        group = migration.to_consumer(classic, lookup)
+        self.membership.hand_over(group_id)
+        self.consumer.install(group)
+        log.info("group %s: converted from a classic group to a consumer group at epoch %d with %d classic members",
+                 group_id, group.epoch, len(group.members))
+
+    def _downgrade(self, group: ConsumerGroup, rebalance: bool) -> None:
+        """Only classic members are left in ``group``: it becomes a classic group (that rebalances
+        if ``rebalance``); its consumer records are deleted and its classic record written in one
+        batch."""
+        gid = group.group_id
+        records = [Record(v, k) for k, v in consumer_state.changes(group, deleted=True)]
+        self.consumer.unload(gid)
+        classic = migration.to_classic(group, self.membership.groups.get(gid), self._now())
+        records.append(_group_record(classic, {mid: m.assignment for mid, m in classic.members.items()}))
+        self.membership.adopt(classic, f"Downgrade group {gid} from consumer to classic." if rebalance else None)
+        task = asyncio.get_running_loop().create_task(self._append(self.partition_of(gid), records))
+        self._conversions[gid] = task
+        task.add_done_callback(lambda t: self._conversions.pop(gid, None) if self._conversions.get(gid) is t else None)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
+            "writing the downgrade of group %s failed: %s", gid, t.exception()))
+        log.info("group %s: converted from a consumer group to a classic group at generation %d", gid,
+                 classic.generation)
+
     async def delete_consumer(self, group_id: str) -> None:
         """Forget KIP-848 group ``group_id`` (members gone), tombstoning its records."""
         await self.store_consumer(group_id, deleted=True)
         self.consumer.unload(group_id)
 
     # -- offsets --------------------------------------------------------------------------------
-    def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+    def _commit_error(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      version: int) -> ErrorCode:
         """Kafka's doCommitOffsets checks; a group is created for simple (generation -1) commits."""
         groups = self.membership.groups
-        consumer_error = self.consumer.offset_error(group_id, member_id, generation)
+        consumer_error = self.consumer.offset_error(group_id, member_id, generation, commit_version=version)
         if consumer_error is not None:  # a KIP-848 group: its offsets live in a member-less classic shell
             if consumer_error == E.none:
                 groups.setdefault(group_id, Group(group_id, state_ms=self._now()))
@@ -201,10 +239,10 @@ class GroupCoordinator:
 
     @completes_if_cancelled
     async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                     offsets: dict[tuple[str, int], OffsetValue]) -> dict[tuple[str, int], ErrorCode]:
-        """Errors per partition; raises KafkaError for coordinator errors."""
+                     offsets: dict[tuple[str, int], OffsetValue], version: int = 9) -> dict[tuple[str, int], ErrorCode]:
+        """Errors per partition (``version``: the OffsetCommit's); raises KafkaError for coordinator errors."""
         partition = self.check(group_id)
-        error = self._commit_error(group_id, generation, member_id, instance_id)
+        error = self._commit_error(group_id, generation, member_id, instance_id, version)
         if error != E.none:
             return {tp: error for tp in offsets}
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -235,7 +273,10 @@ class GroupCoordinator:
         group = self.membership.groups.get(group_id)
         if group is None:
             group = self.membership.groups[group_id] = Group(group_id, state_ms=self._now())
-        if group.state == S.DEAD:
+        consumer_error = self.consumer.offset_error(group_id, member_id, generation)
+        if consumer_error is not None:  # a KIP-848 group: its member and epoch; a stale epoch is ILLEGAL_GENERATION here
+            error = E.illegal_generation if consumer_error == E.stale_member_epoch else consumer_error
+        elif group.state == S.DEAD:
             error = E.coordinator_not_available
         elif generation >= 0 or member_id or instance_id:  # Kafka's validateOffsetCommit, transactional
             error = self.membership.check_member(group, member_id, instance_id, generation)
@@ -362,3 +403,13 @@ class GroupCoordinator:
         if removed:
             log.info("expired %d committed offsets", removed)
         return removed
+
+
+def _group_record(group: Group, assignments: dict[str, bytes]) -> Record:
+    """A classic group's metadata record (its members with their assignments)."""
+    members = tuple(MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                m.session_timeout_ms, m.metadata(group.protocol_name),
+                                assignments.get(mid, b"")) for mid, m in group.members.items())
+    value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
+                       group.state_ms, members)
+    return Record(group_value(value), group_key(group.group_id))

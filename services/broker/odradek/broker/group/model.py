@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
+from odradek.broker.group.embedded import parse_subscription
 from odradek.broker.group.records import OffsetValue
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 
 
 class GroupState(str, enum.Enum):
@@ -176,24 +176,8 @@ class Group:
 
 
 def consumer_subscription_topics(metadata: bytes) -> set[str] | None:
-    """The topic names of a consumer protocol Subscription (version i16, [topic string], ...)."""
+    """The topic names of a consumer protocol Subscription; None if it does not parse."""
     try:
-        pos = 2
-        (count,) = _unpack(">i", metadata, pos)
-        pos += 4
-        topics = set()
-        for _ in range(count):
-            (n,) = _unpack(">h", metadata, pos)
-            pos += 2
-            topics.add(metadata[pos:pos + n].decode())
-            pos += n
-        return topics
-    except (ValueError, UnicodeDecodeError):
+        return set(parse_subscription(metadata).topics)
+    except KafkaError:
         return None
-
-
-def _unpack(fmt: str, buf: bytes, pos: int) -> tuple:
-    try:
-        return struct.unpack_from(fmt, buf, pos)
-    except struct.error as e:
-        raise ValueError(str(e)) from None

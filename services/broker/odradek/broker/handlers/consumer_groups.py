@@ -3,9 +3,11 @@
 Only translation between wire versions and the coordinator's ``ConsumerGroups``
 (``ctx.groups.consumer``; see ``odradek.broker.group.consumer``). Partitions travel as topic
 ids; the subscribed topics' ids and partition counts come from the broker's metadata. A
-heartbeat is answered after the group's changed records are in ``__consumer_offsets``. A group
-id that classic members use (JoinGroup) is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka
-answers without the classic-to-consumer conversion.
+heartbeat is answered after the group's changed records are in ``__consumer_offsets``. A member
+joining (epoch 0) a classic group with members converts it to a consumer group (KIP-848's online
+upgrade, ``group.consumer.migration.policy``); a group that may not be converted, or a heartbeat
+with an epoch to a classic group, is GROUP_ID_NOT_FOUND, as Kafka answers. ConsumerGroupDescribe
+v1 tells each member's type (0 classic, 1 consumer).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import uuid
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.group.consumer import ConsumerGroup, Heartbeat
+from odradek.broker.group.consumer import ConsumerGroup, Heartbeat, validate
 from odradek.broker.handlers.answer import ZERO
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed, authorized_operations
@@ -28,14 +30,14 @@ E = ErrorCode
 log = logging.getLogger(__name__)
 
 
-def _lookup(ctx: BrokerContext):
+def topic_lookup(ctx: BrokerContext):
     def topics(names):
         found = {n: ctx.replicas.topic(n) for n in names}
         return {n: (str(uuid.UUID(m.topic_id)), len(m.partitions)) for n, m in found.items() if m is not None}
     return topics
 
 
-def _catalog(ctx: BrokerContext):
+def topic_catalog(ctx: BrokerContext):
     """The topics a regex subscription may match: those the member may Describe, as Kafka
     resolves a regex with the authorizations of the heartbeat that refreshed it."""
     def names():
@@ -62,14 +64,17 @@ async def consumer_group_heartbeat(ctx: BrokerContext, header, req):
         if not allowed(ctx, Operation.READ, ResourceType.GROUP, req.group_id):
             raise KafkaError(E.group_authorization_failed, "Group authorization failed.")
         ctx.groups.check(req.group_id)
-        if _classic_in_use(ctx, req.group_id):
-            raise KafkaError(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
         rebalance = req.rebalance_timeout
         hb = Heartbeat(req.group_id, member_id, req.member_epoch, header.client_id or "", current().client_host,
                        req.instance_id, req.rack_id, int(rebalance.total_seconds() * 1000),
                        req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None),
                        req.server_assignor, owned)
-        r = ctx.groups.consumer.heartbeat(hb, _lookup(ctx), _catalog(ctx))
+        if _classic_in_use(ctx, req.group_id):
+            validate(hb)  # Kafka checks the request before it converts anything
+            if req.member_epoch != 0:
+                raise KafkaError(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            ctx.groups.upgrade(req.group_id, topic_lookup(ctx))
+        r = ctx.groups.consumer.heartbeat(hb, topic_lookup(ctx), topic_catalog(ctx))
         await ctx.groups.store_consumer(req.group_id)  # answered once its records are written, as Kafka does
     except KafkaError as e:
         if e.code == E.invalid_request:  # a client bug or a feature not served: worth a line
@@ -118,14 +123,15 @@ async def consumer_group_describe(ctx: BrokerContext, header, req):
 
 def _members(s, version: int, group: ConsumerGroup) -> tuple:
     names = {tid: name for name, (tid, _) in group.topics.items()}
-    member_type = {"member_type": 1} if version >= 1 else {}  # every member uses the consumer protocol here
+    def member_type(m) -> dict:
+        return {"member_type": 0 if m.classic is not None else 1} if version >= 1 else {}
     return tuple(make(
         s.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
         client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=tuple(sorted(m.subscribed)),
         subscribed_topic_regex=m.regex or None,
         assignment=make(s.Assignment, topic_partitions=_by_topic(s.TopicPartitions, m.assigned, names)),
         target_assignment=make(s.Assignment, topic_partitions=_by_topic(
-            s.TopicPartitions, group.target.get(m.member_id, ()), names)), **member_type)
+            s.TopicPartitions, group.target.get(m.member_id, ()), names)), **member_type(m))
         for m in group.members.values())
 
 

@@ -7,6 +7,12 @@ transactional id, ``__transaction_state``) is missing, FindCoordinator has it cr
 (``InternalTopic.ensure()``) and, like Kafka, answers COORDINATOR_NOT_AVAILABLE until the
 key's partition has a leader. JoinGroup v8 carries the client's reason (KIP-800, logged), v9
 answers SkipAssignment to a static leader rejoining a Stable group (KIP-814).
+
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup to a KIP-848 consumer group with members are
+served by it (``ctx.groups.classic``: its classic members, KIP-848's online upgrade); a JoinGroup
+is answered once the group's changed records are written. DescribeGroups v6 answers a group
+that is not classic (or not there) with GROUP_ID_NOT_FOUND and a message, as Kafka 4.x; earlier
+versions describe it Dead.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import logging
 import time
 
 from odradek.broker.context import BrokerContext
+from odradek.broker.group.consumer_classic import ClassicJoin
 from odradek.broker.handlers.answer import ZERO
+from odradek.broker.handlers.consumer_groups import topic_catalog, topic_lookup
 from odradek.broker.group.config import partition_for
 from odradek.broker.group.records import OffsetValue
 from odradek.broker.security.acl import Operation, ResourceType
@@ -88,14 +96,18 @@ async def join_group(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
-        await _not_consumer_group(coord, req.group_id)
         session = _ms(req.session_timeout)
         rebalance = _ms(req.rebalance_timeout) if v >= 1 else session
-        r = await coord.membership.join(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "",
-            current().client_host,
-            session, rebalance, req.protocol_type, tuple((p.name, p.metadata) for p in req.protocols),
-            require_known_member_id=v >= 4, skip_assignment=v >= 9)
+        join = ClassicJoin(req.group_id, req.member_id, getattr(req, "group_instance_id", None), header.client_id or "",
+                           current().client_host, session, rebalance, req.protocol_type,
+                           tuple((p.name, p.metadata) for p in req.protocols), require_known_member_id=v >= 4)
+        if coord.consumer.active(req.group_id):
+            r = await _join_consumer_group(ctx, join)
+        else:
+            await coord.delete_consumer(req.group_id)  # an empty KIP-848 group becomes classic, as in Kafka
+            r = await coord.membership.join(
+                join.group_id, join.member_id, join.instance_id, join.client_id, join.client_host, session, rebalance,
+                join.protocol_type, join.protocols, require_known_member_id=v >= 4, skip_assignment=v >= 9)
         if getattr(req, "reason", None):  # v8+ (KIP-800): informational, as in Kafka's rebalance logs
             log.debug("JoinGroup of %s in %s: %s", req.member_id or "a new member", req.group_id, req.reason)
     except KafkaError as e:
@@ -109,13 +121,14 @@ async def join_group(ctx: BrokerContext, header, req):
                 leader=r.leader, member_id=r.member_id, members=members, skip_assignment=r.skip_assignment)
 
 
-async def _not_consumer_group(coord, group_id: str) -> None:
-    """Classic members cannot join a KIP-848 group with members (no conversion here), as Kafka
-    without ``group.consumer.migration.policy``; an empty one is replaced by the classic group
-    (its records deleted)."""
-    if coord.consumer.active(group_id):
-        raise KafkaError(E.inconsistent_group_protocol, f"Group {group_id} is a consumer group.")
-    await coord.delete_consumer(group_id)
+async def _join_consumer_group(ctx: BrokerContext, join: ClassicJoin):
+    """A classic member joins a consumer group: answered once the group's records are written."""
+    if join.session_timeout_ms < ctx.groups.config.min_session_timeout_ms or \
+            join.session_timeout_ms > ctx.groups.config.max_session_timeout_ms:
+        raise KafkaError(E.invalid_session_timeout, "The session timeout is not within the broker's range.")
+    r = ctx.groups.classic.join(join, topic_lookup(ctx), topic_catalog(ctx))
+    await ctx.groups.store_consumer(join.group_id)
+    return r
 
 
 async def sync_group(ctx: BrokerContext, header, req):
@@ -124,10 +137,12 @@ async def sync_group(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
-        r = await coord.membership.sync(
-            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
-            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
-            {a.member_id: a.assignment for a in req.assignments})
+        args = (req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
+                getattr(req, "protocol_type", None), getattr(req, "protocol_name", None))
+        if coord.consumer.active(req.group_id):
+            r = coord.classic.sync(*args)
+        else:
+            r = await coord.membership.sync(*args, {a.member_id: a.assignment for a in req.assignments})
     except KafkaError as e:
         return make(s.SyncGroupResponse, throttle_time=ZERO, error_code=e.code, protocol_type=None,
                     protocol_name=None, assignment=b"")
@@ -141,8 +156,9 @@ async def heartbeat(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
-        error = coord.membership.heartbeat(req.group_id, req.generation_id, req.member_id,
-                                           getattr(req, "group_instance_id", None))
+        serving = coord.classic if coord.consumer.active(req.group_id) else coord.membership
+        error = serving.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                  getattr(req, "group_instance_id", None))
     except KafkaError as e:
         error = e.code
     return make(s.HeartbeatResponse, throttle_time=ZERO, error_code=error)
@@ -155,7 +171,11 @@ async def leave_group(ctx: BrokerContext, header, req):
     try:
         _require(ctx, Operation.READ, req.group_id)
         coord.check(req.group_id)
-        errors = coord.membership.leave(req.group_id, leaving)
+        if coord.consumer.active(req.group_id):
+            errors = coord.classic.leave(req.group_id, leaving)
+            await coord.store_consumer(req.group_id)
+        else:
+            errors = coord.membership.leave(req.group_id, leaving)
     except KafkaError as e:
         return make(s.LeaveGroupResponse, throttle_time=ZERO, error_code=e.code, members=())
     if v < 3:
@@ -187,7 +207,7 @@ async def offset_commit(ctx: BrokerContext, header, req):
     coord = ctx.groups
     try:
         results.update(await coord.commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
-                                          getattr(req, "group_instance_id", None), wanted))
+                                          getattr(req, "group_instance_id", None), wanted, header.api_version))
     except KafkaError as e:
         results.update({tp: e.code for tp in wanted})
     topics: dict[str, list] = {}
@@ -266,18 +286,30 @@ async def describe_groups(ctx: BrokerContext, header, req):
                             protocol_type="", protocol_data="", members=(), authorized_operations=OPERATIONS_OMITTED))
             continue
         g = coord.membership.groups.get(group_id)
-        state = g.state.value if g is not None else "Dead"
-        stable = g is not None and state == "Stable"
-        members = () if g is None else tuple(make(
+        ops = authorized_operations(ctx, ResourceType.GROUP, group_id, getattr(req, "include_authorized_operations",
+                                                                               False))
+        if group_id in coord.consumer.groups or g is None or g.state.value == "Dead":
+            out.append(_not_classic(s, header.api_version, group_id, group_id in coord.consumer.groups, ops))
+            continue
+        stable = g.state.value == "Stable"
+        members = tuple(make(
             s.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
             client_host=m.client_host, member_metadata=m.metadata(g.protocol_name) if stable else b"",
             member_assignment=m.assignment if stable else b"") for m in g.members.values())
-        out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=state,
-                        protocol_type=(g.protocol_type or "") if g else "",
-                        protocol_data=(g.protocol_name or "") if g else "", members=members,
-                        authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id,
-                                                                    getattr(req, "include_authorized_operations", False))))
+        out.append(make(s.DescribedGroup, error_code=E.none, group_id=group_id, group_state=g.state.value,
+                        protocol_type=g.protocol_type or "", protocol_data=g.protocol_name or "", members=members,
+                        authorized_operations=ops))
     return make(s.DescribeGroupsResponse, throttle_time=ZERO, groups=tuple(out))
+
+
+def _not_classic(s, version: int, group_id: str, consumer: bool, ops: int):
+    """A group that is not a classic one (or not there): Dead; v6+ (KIP-1043) with Kafka's error."""
+    error, message = E.none, None
+    if version >= 6:
+        error = E.group_id_not_found
+        message = f"Group {group_id} is not a classic group." if consumer else f"Group {group_id} not found."
+    return make(s.DescribedGroup, error_code=error, error_message=message, group_id=group_id, group_state="Dead",
+                protocol_type="", protocol_data="", members=(), authorized_operations=ops)
 
 
 CLASSIC, CONSUMER = "classic", "consumer"   # Kafka's GroupType names
@@ -344,7 +376,7 @@ TABLE = {
     ApiKey.HEARTBEAT: (0, 4, heartbeat),
     ApiKey.LEAVE_GROUP: (0, 5, leave_group),
     ApiKey.SYNC_GROUP: (0, 5, sync_group),
-    ApiKey.DESCRIBE_GROUPS: (0, 5, describe_groups),
+    ApiKey.DESCRIBE_GROUPS: (0, 6, describe_groups),
     ApiKey.LIST_GROUPS: (0, 5, list_groups),
     ApiKey.DELETE_GROUPS: (0, 2, delete_groups),
     ApiKey.OFFSET_DELETE: (0, 0, offset_delete),
