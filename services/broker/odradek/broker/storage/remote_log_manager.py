@@ -35,7 +35,7 @@ from odradek import logs
 from .log import Log
 from .remote_log_plan import expired, lineage, next_copy, segment_data, segment_metadata
 from .remote_metadata import RemoteLogSegmentMetadata, RemoteStorageException
-from .remote_read import RemoteLogReader
+from .remote_read import RemoteLogReader, RemoteReaderConfig
 from .remote_storage import RemoteStorageConfig, RemoteStorageManager
 
 __all__ = ["HostedPartition", "RemoteLogManager", "for_broker", "hosted_partitions", "storage_config"]
@@ -75,7 +75,8 @@ def storage_config(config) -> RemoteStorageConfig:
         section = parser["default"]
         access, secret = section["aws_access_key_id"], section["aws_secret_access_key"]
     return RemoteStorageConfig(config.rsm_endpoint_url or None, config.rsm_bucket, access, secret,
-                               region=config.rsm_region, prefix=config.rsm_key_prefix)
+                               region=config.rsm_region, prefix=config.rsm_key_prefix,
+                               chunk_bytes=config.rsm_chunk_size)
 
 
 def for_broker(config, replicas) -> "RemoteLogManager | None":
@@ -83,15 +84,17 @@ def for_broker(config, replicas) -> "RemoteLogManager | None":
     if not config.remote_log_storage_system_enable:
         return None
     return RemoteLogManager(config.broker_id, RemoteStorageManager(storage_config(config)),
-                            lambda: hosted_partitions(replicas), config.remote_log_manager_task_interval_ms)
+                            lambda: hosted_partitions(replicas), config.remote_log_manager_task_interval_ms,
+                            RemoteReaderConfig.of(config))
 
 
 class RemoteLogManager:
     def __init__(self, broker_id: int, rsm: RemoteStorageManager,
-                 partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int) -> None:
+                 partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int,
+                 reader_config: RemoteReaderConfig = RemoteReaderConfig()) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
-        self.reader = RemoteLogReader(rsm)   # Fetch below the local log start (replication.remote_fetch)
+        self.reader = RemoteLogReader(rsm, reader_config)   # Fetch below the local log start (replication.remote_fetch)
         self.partitions = partitions
         self.interval_s = interval_ms / 1000
         self.copied = 0            # segments copied by this broker (tests, status)

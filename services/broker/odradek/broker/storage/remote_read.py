@@ -13,7 +13,8 @@ The ``.log`` is read in the remote storage manager's checksum chunks (``chunk_by
 verified before it is used): a bounded LRU of recently read chunks (``cache_bytes``) serves
 consumers reading on, and each read schedules the chunk after the last one it used (read-ahead),
 so a consumer reading a segment through waits on the store about once per chunk, not per fetch.
-Offset indexes and transaction indexes are cached the same way (small LRUs by segment id).
+Offset, time and transaction indexes are cached the same way (an LRU by bytes). Sizes, threads
+and the bound on pending reads are ``RemoteReaderConfig`` (Kafka's names, odradek.config.tiered).
 
 Thread-safety: ``read`` and ``aborted`` run in this reader's worker threads (boto3 blocks), never
 on the event loop; the caches take one lock. ``segments`` and ``covering`` run on the event loop
@@ -39,7 +40,8 @@ from .remote_metadata import IndexType, RemoteLogSegmentMetadata, RemoteResource
     RemoteStorageException
 from .remote_storage import RemoteStorageManager
 
-__all__ = ["RemoteLogReader", "RemoteRecords", "index_position", "parse_txn_index"]
+__all__ = ["ReaderQueueFull", "RemoteLogReader", "RemoteReaderConfig", "RemoteRecords", "index_position",
+           "parse_txn_index"]
 
 log = logging.getLogger(__name__)
 
@@ -120,16 +122,41 @@ class _Lru:
             self.total -= self.weigh(old)
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteReaderConfig:
+    """The reader's tunables (odradek.config.tiered: Kafka's names and defaults, the chunk cache's
+    from the S3 plugin's ``fetch.chunk.cache.size``)."""
+
+    threads: int = 10                      # remote.log.reader.threads
+    max_pending_tasks: int = 100           # remote.log.reader.max.pending.tasks
+    fetch_max_wait_ms: int = 500           # remote.fetch.max.wait.ms
+    index_cache_bytes: int = 1 << 30       # remote.log.index.file.cache.total.size.bytes
+    chunk_cache_bytes: int = 64 << 20      # rsm.config.fetch.chunk.cache.size
+
+    @classmethod
+    def of(cls, config) -> "RemoteReaderConfig":
+        """From a BrokerConfig."""
+        return cls(config.remote_log_reader_threads, config.remote_log_reader_max_pending_tasks,
+                   config.remote_fetch_max_wait_ms, config.remote_log_index_file_cache_total_size_bytes,
+                   config.rsm_fetch_chunk_cache_size)
+
+
+class ReaderQueueFull(RemoteStorageException):
+    """remote.log.reader.max.pending.tasks reads are queued or running (Kafka's rejected task)."""
+
+
 class RemoteLogReader:
-    def __init__(self, rsm: RemoteStorageManager, *, cache_bytes: int = 64 << 20, threads: int = 2) -> None:
+    def __init__(self, rsm: RemoteStorageManager, config: RemoteReaderConfig = RemoteReaderConfig()) -> None:
         self.rsm = rsm
+        self.config = config
         self.chunk = rsm.config.chunk_bytes
         self._lock = threading.Lock()
-        self._chunks = _Lru(cache_bytes)
-        self._indexes = _Lru(256, weigh=lambda _v: 1)
+        self._chunks = _Lru(config.chunk_cache_bytes)
+        self._indexes = _Lru(config.index_cache_bytes)
         self._ahead: set = set()           # chunks being read ahead
         self._listed: dict[tuple[str, int], list[RemoteLogSegmentMetadata]] = {}
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="remote-read")
+        self.executor = ThreadPoolExecutor(config.threads, thread_name_prefix="remote-read")
+        self.pending = 0                   # submitted reads not yet done (event loop)
         self.reads = self.hits = self.read_ahead = 0   # chunk reads from the store, cache hits, read-aheads
 
     # -- which segment (event loop) --------------------------------------------------------------
@@ -157,6 +184,19 @@ class RemoteLogReader:
             if m.end_offset >= offset:
                 return i
         raise KafkaError(ErrorCode.offset_out_of_range, f"no remote segment holds offset {offset}")
+
+    def submit(self, fn, *args) -> asyncio.Future:
+        """``fn(*args)`` in a worker thread, counted against remote.log.reader.max.pending.tasks:
+        ``ReaderQueueFull`` beyond it (the fetch is answered an error and retried, as Kafka's)."""
+        if self.pending >= self.config.max_pending_tasks:
+            raise ReaderQueueFull(f"{self.pending} remote reads pending (remote.log.reader.max.pending.tasks)")
+        self.pending += 1
+        job = asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        job.add_done_callback(self._done)
+        return job
+
+    def _done(self, _job) -> None:
+        self.pending -= 1
 
     def forget(self, lg: Log) -> None:
         self._listed.pop((lg.topic, lg.partition), None)
@@ -209,6 +249,14 @@ class RemoteLogReader:
             if m.start_offset >= upper:
                 break
         return sorted(set(found), key=lambda t: t[1])
+
+    def index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
+        """A remote index object of ``segment``, cached (``storage.remote_timestamp``)."""
+        return self._index(segment, kind)
+
+    def log_bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
+        """Bytes ``start..end`` (exclusive) of ``segment``'s ``.log``, from verified cached chunks."""
+        return self._bytes(segment, start, end)
 
     def _index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
         key = (segment.segment_id, kind)
