@@ -26,6 +26,7 @@ from odradek.broker.storage.remote_metadata import CorruptRemoteObject
 from odradek.broker.storage.remote_read import RemoteLogReader
 from odradek.broker.storage.remote_storage import RemoteStorageManager, object_key
 from odradek.broker.storage.remote_timestamp import TimestampAndOffset, find_offset_by_timestamp
+from odradek.dev.waiting import wait_until
 from odradek.errors import KafkaError
 from odradek.records import iter_batches, iter_records
 from tests.storage.storage_helpers import batch, open_log
@@ -173,6 +174,7 @@ def test_every_remote_offset_is_read_in_order_with_cache_and_read_ahead(tiered):
     found = _read_all(reader, lg, 0, 1500)
     assert found == [(i, b"value-%04d" % i) for i in range(local)]
     assert reader.read_ahead > 0 and reader.reads > 0
+    wait_until(lambda: reader.reading_ahead == 0, 30, "the read-aheads done")
     reads = reader.reads
     again = _read_all(reader, lg, 0, 1500)
     assert again == found and reader.reads == reads, "a second pass is served from the cache"

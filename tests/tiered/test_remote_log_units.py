@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from odradek.broker.handlers.offsets import EARLIEST_LOCAL, LATEST_TIERED, _tiered
+from odradek.broker.handlers.offsets import EARLIEST_LOCAL, LATEST_TIERED, MAX_TIMESTAMP, _by_timestamp, _tiered
 from odradek.broker.replication.read import FetchParams
 from odradek.broker.replication.remote_fetch import tiered_read
 from odradek.broker.storage.epoch import EpochEntry
@@ -228,3 +229,41 @@ def test_time_index_lookup_and_the_first_remote_segment_by_timestamp():
     assert first_candidate(segments, 50, 0).start_offset == 0
     assert first_candidate(segments, 50, 12).start_offset == 10, "none ending below the starting offset"
     assert first_candidate(segments, 501, 0) is None
+
+
+def test_a_timestamp_on_the_disk_answers_its_batchs_epoch_below_the_last_fetchable_offset(tmp_path):
+    lg = _filled(tmp_path, remote_storage_enable="false")
+    lg.high_watermark = 15
+    ctx = SimpleNamespace(replicas=SimpleNamespace(remote_reader=None, topic=lambda _t: None))
+
+    def find(ts: int, replica: bool = False):
+        return asyncio.run(_by_timestamp(ctx, "t", lg, ts, replica, committed=False))
+    assert find(1_003) == (1_003, 3, 0)
+    assert find(1_012) == (1_012, 12, 1), "the epoch of the record's batch"
+    assert find(0) == (1_000, 0, 0)
+    assert find(1_016) == (-1, -1, -1), "at or past the high watermark: no answer, as Kafka's"
+    assert find(1_016, replica=True) == (1_016, 16, 1), "a replica's bound is the log end"
+    assert find(MAX_TIMESTAMP) == (-1, -1, -1) and find(MAX_TIMESTAMP, replica=True) == (1_019, 19, 1)
+    lg.close()
+
+
+def test_a_chunk_being_read_ahead_is_asked_of_the_store_once():
+    calls = []
+
+    class SlowStore:
+        config = SimpleNamespace(chunk_bytes=100)
+
+        def fetch_log_segment(self, segment, first, last):
+            calls.append(first)
+            time.sleep(0.2)
+            return bytes(range(first % 256, first % 256 + 1)) * (last - first + 1)
+
+    for threads in (1, 2):
+        calls.clear()
+        reader = RemoteLogReader(SlowStore(), RemoteReaderConfig(threads=threads))
+        segment = _meta(0, 9, {0: 0}, size=300)
+        reader._ahead_of(segment, 100)
+        time.sleep(0.05 * threads)        # the read-ahead running (waited for) or still queued (cancelled)
+        assert reader.log_bytes(segment, 100, 110) == bytes([100]) * 10
+        assert calls == [100] and reader.reading_ahead == 0
+        reader.close()

@@ -84,8 +84,10 @@ async def _by_timestamp(ctx: BrokerContext, topic: str, log_, timestamp: int, re
     for a replica, else the LSO for read_committed, else the high watermark)."""
     found = None
     reader, meta = ctx.replicas.remote_reader, ctx.replicas.topic(topic)
-    remote = reader is not None and meta is not None and log_.config.remote_storage_enable
-    if timestamp != MAX_TIMESTAMP and remote and log_.log_end_offset > log_.log_start_offset:
+    # with every offset still on the disk the local search answers the same, without the store
+    remote = reader is not None and meta is not None and log_.config.remote_storage_enable \
+        and log_.local_log_start_offset > log_.log_start_offset
+    if timestamp != MAX_TIMESTAMP and remote:
         try:
             found = await find_offset_by_timestamp(reader, log_, meta.topic_id, timestamp)
         except RemoteStorageException:

@@ -153,7 +153,7 @@ class RemoteLogReader:
         self._lock = threading.Lock()
         self._chunks = _Lru(config.chunk_cache_bytes)
         self._indexes = _Lru(config.index_cache_bytes)
-        self._ahead: set = set()           # chunks being read ahead
+        self._ahead: dict = {}             # chunk key -> the Future reading it ahead
         self._listed: dict[tuple[str, int], list[RemoteLogSegmentMetadata]] = {}
         self.executor = ThreadPoolExecutor(config.threads, thread_name_prefix="remote-read")
         self.pending = 0                   # submitted reads not yet done (event loop)
@@ -274,10 +274,13 @@ class RemoteLogReader:
         joined = b"".join(self._chunk(segment, i) for i in range(c0, c1 + 1))
         return joined[start - c0 * self.chunk:end - c0 * self.chunk]
 
-    def _chunk(self, segment: RemoteLogSegmentMetadata, i: int) -> bytes:
+    def _chunk(self, segment: RemoteLogSegmentMetadata, i: int, ahead: bool = False) -> bytes:
         key = (segment.segment_id, i)
         with self._lock:
             cached = self._chunks.get(key)
+            pending = None if ahead or cached is not None else self._ahead.get(key)
+        if pending is not None:
+            cached = self._after_read_ahead(key, pending)
         if cached is not None:
             self.hits += 1
             return cached
@@ -288,6 +291,27 @@ class RemoteLogReader:
             self._chunks.put(key, data)
         return data
 
+    def _after_read_ahead(self, key, pending) -> bytes | None:
+        """The chunk a read-ahead is getting: waited for if it runs (the store is asked once),
+        else the read-ahead is cancelled and the caller reads it (a queued read-ahead may sit
+        behind the very thread that needs it)."""
+        if pending.cancel():
+            with self._lock:
+                self._ahead.pop(key, None)
+            return None
+        try:
+            pending.result()
+        except Exception:  # noqa: BLE001 - the caller's own read reports the error
+            return None
+        with self._lock:
+            return self._chunks.get(key)
+
+    @property
+    def reading_ahead(self) -> int:
+        """Read-aheads queued or running."""
+        with self._lock:
+            return len(self._ahead)
+
     def _ahead_of(self, segment: RemoteLogSegmentMetadata, position: int) -> None:
         """Read the chunk holding ``position`` in the background, unless cached or past the end."""
         i = position // self.chunk
@@ -295,18 +319,17 @@ class RemoteLogReader:
         with self._lock:
             if position >= segment.segment_size_in_bytes or key in self._chunks.items or key in self._ahead:
                 return
-            self._ahead.add(key)
+            self._ahead[key] = self.executor.submit(self._read_ahead, segment, i, key)
         self.read_ahead += 1
-        self.executor.submit(self._read_ahead, segment, i, key)
 
     def _read_ahead(self, segment: RemoteLogSegmentMetadata, i: int, key) -> None:
         try:
-            self._chunk(segment, i)
+            self._chunk(segment, i, ahead=True)
         except RemoteStorageException as e:   # the read that needs it reports the error
             log.debug("read-ahead of %s chunk %d failed: %s", segment.segment_id, i, e)
         finally:
             with self._lock:
-                self._ahead.discard(key)
+                self._ahead.pop(key, None)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
