@@ -7,7 +7,9 @@ record stays readable, from the disk or from the store.
 
 The read side (``remote_read``, ``remote_follower``): the remote log reader serves every offset
 below the local log start, in order, whole batches within the byte limit (the first whole when
-the fetch must progress), from the offset index's position; chunks are cached and read ahead; a
+the fetch must progress), from the offset index's position; a timestamp below the local log start
+is found from the remote time index (the first record at or after it, with its batch's leader
+epoch), one on the disk only is not found in the store; chunks are cached and read ahead; a
 corrupt chunk raises and is never returned; a follower's log rebuilt from the store starts at
 the leader's local log start with the leader epochs and producer state the store kept."""
 
@@ -23,6 +25,8 @@ from odradek.broker.storage.remote_log_manager import HostedPartition, RemoteLog
 from odradek.broker.storage.remote_metadata import CorruptRemoteObject
 from odradek.broker.storage.remote_read import RemoteLogReader
 from odradek.broker.storage.remote_storage import RemoteStorageManager, object_key
+from odradek.broker.storage.remote_timestamp import TimestampAndOffset, find_offset_by_timestamp
+from odradek.dev.waiting import wait_until
 from odradek.errors import KafkaError
 from odradek.records import iter_batches, iter_records
 from tests.storage.storage_helpers import batch, open_log
@@ -170,6 +174,7 @@ def test_every_remote_offset_is_read_in_order_with_cache_and_read_ahead(tiered):
     found = _read_all(reader, lg, 0, 1500)
     assert found == [(i, b"value-%04d" % i) for i in range(local)]
     assert reader.read_ahead > 0 and reader.reads > 0
+    wait_until(lambda: reader.reading_ahead == 0, 30, "the read-aheads done")
     reads = reader.reads
     again = _read_all(reader, lg, 0, 1500)
     assert again == found and reader.reads == reads, "a second pass is served from the cache"
@@ -243,3 +248,18 @@ def test_remote_reads_equal_local_ones_and_aborted_transactions_come_from_the_tx
     assert reader.aborted([meta], 0, meta.end_offset + 1) == [(4242, 1200)]
     assert reader.aborted([meta], 0, 1200) == []
     rolled.log.close()
+
+
+def test_a_timestamp_below_the_local_log_start_is_found_in_the_store(tiered):
+    _, lg, reader = tiered
+    local = lg.local_log_start_offset
+
+    def find(ts: int):
+        return asyncio.run(find_offset_by_timestamp(reader, lg, TOPIC_ID, ts))
+    for i in (0, 1, 37, 59, 60, 61, local - 1):
+        assert find(NOW + i) == TimestampAndOffset(NOW + i, i, 0 if i < 60 else 3)
+    assert find(NOW - 10_000) == TimestampAndOffset(NOW, 0, 0), "before every record: the first"
+    assert find(NOW + local + 1) == TimestampAndOffset(NOW + local + 1, local + 1, 3), "in both: the store's"
+    assert find(NOW + lg.highest_remote_offset + 1) is None, "on the disk only: the local log answers"
+    lg.log_start_offset = 40                     # remote retention moved the log start
+    assert find(NOW + 3) == TimestampAndOffset(NOW + 40, 40, 0)

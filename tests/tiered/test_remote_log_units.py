@@ -3,20 +3,26 @@ of a log with remote.storage.enable (only what the store holds leaves the disk, 
 offset stays), and the remote log manager's decisions (leader-epoch lineage, what to copy next,
 what remote retention deletes); the read side's decisions (a fetch below the local log start:
 OFFSET_MOVED_TO_TIERED_STORAGE for a follower, one store read per consumer fetch; ListOffsets
-EARLIEST_LOCAL / LATEST_TIERED) and the remote objects' formats."""
+EARLIEST_LOCAL / LATEST_TIERED; the reader's Kafka-named settings and its bound on pending
+reads; the remote time index lookup) and the remote objects' formats."""
 
 from __future__ import annotations
 
-import pytest
-
+import asyncio
+import threading
+import time
 from types import SimpleNamespace
 
-from odradek.broker.handlers.offsets import EARLIEST_LOCAL, LATEST_TIERED, _tiered
+import pytest
+
+from odradek.broker.handlers.offsets import EARLIEST_LOCAL, LATEST_TIERED, MAX_TIMESTAMP, _by_timestamp, _tiered
 from odradek.broker.replication.read import FetchParams
 from odradek.broker.replication.remote_fetch import tiered_read
 from odradek.broker.storage.epoch import EpochEntry
 from odradek.broker.storage.remote_follower import parse_epoch_checkpoint
-from odradek.broker.storage.remote_read import index_position, parse_txn_index
+from odradek.broker.storage.remote_read import (ReaderQueueFull, RemoteLogReader, RemoteReaderConfig, index_position,
+                                                 parse_txn_index)
+from odradek.broker.storage.remote_timestamp import first_candidate, time_index_offset
 from odradek.broker.storage.remote_log_plan import expired, in_lineage, next_copy, segment_data, segment_metadata
 from odradek.broker.storage.remote_metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from odradek.config import validate_topic_configs
@@ -150,6 +156,33 @@ def test_the_broker_settings_dev_up_tiered_passes(tmp_path):
     assert (rlm.rsm.config.endpoint_url, rlm.rsm.config.bucket, rlm.rsm.config.secret_key) == \
         ("http://127.0.0.1:1", "b", "s3cr3t")
     assert for_broker(BrokerConfig(1, tmp_path, "z:1"), replicas=None) is None
+    assert rlm.reader.config == RemoteReaderConfig() and rlm.rsm.config.chunk_bytes == 1 << 20, "Kafka's defaults"
+    settings |= {"remote.log.reader.threads": "3", "remote.log.reader.max.pending.tasks": "7",
+                 "remote.fetch.max.wait.ms": "900", "remote.log.index.file.cache.total.size.bytes": "4096",
+                 "rsm.config.chunk.size": "65536", "rsm.config.fetch.chunk.cache.size": "131072"}
+    tuned = BrokerConfig(1, tmp_path / "data", "127.0.0.1:2181",
+                         **bound_values(BrokerConfig, parse_broker_settings(settings).broker))
+    rlm = for_broker(tuned, replicas=None)
+    assert rlm.reader.config == RemoteReaderConfig(3, 7, 900, 4096, 131072) and rlm.rsm.config.chunk_bytes == 65536
+    assert rlm.reader.executor._max_workers == 3
+
+
+def test_reads_beyond_the_pending_bound_are_refused():
+    from odradek.broker.storage.remote_storage import RemoteStorageConfig, RemoteStorageManager
+    reader = RemoteLogReader(RemoteStorageManager(RemoteStorageConfig(None, "b", None, None), client=object()),
+                             RemoteReaderConfig(threads=1, max_pending_tasks=2))
+    gate = threading.Event()
+
+    async def go():
+        jobs = [reader.submit(gate.wait, 10), reader.submit(gate.wait, 10)]
+        with pytest.raises(ReaderQueueFull):
+            reader.submit(gate.wait, 10)
+        gate.set()
+        await asyncio.gather(*jobs)
+        assert reader.pending == 0
+        await reader.submit(int)            # room again
+    asyncio.run(go())
+    reader.close()
 
 
 def test_a_fetch_below_the_local_log_start(tmp_path):
@@ -182,3 +215,55 @@ def test_index_and_txn_index_parsing():
     entry = (0).to_bytes(2, "big") + b"".join(v.to_bytes(8, "big") for v in (7, 10, 20, 21))
     assert parse_txn_index(entry * 2) == [(7, 10, 20), (7, 10, 20)]
     assert parse_epoch_checkpoint(b"0\n2\n0 0\n3 60\n") == [(0, 0), (3, 60)]
+
+
+def test_time_index_lookup_and_the_first_remote_segment_by_timestamp():
+    import struct
+    index = b"".join(struct.pack(">qi", ts, rel) for ts, rel in ((100, 3), (200, 9), (300, 15))) + bytes(24)
+    assert time_index_offset(index, 1000, 99) == 1000
+    assert time_index_offset(index, 1000, 100) == 1003
+    assert time_index_offset(index, 1000, 250) == 1009
+    assert time_index_offset(index, 1000, 10**12) == 1015, "the zeroed tail is not an entry"
+    segments = [_meta(20, 29, {0: 20}, ts=500), _meta(0, 9, {0: 0}, ts=100), _meta(10, 19, {0: 0}, ts=300)]
+    assert first_candidate(segments, 250, 0).start_offset == 10
+    assert first_candidate(segments, 50, 0).start_offset == 0
+    assert first_candidate(segments, 50, 12).start_offset == 10, "none ending below the starting offset"
+    assert first_candidate(segments, 501, 0) is None
+
+
+def test_a_timestamp_on_the_disk_answers_its_batchs_epoch_below_the_last_fetchable_offset(tmp_path):
+    lg = _filled(tmp_path, remote_storage_enable="false")
+    lg.high_watermark = 15
+    ctx = SimpleNamespace(replicas=SimpleNamespace(remote_reader=None, topic=lambda _t: None))
+
+    def find(ts: int, replica: bool = False):
+        return asyncio.run(_by_timestamp(ctx, "t", lg, ts, replica, committed=False))
+    assert find(1_003) == (1_003, 3, 0)
+    assert find(1_012) == (1_012, 12, 1), "the epoch of the record's batch"
+    assert find(0) == (1_000, 0, 0)
+    assert find(1_016) == (-1, -1, -1), "at or past the high watermark: no answer, as Kafka's"
+    assert find(1_016, replica=True) == (1_016, 16, 1), "a replica's bound is the log end"
+    assert find(MAX_TIMESTAMP) == (-1, -1, -1) and find(MAX_TIMESTAMP, replica=True) == (1_019, 19, 1)
+    lg.close()
+
+
+def test_a_chunk_being_read_ahead_is_asked_of_the_store_once():
+    calls = []
+
+    class SlowStore:
+        config = SimpleNamespace(chunk_bytes=100)
+
+        def fetch_log_segment(self, segment, first, last):
+            calls.append(first)
+            time.sleep(0.2)
+            return bytes(range(first % 256, first % 256 + 1)) * (last - first + 1)
+
+    for threads in (1, 2):
+        calls.clear()
+        reader = RemoteLogReader(SlowStore(), RemoteReaderConfig(threads=threads))
+        segment = _meta(0, 9, {0: 0}, size=300)
+        reader._ahead_of(segment, 100)
+        time.sleep(0.05 * threads)        # the read-ahead running (waited for) or still queued (cancelled)
+        assert reader.log_bytes(segment, 100, 110) == bytes([100]) * 10
+        assert calls == [100] and reader.reading_ahead == 0
+        reader.close()

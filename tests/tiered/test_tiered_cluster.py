@@ -6,18 +6,25 @@ and after the leader is killed the new leader resumes the copies with no gap and
 Then the read side, on the same topic: ListOffsets EARLIEST / EARLIEST_LOCAL / LATEST_TIERED
 (v9); a corrupt remote object answered an error, never its bytes; a confluent-kafka consumer and
 Kafka's Java console consumer read every record from offset 0, in order, with its offset, most
-of them from the store; a follower stopped while the leader's local log start passes its end
-catches up from the store and is in the ISR again (its BuildRemoteLogAuxState meter counts the
-rebuild).
+of them from the store; confluent-kafka's offsets_for_times finds timestamps in the store and on
+the disk (the first record at or after each, with its batch's leader epoch, as Kafka answers); a
+follower stopped while the leader's local log start passes its end catches up from the store and
+is in the ISR again (its BuildRemoteLogAuxState meter counts the rebuild).
 
-Last, the metrics and the console on a topic of their own: the brokers' RemoteCopy* meters count
-exactly the bytes and segments the store holds, RemoteFetch* the remote reads of a consumer from
-offset 0, the leader's gauges the store's size and count; the gateway's offsets (the console's
-partition table) give the leader's local size, remote size and local start offset."""
+Other topics on the same cluster: the metrics and the console (the brokers' RemoteCopy* meters
+count exactly the bytes and segments the store holds, RemoteFetch* the remote reads of a consumer
+from offset 0, the leader's gauges the store's size and count; the gateway's offsets, the
+console's partition table, give the leader's local size, remote size and local start offset); a
+transactional producer's aborted transactions, once in the store only, are skipped by a
+read_committed consumer from offset 0 (the remote transaction indexes); 200 MB of large records
+through a local limit of three segments: the leader's disk ends near the limit and a consumer
+from offset 0 reads every record, in order and equal."""
 
 from __future__ import annotations
 
+import random
 import re
+import time
 
 import httpx
 import pytest
@@ -31,6 +38,7 @@ from odradek.dev.waiting import wait_until
 from tests.support.clients import confluent_consume, confluent_produce
 from tests.support.kafka_tools import CONSOLE_CONSUMER, Endpoint, require_kafka
 from tests.support.kafka_wire import WireClient, fetch_partition
+from odradek.records import read_header
 from tests.support.records import make_records
 
 TOPIC = "tiered"
@@ -67,9 +75,13 @@ def _segments(rsm, topic_id):
     return rsm.list_log_segments(topic_id, TOPIC, 0)
 
 
-def _local_logs(c: Cluster, broker: int) -> list[int]:
-    part = c.data_dir / f"broker-{broker}" / f"{TOPIC}-0"
+def _local_logs(c: Cluster, broker: int, topic: str = TOPIC) -> list[int]:
+    part = c.data_dir / f"broker-{broker}" / f"{topic}-0"
     return sorted(int(p.stem) for p in part.glob("*.log"))
+
+
+def _local_bytes(c: Cluster, broker: int, topic: str) -> int:
+    return sum(p.stat().st_size for p in (c.data_dir / f"broker-{broker}" / f"{topic}-0").glob("*.log"))
 
 
 def _assert_no_gap_nor_second_copy(listed) -> None:
@@ -110,18 +122,25 @@ def test_segments_reach_the_store_and_a_new_leader_resumes(tc):
 def _find_topic_id(rsm, topic: str = TOPIC) -> str | None:
     """The topic id, from the store's key layout (``<topic>-<topicId>/<partition>/...``)."""
     for key in rsm._keys(f"{topic}-"):
-        return key.split("/", 1)[0][len(topic) + 1:]
+        topic_id = key.split("/", 1)[0][len(topic) + 1:]
+        if len(topic_id) == 22:   # base64 of 16 bytes: not the id of "<topic>-txn" under the same prefix
+            return topic_id
     return None
 
 
 def _list_offset(address: str, timestamp: int) -> tuple[int, int]:
     """(offset, leader epoch) ListOffsets v9 answers for ``timestamp`` on partition 0."""
+    p = _list_offsets_answer(address, timestamp)
+    return p.offset, p.leader_epoch
+
+
+def _list_offsets_answer(address: str, timestamp: int):
     req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
         name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
     with WireClient(address, timeout=30) as client:
         p = client.request(LIST_OFFSETS, 9, req).topics[0].partitions[0]
     assert p.error_code == ErrorCode.none
-    return p.offset, p.leader_epoch
+    return p
 
 
 def _fetch(address: str, offset: int):
@@ -178,6 +197,39 @@ def test_consumers_read_every_record_from_offset_0(tc):
         "--max-messages", str(PRODUCED), "--timeout-ms", "60000", "--property", "print.offset=true",
         "--property", "print.value=false", timeout=180)
     assert [int(o) for o in re.findall(r"Offset:(\d+)", out.stdout)] == list(range(PRODUCED)), out.stderr[-2000:]
+    _timestamps_are_found_where_kafka_finds_them(tc, got)
+
+
+def _timestamps_are_found_where_kafka_finds_them(tc: Cluster, got) -> None:
+    """offsets_for_times (librdkafka) and ListOffsets v9 for timestamps of records in the store and
+    on the disk: the first record at or after each (the records' timestamps are not monotonic),
+    its timestamp, and the leader epoch of the batch holding it (what a Fetch of it shows)."""
+    from confluent_kafka import Consumer, TopicPartition
+    address = tc.leader_address(TOPIC, 0)
+    local, _ = _list_offset(address, EARLIEST_LOCAL)
+    assert local > 10
+    consumer = Consumer({"bootstrap.servers": tc.bootstrap, "group.id": f"{TOPIC}-times"})
+    try:
+        for k in (3, local // 2, local - 1, PRODUCED - 5):
+            target = got[k].timestamp
+            expected = next(g for g in got if g.timestamp >= target)
+            found = consumer.offsets_for_times([TopicPartition(TOPIC, 0, target)], timeout=30)[0]
+            assert found.error is None and found.offset == expected.offset, (k, local)
+            answer = _list_offsets_answer(address, target)
+            assert (answer.timestamp, answer.offset) == (expected.timestamp, expected.offset)
+            assert answer.leader_epoch == _batch_epoch(address, expected.offset)
+        later = max(g.timestamp for g in got) + 1
+        assert consumer.offsets_for_times([TopicPartition(TOPIC, 0, later)], timeout=30)[0].offset == -1
+    finally:
+        consumer.close()
+
+
+def _batch_epoch(address: str, offset: int) -> int:
+    """The partition leader epoch of the batch holding ``offset``, from a Fetch (a fetch from the
+    store may be answered empty while the read goes on: asked again)."""
+    answer = wait_until(lambda: (a := _fetch(address, offset)).records and a, 30, f"a fetch of offset {offset}",
+                        interval=0.2)
+    return read_header(bytes(answer.records)).partition_leader_epoch
 
 
 def test_a_follower_behind_the_leaders_local_log_start_catches_up(tc):
@@ -274,3 +326,91 @@ def _local_start(tc: Cluster, broker: int) -> int | None:
     part = tc.data_dir / f"broker-{broker}" / f"{METRICS_TOPIC}-0"
     logs = sorted(int(p.stem) for p in part.glob("*.log"))
     return logs[0] if logs and logs[0] > 0 else None
+
+
+
+TXN_TOPIC = "tiered-txn"
+
+
+def test_read_committed_skips_transactions_aborted_in_the_store(tc):
+    from confluent_kafka import Producer
+    tc.create_topic(TXN_TOPIC, replication_factor=1, config=CONFIG)
+    tc.wait_for_leaders(TXN_TOPIC, 1)
+    producer = Producer({"bootstrap.servers": tc.bootstrap, "transactional.id": f"{TXN_TOPIC}-p", "linger.ms": 5,
+                         "batch.size": 4000})
+    producer.init_transactions(60)
+    committed = []
+    for t in range(24):
+        values = [b"t%02d-%03d|" % (t, i) + bytes(200) for i in range(40)]
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(TXN_TOPIC, value=v, partition=0)
+        if t % 3 == 1:
+            producer.flush(30)             # on the log before the abort marker
+            producer.abort_transaction(60)
+        else:
+            producer.commit_transaction(60)
+            committed += values
+    leader = tc.leader_id(TXN_TOPIC, 0)
+    # the first eight transactions (two aborted) are in the store only
+    wait_until(lambda: _local_logs(tc, leader, TXN_TOPIC)[0] > 8 * 41, 90, "local retention past 8 transactions",
+               interval=0.5)
+    assert _read(tc, TXN_TOPIC, "read_committed") == committed
+    assert len(_read(tc, TXN_TOPIC, "read_uncommitted")) == 24 * 40
+
+
+def _read(tc: Cluster, topic: str, isolation: str) -> list[bytes]:
+    """Every value of partition 0 from offset 0 up to its end (the LSO for read_committed)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    consumer = Consumer({"bootstrap.servers": tc.bootstrap, "group.id": f"{topic}-{isolation}",
+                         "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values, deadline = [], time.monotonic() + 90
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                return values
+            values.append(m.value())
+        raise AssertionError(f"no end of partition within 90 s ({len(values)} values)")
+    finally:
+        consumer.close()
+
+
+BIG_TOPIC = "tiered-200mb"
+BIG_SEGMENT = 8 << 20
+BIG_LOCAL = 3 * BIG_SEGMENT
+BIG_RECORD = 512 << 10
+BIG_COUNT = 400    # 200 MB
+
+
+def _big_value(i: int) -> bytes:
+    return random.Random(i).randbytes(BIG_RECORD)
+
+
+def test_200_mb_through_a_local_limit_of_three_segments(tc):
+    from confluent_kafka import Producer
+    tc.create_topic(BIG_TOPIC, replication_factor=1, config={
+        "remote.storage.enable": "true", "segment.bytes": str(BIG_SEGMENT), "local.retention.bytes": str(BIG_LOCAL)})
+    tc.wait_for_leaders(BIG_TOPIC, 1)
+    leader = tc.leader_id(BIG_TOPIC, 0)
+    producer = Producer({"bootstrap.servers": tc.bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(BIG_COUNT):
+        while True:
+            try:
+                producer.produce(BIG_TOPIC, value=_big_value(i), key=b"%d" % i, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    # the rolled segments reach the store and leave the disk: the active one and the local limit stay
+    wait_until(lambda: _local_bytes(tc, leader, BIG_TOPIC) <= BIG_LOCAL + 2 * BIG_SEGMENT, 120,
+               "the leader's disk back near local.retention.bytes", interval=0.5)
+    got, high = confluent_consume(tc.bootstrap, BIG_TOPIC, 1, BIG_COUNT)
+    assert high == BIG_COUNT and [g.offset for g in got] == list(range(BIG_COUNT))
+    assert [g.key for g in got] == [b"%d" % i for i in range(BIG_COUNT)]
+    assert all(g.value == _big_value(i) for i, g in enumerate(got)), "a record read back differs"

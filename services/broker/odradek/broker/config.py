@@ -96,6 +96,12 @@ class BrokerConfig:
     control_plane_ssl_peer_common_name_pattern: str = setting("control.plane.ssl.peer.common.name.pattern")
     remote_log_storage_system_enable: bool = setting("remote.log.storage.system.enable")  # odradek.config.tiered
     remote_log_manager_task_interval_ms: int = setting("remote.log.manager.task.interval.ms")
+    remote_log_reader_threads: int = setting("remote.log.reader.threads")
+    remote_log_reader_max_pending_tasks: int = setting("remote.log.reader.max.pending.tasks")
+    remote_fetch_max_wait_ms: int = setting("remote.fetch.max.wait.ms")
+    remote_log_index_file_cache_total_size_bytes: int = setting("remote.log.index.file.cache.total.size.bytes")
+    rsm_chunk_size: int = setting("rsm.config.chunk.size")
+    rsm_fetch_chunk_cache_size: int = setting("rsm.config.fetch.chunk.cache.size")
     rsm_endpoint_url: str = setting("rsm.config.storage.s3.endpoint.url")
     rsm_bucket: str = setting("rsm.config.storage.s3.bucket.name")
     rsm_region: str = setting("rsm.config.storage.s3.region")

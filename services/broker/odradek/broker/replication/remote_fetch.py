@@ -9,10 +9,11 @@ offset is in the object store only.
   (``storage.remote_read``) has read it in a worker thread: records from the store, whole
   batches, up to the partition's byte limit. As Kafka, one partition per fetch is read from the
   store (the first); other partitions below their local log start are answered without records
-  this time. A read that takes longer than ``REMOTE_FETCH_MAX_WAIT_S`` (Kafka's
-  ``remote.fetch.max.wait.ms``) is answered without records and no error: the read goes on and
+  this time. A read that takes longer than Kafka's ``remote.fetch.max.wait.ms`` is answered
+  without records and no error: the read goes on and
   fills the cache the retried fetch reads from. A read that fails (the store down, a corrupt
-  object: checksums) is answered UNKNOWN_SERVER_ERROR, what Kafka's ``Errors.forException``
+  object: checksums; remote.log.reader.max.pending.tasks reads already pending) is answered
+  UNKNOWN_SERVER_ERROR, what Kafka's ``Errors.forException``
   gives its RemoteStorageException (not an ApiException): clients retry; nothing unverified is
   ever sent.
 
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
     from odradek.broker.storage import Log
 
 log = logging.getLogger(__name__)
-
-REMOTE_FETCH_MAX_WAIT_S = 0.5   # remote.fetch.max.wait.ms
-
 
 class RemoteFetch(NamedTuple):
     """What a consumer's fetch reads from the store (Kafka's RemoteStorageFetchInfo)."""
@@ -94,19 +92,16 @@ async def _read(rm: "ReplicaManager", part: "PartitionRead") -> "PartitionRead":
             raise KafkaError(ErrorCode.not_leader_or_follower, f"{lg.name} is no longer hosted here")
         remote = await reader.segments(lg, meta.topic_id, wanted.offset)
         i = reader.covering(remote, wanted.offset)
-        loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(reader.executor, reader.read, remote[i], wanted.offset, wanted.max_bytes,
-                                   wanted.upper, wanted.min_one)
+        job = reader.submit(reader.read, remote[i], wanted.offset, wanted.max_bytes, wanted.upper, wanted.min_one)
         count_remote_read(rm.topic_stats, wanted.topic, job)   # RemoteFetch* meters, when it ends
-        done, _ = await asyncio.wait([job], timeout=REMOTE_FETCH_MAX_WAIT_S)
+        done, _ = await asyncio.wait([job], timeout=reader.config.fetch_max_wait_ms / 1000)
         if not done:   # answered empty; the read goes on and fills the cache
             job.add_done_callback(lambda f: f.cancelled() or f.exception())
             return part._replace(remote=None, unsent=True)
         records = job.result()
         aborted = part.aborted
         if wanted.committed and records.size:
-            aborted = tuple(await loop.run_in_executor(reader.executor, reader.aborted, remote[i:],
-                                                       wanted.offset, records.next_offset))
+            aborted = tuple(await reader.submit(reader.aborted, remote[i:], wanted.offset, records.next_offset))
             local = ((t.producer_id, t.first_offset) for t in lg.aborted_transactions(wanted.offset, records.next_offset))
             aborted = tuple(sorted(set(aborted).union(local), key=lambda t: t[1]))   # markers on the disk too
         return part._replace(remote=None, records=records if records.size else None, aborted=aborted)

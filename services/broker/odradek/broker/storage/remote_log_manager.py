@@ -40,7 +40,7 @@ from odradek.broker.metrics.idle import BusyTime
 from .log import Log
 from .remote_log_plan import expired, lineage, next_copy, segment_data, segment_metadata
 from .remote_metadata import RemoteLogSegmentMetadata, RemoteStorageException
-from .remote_read import RemoteLogReader
+from .remote_read import RemoteLogReader, RemoteReaderConfig
 from .remote_storage import RemoteStorageConfig, RemoteStorageManager
 
 __all__ = ["HostedPartition", "RemoteLogManager", "for_broker", "hosted_partitions", "storage_config"]
@@ -80,7 +80,8 @@ def storage_config(config) -> RemoteStorageConfig:
         section = parser["default"]
         access, secret = section["aws_access_key_id"], section["aws_secret_access_key"]
     return RemoteStorageConfig(config.rsm_endpoint_url or None, config.rsm_bucket, access, secret,
-                               region=config.rsm_region, prefix=config.rsm_key_prefix)
+                               region=config.rsm_region, prefix=config.rsm_key_prefix,
+                               chunk_bytes=config.rsm_chunk_size)
 
 
 def for_broker(config, replicas, stats: st.TopicStats | None = None) -> "RemoteLogManager | None":
@@ -90,16 +91,17 @@ def for_broker(config, replicas, stats: st.TopicStats | None = None) -> "RemoteL
         return None
     return RemoteLogManager(config.broker_id, RemoteStorageManager(storage_config(config)),
                             lambda: hosted_partitions(replicas), config.remote_log_manager_task_interval_ms,
-                            stats=stats)
+                            RemoteReaderConfig.of(config), stats=stats)
 
 
 class RemoteLogManager:
     def __init__(self, broker_id: int, rsm: RemoteStorageManager,
                  partitions: Callable[[], Iterable[HostedPartition]], interval_ms: int,
+                 reader_config: RemoteReaderConfig = RemoteReaderConfig(),
                  stats: st.TopicStats | None = None) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
-        self.reader = RemoteLogReader(rsm)   # Fetch below the local log start (replication.remote_fetch)
+        self.reader = RemoteLogReader(rsm, reader_config)   # Fetch below the local log start (replication.remote_fetch)
         self.partitions = partitions
         self.interval_s = interval_ms / 1000
         self.copied = 0            # segments copied by this broker (tests, status)

@@ -13,7 +13,8 @@ The ``.log`` is read in the remote storage manager's checksum chunks (``chunk_by
 verified before it is used): a bounded LRU of recently read chunks (``cache_bytes``) serves
 consumers reading on, and each read schedules the chunk after the last one it used (read-ahead),
 so a consumer reading a segment through waits on the store about once per chunk, not per fetch.
-Offset indexes and transaction indexes are cached the same way (small LRUs by segment id).
+Offset, time and transaction indexes are cached the same way (an LRU by bytes). Sizes, threads
+and the bound on pending reads are ``RemoteReaderConfig`` (Kafka's names, odradek.config.tiered).
 
 Thread-safety: ``read`` and ``aborted`` run in this reader's worker threads (boto3 blocks), never
 on the event loop; the caches take one lock. ``segments`` and ``covering`` run on the event loop
@@ -39,7 +40,8 @@ from .remote_metadata import IndexType, RemoteLogSegmentMetadata, RemoteResource
     RemoteStorageException
 from .remote_storage import RemoteStorageManager
 
-__all__ = ["RemoteLogReader", "RemoteRecords", "index_position", "parse_txn_index"]
+__all__ = ["ReaderQueueFull", "RemoteLogReader", "RemoteReaderConfig", "RemoteRecords", "index_position",
+           "parse_txn_index"]
 
 log = logging.getLogger(__name__)
 
@@ -120,16 +122,41 @@ class _Lru:
             self.total -= self.weigh(old)
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteReaderConfig:
+    """The reader's tunables (odradek.config.tiered: Kafka's names and defaults, the chunk cache's
+    from the S3 plugin's ``fetch.chunk.cache.size``)."""
+
+    threads: int = 10                      # remote.log.reader.threads
+    max_pending_tasks: int = 100           # remote.log.reader.max.pending.tasks
+    fetch_max_wait_ms: int = 500           # remote.fetch.max.wait.ms
+    index_cache_bytes: int = 1 << 30       # remote.log.index.file.cache.total.size.bytes
+    chunk_cache_bytes: int = 64 << 20      # rsm.config.fetch.chunk.cache.size
+
+    @classmethod
+    def of(cls, config) -> "RemoteReaderConfig":
+        """From a BrokerConfig."""
+        return cls(config.remote_log_reader_threads, config.remote_log_reader_max_pending_tasks,
+                   config.remote_fetch_max_wait_ms, config.remote_log_index_file_cache_total_size_bytes,
+                   config.rsm_fetch_chunk_cache_size)
+
+
+class ReaderQueueFull(RemoteStorageException):
+    """remote.log.reader.max.pending.tasks reads are queued or running (Kafka's rejected task)."""
+
+
 class RemoteLogReader:
-    def __init__(self, rsm: RemoteStorageManager, *, cache_bytes: int = 64 << 20, threads: int = 2) -> None:
+    def __init__(self, rsm: RemoteStorageManager, config: RemoteReaderConfig = RemoteReaderConfig()) -> None:
         self.rsm = rsm
+        self.config = config
         self.chunk = rsm.config.chunk_bytes
         self._lock = threading.Lock()
-        self._chunks = _Lru(cache_bytes)
-        self._indexes = _Lru(256, weigh=lambda _v: 1)
-        self._ahead: set = set()           # chunks being read ahead
+        self._chunks = _Lru(config.chunk_cache_bytes)
+        self._indexes = _Lru(config.index_cache_bytes)
+        self._ahead: dict = {}             # chunk key -> the Future reading it ahead
         self._listed: dict[tuple[str, int], list[RemoteLogSegmentMetadata]] = {}
-        self.executor = MeteredExecutor(threads, thread_name_prefix="remote-read")   # its queue and idle time: metrics.remote
+        self.executor = MeteredExecutor(config.threads, thread_name_prefix="remote-read")   # its queue and idle time: metrics.remote
+        self.pending = 0                   # submitted reads not yet done (event loop)
         self.reads = self.hits = self.read_ahead = 0   # chunk reads from the store, cache hits, read-aheads
 
     # -- which segment (event loop) --------------------------------------------------------------
@@ -157,6 +184,19 @@ class RemoteLogReader:
             if m.end_offset >= offset:
                 return i
         raise KafkaError(ErrorCode.offset_out_of_range, f"no remote segment holds offset {offset}")
+
+    def submit(self, fn, *args) -> asyncio.Future:
+        """``fn(*args)`` in a worker thread, counted against remote.log.reader.max.pending.tasks:
+        ``ReaderQueueFull`` beyond it (the fetch is answered an error and retried, as Kafka's)."""
+        if self.pending >= self.config.max_pending_tasks:
+            raise ReaderQueueFull(f"{self.pending} remote reads pending (remote.log.reader.max.pending.tasks)")
+        self.pending += 1
+        job = asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        job.add_done_callback(self._done)
+        return job
+
+    def _done(self, _job) -> None:
+        self.pending -= 1
 
     def forget(self, lg: Log) -> None:
         self._listed.pop((lg.topic, lg.partition), None)
@@ -210,6 +250,14 @@ class RemoteLogReader:
                 break
         return sorted(set(found), key=lambda t: t[1])
 
+    def index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
+        """A remote index object of ``segment``, cached (``storage.remote_timestamp``)."""
+        return self._index(segment, kind)
+
+    def log_bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
+        """Bytes ``start..end`` (exclusive) of ``segment``'s ``.log``, from verified cached chunks."""
+        return self._bytes(segment, start, end)
+
     def _index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
         key = (segment.segment_id, kind)
         with self._lock:
@@ -226,10 +274,13 @@ class RemoteLogReader:
         joined = b"".join(self._chunk(segment, i) for i in range(c0, c1 + 1))
         return joined[start - c0 * self.chunk:end - c0 * self.chunk]
 
-    def _chunk(self, segment: RemoteLogSegmentMetadata, i: int) -> bytes:
+    def _chunk(self, segment: RemoteLogSegmentMetadata, i: int, ahead: bool = False) -> bytes:
         key = (segment.segment_id, i)
         with self._lock:
             cached = self._chunks.get(key)
+            pending = None if ahead or cached is not None else self._ahead.get(key)
+        if pending is not None:
+            cached = self._after_read_ahead(key, pending)
         if cached is not None:
             self.hits += 1
             return cached
@@ -240,6 +291,27 @@ class RemoteLogReader:
             self._chunks.put(key, data)
         return data
 
+    def _after_read_ahead(self, key, pending) -> bytes | None:
+        """The chunk a read-ahead is getting: waited for if it runs (the store is asked once),
+        else the read-ahead is cancelled and the caller reads it (a queued read-ahead may sit
+        behind the very thread that needs it)."""
+        if pending.cancel():
+            with self._lock:
+                self._ahead.pop(key, None)
+            return None
+        try:
+            pending.result()
+        except Exception:  # noqa: BLE001 - the caller's own read reports the error
+            return None
+        with self._lock:
+            return self._chunks.get(key)
+
+    @property
+    def reading_ahead(self) -> int:
+        """Read-aheads queued or running."""
+        with self._lock:
+            return len(self._ahead)
+
     def _ahead_of(self, segment: RemoteLogSegmentMetadata, position: int) -> None:
         """Read the chunk holding ``position`` in the background, unless cached or past the end."""
         i = position // self.chunk
@@ -247,18 +319,17 @@ class RemoteLogReader:
         with self._lock:
             if position >= segment.segment_size_in_bytes or key in self._chunks.items or key in self._ahead:
                 return
-            self._ahead.add(key)
+            self._ahead[key] = self.executor.submit(self._read_ahead, segment, i, key)
         self.read_ahead += 1
-        self.executor.submit(self._read_ahead, segment, i, key)
 
     def _read_ahead(self, segment: RemoteLogSegmentMetadata, i: int, key) -> None:
         try:
-            self._chunk(segment, i)
+            self._chunk(segment, i, ahead=True)
         except RemoteStorageException as e:   # the read that needs it reports the error
             log.debug("read-ahead of %s chunk %d failed: %s", segment.segment_id, i, e)
         finally:
             with self._lock:
-                self._ahead.discard(key)
+                self._ahead.pop(key, None)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
