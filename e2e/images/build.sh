@@ -10,6 +10,11 @@
 #              (git archive), FROM the same base, tagged ghcr.io/odradek/odradek:git-<commit>;
 #              built once per commit (a commit's image never changes); fails, saying why, when the
 #              commit is not in this clone's history (a shallow clone: git fetch --unshallow)
+#   connect    Apache Kafka's Connect and MirrorMaker 2 (e2e/images/connect/Containerfile), FROM the
+#              base: Kafka's jars from Maven Central (bench.kafka_ecosystem: the compat suite's), a
+#              Java runtime jlink cuts from the build host's JDK, tagged odradek/connect:<Kafka
+#              version> like the operator's default (spec.DEFAULT_CONNECT_IMAGE); built only when
+#              its inputs change (their hash is a label on the image and a stamp beside the archive)
 #   zookeeper  Debian's zookeeper package plus an entrypoint with the official image's contract
 #              (/docker-entrypoint.sh, ZOO_* variables), tagged zookeeper:3.8 like the operator's default
 #   pause      the pod sandbox: a static Go binary FROM scratch (registry.k8s.io/pause:3.10)
@@ -27,6 +32,10 @@ ODRADEK_IMAGE="${ODRADEK_IMAGE:-ghcr.io/odradek/odradek:0.1.0}"
 ZOOKEEPER_IMAGE="${ZOOKEEPER_IMAGE:-docker.io/library/zookeeper:3.8}"
 PAUSE_IMAGE="${PAUSE_IMAGE:-registry.k8s.io/pause:3.10}"
 BASE_IMAGE="localhost/odradek-e2e-base:bookworm"
+# The Java modules the Connect image's runtime holds: Java SE, and the JDK's that Kafka's clients
+# and Connect use (EC and PKCS#11 crypto for TLS, Unsafe for its compression libraries, JMX, DNS, JAAS)
+CONNECT_MODULES="java.se,jdk.crypto.ec,jdk.crypto.cryptoki,jdk.unsupported,jdk.management,jdk.management.agent,\
+jdk.naming.dns,jdk.security.auth,jdk.security.jgss,jdk.zipfs,jdk.charsets,jdk.jfr,jdk.net"
 mkdir -p "$OUT" "$BASE_DIR"
 log() { echo "e2e-images: $*" >&2; }
 build() { podman build --network host --ulimit nofile=20000:20000 --ulimit nproc=1024:1024 "$@"; }
@@ -79,11 +88,40 @@ previous_release() {   # prints the archive of release N-1's image, building it 
   echo "$archive"
 }
 
+connect_image() {   # prints the Connect image's archive, building and saving it when its inputs changed
+  local eco version image archive inputs context
+  eco="$(.venv/bin/python -m bench.kafka_ecosystem)"   # resolved by `make test-deps`; else Maven now
+  version="$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' bench/kafka/ecosystem/pom.xml)"
+  image="${CONNECT_IMAGE:-docker.io/odradek/connect:$version}" archive="$OUT/connect.tar"
+  inputs="$({ podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; jlink --version; echo "$CONNECT_MODULES"
+              ls -l "$eco/libs"; find e2e/images/connect -type f | sort | xargs sha256sum; } | sha256sum | cut -c1-16)"
+  if [ "$(podman image inspect --format '{{index .Labels "dev.odradek.inputs"}}' "$image" 2>/dev/null)" != "$inputs" ]; then
+    log "building $image (Kafka $version's jars, a jlink runtime)"
+    context="$(mktemp -d)"
+    cp -r e2e/images/connect/. "$context"
+    jlink --add-modules "$CONNECT_MODULES" --strip-debug --no-man-pages --no-header-files --compress=2 \
+      --output "$context/jre"
+    mkdir -p "$context/libs" "$context/plugins/connect-file"
+    # Kafka Streams is not the runtime's; the FileStream connectors are a plugin (plugin.path)
+    find "$eco/libs" -name '*.jar' ! -name 'kafka-streams-*' ! -name 'rocksdbjni-*' ! -name 'connect-file-*' \
+      -exec cp -t "$context/libs" {} +
+    cp "$eco"/libs/connect-file-*.jar "$context/plugins/connect-file/"
+    build -q --build-arg BASE_IMAGE="$BASE_IMAGE" --label "dev.odradek.inputs=$inputs" -t "$image" "$context" >/dev/null
+    rm -rf "$context"
+  fi
+  if [ "$(cat "$archive.inputs" 2>/dev/null)" != "$inputs" ] || [ ! -s "$archive" ]; then
+    rm -f "$archive" "$archive.inputs"
+    podman save -q --format docker-archive -o "$archive" "$image" && echo "$inputs" >"$archive.inputs"
+  fi
+  echo "$archive"
+}
+
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 base_image
 previous_release
 log "building $ODRADEK_IMAGE from the Dockerfile"
 build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ODRADEK_IMAGE" . >/dev/null
+connect_image
 log "building $ZOOKEEPER_IMAGE"
 build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ZOOKEEPER_IMAGE" e2e/images/zookeeper >/dev/null
 log "building $PAUSE_IMAGE"
