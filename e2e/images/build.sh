@@ -32,10 +32,6 @@ ODRADEK_IMAGE="${ODRADEK_IMAGE:-ghcr.io/odradek/odradek:0.1.0}"
 ZOOKEEPER_IMAGE="${ZOOKEEPER_IMAGE:-docker.io/library/zookeeper:3.8}"
 PAUSE_IMAGE="${PAUSE_IMAGE:-registry.k8s.io/pause:3.10}"
 BASE_IMAGE="localhost/odradek-e2e-base:bookworm"
-# The Java modules the Connect image's runtime holds: Java SE, and the JDK's that Kafka's clients
-# and Connect use (EC and PKCS#11 crypto for TLS, Unsafe for its compression libraries, JMX, DNS, JAAS)
-CONNECT_MODULES="java.se,jdk.crypto.ec,jdk.crypto.cryptoki,jdk.unsupported,jdk.management,jdk.management.agent,\
-jdk.naming.dns,jdk.security.auth,jdk.security.jgss,jdk.zipfs,jdk.charsets,jdk.jfr,jdk.net"
 mkdir -p "$OUT" "$BASE_DIR"
 log() { echo "e2e-images: $*" >&2; }
 build() { podman build --network host --ulimit nofile=20000:20000 --ulimit nproc=1024:1024 "$@"; }
@@ -89,23 +85,15 @@ previous_release() {   # prints the archive of release N-1's image, building it 
 }
 
 connect_image() {   # prints the Connect image's archive, building and saving it when its inputs changed
-  local eco version image archive inputs context
-  eco="$(.venv/bin/python -m bench.kafka_ecosystem)"   # resolved by `make test-deps`; else Maven now
-  version="$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' bench/kafka/ecosystem/pom.xml)"
-  image="${CONNECT_IMAGE:-docker.io/odradek/connect:$version}" archive="$OUT/connect.tar"
-  inputs="$({ podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; jlink --version; echo "$CONNECT_MODULES"
-              ls -l "$eco/libs"; find e2e/images/connect -type f | sort | xargs sha256sum; } | sha256sum | cut -c1-16)"
+  local image archive inputs context
+  image="$(e2e/images/connect/stage.sh --name)" archive="$OUT/connect.tar"
+  inputs="$({ podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; jlink --version
+              ls -l "$(.venv/bin/python -m bench.kafka_ecosystem)/libs"
+              find e2e/images/connect -type f | sort | xargs sha256sum; } | sha256sum | cut -c1-16)"
   if [ "$(podman image inspect --format '{{index .Labels "dev.odradek.inputs"}}' "$image" 2>/dev/null)" != "$inputs" ]; then
-    log "building $image (Kafka $version's jars, a jlink runtime)"
+    log "building $image (Kafka's jars, a jlink runtime)"
     context="$(mktemp -d)"
-    cp -r e2e/images/connect/. "$context"
-    jlink --add-modules "$CONNECT_MODULES" --strip-debug --no-man-pages --no-header-files --compress=2 \
-      --output "$context/jre"
-    mkdir -p "$context/libs" "$context/plugins/connect-file"
-    # Kafka Streams is not the runtime's; the FileStream connectors are a plugin (plugin.path)
-    find "$eco/libs" -name '*.jar' ! -name 'kafka-streams-*' ! -name 'rocksdbjni-*' ! -name 'connect-file-*' \
-      -exec cp -t "$context/libs" {} +
-    cp "$eco"/libs/connect-file-*.jar "$context/plugins/connect-file/"
+    e2e/images/connect/stage.sh "$context"
     build -q --build-arg BASE_IMAGE="$BASE_IMAGE" --label "dev.odradek.inputs=$inputs" -t "$image" "$context" >/dev/null
     rm -rf "$context"
   fi
