@@ -16,7 +16,7 @@ out of the host's network, and the namespace's removal takes them all away.
   connection: no br_netfilter needed for hairpin traffic), CoreDNS on the node's address as
   the cluster DNS (a host process: there is no registry to pull its image from)
 - images: ``e2e/images/build.sh`` archives imported with ``ctr`` (the Odradek image from the
-  project's Dockerfile, ZooKeeper, pause); kubelet never pulls
+  project's Dockerfile, ZooKeeper, Kafka Connect's JVM, pause); kubelet never pulls
 - storage: a default StorageClass of local PersistentVolumes (directories under DIR), so a
   StatefulSet pod that comes back gets its own volume back
 
@@ -46,7 +46,7 @@ LOCAL_VOLUMES = 12
 MIN_FREE_DISK = 6 << 30   # imported images (and unpacked), volumes, logs
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
                 "kubectl", "helm", "coredns")
-HOST_TOOLS = ("containerd", "ctr", "runc", "podman", "debootstrap", "iptables", "conntrack", "nsenter", "ip")
+HOST_TOOLS = ("containerd", "ctr", "runc", "podman", "debootstrap", "jlink", "iptables", "conntrack", "nsenter", "ip")
 
 
 def _load(name: str, path: Path):

@@ -10,6 +10,11 @@
 #              (git archive), FROM the same base, tagged ghcr.io/odradek/odradek:git-<commit>;
 #              built once per commit (a commit's image never changes); fails, saying why, when the
 #              commit is not in this clone's history (a shallow clone: git fetch --unshallow)
+#   connect    Apache Kafka's Connect and MirrorMaker 2 (e2e/images/connect/Containerfile), FROM the
+#              base: Kafka's jars from Maven Central (bench.kafka_ecosystem: the compat suite's), a
+#              Java runtime jlink cuts from the build host's JDK, tagged odradek/connect:<Kafka
+#              version> like the operator's default (spec.DEFAULT_CONNECT_IMAGE); built only when
+#              its inputs change (their hash is a label on the image and a stamp beside the archive)
 #   zookeeper  Debian's zookeeper package plus an entrypoint with the official image's contract
 #              (/docker-entrypoint.sh, ZOO_* variables), tagged zookeeper:3.8 like the operator's default
 #   pause      the pod sandbox: a static Go binary FROM scratch (registry.k8s.io/pause:3.10)
@@ -79,11 +84,32 @@ previous_release() {   # prints the archive of release N-1's image, building it 
   echo "$archive"
 }
 
+connect_image() {   # prints the Connect image's archive, building and saving it when its inputs changed
+  local image archive inputs context
+  image="$(e2e/images/connect/stage.sh --name)" archive="$OUT/connect.tar"
+  inputs="$({ podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; jlink --version
+              ls -l "$(.venv/bin/python -m bench.kafka_ecosystem)/libs"
+              find e2e/images/connect -type f | sort | xargs sha256sum; } | sha256sum | cut -c1-16)"
+  if [ "$(podman image inspect --format '{{index .Labels "dev.odradek.inputs"}}' "$image" 2>/dev/null)" != "$inputs" ]; then
+    log "building $image (Kafka's jars, a jlink runtime)"
+    context="$(mktemp -d)"
+    e2e/images/connect/stage.sh "$context"
+    build -q --build-arg BASE_IMAGE="$BASE_IMAGE" --label "dev.odradek.inputs=$inputs" -t "$image" "$context" >/dev/null
+    rm -rf "$context"
+  fi
+  if [ "$(cat "$archive.inputs" 2>/dev/null)" != "$inputs" ] || [ ! -s "$archive" ]; then
+    rm -f "$archive" "$archive.inputs"
+    podman save -q --format docker-archive -o "$archive" "$image" && echo "$inputs" >"$archive.inputs"
+  fi
+  echo "$archive"
+}
+
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 base_image
 previous_release
 log "building $ODRADEK_IMAGE from the Dockerfile"
 build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ODRADEK_IMAGE" . >/dev/null
+connect_image
 log "building $ZOOKEEPER_IMAGE"
 build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$ZOOKEEPER_IMAGE" e2e/images/zookeeper >/dev/null
 log "building $PAUSE_IMAGE"

@@ -106,7 +106,7 @@ def test_a_secured_target_and_a_source_secret_are_read_by_the_config_provider():
         "c-cluster-ca-cert", "m-mirrormaker2", "kafka-creds"}
     command = pod["containers"][0]["command"][-1]
     assert command.endswith("/opt/kafka/bin/connect-mirror-maker.sh /tmp/mm2.properties --clusters c")
-    assert pod["containers"][0]["image"] == "odradek/connect:3.9.0"   # OdradekConnect's image
+    assert pod["containers"][0]["image"] == "odradek/connect:3.9.2"   # OdradekConnect's image
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
 
 

@@ -119,11 +119,14 @@ def test_segments_reach_the_store_and_a_new_leader_resumes(tc):
         tc.run("start", str(leader))
 
 
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _find_topic_id(rsm, topic: str = TOPIC) -> str | None:
     """The topic id, from the store's key layout (``<topic>-<topicId>/<partition>/...``)."""
     for key in rsm._keys(f"{topic}-"):
         topic_id = key.split("/", 1)[0][len(topic) + 1:]
-        if len(topic_id) == 22:   # base64 of 16 bytes: not the id of "<topic>-txn" under the same prefix
+        if UUID.fullmatch(topic_id):   # not "txn-<id>" of the topic "<topic>-txn" under the same prefix
             return topic_id
     return None
 

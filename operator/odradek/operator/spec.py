@@ -183,7 +183,7 @@ class ClusterSpec:
 
 # -- Kafka Connect (``connect``, ``connectors``) ----------------------------------------------
 
-DEFAULT_CONNECT_IMAGE = "odradek/connect:3.9.0"   # e2e/images: Apache Kafka's distribution from Maven Central
+DEFAULT_CONNECT_IMAGE = "odradek/connect:3.9.2"   # e2e/images/connect: Kafka 3.9.2 (bench/kafka/ecosystem/pom.xml)
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
 

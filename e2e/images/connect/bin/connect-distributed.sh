@@ -1,0 +1,7 @@
+#!/bin/sh
+# Apache Kafka's bin/connect-distributed.sh: a distributed Connect worker.
+#   connect-distributed.sh worker.properties
+base_dir=$(dirname "$0")
+export KAFKA_LOG4J_OPTS="${KAFKA_LOG4J_OPTS:--Dlog4j.configuration=file:$base_dir/../config/connect-log4j.properties}"
+export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256M -Xmx2G}"
+exec "$base_dir/kafka-run-class.sh" -name connectDistributed org.apache.kafka.connect.cli.ConnectDistributed "$@"
