@@ -63,6 +63,10 @@ def read_values(gw: GatewayClient, topic: str) -> list[str]:
     return out
 
 
+def replication_factors(gw: GatewayClient, topic: str) -> set[int]:
+    return {len(p["replicas"]) for p in gw.partition_details(topic)}
+
+
 def _acl(rtype: str, name: str, ops: list[str], pattern: str = "literal") -> dict:
     return {"resource": {"type": rtype, "name": name, "patternType": pattern}, "operations": ops}
 
@@ -84,17 +88,9 @@ def runtimes(kube, gateway):
     with gateway.client(timeout=120) as gw:
         results = gw.produce(SOURCE_TOPIC, [{"value": v.encode()} for v in MIRRORED])
         assert all(r.offset is not None for r in results), [r for r in results if r.offset is None][:3]
-    # The cluster's min.insync.replicas is 2 and its default replication factor 1 (the controller's
-    # default.replication.factor): Connect's and MirrorMaker's internal topics, made with
-    # replication factor -1 (that default), would refuse every acks=all write
-    # (NOT_ENOUGH_REPLICAS). As with Kafka, the user states 3: MirrorMaker's in spec.config; for
-    # Connect, whose storage topics the operator declares as OdradekTopics without replicas,
-    # the same OdradekTopics are declared first with replicas 3 (server-side apply leaves the
-    # operator's apply that field).
-    for suffix, partitions in (("configs", 1), ("offsets", 25), ("status", 5)):
-        apply(kube, "OdradekTopic", f"{CONNECT}-connect-{suffix}", {
-            "cluster": CLUSTER, "topicName": f"{CONNECT}-{suffix}", "partitions": partitions, "replicas": 3,
-            "config": {"cleanup.policy": "compact"}})
+    # The cluster's min.insync.replicas is 2 and its default replication factor 1: the runtimes'
+    # internal topics work only because the operator gives them Kafka's replication factors
+    # (capped at the brokers), not -1; nothing here sets one (test_*_replication_factors).
     apply(kube, "OdradekConnect", CONNECT, {
         "cluster": CLUSTER, "replicas": 1,
         "config": {"value.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -105,10 +101,7 @@ def runtimes(kube, gateway):
         "offsetSyncsTopicLocation": "target",
         # one partition for its herder's offsets and status (Kafka's 25 and 5): fewer replicas
         # for the brokers to carry through test_security.py's rolls
-        "config": {"offset.storage.partitions": 1, "status.storage.partitions": 1,
-                   **{f"{prefix}replication.factor": 3 for prefix in (
-                       "", "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.", "config.storage.",
-                       "offset.storage.", "status.storage.")}},
+        "config": {"offset.storage.partitions": 1, "status.storage.partitions": 1},
         "source": {"alias": "src", "bootstrapServers": f"{CLUSTER}-bootstrap.{NAMESPACE}.svc:9092",
                    # the same cluster: its CA is the one the target's side mounts
                    "config": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
@@ -138,6 +131,9 @@ def test_connect_worker_pod_runs_a_file_source_connector_into_a_topic(kube, gate
     with gateway.client(timeout=60) as gw:
         wait_until(lambda: len(read_values(gw, LINES_TOPIC)) >= len(LINES), 180, f"{len(LINES)} lines", 2)
         assert read_values(gw, LINES_TOPIC) == LINES
+        # the storage topics: Kafka Connect's default replication factor 3 (the cluster has 3 brokers)
+        assert {t: replication_factors(gw, t) for t in connect["status"]["topics"]} == dict.fromkeys(
+            (f"{CONNECT}-configs", f"{CONNECT}-offsets", f"{CONNECT}-status"), {3})
 
 
 def test_mirror_maker_pod_mirrors_a_topic_under_the_source_alias(kube, gateway, runtimes):
@@ -148,3 +144,9 @@ def test_mirror_maker_pod_mirrors_a_topic_under_the_source_alias(kube, gateway, 
         wait_until(lambda: copy in gw.topics() and len(read_values(gw, copy)) >= len(MIRRORED), 300,
                    f"{len(MIRRORED)} records mirrored into {copy}", 3)
         assert read_values(gw, copy) == MIRRORED
+        # MirrorMaker's defaults: 2 for mirrored topics, 3 for its internal ones (3 brokers)
+        internal = ["mm2-configs.src.internal", "mm2-offsets.src.internal", "mm2-status.src.internal",
+                    f"mm2-offset-syncs.{CLUSTER}.internal", "heartbeats"]
+        wait_until(lambda: set(internal) <= set(gw.topics()), 120, "MirrorMaker's internal topics", 3)
+        assert {t: replication_factors(gw, t) for t in [copy, *internal]} == {
+            copy: {2}, **dict.fromkeys(internal, {3})}

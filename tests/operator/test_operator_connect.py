@@ -55,7 +55,8 @@ def test_an_open_cluster_gets_plain_workers_without_a_user():
     assert (props["group.id"], props["config.storage.topic"], props["offset.storage.topic"],
             props["status.storage.topic"]) == ("k", "k-configs", "k-offsets", "k-status")
     assert props["offset.storage.partitions"] == "25" and props["status.storage.partitions"] == "5"
-    assert props["config.storage.replication.factor"] == "-1"   # the brokers' default (KIP-464)
+    # Kafka's default 3 (the cluster has 3 brokers), not -1: its default.replication.factor may be 1
+    assert {props[k] for k in connect.STORAGE_FACTOR_KEYS.values()} == {"3"}
     assert props["exactly.once.source.support"] == "disabled"
     assert not any(k.endswith(("security.protocol", "sasl.jaas.config")) for k in props)
     assert connect.build_user("k", "data", spec, acc) == []
@@ -103,12 +104,31 @@ def test_the_workers_user_has_least_privilege():
 
 def test_storage_topics_are_compacted_with_kafkas_partition_counts_and_adoptable():
     spec, acc = access()
-    topics = connect.build_topics("k", "data", spec, "c")
-    assert [(t["metadata"]["name"], t["spec"]["topicName"], t["spec"]["partitions"]) for t in topics] == [
-        ("k-connect-configs", "k-configs", 1), ("k-connect-offsets", "k-offsets", 25),
-        ("k-connect-status", "k-status", 5)]
-    assert all(t["spec"]["config"] == {"cleanup.policy": "compact"} and "replicas" not in t["spec"] for t in topics)
+    topics = connect.build_topics("k", "data", spec, acc)
+    assert [(t["metadata"]["name"], t["spec"]["topicName"], t["spec"]["partitions"], t["spec"]["replicas"])
+            for t in topics] == [("k-connect-configs", "k-configs", 1, 3), ("k-connect-offsets", "k-offsets", 25, 3),
+                                 ("k-connect-status", "k-status", 5, 3)]
+    assert all(t["spec"]["config"] == {"cleanup.policy": "compact"} for t in topics)
     assert all(t["metadata"]["annotations"] == {"odradek.dev/adopt": "true"} for t in topics)
+
+
+def test_storage_replication_is_kafkas_3_capped_at_the_brokers_unless_the_user_sets_it():
+    def factors(brokers, config=None):
+        spec = connect.parse_connect("k", {"config": config or {}})
+        acc = connect.cluster_access("c", "data", cluster_spec({"brokers": {"replicas": brokers}}), spec)
+        props = connect.worker_properties(spec, acc)
+        topics = {t["spec"]["topicName"]: t["spec"].get("replicas") for t in connect.build_topics("k", "data", spec, acc)}
+        return ([props[k] for k in connect.STORAGE_FACTOR_KEYS.values()],
+                [topics[n] for n in ("k-configs", "k-offsets", "k-status")])
+    assert factors(5) == (["3", "3", "3"], [3, 3, 3])
+    assert factors(2) == (["2", "2", "2"], [2, 2, 2])
+    assert factors(1) == (["1", "1", "1"], [1, 1, 1])
+    # the user's, in both the worker and the OdradekTopic; -1 (the brokers' default) leaves replicas out
+    assert factors(5, {"offset.storage.replication.factor": 5, "status.storage.replication.factor": -1}) == (
+        ["3", "5", "-1"], [3, 5, None])
+    for bad in (0, -2, "three"):
+        with pytest.raises(SpecError, match="config.storage.replication.factor"):
+            connect.parse_connect("k", {"config": {"config.storage.replication.factor": bad}})
 
 
 def test_a_config_change_rolls_the_workers_and_owned_keys_are_refused():

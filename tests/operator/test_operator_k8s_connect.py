@@ -98,11 +98,13 @@ def test_connect_on_a_secured_cluster_gets_its_workers_topics_and_least_privileg
     assert user["cluster"] == "c" and user["authentication"] == {"type": "scram-sha-512"}
     assert {"resource": {"type": "transactionalId", "name": "k-", "patternType": "prefix"},
             "operations": ["Write", "Describe"]} in user["authorization"]["acls"]
-    # the storage topics: compacted, Kafka's partition counts, kept when the Connect cluster goes
+    # the storage topics: compacted, Kafka's partition counts, kept when the Connect cluster goes;
+    # Kafka's replication factor 3 capped at the cluster's one broker, on the topics and the workers
+    assert "config.storage.replication.factor=1" in props and "status.storage.replication.factor=1" in props
     for suffix, partitions in (("configs", 1), ("offsets", 25), ("status", 5)):
         topic = k8s.topic(namespace, f"k-connect-{suffix}")
         assert topic["spec"] == {"cluster": "c", "topicName": f"k-{suffix}", "partitions": partitions,
-                                 "config": {"cleanup.policy": "compact"}}
+                                 "replicas": 1, "config": {"cleanup.policy": "compact"}}
         assert not topic["metadata"].get("ownerReferences")
 
     def reported():

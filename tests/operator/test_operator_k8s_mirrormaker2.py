@@ -64,6 +64,8 @@ def test_mirror_maker_on_a_secured_cluster_gets_its_config_deployment_and_least_
     assert props["odradek.security.protocol"] == "SASL_SSL" and props["kafka->odradek.topics"] == "orders.*"
     assert props["replication.policy.class"] == "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
     assert props["sync.group.offsets.enabled"] == "true"
+    # Kafka's replication factors (2, the internal topics' 3) capped at the cluster's one broker
+    assert {props[k] for k in mirrormaker2.REPLICATION_DEFAULTS} == {"1"}
     assert props["kafka.sasl.jaas.config"] == "${dir:/etc/odradek/mm2/source:jaas}"
     pod = owned["Deployment"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["command"][-1].endswith("--clusters odradek")

@@ -74,7 +74,8 @@ def test_the_migration_file_parses_and_says_what_the_compat_suites_mirror_maker_
     assert props["kafka->odradek.topics"] == "orders.*, payments.*"
     assert props["kafka->odradek.groups"] == "orders-.*, payments-.*"
     assert props["emit.checkpoints.interval.seconds"] == props["sync.group.offsets.interval.seconds"] == "10"
-    assert props["replication.factor"] == props["checkpoints.topic.replication.factor"] == "-1"   # the brokers'
+    # Kafka's defaults within the target's 3 brokers, not -1 (its default.replication.factor may be 1)
+    assert props["replication.factor"] == "2" and props["checkpoints.topic.replication.factor"] == "3"
     assert props["dedicated.mode.enable.internal.rest"] == "true"
     assert not any(k.startswith("odradek.security") for k in props)   # an open listener
 
@@ -161,6 +162,23 @@ def test_owned_and_invalid_settings_are_refused():
                        ({"source": {**SOURCE, "alias": "a.b"}}, "letters")):
         with pytest.raises(SpecError, match=match):
             mirrormaker2.parse_mirror_maker(raw, "c")
+
+
+def test_replication_factors_are_kafkas_capped_at_the_targets_brokers_unless_the_user_sets_them():
+    def factors(brokers, config=None):
+        spec, acc = parsed({"source": SOURCE, "config": config or {}}, {"brokers": {"replicas": brokers}})
+        props = mirrormaker2.mm2_properties(spec, acc)
+        return {k: props[k] for k in mirrormaker2.REPLICATION_DEFAULTS}
+    internal = [k for k in mirrormaker2.REPLICATION_DEFAULTS if k != "replication.factor"]
+    assert len(internal) == 6 and {k.split(".")[0] for k in internal} == {
+        "offset-syncs", "checkpoints", "heartbeats", "config", "offset", "status"}
+    assert factors(5) == {"replication.factor": "2", **dict.fromkeys(internal, "3")}
+    assert factors(2) == {"replication.factor": "2", **dict.fromkeys(internal, "2")}
+    assert factors(1) == {"replication.factor": "1", **dict.fromkeys(internal, "1")}
+    assert factors(5, {"replication.factor": 4, "heartbeats.topic.replication.factor": -1}) == {
+        "replication.factor": "4", **dict.fromkeys(internal, "3"), "heartbeats.topic.replication.factor": "-1"}
+    with pytest.raises(SpecError, match="checkpoints.topic.replication.factor"):
+        mirrormaker2.parse_mirror_maker({"source": SOURCE, "config": {"checkpoints.topic.replication.factor": 0}}, "c")
 
 
 def test_a_config_change_rolls_the_deployment():

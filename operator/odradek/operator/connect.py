@@ -6,8 +6,8 @@ A Connect cluster ``k`` of OdradekCluster ``c`` (docs/connect.md):
 - ``k-connect-config`` ConfigMap: ``connect-distributed.properties``, Apache Kafka's worker
   configuration (``worker_properties``): ``bootstrap.servers`` at the cluster's bootstrap Service
   on the chosen listener; ``group.id`` and the config, offset and status topics; their
-  replication factor ``-1`` (the brokers' ``default.replication.factor``, KIP-464) and Kafka's
-  partition counts (offsets 25, status 5); ``exactly.once.source.support``; on a secured listener
+  replication factor (``storage_replication``: Kafka's default 3, capped at the cluster's brokers,
+  unless ``spec.config`` sets it) and Kafka's partition counts (offsets 25, status 5); ``exactly.once.source.support``; on a secured listener
   the cluster CA as a PEM truststore and the user's credential read from its mounted Secret
   through Kafka's ``DirectoryConfigProvider`` (KIP-297/421: no secret in the ConfigMap), for the
   worker and, prefixed, for its connectors' producers, consumers and admin clients.
@@ -21,8 +21,8 @@ A Connect cluster ``k`` of OdradekCluster ``c`` (docs/connect.md):
   JAAS file in the ConfigMap points Kafka's ``PropertyFileLoginModule`` at its mounted users file.
 - ``spec.plugins``: an init container fetching them into a volume on ``plugin.path`` (``connect_plugins``).
 - The storage topics as OdradekTopics ``k-connect-configs``/``-offsets``/``-status`` (compacted;
-  1, 25, 5 partitions, Kafka's defaults), so that they exist with these settings before a worker
-  could create them otherwise, and an OdradekUser ``k-connect`` when the listener authenticates,
+  1, 25, 5 partitions, Kafka's defaults; the workers' replication factor), so that they exist
+  with these settings before a worker could create them otherwise, and an OdradekUser ``k-connect`` when the listener authenticates,
   with least privilege (``user_acls``, what a real worker needs on a deny-by-default cluster:
   tests/operator/test_operator_k8s_connect.py): the group, the three topics, the transactional
   ids of exactly-once source, and the connectors' own ACLs (``spec.authorization.acls``).
@@ -59,6 +59,11 @@ CONFIG_HASH_ANNOTATION = "odradek.dev/connect-config-hash"
 CONNECT_LABEL = "odradek.dev/connect"
 # Kafka's defaults for the storage topics' partitions (DistributedConfig)
 CONFIG_PARTITIONS, OFFSET_PARTITIONS, STATUS_PARTITIONS = 1, 25, 5
+# Kafka's default for their replication factor (DistributedConfig), which the operator caps at the
+# brokers: the cluster's default.replication.factor (-1) may be 1, which min.insync.replicas 2 refuses
+STORAGE_REPLICATION = 3
+STORAGE_FACTOR_KEYS = {"configs": "config.storage.replication.factor",
+                       "offsets": "offset.storage.replication.factor", "status": "status.storage.replication.factor"}
 EOS_MODES = ("disabled", "preparing", "enabled")
 # Worker settings the operator owns: refused in spec.config (as Strimzi's forbidden options)
 OWNED_KEYS = ("bootstrap.servers", "group.id", "config.storage.topic", "offset.storage.topic",
@@ -91,6 +96,7 @@ def parse_connect(name: str, spec: Mapping[str, Any]) -> ConnectSpec:
     owned = sorted(k for k in config if _owned(k))
     if owned:
         raise SpecError(f"spec.config: {', '.join(owned)} are set by the operator")
+    check_factors(config, STORAGE_FACTOR_KEYS.values())
     eos = spec.get("exactlyOnceSourceSupport", ConnectSpec.exactly_once_source_support)
     if eos not in EOS_MODES:
         raise SpecError(f"spec.exactlyOnceSourceSupport: {eos!r} is not one of {', '.join(EOS_MODES)}")
@@ -112,6 +118,26 @@ def parse_connect(name: str, spec: Mapping[str, Any]) -> ConnectSpec:
         plugin_repository=connect_plugins.parse_repository(spec.get("pluginRepository")))
 
 
+def check_factors(config: Mapping[str, str], keys: Any) -> None:
+    """``SpecError`` unless each replication factor ``config`` sets is Kafka's -1 or a positive integer."""
+    for key in keys:
+        value = config.get(key)
+        if value is not None and not (value.lstrip("-").isdigit() and (int(value) == -1 or int(value) >= 1)):
+            raise SpecError(f"spec.config: {key} must be -1 (the brokers' default) or at least 1, not {value!r}")
+
+
+def replication_factor(config: Mapping[str, str], key: str, default: int, brokers: int) -> str:
+    """``key``'s replication factor: the user's (``config``), else Kafka's ``default`` capped at
+    the cluster's ``brokers`` (as Strimzi's defaults, a factor above them could not be placed)."""
+    return config.get(key, str(max(1, min(default, brokers))))
+
+
+def storage_replication(spec: ConnectSpec, brokers: int) -> dict[str, str]:
+    """The storage topics' replication factors, by key (``STORAGE_FACTOR_KEYS``)."""
+    return {key: replication_factor(spec.config, key, STORAGE_REPLICATION, brokers)
+            for key in STORAGE_FACTOR_KEYS.values()}
+
+
 def _setting(value: Any) -> str:
     if isinstance(value, bool):   # YAML true -> Kafka's "true"
         return str(value).lower()
@@ -121,10 +147,12 @@ def _setting(value: Any) -> str:
 @dataclass(frozen=True)
 class ClusterAccess:
     """How the workers reach the OdradekCluster: its name, the listener (None: the plain 9092
-    listener of a cluster without ``spec.listeners``) and its bootstrap address."""
+    listener of a cluster without ``spec.listeners``), its bootstrap address and its brokers
+    (``spec.brokers.replicas``: the cap on internal topics' replication factors)."""
     cluster: str
     listener: Listener | None
     bootstrap: str
+    brokers: int
 
     @property
     def authentication(self) -> str | None:
@@ -141,7 +169,8 @@ def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec,
     if not cluster_spec.listeners:
         if spec.listener:
             raise SpecError(f"spec.listener: OdradekCluster {cluster} has no spec.listeners (one plain listener)")
-        return ClusterAccess(cluster, None, builders.bootstrap_servers(cluster, namespace))
+        return ClusterAccess(cluster, None, builders.bootstrap_servers(cluster, namespace),
+                             cluster_spec.brokers.replicas)
     internal = [li for li in cluster_spec.listeners if not li.external]
     chosen = next((li for li in cluster_spec.listeners if li.name == spec.listener), None) if spec.listener else (
         internal[0] if internal else None)
@@ -149,7 +178,7 @@ def cluster_access(cluster: str, namespace: str, cluster_spec: ClusterSpec,
         raise SpecError(f"spec.listener: OdradekCluster {cluster} has no internal listener "
                         f"{spec.listener or ''}".rstrip() + f" (internal: {', '.join(li.name for li in internal)})")
     bootstrap = f"{builders.names(cluster)['bootstrap']}.{namespace}.svc:{chosen.port}"
-    return ClusterAccess(cluster, chosen, bootstrap)
+    return ClusterAccess(cluster, chosen, bootstrap, cluster_spec.brokers.replicas)
 
 
 def client_security(access: ClusterAccess, user_dir: str = USER_DIR, ca_dir: str = CA_DIR) -> dict[str, str]:
@@ -176,8 +205,7 @@ def worker_properties(spec: ConnectSpec, access: ClusterAccess) -> dict[str, str
     out = {"bootstrap.servers": access.bootstrap, "group.id": spec.group_id,
            "config.storage.topic": spec.config_storage_topic, "offset.storage.topic": spec.offset_storage_topic,
            "status.storage.topic": spec.status_storage_topic,
-           "config.storage.replication.factor": "-1", "offset.storage.replication.factor": "-1",
-           "status.storage.replication.factor": "-1", "offset.storage.partitions": str(OFFSET_PARTITIONS),
+           **storage_replication(spec, access.brokers), "offset.storage.partitions": str(OFFSET_PARTITIONS),
            "status.storage.partitions": str(STATUS_PARTITIONS),
            "exactly.once.source.support": spec.exactly_once_source_support,
            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -222,20 +250,22 @@ def build_rest_secret(connect: str, namespace: str, cluster: str, password: str)
 
 # -- OdradekTopics and OdradekUser -------------------------------------------------------------
 
-def build_topics(connect: str, namespace: str, spec: ConnectSpec, cluster: str) -> list[dict]:
-    """The storage topics as OdradekTopics (no replicas: the controller's default, as ``-1`` is the
-    workers'). Not owned by the OdradekConnect (``connect_run``): deleting it keeps the connectors'
+def build_topics(connect: str, namespace: str, spec: ConnectSpec, access: ClusterAccess) -> list[dict]:
+    """The storage topics as OdradekTopics, with the workers' replication factors (none for a
+    user's ``-1``: the controller's default, as the workers' then). Not owned by the OdradekConnect (``connect_run``): deleting it keeps the connectors'
     offsets and configs, as Strimzi keeps a KafkaConnect's topics; delete the OdradekTopics to drop them."""
-    out = []
+    out, cluster, factors = [], access.cluster, storage_replication(spec, access.brokers)
     for suffix, topic, partitions in (("configs", spec.config_storage_topic, CONFIG_PARTITIONS),
                                       ("offsets", spec.offset_storage_topic, OFFSET_PARTITIONS),
                                       ("status", spec.status_storage_topic, STATUS_PARTITIONS)):
+        factor = int(factors[STORAGE_FACTOR_KEYS[suffix]])
         out.append({"apiVersion": f"{builders.GROUP}/{builders.VERSION}", "kind": "OdradekTopic",
                     "metadata": {"name": f"{connect}-connect-{suffix}", "namespace": namespace,
                                  "labels": labels(connect, cluster),
                                  # a worker may have made it first (an open cluster), with these settings
                                  "annotations": {topics.ADOPT_ANNOTATION: "true"}},
                     "spec": {"cluster": cluster, "topicName": topic, "partitions": partitions,
+                             **({"replicas": factor} if factor > 0 else {}),
                              "config": {"cleanup.policy": "compact"}}})
     return out
 
@@ -384,7 +414,7 @@ def build_connect(connect: str, namespace: str, spec: ConnectSpec, access: Clust
             raise ValueError("basic authentication on the REST API needs its password")
         files[REST_JAAS_FILE] = rest_jaas_text()
         rest.append(build_rest_secret(connect, namespace, access.cluster, rest_password))
-    return [*build_topics(connect, namespace, spec, access.cluster), *build_user(connect, namespace, spec, access),
+    return [*build_topics(connect, namespace, spec, access), *build_user(connect, namespace, spec, access),
             *rest, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names(connect)["config"], **meta},
                     "data": files},
             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": names(connect)["api"], **meta},

@@ -14,7 +14,8 @@ MirrorMaker 2 ``m`` from ``spec.source`` (alias ``s``) into OdradekCluster ``c``
 
 - ``m-mirrormaker2-config`` ConfigMap: ``mm2.properties`` (``mm2_properties``): the clusters and
   the one flow ``s->t``, ``topicsPattern``/``groupsPattern``, the replication policy, checkpoints
-  and group offset sync; the target on the chosen listener with the cluster CA and the user's
+  and group offset sync; the replication factors (``REPLICATION_DEFAULTS``: Kafka's, capped at
+  the target's brokers, unless ``spec.config`` sets them); the target on the chosen listener with the cluster CA and the user's
   credential read from its mounted Secret through ``DirectoryConfigProvider`` (KIP-297), the
   source with ``spec.source.config`` and the settings ``spec.source.secretConfig`` reads from the
   source's Secret, mounted the same way (no secret in the ConfigMap). Topic ACL sync is off:
@@ -55,6 +56,12 @@ OWNED_KEYS = ("clusters", "bootstrap.servers", "enabled", "topics", "topics.excl
               "sync.group.offsets.interval.seconds", "offset-syncs.topic.location", "config.providers",
               "dedicated.mode.enable.internal.rest")
 OWNED_PREFIXES = ("security.", "ssl.", "sasl.", "config.providers.", "listeners", "rest.")
+# Kafka's defaults for the replication factors (MirrorMakerConfig, DistributedConfig), which the
+# operator caps at the target's brokers unless spec.config sets them: the mirrored topics' 2, the
+# internal topics' 3 (not -1, the cluster's default.replication.factor, which may be 1)
+REPLICATION_DEFAULTS = {"replication.factor": 2, **{f"{k}replication.factor": 3 for k in (
+    "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.", "config.storage.", "offset.storage.",
+    "status.storage.")}}
 TOPIC_OPS = ["Create", "Write", "Describe", "DescribeConfigs", "AlterConfigs", "Alter"]
 INTERNAL_OPS = ["Read", "Write", "Describe", "Create", "DescribeConfigs"]
 
@@ -131,6 +138,8 @@ def parse_mirror_maker(spec: Mapping[str, Any], cluster: str) -> MirrorMaker2Spe
         if not re.fullmatch(r"[A-Za-z0-9_-]+", alias):
             raise SpecError(f"cluster alias {alias!r}: letters, digits, '-' and '_' only (it prefixes keys and topics)")
     checkpoints = spec.get("checkpoints") or {}
+    config = _settings(spec.get("config"), "spec.config")
+    connect.check_factors(config, REPLICATION_DEFAULTS)
     return MirrorMaker2Spec(
         source=source, cluster=spec.get("cluster"), target_alias=target_alias,
         replicas=int(spec.get("replicas", d.replicas)), image=spec.get("image") or d.image,
@@ -145,7 +154,7 @@ def parse_mirror_maker(spec: Mapping[str, Any], cluster: str) -> MirrorMaker2Spe
         sync_group_offsets=bool(checkpoints.get("syncGroupOffsets", d.sync_group_offsets)),
         sync_group_offsets_interval_seconds=int(checkpoints.get("syncGroupOffsetsIntervalSeconds",
                                                                 d.sync_group_offsets_interval_seconds)),
-        config=_settings(spec.get("config"), "spec.config"), resources=spec.get("resources"),
+        config=config, resources=spec.get("resources"),
         jvm_heap=spec.get("jvmHeap") or d.jvm_heap)
 
 
@@ -170,10 +179,8 @@ def mm2_properties(spec: MirrorMaker2Spec, access: ClusterAccess) -> dict[str, s
            "sync.group.offsets.interval.seconds": str(spec.sync_group_offsets_interval_seconds),
            "offset-syncs.topic.location": spec.offset_syncs_topic_location,
            "sync.topic.acls.enabled": "false",
-           # the brokers' default.replication.factor (KIP-464), as OdradekConnect's topics
-           **{f"{k}replication.factor": "-1" for k in (
-               "", "offset-syncs.topic.", "checkpoints.topic.", "heartbeats.topic.", "config.storage.",
-               "offset.storage.", "status.storage.")},
+           **{k: connect.replication_factor(spec.config, k, default, access.brokers)
+              for k, default in REPLICATION_DEFAULTS.items()},
            "dedicated.mode.enable.internal.rest": "true", "listeners": f"http://:{REST_PORT}",
            "rest.advertised.port": str(REST_PORT), **spec.config}
     if spec.topics_exclude_pattern:
