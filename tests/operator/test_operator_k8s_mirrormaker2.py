@@ -23,7 +23,7 @@ from bench import kafka_ecosystem
 from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
 from odradek.operator import mirrormaker2
-from tests.compat.test_mirror_maker import LOG4J, ecosystem
+from tests.compat.test_mirror_maker import ecosystem
 from tests.operator.test_operator_k8s_connect import CLUSTER, mount
 from tests.operator.test_operator_k8s_users import secret_data
 from tests.support.k8s import ready_check
@@ -134,7 +134,12 @@ def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_
     (tmp_path / "mm2.properties").write_text(_local((root / "config" / mirrormaker2.CONFIG_FILE).read_text(), {
         "dst.bootstrap.servers": scram_dev_cluster.endpoints["SECURE"][0],
         "listeners": f"http://127.0.0.1:{candidate_port()}", "rest.advertised.host.name": "127.0.0.1"}))
-    (tmp_path / "log4j.properties").write_text(LOG4J.format(log=tmp_path / "mm2.log"))
+    # the pod's logging (stdout, here a file) with the herders' file the readiness probe reads
+    state_log = tmp_path / "herder.log"
+    (tmp_path / "log4j.properties").write_text(
+        configmap["data"][mirrormaker2.LOG4J_FILE].replace(mirrormaker2.STATE_LOG, str(state_log)))
+    probe = [*mirrormaker2.readiness_probe()["exec"]["command"][:-1], str(state_log)]
+    assert subprocess.run(probe, check=False, stderr=subprocess.DEVNULL).returncode != 0   # not started
     argv = kafka_ecosystem.java_argv(kafka_ecosystem.MIRROR_MAKER, str(tmp_path / "mm2.properties"),
                                      "--clusters", "dst", log4j=tmp_path / "log4j.properties")
     with open(tmp_path / "stdout", "wb") as out:
@@ -149,8 +154,12 @@ def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_
         def mirrored() -> bool:
             values.extend(m.value().decode() for m in consumer.consume(20, 0.5) if m.error() is None)
             return len(values) >= 20
-        wait_until(mirrored, 180, f"the topic mirrored (log: {tmp_path / 'mm2.log'})", 0)
+        wait_until(mirrored, 180, f"the topic mirrored (log: {tmp_path / 'stdout'})", 0)
         assert values == [f"r-{i}" for i in range(20)]
+        # mirroring: the probe finds its herder's lines (one process: the leader, which wrote the
+        # connectors' configuration to the config topic, as Kafka's MirrorHerder says)
+        assert subprocess.run(probe, check=False).returncode == 0
+        assert "MirrorSourceConnector connector configured for src->dst." in state_log.read_text().splitlines()
     finally:
         consumer.close()
         stop_process(proc, 60)

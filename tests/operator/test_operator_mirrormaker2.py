@@ -6,6 +6,7 @@ No API server, no JVM."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -109,6 +110,46 @@ def test_a_secured_target_and_a_source_secret_are_read_by_the_config_provider():
     assert command.endswith("/opt/kafka/bin/connect-mirror-maker.sh /tmp/mm2.properties --clusters c")
     assert pod["containers"][0]["image"] == "odradek/connect:3.9.2"   # OdradekConnect's image
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+
+
+# MirrorMaker's herders' lines, as Kafka 3.9 writes them (MirrorHerder's and DistributedHerder's
+# format strings; tests/operator/test_operator_k8s_mirrormaker2.py reads the real ones)
+NOT_YET = ["[Worker clientId=c-1, groupId=src-mm2] Joined group at generation 1",
+           "This node 10.0.0.5:8080 is now a leader for src->c. Configuring connectors...",
+           "Failed to configure MirrorSourceConnector connector for src->c",
+           "This node lost leadership for src->c while trying to update the connector configuration for "
+           "MirrorSourceConnector. Using existing connector configuration.",
+           "[Worker clientId=c-1, groupId=src-mm2] Finished starting connectors and tasks"]
+READY = ["MirrorSourceConnector connector configured for src->c.",
+         "This node is a leader for src->c and configuration for MirrorHeartbeatConnector is already up to date.",
+         "[Worker clientId=c-1, groupId=src-mm2] Starting connector MirrorCheckpointConnector",
+         "[Worker clientId=c-1, groupId=src-mm2] Starting task MirrorHeartbeatConnector-0"]
+
+
+def test_a_pod_is_ready_once_its_herder_has_the_connectors_not_when_its_port_opens(tmp_path):
+    spec, acc = parsed()
+    config_map, deployment = mirrormaker2.build_mirror_maker("m", "data", spec, acc)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["livenessProbe"]["tcpSocket"] == {"port": mirrormaker2.REST_PORT}   # the JVM is up
+    command = container["readinessProbe"]["exec"]["command"]
+    assert command[-1] == mirrormaker2.STATE_LOG == "/tmp/mm2-herder.log"
+    # the herders log into that file too; a restarted container starts it afresh
+    log4j = config_map["data"][mirrormaker2.LOG4J_FILE]
+    assert f"log4j.appender.herder.File={mirrormaker2.STATE_LOG}" in log4j.splitlines()
+    assert "log4j.logger.org.apache.kafka.connect.mirror.MirrorHerder=INFO, herder" in log4j.splitlines()
+    script = container["command"][-1]
+    assert script.startswith(f": > {mirrormaker2.STATE_LOG} && ")
+    assert f"KAFKA_LOG4J_OPTS=-Dlog4j.configuration=file:/etc/odradek/mm2/config/{mirrormaker2.LOG4J_FILE}" in script
+    log = tmp_path / "herder.log"
+
+    def probe(lines) -> int:
+        log.write_text("".join(f"{line}\n" for line in lines))
+        return subprocess.run([*command[:-1], str(log)], check=False).returncode
+    assert probe(NOT_YET) == 1
+    for line in READY:
+        assert probe([*NOT_YET, line]) == 0, line
+    log.unlink()
+    assert subprocess.run([*command[:-1], str(log)], check=False, stderr=subprocess.DEVNULL).returncode != 0
 
 
 def acls_of(spec: MirrorMaker2Spec) -> dict:

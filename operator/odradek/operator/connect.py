@@ -354,18 +354,18 @@ def build_deployment(connect: str, namespace: str, spec: ConnectSpec, access: Cl
 def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Spec, component: str, script: str,
                    probe: dict, mounts: list[dict], volumes: list[dict], properties: str, pod_labels: dict,
                    pod_selector: dict, port: int, env: Sequence[dict] = (),
-                   init_containers: Sequence[dict] = ()) -> dict:
+                   init_containers: Sequence[dict] = (), readiness: dict | None = None) -> dict:
     """A Deployment of one Kafka JVM (``spec``'s image, heap, resources, replicas) running
-    ``script``, ready when ``probe`` (an httpGet or tcpSocket action) answers on ``port``; the
-    hash of its ``properties`` file on the template rolls it when the file changes. OdradekConnect's
-    workers and OdradekMirrorMaker2's processes."""
+    ``script``, alive while ``probe`` (an httpGet or tcpSocket action on ``port``) answers and
+    ready when ``readiness`` (default ``probe``) does; the hash of its ``properties`` file on the
+    template rolls it when the file changes. OdradekConnect's workers and OdradekMirrorMaker2's processes."""
     container = {
         "name": component, "image": spec.image, "command": ["sh", "-c", script],
         "ports": [{"name": "rest", "containerPort": port}],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                 {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{spec.jvm_heap} -Xmx{spec.jvm_heap}"},
                 {"name": "LOG_DIR", "value": "/tmp/logs"}, *env],
-        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {**(readiness or probe), "periodSeconds": 10, "failureThreshold": 3},
         "livenessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 6},
         "volumeMounts": mounts}
     if spec.resources:

@@ -21,7 +21,12 @@ MirrorMaker 2 ``m`` from ``spec.source`` (alias ``s``) into OdradekCluster ``c``
   source's Secret, mounted the same way (no secret in the ConfigMap). Topic ACL sync is off:
   users and ACLs are declared on Odradek, and the user has no right to alter ACLs.
 - ``m-mirrormaker2`` Deployment running it (``spec.image``, OdradekConnect's image); a
-  ConfigMap change rolls it (its hash on the template).
+  ConfigMap change rolls it (its hash on the template). A pod is Ready once its MirrorMaker has
+  its connectors (``READY_PATTERN``): it wrote their configuration to the config topic as the
+  flow's leader, or found it there, or started one of them or their tasks; the herders' log lines
+  that say so go to a file (the ConfigMap's ``log4j.properties``) an exec probe reads. Kafka's
+  internal REST server (KIP-710) serves only the herders' internal routes, no status to ask, and
+  an open port says nothing of a config topic the process cannot write.
 - ``m-mirrormaker2`` OdradekUser, when the listener authenticates, with least privilege
   (``user_acls``): the mirrored topics, MirrorMaker's internal topics on the target, its herder's
   group and the mirrored groups. Kafka's ACLs name topics literally or by prefix, not by regular
@@ -44,6 +49,19 @@ CONFIG_FILE = "mm2.properties"
 CA_DIR, USER_DIR, SOURCE_DIR = f"{CONFIG_DIR}/cluster-ca", f"{CONFIG_DIR}/user", f"{CONFIG_DIR}/source"
 REST_PORT = 8080                  # the internal REST server of a multi-node dedicated cluster (KIP-710)
 MM2_LABEL = "odradek.dev/mirrormaker2"
+LOG4J_FILE = "log4j.properties"
+STATE_LOG = "/tmp/mm2-herder.log"   # the herders' lines the readiness probe reads (/tmp: an emptyDir)
+HERDER_LOGGERS = ("org.apache.kafka.connect.mirror.MirrorHerder",
+                  "org.apache.kafka.connect.runtime.distributed.DistributedHerder")
+# The herders' lines (an extended regular expression) saying a process has MirrorMaker's
+# connectors (one flow per process: --clusters <target>): as the flow's leader it wrote their
+# configuration to the config topic (MirrorHerder: "MirrorSourceConnector connector configured for
+# s->t.") or found it there ("This node is a leader for s->t and configuration for ... is already up
+# to date."); or it started one of them or of their tasks, which a worker does only once their
+# configuration is in the config topic (DistributedHerder: "Starting connector Mirror...",
+# "Starting task Mirror...-0"). Not "Failed to configure ... connector", nor leadership alone.
+READY_PATTERN = ("connector configured for |and configuration for [^ ]+ is already up to date"
+                 "|Starting (connector|task) Mirror")
 POLICIES = {"default": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
             "identity": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}
 LOCATIONS = ("source", "target")
@@ -303,19 +321,40 @@ def _volumes(mm2: str, spec: MirrorMaker2Spec, access: ClusterAccess) -> tuple[l
     return mounts, volumes
 
 
+def log4j_properties(state_log: str = STATE_LOG) -> str:
+    """The image's logging (Kafka's ``connect-log4j.properties`` on stdout) plus the herders'
+    lines, bare, in ``state_log`` for the readiness probe."""
+    herders = "".join(f"log4j.logger.{logger}=INFO, herder\n" for logger in HERDER_LOGGERS)
+    return ("log4j.rootLogger=INFO, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %X{connector.context}%m (%c:%L)%n\n"
+            "log4j.logger.org.reflections=ERROR\n" + herders +
+            f"log4j.appender.herder=org.apache.log4j.FileAppender\nlog4j.appender.herder.File={state_log}\n"
+            "log4j.appender.herder.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.herder.layout.ConversionPattern=%m%n\n")
+
+
+def readiness_probe(state_log: str = STATE_LOG) -> dict:
+    """Ready once the herders' lines in ``state_log`` match ``READY_PATTERN``."""
+    return {"exec": {"command": ["grep", "-q", "-E", READY_PATTERN, state_log]}}
+
+
 def build_deployment(mm2: str, namespace: str, spec: MirrorMaker2Spec, access: ClusterAccess,
                      properties: str) -> dict:
     """``connect-mirror-maker.sh`` on the ConfigMap's file plus this pod's internal REST address
-    (the shell appends it: the file is read-only), for the target's flows only (``--clusters``)."""
+    (the shell appends it: the file is read-only), for the target's flows only (``--clusters``),
+    logging as ``log4j_properties`` says; the herders' file is emptied first (a restarted
+    container must not find the lines of its previous run)."""
     local = f"/tmp/{CONFIG_FILE}"
-    script = (f'cat {CONFIG_DIR}/config/{CONFIG_FILE} > {local} && '
+    script = (f': > {STATE_LOG} && cat {CONFIG_DIR}/config/{CONFIG_FILE} > {local} && '
               f'echo "rest.advertised.host.name=$POD_IP" >> {local} && '
+              f'export KAFKA_LOG4J_OPTS=-Dlog4j.configuration=file:{CONFIG_DIR}/config/{LOG4J_FILE} && '
               f'exec {connect.KAFKA_HOME}/bin/connect-mirror-maker.sh {local} --clusters {spec.target_alias}')
     mounts, volumes = _volumes(mm2, spec, access)
-    # the internal REST server answers once the herders are up; it has no public route to ask
-    probe = {"tcpSocket": {"port": REST_PORT}}
-    return connect.jvm_deployment(names(mm2)["deployment"], namespace, spec, "mirrormaker2", script, probe, mounts,
-                                  volumes, properties, labels(mm2, access.cluster), selector(mm2), REST_PORT)
+    alive = {"tcpSocket": {"port": REST_PORT}}   # the internal REST server: the JVM is up
+    return connect.jvm_deployment(names(mm2)["deployment"], namespace, spec, "mirrormaker2", script, alive, mounts,
+                                  volumes, properties, labels(mm2, access.cluster), selector(mm2), REST_PORT,
+                                  readiness=readiness_probe())
 
 
 def build_mirror_maker(mm2: str, namespace: str, spec: MirrorMaker2Spec, access: ClusterAccess) -> list[dict]:
@@ -324,6 +363,6 @@ def build_mirror_maker(mm2: str, namespace: str, spec: MirrorMaker2Spec, access:
     config_map = {"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": names(mm2)["config"], "namespace": namespace,
                                "labels": labels(mm2, access.cluster)},
-                  "data": {CONFIG_FILE: properties}}
+                  "data": {CONFIG_FILE: properties, LOG4J_FILE: log4j_properties()}}
     return [*build_user(mm2, namespace, spec, access), config_map,
             build_deployment(mm2, namespace, spec, access, properties)]

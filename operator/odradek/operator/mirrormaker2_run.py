@@ -4,7 +4,8 @@
 builds every object and they are applied, owned by the OdradekMirrorMaker2 (they go with it;
 MirrorMaker's topics and the mirrored ones stay on the cluster). The status reports the
 replicas (the Deployment's ready ones), its user, the flow (``source->target``, the patterns,
-the policy); Ready once every replica is ready and its OdradekUser is. A timer refreshes it.
+the policy); Ready once every replica is ready (its readiness probe: its MirrorMaker has
+its connectors, ``mirrormaker2.READY_PATTERN``) and its OdradekUser is. A timer refreshes it.
 
 Lag per mirrored partition is not reported: MirrorMaker 2 publishes it nowhere the operator can
 read cheaply (its metrics are JMX beans of the pod; the source's end offsets need the source's
