@@ -175,7 +175,9 @@ def test_the_target_user_has_least_privilege():
                                              "offsetSyncsTopicLocation": "target"}, "c")
     acls = acls_of(plain)
     assert acls[("topic", "kafka.audit", "literal")] == acls[("topic", "kafka.orders.v", "prefix")] == topic_ops[:-1]
-    assert ("topic", "mm2-offset-syncs.c.internal", "literal") in acls
+    # kept on the target, the offset syncs topic is named for the source (Kafka's MirrorSourceConfig)
+    assert ("topic", "mm2-offset-syncs.kafka.internal", "literal") in acls
+    assert ("topic", "mm2-offset-syncs.c.internal", "literal") not in acls
     assert [k for k in acls if k[0] == "group"] == [("group", "kafka-mm2", "literal")]
     assert mirrormaker2.build_user("m", "data", plain, parsed()[1]) == []   # an open listener: no user
 

@@ -269,12 +269,14 @@ def _acl(rtype: str, name: str, pattern: str, ops: list[str]) -> dict:
 
 def internal_topics(spec: MirrorMaker2Spec) -> list[str]:
     """MirrorMaker's own topics on the target: its herder's config, offset and status topics, the
-    checkpoints, the heartbeats (its own and the source's, mirrored), the offset syncs when kept there."""
-    s, t = spec.source.alias, spec.target_alias
+    checkpoints, the heartbeats (its own and the source's, mirrored), the offset syncs when kept
+    there: named for the *other* cluster, the source (Kafka's MirrorSourceConfig.offsetSyncsTopic;
+    on the source it is ``mm2-offset-syncs.<target>.internal``)."""
+    s = spec.source.alias
     out = [f"mm2-configs.{s}.internal", f"mm2-offsets.{s}.internal", f"mm2-status.{s}.internal",
            f"{s}.checkpoints.internal", "heartbeats", f"{s}.heartbeats"]
     if spec.offset_syncs_topic_location == "target":
-        out.append(f"mm2-offset-syncs.{t}.internal")
+        out.append(f"mm2-offset-syncs.{s}.internal")
     return out
 
 
