@@ -32,7 +32,7 @@ previous="$(grep -v '^#' e2e/images/previous-release | head -1)"
 git cat-file -e "${previous}^{commit}" || { echo "release N-1 $previous is not in this clone's history" >&2; exit 1; }
 git archive "$previous" | docker build -t "ghcr.io/odradek/odradek:git-${previous:0:7}" -
 kind load docker-image "ghcr.io/odradek/odradek:git-${previous:0:7}" --name "$CLUSTER"
-# Kafka Connect's and MirrorMaker's image (e2e/test_connect.py): the base is Debian's own image here
+# Kafka Connect's and MirrorMaker's image (e2e/test_connect_pods.py): the base is Debian's own image here
 # (the JDK jlink cuts the runtime from must be built for bookworm's glibc or an older one).
 connect_context="$(mktemp -d)"
 connect_image="$(e2e/images/connect/stage.sh --name)"
