@@ -187,3 +187,22 @@ def test_replication_factor_change_steps(fake):
     assert len(fake.rebalancer.proposals) == 2, "proposed again once the change was done"
     with pytest.raises(admin.AdminError, match="INVALID_REPLICATION_FACTOR"):
         step(4, None)
+
+
+def test_an_annotation_is_removed_only_while_it_still_says_what_the_pass_acted_on(monkeypatch):
+    """A pass that read ``stop`` removes ``stop`` by a JSON patch's test, never a ``refresh`` the
+    user set since (the timer and the update handler both hold bodies that may be stale)."""
+    from odradek.operator import kube, rebalance_run
+
+    calls = []
+
+    class Shared:
+        def remove_annotation_if(self, *args):
+            calls.append(args)
+            return False   # the test op failed: the user changed it meanwhile
+
+    monkeypatch.setattr(kube, "shared", Shared)
+    meta = {"name": "drain", "namespace": "ns", "annotations": {rb.ANNOTATION: rb.STOP}}
+    rebalance_run._consume(meta, rebalance_run.Pass(rb.STOPPED, "Stopped", "", {}, consumed=True))
+    rebalance_run._consume(meta, rebalance_run.Pass(rb.STOPPED, "Stopped", "", {}, consumed=False))
+    assert calls == [("odradek.dev/v1alpha1", "OdradekRebalance", "ns", "drain", rb.ANNOTATION, rb.STOP)]

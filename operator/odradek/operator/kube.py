@@ -179,6 +179,21 @@ class Kube:
         return self.request("PATCH", resource_path(api_version, kind, namespace, name), patch,
                           content_type="application/merge-patch+json")
 
+    def remove_annotation_if(self, api_version: str, kind: str, namespace: str | None, name: str,
+                             key: str, value: str) -> bool:
+        """Remove the annotation ``key`` only while it still says ``value`` (a JSON patch's test):
+        one the user set since the pass read the object stays for the next pass. False if it changed."""
+        path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        try:
+            self.request("PATCH", resource_path(api_version, kind, namespace, name),
+                         [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}],
+                         content_type="application/json-patch+json")
+            return True
+        except self.ApiException as e:
+            if e.status in (404, 422):   # gone, or the test failed: the annotation changed
+                return False
+            raise
+
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         try:
             self.request("DELETE", resource_path(api_version, kind, namespace, name))

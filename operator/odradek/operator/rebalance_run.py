@@ -114,8 +114,16 @@ def _write(patch: kopf.Patch, old: dict, generation: int | None, out: Pass) -> N
     patch.status["state"] = out.state
     patch.status["conditions"] = rebalance.state_conditions(old.get("conditions"), out.state, out.reason,
                                                             out.message, generation, now())
-    if out.consumed:
-        patch.metadata.annotations[rebalance.ANNOTATION] = None
+
+
+def _consume(meta: kopf.Meta, out: Pass) -> None:
+    """The annotation acted on is removed, unless the user replaced it meanwhile (the timer and
+    the update handler may both hold a body read before it changed: a stale pass removing a new
+    ``refresh`` would lose it)."""
+    note = rebalance.annotation(meta)
+    if out.consumed and note is not None:
+        kube.shared().remove_annotation_if(f"{REBALANCE[0]}/{REBALANCE[1]}", "OdradekRebalance",
+                                           meta["namespace"], meta["name"], rebalance.ANNOTATION, note)
 
 
 def reconcile_rebalance(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
@@ -131,8 +139,9 @@ def reconcile_rebalance(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, p
     except admin.AdminError as e:
         if not e.permanent:
             raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
-        _write(patch, old, generation, Pass(rebalance.NOT_READY, e.name, e.message,
-                                            {"observedGeneration": generation}, consumed=True))
+        failed = Pass(rebalance.NOT_READY, e.name, e.message, {"observedGeneration": generation}, consumed=True)
+        _write(patch, old, generation, failed)
+        _consume(meta, failed)
         return
     except (reconcile.ClusterMissing, reconcile.Waiting, admin.Unreachable) as e:
         raise kopf.TemporaryError(str(e), delay=operator_settings.retry_delay) from None
@@ -140,6 +149,7 @@ def reconcile_rebalance(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, p
         return
     logger.info("rebalance %s: %s", out.state, out.message)
     _write(patch, old, generation, out)
+    _consume(meta, out)
 
 
 def _rebalancing(status: kopf.Status, **_: Any) -> bool:
