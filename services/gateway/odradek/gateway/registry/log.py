@@ -131,7 +131,16 @@ class SchemasLog:
         with self._watermarks_lock:     # one client for every query: a new one per query costs a connection
             if self._watermarks is None:
                 self._watermarks = Consumer({**self._common, "group.id": f"{self.settings.group}-reader"})
-            return self._watermarks.get_watermark_offsets(TopicPartition(self.settings.topic, 0), timeout=10)[1]
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    return self._watermarks.get_watermark_offsets(TopicPartition(self.settings.topic, 0),
+                                                                  timeout=10)[1]
+                except KafkaException as e:
+                    # a new client, or a topic just created: its metadata may not name the partition yet
+                    if e.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)
 
     async def caught_up(self, timeout: float = STORE_TIMEOUT_S) -> None:
         """Wait until every record written so far (acknowledged to its writer, whichever replica
