@@ -179,8 +179,7 @@ def observe_cluster(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, sett
     gateway_users = {u: kube.get("odradek.dev/v1alpha1", "OdradekUser", namespace, u) for u in spec.gateway.users}
     nodes = node_addresses(kube, logger) if node_port_gateway or any(
         li.type == "nodeport" and li.tls for li in spec.listeners) else ()
-    tiered = tiered_storage.active(spec)
-    ref = tiered.credentials_secret if tiered is not None else None
+    ref = tiered_storage.credentials_ref(spec)
     return cluster_plan.Observed(scale, statefulsets, broker_host_ips(kube, name, namespace), services,
                                  certs.read_existing(kube, name, namespace), digest, gateway_tokens=tokens,
                                  gateway_host_ips=tuple(sorted(set(gateway_hosts.values()))),
@@ -265,12 +264,12 @@ def renewal_due(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str
 def tiered_credentials_rotated(kube: Kube, name: str, namespace: str, spec: ClusterSpec) -> str | None:
     """The credentials Secret of ``spec.tieredStorage`` when it holds another key than the brokers'
     file (for the status timer: the reconcile it triggers rewrites the file and rolls them), or None."""
-    ts = tiered_storage.active(spec)
-    if ts is None or ts.credentials_secret is None:
+    ref = tiered_storage.credentials_ref(spec)
+    if ref is None:
         return None
-    source = kube.get("v1", "Secret", namespace, ts.credentials_secret.name)
+    source = kube.get("v1", "Secret", namespace, ref.name)
     written = kube.get("v1", "Secret", namespace, tiered_storage.secret_name(name))
-    return ts.credentials_secret.name if tiered_storage.rotated(spec, source, written) else None
+    return ref.name if tiered_storage.rotated(spec, source, written) else None
 
 
 def rack_cluster_role(spec: ClusterSpec, settings: OperatorSettings) -> str | None:

@@ -27,7 +27,7 @@ import binascii
 import hashlib
 from typing import Any, Mapping
 
-from odradek.operator.spec import ClusterSpec, SpecError, TieredStorage
+from odradek.operator.spec import ClusterSpec, CredentialsSecret, SpecError, TieredStorage
 
 SECRET_KEY = "credentials"
 CREDENTIALS_DIR = "/etc/odradek/tiered-storage"
@@ -58,6 +58,12 @@ def active(spec: ClusterSpec) -> TieredStorage | None:
     return ts if ts is not None and ts.enabled else None
 
 
+def credentials_ref(spec: ClusterSpec) -> CredentialsSecret | None:
+    """The user's credentials Secret of the active tiered storage (None: off, or boto3's chain)."""
+    ts = active(spec)
+    return ts.credentials_secret if ts is not None else None
+
+
 def secret_name(cluster: str) -> str:
     return f"{cluster}-tiered-storage"
 
@@ -83,8 +89,7 @@ def credentials_file(access_key_id: str, secret_access_key: str) -> str:
 def credentials(spec: ClusterSpec, source: Mapping[str, Any] | None) -> str | None:
     """The credentials file made from the user's Secret ``source`` (None: no credentialsSecret);
     ``CredentialsMissing`` when the Secret or one of its keys is not there."""
-    ts = active(spec)
-    ref = ts.credentials_secret if ts is not None else None
+    ref = credentials_ref(spec)
     if ref is None:
         return None
     if source is None:
