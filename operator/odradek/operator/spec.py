@@ -145,6 +145,11 @@ class CredentialsSecret:
     access_key_id_key: str = "AWS_ACCESS_KEY_ID"
     secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
 
+    @property
+    def keys(self) -> tuple[tuple[str, str], ...]:
+        """(its CRD field, the Secret's key) of the access key id, then of the secret access key."""
+        return ("accessKeyIdKey", self.access_key_id_key), ("secretAccessKeyKey", self.secret_access_key_key)
+
 
 @dataclass(frozen=True)
 class TieredStorage:

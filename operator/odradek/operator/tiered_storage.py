@@ -96,7 +96,7 @@ def credentials(spec: ClusterSpec, source: Mapping[str, Any] | None) -> str | No
         raise CredentialsMissing(f"tieredStorage.credentialsSecret: Secret {ref.name} does not exist")
     data = source.get("data") or {}
     values = []
-    for field_name, key in (("accessKeyIdKey", ref.access_key_id_key), ("secretAccessKeyKey", ref.secret_access_key_key)):
+    for field_name, key in ref.keys:
         value = _decode(data.get(key))
         if not value:
             raise CredentialsMissing(f"tieredStorage.credentialsSecret: Secret {ref.name} has no key {key!r} "

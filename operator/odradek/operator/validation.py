@@ -142,7 +142,7 @@ def _endpoint(endpoint: str) -> None:
 def _credentials_secret(ref: model.CredentialsSecret) -> None:
     if not ref.name:
         raise SpecError("tieredStorage.credentialsSecret.name: the Secret's name is required")
-    for field_name, key in (("accessKeyIdKey", ref.access_key_id_key), ("secretAccessKeyKey", ref.secret_access_key_key)):
+    for field_name, key in ref.keys:
         if not _SECRET_KEY.match(key):
             raise SpecError(f"tieredStorage.credentialsSecret.{field_name}: {key!r} is not a Secret key")
 
