@@ -32,13 +32,12 @@ No I/O: ``connect_run`` observes the cluster, calls these and applies what they 
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from odradek.operator import builders, certs, connect_plugins, network_policies, pod_security, topics
+from odradek.operator import builders, certs, connect_plugins, network_policies, pod_security, topics, users
 from odradek.operator.listeners import Listener
 from odradek.operator.spec import DEFAULT_IMAGE, ClusterSpec, ConnectSpec, MirrorMaker2Spec, SpecError
 
@@ -243,9 +242,7 @@ def build_rest_secret(connect: str, namespace: str, cluster: str, password: str)
     """The REST API's credentials: the operator's login (``username``, ``password``; the one users
     take too) and the ``users.properties`` the workers check logins against."""
     data = {"username": REST_USERNAME, "password": password, REST_USERS_FILE: f"{REST_USERNAME}={password}\n"}
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": names(connect)["rest"], "namespace": namespace, "labels": labels(connect, cluster)},
-            "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())}}
+    return users.build_secret(names(connect)["rest"], namespace, cluster, data, labels(connect, cluster))
 
 
 # -- OdradekTopics and OdradekUser -------------------------------------------------------------

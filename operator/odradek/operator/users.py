@@ -116,11 +116,14 @@ def generate_password() -> str:
     return "".join(secrets.choice(alphabet) for _ in range(PASSWORD_LENGTH))
 
 
-def build_secret(name: str, namespace: str, cluster: str, data: Mapping[str, str]) -> dict:
-    """The user's Secret (named after the user; the caller adopts it)."""
+def build_secret(name: str, namespace: str, cluster: str, data: Mapping[str, str],
+                 labels: Mapping[str, str] | None = None) -> dict:
+    """The user's Secret (named after the user; the caller adopts it); ``labels`` for another
+    owner's credentials (an OdradekConnect's REST login)."""
+    if labels is None:
+        labels = {**builders.labels(cluster, "user"), "odradek.dev/user": name}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {**builders.labels(cluster, "user"), "odradek.dev/user": name}},
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())}}
 
 
