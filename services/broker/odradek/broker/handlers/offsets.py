@@ -96,10 +96,9 @@ async def _by_timestamp(ctx: BrokerContext, topic: str, log_, timestamp: int, re
     if found is None:
         local = log_.latest_timestamp() if timestamp == MAX_TIMESTAMP else log_.offset_for_timestamp(timestamp)
         found = None if local is None or local.offset < 0 else (local.timestamp, local.offset, _epoch_of(log_, local.offset))
-    bound = log_.log_end_offset if replica else log_.last_stable_offset if committed else log_.high_watermark
-    if found is None or found[1] >= bound:
+    if found is None or found[1] >= _latest(log_, replica, committed):
         return -1, -1, -1
-    return found[0], found[1], found[2]
+    return tuple(found)
 
 
 def _tiered(log, timestamp: int) -> tuple[int, int, int]:
@@ -118,6 +117,10 @@ def _epoch_of(log, offset: int) -> int:
 
 
 def _find(log, timestamp: int, replica: bool, committed: bool) -> tuple[int, int]:
-    if timestamp == EARLIEST:
-        return -1, log.log_start_offset
-    return -1, log.log_end_offset if replica else log.last_stable_offset if committed else log.high_watermark
+    return -1, log.log_start_offset if timestamp == EARLIEST else _latest(log, replica, committed)
+
+
+def _latest(log, replica: bool, committed: bool) -> int:
+    """The last fetchable offset + 1: the log end for a replica, else the LSO for read_committed,
+    else the high watermark."""
+    return log.log_end_offset if replica else log.last_stable_offset if committed else log.high_watermark

@@ -207,16 +207,16 @@ class RemoteLogReader:
              min_one: bool) -> RemoteRecords:
         """Whole batches of ``segment`` from the one holding ``offset``, below ``upper``, at most
         ``max_bytes`` (the first batch whole if ``min_one``)."""
-        index = self._index(segment, IndexType.OFFSET)
+        index = self.index(segment, IndexType.OFFSET)
         pos = index_position(index, segment.start_offset, offset) if offset > segment.start_offset else 0
         end = segment.segment_size_in_bytes
         first = last_end = -1
         taken = 0
         next_offset = offset
         while pos + _HEAD_BYTES <= end:
-            base, length = _BATCH_HEAD.unpack(self._bytes(segment, pos, pos + 12))
+            base, length = _BATCH_HEAD.unpack(self.log_bytes(segment, pos, pos + 12))
             size = 12 + length
-            last = base + _LAST_DELTA.unpack(self._bytes(segment, pos + 23, pos + 27))[0]
+            last = base + _LAST_DELTA.unpack(self.log_bytes(segment, pos + 23, pos + 27))[0]
             if base >= upper:
                 break
             if last >= offset:
@@ -229,7 +229,7 @@ class RemoteLogReader:
             pos += size
         if first < 0:
             return RemoteRecords(b"", offset, offset)
-        data = self._bytes(segment, first, last_end)
+        data = self.log_bytes(segment, first, last_end)
         self._ahead_of(segment, (last_end // self.chunk + 1) * self.chunk)   # the chunk after those read
         return RemoteRecords(data, _BATCH_HEAD.unpack_from(data)[0], next_offset)
 
@@ -242,7 +242,7 @@ class RemoteLogReader:
             if m.end_offset < start:
                 continue
             try:
-                entries = parse_txn_index(self._index(m, IndexType.TRANSACTION))
+                entries = parse_txn_index(self.index(m, IndexType.TRANSACTION))
             except RemoteResourceNotFoundException:
                 entries = []
             found += [(pid, first) for pid, first, last in entries if last >= start and first < upper]
@@ -251,14 +251,7 @@ class RemoteLogReader:
         return sorted(set(found), key=lambda t: t[1])
 
     def index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
-        """A remote index object of ``segment``, cached (``storage.remote_timestamp``)."""
-        return self._index(segment, kind)
-
-    def log_bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
-        """Bytes ``start..end`` (exclusive) of ``segment``'s ``.log``, from verified cached chunks."""
-        return self._bytes(segment, start, end)
-
-    def _index(self, segment: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
+        """A remote index object of ``segment``, cached (also ``storage.remote_timestamp``)."""
         key = (segment.segment_id, kind)
         with self._lock:
             cached = self._indexes.get(key)
@@ -268,8 +261,8 @@ class RemoteLogReader:
                 self._indexes.put(key, cached)
         return cached
 
-    def _bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
-        """Bytes ``start..end`` (exclusive) of the segment's ``.log``, from cached chunks."""
+    def log_bytes(self, segment: RemoteLogSegmentMetadata, start: int, end: int) -> bytes:
+        """Bytes ``start..end`` (exclusive) of the segment's ``.log``, from verified cached chunks."""
         c0, c1 = start // self.chunk, (end - 1) // self.chunk
         joined = b"".join(self._chunk(segment, i) for i in range(c0, c1 + 1))
         return joined[start - c0 * self.chunk:end - c0 * self.chunk]

@@ -22,11 +22,11 @@ is the event loop's entry.
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import NamedTuple, Sequence
 
 from odradek.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_records, read_header
 
+from .index import TimeIndex
 from .log import Log
 from .remote_metadata import IndexType, RemoteLogSegmentMetadata
 from .remote_read import RemoteLogReader, index_position
@@ -34,7 +34,7 @@ from .remote_read import RemoteLogReader, index_position
 __all__ = ["TimestampAndOffset", "find_offset_by_timestamp", "first_candidate", "search_segment",
            "time_index_offset"]
 
-_TIME_ENTRY = struct.Struct(">qi")    # timestamp, relative offset (the local TimeIndex's entry)
+_TIME_ENTRY = TimeIndex.ENTRY    # timestamp, relative offset: the remote index is the local one's copy
 
 
 class TimestampAndOffset(NamedTuple):
