@@ -411,35 +411,32 @@ class Membership:
         group = self.groups.pop(group_id, None)
         if group is None:
             return None
+        self._drop_all(group, error)
+        group.transition(S.DEAD, self._now())
+        return group
+
+    def _drop_all(self, group: Group, error: ErrorCode) -> None:
+        """Stop the group's timers and answer every waiting member ``error``."""
         self._cancel_join_timer(group)
         for handle in group.pending.values():
             handle.cancel()
         group.pending.clear()
         for m in list(group.members.values()):
             self._drop(group, m, error)
-        group.transition(S.DEAD, self._now())
-        return group
 
     def hand_over(self, group_id: str) -> None:
         """The group became a consumer group (KIP-848's online upgrade): members waiting on a
         JoinGroup or SyncGroup answer are told REBALANCE_IN_PROGRESS (they rejoin the consumer
         group), timers stop, and a member-less Empty group keeps the offsets."""
         group = self.groups[group_id]
-        self._cancel_join_timer(group)
-        for handle in group.pending.values():
-            handle.cancel()
-        group.pending.clear()
-        for m in list(group.members.values()):
-            self._drop(group, m, E.rebalance_in_progress)
+        self._drop_all(group, E.rebalance_in_progress)
         group.protocol_name = group.leader_id = None
         group.transition(S.EMPTY, self._now())
 
     def adopt(self, group: Group, reason: str | None) -> None:
         """A consumer group turned classic (KIP-848's online downgrade): its members get session
         timers and, with a ``reason``, rejoin in a rebalance, as Kafka starts one."""
-        self.groups[group.group_id] = group
-        for m in group.members.values():
-            self._schedule_expiry(group, m)
+        self.install(group)
         if reason is not None:
             self._prepare_rebalance(group, reason)
 
