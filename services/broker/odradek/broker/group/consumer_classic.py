@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from odradek.broker.group.consumer import (STATIC_LEAVE, Catalog, ConsumerGroup, ConsumerGroups, ConsumerMember, Lookup,
                                            MemberState, cancel_classic)
 from odradek.broker.group.consumer_records import ClassicMetadata
-from odradek.broker.group.embedded import encode_assignment, metadata_version, parse_subscription
+from odradek.broker.group.embedded import PROTOCOL_TYPE, encode_assignment, metadata_version, parse_subscription
 from odradek.broker.group.model import JoinResult, Protocols, SyncResult
 from odradek.errors import ErrorCode, KafkaError
 
 E = ErrorCode
-PROTOCOL_TYPE = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
