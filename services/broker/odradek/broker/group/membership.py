@@ -43,6 +43,10 @@ class MembershipConfig:
     max_session_timeout_ms: int = 1_800_000     # group.max.session.timeout.ms
     new_member_join_timeout_ms: int = 300_000   # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
+    def session_timeout_ok(self, session_timeout_ms: int) -> bool:
+        """Within the broker's range (else a JoinGroup is INVALID_SESSION_TIMEOUT)."""
+        return self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms
+
 
 def _ms() -> int:
     return int(time.time() * 1000)
@@ -77,8 +81,7 @@ class Membership:
                    protocol_type: str, protocols: Protocols, require_known_member_id: bool,
                    skip_assignment: bool = False) -> JoinResult:
         """``skip_assignment``: the client reads JoinGroup v9's SkipAssignment (KIP-814)."""
-        c = self.config
-        if not c.min_session_timeout_ms <= session_timeout_ms <= c.max_session_timeout_ms:
+        if not self.config.session_timeout_ok(session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, member_id)
         group = self.groups.get(group_id)
         if group is None:
