@@ -371,9 +371,7 @@ class GroupCoordinator:
         self._retention = loop.call_later(self.config.retention_check_interval_ms / 1000, self._retention_tick)
 
     def _retention_tick(self) -> None:
-        task = asyncio.get_running_loop().create_task(self.expire_offsets())
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
-                               or log.warning("offset expiry failed: %s", t.exception()))
+        _background(self.expire_offsets(), "offset expiry")
         self._schedule_retention()
 
     async def expire_offsets(self) -> int:
