@@ -104,9 +104,7 @@ class FieldReader:
         return None if n < 0 else self.raw(n).decode()
 
     def string(self) -> str:
-        n = self.length()
-        self._need(n)
-        return self.raw(n).decode()
+        return self.raw(self.length()).decode()  # a null (-1) fails raw's bounds check
 
     def tags(self) -> None:
         """Skip a tagged-field section (flexible versions only)."""

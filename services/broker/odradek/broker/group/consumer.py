@@ -472,11 +472,16 @@ def _cancel_revoke(member: ConsumerMember) -> None:
         member.revoke_timer = None
 
 
-def _cancel(member: ConsumerMember) -> None:
-    _cancel_revoke(member)
+def cancel_classic(member: ConsumerMember) -> None:
+    """Stop a classic member's join or sync timeout (``consumer_classic``)."""
     if member.classic_timer is not None:
         member.classic_timer.cancel()
         member.classic_timer = None
+
+
+def _cancel(member: ConsumerMember) -> None:
+    _cancel_revoke(member)
+    cancel_classic(member)
     if member.session_timer is not None:
         member.session_timer.cancel()
         member.session_timer = None

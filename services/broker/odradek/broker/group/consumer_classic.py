@@ -32,14 +32,13 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.broker.group.consumer import (STATIC_LEAVE, Catalog, ConsumerGroup, ConsumerGroups, ConsumerMember, Lookup,
-                                           MemberState)
+                                           MemberState, cancel_classic)
 from odradek.broker.group.consumer_records import ClassicMetadata
-from odradek.broker.group.embedded import encode_assignment, metadata_version, parse_subscription
+from odradek.broker.group.embedded import PROTOCOL_TYPE, encode_assignment, metadata_version, parse_subscription
 from odradek.broker.group.model import JoinResult, Protocols, SyncResult
 from odradek.errors import ErrorCode, KafkaError
 
 E = ErrorCode
-PROTOCOL_TYPE = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +142,7 @@ class ClassicMembers:
             self._timeout(group, member, "fenced: did not rejoin within its rebalance timeout")
             raise KafkaError(E.rebalance_in_progress, f"A new rebalance is triggered in group {group_id} and member "
                                                       f"{member_id} should rejoin to catch up.")
-        _cancel_timeout(member)
+        cancel_classic(member)
         self.groups.touch(group, member)
         names = {topic_id: name for name, (topic_id, _) in group.topics.items()}
         assigned = [(names[t], p) for t, p in member.assigned if t in names]
@@ -211,7 +210,7 @@ class ClassicMembers:
     def _timeout(self, group: ConsumerGroup, member: ConsumerMember, why: str, restart: bool = False) -> None:
         """Fence ``member`` unless it joins (or syncs) within its rebalance timeout."""
         if restart:
-            _cancel_timeout(member)
+            cancel_classic(member)
         if member.classic_timer is None:
             member.classic_timer = self.groups.later(member.rebalance_timeout_ms, self._timed_out, group, member, why)
 
@@ -220,14 +219,7 @@ class ClassicMembers:
         self.groups.fence(group, member, why)
 
 
-def _cancel_timeout(member: ConsumerMember) -> None:
-    if member.classic_timer is not None:
-        member.classic_timer.cancel()
-        member.classic_timer = None
-
-
 def _waiting_on_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
     """Kafka's waitingOnUnreleasedPartition: a partition of its target another member still holds."""
     missing = group.target.get(member.member_id, frozenset()) - member.assigned
     return any(group.owners.get(tp, member.member_id) != member.member_id for tp in missing)
-

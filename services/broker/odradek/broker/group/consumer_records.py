@@ -92,8 +92,8 @@ def decode_key(kind: int, reader) -> ConsumerKey:
 
 
 # -- values ----------------------------------------------------------------------------------
-def _value(*parts: bytes) -> bytes:
-    return _I16.pack(0) + b"".join(parts) + NO_TAGS
+def _value(*parts: bytes, tags: bytes = NO_TAGS) -> bytes:
+    return _I16.pack(0) + b"".join(parts) + tags
 
 
 def _array(items, each) -> bytes:
@@ -121,12 +121,11 @@ def partition_metadata_value(topics: dict[str, tuple[str, int]]) -> bytes:
 
 
 def member_metadata_value(m: MemberMetadata) -> bytes:
-    fields = b"".join((nullable_string(m.instance_id, True), nullable_string(m.rack_id, True),
-                       string(m.client_id, True), string(m.client_host, True),
-                       _array(sorted(m.subscribed), lambda s: string(s, True)), nullable_string(m.regex, True),
-                       _I32.pack(m.rebalance_timeout_ms), nullable_string(m.assignor, True)))
     tags = [] if m.classic is None else [(0, b"\x01" + _classic(m.classic))]
-    return _I16.pack(0) + fields + tagged_fields(tags)
+    return _value(nullable_string(m.instance_id, True), nullable_string(m.rack_id, True), string(m.client_id, True),
+                  string(m.client_host, True), _array(sorted(m.subscribed), lambda s: string(s, True)),
+                  nullable_string(m.regex, True), _I32.pack(m.rebalance_timeout_ms),
+                  nullable_string(m.assignor, True), tags=tagged_fields(tags))
 
 
 def _classic(c: ClassicMetadata) -> bytes:

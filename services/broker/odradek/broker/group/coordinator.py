@@ -169,9 +169,7 @@ class GroupCoordinator:
             raise
 
     def _consumer_changed(self, group_id: str) -> None:
-        task = asyncio.get_running_loop().create_task(self.store_consumer(group_id))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
-            "writing consumer group %s failed: %s", group_id, t.exception()))
+        _background(self.store_consumer(group_id), f"writing consumer group {group_id}")
 
     # -- KIP-848's online upgrade and downgrade (migration) ----------------------------------------
     def upgrade(self, group_id: str, lookup: Lookup) -> None:
@@ -199,11 +197,9 @@ class GroupCoordinator:
         classic = migration.to_classic(group, self.membership.groups.get(gid), self._now())
         records.append(_group_record(classic, {mid: m.assignment for mid, m in classic.members.items()}))
         self.membership.adopt(classic, f"Downgrade group {gid} from consumer to classic." if rebalance else None)
-        task = asyncio.get_running_loop().create_task(self._append(self.partition_of(gid), records))
+        task = _background(self._append(self.partition_of(gid), records), f"writing the downgrade of group {gid}")
         self._conversions[gid] = task
         task.add_done_callback(lambda t: self._conversions.pop(gid, None) if self._conversions.get(gid) is t else None)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
-            "writing the downgrade of group %s failed: %s", gid, t.exception()))
         log.info("group %s: converted from a consumer group to a classic group at generation %d", gid,
                  classic.generation)
 
@@ -375,9 +371,7 @@ class GroupCoordinator:
         self._retention = loop.call_later(self.config.retention_check_interval_ms / 1000, self._retention_tick)
 
     def _retention_tick(self) -> None:
-        task = asyncio.get_running_loop().create_task(self.expire_offsets())
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
-                               or log.warning("offset expiry failed: %s", t.exception()))
+        _background(self.expire_offsets(), "offset expiry")
         self._schedule_retention()
 
     async def expire_offsets(self) -> int:
@@ -413,3 +407,11 @@ def _group_record(group: Group, assignments: dict[str, bytes]) -> Record:
     value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
                        group.state_ms, members)
     return Record(group_value(value), group_key(group.group_id))
+
+
+def _background(coro, what: str) -> asyncio.Task:
+    """A write no request waits on; its failure is logged (``what`` failed: why)."""
+    task = asyncio.get_running_loop().create_task(coro)
+    task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
+        "%s failed: %s", what, t.exception()))
+    return task

@@ -23,6 +23,7 @@ from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.primitives import FieldReader, array_length, string
 
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+PROTOCOL_TYPE = "consumer"  # the JoinGroup protocol type of this embedded protocol
 HIGHEST_ASSIGNMENT_VERSION = 3
 TopicPartition = tuple[str, int]  # (topic name, partition)
 
@@ -41,18 +42,15 @@ class _Reader(FieldReader):
     def __init__(self, buf: bytes, what: str) -> None:
         super().__init__(buf, what, flexible=False)
 
-    def int32_length(self) -> int:
-        return self.fixed(_I32)
-
     def partitions(self) -> frozenset[TopicPartition]:
         out = set()
-        for _ in range(max(self.int32_length(), 0)):
+        for _ in range(max(self.length(_I32), 0)):
             topic = self.string()
-            out.update((topic, self.fixed(_I32)) for _ in range(max(self.int32_length(), 0)))
+            out.update((topic, self.fixed(_I32)) for _ in range(max(self.length(_I32), 0)))
         return frozenset(out)
 
     def skip_bytes(self) -> None:
-        n = self.int32_length()
+        n = self.length(_I32)
         if n > 0:
             self.raw(n)
 
@@ -65,7 +63,7 @@ def parse_subscription(metadata: bytes) -> Subscription:
     try:
         r = _Reader(metadata, "consumer protocol subscription")
         version = r.fixed(_I16)
-        topics = tuple(r.string() for _ in range(max(r.int32_length(), 0)))
+        topics = tuple(r.string() for _ in range(max(r.length(_I32), 0)))
         r.skip_bytes()  # user data
         owned = r.partitions() if version >= 1 else frozenset()
         if version >= 2:

@@ -43,6 +43,10 @@ class MembershipConfig:
     max_session_timeout_ms: int = 1_800_000     # group.max.session.timeout.ms
     new_member_join_timeout_ms: int = 300_000   # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
+    def session_timeout_ok(self, session_timeout_ms: int) -> bool:
+        """Within the broker's range (else a JoinGroup is INVALID_SESSION_TIMEOUT)."""
+        return self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms
+
 
 def _ms() -> int:
     return int(time.time() * 1000)
@@ -77,8 +81,7 @@ class Membership:
                    protocol_type: str, protocols: Protocols, require_known_member_id: bool,
                    skip_assignment: bool = False) -> JoinResult:
         """``skip_assignment``: the client reads JoinGroup v9's SkipAssignment (KIP-814)."""
-        c = self.config
-        if not c.min_session_timeout_ms <= session_timeout_ms <= c.max_session_timeout_ms:
+        if not self.config.session_timeout_ok(session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -411,35 +414,32 @@ class Membership:
         group = self.groups.pop(group_id, None)
         if group is None:
             return None
+        self._drop_all(group, error)
+        group.transition(S.DEAD, self._now())
+        return group
+
+    def _drop_all(self, group: Group, error: ErrorCode) -> None:
+        """Stop the group's timers and answer every waiting member ``error``."""
         self._cancel_join_timer(group)
         for handle in group.pending.values():
             handle.cancel()
         group.pending.clear()
         for m in list(group.members.values()):
             self._drop(group, m, error)
-        group.transition(S.DEAD, self._now())
-        return group
 
     def hand_over(self, group_id: str) -> None:
         """The group became a consumer group (KIP-848's online upgrade): members waiting on a
         JoinGroup or SyncGroup answer are told REBALANCE_IN_PROGRESS (they rejoin the consumer
         group), timers stop, and a member-less Empty group keeps the offsets."""
         group = self.groups[group_id]
-        self._cancel_join_timer(group)
-        for handle in group.pending.values():
-            handle.cancel()
-        group.pending.clear()
-        for m in list(group.members.values()):
-            self._drop(group, m, E.rebalance_in_progress)
+        self._drop_all(group, E.rebalance_in_progress)
         group.protocol_name = group.leader_id = None
         group.transition(S.EMPTY, self._now())
 
     def adopt(self, group: Group, reason: str | None) -> None:
         """A consumer group turned classic (KIP-848's online downgrade): its members get session
         timers and, with a ``reason``, rejoin in a rebalance, as Kafka starts one."""
-        self.groups[group.group_id] = group
-        for m in group.members.values():
-            self._schedule_expiry(group, m)
+        self.install(group)
         if reason is not None:
             self._prepare_rebalance(group, reason)
 

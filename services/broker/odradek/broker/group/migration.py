@@ -22,12 +22,12 @@ from __future__ import annotations
 from odradek.broker.group.consumer import ConsumerGroup, ConsumerMember, ConsumerSettings, Lookup
 from odradek.broker.group.consumer_records import ClassicMetadata
 from odradek.broker.group.consumer_state import UNKNOWN
-from odradek.broker.group.embedded import encode_assignment, metadata_version, parse_assignment, parse_subscription
+from odradek.broker.group.embedded import (PROTOCOL_TYPE, encode_assignment, metadata_version, parse_assignment,
+                                           parse_subscription)
 from odradek.broker.group.model import Group, GroupState, Member
 from odradek.broker.group.records import group_key
 from odradek.errors import ErrorCode, KafkaError
 
-PROTOCOL_TYPE = "consumer"
 POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 

@@ -123,8 +123,7 @@ async def join_group(ctx: BrokerContext, header, req):
 
 async def _join_consumer_group(ctx: BrokerContext, join: ClassicJoin):
     """A classic member joins a consumer group: answered once the group's records are written."""
-    if join.session_timeout_ms < ctx.groups.config.min_session_timeout_ms or \
-            join.session_timeout_ms > ctx.groups.config.max_session_timeout_ms:
+    if not ctx.groups.membership.config.session_timeout_ok(join.session_timeout_ms):
         raise KafkaError(E.invalid_session_timeout, "The session timeout is not within the broker's range.")
     r = ctx.groups.classic.join(join, topic_lookup(ctx), topic_catalog(ctx))
     await ctx.groups.store_consumer(join.group_id)
