@@ -24,6 +24,7 @@ import datetime
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -136,17 +137,25 @@ def run_time_s(pids: list[int]) -> float:
     return total / 1e9
 
 
+def client_cpu_s() -> float:
+    """CPU seconds (user + system) of the finished client processes (the JVM, its start included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def consume_from_start(system: OdradekSystem, topic: str, records: int) -> dict:
     """One scenario-3 read of ``topic`` from the start, with the broker's CPU per GB of values
-    (``broker_cpu_s`` in ticks, as side_by_side counts; ``broker_cpu_ns_s`` to the nanosecond)."""
+    (``broker_cpu_s`` in ticks, as side_by_side counts; ``broker_cpu_ns_s`` to the nanosecond), and
+    the client's (the JVM's, its start included)."""
     pids = system.broker_pids()
-    before = run_time_s(pids)
+    before, client_before = run_time_s(pids), client_cpu_s()
     result = measured(system, assigned_client, "consume", "--bootstrap", system.bootstrap, "--topic", topic,
                       "--partitions", "1", "--records", str(records))
     result["broker_cpu_ns_s"] = round(run_time_s(pids) - before, 4)
     gb = records * 1024 / 1e9
     result["broker_cpu_s_per_gb"] = round(result["broker_cpu_s"] / gb, 3)
     result["broker_cpu_ns_s_per_gb"] = round(result["broker_cpu_ns_s"] / gb, 3)
+    result["client_cpu_s_per_gb"] = round((client_cpu_s() - client_before) / gb, 3)
     result["load"] = round(os.getloadavg()[0], 1)
     return result
 

@@ -135,3 +135,44 @@ def append_large(segment: LogSegment, values: int) -> None:
     for b in batches:
         b.set_base_offset(segment.next_offset)
     segment.append(batches, data)
+
+
+def expected_read(segment: LogSegment, offset: int, max_bytes: int, max_offset: int | None, min_one: bool):
+    """What a read answers, by walking every batch header from the start (position, size, next offset)."""
+    limit = segment.next_offset if max_offset is None else min(max_offset, segment.next_offset)
+    first, size, next_offset = None, 0, None
+    for b in segment.log.batches_from(0):
+        if b.last_offset < offset:
+            continue
+        if b.base_offset >= limit or (first is not None and size + b.size > max_bytes):
+            break
+        if first is None:
+            if b.size > max_bytes and not min_one:
+                break
+            first = b.position
+        size, next_offset = size + b.size, b.next_offset
+    return (first, size, next_offset) if size else (None, 0, None)
+
+
+def test_a_read_ends_on_the_last_whole_batch_within_its_bytes_and_offsets_found_from_the_index(tmp_path, monkeypatch):
+    """Every (offset, byte limit, offset limit) reads what a walk of all headers finds, with
+    batches of several sizes and a sparse index; an 8 MiB-like read of many batches reads a
+    few headers near its end, not one per batch."""
+    segment = LogSegment(tmp_path, 0, index_bytes=4096, index_interval_bytes=150)
+    for values in (1, 3, 2, 5, 1, 1, 4, 2, 3, 1, 6, 2):
+        append(segment, 1, values=values)
+    sizes = [b.size for b in segment.log.batches_from(0)]
+    for offset in range(segment.next_offset):
+        for max_bytes in sorted({0, 1, *range(min(sizes), segment.size + 2, 37)}):
+            for max_offset in (None, *range(offset, segment.next_offset + 1, 3)):
+                for min_one in (True, False):
+                    got = segment.read(offset, max_bytes, max_offset, min_one)
+                    want = expected_read(segment, offset, max_bytes, max_offset, min_one)
+                    assert (got.position if got.size else None, got.size, got.next_offset if got.size else None) == want, \
+                        (offset, max_bytes, max_offset, min_one)
+    read_headers = []
+    real = segment.log.batches_from
+    monkeypatch.setattr(segment.log, "batches_from",
+                        lambda *a: (read_headers.append(h) or h for h in real(*a)))
+    piece = segment.read(0, segment.size - 1, None, True)
+    assert piece.size == sum(sizes[:-1]) and len(read_headers) <= 4

@@ -152,6 +152,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drained: asyncio.Future | None = None  # while the transport's write buffer is over its limit
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
+        self._watched_fd = -1  # a duplicate of the socket's descriptor, watched for writability (see _wait_writable)
         self._muted = 0
         self._throttle_s = 0.0  # quota throttle: mute this long once the current response is written
         self._paused = False
@@ -203,6 +204,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if reserved:
             self._pool.release(reserved)
         self.resume_writing()
+        self._close_watched()
         if self.task is not None:
             self.task.cancel()
         if self._on_closed is not None:
@@ -478,6 +480,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     try:
                         sent = os.sendfile(self._sock_fd, fd, position, remaining)
                     except (BlockingIOError, InterruptedError):
+                        if remaining <= _INLINE_REGION_BYTES:  # the transport sends the last bytes (and
+                            break                              # those after them) when the socket drains
                         if owned < 0:
                             fd = owned = os.dup(fd)
                         if not await self._wait_writable():
@@ -499,21 +503,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _wait_writable(self) -> bool:
         """Until the socket takes bytes again; False if the connection is closing. The transport
-        owns the socket's registration with the loop, so a duplicate descriptor is watched (and
-        closed at once after). The segment's descriptor was duplicated by the caller: the log may
-        close its segment (retention) meanwhile, and its number must not be read once reused."""
+        owns the socket's registration with the loop, so a duplicate descriptor is watched: one
+        per connection, made at its first wait and closed with it (a dup and a close per wait
+        before). The segment's descriptor was duplicated by the caller: the log may close its
+        segment (retention) meanwhile, and its number must not be read once reused."""
         if self._transport.is_closing():
             return False
         loop = asyncio.get_running_loop()
-        watched = os.dup(self._sock_fd)
+        if self._watched_fd < 0:
+            self._watched_fd = os.dup(self._sock_fd)
+        watched = self._watched_fd
         ready = loop.create_future()
         loop.add_writer(watched, lambda: ready.done() or ready.set_result(None))
         try:
             await ready
         finally:
-            loop.remove_writer(watched)
-            os.close(watched)
+            if watched == self._watched_fd:  # else closed (and its number maybe reused) by connection_lost
+                loop.remove_writer(watched)
         return not self._transport.is_closing()
+
+    def _close_watched(self) -> None:
+        """The transport closed the socket; the duplicate kept it open: close it too."""
+        watched, self._watched_fd = self._watched_fd, -1
+        if watched >= 0:
+            asyncio.get_running_loop().remove_writer(watched)
+            os.close(watched)
 
     def close(self, reason: CloseReason) -> None:
         self.close_reason = self.close_reason or reason

@@ -53,6 +53,7 @@ class ListenerLimits:
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)  # address -> count
     connections_max_idle_ms: int = 600000       # < 0: never
+    socket_send_buffer_bytes: int = 4194304     # SO_SNDBUF of accepted sockets; <= 0: the OS default
 
 
 ConnectionFactory = Callable[[], KafkaConnection]
@@ -169,6 +170,8 @@ class KafkaListener:
     async def _set_up(self, loop: asyncio.AbstractEventLoop, conn: KafkaConnection, sock: socket.socket,
                       ssl_context: ssl.SSLContext | None) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.limits.socket_send_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.socket_send_buffer_bytes)
         try:
             await loop.connect_accepted_socket(lambda: conn, sock, ssl=ssl_context)
         except (OSError, asyncio.TimeoutError) as e:  # the peer left, or its TLS handshake failed

@@ -37,6 +37,7 @@ class BrokerConfig:
     listen_flag: bool = True            # host/port given by --listen: with ``listeners`` too, an extra PLAINTEXT listener
     auto_create_topics: bool = setting("auto.create.topics.enable")
     socket_request_max_bytes: int = setting("socket.request.max.bytes")
+    socket_send_buffer_bytes: int = setting("socket.send.buffer.bytes")
     queued_max_request_bytes: int = setting("queued.max.request.bytes")
     max_connections: int = setting("max.connections")
     max_connections_per_ip: int = setting("max.connections.per.ip")
@@ -115,7 +116,8 @@ class BrokerConfig:
     def listener_limits(self) -> ListenerLimits:
         overrides = connection_overrides(self.max_connections_per_ip_overrides)
         return ListenerLimits(self.socket_request_max_bytes, self.queued_max_request_bytes, self.max_connections,
-                              self.max_connections_per_ip, overrides, self.connections_max_idle_ms)
+                              self.max_connections_per_ip, overrides, self.connections_max_idle_ms,
+                              self.socket_send_buffer_bytes)
 
     def listener_limits_with(self, value: Callable[[str], str]) -> ListenerLimits:
         """The limits with the connection keys' values now in force (``value(key)``: dynamic

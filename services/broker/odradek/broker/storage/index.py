@@ -254,6 +254,16 @@ class OffsetIndex(AbstractIndex):
         relative, position = self.entry(slot)
         return OffsetPosition(self.base_offset + relative, position)
 
+    def position_before(self, position: int) -> int:
+        """A batch position from which a scan crosses into the last indexed batch at or before
+        ``position`` (the entry before that one's, else 0): every batch from there up to that
+        one's start ends at or before ``position``."""
+        slot = self._search(position, self._position)
+        return self.entry(slot - 1)[1] if slot >= 1 else 0
+
+    def _position(self, n: int) -> int:
+        return self.entry(n)[1]
+
     def append(self, offset: int, position: int) -> None:
         if self.entries and offset <= self.last_offset:
             raise CorruptIndex(f"offset {offset} is not after the index's last offset {self.last_offset}")

@@ -219,17 +219,31 @@ class LogSegment:
         if limit == self.next_offset and self.log.size - start.position <= max_bytes:
             return FetchSlice(self.log.fd, start.position, self.log.size - start.position,
                               start.base_offset, self.next_offset)
-        size, next_offset = 0, start.base_offset
-        for batch in self.log.batches_from(start.position):
-            if batch.base_offset >= limit:
-                break
-            if size + batch.size > max_bytes and not (size == 0 and min_one_batch):
-                break
-            size += batch.size
-            next_offset = batch.next_offset
-        if size == 0:
-            return FetchSlice(-1, 0, 0, offset, offset)
-        return FetchSlice(self.log.fd, start.position, size, start.base_offset, next_offset)
+        end, next_offset = self._whole_batches_end(start, min(self._end_of(limit), start.position + max_bytes))
+        if end > start.position:
+            return FetchSlice(self.log.fd, start.position, end - start.position, start.base_offset, next_offset)
+        if min_one_batch:
+            return FetchSlice(self.log.fd, start.position, start.size, start.base_offset, start.last_offset + 1)
+        return FetchSlice(-1, 0, 0, offset, offset)
+
+    def _end_of(self, limit: int) -> int:
+        """Where the batches that start at or past offset ``limit`` begin (a batch holding it is before)."""
+        if limit >= self.next_offset:
+            return self.log.size
+        at = self.translate_offset(limit)
+        if at is None:
+            return self.log.size
+        return at.position + at.size if at.base_offset < limit else at.position
+
+    def _whole_batches_end(self, start: BatchLocation, stop: int) -> tuple[int, int]:
+        """(end position, next offset) of the batches from ``start`` that end by ``stop``: the
+        scan starts from the index, near ``stop``, not at ``start`` (one ``pread`` per batch
+        header: an 8 MiB fetch of 256 KiB batches read 32 of them), and is (start position,
+        its base offset) when not even the first fits."""
+        end, next_offset = start.position, start.base_offset
+        for batch in self.log.batches_from(max(start.position, self.offset_index.position_before(stop)), stop):
+            end, next_offset = batch.position + batch.size, batch.next_offset
+        return end, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> TimestampOffset | None:
         """The first record at or after ``starting_offset`` with a timestamp >= ``timestamp``."""
