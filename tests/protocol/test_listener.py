@@ -196,3 +196,19 @@ def test_stop_closes_connections_and_leaves_no_task():
     assert all(_closed(s) for s in socks)
     for s in socks:
         s.close()
+
+
+def test_accepted_connections_get_the_send_buffer_asked(listen):
+    """``socket.send.buffer.bytes`` is each accepted socket's SO_SNDBUF (the kernel caps it at
+    net.core.wmem_max and doubles it); -1 leaves the OS default (autotuned: any size)."""
+    wmem_max = int(open("/proc/sys/net/core/wmem_max").read())
+    for asked in (256 * KIB, 3 * MIB, -1):
+        r = listen(socket_send_buffer_bytes=asked)
+        with _connect(r.port) as client:
+            assert _answers(client)
+
+            async def send_buffers():
+                return [c._transport.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+                        for c in r.listener._connections]
+            (got,) = r.call(send_buffers)
+        assert got == 2 * min(asked, wmem_max) if asked > 0 else got > 0
