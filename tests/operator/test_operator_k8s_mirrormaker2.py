@@ -199,6 +199,8 @@ def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_
         assert caught_up["laggingTopics"] == [] and caught_up["partitions"] == 1
         assert caught_up["partitionsBehind"] == caught_up["maxPartitionLag"] == 0
     finally:
+        # no more lag checks against the shared clusters for the rest of the session
+        k8s.delete(k8s.cr_path(namespace, "odradekmirrormaker2s", "m"))
         consumer.close()
         stop_process(proc, 60)
         # the shared clusters keep no topic of this test (MirrorMaker's own included)
