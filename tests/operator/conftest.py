@@ -15,7 +15,8 @@
 - ``scram_dev_cluster`` (package): a 1-broker dev cluster with SCRAM-SHA-512 on a SASL_PLAINTEXT
   (``SASL``) and a SASL_SSL (``SECURE``, certificates from ``odradek.certs``) listener and the ACL
   authorizer denying what no ACL allows (``User:ANONYMOUS``, the harness's PLAINTEXT tools, is the
-  super user): the OdradekUser module's clients and a secured Connect worker log in there.
+  super user): the OdradekUser module's clients and a secured Connect worker log in there; its
+  CA (key included) can be an OdradekCluster's own (``clusterCa.generateCertificateAuthority: false``).
 - ``operator`` (session): ``odradek operator`` as a subprocess (a real ``kopf run``), short
   intervals, the dev clusters' loopback controllers trusted, resources labelled
   ``odradek.dev/operator`` left to the operators a test starts itself (``start_operator``); its
@@ -120,6 +121,7 @@ class ScramDevCluster:
     cluster: Cluster
     ca_file: Path                     # the CA of the SECURE listener's certificate (PEM)
     endpoints: dict[str, list[str]]   # listener -> host:port
+    ca: CertificateAuthority          # that CA, key included (an OdradekCluster's own CA: clusterCa)
 
     def status(self) -> dict:
         return self.cluster.status()
@@ -136,7 +138,7 @@ def scram_dev_cluster(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("scram-cluster")
     c = start_cluster(data_dir, brokers=1, extra=tuple(a for k, v in config.items() for a in ("--config", f"{k}={v}")))
     try:
-        yield ScramDevCluster(c, certs / "ca.crt", listener_endpoints(data_dir, 1))
+        yield ScramDevCluster(c, certs / "ca.crt", listener_endpoints(data_dir, 1), ca)
     finally:
         stop_cluster(c)
 
@@ -173,6 +175,7 @@ def start_operator(control_plane, log: Path, *args: str, env: dict | None = None
     on port 0 (the one port the operator listens on is it)."""
     env = {**os.environ, **control_plane.env(), "ODRADEK_OPERATOR_STATUS_INTERVAL": "1",
            "ODRADEK_OPERATOR_DRIFT_INTERVAL": "2", "ODRADEK_OPERATOR_RETRY_DELAY": "1",
+           "ODRADEK_OPERATOR_MIRROR_LAG_INTERVAL": "2",
            TRUSTED_CONTROLLER_URLS_ENV: DEV_CONTROLLERS, **(env or {})}
     env.pop("ODRADEK_OPERATOR_CONTROLLER_URL", None)
     with open(log, "ab") as out:

@@ -7,12 +7,15 @@ migration, the Deployment, the target user and its ACLs), its status, and that a
 operator cannot take fails for good. Then Apache Kafka 3.9's own MirrorMaker, as a process, on
 exactly the mm2.properties the operator wrote for a SASL_SSL/SCRAM target (conftest's
 ``scram_dev_cluster``, denying what no ACL allows) and its OdradekUser's ACLs there, from the
-open ``dev_cluster``: it logs in and mirrors a topic. The migration itself (offsets translated)
+open ``dev_cluster``: it logs in and mirrors a topic; the operator, logged in as that user with
+the cluster's CA, reports the topic's lag in the status: 20 records before MirrorMaker runs, 0
+once it has copied them. The migration itself (offsets translated)
 runs in tests/compat/test_mirror_maker.py, on the migration file of docs/migration.md, which
 tests/operator/test_operator_mirrormaker2.py finds key by key in what the operator writes."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import uuid
 
@@ -22,7 +25,7 @@ from confluent_kafka import Consumer, Producer
 from bench import kafka_ecosystem
 from odradek.dev.processes import candidate_port
 from odradek.dev.waiting import wait_until
-from odradek.operator import mirrormaker2
+from odradek.operator import mirrormaker2, mirrormaker2_run
 from tests.compat.test_mirror_maker import ecosystem
 from tests.operator.test_operator_k8s_connect import CLUSTER, mount
 from tests.operator.test_operator_k8s_users import secret_data
@@ -36,10 +39,11 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 API = "/apis/odradek.dev/v1alpha1"
 
 
-def apply_mirror_maker(k8s, namespace: str, name: str, spec: dict) -> dict:
+def apply_mirror_maker(k8s, namespace: str, name: str, spec: dict, annotations: dict | None = None) -> dict:
     return k8s.apply(k8s.cr_path(namespace, "odradekmirrormaker2s", name), {
         "apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekMirrorMaker2",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"odradek.dev/cluster": "c"}}, "spec": spec})
+        "metadata": {"name": name, "namespace": namespace, "labels": {"odradek.dev/cluster": "c"},
+                     "annotations": annotations or {}}, "spec": spec})
 
 
 def test_mirror_maker_on_a_secured_cluster_gets_its_config_deployment_and_least_privileged_user(
@@ -89,6 +93,11 @@ def test_mirror_maker_on_a_secured_cluster_gets_its_config_deployment_and_least_
     assert (status["flow"], status["user"], status["replicationPolicy"]) == ("kafka->odradek", "m-mirrormaker2",
                                                                            "identity")
     assert status["sourceBootstrapServers"] == "kafka-0.example:9092"
+    # no lag yet: MirrorMaker's user has no Secret to log in with, which the operator says
+    lag = wait_until(lambda: condition(k8s.get(k8s.cr_path(namespace, "odradekmirrormaker2s", "m")), "LagChecked"),
+                     30, "the lag check", 0.2)
+    assert (lag["status"], lag["reason"]) == ("False", "CredentialsMissing")
+    assert lag["message"] == f"Secret {namespace}/m-mirrormaker2 has no sasl.jaas.config (yet)"
 
     # an operator-owned key in spec.config: Failed with the reason, nothing re-applied
     path = k8s.cr_path(namespace, "odradekmirrormaker2s", "m")
@@ -100,6 +109,13 @@ def test_mirror_maker_on_a_secured_cluster_gets_its_config_deployment_and_least_
 
 def _topics(cluster) -> set[str]:
     return set(cluster.admin().list_topics(timeout=10).topics)
+
+
+def _mirror(k8s, namespace: str, **wanted) -> dict | None:
+    """The OdradekMirrorMaker2's ``status.mirrors[0]`` once it has the ``wanted`` values."""
+    mirror = ((k8s.get(k8s.cr_path(namespace, "odradekmirrormaker2s", "m")) or {}).get("status") or {}).get(
+        "mirrors", [{}])[0]
+    return mirror if all(mirror.get(k) == v for k, v in wanted.items()) else None
 
 
 def _local(properties: str, overrides: dict[str, str]) -> str:
@@ -118,21 +134,39 @@ def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_
     for i in range(20):
         producer.produce(topic, value=f"r-{i}".encode())
     assert producer.flush(30) == 0
+    # the cluster's CA is the dev cluster's (a user-supplied CA), which signed its SECURE listener
+    for name, key, data in (("c-cluster-ca-cert", "ca.crt", scram_dev_cluster.ca.cert_pem),
+                            ("c-cluster-ca", "ca.key", scram_dev_cluster.ca.key_pem)):
+        k8s.apply(f"/api/v1/namespaces/{namespace}/secrets/{name}",
+                  {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+                   "data": {key: base64.b64encode(data).decode()}})
     k8s.apply_cluster(namespace, "c", {"brokers": {"replicas": 1}, "controller": {"replicas": 1},
                                        "zookeeper": {"external": {"connect": st["zookeeper"]}},
-                                       "listeners": CLUSTER["listeners"], "authorization": {"type": "simple"}},
+                                       "listeners": CLUSTER["listeners"], "authorization": {"type": "simple"},
+                                       "clusterCa": {"generateCertificateAuthority": False}},
                       {"odradek.dev/controller-url": st["controller_url"]})
+    secure = scram_dev_cluster.endpoints["SECURE"][0]
+    # the operator reaches the target where this host's MirrorMaker does (a trusted host: the
+    # dev clusters' loopback); MirrorMaker commits its offsets every second, not Connect's 60
     apply_mirror_maker(k8s, namespace, "m", {"source": {"alias": "src", "bootstrapServers": source},
                                              "targetAlias": "dst", "topicsPattern": topic,
-                                             "groupsPattern": f"{topic}-.*"})
+                                             "groupsPattern": f"{topic}-.*",
+                                             "config": {"dst.offset.flush.interval.ms": 1000}},
+                       {mirrormaker2_run.TARGET_BOOTSTRAP_ANNOTATION: secure})
     wait_until(ready_check(lambda: k8s.user(namespace, "m-mirrormaker2")), 60, "MirrorMaker's user", 0.2)
+    # MirrorMaker not started: the operator, logged in as its user over SASL_SSL, finds the
+    # topic's 20 records behind (no offsets committed yet)
+    behind = wait_until(lambda: _mirror(k8s, namespace, lag=20), 60, "the lag before MirrorMaker runs", 0.2)
+    assert behind["laggingTopics"] == [{"topic": topic, "lag": 20, "partitionsBehind": 1}]
+    assert (behind["source"], behind["target"], behind["topics"], behind["partitions"]) == ("src", "dst", 1, 1)
+    assert condition(k8s.get(k8s.cr_path(namespace, "odradekmirrormaker2s", "m")), "LagChecked")["status"] == "True"
     configmap = k8s.child(namespace, "ConfigMap", "m-mirrormaker2-config")
     root = tmp_path / "mounts"
     mount(root, mirrormaker2.CONFIG_DIR, {"config": configmap["data"],
                                           "user": secret_data(k8s, namespace, "m-mirrormaker2"),
-                                          "cluster-ca": {"ca.crt": scram_dev_cluster.ca_file.read_text()}})
+                                          "cluster-ca": secret_data(k8s, namespace, "c-cluster-ca-cert")})
     (tmp_path / "mm2.properties").write_text(_local((root / "config" / mirrormaker2.CONFIG_FILE).read_text(), {
-        "dst.bootstrap.servers": scram_dev_cluster.endpoints["SECURE"][0],
+        "dst.bootstrap.servers": secure,
         "listeners": f"http://127.0.0.1:{candidate_port()}", "rest.advertised.host.name": "127.0.0.1"}))
     # the pod's logging (stdout, here a file) with the herders' file the readiness probe reads
     state_log = tmp_path / "herder.log"
@@ -160,7 +194,13 @@ def test_kafkas_own_mirror_maker_logs_in_to_a_secured_target_with_the_operators_
         # connectors' configuration to the config topic, as Kafka's MirrorHerder says)
         assert subprocess.run(probe, check=False).returncode == 0
         assert "MirrorSourceConnector connector configured for src->dst." in state_log.read_text().splitlines()
+        # the operator reads the offsets MirrorMaker committed on the target: caught up
+        caught_up = wait_until(lambda: _mirror(k8s, namespace, lag=0), 60, "the lag at 0", 0.2)
+        assert caught_up["laggingTopics"] == [] and caught_up["partitions"] == 1
+        assert caught_up["partitionsBehind"] == caught_up["maxPartitionLag"] == 0
     finally:
+        # no more lag checks against the shared clusters for the rest of the session
+        k8s.delete(k8s.cr_path(namespace, "odradekmirrormaker2s", "m"))
         consumer.close()
         stop_process(proc, 60)
         # the shared clusters keep no topic of this test (MirrorMaker's own included)

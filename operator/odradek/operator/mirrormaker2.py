@@ -307,17 +307,23 @@ def build_user(mm2: str, namespace: str, spec: MirrorMaker2Spec, access: Cluster
 
 # -- the Deployment ---------------------------------------------------------------------------
 
+def secret_mounts(mm2: str, spec: MirrorMaker2Spec, access: ClusterAccess) -> dict[str, tuple[str, str]]:
+    """The Secrets the pod mounts: directory -> (volume name, Secret name); ``mm2.properties``
+    reads its credentials from these directories (the lag check too: ``mirrormaker2_lag``)."""
+    out = {}
+    if access.tls:
+        out[CA_DIR] = ("cluster-ca", certs.secret_names(access.cluster)["cluster_ca_cert"])
+    if access.authentication:
+        out[USER_DIR] = ("user", names(mm2)["user"])
+    if spec.source.secret_name:
+        out[SOURCE_DIR] = ("source", spec.source.secret_name)
+    return out
+
+
 def _volumes(mm2: str, spec: MirrorMaker2Spec, access: ClusterAccess) -> tuple[list[dict], list[dict]]:
     mounts = [{"name": "config", "mountPath": f"{CONFIG_DIR}/config", "readOnly": True}]
     volumes = [{"name": "config", "configMap": {"name": names(mm2)["config"]}}]
-    secrets = []
-    if access.tls:
-        secrets.append(("cluster-ca", CA_DIR, certs.secret_names(access.cluster)["cluster_ca_cert"]))
-    if access.authentication:
-        secrets.append(("user", USER_DIR, names(mm2)["user"]))
-    if spec.source.secret_name:
-        secrets.append(("source", SOURCE_DIR, spec.source.secret_name))
-    for name, path, secret in secrets:
+    for path, (name, secret) in secret_mounts(mm2, spec, access).items():
         mounts.append({"name": name, "mountPath": path, "readOnly": True})
         volumes.append({"name": name, "secret": {"secretName": secret}})
     return mounts, volumes

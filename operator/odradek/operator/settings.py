@@ -14,6 +14,7 @@ from typing import Mapping
 STATUS_INTERVAL_ENV = "ODRADEK_OPERATOR_STATUS_INTERVAL"
 DRIFT_INTERVAL_ENV = "ODRADEK_OPERATOR_DRIFT_INTERVAL"
 RETRY_DELAY_ENV = "ODRADEK_OPERATOR_RETRY_DELAY"
+MIRROR_LAG_INTERVAL_ENV = "ODRADEK_OPERATOR_MIRROR_LAG_INTERVAL"
 CONTROLLER_URL_ENV = "ODRADEK_OPERATOR_CONTROLLER_URL"
 RACK_CLUSTERROLE_ENV = "ODRADEK_OPERATOR_RACK_CLUSTERROLE"
 TRUSTED_CONTROLLER_URLS_ENV = "ODRADEK_OPERATOR_TRUSTED_CONTROLLER_URLS"
@@ -28,6 +29,7 @@ class OperatorSettings:
     status_interval: float = 15.0   # s between cluster status refreshes
     drift_interval: float = 60.0    # s between topic drift checks
     retry_delay: float = 10.0       # s before retrying a handler that waits or failed
+    mirror_lag_interval: float = 30.0  # s between MirrorMaker 2 lag checks (on the status timer)
     controller_urls: tuple[str, ...] = ()  # override of the controller Service's endpoints
     # The ClusterRole (nodes get) rack-aware brokers are bound to, set by the chart
     # (rbac.brokerRack); empty: the chart grants no node access.
@@ -49,6 +51,7 @@ class OperatorSettings:
         return cls(status_interval=float(env.get(STATUS_INTERVAL_ENV, default.status_interval)),
                    drift_interval=float(env.get(DRIFT_INTERVAL_ENV, default.drift_interval)),
                    retry_delay=float(env.get(RETRY_DELAY_ENV, default.retry_delay)),
+                   mirror_lag_interval=float(env.get(MIRROR_LAG_INTERVAL_ENV, default.mirror_lag_interval)),
                    controller_urls=tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip()),
                    rack_cluster_role=env.get(RACK_CLUSTERROLE_ENV, default.rack_cluster_role),
                    trusted_controller_urls=tuple(u.strip() for u in env.get(TRUSTED_CONTROLLER_URLS_ENV, "").split(",")
