@@ -403,6 +403,10 @@ class ReplicaFetcher:
                 raise ConnectionError(f"fetch refused: {error.name.upper()}")
             log.info("fetch session with broker %d: %s; starting a new one", self.source, error.name.upper())
             return
+        topics = response.responses
+        if not topics or (len(topics) == 1 and len(topics[0].partitions) <= 1):
+            self._apply_all(response, asked)   # one partition: nothing to group (its OSError is _apply_all's)
+            return
         with self._checkpoints_grouped():  # first batches of a new epoch in many partitions: checkpoints together
             self._apply_all(response, asked)
 
