@@ -166,6 +166,9 @@ class FetchContext:
     """One request's view: which partitions to fetch (``wanted``: (topic, [partition]) with the
     request's or the session's positions), and what to answer (``respond``)."""
 
+    __slots__ = ("cache", "_wanted", "listed", "partial", "error", "session", "create", "privileged",
+                 "uses_topic_ids", "_ids")
+
     def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
                  uses_topic_ids: bool = False, listed: frozenset = frozenset(), ids: dict | None = None) -> None:

@@ -196,7 +196,9 @@ class ReplicaFetcher:
                 if not ready:
                     continue
             try:
-                client = await self._connect()
+                client = self._client_for_source()
+                if not client.connected:   # awaited only to connect: a coroutine chain less per fetch
+                    await client.connect()
                 if ready is None:
                     await self._fetch(client, self._reread_touched())
                 else:
@@ -277,7 +279,8 @@ class ReplicaFetcher:
         if states:
             self._walk_at = 0.0  # out of the fetches until then
 
-    async def _connect(self) -> KafkaClient:
+    def _client_for_source(self) -> KafkaClient:
+        """The client to the source broker's current address (connected by the caller)."""
         address = self.manager.address_of(self.source)
         if address is None:
             raise ConnectionError(f"broker {self.source} is not live")
@@ -287,7 +290,6 @@ class ReplicaFetcher:
         if self._client is None:
             self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}",
                                        security=self.manager.connector)
-        await self._client.connect()
         return self._client
 
     # -- truncation (OffsetForLeaderEpoch) ------------------------------------------------------
