@@ -134,14 +134,15 @@ class _Frames(WriteFlow, asyncio.Protocol):
             self._waiter = None
 
     def _watch(self) -> None:
-        """Fail the request in flight past its deadline; else sleep until the next one could be."""
+        """Fail the request in flight past its deadline (closing the connection, which also ends
+        a wait for the socket to drain); else sleep until the next one could be."""
         self._watchdog = None
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
         loop = asyncio.get_running_loop()
         if loop.time() >= self._deadline:
-            waiter.set_exception(asyncio.TimeoutError())
+            self._fail(asyncio.TimeoutError())
         else:
             self._watchdog = loop.call_at(self._deadline, self._watch)
 
