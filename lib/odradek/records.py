@@ -54,6 +54,7 @@ NO_PRODUCER_ID = -1
 _I16, _I32, _U32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I"), struct.Struct(">q")
 _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 _CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
+_MAX_CODEC = max(Compression)   # not per batch: iterating the enum cost each check a microsecond
 
 
 class TimestampType(enum.IntEnum):
@@ -153,7 +154,7 @@ class RecordBatch(_HeaderFields):
         if self.compute_crc() != self.crc:
             raise _corrupt(f"record batch at offset {self.base_offset} fails its CRC-32C "
                            f"(stored {self.crc}, computed {self.compute_crc()})")
-        if self.attributes & _CODEC_MASK > max(Compression):
+        if self.attributes & _CODEC_MASK > _MAX_CODEC:
             raise _corrupt(f"unknown compression codec {self.attributes & _CODEC_MASK}")
         count, delta = self.records_count, self.last_offset_delta
         if delta < 0:

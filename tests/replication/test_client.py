@@ -81,3 +81,48 @@ def test_a_refused_sasl_handshake_closes_the_connection_with_a_connection_error(
         finally:
             server.close()
     run(scenario())
+
+
+async def _answering_server(answer):
+    """Each request frame is answered by ``await answer(writer, encoded SaslHandshake response)``."""
+    async def serve(reader, writer):
+        try:
+            while True:
+                header, _ = decode_request(memoryview(await read_frame(reader)))
+                s = Schemas(ApiKey.SASL_HANDSHAKE, 1)
+                await answer(writer, encode_response(ApiKey.SASL_HANDSHAKE, 1, header.correlation_id, make(
+                    s.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def test_an_answer_in_pieces_is_read_whole_and_an_unanswered_request_times_out_closing_the_connection():
+    async def scenario():
+        async def in_pieces(writer, frame):
+            for piece in (frame[:3], frame[3:9], frame[9:]):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+
+        async def never(_writer, _frame):
+            await asyncio.sleep(5)
+
+        s = Schemas(ApiKey.SASL_HANDSHAKE, 1, EntityType.request)
+        request = make(s.SaslHandshakeRequest, mechanism="X")
+        for answer, timeout in ((in_pieces, 5), (never, 0.2)):
+            server, port = await _answering_server(answer)
+            client = KafkaClient("127.0.0.1", port, client_id="t", security=_Opened())
+            try:
+                if answer is in_pieces:
+                    assert (await client.request(ApiKey.SASL_HANDSHAKE, 1, request, timeout=timeout)).mechanisms == ("PLAIN",)
+                else:
+                    started = asyncio.get_running_loop().time()
+                    with pytest.raises(ConnectionError, match="TimeoutError"):
+                        await client.request(ApiKey.SASL_HANDSHAKE, 1, request, timeout=timeout)
+                    assert asyncio.get_running_loop().time() - started < 2 and not client.connected
+            finally:
+                client.close()
+                server.close()
+    run(scenario())

@@ -15,10 +15,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -30,8 +29,7 @@ _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _PREFIX = struct.Struct(">ii")          # a response's size (filled in last) and correlation id
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):   # one per request: a NamedTuple is built in a third of a frozen dataclass's time
     api_key: int
     api_version: int
     correlation_id: int

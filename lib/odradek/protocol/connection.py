@@ -58,6 +58,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Union
 
+from odradek.protocol.flow import WriteFlow
 from odradek.protocol.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class CloseReason(enum.Enum):
 _UNREAD = frozenset((CloseReason.FRAME_TOO_LARGE, CloseReason.PREAUTH_FRAME_TOO_LARGE))  # closed with the body unread
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
     """``pool``: the listener's request memory (unbounded if None); ``on_closed(conn)`` is
     called once the connection is lost."""
 
@@ -209,15 +210,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.task.cancel()
         if self._on_closed is not None:
             self._on_closed(self)
-
-    def pause_writing(self) -> None:
-        if self._drained is None:
-            self._drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        drained, self._drained = self._drained, None
-        if drained is not None and not drained.done():
-            drained.set_result(None)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:

@@ -27,8 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, NamedTuple
 
 from odradek import logs
 from odradek.broker.replication.connector import ClientSecurity
@@ -56,8 +55,7 @@ DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 HIGH_WATERMARK = -1        # DeleteRecords' "up to the high watermark"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderPartition:
+class LeaderPartition(NamedTuple):   # one per partition lookup, several per request: cheaper than a frozen dataclass
     topic: TopicMetadata
     state: PartitionState
     log: Log
@@ -326,32 +324,40 @@ class ReplicaManager:
 
     def replicated(self, topic: str, partition: int, last_offset: int) -> asyncio.Future:
         """A future resolved with an ErrorCode once the HW passes ``last_offset`` (acks=all)."""
-        part = self.leader(topic, partition).partition
+        part = self._partitions.get((topic, partition))
+        if part is None or not part.leading:   # the produce's case, right after its append, costs no lookup
+            part = self.leader(topic, partition).partition
         future = part.produces.park(last_offset + 1)
         part.complete_produces()
         return future
 
     def record_follower_fetch(self, lp: LeaderPartition, replica_id: int, fetch_offset: int,
-                              log_start_offset: int = -1, session: FetchSession | None = None) -> None:
+                              log_start_offset: int = -1, session: FetchSession | None = None) -> bool:
+        """Record a follower's position; True if that answered a parked produce."""
         part = lp.partition
         part.record_follower_fetch(replica_id, fetch_offset, now_ms(), log_start_offset, session)
+        answered = False
         if part.advance_high_watermark():
-            part.complete_produces()
+            answered = part.complete_produces()
             self.wakeup.notify(part.key)
         self._complete_deletions(part)
         self.isr.expand(part, replica_id)
+        return answered
 
-    def _record_follower_positions(self, replica_id: int, context: FetchContext) -> None:
+    def _record_follower_positions(self, replica_id: int, context: FetchContext) -> bool:
+        """True if a parked produce was answered."""
+        answered = False
         for topic, partitions in context.to_record():
             for p in partitions:
                 try:
                     lp = self.leader(topic, p.partition, getattr(p, "current_leader_epoch", -1))
                 except KafkaError:
                     continue  # answered with the error by the read
-                self.record_follower_fetch(lp, replica_id, p.fetch_offset,
-                                           getattr(p, "log_start_offset", -1),  # Fetch v5+
-                                           session=context.session)
+                answered |= self.record_follower_fetch(lp, replica_id, p.fetch_offset,
+                                                       getattr(p, "log_start_offset", -1),  # Fetch v5+
+                                                       session=context.session)
                 context.recorded(topic, p.partition, replica_id in lp.partition.isr)
+        return answered
 
     async def read(self, params: FetchParams, context: FetchContext) -> FetchResult:
         """Kafka's fetchMessages: a follower's positions recorded once (its fetch offset is its
@@ -361,8 +367,8 @@ class ReplicaManager:
         consumers a HW advance: Kafka's DelayedFetch), its wait counted as remote time."""
         deadline = time.monotonic() + params.max_wait_ms / 1000
         context.begin(self.generation)
-        if params.follower and not params.refused:
-            self._record_follower_positions(params.replica_id, context)
+        if params.follower and not params.refused and self._record_follower_positions(params.replica_id, context):
+            await asyncio.sleep(0)   # the produces this fetch completed are answered before it reads on
         interest = None
         while True:
             result, failed = read_logs(self, params, context.to_read())

@@ -11,12 +11,11 @@ once the response is written: nothing travels through mutable per-connection sta
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ZERO = datetime.timedelta(0)   # a response's throttle_time when nothing throttles (the dispatcher raises it)
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):   # one per request: a NamedTuple is built in a third of a frozen dataclass's time
     body: object
     throttle_ms: int = 0

@@ -12,7 +12,7 @@ request, is not sent by followers).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from odradek.protocol.primitives import NO_TAGS, string, uvarint
 
@@ -22,8 +22,7 @@ _PARTITION = struct.Struct(">iiqiqib")     # partition, current epoch, fetch off
 
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerFetch:
+class FollowerFetch(NamedTuple):   # one per fetch: a NamedTuple is built in a third of a frozen dataclass's time
     """A follower's Fetch v12: ``topics`` as (topic, [(partition, current leader epoch, fetch
     offset, log start offset, partition max bytes)]), ``forgotten`` as (topic, [partition])."""
 

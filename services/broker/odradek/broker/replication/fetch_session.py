@@ -166,6 +166,9 @@ class FetchContext:
     """One request's view: which partitions to fetch (``wanted``: (topic, [partition]) with the
     request's or the session's positions), and what to answer (``respond``)."""
 
+    __slots__ = ("cache", "_wanted", "listed", "partial", "error", "session", "create", "privileged",
+                 "uses_topic_ids", "_ids")
+
     def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
                  uses_topic_ids: bool = False, listed: frozenset = frozenset(), ids: dict | None = None) -> None:
@@ -260,6 +263,11 @@ class FetchContext:
         return self.session.id if self.session is not None else INVALID_SESSION_ID
 
 
+def _wanted(req) -> list:
+    """A request's own partitions, (topic, [FetchPartition]): a sessionless read's positions."""
+    return [(t.topic, list(t.partitions)) for t in req.topics]
+
+
 class FetchSessionCache:
     def __init__(self, max_entries: int = 1000, eviction_ms: int = EVICTION_MS) -> None:
         self.max_entries = max_entries
@@ -269,13 +277,12 @@ class FetchSessionCache:
 
     def context(self, version: int, req, privileged: bool, now_ms: int) -> FetchContext:
         session_id, epoch = getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH)
-        wanted = [(t.topic, list(t.partitions)) for t in req.topics]
         uses_ids = version >= TOPIC_IDS_FROM_VERSION
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id in self.sessions:
                 self._remove(self.sessions[session_id])  # a full request closes the session it names
             ids = {t.topic: t.topic_id for t in req.topics} if uses_ids else None
-            return FetchContext(self, wanted, create=epoch == INITIAL_EPOCH, privileged=privileged,
+            return FetchContext(self, _wanted(req), create=epoch == INITIAL_EPOCH, privileged=privileged,
                                 uses_topic_ids=uses_ids, ids=ids)
         session = self.sessions.get(session_id)
         if session is None:
@@ -287,7 +294,7 @@ class FetchSessionCache:
         session.update(req.topics, getattr(req, "forgotten_topics_data", ()) or ())
         if not session.topics:
             self._remove(session)
-            return FetchContext(self, wanted, ids={t.topic: t.topic_id for t in req.topics} if uses_ids else None)
+            return FetchContext(self, _wanted(req), ids={t.topic: t.topic_id for t in req.topics} if uses_ids else None)
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
         return FetchContext(self, None, session=session, uses_topic_ids=uses_ids,

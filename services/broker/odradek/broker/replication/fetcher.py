@@ -196,7 +196,9 @@ class ReplicaFetcher:
                 if not ready:
                     continue
             try:
-                client = await self._connect()
+                client = self._client_for_source()
+                if not client.connected:   # awaited only to connect: a coroutine chain less per fetch
+                    await client.connect()
                 if ready is None:
                     await self._fetch(client, self._reread_touched())
                 else:
@@ -277,7 +279,8 @@ class ReplicaFetcher:
         if states:
             self._walk_at = 0.0  # out of the fetches until then
 
-    async def _connect(self) -> KafkaClient:
+    def _client_for_source(self) -> KafkaClient:
+        """The client to the source broker's current address (connected by the caller)."""
         address = self.manager.address_of(self.source)
         if address is None:
             raise ConnectionError(f"broker {self.source} is not live")
@@ -287,7 +290,6 @@ class ReplicaFetcher:
         if self._client is None:
             self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}",
                                        security=self.manager.connector)
-        await self._client.connect()
         return self._client
 
     # -- truncation (OffsetForLeaderEpoch) ------------------------------------------------------
@@ -402,6 +404,10 @@ class ReplicaFetcher:
             if error not in SESSION_ERRORS:
                 raise ConnectionError(f"fetch refused: {error.name.upper()}")
             log.info("fetch session with broker %d: %s; starting a new one", self.source, error.name.upper())
+            return
+        topics = response.responses
+        if not topics or (len(topics) == 1 and len(topics[0].partitions) <= 1):
+            self._apply_all(response, asked)   # one partition: nothing to group (its OSError is _apply_all's)
             return
         with self._checkpoints_grouped():  # first batches of a new epoch in many partitions: checkpoints together
             self._apply_all(response, asked)

@@ -82,6 +82,8 @@ class IsrManager:
                     self._submit(partition, tuple(r for r in partition.isr if r not in lagging))
 
     def expand(self, partition: Partition, replica_id: int) -> None:
+        if replica_id in partition.isr:   # every fetch of an in-sync follower: nothing to decide
+            return
         if partition.may_alter(now_ms()) and partition.may_join(replica_id):
             log.info("%s-%d: follower %d caught up: joining the ISR", partition.topic, partition.index, replica_id,
                      extra=logs.tp(partition.topic, partition.index))

@@ -162,7 +162,7 @@ class Partition:
         if not self.leading:
             return False
         hw = self.log.log_end_offset
-        for replica in self.maximal_isr():
+        for replica in self.isr if self.pending_isr is None else self.maximal_isr():
             if replica != self.broker_id:
                 follower = self.followers.get(replica)
                 hw = min(hw, follower.leo if follower is not None else -1)
@@ -171,8 +171,9 @@ class Partition:
             return True
         return False
 
-    def complete_produces(self) -> None:
-        self.produces.complete(self.log.high_watermark, len(self.isr), self.min_isr)
+    def complete_produces(self) -> bool:
+        """Answer the acks=all produces the HW reached; True if any."""
+        return self.produces.complete(self.log.high_watermark, len(self.isr), self.min_isr)
 
     def lagging(self, now_ms: int, lag_ms: int) -> tuple[int, ...]:
         """ISR followers not caught up within ``lag_ms`` (replica.lag.time.max.ms)."""

@@ -39,16 +39,20 @@ class _Purgatory:
         self._waiting.append((required_offset, future))
         return future
 
-    def _complete(self, watermark: int, result) -> None:
+    def _complete(self, watermark: int, result) -> bool:
+        """Answer the futures the watermark reached; True if any."""
         kept = []
+        answered = False
         for required, future in self._waiting:
-            if future.done():  # timed out: cancelled by its handler's wait
+            if future.done():  # timed out: answered or cancelled by its handler's wait
                 continue
             if required <= watermark:
                 future.set_result(result)
+                answered = True
             else:
                 kept.append((required, future))
         self._waiting = kept
+        return answered
 
     def _fail_all(self, result) -> None:
         waiting, self._waiting = self._waiting, []
@@ -60,10 +64,10 @@ class _Purgatory:
 class ProducePurgatory(_Purgatory):
     """``park(offset)``: a future resolved with an ErrorCode once the HW reaches ``offset``."""
 
-    def complete(self, high_watermark: int, isr_size: int, min_isr: int) -> None:
-        if self._waiting:
-            self._complete(high_watermark, ErrorCode.none if isr_size >= min_isr
-                           else ErrorCode.not_enough_replicas_after_append)
+    def complete(self, high_watermark: int, isr_size: int, min_isr: int) -> bool:
+        """True if a produce was answered."""
+        return bool(self._waiting) and self._complete(high_watermark, ErrorCode.none if isr_size >= min_isr
+                                                      else ErrorCode.not_enough_replicas_after_append)
 
     def fail_all(self, code: ErrorCode) -> None:
         self._fail_all(code)

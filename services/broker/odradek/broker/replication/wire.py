@@ -44,13 +44,14 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     """Size prefix + request header + body; a body with an ``encode_body()`` method (the
     follower's Fetch, ``fetch_request``) writes itself."""
     write_body, head, tail = _request_writers(api_key, version, client_id)
+    encode_body = getattr(body, "encode_body", None)
+    if encode_body is not None:   # one join, no buffer copied twice
+        encoded = encode_body()
+        return b"".join((_SIZE.pack(len(head) + 4 + len(tail) + len(encoded)), head, _SIZE.pack(correlation_id),
+                         tail, encoded))
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0" + head + _SIZE.pack(correlation_id) + tail)
-    encode_body = getattr(body, "encode_body", None)
-    if encode_body is not None:
-        buf.write(encode_body())
-    else:
-        write_body(buf, body)
+    write_body(buf, body)
     out = bytearray(buf.getbuffer())
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)

@@ -33,6 +33,7 @@ import bisect
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from odradek.errors import ErrorCode, KafkaError
 from odradek.records import ControlType, build_control_batch
@@ -53,8 +54,7 @@ def _clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):   # one per append: a NamedTuple is built in a third of a frozen dataclass's time
     first_offset: int
     last_offset: int
     max_timestamp: int
