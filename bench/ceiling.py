@@ -263,8 +263,8 @@ class FetchConnection:
         at += 4 + 16 * max(aborted, 0) + 4   # the aborted transactions, the preferred read replica
         length = _I32.unpack_from(self.buf, at)[0]
         next_offset, records, whole = self._walk(at + 4, at + 4 + max(length, 0), offset)
-        if whole == 0 and next_offset >= high_watermark:
-            next_offset = 0   # the end of the log: from the start again
+        if next_offset >= high_watermark:
+            next_offset = 0   # the end of the log: from the start again (a fetch there waits max_wait)
         return next_offset, records, whole, size
 
     def _walk(self, start: int, end: int, offset: int) -> tuple[int, int, int]:
