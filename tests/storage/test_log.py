@@ -38,11 +38,17 @@ def test_append_assigns_offsets_and_rewrites_headers(tmp_path):
     assert log.end_offset_for_epoch(4) == (4, 4) and log.end_offset_for_epoch(5) == (5, 5)
 
 
-def test_read_only_buffers_are_copied_not_rejected(tmp_path):
-    log = open_log(tmp_path / "t-0")
+def test_read_only_buffers_are_written_with_stamped_headers_and_left_as_they_were(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
     log.append(bytes(batch(b"x")), leader_epoch=0)
-    log.append(memoryview(bytes(batch(b"y"))), leader_epoch=0)
-    assert [r.value for r in read_records(log)] == [b"x", b"y"]
+    sent = bytes(b"".join(batch(bytes([i % 256]), ts=i) for i in range(700)))   # 1,400 pieces: > IOV_MAX
+    info = log.append(memoryview(sent), leader_epoch=3, now_ms=5_000)
+    assert (info.first_offset, info.last_offset, info.valid_bytes) == (1, 700, len(sent))
+    assert all(b.base_offset == 0 and b.partition_leader_epoch == -1 for b in decode(sent))   # untouched
+    stored = decode(log.read(0, 10**6).read())
+    assert [(b.base_offset, b.partition_leader_epoch) for b in stored[:3]] == [(0, 0), (1, 3), (2, 3)]
+    assert all(b.compute_crc() == b.crc and b.max_timestamp == 5_000 for b in stored[1:])
+    assert [r.value for r in read_records(log)] == [b"x"] + [bytes([i % 256]) for i in range(700)]
 
 
 def _bad_crc(raw):

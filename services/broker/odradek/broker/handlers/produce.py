@@ -175,7 +175,8 @@ def _denied_topics(ctx: BrokerContext, names: set[str]) -> dict[str, ErrorCode]:
 def _append(ctx: BrokerContext, key: tuple[str, int], records, acks: int, guard):
     if not records:
         raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
-    return ctx.replicas.append(key[0], key[1], memoryview(bytearray(records)), acks=acks, guard=guard)
+    # read-only, as kio decoded it: the log writes stamped copies of the batch headers, not a copy of the records
+    return ctx.replicas.append(key[0], key[1], memoryview(records), acks=acks, guard=guard)
 
 
 async def _await_replication(waits, results, timeout) -> None:

@@ -21,6 +21,16 @@ from odradek.errors import KafkaError
 from odradek.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch, batch_size, iter_batches, read_header
 
 _SCAN_CHUNK = 64 * 1024
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def _after(pieces: list[memoryview], written: int) -> list[memoryview]:
+    """What of ``pieces`` is left once their first ``written`` bytes are written."""
+    for i, piece in enumerate(pieces):
+        if written < len(piece):
+            return [piece[written:], *pieces[i + 1:]] if written else pieces[i:]
+        written -= len(piece)
+    return []
 
 
 class BatchLocation(NamedTuple):
@@ -38,13 +48,15 @@ class FileRecords:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
 
-    def append(self, data: memoryview | bytes) -> int:
-        """Write ``data`` at the end of the file; return the position it starts at."""
+    def append(self, data: memoryview | bytes | list) -> int:
+        """Write ``data`` (a buffer, or a list of buffers written as one: ``pwritev``) at the end
+        of the file; return the position it starts at."""
         position = self.size
-        view, written = memoryview(data), 0
-        while written < len(view):
-            written += os.pwrite(self.fd, view[written:], position + written)
-        self.size += written
+        pieces = [memoryview(p).cast("B") for p in data] if isinstance(data, list) else [memoryview(data).cast("B")]
+        while pieces:
+            written = os.pwritev(self.fd, pieces[:_IOV_MAX], self.size)
+            self.size += written
+            pieces = _after(pieces, written)
         return position
 
     def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchHeader]:

@@ -288,8 +288,8 @@ class Log:
         return found
 
     def _write(self, v: ValidatedAppend, now: int) -> AppendInfo:
-        segment = self._maybe_roll(len(v.data), v.max_timestamp, v.last_offset, now)
-        segment.append(v.batches, v.data)
+        segment = self._maybe_roll(v.size, v.max_timestamp, v.last_offset, now)
+        segment.append(v.batches, v.pieces)
         for txn in self.producer_state.update(v.batches):
             if txn.aborted:
                 self._index_abort(segment, txn)
@@ -297,7 +297,7 @@ class Log:
         if self._unflushed_records >= self.config.flush_messages:
             self.flush()
         return AppendInfo(v.first_offset, v.last_offset, v.max_timestamp, v.offset_of_max_timestamp,
-                          v.log_append_time_ms, self.log_start_offset, v.records_count, len(v.data))
+                          v.log_append_time_ms, self.log_start_offset, v.records_count, v.size)
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> LogSegment:
         active = self.active_segment

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import RecordBatch, TimestampType, iter_records
+from odradek.records import BatchHeader, RecordBatch, TimestampType, iter_records
 
 from .file_records import BatchLocation, FileRecords
 from .index import CorruptIndex, OffsetIndex, TimeIndex, TimestampOffset
@@ -141,8 +141,9 @@ class LogSegment:
         self.next_offset = batch.next_offset
         self._last = BatchLocation(batch.base_offset, batch.last_offset, position, batch.size)
 
-    def append(self, batches: list[RecordBatch], data: memoryview) -> None:
-        """Write ``data`` (exactly the given batches, in order) with one write."""
+    def append(self, batches: list[RecordBatch] | list[BatchHeader], data: memoryview | list) -> None:
+        """Write ``data`` (exactly the given batches, in order; or its pieces: a leader's stamped
+        headers and records) with one write."""
         start = self.log.append(data)
         first = batches[0].position
         for batch in batches:
