@@ -194,8 +194,8 @@ def test_a_restart_annotation_is_removed_only_while_it_still_says_what_the_pass_
     patch = kopf.Patch()
     connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: (
         {}, (True, "ConnectorReady", ""), {"odradek.dev/restart": "true"}), "OdradekConnector")
-    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: ({}, (True, "ConnectorReady", ""), {}),
-                           "OdradekConnector")
+    # OdradekConnect's and OdradekMirrorMaker2's passes act on no annotation (and name no kind)
+    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: ({}, (True, "MirrorMakerReady", ""), {}))
     assert calls == [("odradek.dev/v1alpha1", "OdradekConnector", "ns", "src", "odradek.dev/restart", "true")]
     assert "annotations" not in patch.get("metadata", {}), "no merge patch that would drop any value"
 

@@ -102,9 +102,10 @@ def _write(patch: kopf.Patch, old: dict, generation: int | None, verdict: tuple[
 
 
 def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings: OperatorSettings,
-               sync: Callable[[], tuple[dict, tuple, dict]], kind: str) -> None:
-    """One pass of ``sync`` (status fields, verdict, the annotations acted on with their values)
-    mapped onto the status and kopf: an invalid spec fails for good, waiting retries."""
+               sync: Callable[[], tuple[dict, tuple, dict]], kind: str | None = None) -> None:
+    """One pass of ``sync`` (status fields, verdict, the annotations acted on with their values,
+    which only ``kind`` OdradekConnector's passes return) mapped onto the status and kopf: an
+    invalid spec fails for good, waiting retries."""
     old, generation = dict(status), meta.get("generation")
     if _pause(patch, old, meta):
         return
@@ -121,7 +122,7 @@ def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings
     _consume(kind, meta, done)
 
 
-def _consume(kind: str, meta: kopf.Meta, done: Mapping[str, str]) -> None:
+def _consume(kind: str | None, meta: kopf.Meta, done: Mapping[str, str]) -> None:
     """Each annotation acted on is removed, unless the user set it again meanwhile (a JSON patch's
     test on the value acted on): the timer and the update handler may both hold a body read
     before a second restart was asked, and a stale pass removing it would lose that restart."""
@@ -132,8 +133,7 @@ def _consume(kind: str, meta: kopf.Meta, done: Mapping[str, str]) -> None:
 def reconcile_connect(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
                       operator_settings: OperatorSettings, **_: Any) -> None:
     _reconcile(meta, status, patch, operator_settings,
-               lambda: (*sync_connect(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body)), {}),
-               "OdradekConnect")
+               lambda: (*sync_connect(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body)), {}))
 
 
 # -- OdradekConnector --------------------------------------------------------------------------
