@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from odradek.dev.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "odradek-e2e"
@@ -70,6 +73,26 @@ def settled(kube: Kube) -> bool:
                     st.get("replicas", 0) == st.get("updatedReplicas", 0) == st.get("readyReplicas", 0) == want):
                 return False
     return True
+
+
+def external_client(kube: Kube, ca_file: Path) -> dict:
+    """A Kafka client's settings for the cluster's external NodePort SASL_SSL listener, from
+    ``status.listeners`` and the CA Secret it names (written to ``ca_file``): nothing else; the
+    caller adds a user's SCRAM login."""
+    def listed():
+        status = kube.get("odradekcluster", CLUSTER).get("status") or {}
+        return next((li for li in status.get("listeners") or []
+                     if li["type"] == "nodeport" and li.get("bootstrapServers")), None)
+    listener = wait_until(listed, 300, "the NodePort listener in status.listeners", 2)
+    ca_file.write_bytes(base64.b64decode(kube.get("secret", listener["caSecret"])["data"]["ca.crt"]))
+    return {"bootstrap.servers": listener["bootstrapServers"], "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(ca_file)}
+
+
+def scram_login(kube: Kube, user: str, settings: dict) -> dict:
+    """``settings`` plus OdradekUser ``user``'s SCRAM-SHA-512 login, its password from its Secret."""
+    password = base64.b64decode(kube.get("secret", user)["data"]["password"]).decode()
+    return {**settings, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password}
 
 
 def pods_ready(kube: Kube, selector: str = "") -> list[dict]:

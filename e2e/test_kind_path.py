@@ -17,7 +17,8 @@ pytestmark = pytest.mark.k8s  # shellcheck and kind come with the e2e node
 
 SCRIPTS = ["e2e/kind.sh", "e2e/images/build.sh", "e2e/images/zookeeper/docker-entrypoint.sh", "e2e/images/connect/stage.sh",
            "e2e/images/connect/bin/kafka-run-class.sh", "e2e/images/connect/bin/connect-distributed.sh",
-           "e2e/images/connect/bin/connect-mirror-maker.sh",
+           "e2e/images/connect/bin/connect-mirror-maker.sh", "e2e/images/connect/bin/kafka-server-start.sh",
+           "e2e/images/connect/bin/kafka-storage.sh",
            "scripts/e2e_node.sh", "scripts/k8s/build.sh", "scripts/test.sh"]
 
 

@@ -7,7 +7,6 @@ run against the same secured cluster.) In file order, after test_cluster.py."""
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
 import threading
@@ -18,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from odradek.certs import CertificateAuthority
 from odradek.dev.waiting import wait_until
-from support import BROKERS, CLUSTER, NAMESPACE, cluster_ready, pods_ready
+from support import BROKERS, CLUSTER, NAMESPACE, cluster_ready, external_client, pods_ready, scram_login
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1800)]
 
@@ -46,15 +45,7 @@ def apply_user(kube, name: str, acls: list[dict]) -> None:
 @pytest.fixture(scope="module")
 def external(kube, release, tmp_path_factory) -> dict:
     """A client's settings from status.listeners and the CA Secret it names: nothing else."""
-    def listed():
-        status = kube.get("odradekcluster", CLUSTER).get("status") or {}
-        return next((li for li in status.get("listeners") or []
-                     if li["type"] == "nodeport" and li.get("bootstrapServers")), None)
-    listener = wait_until(listed, 300, "the NodePort listener in status.listeners", 2)
-    ca = tmp_path_factory.mktemp("ca") / "ca.crt"
-    ca.write_bytes(base64.b64decode(kube.get("secret", listener["caSecret"])["data"]["ca.crt"]))
-    return {"bootstrap.servers": listener["bootstrapServers"], "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(ca)}
+    return external_client(kube, tmp_path_factory.mktemp("ca") / "ca.crt")
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +63,7 @@ def users(kube, external) -> dict[str, dict]:
     out = {}
     for name in (ALICE, BOB):
         wait_until(lambda: ready(kube, "odradekuser", name), 180, f"OdradekUser {name} Ready", 2)
-        secret = kube.get("secret", name)["data"]
-        out[name] = {**external, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": name,
-                     "sasl.password": base64.b64decode(secret["password"]).decode()}
+        out[name] = scram_login(kube, name, external)
     for topic in (TOPIC, FORBIDDEN):
         wait_until(lambda: ready(kube, "odradektopic", topic), 180, f"OdradekTopic {topic} Ready", 2)
     return out

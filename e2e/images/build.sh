@@ -10,9 +10,10 @@
 #              (git archive), FROM the same base, tagged ghcr.io/odradek/odradek:git-<commit>;
 #              built once per commit (a commit's image never changes); fails, saying why, when the
 #              commit is not in this clone's history (a shallow clone: git fetch --unshallow)
-#   connect    Apache Kafka's Connect and MirrorMaker 2 (e2e/images/connect/Containerfile), FROM the
-#              base: Kafka's jars from Maven Central (bench.kafka_ecosystem: the compat suite's), a
-#              Java runtime jlink cuts from the build host's JDK, tagged odradek/connect:<Kafka
+#   connect    Apache Kafka's Connect, MirrorMaker 2 and broker (e2e/images/connect/Containerfile),
+#              FROM the base: Kafka's jars from Maven Central (bench.kafka_ecosystem and
+#              bench.apache_kafka: the compat suite's), a Java runtime jlink cuts from the
+#              build host's JDK, tagged odradek/connect:<Kafka
 #              version> like the operator's default (spec.DEFAULT_CONNECT_IMAGE); built only when
 #              its inputs change (their hash is a label on the image and a stamp beside the archive)
 #   zookeeper  Debian's zookeeper package plus an entrypoint with the official image's contract
@@ -88,7 +89,7 @@ connect_image() {   # prints the Connect image's archive, building and saving it
   local image archive inputs context
   image="$(e2e/images/connect/stage.sh --name)" archive="$OUT/connect.tar"
   inputs="$({ podman image inspect --format '{{.Id}}' "$BASE_IMAGE"; jlink --version
-              ls -l "$(.venv/bin/python -m bench.kafka_ecosystem)/libs"
+              ls -l "$(.venv/bin/python -m bench.kafka_ecosystem)/libs" "$(.venv/bin/python -m bench.apache_kafka resolve)/libs"
               find e2e/images/connect -type f | sort | xargs sha256sum; } | sha256sum | cut -c1-16)"
   if [ "$(podman image inspect --format '{{index .Labels "dev.odradek.inputs"}}' "$image" 2>/dev/null)" != "$inputs" ]; then
     log "building $image (Kafka's jars, a jlink runtime)"

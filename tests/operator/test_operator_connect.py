@@ -7,10 +7,12 @@ import base64
 import dataclasses
 from pathlib import Path
 
+import kopf
 import pytest
 import yaml
 
 from odradek.operator import connect, connectors
+from odradek.operator.settings import OperatorSettings
 from odradek.operator.spec import ConnectorSpec, ConnectSpec, SpecError
 from tests.operator.connect_fake import FakeConnect
 from tests.operator.plans import cluster_spec
@@ -168,10 +170,34 @@ def test_the_plan_creates_updates_and_brings_the_state():
                             {"odradek.dev/restart": "failed", "odradek.dev/restart-task": "0"})
     assert [c.path for c in calls] == ["/connectors/src/restart?includeTasks=true&onlyFailed=true",
                                        "/connectors/src/tasks/0/restart"]
-    assert connectors.restart_annotations_done(calls) == {"odradek.dev/restart": None,
-                                                          "odradek.dev/restart-task": None}
+    assert connectors.restart_annotations_done(calls, {"odradek.dev/restart": "failed",
+                                                       "odradek.dev/restart-task": "0"}) == {
+        "odradek.dev/restart": "failed", "odradek.dev/restart-task": "0"}
     with pytest.raises(SpecError, match="come from spec.class"):
         connectors.parse_connector({"class": FILE_SOURCE, "config": {"tasks.max": 3}})
+
+
+def test_a_restart_annotation_is_removed_only_while_it_still_says_what_the_pass_acted_on(monkeypatch):
+    """A pass that restarted on ``restart: "true"`` removes it by a JSON patch's test on that value:
+    a stale pass (the timer's body read before the user asked ``failed``) leaves the new one."""
+    from odradek.operator import connect_run, kube
+
+    calls = []
+
+    class Shared:
+        def remove_annotation_if(self, *args):
+            calls.append(args)
+            return False   # the test op failed: the user set it again meanwhile
+
+    monkeypatch.setattr(kube, "shared", Shared)
+    meta = {"name": "src", "namespace": "ns", "annotations": {"odradek.dev/restart": "true"}}
+    patch = kopf.Patch()
+    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: (
+        {}, (True, "ConnectorReady", ""), {"odradek.dev/restart": "true"}), "OdradekConnector")
+    # OdradekConnect's and OdradekMirrorMaker2's passes act on no annotation (and name no kind)
+    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: ({}, (True, "MirrorMakerReady", ""), {}))
+    assert calls == [("odradek.dev/v1alpha1", "OdradekConnector", "ns", "src", "odradek.dev/restart", "true")]
+    assert "annotations" not in patch.get("metadata", {}), "no merge patch that would drop any value"
 
 
 def test_the_verdict_names_failed_tasks():

@@ -102,9 +102,10 @@ def _write(patch: kopf.Patch, old: dict, generation: int | None, verdict: tuple[
 
 
 def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings: OperatorSettings,
-               sync: Callable[[], tuple[dict, tuple, dict]]) -> None:
-    """One pass of ``sync`` (status fields, verdict, annotations to remove) mapped onto the status
-    and kopf: an invalid spec fails for good, waiting retries."""
+               sync: Callable[[], tuple[dict, tuple, dict]], kind: str | None = None) -> None:
+    """One pass of ``sync`` (status fields, verdict, the annotations acted on with their values,
+    which only ``kind`` OdradekConnector's passes return) mapped onto the status and kopf: an
+    invalid spec fails for good, waiting retries."""
     old, generation = dict(status), meta.get("generation")
     if _pause(patch, old, meta):
         return
@@ -118,8 +119,15 @@ def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings
         raise kopf.TemporaryError(str(e), delay=settings.retry_delay) from None
     patch.status.update(fields)
     _write(patch, old, generation, verdict)
-    for key in done:
-        patch.metadata.annotations[key] = None
+    _consume(kind, meta, done)
+
+
+def _consume(kind: str | None, meta: kopf.Meta, done: Mapping[str, str]) -> None:
+    """Each annotation acted on is removed, unless the user set it again meanwhile (a JSON patch's
+    test on the value acted on): the timer and the update handler may both hold a body read
+    before a second restart was asked, and a stale pass removing it would lose that restart."""
+    for key, value in done.items():
+        kube.shared().remove_annotation_if(API, kind, meta["namespace"], meta["name"], key, value)
 
 
 def reconcile_connect(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
@@ -169,7 +177,8 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
     except SpecError as e:
         raise Waiting(f"OdradekConnect {namespace}/{connect_name} has an invalid spec: {e}") from None
     try:
-        calls = connectors.plan(name, spec, client.config(name), client.status(name), meta.get("annotations") or {})
+        annotations = meta.get("annotations") or {}
+        calls = connectors.plan(name, spec, client.config(name), client.status(name), annotations)
         for call in calls:
             client.call(call.method, call.path, call.body)
             logger.info("connector %s: %s", name, call.why)
@@ -183,13 +192,13 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
         return fields, (False, "ConnectorRefused", f"Kafka Connect refused it: {e.message}"), {}
     fields = {"observedGeneration": meta.get("generation"), "connect": connect_name, "tasksMax": spec.tasks_max,
               "connectorStatus": answer}
-    return fields, connectors.verdict(spec, answer), connectors.restart_annotations_done(calls)
+    return fields, connectors.verdict(spec, answer), connectors.restart_annotations_done(calls, annotations)
 
 
 def reconcile_connector(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
                         operator_settings: OperatorSettings, **_: Any) -> None:
     _reconcile(meta, status, patch, operator_settings,
-               lambda: sync_connector(kube.shared(), body, operator_settings, logger))
+               lambda: sync_connector(kube.shared(), body, operator_settings, logger), "OdradekConnector")
 
 
 def delete_connector(body: kopf.Body, meta: kopf.Meta, logger: Any, operator_settings: OperatorSettings,

@@ -13,7 +13,8 @@ on the REST API, the operator's login from the OdradekConnect's REST Secret).
 Annotations (as Strimzi's ``strimzi.io/restart`` and ``strimzi.io/restart-task``):
 ``odradek.dev/restart: "true"`` restarts the connector and its tasks (``"failed"``: only the failed
 instances, KIP-745's ``onlyFailed``); ``odradek.dev/restart-task: "<id>"`` restarts one task. The
-handler removes the annotation once the call succeeded.
+handler removes the annotation once the call succeeded, and only while it still holds the value
+acted on (``restart_annotations_done``: a restart asked again meanwhile stays for the next pass).
 """
 
 from __future__ import annotations
@@ -118,14 +119,14 @@ def verdict(spec: ConnectorSpec, status: Mapping[str, Any] | None) -> tuple[bool
     return True, "ConnectorReady", f"{target}, {len(tasks)} tasks"
 
 
-def restart_annotations_done(calls: Sequence[Call]) -> dict[str, None]:
-    """The annotations to remove once ``calls`` succeeded."""
-    out: dict[str, None] = {}
+def restart_annotations_done(calls: Sequence[Call], annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations to remove once ``calls`` succeeded, each with the value the calls acted on
+    (removed only while it still says so)."""
+    out: dict[str, str] = {}
     for call in calls:
-        if call.method == "POST" and "/tasks/" in call.path:
-            out[RESTART_TASK_ANNOTATION] = None
-        elif call.method == "POST":
-            out[RESTART_ANNOTATION] = None
+        key = RESTART_TASK_ANNOTATION if "/tasks/" in call.path else RESTART_ANNOTATION
+        if call.method == "POST":
+            out[key] = str(annotations[key])
     return out
 
 

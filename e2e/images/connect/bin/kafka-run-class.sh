@@ -1,7 +1,7 @@
 #!/bin/sh
 # Apache Kafka's bin/kafka-run-class.sh, reduced to what a container needs, same environment:
 # KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS (Kafka's defaults), KAFKA_LOG4J_OPTS, KAFKA_OPTS,
-# KAFKA_JMX_OPTS, LOG_DIR; the class path is libs/*. `-name X` (the daemon's name, which
+# KAFKA_JMX_OPTS, LOG_DIR; the class path is libs/* then CLASSPATH (Kafka's appends it too). `-name X` (the daemon's name, which
 # Kafka's scripts use for the GC log file) is accepted and ignored: a container logs to stdout.
 set -e
 base_dir=$(dirname "$0")/..
@@ -13,4 +13,4 @@ KAFKA_JVM_PERFORMANCE_OPTS=${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -X
 KAFKA_LOG4J_OPTS=${KAFKA_LOG4J_OPTS:--Dlog4j.configuration=file:$base_dir/config/tools-log4j.properties}
 # shellcheck disable=SC2086  # the *_OPTS are lists of options, split as Kafka's script splits them
 exec java $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS $KAFKA_JMX_OPTS "-Dkafka.logs.dir=$LOG_DIR" \
-  $KAFKA_LOG4J_OPTS -cp "$base_dir/libs/*" $KAFKA_OPTS "$@"
+  $KAFKA_LOG4J_OPTS -cp "$base_dir/libs/*${CLASSPATH:+:$CLASSPATH}" $KAFKA_OPTS "$@"
