@@ -228,18 +228,22 @@ class LogManager:
         self._doomed_dirs.append((doomed, target, _now_ms() + doomed.config.file_delete_delay_ms))
         log.info("deleted log %s (directory renamed to %s)", doomed.name, target.name)
 
-    def _purge_dirs(self, now: int, *, force: bool = False) -> None:
+    def _due_dirs(self, now: int, *, force: bool = False) -> list[Path]:
+        """Deleted logs whose file.delete.delay.ms has passed, closed: their directories to remove."""
         due = [d for d in self._doomed_dirs if force or d[2] <= now]
         self._doomed_dirs = [d for d in self._doomed_dirs if not (force or d[2] <= now)]
-        for doomed, path, _ in due:
+        for doomed, _, _ in due:
             doomed.close()
-            shutil.rmtree(path, ignore_errors=True)
+        return [path for _, path, _ in due]
 
     # -- maintenance --------------------------------------------------------------------
     async def maintain(self, now_ms: int | None = None) -> None:
         """One maintenance tick: purge, retention, due flushes, checkpoints when due."""
         now = _now_ms() if now_ms is None else now_ms
-        self._purge_dirs(now)
+        if due := self._due_dirs(now):
+            # in a worker thread, as Kafka's scheduler deletes them: unlinking a deleted topic's
+            # segments (hundreds of MB in the page cache, some under writeback) blocked the loop
+            await asyncio.to_thread(_remove_dirs, due)
         if self._next >= len(self._round):  # a new round over every log; logs created since join it
             self._round, self._next = self.logs(), 0
             self._compacted = [lg for lg in self._round if lg.config.compacted]
@@ -319,9 +323,16 @@ class LogManager:
             partition_log.flush()
             partition_log.close()
         self.checkpoint()
-        self._purge_dirs(0, force=True)
+        _remove_dirs(self._due_dirs(0, force=True))
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
         os.close(fd)
         fsync_dir(self.data_dir)
+
+
+def _remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        started = time.monotonic()
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed %s in %.0f ms", path.name, (time.monotonic() - started) * 1000)
