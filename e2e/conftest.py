@@ -7,7 +7,8 @@
 
 The chart is installed once per session (``e2e/values-e2e.yaml``), its cluster on release N-1's
 image (``support.previous_image``) until ``test_cluster.py`` upgrades it, and uninstalled at the
-end; the tests of ``test_cluster.py`` run in file order against it.
+end from ``ODRADEK_E2E_KUBECONFIG``'s cluster (the local node is deleted whole); the tests of
+``test_cluster.py`` run in file order against it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ def kube(tmp_path_factory):
         tool_missing("the local e2e node cannot run here (scripts/e2e_node.sh installs what it needs; "
                      "or set ODRADEK_E2E_KUBECONFIG): missing " + ", ".join(missing))
     bins = local_node.binaries()
-    node = local_node.LocalNode(tmp_path_factory.mktemp("node"), bins, local_node.build_images())
+    node = local_node.LocalNode(tmp_path_factory.mktemp("node"), bins, local_node.build_images)
     node.start()
     try:
-        yield Kube(node.kubeconfig, str(bins["kubectl"]), str(bins["helm"]))
+        yield Kube(node.kubeconfig, str(bins["kubectl"]), str(bins["helm"]), disposable=True)
     finally:
         node.stop()
 
@@ -60,13 +61,14 @@ def release(kube):
         kube.kubectl("apply", "-f", "-", input=json.dumps(GATEWAY_USER))
         try:
             wait_until(lambda: cluster_ready(kube) and settled(kube) and pods_ready(kube), 900,
-                       "cluster Ready, its gateway users taken in, every pod rolled out and Ready", 5)
+                       "cluster Ready, its gateway users taken in, every pod rolled out and Ready", 2)
         except TimeoutError:
             print(diagnose(kube))   # CI keeps only the log: say why it is not Ready
             raise
         yield
     finally:
-        if os.environ.get("ODRADEK_E2E_KEEP_RELEASE") != "1":  # 1: keep it to look around afterwards
+        # the suite's own node goes with everything on it; 1: keep the release to look around afterwards
+        if not kube.disposable and os.environ.get("ODRADEK_E2E_KEEP_RELEASE") != "1":
             _uninstall(kube)
 
 

@@ -16,7 +16,9 @@ out of the host's network, and the namespace's removal takes them all away.
   connection: no br_netfilter needed for hairpin traffic), CoreDNS on the node's address as
   the cluster DNS (a host process: there is no registry to pull its image from)
 - images: ``e2e/images/build.sh`` archives imported with ``ctr`` (the Odradek image from the
-  project's Dockerfile, ZooKeeper, Kafka Connect's JVM, pause); kubelet never pulls
+  project's Dockerfile, ZooKeeper, Kafka Connect's JVM, pause); kubelet never pulls. They are
+  built while the control plane and containerd start and imported side by side while kubelet
+  registers the node.
 - storage: a default StorageClass of local PersistentVolumes (directories under DIR), so a
   StatefulSet pod that comes back gets its own volume back
 
@@ -26,6 +28,7 @@ Processes are started by this module and stopped by PID; mounts made under DIR a
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -35,6 +38,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from odradek.dev.waiting import wait_until
 
@@ -78,9 +82,13 @@ def build_images() -> list[Path]:
 
 
 class LocalNode:
-    def __init__(self, workdir: Path, bins: dict[str, Path], images: list[Path]) -> None:
+    """``images`` builds the archives to import (``build_images``): it runs while the control plane
+    and containerd start, and the archives are imported while kubelet registers the node."""
+
+    def __init__(self, workdir: Path, bins: dict[str, Path], images: Callable[[], list[Path]]) -> None:
         self.dir = Path(workdir).resolve()
         self.bins, self.images = bins, images
+        self.importing: list[tuple[Path, subprocess.Popen]] = []
         self.ns = f"odradek-e2e-{os.getpid()}"
         k = os.getpid() % 250 + 1
         self.host_ip, self.node_ip = f"10.231.{k}.1", f"10.231.{k}.2"
@@ -97,12 +105,14 @@ class LocalNode:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_disk()
         try:
-            self._network()
-            self.cp = control_plane.ControlPlane(
-                self.dir / "k8s", self.bins["kube-apiserver"], self.bins["kube-controller-manager"],
-                address=self.node_ip, prefix=self.prefix, with_nodes=True).start()
-            self._containerd()
-            self._import_images()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                archives = pool.submit(self.images)
+                self._network()
+                self.cp = control_plane.ControlPlane(
+                    self.dir / "k8s", self.bins["kube-apiserver"], self.bins["kube-controller-manager"],
+                    address=self.node_ip, prefix=self.prefix, with_nodes=True).start()
+                self._containerd()
+                self._start_imports(archives.result())
             self._coredns()
             self._kubelet()
             self._spawn("kube-scheduler", [str(self.bins["kube-scheduler"]), "--kubeconfig", str(self.kubeconfig),
@@ -115,6 +125,7 @@ class LocalNode:
                 "--conntrack-max-per-core", "0", "--metrics-bind-address", f"127.0.0.1:{free_port()}",
                 "--healthz-bind-address", f"127.0.0.1:{free_port()}", "--v=1"])
             self._storage()
+            self._await_imports()
         except BaseException:
             self.stop()
             raise
@@ -141,6 +152,8 @@ class LocalNode:
         for name in reversed(list(self.procs)):
             if name != "containerd":
                 terminate(self.procs.pop(name))
+        while self.importing:   # start() failed before they ended
+            terminate(self.importing.pop()[1])
         if "containerd" in self.procs:
             self._kill_containers()
             terminate(self.procs.pop("containerd"))
@@ -218,15 +231,27 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self._spawn("containerd", ["containerd", "--config", str(config)])
         self._until(lambda: self._ctr("version").returncode == 0, 60, "containerd", "containerd")
 
-    def _ctr(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["ctr", "--address", str(self.containerd_sock), "--namespace", "k8s.io", *args],
-                              capture_output=True, text=True, timeout=600)
+    def _ctr_argv(self) -> list[str]:
+        return ["ctr", "--address", str(self.containerd_sock), "--namespace", "k8s.io"]
 
-    def _import_images(self) -> None:
-        for archive in self.images:
-            result = self._ctr("images", "import", "--no-unpack", str(archive))
-            if result.returncode != 0:
-                raise RuntimeError(f"ctr images import {archive}: {result.stderr}")
+    def _ctr(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self._ctr_argv(), *args], capture_output=True, text=True, timeout=600)
+
+    def _start_imports(self, archives: list[Path]) -> None:
+        """Every archive at once: containerd takes them side by side while the node starts (no pod
+        runs before ``start`` returns, so none waits for an image)."""
+        for archive in archives:
+            self.importing.append((archive, subprocess.Popen(
+                [*self._ctr_argv(), "images", "import", "--no-unpack", str(archive)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)))
+
+    def _await_imports(self, timeout: float = 600) -> None:
+        while self.importing:
+            archive, proc = self.importing[0]
+            _, err = proc.communicate(timeout=timeout)
+            self.importing.pop(0)
+            if proc.returncode != 0:
+                raise RuntimeError(f"ctr images import {archive}: {err}")
 
     def _coredns(self) -> None:
         corefile = self.dir / "Corefile"
@@ -385,7 +410,7 @@ def _main(argv: list[str] | None = None) -> int:
         print("missing: " + ", ".join(missing), file=sys.stderr)
         return 2
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    node = LocalNode(a.dir, binaries(), build_images()).start()
+    node = LocalNode(a.dir, binaries(), build_images).start()
     print(f"export KUBECONFIG={node.kubeconfig}   # Ctrl-C stops the node", flush=True)
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})

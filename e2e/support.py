@@ -33,6 +33,7 @@ class Kube:
     kubeconfig: Path
     kubectl_bin: str
     helm_bin: str
+    disposable: bool = False   # the suite's own node, deleted with everything on it at the end
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}

@@ -56,10 +56,14 @@ base_image() {
   podman import --change 'CMD ["/bin/bash"]' "$tar" "$BASE_IMAGE" >/dev/null
 }
 
-save() {  # save IMAGE NAME: one OCI archive per image
-  rm -f "$OUT/$2.tar"
-  podman save --format docker-archive -o "$OUT/$2.tar" "$1"
-  echo "$OUT/$2.tar"
+save() {  # save IMAGE NAME: one docker archive per image, written again only when the image changed
+  local id archive="$OUT/$2.tar"   # (the e2e suite runs this again at its start: most images are the same)
+  id="$(podman image inspect --format '{{.Id}}' "$1")"
+  if [ "$(cat "$archive.id" 2>/dev/null)" != "$id" ] || [ ! -s "$archive" ]; then
+    rm -f "$archive" "$archive.id"
+    podman save --format docker-archive -o "$archive" "$1" && echo "$id" >"$archive.id"
+  fi
+  echo "$archive"
 }
 
 previous_release() {   # prints the archive of release N-1's image, building it if needed

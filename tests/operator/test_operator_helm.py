@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from odradek.operator.settings import OperatorSettings
 from tests.support.k8s import need
 
 # The first test to use the API server may pay the one-time cold build of the Kubernetes
@@ -109,6 +110,23 @@ def test_operator_replicas_elect_a_leader_and_spread_over_nodes(helm):
     assert not [d for d in single if d["kind"] == "Role"]
     proc = run(helm, "template", "rel", CHART, "--set", "operator.leaderElection.enabled=false", check=False)
     assert proc.returncode != 0 and "needs operator.leaderElection.enabled" in proc.stderr
+
+
+def test_operator_intervals_reach_its_settings(helm):
+    """operator.statusInterval/retryDelay/driftInterval become the operator's settings (the code's
+    defaults unless set; e2e/values-e2e.yaml shortens them); 0 is refused."""
+    def intervals(settings: OperatorSettings) -> tuple[float, float, float]:
+        return settings.status_interval, settings.retry_delay, settings.drift_interval
+
+    def rendered(*extra) -> tuple[float, float, float]:
+        docs = yaml.safe_load_all(run(helm, "template", "rel", CHART, *extra).stdout)
+        container = next(d for d in docs if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return intervals(OperatorSettings.from_env({e["name"]: e["value"] for e in container["env"] if "value" in e}))
+
+    assert rendered() == intervals(OperatorSettings())
+    assert rendered("--set", "operator.statusInterval=3", "--set-json", "operator.retryDelay=2.5",
+                    "--set", "operator.driftInterval=30") == (3, 2.5, 30)
+    assert run(helm, "template", "rel", CHART, "--set", "operator.retryDelay=0", check=False).returncode != 0
 
 
 def test_values_schema_rejects_unknown_keys(helm):
