@@ -287,8 +287,11 @@ def test_connect_worker_pod_fetches_its_plugin_and_runs_a_file_source_connector_
     apply(kube, "OdradekConnector", CONNECTOR, {
         "connect": CONNECT, "class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
         "config": {"file": LINES_FILE, "topic": LINES_TOPIC}})
-    connector = wait_ready(kube, "odradekconnector", CONNECTOR, 300)
-    assert [t["state"] for t in connector["status"]["connectorStatus"]["tasks"]] == ["RUNNING"]
+    wait_ready(kube, "odradekconnector", CONNECTOR, 300)
+    # Ready is the connector's state (as Strimzi's); its task is assigned after it, by a rebalance
+    wait_until(lambda: [t["state"] for t in (kube.get("odradekconnector", CONNECTOR)["status"]
+                                              .get("connectorStatus") or {}).get("tasks", [])] == ["RUNNING"],
+               120, "the connector's task RUNNING", 3)
     with gateway.client(timeout=60) as gw:
         wait_until(lambda: len(read_values(gw, LINES_TOPIC)) >= len(LINES), 180, f"{len(LINES)} lines", 2)
         assert read_values(gw, LINES_TOPIC) == LINES

@@ -179,8 +179,18 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
     try:
         annotations = meta.get("annotations") or {}
         calls = connectors.plan(name, spec, client.config(name), client.status(name), annotations)
+        claims = connectors.restart_annotations_done(calls, annotations)
         for call in calls:
-            client.call(call.method, call.path, call.body)
+            key = connectors.restart_annotation(call)
+            if key is not None and not k.remove_annotation_if(API, "OdradekConnector", namespace, name, key, claims[key]):
+                continue   # another pass took this restart, or the user asked again: the next pass acts
+            try:
+                client.call(call.method, call.path, call.body)
+            except (connectors.ConnectUnreachable, connectors.ConnectError):
+                if key is not None:   # given back: the next pass retries the restart
+                    k.merge_patch(API, "OdradekConnector", namespace, name,
+                                  {"metadata": {"annotations": {key: claims[key]}}})
+                raise
             logger.info("connector %s: %s", name, call.why)
         answer = client.status(name)
     except connectors.ConnectUnreachable as e:
@@ -192,7 +202,7 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
         return fields, (False, "ConnectorRefused", f"Kafka Connect refused it: {e.message}"), {}
     fields = {"observedGeneration": meta.get("generation"), "connect": connect_name, "tasksMax": spec.tasks_max,
               "connectorStatus": answer}
-    return fields, connectors.verdict(spec, answer), connectors.restart_annotations_done(calls, annotations)
+    return fields, connectors.verdict(spec, answer), {}   # the restarts' annotations were claimed above
 
 
 def reconcile_connector(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,

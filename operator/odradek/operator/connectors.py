@@ -13,8 +13,9 @@ on the REST API, the operator's login from the OdradekConnect's REST Secret).
 Annotations (as Strimzi's ``strimzi.io/restart`` and ``strimzi.io/restart-task``):
 ``odradek.dev/restart: "true"`` restarts the connector and its tasks (``"failed"``: only the failed
 instances, KIP-745's ``onlyFailed``); ``odradek.dev/restart-task: "<id>"`` restarts one task. The
-handler removes the annotation once the call succeeded, and only while it still holds the value
-acted on (``restart_annotations_done``: a restart asked again meanwhile stays for the next pass).
+handler claims the annotation before the call by removing it while it still holds the value read
+(a JSON patch's test): of two passes holding the same body only one restarts, a restart asked
+again meanwhile stays for the next pass, and a call that fails gives the annotation back.
 """
 
 from __future__ import annotations
@@ -119,15 +120,16 @@ def verdict(spec: ConnectorSpec, status: Mapping[str, Any] | None) -> tuple[bool
     return True, "ConnectorReady", f"{target}, {len(tasks)} tasks"
 
 
+def restart_annotation(call: Call) -> str | None:
+    """The annotation a call acts on (the restarts), None for the others."""
+    if call.method != "POST":
+        return None
+    return RESTART_TASK_ANNOTATION if "/tasks/" in call.path else RESTART_ANNOTATION
+
+
 def restart_annotations_done(calls: Sequence[Call], annotations: Mapping[str, str]) -> dict[str, str]:
-    """The annotations to remove once ``calls`` succeeded, each with the value the calls acted on
-    (removed only while it still says so)."""
-    out: dict[str, str] = {}
-    for call in calls:
-        key = RESTART_TASK_ANNOTATION if "/tasks/" in call.path else RESTART_ANNOTATION
-        if call.method == "POST":
-            out[key] = str(annotations[key])
-    return out
+    """The annotations ``calls`` act on, each with the value acted on."""
+    return {key: str(annotations[key]) for call in calls if (key := restart_annotation(call)) is not None}
 
 
 # -- I/O: the REST API -------------------------------------------------------------------------
