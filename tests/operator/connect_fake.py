@@ -22,10 +22,12 @@ _ROUTE = re.compile(r"^/connectors/([^/]+)(?:/(config|status|pause|resume|stop|r
 
 
 class FakeConnect:
-    """``credentials``: (user, password) the API asks for, as Kafka's basic authentication extension."""
+    """``credentials``: (user, password) the API asks for, as Kafka's basic authentication extension;
+    ``restart_error``: the status restarts answer with (a worker's 500) instead of 202."""
 
     def __init__(self, credentials: tuple[str, str] | None = None) -> None:
         self.credentials = credentials
+        self.restart_error: int | None = None
         self.connectors: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
         self.lock = threading.Lock()
@@ -79,6 +81,8 @@ class FakeConnect:
             c["state"], code = states[action]
             return code, None
         if method == "POST" and action.endswith("restart"):
+            if self.restart_error is not None:
+                return self.restart_error, {"error_code": self.restart_error, "message": "restart failed"}
             return 202, None
         return 405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 from pathlib import Path
 
 import kopf
@@ -170,34 +171,66 @@ def test_the_plan_creates_updates_and_brings_the_state():
                             {"odradek.dev/restart": "failed", "odradek.dev/restart-task": "0"})
     assert [c.path for c in calls] == ["/connectors/src/restart?includeTasks=true&onlyFailed=true",
                                        "/connectors/src/tasks/0/restart"]
-    assert connectors.restart_annotations_done(calls, {"odradek.dev/restart": "failed",
-                                                       "odradek.dev/restart-task": "0"}) == {
-        "odradek.dev/restart": "failed", "odradek.dev/restart-task": "0"}
+    assert [connectors.restart_annotation(c) for c in calls] == ["odradek.dev/restart", "odradek.dev/restart-task"]
     with pytest.raises(SpecError, match="come from spec.class"):
         connectors.parse_connector({"class": FILE_SOURCE, "config": {"tasks.max": 3}})
 
 
-def test_a_restart_annotation_is_removed_only_while_it_still_says_what_the_pass_acted_on(monkeypatch):
-    """A pass that restarted on ``restart: "true"`` removes it by a JSON patch's test on that value:
-    a stale pass (the timer's body read before the user asked ``failed``) leaves the new one."""
-    from odradek.operator import connect_run, kube
+class ConnectorApi:
+    """The API server as ``sync_connector`` sees it: the OdradekConnect (its REST API at ``url``)
+    and the connector's annotations as stored, which ``remove_annotation_if`` tests as a JSON patch."""
 
-    calls = []
+    def __init__(self, url: str, annotations: dict) -> None:
+        self.connect = {"metadata": {"name": "k", "namespace": "ns", "annotations": {"odradek.dev/connect-url": url}}}
+        self.annotations = dict(annotations)
 
-    class Shared:
-        def remove_annotation_if(self, *args):
-            calls.append(args)
-            return False   # the test op failed: the user set it again meanwhile
+    def get(self, api_version, kind, namespace, name):
+        return self.connect if (kind, name) == ("OdradekConnect", "k") else None
 
-    monkeypatch.setattr(kube, "shared", Shared)
-    meta = {"name": "src", "namespace": "ns", "annotations": {"odradek.dev/restart": "true"}}
-    patch = kopf.Patch()
-    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: (
-        {}, (True, "ConnectorReady", ""), {"odradek.dev/restart": "true"}), "OdradekConnector")
-    # OdradekConnect's and OdradekMirrorMaker2's passes act on no annotation (and name no kind)
-    connect_run._reconcile(meta, {}, patch, OperatorSettings(), lambda: ({}, (True, "MirrorMakerReady", ""), {}))
-    assert calls == [("odradek.dev/v1alpha1", "OdradekConnector", "ns", "src", "odradek.dev/restart", "true")]
-    assert "annotations" not in patch.get("metadata", {}), "no merge patch that would drop any value"
+    def remove_annotation_if(self, api_version, kind, namespace, name, key, value):
+        if self.annotations.get(key) != value:
+            return False   # the test op failed
+        del self.annotations[key]
+        return True
+
+    def merge_patch(self, api_version, kind, namespace, name, patch):
+        self.annotations.update(patch["metadata"]["annotations"])
+
+
+def test_a_restart_annotation_is_removed_only_while_it_still_says_what_the_pass_read():
+    """A pass claims a restart by removing its annotation under a JSON patch's test on the value it
+    read, before the POST: a stale pass (a body read before the user asked ``failed``), or a second
+    pass holding the same body, restarts nothing and leaves the annotation; a failed restart gives
+    it back for the next pass."""
+    from odradek.operator import connect_run
+
+    fake = FakeConnect()
+    try:
+        settings = OperatorSettings(trusted_controller_urls=(fake.url,))
+
+        def run(api, read):   # one pass on a body whose annotations are ``read``
+            body = {"metadata": {"name": "src", "namespace": "ns", "annotations": read},
+                    "spec": {"class": FILE_SOURCE, "connect": "k", "config": {"topic": "lines"}}}
+            return connect_run.sync_connector(api, body, settings, logging.getLogger("test"))
+
+        api = ConnectorApi(fake.url, {"odradek.dev/restart": "failed"})   # the user asked again
+        assert run(api, {})[1][0]
+        run(api, {"odradek.dev/restart": "true"})                          # the stale body
+        assert ("POST", "restart") not in fake.calls and api.annotations == {"odradek.dev/restart": "failed"}
+        run(api, {"odradek.dev/restart": "failed"})
+        run(api, {"odradek.dev/restart": "failed"})                        # a second pass, same body
+        assert fake.calls.count(("POST", "restart")) == 1 and api.annotations == {}
+
+        api.annotations = {"odradek.dev/restart-task": "0"}
+        fake.restart_error = 500
+        with pytest.raises(connect_run.Waiting, match="restart failed"):
+            run(api, {"odradek.dev/restart-task": "0"})
+        assert api.annotations == {"odradek.dev/restart-task": "0"}, "given back"
+        fake.restart_error = None
+        run(api, {"odradek.dev/restart-task": "0"})
+        assert fake.calls.count(("POST", "tasks/0/restart")) == 2 and api.annotations == {}
+    finally:
+        fake.close()
 
 
 def test_the_verdict_names_failed_tasks():

@@ -102,15 +102,14 @@ def _write(patch: kopf.Patch, old: dict, generation: int | None, verdict: tuple[
 
 
 def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings: OperatorSettings,
-               sync: Callable[[], tuple[dict, tuple, dict]], kind: str | None = None) -> None:
-    """One pass of ``sync`` (status fields, verdict, the annotations acted on with their values,
-    which only ``kind`` OdradekConnector's passes return) mapped onto the status and kopf: an
-    invalid spec fails for good, waiting retries."""
+               sync: Callable[[], tuple[dict, tuple]]) -> None:
+    """One pass of ``sync`` (status fields, verdict) mapped onto the status and kopf: an invalid
+    spec fails for good, waiting retries."""
     old, generation = dict(status), meta.get("generation")
     if _pause(patch, old, meta):
         return
     try:
-        fields, verdict, done = sync()
+        fields, verdict = sync()
     except SpecError as e:
         _write(patch, old, generation, (False, e.reason, str(e)))
         raise kopf.PermanentError(str(e)) from None
@@ -119,21 +118,12 @@ def _reconcile(meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, settings
         raise kopf.TemporaryError(str(e), delay=settings.retry_delay) from None
     patch.status.update(fields)
     _write(patch, old, generation, verdict)
-    _consume(kind, meta, done)
-
-
-def _consume(kind: str | None, meta: kopf.Meta, done: Mapping[str, str]) -> None:
-    """Each annotation acted on is removed, unless the user set it again meanwhile (a JSON patch's
-    test on the value acted on): the timer and the update handler may both hold a body read
-    before a second restart was asked, and a stale pass removing it would lose that restart."""
-    for key, value in done.items():
-        kube.shared().remove_annotation_if(API, kind, meta["namespace"], meta["name"], key, value)
 
 
 def reconcile_connect(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
                       operator_settings: OperatorSettings, **_: Any) -> None:
     _reconcile(meta, status, patch, operator_settings,
-               lambda: (*sync_connect(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body)), {}))
+               lambda: sync_connect(kube.shared(), body, lambda objs: kopf.adopt(objs, owner=body)))
 
 
 # -- OdradekConnector --------------------------------------------------------------------------
@@ -162,9 +152,28 @@ def rest_client(k: kube.Kube, connect_body: Mapping[str, Any], settings: Operato
     return connectors.ConnectClient(rest_url(connect_body, settings.trusted_controller_urls), credentials=credentials)
 
 
+def _call(k: kube.Kube, client: connectors.ConnectClient, meta: Mapping[str, Any], call: connectors.Call,
+          logger: Any) -> None:
+    """One call of the plan. A restart's annotation is claimed first (removed while it still says
+    what this pass read, ``kube.remove_annotation_if``): two passes holding one body (the timer's
+    and the update's) restart once; a failed restart gives it back for the next pass."""
+    name, namespace = meta["name"], meta["namespace"]
+    key = connectors.restart_annotation(call)
+    value = None if key is None else str(meta["annotations"][key])
+    if key is not None and not k.remove_annotation_if(API, "OdradekConnector", namespace, name, key, value):
+        return   # another pass took this restart, or the user asked again: the next pass acts
+    try:
+        client.call(call.method, call.path, call.body)
+    except (connectors.ConnectUnreachable, connectors.ConnectError):
+        if key is not None:
+            k.merge_patch(API, "OdradekConnector", namespace, name, {"metadata": {"annotations": {key: value}}})
+        raise
+    logger.info("connector %s: %s", name, call.why)
+
+
 def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSettings,
-                   logger: Any) -> tuple[dict, tuple, dict]:
-    """One pass; (status fields, verdict, annotations to remove)."""
+                   logger: Any) -> tuple[dict, tuple]:
+    """One pass; (status fields, verdict)."""
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec = connectors.parse_connector(body.get("spec") or {})
@@ -178,20 +187,8 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
         raise Waiting(f"OdradekConnect {namespace}/{connect_name} has an invalid spec: {e}") from None
     try:
         annotations = meta.get("annotations") or {}
-        calls = connectors.plan(name, spec, client.config(name), client.status(name), annotations)
-        claims = connectors.restart_annotations_done(calls, annotations)
-        for call in calls:
-            key = connectors.restart_annotation(call)
-            if key is not None and not k.remove_annotation_if(API, "OdradekConnector", namespace, name, key, claims[key]):
-                continue   # another pass took this restart, or the user asked again: the next pass acts
-            try:
-                client.call(call.method, call.path, call.body)
-            except (connectors.ConnectUnreachable, connectors.ConnectError):
-                if key is not None:   # given back: the next pass retries the restart
-                    k.merge_patch(API, "OdradekConnector", namespace, name,
-                                  {"metadata": {"annotations": {key: claims[key]}}})
-                raise
-            logger.info("connector %s: %s", name, call.why)
+        for call in connectors.plan(name, spec, client.config(name), client.status(name), annotations):
+            _call(k, client, meta, call, logger)
         answer = client.status(name)
     except connectors.ConnectUnreachable as e:
         raise Waiting(str(e)) from None
@@ -199,16 +196,16 @@ def sync_connector(k: kube.Kube, body: Mapping[str, Any], settings: OperatorSett
         if e.retriable:
             raise Waiting(f"Kafka Connect: {e}") from None
         fields = {"observedGeneration": meta.get("generation"), "connect": connect_name}
-        return fields, (False, "ConnectorRefused", f"Kafka Connect refused it: {e.message}"), {}
+        return fields, (False, "ConnectorRefused", f"Kafka Connect refused it: {e.message}")
     fields = {"observedGeneration": meta.get("generation"), "connect": connect_name, "tasksMax": spec.tasks_max,
               "connectorStatus": answer}
-    return fields, connectors.verdict(spec, answer), {}   # the restarts' annotations were claimed above
+    return fields, connectors.verdict(spec, answer)
 
 
 def reconcile_connector(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, logger: Any,
                         operator_settings: OperatorSettings, **_: Any) -> None:
     _reconcile(meta, status, patch, operator_settings,
-               lambda: sync_connector(kube.shared(), body, operator_settings, logger), "OdradekConnector")
+               lambda: sync_connector(kube.shared(), body, operator_settings, logger))
 
 
 def delete_connector(body: kopf.Body, meta: kopf.Meta, logger: Any, operator_settings: OperatorSettings,

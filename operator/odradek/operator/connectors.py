@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from odradek.operator.spec import ConnectorSpec, SpecError
 
@@ -125,11 +125,6 @@ def restart_annotation(call: Call) -> str | None:
     if call.method != "POST":
         return None
     return RESTART_TASK_ANNOTATION if "/tasks/" in call.path else RESTART_ANNOTATION
-
-
-def restart_annotations_done(calls: Sequence[Call], annotations: Mapping[str, str]) -> dict[str, str]:
-    """The annotations ``calls`` act on, each with the value acted on."""
-    return {key: str(annotations[key]) for call in calls if (key := restart_annotation(call)) is not None}
 
 
 # -- I/O: the REST API -------------------------------------------------------------------------

@@ -43,8 +43,8 @@ LagCheck = Callable[[MirrorMaker2Spec, ClusterAccess], "dict | None"]
 
 
 def sync_mirror_maker(k: kube.Kube, body: Mapping[str, Any], adopt: Callable[[list[dict]], None],
-                      lag: LagCheck = lambda spec, access: None) -> tuple[dict, tuple, dict]:
-    """Apply what the OdradekMirrorMaker2 owns; (status fields, (ready, reason, message), {}).
+                      lag: LagCheck = lambda spec, access: None) -> tuple[dict, tuple]:
+    """Apply what the OdradekMirrorMaker2 owns; (status fields, (ready, reason, message)).
     ``lag``: the ``status.mirrors`` entry, or None when not due."""
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
@@ -69,8 +69,8 @@ def sync_mirror_maker(k: kube.Kube, body: Mapping[str, Any], adopt: Callable[[li
     if ready_replicas < spec.replicas:
         waiting.insert(0, f"MirrorMaker {ready_replicas}/{spec.replicas} ready")
     if waiting:
-        return fields, (False, "ChildrenNotReady", "; ".join(waiting)), {}
-    return fields, (True, "MirrorMakerReady", f"{ready_replicas} replicas mirroring {fields['flow']}"), {}
+        return fields, (False, "ChildrenNotReady", "; ".join(waiting))
+    return fields, (True, "MirrorMakerReady", f"{ready_replicas} replicas mirroring {fields['flow']}")
 
 
 # -- the lag ----------------------------------------------------------------------------------
