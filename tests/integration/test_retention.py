@@ -45,7 +45,7 @@ def _start_above(client, topic, minimum, timeout=30):
 
 def test_retention_bytes_deletes_old_segments(cluster):
     cluster.create_topic("ret-bytes", partitions=1,
-                         config={"segment.bytes": "4096", "retention.bytes": "12000"})
+                         config={"segment.bytes": "4096", "retention.bytes": "12000", "file.delete.delay.ms": "1000"})
     _fill(cluster, "ret-bytes", 100)
     with WireClient(cluster.leader_address("ret-bytes", 0)) as c:
         start = _start_above(c, "ret-bytes", 0)
@@ -56,6 +56,8 @@ def test_retention_bytes_deletes_old_segments(cluster):
     log_dir = cluster.data_dir / f"broker-{cluster.leader_id('ret-bytes', 0)}" / "ret-bytes-0"
     wait_until(lambda: 0 < len(list(log_dir.glob("*.log"))) <= 5, 30,
                "retention to keep at most 5 segments of ret-bytes-0", 0.2)
+    # the deleted segments' files (renamed .deleted at once) are unlinked once file.delete.delay.ms passed
+    wait_until(lambda: not list(log_dir.glob("*.deleted")), 30, "the .deleted files of ret-bytes-0 to go", 0.2)
 
 
 def test_retention_ms_deletes_segments_older_than_it(cluster):

@@ -6,9 +6,13 @@ import asyncio
 import os
 import shutil
 import threading
+from pathlib import Path
+
+import pytest
 
 from odradek.broker.storage import LogManager
 from odradek.broker.storage.checkpoint import OffsetCheckpointFile
+from odradek.errors import KafkaError
 
 from storage_helpers import batch, read_records
 
@@ -83,6 +87,50 @@ def test_delete_topic_renames_then_removes(tmp_path, monkeypatch):
     fresh = manager.get_or_create("gone", 0, {})  # the name is free again
     assert fresh.log_end_offset == 0
     manager.close()
+
+
+def retention_deleted(tmp_path):
+    """A manager whose log of "t" had segments deleted by retention at tick 0: (manager, log, the
+    segments' ``.deleted`` files), the files kept until file.delete.delay.ms (60 s) has passed."""
+    manager = LogManager(tmp_path, {"segment.bytes": "200", "retention.bytes": "300", "retention.ms": "-1",
+                                    "file.delete.delay.ms": "60000"})
+    manager.open_all()
+    log = manager.get_or_create("t", 0, {})
+    fill(log, 20)
+    asyncio.run(manager.maintain(now_ms=0))
+    deleted = sorted((tmp_path / "t-0").glob("*.deleted"))
+    assert deleted and log.log_start_offset > 0
+    with pytest.raises(KafkaError):   # out of the log at once: never served again
+        log.read(0, 100)
+    return manager, log, deleted
+
+
+def test_segments_retention_deleted_are_unlinked_off_the_loop_once_their_delay_passed(tmp_path, monkeypatch):
+    manager, log, deleted = retention_deleted(tmp_path)
+    unlinked_on = []
+    unlink = Path.unlink
+    monkeypatch.setattr(Path, "unlink", lambda path, *a, **k: (
+        unlinked_on.append(threading.get_ident()) if path.name.endswith(".deleted") else None, unlink(path, *a, **k)))
+    asyncio.run(manager.maintain(now_ms=59_999))
+    assert sorted((tmp_path / "t-0").glob("*.deleted")) == deleted and not unlinked_on
+    asyncio.run(manager.maintain(now_ms=60_000))
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
+    # unlinking a segment's pages can take the kernel tens of ms: not on the loop
+    assert len(unlinked_on) >= len(deleted) and threading.get_ident() not in unlinked_on
+    assert [r.offset for r in read_records(log)][0] == log.log_start_offset
+    manager.close()
+
+
+def test_a_restart_before_the_delay_passed_removes_the_deleted_segments(tmp_path):
+    manager, log, _ = retention_deleted(tmp_path)
+    start = log.log_start_offset
+    manager.close()   # as Kafka's scheduler drops the pending deletions: the files stay until the next start
+    assert list((tmp_path / "t-0").glob("*.deleted"))
+    again = LogManager(tmp_path)
+    again.open_all()
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
+    assert again.get("t", 0).log_start_offset == start
+    again.close()
 
 
 def test_leftover_delete_dirs_are_removed_at_startup(tmp_path):

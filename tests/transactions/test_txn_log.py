@@ -115,7 +115,8 @@ def test_txnindex_file_is_kafkas_format_and_goes_with_its_segment(tmp_path):
     settle(log)
     log.increment_log_start_offset(2)
     assert log.apply_retention(0) == 1
-    log.purge_deleted(0, force=True)
+    for path in log.purge_deleted(0, force=True):
+        path.unlink(missing_ok=True)
     assert not (tmp_path / "t-0" / f"{0:020d}.txnindex").exists()
     assert not list((tmp_path / "t-0").glob("*.txnindex*"))
     log.close()

@@ -18,13 +18,17 @@ decided and replicated); ``aborted_transactions`` answers read_committed fetches
 replays the batches after the last producer snapshot at or below the recovery point, which
 restores the ongoing transactions and re-adds any abort missing from a ``.txnindex``.
 
-Segments removed by retention or truncation are renamed ``.deleted`` at once but closed and
-unlinked only by ``purge_deleted`` once ``file.delete.delay.ms`` has passed (the manager calls
-it every tick, before retention), so a FetchSlice's fd stays valid at least until the
-next maintenance tick.
+Segments removed by retention, truncation or the cleaner's swap leave the log at once (never
+read again) and their files are renamed ``.deleted``; ``purge_deleted`` closes them once
+``file.delete.delay.ms`` has passed (the manager calls it every tick, before retention), so a
+FetchSlice's fd stays valid at least until the next maintenance tick, and hands their files
+to the manager, which unlinks them in a worker thread as Kafka's scheduler does: unlinking a
+segment's pages from the page cache stalled the loop. Closing a log leaves the ``.deleted``
+files of segments not purged yet; the loader removes them at the next start, as Kafka's does.
 
 Not thread-safe: every method runs on the broker's one event-loop thread. The only work
-done elsewhere is ``FlushPlan.run`` (fsync of log files) in a worker thread.
+done elsewhere is ``FlushPlan.run`` (fsync of log files) and the unlinking of purged files,
+in worker threads.
 """
 
 from __future__ import annotations
@@ -445,15 +449,16 @@ class Log:
             self._segments.insert(at, new)
             self._bases.insert(at, new.base_offset)
 
-    def purge_deleted(self, now_ms: int, *, force: bool = False) -> int:
-        """Close and unlink the segments whose deletion delay has passed; return how many."""
+    def purge_deleted(self, now_ms: int, *, force: bool = False) -> list[Path]:
+        """Close the segments whose deletion delay has passed; return their files, for the
+        caller to unlink off the event loop."""
         if not self._doomed:
-            return 0
-        due = [(s, t) for s, t in self._doomed if force or t <= now_ms]
+            return []
+        due = [s for s, t in self._doomed if force or t <= now_ms]
         self._doomed = [(s, t) for s, t in self._doomed if not (force or t <= now_ms)]
-        for segment, _ in due:
-            segment.delete()
-        return len(due)
+        for segment in due:
+            segment.close()
+        return [path for segment in due for path in segment.files()]
 
     def increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start up to ``offset`` (at most the high watermark)."""
@@ -553,7 +558,8 @@ class Log:
             segment.moved_to(directory)
 
     def close(self) -> None:
-        """Close every file (without fsync: call flush() first for a clean shutdown)."""
+        """Close every file (without fsync: call flush() first for a clean shutdown); the
+        ``.deleted`` files not purged yet stay for the loader (or the deleted log's directory)."""
         if self.closed:
             return
         self.purge_deleted(0, force=True)

@@ -10,13 +10,16 @@ and ``<topic>-<partition>.<id>-delete`` directories of deleted topics until they
 ``open_all`` loads every partition (in worker threads: each loader owns one directory and
 nothing is shared until all are loaded). Then everything runs on the event-loop thread:
 ``get_or_create`` / ``get`` / ``delete_topic`` / ``update_config`` from request handlers,
-and ``run``, the maintenance task, every ``tick_seconds``: purge deleted files whose delay
-has passed, retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
+and ``run``, the maintenance task, every ``tick_seconds``: close the deleted segments and
+logs whose ``file.delete.delay.ms`` has passed (their files and directories are removed in a
+worker thread), retention, flushes due (rolled segments, ``flush.ms``; the fsyncs run in a
 worker thread), each for up to ``MAINTAINED_PER_TICK`` logs a tick, then the log cleaner (compacted logs are cleaned one at a time in a cleaner
 process and swapped in on a later tick, see cleaner), and the checkpoints
 every ``checkpoint_interval_seconds`` (offsets taken on the loop, written and fsynced in a
 worker thread). ``close``
-flushes every log, writes the checkpoints, then the clean-shutdown marker. A write that fails
+flushes every log, writes the checkpoints, then the clean-shutdown marker (the files of
+segments whose deletion delay has not passed stay ``.deleted``: the loader removes them at the
+next start, as Kafka's scheduler drops its pending deletions). A write that fails
 with an OSError takes the directory offline (``failures``, see failure): maintenance stops.
 """
 
@@ -240,31 +243,10 @@ class LogManager:
     async def maintain(self, now_ms: int | None = None) -> None:
         """One maintenance tick: purge, retention, due flushes, checkpoints when due."""
         now = _now_ms() if now_ms is None else now_ms
-        if due := self._due_dirs(now):
-            # in a worker thread, as Kafka's scheduler deletes them: unlinking a deleted topic's
-            # segments (hundreds of MB in the page cache, some under writeback) blocked the loop
-            await asyncio.to_thread(_remove_dirs, due)
-        if self._next >= len(self._round):  # a new round over every log; logs created since join it
-            self._round, self._next = self.logs(), 0
-            self._compacted = [lg for lg in self._round if lg.config.compacted]
-        # a slice of the round, not the round's remainder: copying 9,000 references a tick
-        # touched 9,000 objects (their reference counts); touching a log is most of a visit's cost
-        batch = self._round[self._next:self._next + MAINTAINED_PER_TICK]
-        self._next += MAINTAINED_PER_TICK
-        for partition_log in batch:
-            if partition_log.closed:  # deleted during the round
-                continue
-            try:
-                partition_log.purge_deleted(now)
-                partition_log.apply_retention(now)
-                plan = partition_log.flush_plan(now)
-                if plan is not None:
-                    await asyncio.to_thread(plan.run)
-                    if not partition_log.closed:
-                        partition_log.flushed(plan)
-            except OSError as e:
-                self.failures.fail(f"maintenance of {partition_log.name}", e)
-                return
+        dirs = self._due_dirs(now)
+        files = await self._maintain_logs(now)
+        if files is None or not await self._remove(dirs, files):
+            return   # the directory went offline: a restart removes what is left
         # only compacted logs can be due (the cleaner's own check per log was a sixth of an idle
         # broker's time at 10,000 logs); their configs come from the same defaults
         self._background_cleaner.tend([lg for lg in self._compacted if not lg.closed], self.defaults, now)
@@ -284,6 +266,47 @@ class LogManager:
                 self._checkpointed, self._checkpointed_at = offsets, moved
             except OSError as e:
                 self.failures.fail("writing the checkpoints", e)
+
+    async def _maintain_logs(self, now: int) -> list[Path] | None:
+        """Purge, retention and due flushes of the round's next slice of logs: the purged
+        segments' files to unlink, or None when a write failed (the directory is offline)."""
+        if self._next >= len(self._round):  # a new round over every log; logs created since join it
+            self._round, self._next = self.logs(), 0
+            self._compacted = [lg for lg in self._round if lg.config.compacted]
+        # a slice of the round, not the round's remainder: copying 9,000 references a tick
+        # touched 9,000 objects (their reference counts); touching a log is most of a visit's cost
+        batch = self._round[self._next:self._next + MAINTAINED_PER_TICK]
+        self._next += MAINTAINED_PER_TICK
+        files: list[Path] = []
+        for partition_log in batch:
+            if partition_log.closed:  # deleted during the round
+                continue
+            try:
+                files += partition_log.purge_deleted(now)
+                partition_log.apply_retention(now)
+                plan = partition_log.flush_plan(now)
+                if plan is not None:
+                    await asyncio.to_thread(plan.run)
+                    if not partition_log.closed:
+                        partition_log.flushed(plan)
+            except OSError as e:
+                self.failures.fail(f"maintenance of {partition_log.name}", e)
+                return None
+        return files
+
+    async def _remove(self, dirs: list[Path], files: list[Path]) -> bool:
+        """Remove deleted topics' directories and purged segments' files in a worker thread, as
+        Kafka's scheduler deletes them: unlinking their pages (hundreds of MB in the page cache,
+        some under writeback) blocked the loop, every request of the broker, 100-250 ms.
+        False when an unlink failed (the directory is offline)."""
+        if not (dirs or files):
+            return True
+        try:
+            await asyncio.to_thread(_remove_paths, dirs, files)
+            return True
+        except OSError as e:
+            self.failures.fail("removing deleted segments", e)
+            return False
 
     async def run(self, stop: asyncio.Event) -> None:
         """Maintenance until ``stop`` is set."""
@@ -323,7 +346,7 @@ class LogManager:
             partition_log.flush()
             partition_log.close()
         self.checkpoint()
-        _remove_dirs(self._due_dirs(0, force=True))
+        _remove_paths(self._due_dirs(0, force=True), [])
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
@@ -331,8 +354,10 @@ class LogManager:
         fsync_dir(self.data_dir)
 
 
-def _remove_dirs(paths: list[Path]) -> None:
-    for path in paths:
+def _remove_paths(dirs: list[Path], files: list[Path]) -> None:
+    for path in dirs:
         started = time.monotonic()
         shutil.rmtree(path, ignore_errors=True)
         log.info("removed %s in %.0f ms", path.name, (time.monotonic() - started) * 1000)
+    for path in files:
+        path.unlink(missing_ok=True)

@@ -4,8 +4,8 @@ On disk, in the partition directory, three files named by the segment's base off
 (20 digits, zero-padded): ``00000000000000000042.log`` (record batches, see file_records),
 ``.index`` and ``.timeindex`` (see index), and ``.txnindex`` when a transaction was aborted in
 it (see txn_index). A segment scheduled for deletion gets a
-``.deleted`` suffix on all of them and is closed and unlinked later, so that a fetch that
-was handed its fd can still send from it.
+``.deleted`` suffix on all of them and is closed and unlinked later (unlinked in a worker
+thread, see manager), so that a fetch that was handed its fd can still send from it.
 
 The segment appends batches, indexes one batch every ``index.interval.bytes``, translates
 an offset to a file position, serves slices of whole batches, looks up by timestamp,
@@ -321,10 +321,14 @@ class LogSegment:
         self.time_index.close()
         self.log.close()
 
+    def files(self) -> list[Path]:
+        """Its files' paths (wherever they are now; the ``.txnindex`` may not exist)."""
+        return [self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path]
+
     def delete(self) -> None:
-        """Close and unlink the files (wherever they are now)."""
+        """Close and unlink the files."""
         self.close()
-        for path in (self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+        for path in self.files():
             path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
