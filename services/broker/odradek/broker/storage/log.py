@@ -22,8 +22,8 @@ Segments removed by retention, truncation or the cleaner's swap leave the log at
 read again) and their files are renamed ``.deleted``; ``purge_deleted`` closes them once
 ``file.delete.delay.ms`` has passed (the manager calls it every tick, before retention), so a
 FetchSlice's fd stays valid at least until the next maintenance tick, and hands their files
-to the manager, which unlinks them in a worker thread as Kafka's scheduler does: unlinking a
-segment's pages from the page cache stalled the loop. Closing a log leaves the ``.deleted``
+to the manager, which unlinks them in a worker thread as Kafka's scheduler does (an unlink
+frees the file's pages in the page cache: on the loop it stalled every request). Closing a log leaves the ``.deleted``
 files of segments not purged yet; the loader removes them at the next start, as Kafka's does.
 
 Not thread-safe: every method runs on the broker's one event-loop thread. The only work
