@@ -16,7 +16,7 @@ from odradek.certs import CertificateAuthority, alt_names
 from odradek.dev.waiting import wait_until
 from odradek.operator import certs
 from tests.operator.test_operator_k8s_brokers import (ANNOTATION, assert_rolls_one_at_a_time, ensure_pods, hashes,
-                                                      mark_ready, pods, spec, template_hash)
+                                                      mark_ready, pods, pods_path, spec, template_hash)
 from tests.support.k8s import condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
@@ -63,7 +63,33 @@ def test_ca_secrets_sans_and_renewal_rolls_brokers(k8s, operator, namespace, fak
     assert secret(k8s, ns, n["cluster_ca"])["ca.key"] == ca_key
     leaf = x509.load_pem_x509_certificate(renewed[f"{c}-brokers-2.crt"])
     assert 58 <= (leaf.not_valid_after_utc - leaf.not_valid_before_utc).days <= 60
+    # the controller's certificate changed too: no broker restarts before its Deployment has rolled
+    wait_until(lambda: "waiting for the controller to roll first" in (k8s.cluster(ns, c)["status"].get("rolling") or "")
+               or not controller_pods(k8s, ns, c), 30, "the brokers' roll to wait for the controller's")
+    assert set(hashes(k8s, ns, c).values()) == old, "a broker restarted while the controller rolled"
+    roll_controller(k8s, ns, c)
     assert_rolls_one_at_a_time(k8s, ns, c, new)
+
+
+def controller_pods(k8s, ns, c):
+    sel = f"app.kubernetes.io/instance={c},app.kubernetes.io/component=controller"
+    return [p for p in k8s.call("GET", pods_path(ns), query=[("labelSelector", sel)])["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def roll_controller(k8s, ns, c):
+    """Play the kubelet for the controller's pods until its Deployment has rolled: the
+    deployment controller removes the old pod once the new one is Ready (no pods without
+    kube-controller-manager: nothing to do)."""
+    template = k8s.child(ns, "Deployment", f"{c}-controller")["spec"]["template"]["metadata"]["annotations"]
+
+    def rolled() -> bool:
+        listed = controller_pods(k8s, ns, c)
+        for pod in listed:
+            mark_ready(k8s, ns, pod["metadata"]["name"])
+        return all(p["metadata"]["annotations"].get(certs.CERTS_ANNOTATION) == template[certs.CERTS_ANNOTATION]
+                   for p in listed)
+    wait_until(rolled, 60, "the controller's Deployment rolled", 1)
 
 
 def test_user_supplied_ca(k8s, operator, namespace, fake_controller):

@@ -5,8 +5,10 @@ digest), and a second reconcile applies the same manifests again."""
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import logging
+import re
 
 from odradek.operator import builders, certs, cluster_plan, principals, reconcile, revisions
 from odradek.operator.settings import OperatorSettings
@@ -118,3 +120,60 @@ def test_node_ports_allocated_at_creation_reach_the_brokers_in_the_same_reconcil
     table = applied(kube, "ConfigMap", "c-config")["data"]["advertised-listeners.json"]
     node_ports = [kube.objects[("Service", f"c-brokers-{i}-ext")]["spec"]["ports"][0]["nodePort"] for i in (0, 1)]
     assert all(f"EXT://{{host_ip}}:{port}" in table for port in node_ports), table
+
+
+class PodsKube(FakeKube):
+    """FakeKube with pods, made by ``run``: a workload's pods Ready on its template as applied
+    (its controller and the kubelet done at once); deleted broker pods are remembered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pods: dict[str, dict] = {}
+        self.deleted: list[str] = []
+
+    def run(self, kind: str, name: str, ready_for: float = 3600) -> None:
+        workload = self.objects[(kind, name)]
+        template = workload["spec"]["template"]["metadata"]
+        since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=ready_for)
+        for i in range(workload["spec"]["replicas"]):
+            labels = {**template["labels"], builders.POD_INDEX_LABEL: str(i)}
+            ready = {"type": "Ready", "status": "True", "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            self.pods[f"{name}-{i}"] = {
+                "metadata": {"name": f"{name}-{i}", "labels": labels, "annotations": dict(template["annotations"])},
+                "status": {"phase": "Running", "conditions": [ready]}}
+
+    def list(self, api_version, kind, namespace, label_selector=""):
+        wanted = dict(pair.split("=", 1) for pair in label_selector.split(",") if pair)
+        return [copy.deepcopy(p) for p in self.pods.values() if kind == "Pod"
+                and wanted.items() <= p["metadata"]["labels"].items()]
+
+    def delete(self, api_version, kind, namespace, name):
+        if kind == "Pod":
+            self.deleted.append(name)
+            return self.pods.pop(name, None) is not None
+        return super().delete(api_version, kind, namespace, name)
+
+
+def test_a_certificate_renewal_rolls_zookeeper_then_the_controller_then_the_brokers():
+    """The renewal changes ZooKeeper's, the controller's and every broker's pod template in one
+    reconcile. CI's e2e run restarted a broker as soon as the controller answered again, within
+    the brokers' session timeout of ZooKeeper's restart, and a second broker went down. No
+    broker restarts now until ZooKeeper's pod runs the new template and has been Ready for that
+    timeout, and no controller pod of the old template is left; then the brokers' own checks
+    (here: no controller to ask) decide."""
+    kube, e2e = PodsKube(), {"zookeeper": {"managed": {"replicas": 1}}, "controller": {"replicas": 1}}
+    reconcile_once(kube, {**e2e, "clusterCa": {"validityDays": 365, "renewalDays": 30}})
+    for kind, name in (("StatefulSet", "c-zookeeper"), ("Deployment", "c-controller"), ("StatefulSet", "c-brokers")):
+        kube.run(kind, name)
+    renewal = {**e2e, "clusterCa": {"validityDays": 800, "renewalDays": 799}}   # every certificate due
+    assert reconcile_once(kube, renewal).waiting == \
+        "waiting for ZooKeeper to roll first: c-zookeeper-0 on its previous template"
+    kube.run("StatefulSet", "c-zookeeper", ready_for=5)
+    assert re.match(r"waiting for ZooKeeper to settle: c-zookeeper-0 Ready for \d+ of 22 s",
+                    reconcile_once(kube, renewal).waiting)
+    kube.run("StatefulSet", "c-zookeeper", ready_for=23)
+    assert reconcile_once(kube, renewal).waiting == \
+        "waiting for the controller to roll first: c-controller-0 on its previous template"
+    kube.run("Deployment", "c-controller")
+    assert "cannot ask the controller" in reconcile_once(kube, renewal).waiting
+    assert kube.deleted == []

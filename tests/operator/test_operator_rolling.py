@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+
 from odradek.operator.revisions import Revision
-from odradek.operator.rolling import PodView, plan_roll, plan_scale, scale_down_blockers
+from odradek.operator.rolling import (PodView, dependency_rolling, plan_roll, plan_scale, scale_down_blockers,
+                                     zookeeper_settle_s)
 
 
 def pods(*specs):
@@ -43,6 +46,63 @@ def test_pod_view_from_pod():
     assert PodView.from_pod(pod) == PodView("c-brokers-3", 3, "abc", True, False)
     bare = {"metadata": {"name": "c-brokers-1", "deletionTimestamp": "now"}}
     assert PodView.from_pod(bare) == PodView("c-brokers-1", 1, None, False, True)
+
+
+TEMPLATE = {"metadata": {"annotations": {"odradek.dev/certificates-hash": "new", "odradek.dev/config-hash": "z"}}}
+
+
+def pod(name, certificates, ready=True, deleting=False, phase="Running", since=None):
+    meta = {"name": name, "annotations": {"odradek.dev/certificates-hash": certificates, "odradek.dev/config-hash": "z",
+                                          "kubectl.kubernetes.io/restartedAt": "t"}}
+    if deleting:
+        meta["deletionTimestamp"] = "now"
+    condition = {"type": "Ready", "status": str(ready)}
+    if since:
+        condition["lastTransitionTime"] = since
+    return {"metadata": meta, "status": {"phase": phase, "conditions": [condition]}}
+
+
+def test_a_renewal_restarts_no_broker_while_zookeeper_or_the_controller_rolls():
+    """CI's e2e renewal: the new certificates changed ZooKeeper's, the controller's and every
+    broker's template in one reconcile; once the controller answered again every broker was
+    Ready with no under-replicated partition, so a broker was restarted while ZooKeeper's
+    restart could still cost another broker its session, and two were down at once. The
+    brokers' roll now waits for theirs (the decision: ``dependencies``)."""
+    zookeeper = dependency_rolling("ZooKeeper", TEMPLATE, 1, [pod("c-zookeeper-0", "old")], need_ready=True)
+    assert zookeeper == "waiting for ZooKeeper to roll first: c-zookeeper-0 on its previous template"
+    step = plan_roll(pods(("old", True), ("old", True), ("old", True)), "new", 3, 0, {}, dependencies=zookeeper)
+    assert step.action == "wait" and step.reason == zookeeper and step.pod is None
+    assert step.pending == ("c-brokers-2", "c-brokers-1", "c-brokers-0")
+    assert plan_roll(pods(("new", True), ("new", True)), "new", 2, None, dependencies=zookeeper).done
+    assert plan_roll(pods(("old", True), ("old", True)), "new", 2, 0, dependencies=None).pod == "c-brokers-1"
+
+
+def test_a_dependency_has_rolled_once_no_pod_of_an_older_template_is_left():
+    def zookeeper(*listed):
+        return dependency_rolling("ZooKeeper", TEMPLATE, 1, listed, need_ready=True)
+
+    def controller(*listed):
+        return dependency_rolling("the controller", TEMPLATE, 1, listed, need_ready=False)
+    assert "c-zookeeper-0 on its previous template" in zookeeper(pod("c-zookeeper-0", "old", deleting=True))
+    assert zookeeper() == "waiting for ZooKeeper to roll first: 0/1 pods of its new template ready"   # recreated next
+    assert "0/1" in zookeeper(pod("c-zookeeper-0", "new", ready=False))
+    assert "0/1" in zookeeper(pod("c-zookeeper-0", "new", deleting=True))
+    assert zookeeper(pod("c-zookeeper-0", "new")) is None
+    # Ready for the brokers' session timeout (and two ticks): a session its restart cost has expired
+    now = datetime.datetime(2026, 11, 30, 3, 2, 30, tzinfo=datetime.timezone.utc)
+    settle = zookeeper_settle_s({}, 2000)
+    assert settle == 22 and zookeeper_settle_s({"zookeeper.session.timeout.ms": "6000"}, 2000) == 10
+    assert dependency_rolling("ZooKeeper", TEMPLATE, 1, [pod("c-zookeeper-0", "new", since="2026-11-30T03:02:10Z")],
+                              True, settle, now) == ("waiting for ZooKeeper to settle: c-zookeeper-0 Ready for 20 of 22 s "
+                                                     "(the brokers' sessions it restored expire meanwhile if not back)")
+    assert dependency_rolling("ZooKeeper", TEMPLATE, 1, [pod("c-zookeeper-0", "new", since="2026-11-30T03:02:08Z")],
+                              True, settle, now) is None
+    # the controller's Deployment surges: the new pod first, the old one goes once it is ready
+    assert "c-controller-a on its previous template" in controller(pod("c-controller-a", "old"),
+                                                                  pod("c-controller-b", "new", ready=False))
+    assert controller(pod("c-controller-b", "new", ready=False)) is None   # the operator asks the active one
+    assert controller(pod("c-controller-a", "old", phase="Failed"), pod("c-controller-b", "new")) is None   # evicted
+    assert controller() is None
 
 
 METADATA = {"topics": [

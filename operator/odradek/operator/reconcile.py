@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from odradek.operator import (admin, autorebalance, builders, certs, cluster_plan, gateway_acls, gateway_security,
                               listeners, manual, metrics, network_policies, principals, replicas_change, rolling,
-                              tiered_storage, topics, validation)
+                              tiered_storage, topics, validation, zookeeper)
 from odradek.operator.kube import Kube
 from odradek.operator.security import SecurityPlan
 from odradek.operator.settings import OperatorSettings
@@ -139,7 +139,7 @@ def _roll(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, observed: clus
     """One rolling-restart step of existing brokers; what the cluster waits for, or None."""
     replicas, host_ips = observed.scale.replicas, observed.host_ips
     if observed.statefulsets.get(builders.names(body["metadata"]["name"])["brokers"]) is not None:
-        step = roll_step(kube, body, spec, replicas, settings, plan.security, client, plan.external)
+        step = roll_step(kube, body, spec, replicas, settings, plan.security, client, plan.external, plan.children)
         if not step.done:
             return step.reason
     if any(li.type == "nodeport" and li.tls for li in spec.listeners) and len(host_ips) < replicas:
@@ -319,9 +319,11 @@ def grow_claims(kube: Kube, name: str, namespace: str, spec: ClusterSpec, replic
 
 def roll_step(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, replicas: int, settings: OperatorSettings,
               security: SecurityPlan, client: admin.ControllerClient | None = None,
-              external: Mapping[tuple[str, int], str | None] | None = None) -> rolling.RollStep:
+              external: Mapping[tuple[str, int], str | None] | None = None,
+              children: Sequence[Mapping[str, Any]] = ()) -> rolling.RollStep:
     """One step of a rolling restart: delete at most one outdated broker pod (``external`` and
-    ``security``'s certificate versions make each broker's own hash: ``revisions``)."""
+    ``security``'s certificate versions make each broker's own hash: ``revisions``), once
+    ZooKeeper and the controller (their workloads among ``children``, as applied) have rolled."""
     name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
     listed = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "broker")))
     marked = set(manual.spread_cluster_request(kube, body, listed))   # odradek.dev/manual-rolling-update
@@ -329,12 +331,36 @@ def roll_step(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, replicas: 
     desired = builders.broker_revision(name, namespace, spec, security, replicas, external)
     if all(p.current(desired) for p in pods):
         return rolling.plan_roll(pods, desired, replicas, 0)
+    first = dependencies_rolling(kube, name, namespace, spec, children)
+    if first:   # the controller is not asked: its answer may be about to change
+        return rolling.plan_roll(pods, desired, replicas, None, dependencies=first)
     urp, at_risk = manual.roll_safety(client or controller_client(kube, body, settings),
                                       int(spec.brokers.config.get(manual.MIN_ISR, "1")))
     step = rolling.plan_roll(pods, desired, replicas, urp, at_risk)
     if step.action == "restart":
         kube.delete("v1", "Pod", namespace, step.pod)
     return step
+
+
+def dependencies_rolling(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
+                         children: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the managed ZooKeeper's or the controller's own roll still does (the first found,
+    ``rolling.dependency_rolling``), from their workloads among ``children``; None when done."""
+    n = builders.names(name)
+    settle = rolling.zookeeper_settle_s(spec.brokers.config, zookeeper.TICK_MS)
+    dependencies = {("StatefulSet", n["zookeeper"]): ("ZooKeeper", "zookeeper", True, settle),
+                    ("Deployment", n["controller"]): ("the controller", "controller", False, 0.0)}
+    for child in children:
+        known = dependencies.get((child["kind"], child["metadata"]["name"]))
+        if known is None:
+            continue
+        label, component, need_ready, settle_s = known
+        pods = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, component)))
+        why = rolling.dependency_rolling(label, child["spec"]["template"], child["spec"]["replicas"], pods,
+                                         need_ready, settle_s)
+        if why:
+            return why
+    return None
 
 
 def cluster_health(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, settings: OperatorSettings) -> ClusterHealth:

@@ -53,10 +53,13 @@ def _stores(prefix: str) -> list[str]:
             f"{prefix}.clientAuth=need", f"{prefix}.hostnameVerification=false"]
 
 
+TICK_MS = 2000   # ZooKeeper's unit of time: sessions expire on its ticks
+
+
 def zoo_cfg(cluster: str, namespace: str, replicas: int) -> str:
     """``zoo.cfg`` of an ensemble of ``replicas`` servers."""
     lines = [f"dataDir={DATA_DIR}",
-             "tickTime=2000", "initLimit=5", "syncLimit=2",
+             f"tickTime={TICK_MS}", "initLimit=5", "syncLimit=2",
              "autopurge.snapRetainCount=3", "autopurge.purgeInterval=1",
              "maxClientCnxns=60", f"standaloneEnabled={'false' if replicas > 1 else 'true'}",
              "admin.enableServer=false", "4lw.commands.whitelist=srvr,ruok,stat,mntr",
