@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from odradek import extras
+from odradek.startup import skip_dev_only_imports
 
 USAGE = """usage: odradek <command> [options]
 
@@ -25,6 +26,12 @@ commands:
   top          live view of brokers, controller, URP, topics, group lag (odradek top --help)
   verify       Jepsen-style safety check        (odradek verify --help)
 """
+
+
+def run() -> int:
+    """The command's entry point (a process of its own: ``odradek``, ``python -m odradek.cli``)."""
+    skip_dev_only_imports()
+    return main()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,4 +85,4 @@ def _dispatch(command: str, rest: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -11,13 +11,15 @@ a scrape reads that state from the loop's own thread.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from odradek.cluster import control_plane_http
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 PATH = "/metrics"
 
@@ -34,6 +36,7 @@ def registry(*collectors) -> CollectorRegistry:
 async def serve(reg: CollectorRegistry, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Serve ``reg`` at ``http://host:port/metrics``; returns the runner (``cleanup`` stops it)
     and the bound port (``port`` 0: a free one)."""
+    from aiohttp import web   # here: `odradek dev` commands need this module's url(), not its server
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(reg), headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -3,8 +3,8 @@
 Owns: the control plane's TLS settings (``ControlPlaneTls``, from the ``control.plane.ssl.*``
 keys of ``odradek.config.cluster_security``), the TLS contexts of both sides (TLS 1.2 and
 later; the server requires a client certificate chaining to the cluster CA, every client
-presents its own), and ``MutualTlsSite``, the aiohttp site that runs each connection's
-handshake before the HTTP server sees it.
+presents its own); ``MutualTlsSite``, the aiohttp site that runs each connection's handshake
+before the HTTP server sees it, is in ``control_plane_tls_site`` (only servers import aiohttp).
 
 Why a site of our own: with aiohttp's ``TCPSite(ssl_context=...)`` a failed handshake (no
 client certificate, one from another CA, plain HTTP on the TLS port) is dropped by asyncio
@@ -20,16 +20,12 @@ the control plane is plaintext HTTP, as before.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import re
-import socket
 import ssl
 from dataclasses import dataclass
 from typing import Callable, Mapping
-
-from aiohttp import web
 
 from odradek.config import BROKER_CONFIGS
 from odradek.config.cluster_security import (CONTROL_PLANE_ENDPOINT_IDENTIFICATION, CONTROL_PLANE_KEYSTORE,
@@ -37,8 +33,6 @@ from odradek.config.cluster_security import (CONTROL_PLANE_ENDPOINT_IDENTIFICATI
 from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("odradek.control_plane")
-
-HANDSHAKE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +106,7 @@ def peer_check(tls: ControlPlaneTls, what: str) -> Callable | None:
     no pattern is set. It runs before any handler: a refused request changes nothing."""
     if not tls.peer_common_name:
         return None
+    from aiohttp import web   # here: a command that only calls the control plane needs no aiohttp (~0.4 s)
     pattern = re.compile(tls.peer_common_name)
 
     @web.middleware
@@ -126,68 +121,3 @@ def peer_check(tls: ControlPlaneTls, what: str) -> Callable | None:
             return web.json_response(error.to_json(), status=403)
         return await handler(request)
     return check
-
-
-def _address(peer: object) -> str:
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer)
-
-
-class MutualTlsSite(web.BaseSite):
-    """An aiohttp site serving HTTPS that requires client certificates from the cluster CA.
-    It accepts sockets itself and runs each handshake in a task of its own
-    (``connect_accepted_socket`` raises when it fails), so that a refused peer is logged, at
-    WARNING, with its address; ``what`` names the server in those lines."""
-
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, tls: ControlPlaneTls, what: str) -> None:
-        super().__init__(runner)
-        self._context = tls.server_context()
-        self._what = what
-        self._sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                          backlog=self._backlog)
-        self._sock.setblocking(False)
-        self._tasks: set[asyncio.Task] = set()
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self._sock.getsockname()[:2]
-
-    @property
-    def name(self) -> str:
-        host, port = self.address
-        return f"https://{host}:{port}"
-
-    async def start(self) -> None:
-        await super().start()  # registers the site with the runner
-        self._hold(asyncio.get_running_loop().create_task(self._accept(), name=f"{self._what} accept"))
-
-    async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        self._sock.close()
-        await super().stop()
-
-    def _hold(self, task: asyncio.Task) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _accept(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, peer = await loop.sock_accept(self._sock)
-            except OSError as e:  # out of descriptors, say: try again shortly
-                log.warning("%s: accept failed: %s", self._what, e)
-                await asyncio.sleep(0.1)
-                continue
-            self._hold(loop.create_task(self._handshake(loop, conn, peer)))
-
-    async def _handshake(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, peer: object) -> None:
-        try:
-            await loop.connect_accepted_socket(self._runner.server, conn, ssl=self._context,
-                                               ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
-            log.warning("%s: refused the connection from %s: TLS handshake failed (a client certificate from "
-                        "the cluster CA is required): %r", self._what, _address(peer), e)
-            conn.close()

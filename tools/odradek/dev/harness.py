@@ -30,6 +30,11 @@ COMMAND_TIMEOUT_S = 120
 # sits out every attempt: with 5 s, 10 s for each such broker in every teardown (25 s for the rack
 # tests' 6 brokers). A test's own --config comes later and wins.
 SHUTDOWN_BACKOFF_MS = 1000
+# A new (empty) group's first rebalance at once, as Kafka's own config/server.properties sets it
+# "for development and testing" (its default, the registry's, is 3 s): every group a test forms, and
+# every group formed again from empty (a Streams or Connect group after its coordinator moved),
+# waited those 3 s. tests/groups sets its own delay where it tests it.
+INITIAL_REBALANCE_DELAY_MS = 0
 
 
 def _log_tails(data_dir: Path, lines: int = 30) -> str:
@@ -129,11 +134,12 @@ def start_cluster(data_dir: Path, brokers: int = 3, extra: tuple[str, ...] = (),
     """A dev cluster; tests choose each topic's RF, so the defaults are single-replica here
     (``odradek dev up`` itself defaults to RF 3 with min.insync.replicas 2). The HTTP gateway
     only when asked for (on a free port); brokers retry a controlled shutdown ``SHUTDOWN_BACKOFF_MS``
-    apart."""
+    apart and form a new group without ``group.initial.rebalance.delay.ms``'s wait."""
     c = Cluster(data_dir=data_dir)
     extra = ("--replication-factor", str(replication_factor), "--min-insync-replicas", str(min_insync_replicas),
              *(("--gateway-port", "0") if gateway else ("--no-gateway",)),
-             "--config", f"controlled.shutdown.retry.backoff.ms={SHUTDOWN_BACKOFF_MS}", *extra)
+             "--config", f"controlled.shutdown.retry.backoff.ms={SHUTDOWN_BACKOFF_MS}",
+             "--config", f"group.initial.rebalance.delay.ms={INITIAL_REBALANCE_DELAY_MS}", *extra)
     try:
         c.run("up", "--detach", "--kafka-port", "0", "--brokers", str(brokers), *extra,
               timeout=START_TIMEOUT_S)

@@ -2,6 +2,9 @@
 
 import sys
 
-from .cli import main
+from odradek.startup import skip_dev_only_imports
+
+skip_dev_only_imports()
+from .cli import main  # noqa: E402
 
 sys.exit(main())

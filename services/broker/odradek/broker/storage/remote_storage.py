@@ -29,8 +29,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-import boto3
-import botocore.config
 import botocore.exceptions
 import crc32c
 
@@ -238,6 +236,9 @@ class RemoteStorageManager:
 
 
 def _client(config: RemoteStorageConfig):
+    # imported here: boto3 is ~0.8 s of CPU at import, and most brokers never store remotely
+    import boto3
+    import botocore.config
     return boto3.session.Session().client(
         "s3", endpoint_url=config.endpoint_url, region_name=config.region,
         aws_access_key_id=config.access_key, aws_secret_access_key=config.secret_key,
