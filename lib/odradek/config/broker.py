@@ -35,9 +35,10 @@ BROKER_CONFIGS: dict[str, ConfigKey] = registry(
               "create a topic the first time a client's Metadata request names it"),
     ConfigKey("socket.request.max.bytes", integer(1, INT_MAX), "104857600",
               "largest request frame a connection accepts; a larger one closes that connection"),
-    # Kafka's default is 102400: a consumer's 8 MiB fetch response then waits for the socket to
-    # drain ~80 times, and each wait costs the event loop a wake-up (docs/performance.md, issue 33)
-    ConfigKey("socket.send.buffer.bytes", integer(-1, INT_MAX), "4194304",
+    # Kafka's default is 102400 (a consumer's 8 MiB fetch response then waits for the socket to
+    # drain ~80 times); 4 MiB let the kernel queue a whole response at once, which halved what a
+    # fast reader got and cost both sides more CPU per GB (docs/performance.md, issue 33)
+    ConfigKey("socket.send.buffer.bytes", integer(-1, INT_MAX), "262144",
               "SO_SNDBUF of the connections the broker accepts (the kernel caps it at net.core.wmem_max); "
               "-1: the OS default (autotuned)"),
     # Kafka's default is -1 (unbounded); a finite one bounds the broker's memory under hostile

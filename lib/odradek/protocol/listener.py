@@ -53,7 +53,7 @@ class ListenerLimits:
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)  # address -> count
     connections_max_idle_ms: int = 600000       # < 0: never
-    socket_send_buffer_bytes: int = 4194304     # SO_SNDBUF of accepted sockets; <= 0: the OS default
+    socket_send_buffer_bytes: int = 262144      # SO_SNDBUF of accepted sockets; <= 0: the OS default
 
 
 ConnectionFactory = Callable[[], KafkaConnection]
