@@ -364,19 +364,19 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
             return None
         return self.last_active
 
-    async def _next_frame(self) -> tuple[bytes | bytearray, float, bool]:
-        while not self._frames:
-            self._frame_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._frame_waiter
-            finally:
-                self._frame_waiter = None
-        return self._frames.popleft()
-
     async def _serve(self) -> None:
+        frames, create_future = self._frames, asyncio.get_running_loop().create_future
         try:
             while True:
-                frame, received, pooled = await self._next_frame()
+                # inlined, the loop looked up once: a coroutine and a get_running_loop (which
+                # calls getpid) per request cost the single-record round trip (issue 33)
+                while not frames:
+                    self._frame_waiter = create_future()
+                    try:
+                        await self._frame_waiter
+                    finally:
+                        self._frame_waiter = None
+                frame, received, pooled = frames.popleft()
                 size = len(frame)
                 if pooled:
                     self._reserved -= size

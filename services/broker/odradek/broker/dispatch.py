@@ -54,13 +54,16 @@ class Dispatcher:
         """The response pieces (the throttle dropped: a connection without a gate)."""
         return (await self.handle(frame)).body
 
-    async def handle(self, frame: bytes) -> Answer:
-        """The response pieces (None: none due) and the throttle the connection mutes for."""
+    async def handle(self, frame: bytes, peeked: tuple[int, int, int] | None = None) -> Answer:
+        """The response pieces (None: none due) and the throttle the connection mutes for.
+        ``peeked``: the frame's ``peek_header``, when the caller has read it already."""
         view = memoryview(frame).toreadonly()
-        try:
-            api_key, version, correlation_id = peek_header(view)
-        except FrameError as e:
-            raise ConnectionClosed(str(e)) from None
+        if peeked is None:
+            try:
+                peeked = peek_header(view)
+            except FrameError as e:
+                raise ConnectionClosed(str(e)) from None
+        api_key, version, correlation_id = peeked
         entry = self.handlers.get(api_key)
         if entry is None or not entry[0] <= version <= entry[1]:
             if api_key == ApiKey.API_VERSIONS:

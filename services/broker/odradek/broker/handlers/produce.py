@@ -201,7 +201,7 @@ async def _one(future: asyncio.Future, seconds: float) -> None:
     """Wait for ``future`` at most ``seconds``, after which a timer cancels it (read as timed
     out): ``asyncio.timeout``'s context manager and task bookkeeping cost the single record's
     path a few microseconds more than the timer alone."""
-    timer = asyncio.get_running_loop().call_later(max(seconds, 0), future.cancel)
+    timer = future.get_loop().call_later(max(seconds, 0), future.cancel)   # no get_running_loop's getpid
     try:
         await future
     except asyncio.CancelledError:

@@ -85,7 +85,7 @@ class ConnectionGate:
                 finally:
                     self._follow_authentication()
             try:
-                api_key, version, correlation_id = peek_header(memoryview(frame))
+                peeked = api_key, version, correlation_id = peek_header(memoryview(frame))
             except FrameError as e:
                 raise ConnectionClosed(str(e)) from None
             if self._expired(context) and api_key != ApiKey.SASL_HANDSHAKE:
@@ -99,7 +99,7 @@ class ConnectionGate:
             if not context.authenticated and api_key != ApiKey.API_VERSIONS:
                 raise ConnectionClosed(f"unexpected request (api key {api_key}) before SASL authentication "
                                        f"on listener {context.listener}")
-            answer = await self.dispatcher.handle(frame)
+            answer = await self.dispatcher.handle(frame, peeked)
             if answer.throttle_ms and self.connection is not None:  # KIP-219: answered at once, then muted
                 self.connection.throttle(answer.throttle_ms / 1000.0)
             return answer.body
