@@ -12,8 +12,8 @@ from odradek.broker.replication.partition import Partition
 from odradek.broker.storage import LogManager
 from odradek.cluster import control_plane as cp
 from odradek.cluster.model import PartitionState
-from odradek.errors import ErrorCode
-from tests.replication.harness import eventually
+from odradek.errors import ErrorCode, KafkaError
+from tests.replication.harness import batch, eventually
 
 LAG_MS = 100
 
@@ -80,4 +80,56 @@ def test_shrinks_go_many_partitions_a_request_and_queue_behind_the_one_in_flight
         assert [p.isr for p in led if p.topic != "a9"] == [(1,)] * 15 and isr.shrinks == 15
         fenced = next(p for p in led if p.topic == "a9")
         assert fenced.isr == (1, 2, 3) and fenced.alter_fenced, "a fenced partition waits for the next snapshot"
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+
+ELECTED = PartitionState(0, (4, 2, 3), 4, 1, (4, 2, 3), 1, 2)   # the reassignment done, broker 4 leading
+MADE_AND_MOVED_ON = {"topic": "t", "partition": 0, "error_code": 0, "state": ELECTED.to_json()}
+NOT_LEADER = {"topic": "t", "partition": 0, "error_code": int(ErrorCode.not_leader_or_follower)}
+LOST = KafkaError(ErrorCode.request_timed_out, "no answer")   # the change made, the answer lost
+
+
+@pytest.mark.parametrize("answers", [[MADE_AND_MOVED_ON], [LOST, NOT_LEADER]], ids=["answered", "unanswered"])
+def test_an_expansion_that_completes_a_reassignment_keeps_counting_the_new_leader(tmp_path, answers):
+    """The controller can complete a reassignment with the very ISR change that adds its last
+    target replica, electing that replica. Until the snapshot makes the old leader a follower,
+    the old leader's HW keeps counting the added replica, whether the answer says so or never
+    came (CI's rebalance run: records the old leader acknowledged were missing on the new
+    leader, which answered the idempotent producer's retry OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    calls = []
+
+    async def call(request: cp.Request, *, timeout: float):
+        answer = answers[len(calls)]
+        calls.append(request)
+        if isinstance(answer, KafkaError):
+            raise answer
+        return request.decode({"results": [answer]})
+
+    async def scenario():
+        logs = LogManager(tmp_path)
+        answered = asyncio.Event()
+        isr = IsrManager(1, call, lambda: 7, LAG_MS, lambda p: answered.set())
+        leader = Partition(1, "t", 0, logs.get_or_create("t", 0))
+        leader.become_leader(PartitionState(0, (4, 2, 3, 1), 1, 0, (1, 2, 3), 1, 1), now_ms())
+        try:
+            leader.log.append(batch(b"a"), leader_epoch=0)
+            for follower in (2, 3, 4):
+                leader.record_follower_fetch(follower, 1, now_ms())
+            assert leader.advance_high_watermark() and leader.log.high_watermark == 1
+            isr.expand(leader, 4)
+            await asyncio.wait_for(answered.wait(), 5)
+            assert len(calls) == len(answers)
+            leader.log.append(batch(b"b"), leader_epoch=0)   # before the snapshot reaches broker 1
+            acked = leader.produces.park(2)
+            for follower in (2, 3):
+                leader.record_follower_fetch(follower, 2, now_ms())
+            leader.advance_high_watermark()
+            leader.complete_produces()
+            assert leader.log.high_watermark == 1 and not acked.done(), "broker 4, the new leader, lacks offset 1"
+            leader.become_follower(ELECTED)
+            assert acked.result() == ErrorCode.not_leader_or_follower
+        finally:
+            await isr.close()
+            logs.close()
     asyncio.run(asyncio.wait_for(scenario(), 30))

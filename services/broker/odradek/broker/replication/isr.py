@@ -14,8 +14,15 @@ answers the new ``PartitionState`` (then pushes it to everyone).
   not one per partition. An answer that fences a partition (FENCED_LEADER_EPOCH,
   INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH) blocks its further
   changes until the next snapshot; any other refusal (INELIGIBLE_REPLICA: a returning broker
-  the controller does not see live yet) or an unreachable controller retries after
-  ``RETRY_BACKOFF_MS``.
+  the controller does not see live yet) retries after ``RETRY_BACKOFF_MS``.
+- While a change is pending the HW counts its *maximal ISR* (partition.py). It stays pending,
+  as Kafka's does, whenever the controller may have made it without this leader adopting the
+  result: an answer naming another leader or a newer leader epoch (the change completed a
+  reassignment that elected the replica it added), NOT_LEADER_OR_FOLLOWER or
+  FENCED_LEADER_EPOCH to a change adding a replica, or no answer at all (sent again every
+  ``RETRY_BACKOFF_MS``); the snapshot that follows clears it. Dropping it earlier let a leader
+  acknowledge records the newly elected replica lacked (lost records; an idempotent
+  producer's retry answered OUT_OF_ORDER_SEQUENCE_NUMBER by the new leader).
 
 Event-loop thread only.
 """
@@ -40,6 +47,7 @@ ALTER_TIMEOUT_S = 15.0  # a request of thousands of partitions while the control
 RETRY_BACKOFF_MS = 500
 _WAIT_FOR_SNAPSHOT = {ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
                       ErrorCode.not_leader_or_follower, ErrorCode.stale_broker_epoch}
+_MOVED_ON = {ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower}  # another leader or epoch now
 
 Call = Callable[..., Awaitable[cp.AlterPartitionResults]]  # ControllerClient.call
 Change = tuple[Partition, PartitionState, tuple[int, ...]]  # the partition, the state it is based on, the new ISR
@@ -59,6 +67,7 @@ class IsrManager:
         self._on_change = on_change
         self._unsent: dict[tuple[str, int], Change] = {}  # insertion-ordered: oldest first
         self._sender: asyncio.Task | None = None
+        self._resends: set[asyncio.TimerHandle] = set()  # unanswered changes, sent again after the backoff
         self.shrinks = 0  # ISR changes this leader made (Kafka's IsrShrinksPerSec / IsrExpandsPerSec counts)
         self.expands = 0
 
@@ -91,7 +100,10 @@ class IsrManager:
 
     def _submit(self, partition: Partition, isr: tuple[int, ...]) -> None:
         partition.pending_isr = isr
-        self._unsent[partition.key] = (partition, partition.state, isr)
+        self._queue((partition, partition.state, isr))
+
+    def _queue(self, change: Change) -> None:
+        self._unsent[change[0].key] = change
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(self._send_all(), name="alter-partitions")
 
@@ -113,12 +125,12 @@ class IsrManager:
         try:
             answer = await self._call(cp.alter_partitions(req), timeout=ALTER_TIMEOUT_S)
         except KafkaError as e:  # the whole request (an unreachable controller): one line, not one a partition
-            log.info("ISR changes of %d partitions not made (%s: %s); retrying", len(batch), e.code.name.upper(),
-                     e.message)
+            log.info("ISR changes of %d partitions not answered (%s: %s); sending them again", len(batch),
+                     e.code.name.upper(), e.message)
             for change in batch:
-                self._refused(*change, e)
+                self._unanswered(change)
             return
-        except Exception as e:  # noqa: BLE001 - an unreadable answer, a bug: retried, never stuck pending
+        except Exception as e:  # noqa: BLE001 - an unreadable answer, a bug: sent again, not dropped
             log.warning("alter-partitions request failed: %r", e)
             answer = cp.AlterPartitionResults(())
         results = {(r.topic, r.partition): r for r in answer.results}
@@ -126,7 +138,7 @@ class IsrManager:
             partition = change[0]
             result = results.get((partition.topic, partition.index))
             if result is None:
-                self._refused(*change, KafkaError(ErrorCode.unknown_server_error, "no answer for the partition"))
+                self._unanswered(change)
             elif result.error != ErrorCode.none:
                 error = KafkaError(result.error, result.message or "")
                 log.info("%s-%d: ISR change to %s refused (%s: %s)%s", partition.topic, partition.index,
@@ -136,8 +148,25 @@ class IsrManager:
             else:
                 self._accepted(*change, result.state)
 
+    def _unanswered(self, change: Change) -> None:
+        """No answer (an unreachable controller, a timeout): the controller may have made the
+        change, so it stays pending (the HW keeps counting a replica being added, which may lead
+        by now) and goes again after the backoff, as Kafka's AlterPartitionManager resends it."""
+        def resend() -> None:
+            self._resends.discard(handle)
+            if change[0].leading and change[0].pending_isr == change[2]:  # no snapshot settled it meanwhile
+                self._queue(change)
+        handle = asyncio.get_running_loop().call_later(RETRY_BACKOFF_MS / 1000, resend)
+        self._resends.add(handle)
+
     def _refused(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...], e: KafkaError) -> None:
-        if partition.pending_isr == isr:
+        """Not made. After NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH a change adding a replica
+        stays pending: an earlier attempt that was never answered may have made it before the
+        controller moved leadership on (maybe to that replica), and the snapshot that follows (a
+        follower, or our new epoch) clears it. A shrink's pending ISR counts nothing more than the
+        ISR it was based on: it goes at once."""
+        adds = not set(isr) <= set(based_on.isr)
+        if partition.pending_isr == isr and not (adds and e.code in _MOVED_ON):
             partition.pending_isr = None
             if e.code in _WAIT_FOR_SNAPSHOT:
                 partition.alter_fenced = partition.state is based_on
@@ -147,9 +176,18 @@ class IsrManager:
 
     def _accepted(self, partition: Partition, based_on: PartitionState, isr: tuple[int, ...],
                   state: PartitionState) -> None:
-        if partition.pending_isr == isr:
+        """The controller made the change. Its answer is adopted when it is still our leadership
+        at our leader epoch. When the controller has moved on since (this very change completed
+        a reassignment that elected the replica just added), the change stays pending until
+        the snapshot makes us a follower: the HW keeps counting the added replica, which may
+        lead now, so no produce is acknowledged that it lacks (Kafka keeps its pending ISR
+        when the answer's leader epoch is not its own)."""
+        stale = partition.is_stale(state)  # a newer snapshot came first: it is the controller's word
+        adopted = not stale and partition.leading and state.leader == self.broker_id \
+            and state.leader_epoch == partition.leader_epoch
+        if (stale or adopted) and partition.pending_isr == isr:
             partition.pending_isr = None
-        if partition.leading and not partition.is_stale(state) and state.leader == self.broker_id:
+        if adopted:
             if len(state.isr) < len(based_on.isr):
                 self.shrinks += 1
             elif len(state.isr) > len(based_on.isr):
@@ -160,6 +198,9 @@ class IsrManager:
         self._on_change(partition)
 
     async def close(self) -> None:
+        for handle in self._resends:
+            handle.cancel()
+        self._resends.clear()
         if self._sender is not None:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
