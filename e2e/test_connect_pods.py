@@ -29,7 +29,7 @@ import json
 import urllib.parse
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import kafka_ecosystem
@@ -180,6 +180,11 @@ def kafka_source(kube) -> int:
     return node_port
 
 
+# librdkafka's synchronous commit hands these back as they are (not flagged retriable)
+COORDINATOR_RETRIABLE = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                         KafkaError.NOT_COORDINATOR, KafkaError.REQUEST_TIMED_OUT)
+
+
 def fill_source(bootstrap: str) -> None:
     """The source's side before a cut-over: the topic, its records, and a group that consumed them
     all (its committed offset: the end)."""
@@ -198,8 +203,17 @@ def fill_source(bootstrap: str) -> None:
         producer.produce(SOURCE_TOPIC, value.encode())
     assert producer.flush(60) == 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": SOURCE_GROUP, "enable.auto.commit": False})
+
+    def commit() -> bool:   # a fresh Kafka loads __consumer_offsets first: Kafka's retriable coordinator errors
+        try:
+            consumer.commit(offsets=[TopicPartition(SOURCE_TOPIC, 0, len(MIRRORED))], asynchronous=False)
+        except KafkaException as e:
+            if e.args[0].code() not in COORDINATOR_RETRIABLE:
+                raise
+            return False
+        return True
     try:
-        consumer.commit(offsets=[TopicPartition(SOURCE_TOPIC, 0, len(MIRRORED))], asynchronous=False)
+        wait_until(commit, 120, f"{SOURCE_GROUP}'s offset committed on Apache Kafka at {bootstrap}", 2)
     finally:
         consumer.close()
 

@@ -107,3 +107,25 @@ def test_a_chosen_port_found_taken_is_retried_on_another(tmp_path, monkeypatch):
             assert server.port != taken.getsockname()[1] and zk_server.serving(server.port)
         finally:
             server.stop()
+
+
+def test_a_connection_attempt_that_hangs_gives_up_well_before_the_session_timeout():
+    """kazoo gives one connect the whole session timeout; an address that drops the SYN (a
+    ZooKeeper pod gone) would hold the client that long, past the restored session's expiry.
+    A listener whose accept queue is full drops SYNs: the attempt ends after a third of it."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    address = listener.getsockname()
+    queued = [socket.socket() for _ in range(3)]
+    try:
+        for s in queued:
+            s.setblocking(False)
+            s.connect_ex(address)
+        client = zk_session.client(f"{address[0]}:{address[1]}", ZkTimeouts(session_ms=6000))
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            client.handler.create_connection(address=address, hostname=address[0], timeout=6.0)
+        assert time.monotonic() - started < 5.0, "the attempt waited out the session timeout"
+    finally:
+        for s in queued:
+            s.close()
+        listener.close()

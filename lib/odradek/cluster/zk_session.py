@@ -15,6 +15,12 @@ it had restored from its database (every broker re-registers, every ISR shrinks)
 ZooKeeper client, which Kafka uses, waits under 1 s between attempts; this one waits 0.1 s,
 doubling up to 0.5 s, with kazoo's ±40% jitter: back within 0.7 s of the server. A suspended
 connection (kazoo's SUSPENDED) is not a lost session: only LOST (expiry) is, for every user.
+
+Why each connection attempt is bounded (``attempt_s``, a third of the session timeout): kazoo
+gives one TCP connect (and TLS handshake) the whole session timeout. An attempt made while
+ZooKeeper's pod is gone (its address drops the SYN) hangs that long, so the client came back
+after the restarted server had expired its session (the e2e certificate renewal: ZooKeeper's own
+roll took two brokers out of every ISR at once). A third leaves two more attempts in time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kazoo.client import KazooClient, TransactionRequest
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
@@ -131,6 +138,17 @@ class ZkSecurity:
         return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
 
 
+class BoundedHandler(SequentialThreadingHandler):
+    """kazoo's threading handler, each connection attempt given at most ``attempt_s``."""
+
+    def __init__(self, attempt_s: float) -> None:
+        super().__init__()
+        self.attempt_s = attempt_s
+
+    def create_connection(self, *args, timeout=None, **kwargs):   # kazoo's timeout: the session's
+        return super().create_connection(*args, timeout=min(timeout or self.attempt_s, self.attempt_s), **kwargs)
+
+
 class _AclClient(KazooClient):
     """A kazoo client whose every created znode gets ``ZkSecurity.acl`` of its own path
     (kazoo's ``default_acl`` is one ACL for all paths). Every creation (``create``,
@@ -156,11 +174,12 @@ class _AclTransaction(TransactionRequest):
 def client(connect: str, timeouts: ZkTimeouts, chroot: str = "", security: ZkSecurity = ZkSecurity()) -> KazooClient:
     """A kazoo client (not started) asking for ``timeouts.session_ms``, reconnecting fast and,
     with ``security``, authenticating and creating znodes with Kafka's ACLs."""
-    options = dict(hosts=connect + chroot, timeout=timeouts.session_s,
+    attempt_s = timeouts.session_s / 3
+    options = dict(hosts=connect + chroot, timeout=timeouts.session_s, handler=BoundedHandler(attempt_s),
                    connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S),
                    auth_data=[("digest", security.digest)] if security.digest else None)
     if security.tls is not None:
-        options.update(handler=security.tls.handler(), use_ssl=True)
+        options.update(handler=security.tls.handler(attempt_s), use_ssl=True)
     return _AclClient(security, **options) if security.set_acl else KazooClient(**options)
 
 

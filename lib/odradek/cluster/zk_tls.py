@@ -66,10 +66,11 @@ class ZkTls:
             raise ValueError(f"ZooKeeper TLS files do not load ({tls.keystore or '-'}, {tls.truststore}): {e}") from None
         return tls
 
-    def handler(self) -> SequentialThreadingHandler:
+    def handler(self, attempt_s: float) -> SequentialThreadingHandler:
         """A kazoo handler whose connections are TLS with this context (``client(handler=...,
-        use_ssl=True)``: kazoo's own options are not used)."""
-        return _TlsHandler(context(self))
+        use_ssl=True)``: kazoo's own options are not used), each attempt (connect and handshake)
+        given at most ``attempt_s`` (``zk_session``)."""
+        return _TlsHandler(context(self), attempt_s)
 
 
 @functools.lru_cache(maxsize=8)
@@ -80,14 +81,15 @@ def context(tls: ZkTls) -> ssl.SSLContext:
 
 class _TlsHandler(SequentialThreadingHandler):
     """kazoo's threading handler, its sessions' sockets (and four-letter commands) wrapped in
-    ``ssl_context``. The handshake runs within kazoo's connect timeout."""
+    ``ssl_context``. The handshake runs within the attempt's timeout."""
 
-    def __init__(self, ssl_context: ssl.SSLContext) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext, attempt_s: float) -> None:
         super().__init__()
         self._ssl_context = ssl_context
+        self.attempt_s = attempt_s
 
     def create_connection(self, address, hostname=None, timeout=None, **_ignored):
-        sock = socket.create_connection(address, timeout)
+        sock = socket.create_connection(address, min(timeout or self.attempt_s, self.attempt_s))
         try:
             conn = self._ssl_context.wrap_socket(sock, server_hostname=hostname or address[0])
         except BaseException:
