@@ -129,3 +129,35 @@ def test_a_connection_attempt_that_hangs_gives_up_well_before_the_session_timeou
         for s in queued:
             s.close()
         listener.close()
+
+
+def test_a_server_that_accepts_and_never_answers_is_left_for_another_attempt():
+    """kazoo waits the whole session timeout for the answer to its Connect request; a starting
+    server that accepted without answering held a controller past its restored session's expiry
+    (a CI run of the ZooKeeper restart test). A second attempt comes within the session timeout."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    closing = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not closing.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except TimeoutError:
+                pass
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    address = listener.getsockname()
+    client = zk_session.client(f"{address[0]}:{address[1]}", ZkTimeouts(session_ms=6000))
+    try:
+        client.start_async()
+        wait_until(lambda: len(accepted) >= 2, 5.5, "a second connection attempt before the 6 s session ran out", 0.05)
+    finally:
+        client.stop()
+        client.close()
+        closing.set()
+        acceptor.join(5)
+        for s in accepted:
+            s.close()
+        listener.close()

@@ -16,11 +16,14 @@ ZooKeeper client, which Kafka uses, waits under 1 s between attempts; this one w
 doubling up to 0.5 s, with kazoo's ±40% jitter: back within 0.7 s of the server. A suspended
 connection (kazoo's SUSPENDED) is not a lost session: only LOST (expiry) is, for every user.
 
-Why each connection attempt is bounded (``attempt_s``, a third of the session timeout): kazoo
-gives one TCP connect (and TLS handshake) the whole session timeout. An attempt made while
-ZooKeeper's pod is gone (its address drops the SYN) hangs that long, so the client came back
-after the restarted server had expired its session (the e2e certificate renewal: ZooKeeper's own
-roll took two brokers out of every ISR at once). A third leaves two more attempts in time.
+Why each connection attempt is bounded (``attempt_s``, a third of the session timeout,
+``zk_handler``): kazoo gives one TCP connect (and TLS handshake), and then the wait for the
+server's answer to the Connect request, the whole session timeout. An attempt made while
+ZooKeeper's pod is gone (its address drops the SYN), or one a starting server accepted without
+answering (a controller waited 18 s in a test of a ZooKeeper restart), hangs that long, so the
+client came back after the restarted server had expired the session it restored (the e2e
+certificate renewal: ZooKeeper's own roll took two brokers out of every ISR at once). A third
+leaves two more attempts in time.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from pathlib import Path
 from typing import Mapping
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from odradek.cluster import paths
+from odradek.cluster.zk_handler import BoundedHandler
 from odradek.cluster.zk_tls import ZkTls
 from odradek.config import BROKER_CONFIGS
 from odradek.config.cluster_security import ZK_DIGEST_FILE, ZK_SET_ACL
@@ -136,17 +139,6 @@ class ZkSecurity:
         if any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS):
             return list(CREATOR_ALL_ACL)
         return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
-
-
-class BoundedHandler(SequentialThreadingHandler):
-    """kazoo's threading handler, each connection attempt given at most ``attempt_s``."""
-
-    def __init__(self, attempt_s: float) -> None:
-        super().__init__()
-        self.attempt_s = attempt_s
-
-    def create_connection(self, *args, timeout=None, **kwargs):   # kazoo's timeout: the session's
-        return super().create_connection(*args, timeout=min(timeout or self.attempt_s, self.attempt_s), **kwargs)
 
 
 class _AclClient(KazooClient):

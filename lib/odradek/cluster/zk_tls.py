@@ -24,9 +24,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Mapping
 
-from kazoo.handlers.threading import SequentialThreadingHandler
-
 from odradek.cluster.control_plane_tls import pem_client_context
+from odradek.cluster.zk_handler import BoundedHandler
 from odradek.config import BROKER_CONFIGS
 from odradek.config.cluster_security import (ZK_SSL_CLIENT_ENABLE, ZK_SSL_ENDPOINT_IDENTIFICATION, ZK_SSL_KEYSTORE,
                                              ZK_SSL_KEYSTORE_TYPE, ZK_SSL_TRUSTSTORE, ZK_SSL_TRUSTSTORE_TYPE)
@@ -66,7 +65,7 @@ class ZkTls:
             raise ValueError(f"ZooKeeper TLS files do not load ({tls.keystore or '-'}, {tls.truststore}): {e}") from None
         return tls
 
-    def handler(self, attempt_s: float) -> SequentialThreadingHandler:
+    def handler(self, attempt_s: float) -> BoundedHandler:
         """A kazoo handler whose connections are TLS with this context (``client(handler=...,
         use_ssl=True)``: kazoo's own options are not used), each attempt (connect and handshake)
         given at most ``attempt_s`` (``zk_session``)."""
@@ -79,17 +78,16 @@ def context(tls: ZkTls) -> ssl.SSLContext:
     return pem_client_context(tls.truststore, tls.keystore, tls.check_hostname)
 
 
-class _TlsHandler(SequentialThreadingHandler):
+class _TlsHandler(BoundedHandler):
     """kazoo's threading handler, its sessions' sockets (and four-letter commands) wrapped in
     ``ssl_context``. The handshake runs within the attempt's timeout."""
 
     def __init__(self, ssl_context: ssl.SSLContext, attempt_s: float) -> None:
-        super().__init__()
+        super().__init__(attempt_s)
         self._ssl_context = ssl_context
-        self.attempt_s = attempt_s
 
     def create_connection(self, address, hostname=None, timeout=None, **_ignored):
-        sock = socket.create_connection(address, min(timeout or self.attempt_s, self.attempt_s))
+        sock = socket.create_connection(address, self.bound(timeout))
         try:
             conn = self._ssl_context.wrap_socket(sock, server_hostname=hostname or address[0])
         except BaseException:
