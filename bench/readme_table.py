@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.side_by_side import KAFKA, ODRADEK, RESULTS, ROOT, fmt, fmt_ratio
+from bench.side_by_side import KAFKA, ODRADEK, RESULTS, ROOT, fmt, fmt_ratio, joined
 
 README = ROOT / "README.md"
 BEGIN, END = "<!-- performance-table:begin -->", "<!-- performance-table:end -->"
@@ -42,9 +42,7 @@ def table(report: dict, path: Path) -> str:
     for row in report["summary"]:
         cases.setdefault((row["scenario"], row["case"]), []).append(row)
     for (scenario, case), rows in cases.items():
-        lines.append(f"| {scenario} | {case} | {', '.join(r['figure'] for r in rows)} | "
-                     f"{' / '.join(fmt(r.get(KAFKA)) for r in rows)} | {' / '.join(fmt(r.get(ODRADEK)) for r in rows)} | "
-                     f"{' / '.join(fmt_ratio(r.get('ratio')) for r in rows)} |")
+        lines.append(f"| {scenario} | {case} | {', '.join(r['figure'] for r in rows)} | {' | '.join(joined(rows))} |")
     for row in report["summary"]:
         if row.get("per_round"):
             rounds = "; ".join(f"{fmt(r[KAFKA])} / {fmt(r[ODRADEK])} ({fmt_ratio(r['ratio'])})" for r in row["per_round"])

@@ -19,16 +19,20 @@ Scenarios (the issue's numbering):
     `ConsumerPerformance` needs consumer groups, which Odradek serves only from issue 5).
  4. end-to-end latency (send -> consumer receives, one JVM clock) at a fixed rate of half of
     Kafka's scenario-2 records/s, RF=3, acks=all (`AssignedClients e2e`).
- 5. broker CPU seconds per GB (scenario 1's 1 KiB/1-partition produce runs, scenario 3's
-    consume runs) and every broker's peak RSS (VmHWM), per cluster shape.
+ 5. broker CPU seconds per GB of values (with the client's: each case of scenarios 1, 2, 3, 7)
+    and every broker's peak RSS (VmHWM), per cluster shape.
  6. the single-record acks=all round trip: one 100 B record at a time, RF=3,
     min.insync.replicas=2, p50/p99 (`bench.round_trip`, confluent-kafka for both systems).
  7. transactional produce: 200,000 1 KiB records in transactions of 1,000, RF=3, 6 partitions,
     records/s and the commit's p50/p99 (`bench.transactional`, confluent-kafka for both systems).
 
-MB/s are 10^6 bytes of record values per second. Results: `bench/results/side-by-side-<date>.json`,
-`bench/results/side-by-side-<date>.png`, and the table between the markers in
-`docs/performance.md`.
+MB/s are 10^6 bytes of record values per second. Every measured run also records the CPU
+seconds over it of the client (``client_cpu_seconds``: the JVM, or the in-process confluent-kafka
+client of scenarios 6 and 7), of the brokers, and of the machine (cores x wall seconds); the
+throughput scenarios 1, 2, 3 and 7 report each per GB of values (``CPU_FIGURES``).
+
+Results: `bench/results/side-by-side-<date>.json`, `bench/results/side-by-side-<date>.png`, and
+the table between the markers in `docs/performance.md`.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "performance.md"
 BEGIN, END = "<!-- side-by-side:begin -->", "<!-- side-by-side:end -->"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CORES = len(os.sched_getaffinity(0))  # the cores the brokers and the client share
 PRODUCER_PROPS = {"enable.idempotence": "false", "linger.ms": "5", "batch.size": "262144",
                   "compression.type": "none"}
 PERF_LINE = re.compile(
@@ -66,20 +71,31 @@ PERF_LINE = re.compile(
 KAFKA, ODRADEK = "kafka", "odradek"
 WARM_ROUND_TRIPS = 3000   # scenario 6's untimed single records per system before its rounds
 WARM_E2E_S = 5            # scenario 4's untimed seconds at its rate per system
+TXN_VALUE_SIZE = 1024     # scenario 7's values (bench.transactional's default)
 WARM_SHARE = 0.1          # scenarios 1-3 and 7: an untimed run of this share of a case's records first
 
 
 # -- processes -----------------------------------------------------------------------------------
 
-def cpu_seconds(pids: list[int]) -> float:
+def cpu_seconds(pids: list[int], reaped_children: bool = False) -> float:
+    """utime + stime of ``pids`` from /proc; ``reaped_children``: with cutime + cstime, the CPU
+    of their children that have exited and been waited for."""
     total = 0
     for pid in pids:
         try:
             f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(f[11]) + int(f[12])
+            total += sum(int(v) for v in f[11:15 if reaped_children else 13])
         except OSError:
             pass
     return total / CLK_TCK
+
+
+def client_cpu_seconds() -> float:
+    """This process's CPU and its reaped children's: over a run, the client's. A Java client is a
+    child (``subprocess.run`` reaps it, with whatever it started); the confluent-kafka clients
+    (scenarios 6, 7) run in this process. The brokers are not counted: Kafka's nodes are
+    children reaped only when stopped, Odradek's are ``dev up``'s daemons."""
+    return cpu_seconds([os.getpid()], reaped_children=True)
 
 
 def memory_mb(pid: int) -> dict[str, float]:
@@ -185,7 +201,7 @@ def producer_performance(system: System, topic: str, records: int, size: int, ac
     sent, rps = int(m.group(1)), float(m.group(2))
     if sent != records:
         raise RuntimeError(f"ProducerPerformance sent {sent}/{records}")
-    return {"records": sent, "records_s": round(rps), "mb_s": round(rps * size / 1e6, 1),
+    return {"records": sent, "value_bytes": sent * size, "records_s": round(rps), "mb_s": round(rps * size / 1e6, 1),
             "avg_ms": float(m.group(4)), "max_ms": float(m.group(5)), "p50_ms": float(m.group(6)),
             "p95_ms": float(m.group(7)), "p99_ms": float(m.group(8)), "p999_ms": float(m.group(9))}
 
@@ -195,20 +211,47 @@ def assigned_client(mode: str, *args: str, timeout: float = 900) -> dict:
     line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith("{")), None)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"AssignedClients {mode} exited {proc.returncode}: {proc.stdout[-800:]} {proc.stderr[-1500:]}")
-    return json.loads(line)
-
-
-def measured(system: System, fn, *args) -> dict:
-    """Run one client; add the brokers' CPU seconds over the run and the wall time."""
-    pids = system.broker_pids()
-    cpu0, t0 = cpu_seconds(pids), time.monotonic()
-    result = fn(*args)
-    result["broker_cpu_s"] = round(cpu_seconds(pids) - cpu0, 2)
-    result["wall_s"] = round(time.monotonic() - t0, 2)
+    result = json.loads(line)
+    if "bytes" in result:  # consume: the bytes of the values it read
+        result["value_bytes"] = result["bytes"]
     return result
 
 
+def transactions(bootstrap: str, topic: str, records: int) -> dict:
+    """Scenario 7's client (``bench.transactional``, values of 1 KiB), with its bytes of values."""
+    result = transactional_produce(bootstrap, topic, records)
+    result["value_bytes"] = result["records"] * TXN_VALUE_SIZE
+    return result
+
+
+def measured(system: System, fn, *args) -> dict:
+    """Run one client; add the CPU seconds of the brokers and of the client over the run, the
+    wall time, and the machine's CPU seconds over it (cores x wall)."""
+    pids = system.broker_pids()
+    broker0, client0, t0 = cpu_seconds(pids), client_cpu_seconds(), time.monotonic()
+    result = fn(*args)
+    result["broker_cpu_s"] = round(cpu_seconds(pids) - broker0, 2)
+    result["client_cpu_s"] = round(client_cpu_seconds() - client0, 2)
+    result["wall_s"] = round(time.monotonic() - t0, 2)
+    result["machine_cpu_s"] = round(CORES * result["wall_s"], 2)
+    result.update(cpu_per_gb(result))
+    return result
+
+
+CPU_PER_GB = ("client_cpu_s", "broker_cpu_s", "machine_cpu_s")
+
+
+def cpu_per_gb(result: dict) -> dict:
+    """Each of ``CPU_PER_GB`` per GB (10^9 bytes) of values, for a run that says its ``value_bytes``."""
+    gb = result.get("value_bytes", 0) / 1e9
+    return {f"{k}_per_gb": round(result[k] / gb, 2) for k in CPU_PER_GB if gb and k in result}
+
+
 # -- scenarios -----------------------------------------------------------------------------------
+
+PRINTED = ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s", "client_cpu_s",
+           "client_cpu_s_per_gb", "broker_cpu_s_per_gb", "machine_cpu_s_per_gb")  # a run's line in the log
+
 
 class Bench:
     def __init__(self, rounds: int, scale: float) -> None:
@@ -236,7 +279,7 @@ class Bench:
         except Exception as e:  # noqa: BLE001 - a failed run is reported, not fatal
             entry["error"] = str(e)[-2000:]
         self.runs.append(entry)
-        figs = {k: v for k, v in entry.items() if k in ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s")}
+        figs = {k: v for k, v in entry.items() if k in PRINTED}
         print(f"  {scenario} {case:28} round {rnd} {system.name:8} "
               + (f"ERROR {entry['error'][:300]}" if "error" in entry else json.dumps(figs)), flush=True)
         return None if "error" in entry else entry
@@ -337,10 +380,10 @@ class Bench:
                         lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
 
     def scenario7(self, systems: list[System], blocked: dict[str, str]) -> None:
-        self.warm_path(systems, blocked, 6, lambda s, topic: transactional_produce(
+        self.warm_path(systems, blocked, 6, lambda s, topic: transactions(
             s.bootstrap, topic, self.warm_n(self.n(200_000))))
         self.rf3_rounds(systems, blocked, "7", "transactions of 1,000 x 1 KiB RF=3", "s7-transactional", 6,
-                        lambda s, topic: measured(s, transactional_produce, s.bootstrap, topic, self.n(200_000)))
+                        lambda s, topic: measured(s, transactions, s.bootstrap, topic, self.n(200_000)))
 
     def rf3_rounds(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str, stem: str,
                    partitions: int, fn) -> None:
@@ -401,16 +444,28 @@ def start_systems(root: Path, brokers: int) -> list[System]:
 # -- summary -------------------------------------------------------------------------------------
 
 PER_ROUND = {"4"}  # scenarios whose every round is listed under the table, not only the median
+# the throughput scenarios' CPU per GB of values: the client's, the brokers', and the machine's
+# (cores x wall): client + broker near the machine's figure = the machine was saturated
+CPU_FIGURES = [("client_cpu_s_per_gb", "client CPU s/GB", False), ("broker_cpu_s_per_gb", "broker CPU s/GB", False),
+               ("machine_cpu_s_per_gb", "machine CPU s/GB", False)]
 FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
-    "1": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
+    "1": [("mb_s", "MB/s", True), ("records_s", "records/s", True), *CPU_FIGURES],
     "2": [("mb_s", "MB/s", True), ("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
-          ("p999_ms", "p99.9 ms", False)],
-    "3": [("mb_s", "MB/s", True), ("records_s", "records/s", True)],
+          ("p999_ms", "p99.9 ms", False), *CPU_FIGURES],
+    "3": [("mb_s", "MB/s", True), ("records_s", "records/s", True), *CPU_FIGURES],
     "4": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False), ("p999_ms", "p99.9 ms", False)],
     "6": [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False)],
     "7": [("mb_s", "MB/s", True), ("records_s", "records/s", True), ("commit_p50_ms", "commit p50 ms", False),
-          ("commit_p99_ms", "commit p99 ms", False)],
+          ("commit_p99_ms", "commit p99 ms", False), *CPU_FIGURES],
 }
+
+CPU_UNITS = [unit for _, unit, _ in CPU_FIGURES]
+CPU_LABEL = "CPU s/GB: client / broker / machine"  # the markdown's one row for a case's CPU_FIGURES
+CPU_NOTE = ("CPU s/GB: CPU seconds per GB (10^9 bytes) of values over a run, of the client (scenarios 1-3: "
+            "the Java client's JVM, its start included; 7: the harness's process, where confluent-kafka runs), "
+            "of the brokers, and of the machine (cores × the run's wall seconds: what there was to share). "
+            "A system's MB/s cannot exceed 1,000 × cores / (client + broker) (docs/performance.md, "
+            "\"Clients and settings\").")
 
 
 def summarize(runs: list[dict], memory: dict) -> list[dict]:
@@ -435,20 +490,7 @@ def summarize(runs: list[dict], memory: dict) -> list[dict]:
             if scenario in PER_ROUND:
                 row["per_round"] = per_round(runs, scenario, case, fig)
             rows.append(row)
-    # scenario 5: CPU seconds per GB of values, from scenario 1 (1 KiB, 1 partition) and 3
-    for label, pred in (("produce (scenario 1, p=1, 1 KiB)", lambda r: r["scenario"] == "1" and "p=1 1024B" in r["case"]),
-                        ("consume (scenario 3)", lambda r: r["scenario"] == "3" and r["case"].startswith("consume")),
-                        ("produce RF=3 (scenario 2)", lambda r: r["scenario"] == "2")):
-        row = {"scenario": "5", "case": f"broker CPU s per GB, {label}", "figure": "CPU s/GB", "higher_is_better": False}
-        for system in (KAFKA, ODRADEK):
-            vals = [r["broker_cpu_s"] / (r["records"] * 1024 / 1e9) for r in runs
-                    if pred(r) and r["system"] == system and "error" not in r and r.get("records")]
-            row[system] = round(statistics.median(vals), 2) if vals else None
-            row[f"{system}_values"] = [round(v, 2) for v in vals]
-        if row[KAFKA] is None and row[ODRADEK] is None:
-            continue
-        row["ratio"] = round(row[ODRADEK] / row[KAFKA], 2) if row[KAFKA] and row[ODRADEK] is not None else None
-        rows.append(row)
+    # scenario 5's CPU: each throughput case's "broker CPU s/GB" row (CPU_FIGURES) above
     for shape, systems in memory.items():
         row = {"scenario": "5", "case": f"peak broker RSS, {shape}", "figure": "MB (max VmHWM)", "higher_is_better": False}
         for system in (KAFKA, ODRADEK):
@@ -484,6 +526,28 @@ def fmt_ratio(ratio: float | None) -> str:
     return "—" if ratio is None else f"{ratio:.2f}"
 
 
+def joined(rows: list[dict]) -> tuple[str, str, str]:
+    """Kafka's figures, Odradek's and their ratios, of ``rows`` (one case's), each joined by " / "."""
+    return (" / ".join(fmt(r.get(KAFKA)) for r in rows), " / ".join(fmt(r.get(ODRADEK)) for r in rows),
+            " / ".join(fmt_ratio(r.get("ratio")) for r in rows))
+
+
+def table_rows(summary: list[dict]) -> list[tuple[dict, str, list[dict]]]:
+    """(first row, figure, rows) per line of the markdown table: a row each, but the CPU_FIGURES
+    of a case on one line (``CPU_LABEL``) where its MB/s are."""
+    lines, cpu_cases = [], set()
+    for row in summary:
+        key = (row["scenario"], row["case"])
+        if row["figure"] not in CPU_UNITS:
+            lines.append((row, row["figure"], [row]))
+        elif key not in cpu_cases:
+            cpu_cases.add(key)
+            group = sorted((r for r in summary if (r["scenario"], r["case"]) == key and r["figure"] in CPU_UNITS),
+                           key=lambda r: CPU_UNITS.index(r["figure"]))
+            lines.append((row, CPU_LABEL, group))
+    return lines
+
+
 def markdown(report: dict) -> str:
     lines = [f"Measured {report['date']} at commit `{(report['environment'].get('commit') or '?')[:7]}`, "
              f"{report['environment']['cpus']} cores ({report['environment']['cpu']}), Kafka {report['kafka_version']}, "
@@ -491,15 +555,15 @@ def markdown(report: dict) -> str:
              f"Command: `{report['command']}`. Data: `{report['json']}`.", "",
              "| scenario | case | figure | Kafka | Odradek | Odradek/Kafka |",
              "| --- | --- | --- | ---: | ---: | ---: |"]
-    for row in report["summary"]:
-        ratio = row.get("ratio")
-        lines.append(f"| {row['scenario']} | {row['case']} | {row['figure']} | {fmt(row.get(KAFKA))} | "
-                     f"{fmt(row.get(ODRADEK))} | {fmt_ratio(ratio)} |")
+    for row, figure, rows in table_rows(report["summary"]):
+        lines.append(f"| {row['scenario']} | {row['case']} | {figure} | {' | '.join(joined(rows))} |")
     for row in report["summary"]:
         if row.get("per_round"):
             rounds = "; ".join(f"round {r['round']} {fmt(r[KAFKA])} / {fmt(r[ODRADEK])} ({fmt_ratio(r['ratio'])})"
                                for r in row["per_round"])
             lines.append(f"\nScenario {row['scenario']} {row['figure']} per round (Kafka / Odradek, ratio): {rounds}.")
+    if any(row["figure"] in CPU_UNITS for row in report["summary"]):
+        lines.append(f"\n{CPU_NOTE}")
     for scenario, why in report["not_runnable"].items():
         lines.append(f"\nNot runnable: {why}")
     for note in report["notes"]:
@@ -536,7 +600,8 @@ def chart(report: dict, path: Path) -> None:
     rows = [r for r in report["summary"] if r.get(KAFKA) is not None or r.get(ODRADEK) is not None]
     panels = [("Throughput (MB/s, higher is better)", [r for r in rows if r["figure"] == "MB/s"]),
               ("Latency (ms, lower is better)", [r for r in rows if r["figure"].endswith(" ms")]),
-              ("Broker CPU s per GB (lower is better)", [r for r in rows if r["figure"] == "CPU s/GB"]),
+              ("Client and broker CPU s per GB (lower is better)",
+               [r for r in rows if r["figure"] in ("client CPU s/GB", "broker CPU s/GB")]),
               ("Peak broker RSS MB (lower is better)", [r for r in rows if r["figure"].startswith("MB (")])]
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
     for ax, (title, data) in zip(axes.flat, panels):
@@ -544,9 +609,9 @@ def chart(report: dict, path: Path) -> None:
         if not data:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
             continue
-        labels = [f"s{r['scenario']} {r['case'].replace('produce ', '').replace('broker CPU s per GB, ', '')}"
-                  + ("" if r["figure"] in ("MB/s", "CPU s/GB") or r["figure"].startswith("MB (") else f" {r['figure']}")
-                  for r in data]
+        labels = [f"s{r['scenario']} {r['case'].replace('produce ', '')}"
+                  + ("" if r["figure"] == "MB/s" or r["figure"].startswith("MB (") else
+                     f" {r['figure'].replace(' CPU s/GB', '')}") for r in data]
         y = range(len(data))
         k = [r.get(KAFKA) or 0 for r in data]
         o = [r.get(ODRADEK) or 0 for r in data]
