@@ -29,7 +29,8 @@ Scenarios (the issue's numbering):
 MB/s are 10^6 bytes of record values per second. Every measured run also records the CPU
 seconds over it of the client (``client_cpu_seconds``: the JVM, or the in-process confluent-kafka
 client of scenarios 6 and 7), of the brokers, and of the machine (cores x wall seconds); the
-throughput scenarios 1, 2, 3 and 7 report each per GB of values (``CPU_FIGURES``).
+throughput scenarios 1, 2, 3 and 7 report each per GB of values (``CPU_FIGURES``), the client's
+as its marginal cost beyond the case's warm-up run (``marginal_client_cpu``: no JVM start).
 
 Results: `bench/results/side-by-side-<date>.json`, `bench/results/side-by-side-<date>.png`, and
 the table between the markers in `docs/performance.md`.
@@ -224,14 +225,21 @@ def transactions(bootstrap: str, topic: str, records: int) -> dict:
     return result
 
 
+def with_client_cpu(fn, *args) -> dict:
+    """``fn(*args)``'s result with the client's CPU seconds over it (``client_cpu_s``)."""
+    client0 = client_cpu_seconds()
+    result = fn(*args)
+    result["client_cpu_s"] = round(client_cpu_seconds() - client0, 2)
+    return result
+
+
 def measured(system: System, fn, *args) -> dict:
     """Run one client; add the CPU seconds of the brokers and of the client over the run, the
     wall time, and the machine's CPU seconds over it (cores x wall)."""
     pids = system.broker_pids()
-    broker0, client0, t0 = cpu_seconds(pids), client_cpu_seconds(), time.monotonic()
-    result = fn(*args)
+    broker0, t0 = cpu_seconds(pids), time.monotonic()
+    result = with_client_cpu(fn, *args)
     result["broker_cpu_s"] = round(cpu_seconds(pids) - broker0, 2)
-    result["client_cpu_s"] = round(client_cpu_seconds() - client0, 2)
     result["wall_s"] = round(time.monotonic() - t0, 2)
     result["machine_cpu_s"] = round(CORES * result["wall_s"], 2)
     result.update(cpu_per_gb(result))
@@ -258,6 +266,7 @@ class Bench:
         self.rounds, self.scale = rounds, scale
         self.runs: list[dict] = []          # every run: scenario, case, system, round, figures | error
         self.memory: dict[str, dict] = {}   # cluster shape -> system -> broker -> memory
+        self.warmups: list[dict] = []       # the warm-ups' client CPU and bytes (``warm``), not runs
         self.notes: list[str] = []
         self.seq = 0
 
@@ -288,27 +297,27 @@ class Bench:
         return systems if rnd % 2 == 0 else list(reversed(systems))
 
     def scenario1(self, systems: list[System]) -> None:
-        cases = [(p, size, self.n(1_000_000 if size >= 1024 else 2_000_000)) for p in (1, 6) for size in (100, 1024)]
-        for partitions, size, records in cases:
+        cases = [(f"produce p={p} {size}B acks=1", p, size, self.n(1_000_000 if size >= 1024 else 2_000_000))
+                 for p in (1, 6) for size in (100, 1024)]
+        for case, partitions, size, records in cases:
             self.warm(systems, lambda s, partitions=partitions, size=size, records=records: self.produce(
-                s, "warm-s1", partitions, 1, self.warm_n(records), size, "1"))
+                s, "warm-s1", partitions, 1, self.warm_n(records), size, "1"), ("1", case))
         for rnd in range(self.rounds):
-            for partitions, size, records in cases:
+            for case, partitions, size, records in cases:
                 for s in self.alternate(systems, rnd):
-                    self.record("1", f"produce p={partitions} {size}B acks=1", s, rnd, lambda s=s, partitions=partitions,
-                                size=size, records=records: self.produce(s, f"s1-p{partitions}-b{size}", partitions, 1,
-                                                                         records, size, "1", timed=True))
+                    self.record("1", case, s, rnd, lambda s=s, partitions=partitions, size=size, records=records:
+                                self.produce(s, f"s1-p{partitions}-b{size}", partitions, 1, records, size, "1", timed=True))
 
     def produce(self, s: System, stem: str, partitions: int, rf: int, records: int, size: int, acks: str,
                 config: dict[str, str] | None = None, timed: bool = False) -> dict:
-        """``ProducerPerformance`` into a fresh topic (deleted after); ``timed``: with the brokers'
-        CPU over the client's run alone (``measured``: not the topic's creation)."""
+        """``ProducerPerformance`` into a fresh topic (deleted after), with the client's CPU over
+        its run alone (not the topic's creation); ``timed``: with the brokers' too (``measured``)."""
         topic = self.topic(stem)
         s.create_topic(topic, partitions, rf, config)
         try:
             if timed:
                 return measured(s, producer_performance, s, topic, records, size, acks)
-            return producer_performance(s, topic, records, size, acks)
+            return with_client_cpu(producer_performance, s, topic, records, size, acks)
         finally:
             s.delete_topic(topic)
 
@@ -323,9 +332,9 @@ class Bench:
                             lambda s=s: measured(s, producer_performance, s, topics[s.name], records, 1024, "1"))
             except Exception as e:  # noqa: BLE001
                 self.runs.append({"scenario": "3", "case": "fill", "system": s.name, "error": str(e)[-2000:]})
-        self.warm([s for s in systems if s.name in topics], lambda s: assigned_client(
-            "consume", "--bootstrap", s.bootstrap, "--topic", topics[s.name], "--partitions", "1",
-            "--records", str(min(records, self.warm_n(records)))))
+        self.warm([s for s in systems if s.name in topics], lambda s: with_client_cpu(
+            assigned_client, "consume", "--bootstrap", s.bootstrap, "--topic", topics[s.name], "--partitions", "1",
+            "--records", str(min(records, self.warm_n(records)))), ("3", "consume from the start"))
         for rnd in range(self.rounds):
             for s in self.alternate(systems, rnd):
                 self.record("3", "consume from the start", s, rnd, lambda s=s: measured(
@@ -347,7 +356,8 @@ class Bench:
             except Exception as e:  # noqa: BLE001
                 blocked[s.name] = f"creating a topic with RF=3 failed: {e}"
         runnable = [s for s in systems if s.name not in blocked]
-        self.warm(runnable, lambda s: self.produce(s, "warm-s2", 6, 3, self.warm_n(records), 1024, "all", config))
+        self.warm(runnable, lambda s: self.produce(s, "warm-s2", 6, 3, self.warm_n(records), 1024, "all", config),
+                  ("2", "produce p=6 1KiB RF=3 acks=all"))
         for rnd in range(self.rounds):
             for s in self.alternate(runnable, rnd):
                 self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, lambda s=s: self.produce(
@@ -380,8 +390,8 @@ class Bench:
                         lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
 
     def scenario7(self, systems: list[System], blocked: dict[str, str]) -> None:
-        self.warm_path(systems, blocked, 6, lambda s, topic: transactions(
-            s.bootstrap, topic, self.warm_n(self.n(200_000))))
+        self.warm_path(systems, blocked, 6, lambda s, topic: with_client_cpu(
+            transactions, s.bootstrap, topic, self.warm_n(self.n(200_000))), ("7", "transactions of 1,000 x 1 KiB RF=3"))
         self.rf3_rounds(systems, blocked, "7", "transactions of 1,000 x 1 KiB RF=3", "s7-transactional", 6,
                         lambda s, topic: measured(s, transactions, s.bootstrap, topic, self.n(200_000)))
 
@@ -401,29 +411,37 @@ class Bench:
                         s.delete_topic(topic)
                 self.record(scenario, case, s, rnd, run)
 
-    def warm(self, systems: list[System], fn) -> None:
+    def warm(self, systems: list[System], fn, case: tuple[str, str] | None = None) -> None:
         """Not recorded: ``fn(system)`` once on each system before a scenario's rounds, the same
         client on the same path as its measured runs, so that a scenario run alone (``--scenarios
         1,3,6``) measures its path warm: a fresh JVM runs interpreted until the JIT has compiled
         that path (scenario 6 alone measured Kafka's cold single-record path: p50 3.4-3.7 ms
         against 0.6 ms warm), and Odradek's first run of a path pays its imports and first
-        allocations."""
+        allocations. ``case``: (scenario, case) whose measured runs ``fn`` warms; its client CPU
+        and bytes are kept in ``warmups`` (for ``marginal_client_cpu``), outside the rounds."""
         for s in systems:
             try:
-                fn(s)
+                result = fn(s)
             except Exception as e:  # noqa: BLE001 - the measured runs will report it
                 print(f"  warm-up of {s.name}'s path failed: {str(e)[:300]}", flush=True)
+                continue
+            if case and "client_cpu_s" in result and result.get("value_bytes"):
+                self.warmups.append({"scenario": case[0], "case": case[1], "system": s.name,
+                                     "client_cpu_s": result["client_cpu_s"], "value_bytes": result["value_bytes"]})
+                print(f"  {case[0]} {case[1]:28} warm-up {s.name:8} "
+                      + json.dumps({k: result[k] for k in ("client_cpu_s", "value_bytes")}), flush=True)
 
-    def warm_path(self, systems: list[System], blocked: dict[str, str], partitions: int, fn) -> None:
+    def warm_path(self, systems: list[System], blocked: dict[str, str], partitions: int, fn,
+                  case: tuple[str, str] | None = None) -> None:
         """``warm`` with ``fn(system, topic)`` on a fresh RF=3 topic (min.insync.replicas=2)."""
-        def on_fresh_topic(s: System) -> None:
+        def on_fresh_topic(s: System) -> dict:
             topic = self.topic("warm-path")
             s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
             try:
-                fn(s, topic)
+                return fn(s, topic)
             finally:
                 s.delete_topic(topic)
-        self.warm([s for s in systems if s.name not in blocked], on_fresh_topic)
+        self.warm([s for s in systems if s.name not in blocked], on_fresh_topic, case)
 
     def snapshot_memory(self, shape: str, systems: list[System]) -> None:
         self.memory[shape] = {s.name: {str(pid): memory_mb(pid) for pid in s.broker_pids()} for s in systems}
@@ -444,9 +462,10 @@ def start_systems(root: Path, brokers: int) -> list[System]:
 # -- summary -------------------------------------------------------------------------------------
 
 PER_ROUND = {"4"}  # scenarios whose every round is listed under the table, not only the median
-# the throughput scenarios' CPU per GB of values: the client's, the brokers', and the machine's
-# (cores x wall): client + broker near the machine's figure = the machine was saturated
-CPU_FIGURES = [("client_cpu_s_per_gb", "client CPU s/GB", False), ("broker_cpu_s_per_gb", "broker CPU s/GB", False),
+# the throughput scenarios' CPU per GB of values: the client's (marginal: ``marginal_client_cpu``),
+# the brokers', and the machine's (cores x wall): client + broker near the machine's = it was saturated
+CLIENT_CPU = "client CPU s/GB (marginal)"
+CPU_FIGURES = [("client_cpu_s_per_gb", CLIENT_CPU, False), ("broker_cpu_s_per_gb", "broker CPU s/GB", False),
                ("machine_cpu_s_per_gb", "machine CPU s/GB", False)]
 FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
     "1": [("mb_s", "MB/s", True), ("records_s", "records/s", True), *CPU_FIGURES],
@@ -460,15 +479,36 @@ FIGURES = {  # scenario -> figures reported (name, unit, higher is better)
 }
 
 CPU_UNITS = [unit for _, unit, _ in CPU_FIGURES]
-CPU_LABEL = "CPU s/GB: client / broker / machine"  # the markdown's one row for a case's CPU_FIGURES
+CPU_LABEL = "CPU s/GB: client (marginal) / broker / machine"  # the markdown's one row for a case's CPU_FIGURES
 CPU_NOTE = ("CPU s/GB: CPU seconds per GB (10^9 bytes) of values over a run, of the client (scenarios 1-3: "
-            "the Java client's JVM, its start included; 7: the harness's process, where confluent-kafka runs), "
-            "of the brokers, and of the machine (cores × the run's wall seconds: what there was to share). "
+            "the Java client's JVM; 7: the harness's process, where confluent-kafka runs), marginal: "
+            "(median CPU s of the runs − the case's warm-up run's) / (GB − the warm-up's GB), without what every "
+            "run pays once (a JVM's start); of the brokers, and of the machine (cores × the run's wall seconds: "
+            "what there was to share). "
             "A system's MB/s cannot exceed 1,000 × cores / (client + broker) (docs/performance.md, "
             "\"Clients and settings\").")
+PLAIN_NOTE = ("Client CPU s/GB not marginal (no warm-up of the case, or no more CPU or bytes than it: "
+              "the median of the runs' figures, the client's start included): ")
 
 
-def summarize(runs: list[dict], memory: dict) -> list[dict]:
+def marginal_client_cpu(runs: list[dict], warmup: dict | None) -> float | None:
+    """The client's CPU s per GB of values beyond ``warmup`` (the same client on the same case with
+    fewer records): (median CPU s of ``runs`` - the warm-up's) / (their GB - the warm-up's), which
+    leaves out a run's fixed costs (a JVM's start: ~2 CPU s, 1-2 s/GB of a full run). None without
+    a warm-up, or where the runs have no more CPU or bytes than it."""
+    cpu = [r["client_cpu_s"] for r in runs if "client_cpu_s" in r and r.get("value_bytes")]
+    if not warmup or not cpu:
+        return None
+    extra_cpu = statistics.median(cpu) - warmup["client_cpu_s"]
+    extra_gb = (statistics.median(r["value_bytes"] for r in runs if r.get("value_bytes")) - warmup["value_bytes"]) / 1e9
+    return round(extra_cpu / extra_gb, 2) if extra_cpu > 0 and extra_gb > 0 else None
+
+
+def summarize(runs: list[dict], memory: dict, warmups: list[dict] = ()) -> list[dict]:
+    """Each case's figures (``FIGURES``): medians of its runs, the client's CPU per GB marginal
+    (``marginal_client_cpu`` with its warm-up of ``warmups``), or the median of its runs' where
+    there is none (``plain``: those systems); scenario 5's memory per cluster shape."""
+    warm = {(w["scenario"], w["case"], w["system"]): w for w in warmups}
     rows = []
     cases = []
     for r in runs:
@@ -479,11 +519,16 @@ def summarize(runs: list[dict], memory: dict) -> list[dict]:
         for fig, unit, higher in FIGURES[scenario]:
             row = {"scenario": scenario, "case": case, "figure": unit, "higher_is_better": higher}
             for system in (KAFKA, ODRADEK):
-                vals = [r[fig] for r in runs if (r["scenario"], r["case"], r["system"]) == (scenario, case, system)
-                        and "error" not in r and fig in r]
-                errs = [r["error"] for r in runs if (r["scenario"], r["case"], r["system"]) == (scenario, case, system)
-                        and "error" in r]
+                mine = [r for r in runs if (r["scenario"], r["case"], r["system"]) == (scenario, case, system)]
+                vals = [r[fig] for r in mine if "error" not in r and fig in r]
+                errs = [r["error"] for r in mine if "error" in r]
                 row[system] = statistics.median(vals) if vals else None
+                if unit == CLIENT_CPU and vals:
+                    marginal = marginal_client_cpu([r for r in mine if "error" not in r], warm.get((scenario, case, system)))
+                    if marginal is None:
+                        row.setdefault("plain", []).append(system)
+                    else:
+                        row[system] = marginal
                 row[f"{system}_values"] = vals
                 row[f"{system}_errors"] = len(errs)
             row["ratio"] = (round(row[ODRADEK] / row[KAFKA], 2) if row[KAFKA] and row[ODRADEK] is not None else None)
@@ -564,6 +609,9 @@ def markdown(report: dict) -> str:
             lines.append(f"\nScenario {row['scenario']} {row['figure']} per round (Kafka / Odradek, ratio): {rounds}.")
     if any(row["figure"] in CPU_UNITS for row in report["summary"]):
         lines.append(f"\n{CPU_NOTE}")
+    plain = [f"{row['scenario']} {row['case']} ({', '.join(row['plain'])})" for row in report["summary"] if row.get("plain")]
+    if plain:
+        lines.append(f"\n{PLAIN_NOTE}{'; '.join(plain)}.")
     for scenario, why in report["not_runnable"].items():
         lines.append(f"\nNot runnable: {why}")
     for note in report["notes"]:
@@ -601,7 +649,7 @@ def chart(report: dict, path: Path) -> None:
     panels = [("Throughput (MB/s, higher is better)", [r for r in rows if r["figure"] == "MB/s"]),
               ("Latency (ms, lower is better)", [r for r in rows if r["figure"].endswith(" ms")]),
               ("Client and broker CPU s per GB (lower is better)",
-               [r for r in rows if r["figure"] in ("client CPU s/GB", "broker CPU s/GB")]),
+               [r for r in rows if r["figure"] in CPU_UNITS[:2]]),
               ("Peak broker RSS MB (lower is better)", [r for r in rows if r["figure"].startswith("MB (")])]
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
     for ax, (title, data) in zip(axes.flat, panels):
@@ -707,8 +755,9 @@ def main(argv: list[str] | None = None) -> int:
         "producer_props": PRODUCER_PROPS, "environment": environment(),
         "json": str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out),
         "chart": str(png.relative_to(ROOT)) if png.is_relative_to(ROOT) else str(png),
-        "summary": summarize(bench.runs, bench.memory), "not_runnable": not_runnable, "notes": bench.notes,
-        "memory_mb": bench.memory, "runs": bench.runs, "leftover_processes_killed": leftovers}
+        "summary": summarize(bench.runs, bench.memory, bench.warmups), "not_runnable": not_runnable,
+        "notes": bench.notes, "memory_mb": bench.memory, "runs": bench.runs, "warmups": bench.warmups,
+        "leftover_processes_killed": leftovers}
     out.write_text(json.dumps(report, indent=2) + "\n")
     chart(report, png)
     table = markdown(report)

@@ -47,11 +47,13 @@ def calls(monkeypatch):
     def assigned_client(mode, *args, timeout=0):
         opts = dict(zip(args[::2], args[1::2]))
         note(opts["--bootstrap"], opts["--topic"], "AssignedClients", mode, opts.get("--rate"), opts.get("--acks"))
-        return {"records": int(opts.get("--records", 1)), "p50_ms": 1.0, "p99_ms": 2.0, "p999_ms": 3.0}
+        records = int(opts.get("--records", 1))
+        return {"records": records, "value_bytes": records * 1024, "p50_ms": 1.0, "p99_ms": 2.0, "p999_ms": 3.0}
 
     monkeypatch.setattr(side_by_side, "measured", measured)
     monkeypatch.setattr(side_by_side, "producer_performance", lambda s, topic, records, size, acks: (
-        note(s, topic, "ProducerPerformance", size, acks), {"records": records, "records_s": 1, "mb_s": 1.0})[1])
+        note(s, topic, "ProducerPerformance", size, acks),
+        {"records": records, "value_bytes": records * size, "records_s": 1, "mb_s": 1.0})[1])
     monkeypatch.setattr(side_by_side, "assigned_client", assigned_client)
     monkeypatch.setattr(side_by_side, "single_record_round_trip", lambda bootstrap, topic, records, warmup=200: (
         note(bootstrap, topic, "round trip"), {"records": records, "p50_ms": 1.0, "p99_ms": 2.0})[1])
@@ -95,3 +97,16 @@ def test_the_warm_ups_are_not_recorded(calls):
     bench.scenario6(systems, {})
     assert len(bench.runs) == 2     # one measured run per system
     assert sum(1 for _, _, timed in log if not timed) == 2     # one warm-up per system, outside ``measured``
+
+
+@pytest.mark.parametrize("scenario", ["1", "2", "3", "7"])
+def test_a_throughput_scenarios_warm_ups_keep_their_client_cpu_and_bytes_apart_from_its_runs(calls, scenario):
+    """For the client's marginal CPU per GB (``marginal_client_cpu``): warm-up minus run, per case."""
+    systems, _ = calls
+    bench = Bench(rounds=2, scale=0.01)
+    SCENARIOS[scenario](bench, systems)
+    cases = {(r["case"], r["system"]) for r in bench.runs if not r["case"].startswith("fill")}
+    assert sorted((w["case"], w["system"]) for w in bench.warmups) == sorted(cases)   # one per case and system
+    assert all(w["client_cpu_s"] >= 0 and 0 < w["value_bytes"] < run["value_bytes"]
+               for w in bench.warmups for run in bench.runs if run["case"] == w["case"])
+    assert len(bench.runs) == 2 * len(cases) + (2 if scenario == "3" else 0)    # rounds (and scenario 3's fills) only
