@@ -100,7 +100,8 @@ def _check_size(size: int, config: LogConfig) -> None:
 
 def _stamp(data: memoryview, batches: list[BatchHeader], next_offset: int, leader_epoch: int, append_time: int
            ) -> ValidatedAppend:
-    """Each batch's stamped header (a copy) and the pieces to write: header, records, header, ..."""
+    """The leader's append: each batch's stamped header (a copy) and the pieces to write (header,
+    records, header, ...), with the offsets, max timestamp and count read on the way."""
     headers: list[BatchHeader] = []
     pieces: list[memoryview | bytearray] = []
     offset, max_ts, offset_of_max, count = next_offset, -1, next_offset, 0
