@@ -31,6 +31,7 @@ FLEXIBLE_FROM = 9
 _HEADER = struct.Struct(">hhih")      # api key, version, correlation id, client id length
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+_new = tuple.__new__   # a NamedTuple without its __new__'s argument handling: a third of the time
 
 
 class PartitionProduceData(NamedTuple):
@@ -78,14 +79,14 @@ def read_produce_request(frame: memoryview) -> tuple[int, int, int, str | None, 
                 records, at = _view(frame, at, n), at + n
             if flexible:
                 at = _skip_tags(frame, at) if frame[at] else at + 1
-            partitions.append(PartitionProduceData(index, records))
+            partitions.append(_new(PartitionProduceData, (index, records)))
         if flexible:
             at = _skip_tags(frame, at) if frame[at] else at + 1
-        topics.append(TopicProduceData(name, tuple(partitions)))
-    if flexible:
+        topics.append(_new(TopicProduceData, (name, tuple(partitions))))
+    if flexible and frame[at]:
         _skip_tags(frame, at)
-    return api_key, version, correlation_id, client_id, ProduceRequest(
-        transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics))
+    return api_key, version, correlation_id, client_id, _new(ProduceRequest, (
+        transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics)))
 
 
 def _uvarint(frame: memoryview, at: int) -> tuple[int, int]:
