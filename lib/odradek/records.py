@@ -52,7 +52,6 @@ NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 
 _I16, _I32, _U32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I"), struct.Struct(">q")
-_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 _CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
 _MAX_CODEC = max(Compression)   # not per batch: iterating the enum cost each check a microsecond
 
@@ -140,35 +139,12 @@ class RecordBatch(_HeaderFields):
         return crc32c(self.buf[self.position + CRC_START:self.position + self.size])
 
     # -- checks -----------------------------------------------------------------------
-    def check(self) -> None:
-        """Raise the KafkaError Apache Kafka gives a producer for this batch, if any.
+    def check(self) -> BatchHeader:
+        """Raise the KafkaError Apache Kafka gives a producer for this batch, if any; else its header.
 
-        The header must already be known to fit in the buffer (``split_batches`` checks). Its
-        fields are unpacked at once: one read per field was a third of a small append's check.
+        The header must already be known to fit in the buffer (``split_batches`` checks).
         """
-        h = read_header(self.buf, self.position)
-        magic = h.magic
-        if magic < MAGIC:
-            raise KafkaError(ErrorCode.unsupported_for_message_format,
-                             f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
-        if magic > MAGIC:
-            raise _corrupt(f"unknown record batch magic {magic}")
-        computed = crc32c(self.buf[self.position + CRC_START:self.position + h.size])
-        if computed != h.crc:
-            raise _corrupt(f"record batch at offset {h.base_offset} fails its CRC-32C "
-                           f"(stored {h.crc}, computed {computed})")
-        if h.attributes & _CODEC_MASK > _MAX_CODEC:
-            raise _corrupt(f"unknown compression codec {h.attributes & _CODEC_MASK}")
-        count, delta = h.records_count, h.last_offset_delta
-        if delta < 0:
-            raise KafkaError(ErrorCode.invalid_record,
-                             f"Batch has an invalid offset range: lastOffsetDelta {delta}")
-        if count <= 0:
-            raise KafkaError(ErrorCode.invalid_record, f"Invalid reported count for record batch: {count}")
-        if count != delta + 1:
-            raise KafkaError(ErrorCode.invalid_record,
-                             f"Inconsistent batch offset range (lastOffsetDelta {delta}) "
-                             f"and count of records {count}")
+        return check_batch(self.buf, self.position)
 
     # -- in-place rewrites --------------------------------------------------------------
     def set_base_offset(self, offset: int) -> None:
@@ -176,21 +152,6 @@ class RecordBatch(_HeaderFields):
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         _I32.pack_into(self.buf, self.position + 12, epoch)
-
-    def stamped_header(self, base_offset: int, leader_epoch: int, log_append_time: int = -1) -> bytearray:
-        """A copy of the header with the broker's baseOffset and partitionLeaderEpoch and, given a
-        ``log_append_time``, the LogAppendTime type bit, maxTimestamp and the CRC over them and the
-        records: the leader writes it before the batch's records, which it neither copies nor
-        rewrites (a produce request's bytes are read-only)."""
-        header = bytearray(self.buf[self.position:self.position + HEADER_SIZE])
-        _I64.pack_into(header, 0, base_offset)
-        _I32.pack_into(header, 12, leader_epoch)
-        if log_append_time >= 0:
-            _I16.pack_into(header, 21, self.attributes | _LOG_APPEND_TIME)
-            _I64.pack_into(header, 35, log_append_time)
-            crc = crc32c(memoryview(header)[CRC_START:])
-            _U32.pack_into(header, 17, crc32c(self.buf[self.position + HEADER_SIZE:self.position + self.size], crc))
-        return header
 
     def set_log_append_time(self, timestamp_ms: int) -> None:
         """Stamp the batch with the broker's clock (records keep theirs, as in Kafka)."""
@@ -252,6 +213,56 @@ def read_header(buf: bytes | memoryview, at: int = 0, position: int | None = Non
     return _new_header(BatchHeader, _unpack_header(buf, at) + (at if position is None else position,))
 
 
+def check_batch(buf: memoryview, position: int) -> BatchHeader:
+    """The header of the batch at ``buf[position:]`` (whose header fits in ``buf``), once
+    checked as Kafka checks a producer's batch: else its KafkaError. Every field is unpacked at
+    once, and the checks read the header value's fields (a struct call per field read was a
+    third of a small append's check)."""
+    h = read_header(buf, position)
+    magic = h.magic
+    if magic < MAGIC:
+        raise KafkaError(ErrorCode.unsupported_for_message_format,
+                         f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
+    if magic > MAGIC:
+        raise _corrupt(f"unknown record batch magic {magic}")
+    computed = crc32c(buf[position + CRC_START:position + h.batch_length + LOG_OVERHEAD])
+    if computed != h.crc:
+        raise _corrupt(f"record batch at offset {h.base_offset} fails its CRC-32C "
+                       f"(stored {h.crc}, computed {computed})")
+    if h.attributes & _CODEC_MASK > _MAX_CODEC:
+        raise _corrupt(f"unknown compression codec {h.attributes & _CODEC_MASK}")
+    count, delta = h.records_count, h.last_offset_delta
+    if delta < 0:
+        raise KafkaError(ErrorCode.invalid_record,
+                         f"Batch has an invalid offset range: lastOffsetDelta {delta}")
+    if count <= 0:
+        raise KafkaError(ErrorCode.invalid_record, f"Invalid reported count for record batch: {count}")
+    if count != delta + 1:
+        raise KafkaError(ErrorCode.invalid_record,
+                         f"Inconsistent batch offset range (lastOffsetDelta {delta}) "
+                         f"and count of records {count}")
+    return h
+
+
+def stamped_header(buf: memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
+                   log_append_time: int = -1) -> bytearray:
+    """A copy of the header of the batch ``header`` read in ``buf``, with the broker's baseOffset
+    and partitionLeaderEpoch and, given a ``log_append_time``, the LogAppendTime type bit,
+    maxTimestamp and the CRC over them and the records: the leader writes it before the batch's
+    records, which it neither copies nor rewrites (a produce request's bytes are read-only)."""
+    position = header.position
+    out = bytearray(buf[position:position + HEADER_SIZE])
+    _I64.pack_into(out, 0, base_offset)
+    _I32.pack_into(out, 12, leader_epoch)
+    if log_append_time >= 0:
+        _I16.pack_into(out, 21, header.attributes | _LOG_APPEND_TIME)
+        _I64.pack_into(out, 35, log_append_time)
+        crc = crc32c(memoryview(out)[CRC_START:])
+        end = position + header.batch_length + LOG_OVERHEAD
+        _U32.pack_into(out, 17, crc32c(buf[position + HEADER_SIZE:end], crc))
+    return out
+
+
 def batch_size(buf: bytes | memoryview, at: int = 0) -> int:
     """The size of the batch at ``buf[at:]`` from its length field (LOG_OVERHEAD bytes needed)."""
     return _I32.unpack_from(buf, at + 8)[0] + LOG_OVERHEAD
@@ -271,14 +282,15 @@ def iter_headers(buf, start: int = 0, end: int | None = None) -> Iterator[BatchH
         position += size
 
 
-def split_batches(buf: memoryview) -> list[RecordBatch]:
-    """All batches of a produce request's records, each checked; raise on anything wrong."""
-    batches: list[RecordBatch] = []
+def checked_headers(buf: memoryview) -> list[BatchHeader]:
+    """The headers of all batches of a produce request's records, each batch checked
+    (``check_batch``); raise on anything wrong, a torn or short tail included."""
+    headers: list[BatchHeader] = []
     position, end = 0, len(buf)
     while position < end:
         if end - position < LOG_OVERHEAD + 5:
             raise _corrupt(f"{end - position} trailing bytes are not a record batch")
-        base_offset, length = _LENGTH.unpack_from(buf, position)
+        length = _I32.unpack_from(buf, position + 8)[0]
         magic = buf[position + 16]
         if magic < MAGIC:
             raise KafkaError(ErrorCode.unsupported_for_message_format,
@@ -287,13 +299,16 @@ def split_batches(buf: memoryview) -> list[RecordBatch]:
             raise _corrupt(f"record batch length {length} is smaller than a batch header")
         if length + LOG_OVERHEAD > end - position:
             raise _corrupt(f"record batch of {length + LOG_OVERHEAD} bytes truncated to {end - position}")
-        batch = RecordBatch(buf, position)
-        batch.check()
-        batches.append(batch)
-        position += batch.size
-    if not batches:
+        headers.append(check_batch(buf, position))
+        position += length + LOG_OVERHEAD
+    if not headers:
         raise KafkaError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
-    return batches
+    return headers
+
+
+def split_batches(buf: memoryview) -> list[RecordBatch]:
+    """All batches of a produce request's records, each checked; raise on anything wrong."""
+    return [RecordBatch(buf, h.position) for h in checked_headers(buf)]
 
 
 # -- records ------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ from odradek.errors import ErrorCode, KafkaError
 NO_TAGS = b"\0"        # an empty tagged-field section (flexible versions)
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _LEADER = struct.Struct(">iib")    # leader id, leader epoch, no tags
+_ONE_BYTE = tuple(bytes([n]) for n in range(0x80))
 
 
 def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint."""
+    """Kafka's unsigned varint (one byte below 128: every length of a small response)."""
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

@@ -38,7 +38,7 @@ from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.connection import ConnectionClosed
-from odradek.records import MAGIC, BatchHeader, iter_headers
+from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, read_header
 
 ABORTABLE_FROM = 11   # Produce versions answered TRANSACTION_ABORTABLE (KIP-890 part 2)
 _UNVERIFIED: tuple[dict, dict] = ({}, {})   # no transactional id: nothing to verify (read only)
@@ -110,12 +110,12 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
 
 
 def _first_batch(records) -> BatchHeader | None:
-    """The header of a partition's first v2 batch (Kafka looks at the first batch of each
-    partition for the request's transactional and idempotent flags), or None."""
-    if not records:
+    """The header of a partition's first v2 batch if it is whole (Kafka looks at the first batch
+    of each partition for the request's transactional and idempotent flags), or None."""
+    if records is None or len(records) < HEADER_SIZE:
         return None
-    header = next(iter_headers(memoryview(records)), None)
-    return header if header is not None and header.magic == MAGIC else None
+    header = read_header(records)
+    return header if header.magic == MAGIC and HEADER_SIZE <= header.size <= len(records) else None
 
 
 def _transactional(firsts: dict) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import BatchHeader, RecordBatch, TimestampType, iter_records
+from odradek.records import LOG_OVERHEAD, BatchHeader, RecordBatch, TimestampType, iter_records
 
 from .file_records import BatchLocation, FileRecords
 from .index import CorruptIndex, OffsetIndex, TimeIndex, TimestampOffset
@@ -129,17 +129,20 @@ class LogSegment:
         return removed
 
     # -- appending --------------------------------------------------------------------
-    def _index_batch(self, batch: RecordBatch, position: int) -> None:
-        if batch.max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
+    def _index_batch(self, batch: RecordBatch | BatchHeader, position: int) -> None:
+        # each field read once (a RecordBatch's are struct reads, a BatchHeader's properties calls)
+        base, max_timestamp = batch.base_offset, batch.max_timestamp
+        last, size = base + batch.last_offset_delta, batch.batch_length + LOG_OVERHEAD
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far, self.offset_of_max_timestamp = max_timestamp, last
         if self._bytes_since_index > self.index_interval_bytes:
             if not self.offset_index.is_full:
-                self.offset_index.append(batch.last_offset, position)
+                self.offset_index.append(last, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += batch.size
-        self.next_offset = batch.next_offset
-        self._last = BatchLocation(batch.base_offset, batch.last_offset, position, batch.size)
+        self._bytes_since_index += size
+        self.next_offset = last + 1
+        self._last = BatchLocation(base, last, position, size)
 
     def append(self, batches: list[RecordBatch] | list[BatchHeader], data: memoryview | list) -> None:
         """Write ``data`` (exactly the given batches, in order; or its pieces: a leader's stamped

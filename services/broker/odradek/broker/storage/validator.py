@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError
-from odradek.records import (HEADER_SIZE, MAGIC, BatchHeader, Compression, RecordBatch, iter_batches, read_header,
-                             recompress, split_batches)
+from odradek.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Compression, RecordBatch, checked_headers,
+                             iter_batches, read_header, recompress, stamped_header)
 
 from .config import LogConfig
 
@@ -48,10 +48,11 @@ class ValidatedAppend:
     log_append_time_ms: int
 
 
-def _check_client_batch(batch: RecordBatch, config: LogConfig) -> None:
-    if batch.size > config.max_message_bytes:
+def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
+    size = batch.batch_length + LOG_OVERHEAD
+    if size > config.max_message_bytes:
         raise KafkaError(ErrorCode.message_too_large,
-                         f"The record batch of {batch.size} bytes exceeds max.message.bytes "
+                         f"The record batch of {size} bytes exceeds max.message.bytes "
                          f"({config.max_message_bytes})")
     if batch.is_control:
         raise KafkaError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
@@ -78,15 +79,16 @@ def _split_replicated(data: memoryview) -> list[RecordBatch]:
     return batches
 
 
-def _recompressed(batches: list[RecordBatch], data: memoryview, codec: Compression
-                  ) -> tuple[list[RecordBatch], memoryview]:
+def _recompressed(batches: list[BatchHeader], data: memoryview, codec: Compression
+                  ) -> tuple[list[BatchHeader], memoryview]:
     if all(b.compression == codec for b in batches):
         return batches, data
     out = bytearray()
-    for batch in batches:
-        out += batch.view if batch.compression == codec else recompress(batch, codec)
+    for h in batches:
+        batch = RecordBatch(data, h.position)
+        out += batch.view if h.compression == codec else recompress(batch, codec)
     view = memoryview(out)
-    return split_batches(view), view
+    return checked_headers(view), view
 
 
 def _check_size(size: int, config: LogConfig) -> None:
@@ -96,19 +98,43 @@ def _check_size(size: int, config: LogConfig) -> None:
                          f"configured segment size of {config.segment_bytes}")
 
 
-def _stamp(batches: list[RecordBatch], next_offset: int, leader_epoch: int, append_time: int
-           ) -> tuple[list[BatchHeader], list[memoryview | bytearray]]:
-    """Each batch's stamped header (a copy) and the pieces to write: header, records, header, ..."""
+def _stamp(data: memoryview, batches: list[BatchHeader], next_offset: int, leader_epoch: int, append_time: int
+           ) -> ValidatedAppend:
+    """The leader's append: each batch's stamped header (a copy) and the pieces to write (header,
+    records, header, ...), with the offsets, max timestamp and count read on the way."""
     headers: list[BatchHeader] = []
     pieces: list[memoryview | bytearray] = []
-    offset = next_offset
+    offset, max_ts, offset_of_max, count = next_offset, -1, next_offset, 0
     for batch in batches:
-        stamped = batch.stamped_header(offset, leader_epoch, append_time)
+        stamped = stamped_header(data, batch, offset, leader_epoch, append_time)
         header = read_header(stamped, 0, batch.position)
         headers.append(header)
-        pieces += (stamped, batch.buf[batch.position + HEADER_SIZE:batch.position + header.size])
-        offset = header.next_offset
-    return headers, pieces
+        pieces += (stamped, data[batch.position + HEADER_SIZE:batch.position + batch.batch_length + LOG_OVERHEAD])
+        if header.max_timestamp > max_ts:
+            max_ts, offset_of_max = header.max_timestamp, offset + header.last_offset_delta
+        count += header.records_count
+        offset += header.last_offset_delta + 1
+    return ValidatedAppend(headers, pieces, len(data), next_offset, offset - 1, max_ts, offset_of_max, count,
+                           append_time)
+
+
+def _replicated(data: memoryview, config: LogConfig, next_offset: int) -> ValidatedAppend:
+    """A follower's (or a marker's) batches, as they are: offsets must start at or after
+    ``next_offset`` and increase."""
+    batches = _split_replicated(data)
+    _check_size(len(data), config)
+    offset = next_offset
+    max_ts, offset_of_max, count = -1, next_offset, 0
+    for batch in batches:
+        if batch.base_offset < offset:
+            raise KafkaError(ErrorCode.corrupt_message,
+                             f"batch base offset {batch.base_offset} is below the next offset {offset}")
+        if batch.max_timestamp > max_ts:
+            max_ts, offset_of_max = batch.max_timestamp, batch.last_offset
+        count += batch.records_count
+        offset = batch.next_offset
+    return ValidatedAppend(batches, [data], len(data), batches[0].base_offset, offset - 1, max_ts, offset_of_max,
+                           count, -1)
 
 
 def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, *, next_offset: int,
@@ -120,28 +146,13 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     must start at or after ``next_offset`` and increase.
     """
     data = memoryview(records).cast("B")
-    append_time = now_ms if config.log_append_time and assign_offsets else -1
-    if assign_offsets:
-        batches = split_batches(data)
-        for batch in batches:
-            _check_client_batch(batch, config)
-        codec = _CODECS.get(config.compression_type)
-        if codec is not None:
-            batches, data = _recompressed(batches, data, codec)
-        _check_size(len(data), config)
-        batches, pieces = _stamp(batches, next_offset, leader_epoch, append_time)
-    else:
-        batches, pieces = _split_replicated(data), [data]
-        _check_size(len(data), config)
-    offset = next_offset
-    max_ts, offset_of_max, count = -1, next_offset, 0
+    if not assign_offsets:
+        return _replicated(data, config, next_offset)
+    batches = checked_headers(data)
     for batch in batches:
-        if batch.base_offset < offset:
-            raise KafkaError(ErrorCode.corrupt_message,
-                             f"batch base offset {batch.base_offset} is below the next offset {offset}")
-        if batch.max_timestamp > max_ts:
-            max_ts, offset_of_max = batch.max_timestamp, batch.last_offset
-        count += batch.records_count
-        offset = batch.next_offset
-    return ValidatedAppend(batches, pieces, len(data), batches[0].base_offset, offset - 1, max_ts, offset_of_max,
-                           count, append_time)
+        _check_client_batch(batch, config)
+    codec = _CODECS.get(config.compression_type)
+    if codec is not None:
+        batches, data = _recompressed(batches, data, codec)
+    _check_size(len(data), config)
+    return _stamp(data, batches, next_offset, leader_epoch, now_ms if config.log_append_time else -1)
