@@ -71,7 +71,7 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Iterable, t
             run.append(NO_TAGS)
     if flexible:
         endpoints = hints.node_endpoints() if hints else ()
-        run.append(tagged_fields([(0, node_endpoints(endpoints))] if endpoints else []))
+        run.append(tagged_fields([(0, node_endpoints(endpoints))]) if endpoints else NO_TAGS)
     pieces.append(b"".join(run))
     total = 0
     for piece in pieces:
