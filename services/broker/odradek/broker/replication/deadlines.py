@@ -23,8 +23,10 @@ import itertools
 from typing import Callable
 
 SLACK = 0.001               # a deadline this close is due (uvloop's timers fire up to half a millisecond early)
-_COMPACT_FROM = 1024        # entries kept before done ones are swept out of the heap
-_SWEEP_FROM = 16            # more entries than this when the timer fires: swept first (a heappop costs more)
+# entries kept before the answered ones are swept out (then twice the live ones): a sweep costs a
+# pass over the heap, so it is paid for by the pushes since the last one, never per timer firing
+# (thousands of parked consumer fetches, each its own deadline, fire the timer that often)
+_COMPACT_FROM = 256
 
 
 class Deadlines:
@@ -56,7 +58,7 @@ class Deadlines:
 
     def _fire(self) -> None:
         self._timer, self._armed_for = None, float("inf")
-        if len(self._heap) > _SWEEP_FROM:   # answered entries dropped in one pass, not popped one by one
+        if len(self._heap) >= self._compact_at:   # answered entries dropped in one pass, not popped one by one
             self._compact()
         heap = self._heap
         due = self.loop.time() + SLACK
