@@ -58,3 +58,27 @@ def test_a_single_acks_all_wait_answers_the_purgatorys_code_or_times_out():
         purgatory.complete(10, 3, 2)             # the HW arrives late: nothing left to answer
         assert len(purgatory) == 0
     asyncio.run(main())
+
+
+def test_deadlines_share_one_timer_and_forget_what_was_answered():
+    from odradek.broker.replication import deadlines
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        timers = deadlines.on(loop)
+        assert deadlines.on(loop) is timers
+        late, answered = loop.create_future(), [loop.create_future() for _ in range(3000)]
+        timers.expire(late, 0.05, deadlines.cancel)
+        for future in answered:                  # parked and answered at once, as in the round trip
+            timers.expire(future, 30, deadlines.resolve)
+            future.set_result("answered")
+        assert len(timers) < 2100                # answered ones swept out, not kept for 30 s
+        early = loop.create_future()
+        timers.expire(early, 0.02, deadlines.resolve)   # earlier than the timer is armed for
+        started = loop.time()
+        assert await asyncio.wait_for(early, 5) is None
+        assert loop.time() - started >= 0.02 - deadlines.SLACK - 0.001 and not late.done()
+        await asyncio.wait([late], timeout=5)
+        assert late.cancelled() and all(f.result() == "answered" for f in answered)
+        assert len(timers) == 0                  # the timer dropped every answered entry it reached
+    asyncio.run(main())

@@ -9,17 +9,18 @@ KIP-848's consumer group records)."""
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 from odradek.errors import ErrorCode, KafkaError
 
 NO_TAGS = b"\0"        # an empty tagged-field section (flexible versions)
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _LEADER = struct.Struct(">iib")    # leader id, leader epoch, no tags
-_ONE_BYTE = tuple(bytes([n]) for n in range(0x80))
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))   # the varints of one byte: lengths and counts, mostly
 
 
 def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint (one byte below 128: every length of a small response)."""
+    """Kafka's unsigned varint."""
     if 0 <= n < 0x80:
         return _ONE_BYTE[n]
     out = bytearray()
@@ -37,6 +38,12 @@ def array_length(n: int, flexible: bool) -> bytes:
 def string(value: str, flexible: bool) -> bytes:
     raw = value.encode()
     return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+@lru_cache(maxsize=4096)
+def topic_name(value: str, flexible: bool) -> bytes:
+    """``string`` of a topic's name, encoded once: every fetch, request and response, names its topics."""
+    return string(value, flexible)
 
 
 def nullable_string(value: str | None, flexible: bool) -> bytes:

@@ -246,6 +246,13 @@ class ReplicaManager:
 
     def leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition:
         """The partition if this broker leads it (and the caller's epoch is ours), else Kafka's error."""
+        part = self._partitions.get((topic, partition))
+        meta = self._topics.get(topic)
+        # the usual case checked inline (three lookups per follower fetch); anything else by replica()
+        if (part is not None and part.leading and meta is not None and part.state is not None
+                and (current_leader_epoch < 0 or current_leader_epoch == part.leader_epoch)
+                and not part.log.closed and not self.logs.failures.offline and partition < len(meta.partitions)):
+            return LeaderPartition(meta, part.state, part.log, part)
         return self.replica(topic, partition, current_leader_epoch, leader_only=True)
 
     def replica(self, topic: str, partition: int, current_leader_epoch: int = -1,
@@ -372,10 +379,10 @@ class ReplicaManager:
         interest = None
         while True:
             result, failed = read_logs(self, params, context.to_read())
-            remaining = deadline - time.monotonic()
+            parked = time.monotonic()
+            remaining = deadline - parked
             if result.bytes >= params.min_bytes or failed or remaining <= 0:
                 return await complete_remote(self, result) if result.remote else result
-            parked = time.monotonic()
             if interest is None:
                 interest = context.interest()
             await self.wakeup.wait(remaining, interest, appends_only=params.follower)

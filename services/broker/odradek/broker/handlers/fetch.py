@@ -77,7 +77,9 @@ async def fetch(ctx: BrokerContext, header, req):
             return Answer(_encode(ctx, header, [], throttle, session_id=context.throttled()), throttle)
         _count_bytes_out(ctx, result)  # BytesOut counts consumers' fetches (followers' are replication)
     session_id, topics = context.respond(result.topics, _now_ms())
-    return _encode(ctx, header, topics + _unknown(named), session_id=session_id, ids=context.ids)
+    if header.api_version >= TOPIC_IDS_FROM_VERSION:
+        topics = topics + _unknown(named)
+    return _encode(ctx, header, topics, session_id=session_id, ids=context.ids)
 
 
 def _unknown(named) -> list:
@@ -127,6 +129,8 @@ def _encode(ctx: BrokerContext, header, results, throttle_ms: int = 0, *, sessio
     """The response: ``results`` ((topic name, or an unknown id, [PartitionRead])) named by
     name, or by id from v13 (``ids``: name -> id), with KIP-951's leader hints from v16."""
     version = header.api_version
+    if version < TOPIC_IDS_FROM_VERSION:   # by name and without hints (v16): as read (a follower's v12)
+        return encode_fetch_response(version, header.correlation_id, results, throttle_ms, session_id, error)
     hints = Hints(ctx) if version >= FETCH_FROM else None
     keyed = []
     for name, parts in results:

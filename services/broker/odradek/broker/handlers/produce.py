@@ -30,6 +30,7 @@ from odradek.broker.handlers.answer import ZERO, Answer
 from odradek.broker.handlers.produce_encoding import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
 from odradek.broker.handlers.leader_hints import PRODUCE_ERRORS, PRODUCE_FROM, Hints
 from odradek.broker.metrics.stats import FAILED_PRODUCE, remote_time
+from odradek.broker.replication import deadlines
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.config.quotas import PRODUCER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes
@@ -198,17 +199,16 @@ async def _await_replication(waits, results, timeout) -> None:
 
 
 async def _one(future: asyncio.Future, seconds: float) -> None:
-    """Wait for ``future`` at most ``seconds``, after which a timer cancels it (read as timed
-    out): ``asyncio.timeout``'s context manager and task bookkeeping cost the single record's
-    path a few microseconds more than the timer alone."""
-    timer = future.get_loop().call_later(max(seconds, 0), future.cancel)   # no get_running_loop's getpid
+    """Wait for ``future`` at most ``seconds``, after which it is cancelled (read as timed out),
+    on the loop's shared deadline timer (``replication.deadlines``): ``asyncio.timeout``'s
+    context manager and task bookkeeping, or a timer of its own scheduled and cancelled, cost
+    the single record's path a few microseconds more."""
+    deadlines.on(future.get_loop()).expire(future, seconds, deadlines.cancel)   # no get_running_loop's getpid
     try:
         await future
     except asyncio.CancelledError:
         if asyncio.current_task().cancelling():   # the request itself is cancelled (connection closed)
             raise
-    finally:
-        timer.cancel()
 
 
 def _success(index: int, info) -> PartitionProduceResponse:

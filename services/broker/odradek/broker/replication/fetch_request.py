@@ -14,11 +14,12 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from odradek.protocol.primitives import NO_TAGS, string, uvarint
+from odradek.protocol.primitives import NO_TAGS, string, topic_name, uvarint
 
 VERSION = 12
 _HEAD = struct.Struct(">iiiibii")          # replica_id, max_wait_ms, min_bytes, max_bytes, isolation, session id, epoch
 _PARTITION = struct.Struct(">iiqiqib")     # partition, current epoch, fetch offset, last fetched epoch, log start, max bytes, no tags
+_NO_RACK = string("", True) + NO_TAGS      # rack_id, then the request's (empty) tagged fields
 
 
 
@@ -40,12 +41,12 @@ class FollowerFetch(NamedTuple):   # one per fetch: a NamedTuple is built in a t
                           self.session_id, self.session_epoch), uvarint(len(self.topics) + 1)]
         pack = _PARTITION.pack
         for topic, partitions in self.topics:
-            out += (string(topic, True), uvarint(len(partitions) + 1))
+            out += (topic_name(topic, True), uvarint(len(partitions) + 1))
             out += [pack(p, epoch, offset, -1, start, max_bytes, 0) for p, epoch, offset, start, max_bytes in partitions]
             out.append(NO_TAGS)
         out.append(uvarint(len(self.forgotten) + 1))
         for topic, partitions in self.forgotten:
-            out += (string(topic, True), uvarint(len(partitions) + 1),
+            out += (topic_name(topic, True), uvarint(len(partitions) + 1),
                     struct.pack(f">{len(partitions)}i", *partitions), NO_TAGS)
-        out += (string("", True), NO_TAGS)  # rack_id, then the request's (empty) tagged fields
+        out.append(_NO_RACK)
         return b"".join(out)

@@ -171,7 +171,7 @@ class FetchContext:
 
     def __init__(self, cache: "FetchSessionCache", wanted, *, error: ErrorCode = ErrorCode.none,
                  session: FetchSession | None = None, create: bool = False, privileged: bool = False,
-                 uses_topic_ids: bool = False, listed: frozenset = frozenset(), ids: dict | None = None) -> None:
+                 uses_topic_ids: bool = False, listed: set | frozenset = frozenset(), ids: dict | None = None) -> None:
         self.cache = cache
         self._wanted = wanted           # None: the session's partitions, listed when first asked for
         self.listed = listed            # incremental: the partitions the request named
@@ -214,11 +214,20 @@ class FetchContext:
 
     def to_record(self) -> list:
         """A follower's partitions whose position to record."""
-        return self._only(self.listed | self.session.joining) if self.partial else self.wanted
+        if not self.partial:
+            return self.wanted
+        joining = self.session.joining
+        return self._only(self.listed | joining if joining else self.listed)
 
     def to_read(self) -> list:
         """The partitions to read now (called again after each wake-up)."""
-        return self._only(self.listed | self.session.dirty | self.session.sticky) if self.partial else self.wanted
+        if not self.partial:
+            return self.wanted
+        session = self.session
+        keys = self.listed
+        if session.dirty or session.sticky:   # a caught-up follower's next fetch: neither (no union built)
+            keys = keys | session.dirty | session.sticky
+        return self._only(keys)
 
     def interest(self):
         """What wakes this fetch: its partitions (a session's, looked up rather than copied)."""
@@ -234,14 +243,18 @@ class FetchContext:
         """(session id, results to send) once the fetch is done."""
         if self.session is not None:
             session = self.session
-            parts_of = session.topics
+            parts_of, dirty, sticky, none = session.topics, session.dirty, session.sticky, ErrorCode.none
             sent = []
             for topic, parts in results:
                 cached = parts_of.get(topic, {})
+                news = []
                 for p in parts:  # read now: no news left unless records did not fit
-                    (session.dirty.add if p.unsent else session.dirty.discard)((topic, p.partition))
-                    (session.sticky.discard if p.error == ErrorCode.none else session.sticky.add)((topic, p.partition))
-                news = [p for p in parts if p.partition not in cached or cached[p.partition].must_respond(p)]
+                    key = (topic, p.partition)
+                    (dirty.add if p.unsent else dirty.discard)(key)
+                    (sticky.discard if p.error == none else sticky.add)(key)
+                    known = cached.get(p.partition)
+                    if known is None or known.must_respond(p):
+                        news.append(p)
                 if news:
                     sent.append((topic, news))
             return session.id, sent
@@ -298,7 +311,7 @@ class FetchSessionCache:
         self._touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
         return FetchContext(self, None, session=session, uses_topic_ids=uses_ids,
-                            listed=frozenset((t.topic, p.partition) for t in req.topics for p in t.partitions))
+                            listed={(t.topic, p.partition) for t in req.topics for p in t.partitions})
 
     def ids_of(self, session_id: int) -> dict:
         """The topic ids (name -> id) of session ``session_id`` ({} if none): an incremental

@@ -164,6 +164,7 @@ class ReplicaFetcher:
         self._walk_at = 0.0             # monotonic time of the next walk (0: before the next fetch)
         self._walked = False            # positions recomputed since the last fetch was built
         self._held: set[TP] = set()     # left out of the last fetch by the follower throttle
+        self._client_current = False    # the client's address checked since the last snapshot
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
     def add(self, state: FetchState) -> None:
@@ -179,6 +180,7 @@ class ReplicaFetcher:
         for state in self.states.values():
             state.delayed_until = 0.0
         self._walk_at = 0.0
+        self._client_current = False   # the source's address may have changed with the snapshot
         self._changed.set()
 
     def _current(self, state: FetchState) -> "Log | None":
@@ -280,7 +282,10 @@ class ReplicaFetcher:
             self._walk_at = 0.0  # out of the fetches until then
 
     def _client_for_source(self) -> KafkaClient:
-        """The client to the source broker's current address (connected by the caller)."""
+        """The client to the source broker's current address (connected by the caller); the
+        address is looked up again only after a snapshot (addresses come from snapshots)."""
+        if self._client_current and self._client is not None:
+            return self._client
         address = self.manager.address_of(self.source)
         if address is None:
             raise ConnectionError(f"broker {self.source} is not live")
@@ -290,6 +295,7 @@ class ReplicaFetcher:
         if self._client is None:
             self._client = KafkaClient(*address, client_id=f"odradek-replica-{self.manager.broker_id}",
                                        security=self.manager.connector)
+        self._client_current = True
         return self._client
 
     # -- truncation (OffsetForLeaderEpoch) ------------------------------------------------------
@@ -471,8 +477,7 @@ class ReplicaFetcher:
                     self._delay([state])
 
     def _apply(self, lg: "Log", state: FetchState, p) -> None:
-        error = ErrorCode(p.error_code)
-        if error == ErrorCode.none:
+        if p.error_code == ErrorCode.none:   # no enum built for the usual answer
             if p.records:
                 lg.append_as_follower(p.records)
                 self._record(state, len(p.records))
@@ -484,7 +489,9 @@ class ReplicaFetcher:
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:
                 lg.increment_log_start_offset(start)
-        elif error == ErrorCode.offset_moved_to_tiered_storage:   # in the store only: tier_state next
+            return
+        error = ErrorCode(p.error_code)
+        if error == ErrorCode.offset_moved_to_tiered_storage:   # in the store only: tier_state next
             state.tiered = state.truncating = True
             state.leader_log_start = p.log_start_offset
             self._walk_at = 0.0

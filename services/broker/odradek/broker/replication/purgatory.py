@@ -13,7 +13,8 @@ DelayedDeleteRecords and DelayedFetch, without a timer wheel: asyncio futures do
   DeleteRecords handler owns the request timeout.
 - ``FetchWakeup`` (one per broker): long-polling fetches sleep on it; an append (new data for
   followers) or a high-watermark advance (new data for consumers) of a partition wakes the
-  fetches reading it; each then re-checks its own partitions.
+  fetches reading it; each then re-checks its own partitions. Their ``max_wait`` deadlines,
+  and the produce handler's timeouts, share one loop timer (``deadlines``).
 
 Event-loop thread only.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 
+from odradek.broker.replication import deadlines
 from odradek.errors import ErrorCode
 
 
@@ -117,16 +119,10 @@ class FetchWakeup:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._parked[future] = (interest, appends_only)
-        # a timer resolving the future itself, not wait_for: wait_for's waiter and done callback
-        # cost the woken fetch an extra event-loop iteration between the append and its answer
-        timer = loop.call_later(timeout, _resolve, future)
+        # the future resolved at the deadline, not wait_for (its waiter and done callback cost the
+        # woken fetch an extra event-loop iteration), nor a timer of its own (see deadlines)
+        deadlines.on(loop).expire(future, timeout, deadlines.resolve)
         try:
             await future
         finally:
-            timer.cancel()
             del self._parked[future]
-
-
-def _resolve(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
