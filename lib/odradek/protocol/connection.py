@@ -154,7 +154,7 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
         self._drained: asyncio.Future | None = None  # while the transport's write buffer is over its limit
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
-        self._watched_fd = -1  # a duplicate of the socket's descriptor, watched for writability (see _send_when_writable)
+        self._watched_fd = -1  # a duplicate of the socket's descriptor, watched (see _send_when_writable)
         self._muted = 0
         self._throttle_s = 0.0  # quota throttle: mute this long once the current response is written
         self._paused = False
@@ -500,7 +500,7 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
             self._watched_fd = os.dup(self._sock_fd)
         owned = os.dup(fd)
         try:
-            send = _RegionSend(self._sock_fd, owned, position, remaining)
+            send = _RegionSend(self._transport, self._watched_fd, owned, position, remaining)
             await self._watch_until_sent(send)
             if isinstance(send.error, ConnectionError):
                 self._gone_mid_response(send.error)
@@ -554,15 +554,21 @@ class _RegionSend:
     ``done`` resolves once at most 64 KiB are left (the transport sends those), or on an error
     (kept in ``error`` for the sending task: a callback's exception would only be logged)."""
 
-    __slots__ = ("sock_fd", "fd", "position", "remaining", "error", "done")
+    __slots__ = ("transport", "sock_fd", "fd", "position", "remaining", "error", "done")
 
-    def __init__(self, sock_fd: int, fd: int, position: int, remaining: int) -> None:
-        self.sock_fd, self.fd, self.position, self.remaining = sock_fd, fd, position, remaining
+    def __init__(self, transport: asyncio.Transport, sock_fd: int, fd: int, position: int, remaining: int) -> None:
+        # sock_fd: the watched duplicate, open for as long as the watch (the transport's own
+        # descriptor may be closed, its number reused, before connection_lost removes the watch)
+        self.transport, self.sock_fd, self.fd = transport, sock_fd, fd
+        self.position, self.remaining = position, remaining
         self.error: OSError | None = None
         self.done = asyncio.get_running_loop().create_future()
 
     def on_writable(self) -> None:
         if self.done.done():
+            return
+        if self.transport.is_closing():
+            self.done.set_result(None)
             return
         try:
             sent = os.sendfile(self.sock_fd, self.fd, self.position, self.remaining)
