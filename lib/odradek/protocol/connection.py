@@ -444,7 +444,8 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
         transport = self._transport
         pieces = list(pieces)
         gathered: list[bytes | bytearray | memoryview] = []
-        held: list[int] | None = None  # our duplicates of later regions' descriptors (see _hold_later_regions)
+        held: list[int] = []  # our duplicates of later regions' descriptors (see _hold_later_regions)
+        holding = False
         try:
             for i, piece in enumerate(pieces):
                 if not isinstance(piece, FileRegion):
@@ -457,13 +458,14 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
                     if gathered:
                         transport.writelines(gathered)
                         gathered = []
-                    if held is None:
-                        held = _hold_later_regions(pieces, i + 1)
+                    if not holding:
+                        holding = True
+                        _hold_later_regions(pieces, i + 1, held)
                     await self._send_file(piece)
             if gathered and not transport.is_closing():
                 transport.writelines(gathered)
         finally:
-            for fd in held or ():
+            for fd in held:
                 os.close(fd)
         if self._drained is not None:
             await self._drained
@@ -549,8 +551,8 @@ class _RegionSend:
     duplicate socket descriptor: one watch for the whole region and a ``sendfile`` per wake-up,
     not an ``add_writer``, a future, a task wake-up and a ``remove_writer`` per wait (tens of
     them per 8 MiB fetch with a 256 KiB send buffer: 41% of a consume's broker CPU was user
-    time, issue 33). A partial ``sendfile`` means the socket is full: the next call waits for
-    the next wake-up (the watch is level-triggered: a socket still writable wakes it at once).
+    time, issue 33). After a partial ``sendfile`` the next call waits for the next wake-up (the
+    watch is level-triggered: a socket still writable wakes it at the loop's next poll).
     ``done`` resolves once at most 64 KiB are left (the transport sends those), or on an error
     (kept in ``error`` for the sending task: a callback's exception would only be logged)."""
 
@@ -584,17 +586,15 @@ class _RegionSend:
             self.done.set_result(None)
 
 
-def _hold_later_regions(pieces: list[Piece], start: int) -> list[int]:
-    """Point the regions from ``start`` on at duplicates of their descriptors (returned, for the
-    caller to close): the response may wait for the socket before it sends them, and retention
-    may close their segments meanwhile."""
-    held = []
+def _hold_later_regions(pieces: list[Piece], start: int, held: list[int]) -> None:
+    """Point the regions from ``start`` on at duplicates of their descriptors (added to ``held``,
+    for the caller to close): the response may wait for the socket before it sends them, and
+    retention may close their segments meanwhile."""
     for i in range(start, len(pieces)):
         piece = pieces[i]
         if isinstance(piece, FileRegion):
             held.append(os.dup(piece.fd))
             pieces[i] = FileRegion(held[-1], piece.position, piece.size)
-    return held
 
 
 class ConnectionClosed(Exception):
