@@ -145,14 +145,18 @@ def client_cpu_s() -> float:
 
 def consume_from_start(system: OdradekSystem, topic: str, records: int) -> dict:
     """One scenario-3 read of ``topic`` from the start, with the broker's CPU per GB of values
-    (``broker_cpu_s`` in ticks, as side_by_side counts; ``broker_cpu_ns_s`` to the nanosecond), and
-    the client's (the JVM's, its start included)."""
+    (``broker_cpu_s`` in ticks, as side_by_side counts; ``broker_cpu_ns_s`` to the nanosecond; its
+    user/system split in ticks), and the client's (the JVM's, its start included)."""
+    from bench.ceiling import user_system_faults
     pids = system.broker_pids()
-    before, client_before = run_time_s(pids), client_cpu_s()
+    before, client_before, (user, kernel, _) = run_time_s(pids), client_cpu_s(), user_system_faults(pids)
     result = measured(system, assigned_client, "consume", "--bootstrap", system.bootstrap, "--topic", topic,
                       "--partitions", "1", "--records", str(records))
     result["broker_cpu_ns_s"] = round(run_time_s(pids) - before, 4)
     gb = records * 1024 / 1e9
+    user_after, kernel_after, _ = user_system_faults(pids)   # 10 ms ticks: the split, not the total
+    result["broker_user_s_per_gb"] = round((user_after - user) / gb, 3)
+    result["broker_system_s_per_gb"] = round((kernel_after - kernel) / gb, 3)
     result["broker_cpu_s_per_gb"] = round(result["broker_cpu_s"] / gb, 3)
     result["broker_cpu_ns_s_per_gb"] = round(result["broker_cpu_ns_s"] / gb, 3)
     result["client_cpu_s_per_gb"] = round((client_cpu_s() - client_before) / gb, 3)

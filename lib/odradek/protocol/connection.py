@@ -33,9 +33,10 @@ for the throttle time, Kafka's KIP-219).
 
 A response is a sequence of pieces: ``bytes``-like objects, written through the transport,
 and ``FileRegion``s, sent from the segment file with ``os.sendfile`` while the transport's
-buffer is empty, waiting for the socket to drain between calls (a duplicate of the socket's
-descriptor is watched: the transport owns the original's registration); over TLS, or behind
-bytes the transport still buffers, read and written through the transport: ordering always holds.
+buffer is empty; once the socket is full, the rest from the loop's callbacks as it drains (one
+watch of a duplicate of the socket's descriptor per region: the transport owns the original's
+registration); over TLS, or behind bytes the transport still buffers, read and written through
+the transport: ordering always holds.
 Regions up to 64 KiB are read and gathered with the bytes around them into one write.
 
 An ``observer`` (the broker's request metrics) is told, after each request, when its frame
@@ -153,7 +154,7 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
         self._drained: asyncio.Future | None = None  # while the transport's write buffer is over its limit
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
-        self._watched_fd = -1  # a duplicate of the socket's descriptor, watched for writability (see _wait_writable)
+        self._watched_fd = -1  # a duplicate of the socket's descriptor, watched (see _send_when_writable)
         self._muted = 0
         self._throttle_s = 0.0  # quota throttle: mute this long once the current response is written
         self._paused = False
@@ -441,21 +442,31 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
         """Consecutive bytes and small file regions go out in one writev: a write per piece
         cost a syscall and a wake-up of the peer each (a fetch response has five pieces)."""
         transport = self._transport
+        pieces = list(pieces)
         gathered: list[bytes | bytearray | memoryview] = []
-        for piece in pieces:
-            if not isinstance(piece, FileRegion):
-                gathered.append(piece)
-            elif piece.size <= _INLINE_REGION_BYTES:
-                gathered.append(os.pread(piece.fd, piece.size, piece.position))
-            else:
-                if transport.is_closing():
-                    return
-                if gathered:
-                    transport.writelines(gathered)
-                    gathered = []
-                await self._send_file(piece)
-        if gathered and not transport.is_closing():
-            transport.writelines(gathered)
+        held: list[int] = []  # our duplicates of later regions' descriptors (see _hold_later_regions)
+        holding = False
+        try:
+            for i, piece in enumerate(pieces):
+                if not isinstance(piece, FileRegion):
+                    gathered.append(piece)
+                elif piece.size <= _INLINE_REGION_BYTES:
+                    gathered.append(os.pread(piece.fd, piece.size, piece.position))
+                else:
+                    if transport.is_closing():
+                        return
+                    if gathered:
+                        transport.writelines(gathered)
+                        gathered = []
+                    if not holding:
+                        holding = True
+                        _hold_later_regions(pieces, i + 1, held)
+                    await self._send_file(piece)
+            if gathered and not transport.is_closing():
+                transport.writelines(gathered)
+        finally:
+            for fd in held:
+                os.close(fd)
         if self._drained is not None:
             await self._drained
 
@@ -464,58 +475,62 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
         reading the rest into memory once the socket was full (as before) cost a consumer's
         fetch a copy of most of its megabyte, an allocation and the page faults of it."""
         position, remaining = region.position, region.size
-        fd = region.fd
-        owned = -1  # our duplicate of the segment's descriptor while we wait (see _wait_writable)
-        try:
-            if self._sock_fd >= 0 and self._transport.get_write_buffer_size() == 0:
-                while remaining:
-                    try:
-                        sent = os.sendfile(self._sock_fd, fd, position, remaining)
-                    except (BlockingIOError, InterruptedError):
-                        if remaining <= _INLINE_REGION_BYTES:  # the transport sends the last bytes (and
-                            break                              # those after them) when the socket drains
-                        if owned < 0:
-                            fd = owned = os.dup(fd)
-                        if not await self._wait_writable():
-                            break
-                        continue
-                    except ConnectionError as e:  # reset or broken pipe: the client left mid-response
-                        log.debug("%s went away during a fetch response: %r", self.name, e)
-                        self.close(CloseReason.PEER_CLOSED)
-                        return
-                    if sent == 0:
-                        break
-                    position += sent
-                    remaining -= sent
-            if remaining and not self._transport.is_closing():  # TLS, or queued bytes first: in order
-                self._transport.write(os.pread(fd, remaining, position))
-        finally:
-            if owned >= 0:
-                os.close(owned)
+        if self._sock_fd >= 0 and self._transport.get_write_buffer_size() == 0:
+            try:
+                sent = os.sendfile(self._sock_fd, region.fd, position, remaining)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except ConnectionError as e:
+                self._gone_mid_response(e)
+                return
+            position, remaining = position + sent, remaining - sent
+            if remaining > _INLINE_REGION_BYTES:
+                await self._send_when_writable(region.fd, position, remaining)
+                return
+        if remaining and not self._transport.is_closing():  # TLS, or queued bytes first: in order
+            self._transport.write(os.pread(region.fd, remaining, position))
 
-    async def _wait_writable(self) -> bool:
-        """Until the socket takes bytes again; False if the connection is closing. The transport
-        owns the socket's registration with the loop, so a duplicate descriptor is watched: one
-        per connection, made at its first wait and closed with it (a dup and a close per wait
-        before). The segment's descriptor was duplicated by the caller: the log may close its
-        segment (retention) meanwhile, and its number must not be read once reused."""
+    async def _send_when_writable(self, fd: int, position: int, remaining: int) -> None:
+        """The rest of a region, sent by ``_RegionSend`` from the loop's writability callbacks,
+        its last bytes (at most 64 KiB) handed to the transport, which sends them (and the
+        response's bytes after them) when the socket drains. The segment's descriptor is
+        duplicated for the wait: the log may close its segment (retention) meanwhile, and its
+        number must not be read once reused."""
         if self._transport.is_closing():
-            return False
-        loop = asyncio.get_running_loop()
+            return
         if self._watched_fd < 0:
             self._watched_fd = os.dup(self._sock_fd)
-        watched = self._watched_fd
-        ready = loop.create_future()
-        loop.add_writer(watched, lambda: ready.done() or ready.set_result(None))
+        owned = os.dup(fd)
         try:
-            await ready
+            send = _RegionSend(self._transport, self._watched_fd, owned, position, remaining)
+            await self._watch_until_sent(send)
+            if isinstance(send.error, ConnectionError):
+                self._gone_mid_response(send.error)
+            elif send.error is not None:
+                raise send.error
+            elif send.remaining and not self._transport.is_closing():
+                self._transport.write(os.pread(owned, send.remaining, send.position))
+        finally:
+            os.close(owned)
+
+    async def _watch_until_sent(self, send: _RegionSend) -> None:
+        loop = asyncio.get_running_loop()
+        watched = self._watched_fd
+        loop.add_writer(watched, send.on_writable)
+        try:
+            await send.done
         finally:
             if watched == self._watched_fd:  # else closed (and its number maybe reused) by connection_lost
                 loop.remove_writer(watched)
-        return not self._transport.is_closing()
+
+    def _gone_mid_response(self, error: OSError) -> None:
+        """Reset or broken pipe while a response was sent: the client left, an ordinary event."""
+        log.debug("%s went away during a fetch response: %r", self.name, error)
+        self.close(CloseReason.PEER_CLOSED)
 
     def _close_watched(self) -> None:
-        """The transport closed the socket; the duplicate kept it open: close it too."""
+        """The transport closed the socket; the duplicate kept it open: close it too (a region
+        being sent stops: the connection's task is cancelled)."""
         watched, self._watched_fd = self._watched_fd, -1
         if watched >= 0:
             asyncio.get_running_loop().remove_writer(watched)
@@ -529,6 +544,57 @@ class KafkaConnection(WriteFlow, asyncio.BufferedProtocol):
             self._transport.abort()
         elif not self._transport.is_closing():
             self._transport.close()
+
+
+class _RegionSend:
+    """A region's rest, sent from the writability callbacks of the connection's watched
+    duplicate socket descriptor: one watch for the whole region and a ``sendfile`` per wake-up,
+    not an ``add_writer``, a future, a task wake-up and a ``remove_writer`` per wait (tens of
+    them per 8 MiB fetch with a 256 KiB send buffer: 41% of a consume's broker CPU was user
+    time, issue 33). After a partial ``sendfile`` the next call waits for the next wake-up (the
+    watch is level-triggered: a socket still writable wakes it at the loop's next poll).
+    ``done`` resolves once at most 64 KiB are left (the transport sends those), or on an error
+    (kept in ``error`` for the sending task: a callback's exception would only be logged)."""
+
+    __slots__ = ("transport", "sock_fd", "fd", "position", "remaining", "error", "done")
+
+    def __init__(self, transport: asyncio.Transport, sock_fd: int, fd: int, position: int, remaining: int) -> None:
+        # sock_fd: the watched duplicate, open for as long as the watch (the transport's own
+        # descriptor may be closed, its number reused, before connection_lost removes the watch)
+        self.transport, self.sock_fd, self.fd = transport, sock_fd, fd
+        self.position, self.remaining = position, remaining
+        self.error: OSError | None = None
+        self.done = asyncio.get_running_loop().create_future()
+
+    def on_writable(self) -> None:
+        if self.done.done():
+            return
+        if self.transport.is_closing():
+            self.done.set_result(None)
+            return
+        try:
+            sent = os.sendfile(self.sock_fd, self.fd, self.position, self.remaining)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:  # the sending task handles it (a reset peer is ordinary)
+            self.error = e
+            self.done.set_result(None)
+            return
+        self.position += sent
+        self.remaining -= sent
+        if sent == 0 or self.remaining <= _INLINE_REGION_BYTES:  # 0: the file ends before the region
+            self.done.set_result(None)
+
+
+def _hold_later_regions(pieces: list[Piece], start: int, held: list[int]) -> None:
+    """Point the regions from ``start`` on at duplicates of their descriptors (added to ``held``,
+    for the caller to close): the response may wait for the socket before it sends them, and
+    retention may close their segments meanwhile."""
+    for i in range(start, len(pieces)):
+        piece = pieces[i]
+        if isinstance(piece, FileRegion):
+            held.append(os.dup(piece.fd))
+            pieces[i] = FileRegion(held[-1], piece.position, piece.size)
 
 
 class ConnectionClosed(Exception):
