@@ -7,9 +7,11 @@ human-readable message, so business code raises and protocol code answers.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "error_name"]
+__all__ = ["ErrorCode", "KafkaError", "RecordError", "RecordValidationError", "error_name"]
 
 
 class KafkaError(Exception):
@@ -30,6 +32,25 @@ class KafkaError(Exception):
     @classmethod
     def from_json(cls, body: dict) -> "KafkaError":
         return cls(ErrorCode(int(body["error_code"])), body.get("message", ""))
+
+
+class RecordError(NamedTuple):
+    """One refused record of a batch: its index in the batch and why (Produce v8+ ``record_errors``)."""
+
+    batch_index: int
+    message: str | None
+
+
+class RecordValidationError(KafkaError):
+    """A batch refused for some of its records (Kafka's RecordValidationException): the partition's
+    code, Kafka's summary as its message (the Produce v8+ ``error_message``), and the records."""
+
+    def __init__(self, code: ErrorCode, record_errors: list[RecordError]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={e.batch_index}, message='{e.message}')"
+                          for e in record_errors[:3])
+        super().__init__(code, f"One or more records have been rejected due to {len(record_errors)} record "
+                               f"errors in total, and only showing the first three errors at most: [{shown}]")
+        self.record_errors = tuple(record_errors)
 
 
 def error_name(code: ErrorCode) -> str:

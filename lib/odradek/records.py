@@ -523,6 +523,18 @@ def record_keys(block: bytes, count: int) -> tuple[list[bytes | None], bool]:
     return keys, special
 
 
+def keyless_records(buf, header: BatchHeader) -> list[int]:
+    """The indexes in its batch of the records without a key (key length -1) of the batch
+    ``header`` describes in ``buf`` (decompressing it); INVALID_RECORD if its records do not parse,
+    as Kafka's record reader says."""
+    block = records_block(buf, header)          # a codec that cannot read it: CORRUPT_MESSAGE
+    try:
+        keys, special = record_keys(block, header.records_count)
+    except (IndexError, KafkaError):
+        raise KafkaError(ErrorCode.invalid_record, "Found invalid record structure") from None
+    return [i for i, key in enumerate(keys) if key is None] if special else []
+
+
 def _record_spans(block: bytes, count: int) -> list[tuple[int, bytes | None, bool, int, int]]:
     """(offset delta, key, is tombstone, start, end) of each record of a records block."""
     out = []

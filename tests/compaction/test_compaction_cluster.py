@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
 from odradek.dev.harness import start_cluster, stop_cluster
 from odradek.dev.waiting import wait_until
@@ -138,3 +138,39 @@ def test_every_client_reads_past_a_producers_retained_empty_batch(cluster):
     for consume in (confluent_consume, kafka_python_consume, aiokafka_consume):
         got, _ = consume(cluster.bootstrap, topic, 1, len(want))
         assert {g.key: g.value for g in got} == want and len(got) == len(want), consume.__name__
+
+
+def test_a_compacted_topic_refuses_a_batch_with_a_record_without_a_key(cluster):
+    """Kafka's LogValidator.validateKey: a batch holding a keyless record is refused whole,
+    INVALID_RECORD, and the partition's end offset does not move. librdkafka fails every record of
+    the batch with the code; kafka-python reads Produce v8+'s record errors as Java's producer does
+    (KIP-467): the keyless record (batch index 1) gets the broker's message, the others a generic one."""
+    from confluent_kafka import Consumer, KafkaError
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+
+    topic = "needs-keys"
+    cluster.create_topic(topic, partitions=1, replication_factor=3, config={"cleanup.policy": "compact"})
+    produce(cluster.bootstrap, topic, [(b"k1", b"v1")])
+    keys = (b"k2", None, b"k3")   # one batch: the linger gathers them
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 200, "retries": 0})
+    reports = []
+    for key in keys:
+        producer.produce(topic, key=key, value=b"v", partition=0, on_delivery=lambda err, m: reports.append(err))
+    assert producer.flush(30) == 0
+    assert [e.code() for e in reports] == [KafkaError.INVALID_RECORD] * 3
+    other = KafkaProducer(bootstrap_servers=cluster.bootstrap, retries=0, enable_idempotence=False, linger_ms=200)
+    try:
+        futures = [other.send(topic, key=key, value=b"v", partition=0) for key in keys]
+        other.flush(30)
+    finally:
+        other.close()
+    failures = [f.exception for f in futures]
+    assert isinstance(failures[1], InvalidRecordError) and str(failures[1]).endswith(
+        f"Compacted topic cannot accept message without key in topic partition {topic}-0"), failures
+    assert all("part of a batch which had one more more invalid records" in str(f) for f in failures[::2]), failures
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "needs-keys-reader"})
+    try:
+        assert reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
+    finally:
+        reader.close()

@@ -41,6 +41,8 @@ def test_kafka_errors_become_domain_errors():
     assert edge.answer(errors.KafkaFailure.of(moved)) == (503, 50003)
     too_large = kafka.Delivery(error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)).failure()
     assert edge.body(too_large)["error_code"] == 41301
+    keyless = kafka.Delivery(error=KafkaError(KafkaError.INVALID_RECORD, "Broker: Invalid record")).failure()
+    assert edge.answer(keyless) == (400, 40002) and "cleanup.policy includes compact" in keyless.message
 
 
 def test_broker_refusals_answer_as_confluents_proxy():

@@ -142,6 +142,20 @@ def test_a_topic_max_message_bytes_refusal_is_a_41301_line(gw_cluster, gw):
     assert v2["offsets"][0]["error_code"] == 1 and v2["offsets"][0]["offset"] is None, v2
 
 
+def test_a_record_without_a_key_on_a_compacted_topic_answers_400(gw_cluster, gw):
+    """The brokers refuse it INVALID_RECORD (docs/compaction.md): a client error naming the cause, not a 500."""
+    topic = f"gw-{uuid.uuid4().hex[:8]}"
+    cid = gw.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    create = {"topic_name": topic, "partitions_count": 1, "configs": [{"name": "cleanup.policy", "value": "compact"}]}
+    assert gw.post(f"/v3/clusters/{cid}/topics", json=create).status_code == 201
+    records = f"/v3/clusters/{cid}/topics/{topic}/records"
+    assert gw.post(records, json={"key": {"type": "STRING", "data": "k"}, "value": {"type": "STRING", "data": "v"}}
+                   ).json()["error_code"] == 200
+    message = error(gw.post(records, json={"value": {"type": "STRING", "data": "v"}}), 400, 40002)
+    assert "cleanup.policy includes compact" in message and "key" in message
+    assert gw.get(f"/topics/{topic}/partitions/0/offsets").json()["end_offset"] == 1
+
+
 def test_a_chunked_body_above_the_request_limit_answers_413(gw_cluster, tmp_path):
     topic = new_topic(gw_cluster, partitions=1)
     g = GatewayProcess(gw_cluster.bootstrap, tmp_path / "gw-limit.log", "--max-request-bytes", "10000")

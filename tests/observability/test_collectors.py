@@ -64,6 +64,7 @@ def broker_collector(partition_level=True) -> BrokerCollector:
     topic_stats.produced("t", 1000, 10)
     topic_stats.produced("u", 500, 5)
     topic_stats.fetched("t", 300)
+    topic_stats.no_key_compacted_records = 2
     requests = st.RequestStats()
     requests.on_request(0, 9, 10.0, 10.001, 10.011, 10.012)  # Produce v9: 1 ms queue, 10 ms handling, 1 ms send
     return BrokerCollector(replicas, groups, topic_stats, requests, zk_state=lambda: "CONNECTED",
@@ -98,6 +99,7 @@ def test_topic_series_per_topic_and_in_total():
     assert s[("kafka_server_brokertopicmetrics_bytesin_total", ())] == 1500
     assert s[("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "u"),))] == 5
     assert s[("kafka_server_brokertopicmetrics_bytesout_total", (("topic", "t"),))] == 300
+    assert s[("kafka_server_brokertopicmetrics_nokeycompactedtopicrecords_total", ())] == 2
 
 
 def test_request_time_is_split_into_queue_local_remote_and_response():

@@ -1,6 +1,6 @@
 """The Produce response's own value types write the bytes kio writes for the same response, for
-every version served (3-11): successes, errors with and without a message, a throttle time, and
-from v10 a partition's current leader and the response's node endpoints (KIP-951)."""
+every version served (3-11): successes, errors with and without a message or record errors, a
+throttle time, and from v10 a partition's current leader and the response's node endpoints (KIP-951)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from odradek.broker.handlers.produce_encoding import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, RecordError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, encode_response, make
 
@@ -18,7 +18,8 @@ TOPICS = (
                                     PartitionProduceResponse(1, ErrorCode.none, 5, 1_700_000_000_123, 0),
                                     PartitionProduceResponse(2, ErrorCode.not_enough_replicas_after_append))),
     TopicProduceResponse("ünïcode-" + "t" * 140, (
-        PartitionProduceResponse(3, ErrorCode.invalid_record, error_message="a bad batch: ∅"),
+        PartitionProduceResponse(3, ErrorCode.invalid_record, error_message="a bad batch: ∅",
+                                 record_errors=(RecordError(0, "no key: ∅"), RecordError(7, None))),
         PartitionProduceResponse(4, ErrorCode.not_leader_or_follower, current_leader=(2, 11)))),
 )
 ENDPOINTS = ((2, "broker-2.example", 9092, "rack-b"), (3, "h3", 19093, None))
@@ -32,11 +33,19 @@ def _kio(version: int, response: ProduceResponse) -> bytes:
                 make(s.PartitionProduceResponse, index=p.index, error_code=p.error_code, base_offset=p.base_offset,
                      log_append_time=None if p.log_append_time_ms < 0 else datetime.datetime.fromtimestamp(
                          p.log_append_time_ms / 1000, datetime.timezone.utc),
-                     log_start_offset=p.log_start_offset, record_errors=(), error_message=p.error_message,
+                     log_start_offset=p.log_start_offset, error_message=p.error_message,
+                     record_errors=_record_errors(s, version, p),
                      **_leader(s, version, p))
                 for p in t.partition_responses)) for t in response.responses),
         **({"node_endpoints": tuple(make(s.NodeEndpoint, node_id=n, host=h, port=port, rack=r)
                                     for n, h, port, r in response.node_endpoints)} if version >= 10 else {}))))
+
+
+def _record_errors(s, version: int, p: PartitionProduceResponse) -> tuple:
+    if version < 8:
+        return ()
+    return tuple(make(s.BatchIndexAndErrorMessage, batch_index=e.batch_index, batch_index_error_message=e.message)
+                 for e in p.record_errors)
 
 
 def _leader(s, version: int, p: PartitionProduceResponse) -> dict:

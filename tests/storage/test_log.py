@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from crc32c import crc32c
 
 from odradek.broker.storage import AppendInfo, TimestampOffset
 from odradek.broker.storage.checkpoint import read_checkpoint
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
 from odradek.records import Compression, Record, RecordBatch, TimestampType, build_batch, iter_records
 
 from storage_helpers import batch, decode, open_log, read_records
@@ -71,6 +72,51 @@ def test_append_validates_every_batch_before_writing_any(tmp_path, bad, code):
         log.append(batch(b"good") + bad(), leader_epoch=0)
     assert e.value.code == code
     assert (log.log_end_offset, log.size, os.path.getsize(log.active_segment.log.path)) == (2, size, size)
+
+
+def _keyed(*keys: bytes | None, compression: Compression = Compression.NONE) -> bytearray:
+    return build_batch([Record(b"v", key=k, timestamp=1_000) for k in keys], compression=compression)
+
+
+KEYLESS = "Compacted topic cannot accept message without key in topic partition t-0"
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4, Compression.ZSTD])
+def test_a_compacted_topic_refuses_records_without_a_key_and_writes_nothing(tmp_path, compression):
+    """Kafka's LogValidator.validateKey: INVALID_RECORD, a record error per keyless record of the
+    first batch that has one (its index in that batch), the whole append refused."""
+    log = open_log(tmp_path / "t-0", cleanup_policy="compact")
+    log.append(_keyed(b"a"), leader_epoch=0)
+    size = log.size
+    with pytest.raises(RecordValidationError) as e:
+        log.append(_keyed(b"b") + _keyed(b"c", None, b"d", None, compression=compression) + _keyed(None),
+                   leader_epoch=0)
+    assert e.value.code == ErrorCode.invalid_record
+    assert e.value.record_errors == (RecordError(1, KEYLESS), RecordError(3, KEYLESS))
+    assert e.value.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=1, message='{KEYLESS}'), "
+        f"RecordError(batchIndex=3, message='{KEYLESS}')]")
+    assert (log.log_end_offset, log.size) == (1, size)
+
+
+@pytest.mark.parametrize("policy, keys", [("compact", (b"a", b"", b"c")), ("compact,delete", (b"k",)),
+                                          ("delete", (None, None))])
+def test_keyed_records_and_other_topics_are_appended_as_before(tmp_path, policy, keys):
+    """An empty key is a key; a topic without ``compact`` takes records without one."""
+    log = open_log(tmp_path / "t-0", cleanup_policy=policy, compression_type="gzip")
+    info = log.append(_keyed(*keys, compression=Compression.SNAPPY), leader_epoch=0)
+    assert (info.first_offset, info.last_offset) == (0, len(keys) - 1)
+    assert [r.key for r in read_records(log)] == list(keys)
+
+
+def test_a_compacted_topic_refuses_records_that_do_not_parse_as_kafka_does(tmp_path):
+    raw = _keyed(b"a", b"b")
+    raw[61] = 0x7E                                  # the first record's length (63) now runs past the batch
+    raw[17:21] = crc32c(memoryview(raw)[21:]).to_bytes(4, "big")
+    with pytest.raises(KafkaError) as e:
+        open_log(tmp_path / "t-0", cleanup_policy="compact").append(raw, leader_epoch=0)
+    assert (e.value.code, e.value.message) == (ErrorCode.invalid_record, "Found invalid record structure")
 
 
 def test_append_larger_than_a_segment_is_refused(tmp_path):

@@ -39,7 +39,8 @@ def _topic(name: str, type_, default: str, doc: str, *synonyms: str | Synonym) -
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
     _topic("cleanup.policy", CLEANUP_POLICY, "delete",
-           "compact (or compact,delete) keeps the last record per key (docs/compaction.md)", "log.cleanup.policy"),
+           "compact (or compact,delete) keeps the last record per key and refuses records without one "
+           "(docs/compaction.md)", "log.cleanup.policy"),
     _topic("compression.type", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "producer",
            "only 'producer' (keep the producer's codec) changes nothing on the broker", "compression.type"),
     _topic("delete.retention.ms", integer(0, LONG_MAX), "86400000", "how long tombstones stay",

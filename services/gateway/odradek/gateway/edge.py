@@ -23,7 +23,7 @@ log = logging.getLogger("odradek.gateway")
 class ErrorCode(IntEnum):
     """Confluent's codes (HTTP status * 100 + a detail, or the bare status), one meaning each."""
     MALFORMED_JSON = 400
-    INVALID_TOPIC_REQUEST = 40002        # v3: the cluster refused a topic operation as invalid
+    KAFKA_BAD_REQUEST = 40002            # the cluster refused a topic operation or a record as invalid
     UNAUTHENTICATED = 40101
     FORBIDDEN = 40301
     NOT_FOUND = 404
@@ -54,7 +54,7 @@ class ErrorCode(IntEnum):
 # Looked up along the error's class hierarchy: a subclass not listed answers as its parent.
 ANSWERS: dict[type[errors.GatewayError], tuple[int, ErrorCode]] = {
     errors.MalformedJson: (400, ErrorCode.MALFORMED_JSON),
-    errors.InvalidTopicRequest: (400, ErrorCode.INVALID_TOPIC_REQUEST),
+    errors.KafkaBadRequest: (400, ErrorCode.KAFKA_BAD_REQUEST),
     errors.Unauthenticated: (401, ErrorCode.UNAUTHENTICATED),
     errors.Forbidden: (403, ErrorCode.FORBIDDEN),
     errors.NotFound: (404, ErrorCode.NOT_FOUND),

@@ -146,13 +146,26 @@ class SchemaLookupFailed(GatewayError):
         super().__init__(f"Schema registration or lookup failed: {message}")
 
 
-class InvalidTopicRequest(GatewayError):
+class KafkaBadRequest(GatewayError):
+    """A request the cluster refused as invalid (Confluent's KAFKA_BAD_REQUEST)."""
+
+
+class InvalidTopicRequest(KafkaBadRequest):
     """Topic administration the cluster refused as invalid (exists already, bad counts or configs)."""
 
 
 class RequestTooLarge(GatewayError):
     def __init__(self, length: int, limit: int):
         super().__init__(f"Request body of {length} bytes or more exceeds the gateway's limit of {limit} bytes")
+
+
+class InvalidRecord(KafkaBadRequest):
+    """A record the brokers refused as invalid (Kafka's INVALID_RECORD): through the gateway, whose
+    producer writes well-formed batches, a record without a key on a compacted topic."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"The brokers refused the record as invalid ({detail}); a topic whose cleanup.policy "
+                         "includes compact takes only records with a key.")
 
 
 class RecordTooLarge(GatewayError):

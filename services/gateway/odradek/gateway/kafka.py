@@ -21,7 +21,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from odradek.topics import is_internal
-from odradek.gateway.errors import (AUTHENTICATION_FAILED, AUTHORIZATION_FAILED, GatewayError, KafkaFailure,
+from odradek.gateway.errors import (AUTHENTICATION_FAILED, AUTHORIZATION_FAILED, GatewayError, InvalidRecord,
+                                    KafkaFailure,
                                     OffsetOutOfRange, PartitionNotFound, RecordTooLarge, RetriableKafkaFailure,
                                     TopicNotFound)
 
@@ -51,6 +52,8 @@ class Delivery:
         """Why this record was not delivered (only when ``error`` is set)."""
         if self.error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # Kafka's MESSAGE_TOO_LARGE
             return RecordTooLarge(self.error.str())
+        if self.error.code() == KafkaError.INVALID_RECORD:
+            return InvalidRecord(self.error.str())
         return KafkaFailure.of(self.error)
 
 

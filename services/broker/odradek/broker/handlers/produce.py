@@ -37,7 +37,7 @@ from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, RecordValidationError
 from odradek.protocol.connection import ConnectionClosed
 from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, read_header
 
@@ -102,7 +102,9 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
         except KafkaError as e:
             if ctx.replicas.topic(key[0]) is not None:  # no series for names a client made up
                 ctx.topic_stats.failed(key[0], FAILED_PRODUCE)
-            results[key] = _failure(key[1], e.code, e.message)
+            records = e.record_errors if isinstance(e, RecordValidationError) else ()
+            ctx.topic_stats.no_key_compacted_records += len(records)   # the only record errors so far
+            results[key] = _failure(key[1], e.code, e.message, records)
     if waits:
         parked = time.monotonic()
         await _await_replication(waits, results, req.timeout)
@@ -216,5 +218,5 @@ def _success(index: int, info) -> PartitionProduceResponse:
                                     info.log_start_offset)
 
 
-def _failure(index: int, code: ErrorCode, message: str | None) -> PartitionProduceResponse:
-    return PartitionProduceResponse(index, code, error_message=message)
+def _failure(index: int, code: ErrorCode, message: str | None, record_errors: tuple = ()) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index, code, error_message=message, record_errors=record_errors)

@@ -6,8 +6,9 @@ are kio's (``responses``, ``partition_responses``, ``error_code``, ...), and the
 exactly kio's for every version (a unit test compares them).
 
 Fields by version (Kafka's ProduceResponse.json): per partition index, error, base offset, log
-append time (-1 under CreateTime); v5 adds the log start offset; v8 the record errors (always
-empty here: a bad batch fails its whole partition) and the error message; then the throttle
+append time (-1 under CreateTime); v5 adds the log start offset; v8 the record errors (the
+records a batch was refused for, with their index in the batch: a record without a key on a
+compacted topic) and the error message; then the throttle
 time; v9 is flexible (compact strings and arrays, empty tagged fields); v10 adds a partition's
 ``current_leader`` (tag 0) and the response's ``node_endpoints`` (tag 0), written only when there
 is one (KIP-951); v11 has the same fields (it only allows TRANSACTION_ABORTABLE).
@@ -40,6 +41,7 @@ class PartitionProduceResponse(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     current_leader: tuple[int, int] | None = None    # (leader id, epoch), v10+
+    record_errors: tuple = ()                        # RecordError (batch index, message)s, v8+
 
 
 class TopicProduceResponse(NamedTuple):
@@ -65,8 +67,9 @@ class ProduceResponse:
                 out.append(_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
                 if version >= 5:
                     out.append(_I64.pack(p.log_start_offset))
-                if version >= 8:   # no record errors; the message (nullable)
-                    out += (array_length(0, flexible), nullable_string(p.error_message, flexible))
+                if version >= 8:   # the record errors (mostly none); the message (nullable)
+                    errors = _record_errors(p.record_errors, flexible) if p.record_errors else array_length(0, flexible)
+                    out += (errors, nullable_string(p.error_message, flexible))
                 if flexible:
                     leader = p.current_leader if version >= HINTS_FROM else None
                     out.append(NO_TAGS if leader is None else tagged_fields([(0, leader_and_epoch(leader))]))
@@ -78,3 +81,12 @@ class ProduceResponse:
             out.append(tagged_fields([(0, node_endpoints(endpoints))]) if endpoints else NO_TAGS)
         return b"".join(out)
 
+
+def _record_errors(errors: tuple, flexible: bool) -> bytes:
+    """The v8+ ``record_errors`` array: each record's batch index and message."""
+    out = [array_length(len(errors), flexible)]
+    for e in errors:
+        out += (_I32.pack(e.batch_index), nullable_string(e.message, flexible))
+        if flexible:
+            out.append(NO_TAGS)
+    return b"".join(out)

@@ -114,6 +114,8 @@ class BrokerCollector:
                                 ("failedproducerequests", st.FAILED_PRODUCE, "failed produces, per partition"),
                                 ("failedfetchrequests", st.FAILED_FETCH, "failed fetches")):
             yield per_topic(prefix + name, doc, "counter", rows, slot)
+        yield counter(prefix + "nokeycompactedtopicrecords", "records refused for having no key on a compacted "
+                      "topic (INVALID_RECORD)", self.topic_stats.no_key_compacted_records)
 
     # -- kafka.network:type=RequestMetrics ------------------------------------------------------
     def _requests(self) -> Iterator[Metric]:

@@ -48,6 +48,7 @@ class TopicStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, list[int]] = {}
+        self.no_key_compacted_records = 0   # broker-wide only, as Kafka's NoKeyCompactedTopicRecordsPerSec
 
     def slot(self, topic: str) -> list[int]:
         row = self.topics.get(topic)

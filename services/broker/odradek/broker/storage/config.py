@@ -41,6 +41,11 @@ class LogConfig:
     local_retention_ms: int = typed_default("local.retention.ms")
     local_retention_bytes: int = typed_default("local.retention.bytes")
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # cleanup.policy has ``compact``: read on every leader append (the keyless-record check), so made once
+    compacted: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str],
@@ -69,11 +74,6 @@ class LogConfig:
         ms = self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
         size = self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
         return ms, size
-
-    @property
-    def compacted(self) -> bool:
-        """Whether the cleaner compacts the log (cleanup.policy has ``compact``)."""
-        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def delete_enabled(self) -> bool:

@@ -208,7 +208,7 @@ class Log:
         self._check_open()
         now = _clock_ms() if now_ms is None else now_ms
         v = validate_append(records, self.config, next_offset=self.log_end_offset,
-                            leader_epoch=leader_epoch, now_ms=now)
+                            leader_epoch=leader_epoch, now_ms=now, topic_partition=self.name)
         duplicate = self.producer_state.check(v.batches)
         if duplicate is not None:
             return self._duplicate_info(duplicate, v)

@@ -8,7 +8,11 @@ code Apache Kafka answers a producer:
 - no batch at all, recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control batch
   from a client, a producer id without a base sequence: INVALID_RECORD;
 - a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
-  than ``segment.bytes``: RECORD_LIST_TOO_LARGE.
+  than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
+- on a compacted topic (``cleanup.policy`` has ``compact``), a record without a key:
+  INVALID_RECORD with a record error per keyless record of the first batch that has one (its
+  index in the batch), Kafka's LogValidator.validateKey. Only then are records read (compressed
+  batches decompressed): other topics' appends stay header-only.
 Then each batch's header is stamped on a copy of its 61 bytes: baseOffset and
 partitionLeaderEpoch (no CRC recompute), and under ``message.timestamp.type=LogAppendTime`` the
 timestamp type bit and maxTimestamp (CRC recomputed); what is written is that header followed by
@@ -23,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
 from odradek.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Compression, RecordBatch, checked_headers,
-                             iter_batches, read_header, recompress, stamped_header)
+                             iter_batches, keyless_records, read_header, recompress, stamped_header)
 
 from .config import LogConfig
 
@@ -60,6 +64,15 @@ def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
         raise KafkaError(ErrorCode.invalid_record,
                          f"Invalid sequence number {batch.base_sequence} in record batch "
                          f"with producerId {batch.producer_id}")
+
+
+def _check_keys(data: memoryview, batches: list[BatchHeader], topic_partition: str) -> None:
+    """A compacted topic takes no record without a key: Kafka raises for the first batch with one."""
+    for batch in batches:
+        keyless = keyless_records(data, batch)
+        if keyless:
+            message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+            raise RecordValidationError(ErrorCode.invalid_record, [RecordError(i, message) for i in keyless])
 
 
 def check_stored_batch(batch: RecordBatch) -> None:
@@ -138,9 +151,11 @@ def _replicated(data: memoryview, config: LogConfig, next_offset: int) -> Valida
 
 
 def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, *, next_offset: int,
-                    leader_epoch: int, now_ms: int, assign_offsets: bool = True) -> ValidatedAppend:
+                    leader_epoch: int, now_ms: int, assign_offsets: bool = True,
+                    topic_partition: str = "") -> ValidatedAppend:
     """Check every batch; the leader's (``assign_offsets``) get offsets and times on stamped
-    copies of their headers.
+    copies of their headers. ``topic_partition`` (``<topic>-<partition>``) is named in the
+    keyless-record error, as Kafka's message does.
 
     Followers append with ``assign_offsets=False``: offsets and epochs are the leader's and
     must start at or after ``next_offset`` and increase.
@@ -151,6 +166,8 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     batches = checked_headers(data)
     for batch in batches:
         _check_client_batch(batch, config)
+    if config.compacted:
+        _check_keys(data, batches, topic_partition)
     codec = _CODECS.get(config.compression_type)
     if codec is not None:
         batches, data = _recompressed(batches, data, codec)
