@@ -133,3 +133,23 @@ def test_an_expansion_that_completes_a_reassignment_keeps_counting_the_new_leade
             await isr.close()
             logs.close()
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_follower_caught_up_through_its_session_stays_in_the_isr_when_an_append_moves_the_log_end(tmp_path):
+    """Followers at the log end fetch in their sessions without naming the partition; an append
+    then puts them behind until their next fetches. An ISR check in between must count them as
+    caught up at their sessions' last fetch (as Kafka, which records each session partition at
+    every fetch), not at the last fetch that named the partition, seconds ago."""
+    from odradek.broker.replication.fetch_session import FetchSession
+    logs = LogManager(tmp_path)
+    leader = Partition(1, "t", 0, logs.get_or_create("t", 0))
+    now = now_ms()
+    leader.become_leader(PartitionState(0, (1, 2, 3), 1, 0, (1, 2, 3), 1, 0), now - 10 * LAG_MS)
+    for follower in (2, 3):   # named the partition long ago, at the log end; fetching since in the session
+        session = FetchSession(follower, True, {"t": {0: None}}, False, now - 10 * LAG_MS, now - 10)
+        leader.record_follower_fetch(follower, 0, now - 10 * LAG_MS, session=session)
+    assert leader.lagging(now, LAG_MS) == ()
+    leader.log_end_moving(now)
+    leader.log.append(batch(b"a"), leader_epoch=0)
+    assert leader.lagging(now, LAG_MS) == ()
+    assert leader.lagging(now + 2 * LAG_MS, LAG_MS) == (2, 3)   # and still out once they stop fetching

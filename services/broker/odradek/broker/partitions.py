@@ -320,6 +320,8 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.not_enough_replicas,
                              f"the ISR of {topic}-{partition} is {list(part.isr)}, below "
                              f"min.insync.replicas={part.min_isr}")
+        if part.followers:
+            part.log_end_moving(now_ms())
         try:
             info = write(lp)
         except OSError as e:

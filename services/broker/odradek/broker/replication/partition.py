@@ -157,6 +157,19 @@ class Partition:
         follower.last_fetch_leader_leo = leo
         follower.last_fetch_ms = now_ms
 
+    def log_end_moving(self, now_ms: int) -> None:
+        """Called before an append moves the log end: a follower at it that fetches this partition
+        in its session without naming it was caught up at that session's last fetch, a time
+        ``_caught_up_ms`` stops reading once the follower is behind. Kafka records every session
+        partition's position at each fetch; without this, an ISR check between the append and
+        the followers' next fetches dropped them all (under load: a client's acks=all produce got
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND and its retry duplicated the batch)."""
+        leo = self.log.log_end_offset
+        for follower in self.followers.values():
+            session = follower.session
+            if session is not None and follower.leo >= leo and session.holds(self.topic, self.index):
+                follower.last_caught_up_ms = max(follower.last_caught_up_ms, min(session.last_used_ms, now_ms))
+
     def advance_high_watermark(self) -> bool:
         """Move the HW to the smallest LEO of the maximal ISR; True if it moved."""
         if not self.leading:
