@@ -16,6 +16,7 @@ from kio.index import load_response_schema
 
 from odradek.broker.dispatch import Dispatcher
 from odradek.protocol.connection import FileRegion, KafkaConnection
+from tests.support.loop_thread import stop_server_loop
 
 
 def _request(header_cls, header, body_cls, body) -> bytes:
@@ -59,16 +60,7 @@ def server(request):
     t.start()
     yield port
 
-    async def shutdown():
-        srv.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    asyncio.run_coroutine_threadsafe(shutdown(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
-    loop.close()
+    stop_server_loop(loop, srv, t)
 
 
 def _connect(port):

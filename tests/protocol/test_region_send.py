@@ -16,6 +16,7 @@ import time
 import pytest
 
 from odradek.protocol.connection import FileRegion, KafkaConnection
+from tests.support.loop_thread import stop_server_loop
 
 SEND_BUFFER = 64 * 1024
 FIRST, SECOND = 1_500_000, 1_100_000   # the two regions of each response: both wait for the socket
@@ -110,16 +111,7 @@ def _serving(loop_kind: str, tmp_path, tls: ssl.SSLContext | None = None):
     try:
         yield srv
     finally:
-        async def shutdown():
-            listener.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+        stop_server_loop(loop, listener, thread)
         for fd in (srv.fd_a, *srv.reused):
             os.close(fd)
 
