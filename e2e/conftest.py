@@ -50,6 +50,14 @@ def kube(tmp_path_factory):
         node.stop()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries ``diagnose``: CI keeps only the log, and the cluster goes
+    with the session (a ready pod's warnings may be all that says why)."""
+    report = (yield).get_result()
+    kube = item.funcargs.get("kube") if hasattr(item, "funcargs") else None
+    if report.when == "call" and report.failed and isinstance(kube, Kube):
+        report.sections.append(("e2e cluster at the failure", diagnose(kube)))
 
 
 @pytest.fixture(scope="session")

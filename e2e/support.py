@@ -107,8 +107,9 @@ def pods_ready(kube: Kube, selector: str = "") -> list[dict]:
 
 
 def diagnose(kube: Kube) -> str:
-    """What a failed wait needs in the log: the cluster's status, every pod's state, the events,
-    and the last lines of each container that is not ready (the operator's always)."""
+    """What a failed wait or test needs in the log: the cluster's status, every pod's state, the
+    events, the last lines of each container that is not ready (the operator's always), and the
+    recent warnings of the ready brokers, controllers and ZooKeeper servers."""
     out = []
 
     def section(title: str, *args: str, **kw) -> None:
@@ -131,4 +132,20 @@ def diagnose(kube: Kube) -> str:
         for c in pod["status"].get("containerStatuses", []):
             if not c.get("ready") or "operator" in name:
                 section(f"logs {name}/{c['name']}", "logs", "-n", NAMESPACE, name, "-c", c["name"], "--tail=60")
+            elif pod["metadata"].get("labels", {}).get("app.kubernetes.io/component") in CORE:
+                out.append(f"--- warnings {name}/{c['name']}\n{_warnings(kube, name, c['name'])}")
     return "\n".join(out)
+
+
+CORE = ("broker", "controller", "zookeeper")   # whose warnings say what a ready pod went through
+WARNING_MARKS = (" WARNING ", " ERROR ", " - WARN ", " - ERROR ")   # Python's logging, ZooKeeper's log4j
+
+
+def _warnings(kube: Kube, pod: str, container: str, tail: int = 40) -> str:
+    """The last ``tail`` warnings and errors of a ready container's last 15 minutes (a session
+    lost and expired, an ISR shrunk) with their timestamps."""
+    try:
+        lines = kube.kubectl("logs", "-n", NAMESPACE, pod, "-c", container, "--since=15m").splitlines()
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    return "\n".join([line for line in lines if any(m in line for m in WARNING_MARKS)][-tail:])

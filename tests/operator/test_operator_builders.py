@@ -129,6 +129,7 @@ def test_headless_service_pdb_and_bootstrap():
     assert pdb["spec"]["selector"]["matchLabels"] == builders.selector("c", "broker")
     cm = by_kind(children, "ConfigMap", "c-config")
     assert cm["data"]["zookeeper.connect"] == "c-zookeeper.data.svc:2181"
+    assert by_kind(children, "Service", "c-zookeeper")["spec"]["publishNotReadyAddresses"] is True
     assert cm["data"]["bootstrap.servers"] == "c-bootstrap.data.svc:9092"
 
 

@@ -232,10 +232,15 @@ def build_zookeeper(cluster: str, namespace: str, spec: ClusterSpec,
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                  "selector": selector(cluster, "zookeeper"), "ports": ports},
     }
+    # Not-ready addresses too: a restarted server restores its clients' sessions and expires
+    # those not back within their timeout (the brokers' 18 s), counted from its start. Behind
+    # readiness, a client got through only after the probe passed and the Service's endpoints
+    # and kube-proxy caught up: on a loaded node the single-server ensemble's roll expired every
+    # broker's session (CI's e2e certificate renewal). A server not serving yet refuses.
     client = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": _meta(n["zookeeper"], namespace, cluster, "zookeeper"),
-        "spec": {"selector": selector(cluster, "zookeeper"), "ports": ports[:1]},
+        "spec": {"selector": selector(cluster, "zookeeper"), "ports": ports[:1], "publishNotReadyAddresses": True},
     }
     cfg = f"{zookeeper.CONFIG_DIR}/{zookeeper.CONFIG_FILE}"   # by path: the entrypoint's own zoo.cfg is not used
     container = {
