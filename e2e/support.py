@@ -139,6 +139,7 @@ def diagnose(kube: Kube) -> str:
 
 CORE = ("broker", "controller", "zookeeper")   # whose warnings say what a ready pod went through
 WARNING_MARKS = (" WARNING ", " ERROR ", " - WARN ", " - ERROR ")   # Python's logging, ZooKeeper's log4j
+PROBE_NOISE = "Unsuccessful handshake with session 0x0"   # ZooKeeper: its TCP readiness probe, every 5 s
 
 
 def _warnings(kube: Kube, pod: str, container: str, tail: int = 40) -> str:
@@ -148,4 +149,5 @@ def _warnings(kube: Kube, pod: str, container: str, tail: int = 40) -> str:
         lines = kube.kubectl("logs", "-n", NAMESPACE, pod, "-c", container, "--since=15m").splitlines()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         return str(e)
-    return "\n".join([line for line in lines if any(m in line for m in WARNING_MARKS)][-tail:])
+    return "\n".join([line for line in lines if any(m in line for m in WARNING_MARKS)
+                      and PROBE_NOISE not in line][-tail:])
