@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from odradek.config import (BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, parse_broker_settings, settings_of,
-                            validate_topic_configs)
+from odradek.config import (BROKER_CONFIGS, GROUP_CONFIGS, LONG_MAX, TOPIC_CONFIGS, parse_broker_settings, settings_of,
+                            topic_defaults, validate_topic_configs)
 from odradek.config.keys import connection_overrides
 from odradek.config.describe import ConfigSource, describe_broker, describe_topic
-from odradek.config.dynamic import BrokerLayers, validate_dynamic
+from odradek.config.dynamic import DYNAMIC_BROKER_KEYS, BrokerLayers, validate_dynamic
 from odradek.config.reference import main as reference_main
 from odradek.errors import KafkaError
 
@@ -128,6 +128,24 @@ def test_dynamic_layers_as_kafka_reports_them():
         validate_dynamic({"auto.create.topics.enable": "false"}, "1")
     with pytest.raises(KafkaError, match="Invalid value x for configuration log.retention.ms"):
         validate_dynamic({"log.retention.ms": "x"}, "")
+
+
+def test_timestamp_limits_are_served_with_kafkas_synonyms_and_derived_values():
+    """Kafka 3.9: a broker's log.message.timestamp.difference.max.ms stands for its before/after
+    limits left at Long.MAX, and a topic describes the derived value under the synonym's source."""
+    layers = BrokerLayers(1, {}, topic_defaults({"log.message.timestamp.difference.max.ms": "1000",
+                                                 "log.message.timestamp.after.max.ms": "50"}))
+    topic = {d.name: d for d in describe_topic({"message.timestamp.after.max.ms": "7"}, layers)}
+    assert (topic["message.timestamp.before.max.ms"].value, topic["message.timestamp.before.max.ms"].synonyms) == (
+        "1000", (("log.message.timestamp.before.max.ms", str(LONG_MAX), ConfigSource.DEFAULT_CONFIG),))
+    assert topic["message.timestamp.after.max.ms"].synonyms == (
+        ("message.timestamp.after.max.ms", "7", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.message.timestamp.after.max.ms", "50", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.message.timestamp.after.max.ms", str(LONG_MAX), ConfigSource.DEFAULT_CONFIG))
+    assert topic["message.timestamp.difference.max.ms"].source == ConfigSource.STATIC_BROKER_CONFIG
+    assert "log.message.timestamp.before.max.ms" in DYNAMIC_BROKER_KEYS
+    with pytest.raises(KafkaError, match="Invalid value -1 for configuration message.timestamp.before.max.ms"):
+        validate_topic_configs({"message.timestamp.before.max.ms": "-1"})
 
 
 def test_the_operator_validates_with_the_registry_without_the_broker_package():

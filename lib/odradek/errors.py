@@ -43,14 +43,22 @@ class RecordError(NamedTuple):
 
 class RecordValidationError(KafkaError):
     """A batch refused for some of its records (Kafka's RecordValidationException): the partition's
-    code, Kafka's summary as its message (the Produce v8+ ``error_message``), and the records."""
+    code, Kafka's summary as its message (the Produce v8+ ``error_message``), and the records:
+    INVALID_TIMESTAMP when any record's timestamp is out of range, else INVALID_RECORD.
+    ``keyless``: how many were refused for a missing key (the broker's metric of them)."""
 
-    def __init__(self, code: ErrorCode, record_errors: list[RecordError]) -> None:
-        shown = ", ".join(f"RecordError(batchIndex={e.batch_index}, message='{e.message}')"
-                          for e in record_errors[:3])
-        super().__init__(code, f"One or more records have been rejected due to {len(record_errors)} record "
-                               f"errors in total, and only showing the first three errors at most: [{shown}]")
+    def __init__(self, record_errors: list[RecordError], *, timestamps: bool = False, keyless: int = 0) -> None:
+        if timestamps:
+            code, summary = ErrorCode.invalid_timestamp, "One or more records have been rejected due to invalid timestamp"
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={e.batch_index}, message='{e.message}')"
+                              for e in record_errors[:3])
+            code, summary = ErrorCode.invalid_record, (
+                f"One or more records have been rejected due to {len(record_errors)} record "
+                f"errors in total, and only showing the first three errors at most: [{shown}]")
+        super().__init__(code, summary)
         self.record_errors = tuple(record_errors)
+        self.keyless = keyless
 
 
 def error_name(code: ErrorCode) -> str:

@@ -25,7 +25,8 @@ batches (segment scans, the log cleaner).
 by timestamp and internal topics. The log cleaner has its own fast path here: ``record_keys``
 reads each record's key without decoding the rest, ``filter_batch`` rebuilds a batch with some
 of its records (header fields kept, count and CRC new), ``empty_batch`` is what remains of a
-producer's last batch. The codecs of the records block are ``odradek.compression``'s.
+producer's last batch. A leader's record checks read the same way: ``keyless_records`` (compacted
+topics) and ``record_times`` (timestamp limits). The codecs of the records block are ``odradek.compression``'s.
 
 Not thread-safe: a view must not be rewritten while another thread reads it.
 """
@@ -523,16 +524,39 @@ def record_keys(block: bytes, count: int) -> tuple[list[bytes | None], bool]:
     return keys, special
 
 
-def keyless_records(buf, header: BatchHeader) -> list[int]:
-    """The indexes in its batch of the records without a key (key length -1) of the batch
-    ``header`` describes in ``buf`` (decompressing it); INVALID_RECORD if its records do not parse,
-    as Kafka's record reader says."""
-    block = records_block(buf, header)          # a codec that cannot read it: CORRUPT_MESSAGE
+def keyless_records(block: bytes, count: int) -> list[int]:
+    """The indexes in its batch of the records without a key (key length -1) of a records block
+    (``records_block``)."""
+    keys, special = _parsed(record_keys, block, count)
+    return [i for i, key in enumerate(keys) if key is None] if special else []
+
+
+def record_times(block: bytes, count: int) -> list[tuple[int, int]]:
+    """(timestamp delta, offset delta) of each record of a records block (``records_block``);
+    the rest of each record is skipped."""
+    return _parsed(_record_times, block, count)
+
+
+def _parsed(parse: Callable, block: bytes, count: int):
+    """``parse(block, count)``, INVALID_RECORD if the records do not parse, as Kafka's record
+    reader says."""
     try:
-        keys, special = record_keys(block, header.records_count)
+        return parse(block, count)
     except (IndexError, KafkaError):
         raise KafkaError(ErrorCode.invalid_record, "Found invalid record structure") from None
-    return [i for i, key in enumerate(keys) if key is None] if special else []
+
+
+def _record_times(block: bytes, count: int) -> list[tuple[int, int]]:
+    out = []
+    position = 0
+    varint = _varint
+    for _ in range(count):
+        length, start = varint(block, position)
+        timestamp_delta, p = varint(block, start + 1)   # after the attributes byte
+        offset_delta, _ = varint(block, p)
+        out.append((timestamp_delta, offset_delta))
+        position = start + length
+    return out
 
 
 def _record_spans(block: bytes, count: int) -> list[tuple[int, bytes | None, bool, int, int]]:

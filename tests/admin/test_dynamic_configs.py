@@ -106,6 +106,29 @@ def test_cluster_default_min_insync_replicas_applies_to_acks_all(cluster):
     wait_until(lambda: produce() == 0, 30, "acks=all accepted again")
 
 
+def test_cluster_default_timestamp_difference_applies_live(cluster):
+    """Kafka 3.9: log.message.timestamp.difference.max.ms stands for the before/after limits left
+    at their default; a topic describes the limit so derived."""
+    topic = "dyn-timestamps"
+    cluster.create_topic(topic, partitions=1)
+
+    def produce(timestamp: int) -> int:
+        errors = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False, "retries": 0})
+        p.produce(topic, b"v", partition=0, timestamp=timestamp, on_delivery=lambda err, _msg: errors.append(err))
+        p.flush(30)
+        return errors[0].code() if errors[0] is not None else 0
+    assert produce(1_000) == 0
+    assert alter_default(cluster, "log.message.timestamp.difference.max.ms", "3600000")[0] == 0
+    try:
+        wait_until(lambda: produce(1_000) == 32, 30, "an old record refused with INVALID_TIMESTAMP")
+        before = _describe(cluster.admin(), ConfigResource(ResourceType.TOPIC, topic))["message.timestamp.before.max.ms"]
+        assert (before.value, before.source) == ("3600000", ConfigSource.DEFAULT_CONFIG.value)
+    finally:
+        assert alter_default(cluster, "log.message.timestamp.difference.max.ms", None)[0] == 0
+    wait_until(lambda: produce(1_000) == 0, 30, "old records accepted again")
+
+
 def test_per_broker_config_and_kafkas_errors(cluster):
     admin = cluster.admin()
     broker = str(max(cluster.brokers))

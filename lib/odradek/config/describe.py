@@ -15,7 +15,7 @@ from typing import Mapping
 from odradek.config.broker import BROKER_CONFIGS, DYNAMIC_ONLY_KEYS, GROUP_CONFIGS
 from odradek.config.keys import INT_MAX, ConfigKey, integer
 from odradek.config.dynamic import DYNAMIC_BROKER_KEYS, BrokerLayers
-from odradek.config.topic import TOPIC_CONFIGS, TOPIC_SYNONYMS
+from odradek.config.topic import TIMESTAMP_LIMITS, TOPIC_CONFIGS, TOPIC_SYNONYMS, broker_timestamp_limits
 
 # broker.id is set with ``odradek broker --id``, not as a setting; DescribeConfigs shows it.
 BROKER_ID = ConfigKey("broker.id", integer(0, INT_MAX), "-1", "this broker's id (odradek broker --id)")
@@ -49,12 +49,15 @@ def describe_topic(overrides: Mapping[str, str], defaults: Mapping[str, str] | B
     broker, dynamic for the cluster, static), else the registry's; ``defaults`` are a broker's
     layers or its static topic defaults by topic key."""
     layers = defaults if isinstance(defaults, BrokerLayers) else BrokerLayers(-1, static_topic=dict(defaults))
+    derived = broker_timestamp_limits(layers.topic_defaults())
     out = []
     for name, key in sorted(TOPIC_CONFIGS.items()):
         chain = _broker_chain(layers, key, [s.name for s in key.synonyms], topic_unit=True)
         if name in overrides:
             chain = ((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG),) + chain
         value, source = (chain[0][1], chain[0][2]) if chain else (key.default, ConfigSource.DEFAULT_CONFIG)
+        if name in TIMESTAMP_LIMITS and name not in overrides:
+            value = derived.get(name, value)    # Kafka shows the limit its broker derived, under the same source
         out.append(Described(name, value, source, key, chain))
     return out
 

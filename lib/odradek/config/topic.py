@@ -65,6 +65,15 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
            "log.cleaner.max.compaction.lag.ms"),
     _topic("max.message.bytes", integer(0, INT_MAX), "1048588",
            "largest record batch accepted (MESSAGE_TOO_LARGE above)", "message.max.bytes"),
+    _topic("message.timestamp.after.max.ms", integer(0, LONG_MAX), str(LONG_MAX),
+           "with CreateTime: a record stamped more than this after the broker's clock is refused "
+           "(INVALID_TIMESTAMP; docs/broker.md)", "log.message.timestamp.after.max.ms"),
+    _topic("message.timestamp.before.max.ms", integer(0, LONG_MAX), str(LONG_MAX),
+           "with CreateTime: a record stamped more than this before the broker's clock is refused "
+           "(INVALID_TIMESTAMP; docs/broker.md)", "log.message.timestamp.before.max.ms"),
+    _topic("message.timestamp.difference.max.ms", integer(0, LONG_MAX), str(LONG_MAX),
+           "deprecated (Kafka 3.6): the before and after limits that are left at their default",
+           "log.message.timestamp.difference.max.ms"),
     _topic("message.timestamp.type", one_of("CreateTime", "LogAppendTime"), "CreateTime",
            "CreateTime keeps the producer's timestamp; LogAppendTime stamps the broker's clock",
            "log.message.timestamp.type"),
@@ -109,7 +118,6 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = registry(
 KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
     "message.downconversion.enable", "message.format.version",
-    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms",
     "remote.log.copy.disable", "remote.log.delete.on.disable"})
 
 # Kafka broker key -> (topic key, its synonym entry): the spellings a broker-wide default takes.
@@ -183,6 +191,30 @@ def effective(overrides: Mapping[str, str], defaults: Mapping[str, str] | None =
     merged.update(defaults or {})
     merged.update(overrides)
     return {k: TOPIC_CONFIGS[k].parse(v) if k in TOPIC_CONFIGS else v for k, v in merged.items()}
+
+
+TIMESTAMP_DIFFERENCE = "message.timestamp.difference.max.ms"
+TIMESTAMP_LIMITS = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
+
+
+def timestamp_limit(limit: int, difference: int) -> int:
+    """Kafka 3.9's before or after limit in force: the deprecated difference.max.ms stands in
+    for one left at its default, Long.MAX (LogConfig.getMessageTimestampBeforeMaxMs)."""
+    return limit if limit != LONG_MAX else difference
+
+
+def broker_timestamp_limits(defaults: Mapping[str, str]) -> dict[str, str]:
+    """Broker-wide topic defaults with Kafka's derived before/after limits: a broker's
+    ``log.message.timestamp.difference.max.ms`` fills a ``log.message.timestamp.before.max.ms`` /
+    ``after.max.ms`` left at Long.MAX, and topics inherit the result (KafkaConfig's
+    logMessageTimestampBeforeMaxMs, extractLogConfigMap)."""
+    difference = defaults.get(TIMESTAMP_DIFFERENCE)
+    if difference is None:
+        return dict(defaults)
+    out = dict(defaults)
+    for name in TIMESTAMP_LIMITS:
+        out[name] = str(timestamp_limit(int(defaults.get(name, LONG_MAX)), int(difference)))
+    return out
 
 
 def typed_default(name: str) -> Any:

@@ -103,7 +103,8 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
             if ctx.replicas.topic(key[0]) is not None:  # no series for names a client made up
                 ctx.topic_stats.failed(key[0], FAILED_PRODUCE)
             records = e.record_errors if isinstance(e, RecordValidationError) else ()
-            ctx.topic_stats.no_key_compacted_records += len(records)   # the only record errors so far
+            if records:
+                ctx.topic_stats.no_key_compacted_records += e.keyless
             results[key] = _failure(key[1], e.code, e.message, records)
     if waits:
         parked = time.monotonic()

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from odradek.config import effective, typed_default
+from odradek.config import LONG_MAX, effective, typed_default
+from odradek.config.topic import broker_timestamp_limits, timestamp_limit
 
 __all__ = ["LogConfig"]
 
@@ -29,6 +30,9 @@ class LogConfig:
     flush_ms: int = typed_default("flush.ms")
     max_message_bytes: int = typed_default("max.message.bytes")
     message_timestamp_type: str = typed_default("message.timestamp.type")
+    message_timestamp_difference_max_ms: int = typed_default("message.timestamp.difference.max.ms")
+    message_timestamp_before_max_ms: int = typed_default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = typed_default("message.timestamp.after.max.ms")
     compression_type: str = typed_default("compression.type")
     cleanup_policy: str = typed_default("cleanup.policy")
     delete_retention_ms: int = typed_default("delete.retention.ms")
@@ -43,14 +47,22 @@ class LogConfig:
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
     # cleanup.policy has ``compact``: read on every leader append (the keyless-record check), so made once
     compacted: bool = field(init=False, repr=False, compare=False)
+    # the CreateTime limits in force ((before, after) ms, Kafka's derivation from difference.max.ms),
+    # or None: no limit, so that an append pays one test for them
+    timestamp_limits: tuple[int, int] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
+        difference = self.message_timestamp_difference_max_ms
+        limits = (timestamp_limit(self.message_timestamp_before_max_ms, difference),
+                  timestamp_limit(self.message_timestamp_after_max_ms, difference))
+        checked = not self.log_append_time and min(limits) < LONG_MAX
+        object.__setattr__(self, "timestamp_limits", limits if checked else None)
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, str],
                        defaults: Mapping[str, str] | None = None) -> "LogConfig":
-        values = effective(overrides, defaults)
+        values = effective(overrides, broker_timestamp_limits(defaults or {}))
         known = {f for f in cls.__dataclass_fields__ if f != "overrides"}
         typed = {name.replace(".", "_"): value for name, value in values.items()}
         return cls(**{k: v for k, v in typed.items() if k in known}, overrides=dict(overrides))

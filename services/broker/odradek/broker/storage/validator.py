@@ -9,10 +9,16 @@ code Apache Kafka answers a producer:
   from a client, a producer id without a base sequence: INVALID_RECORD;
 - a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
   than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
+- more than one batch: INVALID_RECORD, "Compressed outer record has more than one batch" (Kafka
+  3.9's LogValidator refuses it for every v2 append, compressed or not, whatever the message says);
 - on a compacted topic (``cleanup.policy`` has ``compact``), a record without a key:
   INVALID_RECORD with a record error per keyless record of the first batch that has one (its
-  index in the batch), Kafka's LogValidator.validateKey. Only then are records read (compressed
-  batches decompressed): other topics' appends stay header-only.
+  index in the batch), Kafka's LogValidator.validateKey;
+- under CreateTime with ``message.timestamp.before.max.ms`` / ``after.max.ms`` (or the
+  deprecated ``difference.max.ms``) set, a record stamped too far from the broker's clock:
+  INVALID_TIMESTAMP with a record error per such record of the first batch that has one
+  (validateTimestamp). Only for these two checks are records read (compressed batches
+  decompressed): other topics' appends stay header-only.
 Then each batch's header is stamped on a copy of its 61 bytes: baseOffset and
 partitionLeaderEpoch (no CRC recompute), and under ``message.timestamp.type=LogAppendTime`` the
 timestamp type bit and maxTimestamp (CRC recomputed); what is written is that header followed by
@@ -28,8 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
-from odradek.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, Compression, RecordBatch, checked_headers,
-                             iter_batches, keyless_records, read_header, recompress, stamped_header)
+from odradek.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchHeader, Compression, RecordBatch,
+                             TimestampType, checked_headers, iter_batches, keyless_records, read_header, recompress,
+                             record_times, records_block, stamped_header)
 
 from .config import LogConfig
 
@@ -52,12 +59,24 @@ class ValidatedAppend:
     log_append_time_ms: int
 
 
-def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
+def _check_size_of(batch: BatchHeader, config: LogConfig) -> None:
     size = batch.batch_length + LOG_OVERHEAD
     if size > config.max_message_bytes:
         raise KafkaError(ErrorCode.message_too_large,
                          f"The record batch of {size} bytes exceeds max.message.bytes "
                          f"({config.max_message_bytes})")
+
+
+def _refuse_several(batches: list[BatchHeader], config: LogConfig) -> None:
+    """Kafka 3.9's LogValidator takes one v2 batch per append, compressed or not (whatever its
+    message says), once each batch's size is checked (UnifiedLog.analyzeAndValidateRecords)."""
+    for batch in batches:
+        _check_size_of(batch, config)
+    raise KafkaError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
+
+
+def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
+    _check_size_of(batch, config)
     if batch.is_control:
         raise KafkaError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
     if batch.producer_id >= 0 and batch.base_sequence < 0:
@@ -66,13 +85,48 @@ def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
                          f"with producerId {batch.producer_id}")
 
 
-def _check_keys(data: memoryview, batches: list[BatchHeader], topic_partition: str) -> None:
-    """A compacted topic takes no record without a key: Kafka raises for the first batch with one."""
+def _java_long(value: int) -> int:
+    """``value`` as Java's long arithmetic has it (wrapped to 64 bits), for Kafka's exact figures."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def _timestamp_errors(times: list[tuple[int, int]], batch: BatchHeader, limits: tuple[int, int],
+                      now: int) -> dict[int, RecordError]:
+    """Kafka's LogValidator.validateTimestamp under CreateTime: each record stamped more than
+    ``before`` ms before ``now`` or ``after`` ms after it (no timestamp, -1: unchecked)."""
+    before, after = limits
+    stamped = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+    errors = {}
+    for index, (timestamp_delta, offset_delta) in enumerate(times):
+        # a producer's batch flagged LogAppendTime: each record reads as the batch's max timestamp
+        timestamp = _java_long(batch.first_timestamp + timestamp_delta) if stamped is None else stamped
+        difference = _java_long(now - timestamp)
+        if timestamp != NO_TIMESTAMP and (difference > before or _java_long(-difference) > after):
+            errors[index] = RecordError(index, (
+                f"Timestamp {timestamp} of message with offset {batch.base_offset + offset_delta} is out of "
+                f"range. The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]"))
+    return errors
+
+
+def _check_records(data: memoryview, batches: list[BatchHeader], config: LogConfig, topic_partition: str,
+                   now: int) -> None:
+    """What Kafka checks of each record (LogValidator.validateRecord): a key on a compacted
+    topic, else the timestamp within the topic's limits. The first batch with a refused record
+    refuses the append, listing its refused records (INVALID_TIMESTAMP if one has a bad timestamp)."""
+    limits = config.timestamp_limits
     for batch in batches:
-        keyless = keyless_records(data, batch)
-        if keyless:
-            message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
-            raise RecordValidationError(ErrorCode.invalid_record, [RecordError(i, message) for i in keyless])
+        block = records_block(data, batch)          # a codec that cannot read it: CORRUPT_MESSAGE
+        keyless = keyless_records(block, batch.records_count) if config.compacted else []
+        message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+        errors = {i: RecordError(i, message) for i in keyless}
+        late = {}
+        if limits is not None:
+            late = _timestamp_errors(record_times(block, batch.records_count), batch, limits, now)
+            late = {i: e for i, e in late.items() if i not in errors}
+        if errors or late:
+            errors.update(late)
+            raise RecordValidationError([errors[i] for i in sorted(errors)], timestamps=bool(late),
+                                        keyless=len(keyless))
 
 
 def check_stored_batch(batch: RecordBatch) -> None:
@@ -164,10 +218,11 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     if not assign_offsets:
         return _replicated(data, config, next_offset)
     batches = checked_headers(data)
-    for batch in batches:
-        _check_client_batch(batch, config)
-    if config.compacted:
-        _check_keys(data, batches, topic_partition)
+    if len(batches) > 1:
+        _refuse_several(batches, config)
+    _check_client_batch(batches[0], config)
+    if config.compacted or config.timestamp_limits is not None:
+        _check_records(data, batches, config, topic_partition, now_ms)
     codec = _CODECS.get(config.compression_type)
     if codec is not None:
         batches, data = _recompressed(batches, data, codec)

@@ -1,0 +1,114 @@
+"""Checks of Kafka 3.9's LogValidator on a leader's append: record timestamps against
+message.timestamp.before/after.max.ms (and the deprecated difference.max.ms), and one batch
+per append."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.broker.storage.config import LogConfig
+from odradek.config import LONG_MAX
+from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
+from odradek.records import Compression, Record, TimestampType, build_batch
+
+from storage_helpers import batch, open_log
+
+NOW = 1_700_000_000_000
+HOUR = 3_600_000
+
+
+def _stamped(*timestamps: int, compression: Compression = Compression.NONE, key: bytes | None = b"k",
+             timestamp_type: TimestampType = TimestampType.CREATE_TIME) -> bytearray:
+    return build_batch([Record(b"v", key=key, timestamp=t) for t in timestamps], compression=compression,
+                       timestamp_type=timestamp_type)
+
+
+def _late(index: int, timestamp: int, low: int, high: int) -> RecordError:
+    return RecordError(index, f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                              f"The timestamp should be within [{low}, {high}]")
+
+
+@pytest.mark.parametrize("overrides, defaults, limits", [
+    ({}, {}, None),
+    ({"message.timestamp.before.max.ms": "5"}, {}, (5, LONG_MAX)),
+    ({"message.timestamp.difference.max.ms": "7"}, {}, (7, 7)),
+    ({"message.timestamp.difference.max.ms": "7", "message.timestamp.after.max.ms": "3"}, {}, (7, 3)),
+    # Kafka's broker-wide derivation first: the broker's difference fills its own before/after,
+    # which a topic inherits over its own difference.max.ms
+    ({"message.timestamp.difference.max.ms": "9"}, {"message.timestamp.difference.max.ms": "4"}, (4, 4)),
+    ({"message.timestamp.after.max.ms": "2"}, {"message.timestamp.before.max.ms": "8"}, (8, 2)),
+    ({"message.timestamp.before.max.ms": "5", "message.timestamp.type": "LogAppendTime"}, {}, None),
+])
+def test_limits_in_force_as_kafka_derives_them(overrides, defaults, limits):
+    assert LogConfig.from_overrides(overrides, defaults).timestamp_limits == limits
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
+def test_records_stamped_too_early_or_too_late_are_refused_and_nothing_is_written(tmp_path, compression):
+    log = open_log(tmp_path / "t-0", message_timestamp_before_max_ms=HOUR, message_timestamp_after_max_ms=1_000)
+    log.append(_stamped(NOW - HOUR, NOW + 1_000, compression=compression), leader_epoch=0, now_ms=NOW)
+    size = log.size
+    with pytest.raises(RecordValidationError) as e:
+        log.append(_stamped(NOW, NOW - HOUR - 1, NOW + 1_001, compression=compression), leader_epoch=0, now_ms=NOW)
+    low, high = NOW - HOUR, NOW + 1_000
+    assert (e.value.code, e.value.message) == (ErrorCode.invalid_timestamp,
+                                               "One or more records have been rejected due to invalid timestamp")
+    assert e.value.record_errors == (_late(1, NOW - HOUR - 1, low, high), _late(2, NOW + 1_001, low, high))
+    assert (log.log_end_offset, log.size) == (2, size)
+
+
+def test_difference_max_ms_bounds_both_sides_and_the_message_has_kafkas_java_figures(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_difference_max_ms=10)
+    with pytest.raises(RecordValidationError) as e:
+        log.append(_stamped(NOW + 11), leader_epoch=0, now_ms=NOW)
+    assert e.value.record_errors == (_late(0, NOW + 11, NOW - 10, NOW + 10),)
+    only_before = open_log(tmp_path / "u-0", message_timestamp_before_max_ms=10)
+    with pytest.raises(RecordValidationError) as e:
+        only_before.append(_stamped(NOW - 11), leader_epoch=0, now_ms=NOW)
+    # now + Long.MAX wraps in Kafka's message, as Java's long arithmetic does
+    assert e.value.record_errors == (_late(0, NOW - 11, NOW - 10, NOW + LONG_MAX - 2**64),)
+    only_before.append(_stamped(NOW + 10**12), leader_epoch=0, now_ms=NOW)
+
+
+def test_log_append_time_and_default_topics_take_any_timestamp(tmp_path):
+    stamped = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=1)
+    assert stamped.append(_stamped(0, NOW + HOUR), leader_epoch=0, now_ms=NOW).log_append_time_ms == NOW
+    plain = open_log(tmp_path / "u-0")
+    assert plain.append(_stamped(0, 2**62), leader_epoch=0, now_ms=NOW).last_offset == 1
+
+
+def test_a_producer_batch_flagged_log_append_time_is_checked_by_its_max_timestamp(tmp_path):
+    """Kafka reads each record of such a batch as the batch's max timestamp."""
+    log = open_log(tmp_path / "t-0", message_timestamp_before_max_ms=HOUR)
+    flagged = _stamped(NOW, NOW - 2 * HOUR, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    assert log.append(flagged, leader_epoch=0, now_ms=NOW + HOUR // 2).last_offset == 1
+    with pytest.raises(RecordValidationError) as e:
+        log.append(flagged, leader_epoch=0, now_ms=NOW + 2 * HOUR)
+    assert [r.batch_index for r in e.value.record_errors] == [0, 1]
+
+
+def test_on_a_compacted_topic_keyless_and_late_records_are_refused_together_as_invalid_timestamp(tmp_path):
+    """Kafka: a record's key error first, else its timestamp; any timestamp error makes it INVALID_TIMESTAMP."""
+    log = open_log(tmp_path / "t-0", cleanup_policy="compact", message_timestamp_before_max_ms=HOUR)
+    sent = build_batch([Record(b"v", key=None, timestamp=0), Record(b"v", key=b"k", timestamp=0),
+                        Record(b"v", key=b"k", timestamp=NOW)])
+    with pytest.raises(RecordValidationError) as e:
+        log.append(sent, leader_epoch=0, now_ms=NOW)
+    assert e.value.code == ErrorCode.invalid_timestamp and e.value.keyless == 1
+    keyless = "Compacted topic cannot accept message without key in topic partition t-0"
+    assert e.value.record_errors == (RecordError(0, keyless), _late(1, 0, NOW - HOUR, NOW + LONG_MAX - 2**64))
+
+
+@pytest.mark.parametrize("topic_codec, codecs", [
+    ("producer", (Compression.NONE, Compression.NONE)),
+    ("producer", (Compression.GZIP, Compression.NONE)),
+    ("uncompressed", (Compression.ZSTD, Compression.ZSTD)),
+    ("gzip", (Compression.NONE, Compression.LZ4)),
+])
+def test_more_than_one_batch_is_refused_compressed_or_not_as_kafka_3_9_does(tmp_path, topic_codec, codecs):
+    log = open_log(tmp_path / "t-0", compression_type=topic_codec)
+    with pytest.raises(KafkaError) as e:
+        log.append(b"".join(batch(b"a", compression=c) for c in codecs), leader_epoch=0)
+    assert (e.value.code, e.value.message) == (ErrorCode.invalid_record,
+                                               "Compressed outer record has more than one batch")
+    assert log.log_end_offset == 0
