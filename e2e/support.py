@@ -132,6 +132,9 @@ def diagnose(kube: Kube) -> str:
         for c in pod["status"].get("containerStatuses", []):
             if not c.get("ready") or "operator" in name:
                 section(f"logs {name}/{c['name']}", "logs", "-n", NAMESPACE, name, "-c", c["name"], "--tail=60")
+                if c.get("restartCount"):   # what the container said before it was restarted
+                    section(f"previous logs {name}/{c['name']}", "logs", "-n", NAMESPACE, name, "-c", c["name"],
+                            "--previous", "--tail=60")
             elif pod["metadata"].get("labels", {}).get("app.kubernetes.io/component") in CORE:
                 out.append(f"--- warnings {name}/{c['name']}\n{_warnings(kube, name, c['name'])}")
     return "\n".join(out)

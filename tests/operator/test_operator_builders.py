@@ -245,6 +245,7 @@ def test_gateway_only_when_replicas_positive():
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in gw["env"]
     assert gw["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8000, "scheme": "HTTPS"}
     assert gw["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8000, "scheme": "HTTPS"}
+    assert gw["livenessProbe"]["timeoutSeconds"] == gw["readinessProbe"]["timeoutSeconds"] == 5
     mount = gw["volumeMounts"][0]
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
     assert {"name": "ODRADEK_GATEWAY_REQUIRE_AUTH", "value": "true"} in gw["env"]

@@ -56,6 +56,10 @@ PAUSE_ANNOTATION = "odradek.dev/pause-reconciliation"
 CLUSTER_LABEL = "odradek.dev/cluster"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 PROBE_PERIOD_S, PROBE_TIMEOUT_S, PROBE_FAILURES = 10, 8, 3   # Strimzi's period, threshold; an exec probe starts Python
+# An HTTP probe's answer may take this long (Strimzi's timeoutSeconds; Kubernetes' default is 1 s):
+# a gateway encoding a large read on a loaded node missed three 1 s liveness probes in a row
+# and was restarted in the middle of a client's reads (the e2e roll test).
+HTTP_PROBE_TIMEOUT_S = 5
 
 
 # -- names and labels ---------------------------------------------------------------------
@@ -461,11 +465,12 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
         # mutual TLS on the replication listener: each mapped user's certificate (gateway_security),
         # the gateway's own (the --kafka-ssl-* files of SecurityPlan.gateway) is no super user
         args += ["--kafka-security-protocol", "SSL"]
-    readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5}
+    readiness = {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT}, "periodSeconds": 5,
+                 "timeoutSeconds": HTTP_PROBE_TIMEOUT_S}
     container = _container("gateway", spec, args, [{"name": "http", "containerPort": GATEWAY_PORT}],
                            gw.resources, _config_env(cluster), readiness)
-    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT},
-                                  "periodSeconds": 10, "failureThreshold": 3}
+    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT}, "periodSeconds": 10,
+                                  "timeoutSeconds": HTTP_PROBE_TIMEOUT_S, "failureThreshold": 3}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)

@@ -362,8 +362,10 @@ def jvm_deployment(name: str, namespace: str, spec: ConnectSpec | MirrorMaker2Sp
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                 {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{spec.jvm_heap} -Xmx{spec.jvm_heap}"},
                 {"name": "LOG_DIR", "value": "/tmp/logs"}, *env],
-        "readinessProbe": {**(readiness or probe), "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 6},
+        "readinessProbe": {**(readiness or probe), "periodSeconds": 10, "timeoutSeconds": builders.HTTP_PROBE_TIMEOUT_S,
+                           "failureThreshold": 3},
+        "livenessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10,
+                          "timeoutSeconds": builders.HTTP_PROBE_TIMEOUT_S, "failureThreshold": 6},
         "volumeMounts": mounts}
     if spec.resources:
         container["resources"] = copy.deepcopy(dict(spec.resources))
