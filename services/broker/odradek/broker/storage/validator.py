@@ -108,25 +108,23 @@ def _timestamp_errors(times: list[tuple[int, int]], batch: BatchHeader, limits: 
     return errors
 
 
-def _check_records(data: memoryview, batches: list[BatchHeader], config: LogConfig, topic_partition: str,
+def _check_records(data: memoryview, batch: BatchHeader, config: LogConfig, topic_partition: str,
                    now: int) -> None:
     """What Kafka checks of each record (LogValidator.validateRecord): a key on a compacted
-    topic, else the timestamp within the topic's limits. The first batch with a refused record
-    refuses the append, listing its refused records (INVALID_TIMESTAMP if one has a bad timestamp)."""
-    limits = config.timestamp_limits
-    for batch in batches:
-        block = records_block(data, batch)          # a codec that cannot read it: CORRUPT_MESSAGE
-        keyless = keyless_records(block, batch.records_count) if config.compacted else []
-        message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
-        errors = {i: RecordError(i, message) for i in keyless}
-        late = {}
-        if limits is not None:
-            late = _timestamp_errors(record_times(block, batch.records_count), batch, limits, now)
-            late = {i: e for i, e in late.items() if i not in errors}
-        if errors or late:
-            errors.update(late)
-            raise RecordValidationError([errors[i] for i in sorted(errors)], timestamps=bool(late),
-                                        keyless=len(keyless))
+    topic, else the timestamp within the topic's limits. Any refused record refuses the append,
+    listing the refused records (INVALID_TIMESTAMP if one has a bad timestamp)."""
+    block = records_block(data, batch)          # a codec that cannot read it: CORRUPT_MESSAGE
+    keyless = keyless_records(block, batch.records_count) if config.compacted else []
+    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+    errors = {i: RecordError(i, message) for i in keyless}
+    late = {}
+    if config.timestamp_limits is not None:
+        times = record_times(block, batch.records_count)
+        late = {i: e for i, e in _timestamp_errors(times, batch, config.timestamp_limits, now).items()
+                if i not in errors}
+    if errors or late:
+        errors.update(late)
+        raise RecordValidationError([errors[i] for i in sorted(errors)], timestamps=bool(late), keyless=len(keyless))
 
 
 def check_stored_batch(batch: RecordBatch) -> None:
@@ -222,7 +220,7 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
         _refuse_several(batches, config)
     _check_client_batch(batches[0], config)
     if config.compacted or config.timestamp_limits is not None:
-        _check_records(data, batches, config, topic_partition, now_ms)
+        _check_records(data, batches[0], config, topic_partition, now_ms)
     codec = _CODECS.get(config.compression_type)
     if codec is not None:
         batches, data = _recompressed(batches, data, codec)
