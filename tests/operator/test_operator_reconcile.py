@@ -154,6 +154,10 @@ class PodsKube(FakeKube):
         return super().delete(api_version, kind, namespace, name)
 
 
+def paused(kube: FakeKube) -> list[str]:
+    return sorted(name for (kind, name), o in kube.objects.items() if kind == "Deployment" and o["spec"].get("paused"))
+
+
 def test_a_certificate_renewal_rolls_zookeeper_then_the_controller_then_the_brokers():
     """The renewal changes ZooKeeper's, the controller's and every broker's pod template in one
     reconcile. CI's e2e run restarted a broker as soon as the controller answered again, within
@@ -161,19 +165,40 @@ def test_a_certificate_renewal_rolls_zookeeper_then_the_controller_then_the_brok
     broker restarts now until ZooKeeper's pod runs the new template and has been Ready for that
     timeout, and no controller pod of the old template is left; then the brokers' own checks
     (here: no controller to ask) decide."""
-    kube, e2e = PodsKube(), {"zookeeper": {"managed": {"replicas": 1}}, "controller": {"replicas": 1}}
+    kube, e2e = PodsKube(), {"zookeeper": {"managed": {"replicas": 1}}, "controller": {"replicas": 1},
+                             "gateway": {"replicas": 1}}
     reconcile_once(kube, {**e2e, "clusterCa": {"validityDays": 365, "renewalDays": 30}})
     for kind, name in (("StatefulSet", "c-zookeeper"), ("Deployment", "c-controller"), ("StatefulSet", "c-brokers")):
         kube.run(kind, name)
+    assert not paused(kube), "a new cluster starts everything at once"
     renewal = {**e2e, "clusterCa": {"validityDays": 800, "renewalDays": 799}}   # every certificate due
     assert reconcile_once(kube, renewal).waiting == \
         "waiting for ZooKeeper to roll first: c-zookeeper-0 on its previous template"
+    assert paused(kube) == ["c-controller", "c-gateway"], "their new templates wait for ZooKeeper's roll"
     kube.run("StatefulSet", "c-zookeeper", ready_for=5)
     assert re.match(r"waiting for ZooKeeper to settle: c-zookeeper-0 Ready for \d+ of 22 s",
                     reconcile_once(kube, renewal).waiting)
+    assert paused(kube) == ["c-controller", "c-gateway"]
     kube.run("StatefulSet", "c-zookeeper", ready_for=23)
     assert reconcile_once(kube, renewal).waiting == \
         "waiting for the controller to roll first: c-controller-0 on its previous template"
+    assert not paused(kube), "resumed once ZooKeeper has settled"
     kube.run("Deployment", "c-controller")
     assert "cannot ask the controller" in reconcile_once(kube, renewal).waiting
     assert kube.deleted == []
+
+
+def test_a_zookeeper_only_roll_holds_the_controller_and_is_looked_at_again_until_it_settles():
+    """Nothing else rolls, so only the hold keeps the cluster reconciled (``waiting``) until the
+    controller's Deployment is resumed."""
+    kube, e2e = PodsKube(), {"zookeeper": {"managed": {"replicas": 1}}, "controller": {"replicas": 1}}
+    reconcile_once(kube, e2e)
+    for kind, name in (("StatefulSet", "c-zookeeper"), ("Deployment", "c-controller"), ("StatefulSet", "c-brokers")):
+        kube.run(kind, name)
+    assert reconcile_once(kube, e2e).waiting is None and not paused(kube)
+    kube.pods["c-zookeeper-0"]["metadata"]["annotations"][builders.CONFIG_HASH_ANNOTATION] = "a previous zoo.cfg"
+    assert reconcile_once(kube, e2e).waiting == ("waiting for ZooKeeper to roll first: c-zookeeper-0 on its "
+                                                 "previous template (holding c-controller)")
+    assert paused(kube) == ["c-controller"]
+    kube.run("StatefulSet", "c-zookeeper", ready_for=23)
+    assert reconcile_once(kube, e2e).waiting is None and not paused(kube)

@@ -102,6 +102,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     _apply(kube, adopt, first.secrets)
     live_services = _apply(kube, adopt, first.services)
     plan = cluster_plan.plan_children(name, namespace, spec, observed, first.certificates.versions, live_services)
+    held = hold_behind_zookeeper(kube, name, namespace, spec, plan.children)
     _apply(kube, adopt, plan.children)
     for stale in plan.stale_policies:
         kube.delete(network_policies.API_VERSION, "NetworkPolicy", namespace, stale)
@@ -114,7 +115,7 @@ def apply_cluster(kube: Kube, body: Mapping[str, Any], adopt: Callable[[list[dic
     resized = grow_claims(kube, name, namespace, spec, observed.scale.replicas)
     if resized:
         logger.info("resized %s", ", ".join(resized))
-    waiting = _roll(kube, body, spec, observed, plan, settings, client)
+    waiting = _roll(kube, body, spec, observed, plan, settings, client) or held
     live_sts = observed.statefulsets.get(builders.names(name)["brokers"])
     auto = autorebalance.sync(kube, body, spec, (live_sts or {}).get("spec", {}).get("replicas"),
                               observed.scale.allowed, adopt)
@@ -347,20 +348,59 @@ def dependencies_rolling(kube: Kube, name: str, namespace: str, spec: ClusterSpe
     """What the managed ZooKeeper's or the controller's own roll still does (the first found,
     ``rolling.dependency_rolling``), from their workloads among ``children``; None when done."""
     n = builders.names(name)
-    settle = rolling.zookeeper_settle_s(spec.brokers.config, zookeeper.TICK_MS)
-    dependencies = {("StatefulSet", n["zookeeper"]): ("ZooKeeper", "zookeeper", True, settle),
-                    ("Deployment", n["controller"]): ("the controller", "controller", False, 0.0)}
+    dependencies = {("StatefulSet", n["zookeeper"]): "zookeeper", ("Deployment", n["controller"]): "controller"}
     for child in children:
-        known = dependencies.get((child["kind"], child["metadata"]["name"]))
-        if known is None:
-            continue
-        label, component, need_ready, settle_s = known
-        pods = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, component)))
-        why = rolling.dependency_rolling(label, child["spec"]["template"], child["spec"]["replicas"], pods,
-                                         need_ready, settle_s)
+        component = dependencies.get((child["kind"], child["metadata"]["name"]))
+        why = component and _dependency_rolling(kube, name, namespace, spec, child, component)
         if why:
             return why
     return None
+
+
+def _dependency_rolling(kube: Kube, name: str, namespace: str, spec: ClusterSpec, child: Mapping[str, Any],
+                        component: str, pods: Sequence[Mapping[str, Any]] | None = None) -> str | None:
+    """``rolling.dependency_rolling`` of the ZooKeeper StatefulSet or the controller Deployment
+    ``child`` (as applied), from its ``pods`` (listed when None); ZooKeeper must also have been
+    Ready for the settle."""
+    zk = component == "zookeeper"
+    settle = rolling.zookeeper_settle_s(spec.brokers.config, zookeeper.TICK_MS) if zk else 0.0
+    if pods is None:
+        pods = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, component)))
+    return rolling.dependency_rolling("ZooKeeper" if zk else "the controller", child["spec"]["template"],
+                                      child["spec"]["replicas"], pods, zk, settle)
+
+
+HELD_BEHIND_ZOOKEEPER = ("controller", "gateway")
+
+
+def hold_behind_zookeeper(kube: Kube, name: str, namespace: str, spec: ClusterSpec,
+                          children: Sequence[dict]) -> str | None:
+    """Pause the controller and gateway Deployments among ``children`` (``spec.paused``: a new
+    template waits) while the managed ZooKeeper rolls, until it has settled, as Strimzi rolls
+    ZooKeeper before the rest. A controller started while its only ZooKeeper server restarts
+    cannot connect and exits, and every process starting beside ZooKeeper's JVM on a loaded
+    node delays the brokers' return to the sessions it restored (CI's e2e renewal started all
+    three at once, and two brokers left their ISRs). A hold starts when a ZooKeeper pod runs a
+    previous template and lasts while one is paused, so a new cluster starts everything at once.
+    Applied without ``paused`` they resume. Returns why they are held, or None."""
+    n = builders.names(name)
+    zk = next((c for c in children if (c["kind"], c["metadata"]["name"]) == ("StatefulSet", n["zookeeper"])), None)
+    if zk is None:
+        return None
+    wanted = {n[component] for component in HELD_BEHIND_ZOOKEEPER}
+    deployments = [c for c in children if c["kind"] == "Deployment" and c["metadata"]["name"] in wanted]
+    live = {d["metadata"]["name"]: kube.get("apps/v1", "Deployment", namespace, d["metadata"]["name"])
+            for d in deployments}
+    pods = kube.list("v1", "Pod", namespace, _selector(builders.selector(name, "zookeeper")))
+    holding = any(((obj or {}).get("spec") or {}).get("paused") for obj in live.values())
+    why = (holding or rolling.outdated(zk["spec"]["template"], pods)) and \
+        _dependency_rolling(kube, name, namespace, spec, zk, "zookeeper", pods)
+    held = [d for d in deployments if live[d["metadata"]["name"]] is not None]
+    if not why or not held:
+        return None
+    for deployment in held:
+        deployment["spec"]["paused"] = True
+    return f"{why} (holding {', '.join(d['metadata']['name'] for d in held)})"
 
 
 def cluster_health(kube: Kube, body: Mapping[str, Any], spec: ClusterSpec, settings: OperatorSettings) -> ClusterHealth:

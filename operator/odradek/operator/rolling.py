@@ -133,13 +133,8 @@ def dependency_rolling(component: str, template: Mapping[str, Any], replicas: in
     ones included; with ``need_ready`` (ZooKeeper, which nothing else asks) also while fewer
     than ``replicas`` pods are Ready, or one turned Ready less than ``settle_s`` before ``now``.
     Compared on the pods, not on the workload's status, which trails the apply."""
-    want = (template.get("metadata") or {}).get("annotations") or {}
-
-    def current(pod: Mapping[str, Any]) -> bool:
-        have = pod["metadata"].get("annotations") or {}
-        return all(have.get(k) == v for k, v in want.items())
-    pods = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]   # run no more
-    old = sorted(p["metadata"]["name"] for p in pods if not current(p))
+    pods = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    old = outdated(template, pods)
     if old:
         return f"waiting for {component} to roll first: {', '.join(old)} on its previous template"
     if not need_ready:
@@ -154,6 +149,18 @@ def dependency_rolling(component: str, template: Mapping[str, Any], replicas: in
         return (f"waiting for {component} to settle: {', '.join(recent)} Ready for {min(ages[n] for n in recent):.0f} "
                 f"of {settle_s:.0f} s (the brokers' sessions it restored expire meanwhile if not back)")
     return None
+
+
+def outdated(template: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The running ``pods`` that carry other values of ``template``'s annotations (the operator's
+    hashes)."""
+    pods = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]   # run no more
+    want = (template.get("metadata") or {}).get("annotations") or {}
+
+    def current(pod: Mapping[str, Any]) -> bool:
+        have = pod["metadata"].get("annotations") or {}
+        return all(have.get(k) == v for k, v in want.items())
+    return sorted(p["metadata"]["name"] for p in pods if not current(p))
 
 
 def _ready_since(pod: Mapping[str, Any]) -> datetime.datetime | None:
