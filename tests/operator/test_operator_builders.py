@@ -246,6 +246,8 @@ def test_gateway_only_when_replicas_positive():
     assert gw["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8000, "scheme": "HTTPS"}
     assert gw["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8000, "scheme": "HTTPS"}
     assert gw["livenessProbe"]["timeoutSeconds"] == gw["readinessProbe"]["timeoutSeconds"] == 5
+    assert gw["startupProbe"]["httpGet"] == gw["livenessProbe"]["httpGet"]   # liveness from a started gateway
+    assert gw["startupProbe"]["periodSeconds"] * gw["startupProbe"]["failureThreshold"] == 120
     mount = gw["volumeMounts"][0]
     assert option(gw["args"], "--auth-file") == mount["mountPath"] + "/credentials" and mount["readOnly"]
     assert {"name": "ODRADEK_GATEWAY_REQUIRE_AUTH", "value": "true"} in gw["env"]

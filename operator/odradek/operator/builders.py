@@ -60,6 +60,7 @@ PROBE_PERIOD_S, PROBE_TIMEOUT_S, PROBE_FAILURES = 10, 8, 3   # Strimzi's period,
 # a gateway encoding a large read on a loaded node missed three 1 s liveness probes in a row
 # and was restarted in the middle of a client's reads (the e2e roll test).
 HTTP_PROBE_TIMEOUT_S = 5
+GATEWAY_START_S = 120   # how long a gateway may take to answer its first liveness probe
 
 
 # -- names and labels ---------------------------------------------------------------------
@@ -471,6 +472,10 @@ def build_gateway(cluster: str, namespace: str, spec: ClusterSpec, security: Sec
                            gw.resources, _config_env(cluster), readiness)
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": GATEWAY_PORT}, "periodSeconds": 10,
                                   "timeoutSeconds": HTTP_PROBE_TIMEOUT_S, "failureThreshold": 3}
+    # liveness only once it has started (a startup probe): on a loaded node a gateway's start
+    # (Python's imports) may outlast three failed liveness probes from its 10th second
+    container["startupProbe"] = {**copy.deepcopy(container["livenessProbe"]), "periodSeconds": 5,
+                                 "failureThreshold": GATEWAY_START_S // 5}
     pod: dict[str, Any] = {"containers": [container], "securityContext": {"runAsNonRoot": True}}
     gateway_security.secure_pod(cluster, spec, pod, container, security.gateway_users)
     _secure(pod, container, security.gateway)

@@ -151,7 +151,7 @@ def secure_pod(cluster: str, spec: ClusterSpec, pod: dict, container: dict, user
         volumes.append({"name": f"user-{i}", "secret": {"secretName": user}})
     container["volumeMounts"] = [*container.get("volumeMounts", []), *mounts]
     pod["volumes"] = [*pod.get("volumes", []), *volumes]
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         container[probe]["httpGet"]["scheme"] = "HTTPS"
 
 
