@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "RecordError", "RecordValidationError", "error_name"]
+__all__ = ["ErrorCode", "KafkaError", "ProduceRecordsError", "RecordError", "RecordValidationError", "error_name"]
 
 
 class KafkaError(Exception):
@@ -32,6 +32,12 @@ class KafkaError(Exception):
     @classmethod
     def from_json(cls, body: dict) -> "KafkaError":
         return cls(ErrorCode(int(body["error_code"])), body.get("message", ""))
+
+
+class ProduceRecordsError(KafkaError):
+    """A partition's records refused before they reach its log, as Kafka's
+    ProduceRequest.validateRecords refuses them (no batch, more than one, an old magic): Kafka
+    answers these without the partition's log start offset (-1)."""
 
 
 class RecordError(NamedTuple):

@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from crc32c import crc32c
 
 from odradek.compression import Compression, compress, decompress
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, ProduceRecordsError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -51,9 +51,10 @@ MAGIC = 2
 CRC_START = 21
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
+LOG_APPEND_TIME_FLAG = 0x08  # the attributes bit of timestampType = LogAppendTime
 
 _I16, _I32, _U32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I"), struct.Struct(">q")
-_CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
+_CODEC_MASK, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, LOG_APPEND_TIME_FLAG, 0x10, 0x20
 _MAX_CODEC = max(Compression)   # not per batch: iterating the enum cost each check a microsecond
 
 
@@ -250,7 +251,9 @@ def stamped_header(buf: memoryview, header: BatchHeader, base_offset: int, leade
     """A copy of the header of the batch ``header`` read in ``buf``, with the broker's baseOffset
     and partitionLeaderEpoch and, given a ``log_append_time``, the LogAppendTime type bit,
     maxTimestamp and the CRC over them and the records: the leader writes it before the batch's
-    records, which it neither copies nor rewrites (a produce request's bytes are read-only)."""
+    records, which it neither copies nor rewrites (a produce request's bytes are read-only).
+    Without one (CreateTime), a LogAppendTime bit the producer set is cleared, maxTimestamp kept,
+    as Kafka's LogValidator stamps the topic's type on the batch."""
     position = header.position
     out = bytearray(buf[position:position + HEADER_SIZE])
     _I64.pack_into(out, 0, base_offset)
@@ -258,9 +261,13 @@ def stamped_header(buf: memoryview, header: BatchHeader, base_offset: int, leade
     if log_append_time >= 0:
         _I16.pack_into(out, 21, header.attributes | _LOG_APPEND_TIME)
         _I64.pack_into(out, 35, log_append_time)
-        crc = crc32c(memoryview(out)[CRC_START:])
-        end = position + header.batch_length + LOG_OVERHEAD
-        _U32.pack_into(out, 17, crc32c(buf[position + HEADER_SIZE:end], crc))
+    elif header.attributes & _LOG_APPEND_TIME:
+        _I16.pack_into(out, 21, header.attributes & ~_LOG_APPEND_TIME)
+    else:
+        return out
+    crc = crc32c(memoryview(out)[CRC_START:])
+    end = position + header.batch_length + LOG_OVERHEAD
+    _U32.pack_into(out, 17, crc32c(buf[position + HEADER_SIZE:end], crc))
     return out
 
 
@@ -294,8 +301,8 @@ def checked_headers(buf: memoryview) -> list[BatchHeader]:
         length = _I32.unpack_from(buf, position + 8)[0]
         magic = buf[position + 16]
         if magic < MAGIC:
-            raise KafkaError(ErrorCode.unsupported_for_message_format,
-                             f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
+            raise ProduceRecordsError(ErrorCode.unsupported_for_message_format,
+                                      f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
         if length + LOG_OVERHEAD < HEADER_SIZE:
             raise _corrupt(f"record batch length {length} is smaller than a batch header")
         if length + LOG_OVERHEAD > end - position:
@@ -303,7 +310,7 @@ def checked_headers(buf: memoryview) -> list[BatchHeader]:
         headers.append(check_batch(buf, position))
         position += length + LOG_OVERHEAD
     if not headers:
-        raise KafkaError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
+        raise ProduceRecordsError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
     return headers
 
 

@@ -1,15 +1,16 @@
 """Checks of Kafka 3.9's LogValidator on a leader's append: record timestamps against
-message.timestamp.before/after.max.ms (and the deprecated difference.max.ms), and one batch
-per append."""
+message.timestamp.before/after.max.ms (and the deprecated difference.max.ms), one batch
+per append, a producer's baseOffset (0) and a producer's batch flagged LogAppendTime."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.storage.config import LogConfig
+from odradek.broker.storage.validator import validate_append
 from odradek.config import LONG_MAX
 from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
-from odradek.records import Compression, Record, TimestampType, build_batch
+from odradek.records import Compression, Record, RecordBatch, TimestampType, build_batch
 
 from storage_helpers import batch, open_log
 
@@ -112,3 +113,56 @@ def test_more_than_one_batch_is_refused_compressed_or_not_as_kafka_3_9_does(tmp_
     assert (e.value.code, e.value.message) == (ErrorCode.invalid_record,
                                                "Compressed outer record has more than one batch")
     assert log.log_end_offset == 0
+
+
+def _flagged(max_timestamp: int, compression: Compression = Compression.NONE) -> bytearray:
+    """A producer's batch flagged LogAppendTime with ``max_timestamp`` (-1: none), a keyless record second."""
+    sent = build_batch([Record(b"v1", key=b"k", timestamp=NOW - 5), Record(b"value2", key=None, timestamp=NOW)],
+                       compression=compression)
+    RecordBatch(memoryview(sent)).set_log_append_time(max_timestamp)
+    return sent
+
+
+def _stamp_type_error(index: int, kind: str, timestamp: int, key: int, value: int) -> RecordError:
+    return RecordError(index, f"Invalid timestamp type in message {kind}(offset={index}, timestamp={timestamp}, "
+                              f"key={key} bytes, value={value} bytes). Producer should not set timestamp type to "
+                              f"LogAppendTime.")
+
+
+# the messages as a Kafka 3.9.2 broker answered the same bytes (a null key: -1 bytes when Kafka
+# keeps the compressed batch as it is, and reads its records partially; 0 bytes otherwise)
+@pytest.mark.parametrize("topic, codec, kind, null_key", [
+    ({"message.timestamp.type": "LogAppendTime"}, Compression.NONE, "DefaultRecord", 0),
+    ({"message.timestamp.type": "LogAppendTime"}, Compression.GZIP, "PartialDefaultRecord", -1),
+    ({"message.timestamp.type": "LogAppendTime", "compression.type": "lz4"}, Compression.GZIP, "DefaultRecord", 0),
+    ({}, Compression.NONE, "DefaultRecord", 0),       # CreateTime: refused only without a max timestamp
+])
+def test_a_producer_batch_flagged_log_append_time_is_refused_as_kafka_3_9_refuses_it(topic, codec, kind, null_key):
+    max_timestamp = NOW if topic else -1
+    with pytest.raises(RecordValidationError) as e:
+        validate_append(_flagged(max_timestamp, codec), LogConfig.from_overrides(topic), next_offset=3,
+                        leader_epoch=0, now_ms=NOW + 9)
+    assert (e.value.code, e.value.message) == (ErrorCode.invalid_timestamp,
+                                               "One or more records have been rejected due to invalid timestamp")
+    assert e.value.record_errors == (_stamp_type_error(0, kind, max_timestamp, 1, 2),
+                                     _stamp_type_error(1, kind, max_timestamp, null_key, 6))
+
+
+def test_under_create_time_a_flagged_batch_with_a_max_timestamp_is_written_with_the_flag_cleared():
+    """As Kafka 3.9.2 stores it: CreateTime, maxTimestamp kept, the CRC over the new attributes."""
+    appended = validate_append(_flagged(NOW), LogConfig.from_overrides({}), next_offset=3, leader_epoch=0, now_ms=NOW)
+    written = RecordBatch(memoryview(b"".join(appended.pieces)))
+    assert (written.timestamp_type, written.max_timestamp) == (TimestampType.CREATE_TIME, NOW)
+    assert written.compute_crc() == written.crc and appended.log_append_time_ms == -1
+
+
+@pytest.mark.parametrize("base_offset", [5, -1])
+def test_a_producer_batch_whose_base_offset_is_not_0_is_invalid_record_before_its_size_is_checked(base_offset):
+    sent = batch(b"x" * 100)
+    RecordBatch(memoryview(sent)).set_base_offset(base_offset)
+    with pytest.raises(KafkaError) as e:
+        validate_append(sent, LogConfig.from_overrides({"max.message.bytes": "50"}), next_offset=0, leader_epoch=0,
+                        now_ms=NOW, topic_partition="t-0")
+    assert (e.value.code, e.value.message) == (
+        ErrorCode.invalid_record, f"The baseOffset of the record batch in the append to t-0 should be 0, but it is "
+                                  f"{base_offset}")

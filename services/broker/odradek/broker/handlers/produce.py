@@ -37,11 +37,16 @@ from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
-from odradek.errors import ErrorCode, KafkaError, RecordValidationError
+from odradek.errors import ErrorCode, KafkaError, ProduceRecordsError, RecordValidationError
 from odradek.protocol.connection import ConnectionClosed
 from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, read_header
 
 ABORTABLE_FROM = 11   # Produce versions answered TRANSACTION_ABORTABLE (KIP-890 part 2)
+# the append failures Kafka answers without the partition's log start offset (-1); any other
+# failure of the append carries it (ReplicaManager.appendToLocalLog), e.g. INVALID_RECORD
+_NO_LOG_START = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+                           ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.corrupt_message,
+                           ErrorCode.kafka_storage_error, ErrorCode.invalid_topic_exception})
 _UNVERIFIED: tuple[dict, dict] = ({}, {})   # no transactional id: nothing to verify (read only)
 
 
@@ -105,12 +110,24 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
             records = e.record_errors if isinstance(e, RecordValidationError) else ()
             if records:
                 ctx.topic_stats.no_key_compacted_records += e.keyless
-            results[key] = _failure(key[1], e.code, e.message, records)
+            log_start = -1 if key in unverified else _log_start_after(ctx, key, e)
+            results[key] = _failure(key[1], e.code, e.message, records, log_start)
     if waits:
         parked = time.monotonic()
         await _await_replication(waits, results, req.timeout)
         remote_time(time.monotonic() - parked)
     return results
+
+
+def _log_start_after(ctx: BrokerContext, key: tuple[str, int], error: KafkaError) -> int:
+    """The log start offset Kafka answers with a partition whose append failed with ``error``:
+    the replica's if this broker hosts one, unless Kafka answers that failure with -1."""
+    if error.code in _NO_LOG_START or isinstance(error, ProduceRecordsError):
+        return -1
+    try:
+        return ctx.replicas.replica(*key).log.log_start_offset
+    except KafkaError:
+        return -1
 
 
 def _first_batch(records) -> BatchHeader | None:
@@ -178,7 +195,7 @@ def _denied_topics(ctx: BrokerContext, names: set[str]) -> dict[str, ErrorCode]:
 
 def _append(ctx: BrokerContext, key: tuple[str, int], records, acks: int, guard):
     if not records:
-        raise KafkaError(ErrorCode.invalid_record, "produce request without a record batch")
+        raise ProduceRecordsError(ErrorCode.invalid_record, "produce request without a record batch")
     # read-only, as kio decoded it: the log writes stamped copies of the batch headers, not a copy of the records
     return ctx.replicas.append(key[0], key[1], memoryview(records), acks=acks, guard=guard)
 
@@ -219,5 +236,7 @@ def _success(index: int, info) -> PartitionProduceResponse:
                                     info.log_start_offset)
 
 
-def _failure(index: int, code: ErrorCode, message: str | None, record_errors: tuple = ()) -> PartitionProduceResponse:
-    return PartitionProduceResponse(index, code, error_message=message, record_errors=record_errors)
+def _failure(index: int, code: ErrorCode, message: str | None, record_errors: tuple = (),
+             log_start_offset: int = -1) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index, code, log_start_offset=log_start_offset, error_message=message,
+                                    record_errors=record_errors)

@@ -5,8 +5,9 @@ code Apache Kafka answers a producer:
 - magic 0/1 (old message sets): UNSUPPORTED_FOR_MESSAGE_FORMAT (no up-conversion here);
   magic > 2, bad CRC-32C, a truncated batch, a length shorter than a header, an unknown
   codec: CORRUPT_MESSAGE;
-- no batch at all, recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control batch
-  from a client, a producer id without a base sequence: INVALID_RECORD;
+- a baseOffset other than 0 (UnifiedLog.analyzeAndValidateRecords, before any other check of
+  the batch), no batch at all, recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control
+  batch from a client, a producer id without a base sequence: INVALID_RECORD;
 - a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
   than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
 - more than one batch: INVALID_RECORD, "Compressed outer record has more than one batch" (Kafka
@@ -17,8 +18,13 @@ code Apache Kafka answers a producer:
 - under CreateTime with ``message.timestamp.before.max.ms`` / ``after.max.ms`` (or the
   deprecated ``difference.max.ms``) set, a record stamped too far from the broker's clock:
   INVALID_TIMESTAMP with a record error per such record of the first batch that has one
-  (validateTimestamp). Only for these two checks are records read (compressed batches
-  decompressed): other topics' appends stay header-only.
+  (validateTimestamp);
+- a batch flagged LogAppendTime on a LogAppendTime topic, or without a maxTimestamp (-1):
+  INVALID_TIMESTAMP with a record error per record ("Producer should not set timestamp type to
+  LogAppendTime", validateTimestamp). Under CreateTime, one with a maxTimestamp is taken, each
+  record read as stamped with it, and written with the flag cleared, as Kafka does.
+Only for these three checks are records read (compressed batches decompressed): other appends
+stay header-only.
 Then each batch's header is stamped on a copy of its 61 bytes: baseOffset and
 partitionLeaderEpoch (no CRC recompute), and under ``message.timestamp.type=LogAppendTime`` the
 timestamp type bit and maxTimestamp (CRC recomputed); what is written is that header followed by
@@ -33,10 +39,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.errors import ErrorCode, KafkaError, RecordError, RecordValidationError
-from odradek.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchHeader, Compression, RecordBatch,
-                             TimestampType, checked_headers, iter_batches, keyless_records, read_header, recompress,
-                             record_times, records_block, stamped_header)
+from odradek.errors import ErrorCode, KafkaError, ProduceRecordsError, RecordError, RecordValidationError
+from odradek.records import (HEADER_SIZE, LOG_APPEND_TIME_FLAG, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchHeader,
+                             Compression, RecordBatch, TimestampType, checked_headers, iter_batches, iter_records,
+                             keyless_records, read_header, recompress, record_times, records_block, stamped_header)
 
 from .config import LogConfig
 
@@ -72,10 +78,13 @@ def _refuse_several(batches: list[BatchHeader], config: LogConfig) -> None:
     message says), once each batch's size is checked (UnifiedLog.analyzeAndValidateRecords)."""
     for batch in batches:
         _check_size_of(batch, config)
-    raise KafkaError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
+    raise ProduceRecordsError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
 
 
-def _check_client_batch(batch: BatchHeader, config: LogConfig) -> None:
+def _check_client_batch(batch: BatchHeader, config: LogConfig, topic_partition: str) -> None:
+    if batch.base_offset != 0:
+        raise KafkaError(ErrorCode.invalid_record, f"The baseOffset of the record batch in the append to "
+                                                   f"{topic_partition} should be 0, but it is {batch.base_offset}")
     _check_size_of(batch, config)
     if batch.is_control:
         raise KafkaError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
@@ -108,17 +117,43 @@ def _timestamp_errors(times: list[tuple[int, int]], batch: BatchHeader, limits: 
     return errors
 
 
+def _refuses_stamp_type(batch: BatchHeader, config: LogConfig) -> bool:
+    """Kafka's validateTimestamp refuses a producer's batch flagged LogAppendTime when its
+    records are not range-checked instead: on a LogAppendTime topic, or when the batch's
+    maxTimestamp (each record's timestamp under the flag) is -1."""
+    return batch.timestamp_type == TimestampType.LOG_APPEND_TIME and (
+        config.log_append_time or batch.max_timestamp == NO_TIMESTAMP)
+
+
+def _stamp_type_errors(data: memoryview, batch: BatchHeader, config: LogConfig) -> dict[int, RecordError]:
+    """A record error per record, naming it as Java's toString does: a PartialDefaultRecord
+    (null key or value: -1 bytes) when Kafka keeps the compressed batch as it is, else a
+    DefaultRecord (null: 0 bytes)."""
+    in_place = batch.compression != Compression.NONE and _CODECS.get(config.compression_type,
+                                                                       batch.compression) == batch.compression
+    kind, null_size = ("PartialDefaultRecord", -1) if in_place else ("DefaultRecord", 0)
+    errors = {}
+    for index, r in enumerate(iter_records(RecordBatch(data, batch.position))):
+        key, value = (null_size if b is None else len(b) for b in (r.key, r.value))
+        errors[index] = RecordError(index, (
+            f"Invalid timestamp type in message {kind}(offset={r.offset}, timestamp={r.timestamp}, key={key} bytes, "
+            f"value={value} bytes). Producer should not set timestamp type to LogAppendTime."))
+    return errors
+
+
 def _check_records(data: memoryview, batch: BatchHeader, config: LogConfig, topic_partition: str,
                    now: int) -> None:
     """What Kafka checks of each record (LogValidator.validateRecord): a key on a compacted
-    topic, else the timestamp within the topic's limits. Any refused record refuses the append,
-    listing the refused records (INVALID_TIMESTAMP if one has a bad timestamp)."""
+    topic, else the timestamp (its type, or within the topic's limits). Any refused record
+    refuses the append, listing the refused records (INVALID_TIMESTAMP if one has a bad timestamp)."""
     block = records_block(data, batch)          # a codec that cannot read it: CORRUPT_MESSAGE
     keyless = keyless_records(block, batch.records_count) if config.compacted else []
     message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
     errors = {i: RecordError(i, message) for i in keyless}
     late = {}
-    if config.timestamp_limits is not None:
+    if _refuses_stamp_type(batch, config):
+        late = {i: e for i, e in _stamp_type_errors(data, batch, config).items() if i not in errors}
+    elif config.timestamp_limits is not None:
         times = record_times(block, batch.records_count)
         late = {i: e for i, e in _timestamp_errors(times, batch, config.timestamp_limits, now).items()
                 if i not in errors}
@@ -207,7 +242,7 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
                     topic_partition: str = "") -> ValidatedAppend:
     """Check every batch; the leader's (``assign_offsets``) get offsets and times on stamped
     copies of their headers. ``topic_partition`` (``<topic>-<partition>``) is named in the
-    keyless-record error, as Kafka's message does.
+    keyless-record and baseOffset errors, as Kafka's messages do.
 
     Followers append with ``assign_offsets=False``: offsets and epochs are the leader's and
     must start at or after ``next_offset`` and increase.
@@ -218,9 +253,11 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     batches = checked_headers(data)
     if len(batches) > 1:
         _refuse_several(batches, config)
-    _check_client_batch(batches[0], config)
-    if config.compacted or config.timestamp_limits is not None:
-        _check_records(data, batches[0], config, topic_partition, now_ms)
+    first = batches[0]
+    _check_client_batch(first, config, topic_partition)
+    if (config.compacted or config.timestamp_limits is not None
+            or first.attributes & LOG_APPEND_TIME_FLAG and _refuses_stamp_type(first, config)):
+        _check_records(data, first, config, topic_partition, now_ms)
     codec = _CODECS.get(config.compression_type)
     if codec is not None:
         batches, data = _recompressed(batches, data, codec)
