@@ -208,12 +208,10 @@ def broker_timestamp_limits(defaults: Mapping[str, str]) -> dict[str, str]:
     ``log.message.timestamp.difference.max.ms`` fills a ``log.message.timestamp.before.max.ms`` /
     ``after.max.ms`` left at Long.MAX, and topics inherit the result (KafkaConfig's
     logMessageTimestampBeforeMaxMs, extractLogConfigMap)."""
-    difference = defaults.get(TIMESTAMP_DIFFERENCE)
-    if difference is None:
-        return dict(defaults)
     out = dict(defaults)
-    for name in TIMESTAMP_LIMITS:
-        out[name] = str(timestamp_limit(int(defaults.get(name, LONG_MAX)), int(difference)))
+    if (difference := defaults.get(TIMESTAMP_DIFFERENCE)) is not None:
+        for name in TIMESTAMP_LIMITS:
+            out[name] = str(timestamp_limit(int(defaults.get(name, LONG_MAX)), int(difference)))
     return out
 
 

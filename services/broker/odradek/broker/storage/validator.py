@@ -121,7 +121,7 @@ def _refuses_stamp_type(batch: BatchHeader, config: LogConfig) -> bool:
     """Kafka's validateTimestamp refuses a producer's batch flagged LogAppendTime when its
     records are not range-checked instead: on a LogAppendTime topic, or when the batch's
     maxTimestamp (each record's timestamp under the flag) is -1."""
-    return batch.timestamp_type == TimestampType.LOG_APPEND_TIME and (
+    return bool(batch.attributes & LOG_APPEND_TIME_FLAG) and (   # the bit: no enum on every append
         config.log_append_time or batch.max_timestamp == NO_TIMESTAMP)
 
 
@@ -150,13 +150,13 @@ def _check_records(data: memoryview, batch: BatchHeader, config: LogConfig, topi
     keyless = keyless_records(block, batch.records_count) if config.compacted else []
     message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
     errors = {i: RecordError(i, message) for i in keyless}
-    late = {}
     if _refuses_stamp_type(batch, config):
-        late = {i: e for i, e in _stamp_type_errors(data, batch, config).items() if i not in errors}
+        late = _stamp_type_errors(data, batch, config)
     elif config.timestamp_limits is not None:
-        times = record_times(block, batch.records_count)
-        late = {i: e for i, e in _timestamp_errors(times, batch, config.timestamp_limits, now).items()
-                if i not in errors}
+        late = _timestamp_errors(record_times(block, batch.records_count), batch, config.timestamp_limits, now)
+    else:
+        late = {}
+    late = {i: e for i, e in late.items() if i not in errors}   # a keyless record is refused for its key
     if errors or late:
         errors.update(late)
         raise RecordValidationError([errors[i] for i in sorted(errors)], timestamps=bool(late), keyless=len(keyless))
@@ -255,8 +255,7 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
         _refuse_several(batches, config)
     first = batches[0]
     _check_client_batch(first, config, topic_partition)
-    if (config.compacted or config.timestamp_limits is not None
-            or first.attributes & LOG_APPEND_TIME_FLAG and _refuses_stamp_type(first, config)):
+    if config.compacted or config.timestamp_limits is not None or _refuses_stamp_type(first, config):
         _check_records(data, first, config, topic_partition, now_ms)
     codec = _CODECS.get(config.compression_type)
     if codec is not None:
