@@ -26,12 +26,16 @@ Answer = Callable[[str, str, "dict | None"], "tuple[int, dict]"]
 
 def serve_json(answer: Answer) -> tuple[ThreadingHTTPServer, str]:
     """Serve ``answer(method, path, body)`` -> (status, JSON) on a free port, in a daemon
-    thread; returns the server (``shutdown()`` and ``server_close()`` it) and its URL."""
+    thread; returns the server (``shutdown()`` and ``server_close()`` it) and its URL.
+    ``server.requests`` lists each request's (method, Host header, path): the Host tells which
+    URL a caller used, since a freed port is reused and a closed peer's callers may come back."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            self.server.requests.append((self.command, self.headers.get("Host", ""), self.path))
             self._reply(*answer("GET", self.path, None))
 
         def do_POST(self) -> None:  # noqa: N802
+            self.server.requests.append((self.command, self.headers.get("Host", ""), self.path))
             length = int(self.headers.get("Content-Length") or 0)
             self._reply(*answer(self.command, self.path, json.loads(self.rfile.read(length) or b"null")))
 
@@ -49,6 +53,7 @@ def serve_json(answer: Answer) -> tuple[ThreadingHTTPServer, str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.requests = []
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
