@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "ProduceRecordsError", "RecordError", "RecordValidationError", "error_name"]
+__all__ = ["CustomMessageError", "ErrorCode", "KafkaError", "ProduceRecordsError", "RecordError", "RecordValidationError",
+           "error_name"]
 
 
 class KafkaError(Exception):
@@ -40,6 +41,12 @@ class ProduceRecordsError(KafkaError):
     answers these without the partition's log start offset (-1)."""
 
 
+class CustomMessageError(KafkaError):
+    """A refusal of a partition's produce whose message Kafka sends as the Produce ``error_message``
+    (ReplicaManager's hasCustomErrorMessage: record errors, a failed transaction verification);
+    any other failure of a partition's produce is answered with a null message."""
+
+
 class RecordError(NamedTuple):
     """One refused record of a batch: its index in the batch and why (Produce v8+ ``record_errors``)."""
 
@@ -47,7 +54,7 @@ class RecordError(NamedTuple):
     message: str | None
 
 
-class RecordValidationError(KafkaError):
+class RecordValidationError(CustomMessageError):
     """A batch refused for some of its records (Kafka's RecordValidationException): the partition's
     code, Kafka's summary as its message (the Produce v8+ ``error_message``), and the records:
     INVALID_TIMESTAMP when any record's timestamp is out of range, else INVALID_RECORD.

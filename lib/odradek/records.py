@@ -221,12 +221,8 @@ def check_batch(buf: memoryview, position: int) -> BatchHeader:
     once, and the checks read the header value's fields (a struct call per field read was a
     third of a small append's check)."""
     h = read_header(buf, position)
-    magic = h.magic
-    if magic < MAGIC:
-        raise KafkaError(ErrorCode.unsupported_for_message_format,
-                         f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
-    if magic > MAGIC:
-        raise _corrupt(f"unknown record batch magic {magic}")
+    if h.magic != MAGIC:
+        raise _bad_magic(h.magic)
     computed = crc32c(buf[position + CRC_START:position + h.batch_length + LOG_OVERHEAD])
     if computed != h.crc:
         raise _corrupt(f"record batch at offset {h.base_offset} fails its CRC-32C "
@@ -290,28 +286,42 @@ def iter_headers(buf, start: int = 0, end: int | None = None) -> Iterator[BatchH
         position += size
 
 
-def checked_headers(buf: memoryview) -> list[BatchHeader]:
-    """The headers of all batches of a produce request's records, each batch checked
-    (``check_batch``); raise on anything wrong, a torn or short tail included."""
-    headers: list[BatchHeader] = []
+def _bad_magic(magic: int) -> KafkaError:
+    """Kafka's refusal of a produced batch's magic: an old message set (magic 0 or 1) is
+    INVALID_RECORD in a Produce v3+ request (ProduceRequest.validateRecords; v0-v2 are not served),
+    an unknown magic CORRUPT_MESSAGE."""
+    if 0 <= magic < MAGIC:   # Kafka reads the byte signed: a negative one is unknown
+        return ProduceRecordsError(ErrorCode.invalid_record, "Produce requests (v3+) are only allowed to contain "
+                                                             "record batches with magic version 2")
+    return _corrupt(f"unknown record batch magic {magic}")
+
+
+def batch_positions(buf: memoryview) -> list[int]:
+    """Where each batch of a produce request's records starts, each whole and of magic 2, but
+    not yet checked (``check_batch``); raise on anything wrong, a torn or short tail included."""
+    positions: list[int] = []
     position, end = 0, len(buf)
     while position < end:
         if end - position < LOG_OVERHEAD + 5:
             raise _corrupt(f"{end - position} trailing bytes are not a record batch")
         length = _I32.unpack_from(buf, position + 8)[0]
-        magic = buf[position + 16]
-        if magic < MAGIC:
-            raise ProduceRecordsError(ErrorCode.unsupported_for_message_format,
-                                      f"record batch magic {magic}: only magic 2 (Kafka 0.11+) is supported")
+        if buf[position + 16] != MAGIC:
+            raise _bad_magic(buf[position + 16])
         if length + LOG_OVERHEAD < HEADER_SIZE:
             raise _corrupt(f"record batch length {length} is smaller than a batch header")
         if length + LOG_OVERHEAD > end - position:
             raise _corrupt(f"record batch of {length + LOG_OVERHEAD} bytes truncated to {end - position}")
-        headers.append(check_batch(buf, position))
+        positions.append(position)
         position += length + LOG_OVERHEAD
-    if not headers:
+    if not positions:
         raise ProduceRecordsError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
-    return headers
+    return positions
+
+
+def checked_headers(buf: memoryview) -> list[BatchHeader]:
+    """The headers of all batches of a produce request's records, each batch checked
+    (``check_batch``); raise on anything wrong, a torn or short tail included."""
+    return [check_batch(buf, position) for position in batch_positions(buf)]
 
 
 def split_batches(buf: memoryview) -> list[RecordBatch]:

@@ -37,24 +37,31 @@ def test_a_parked_fetch_wakes_on_its_partition_and_times_out_otherwise():
     asyncio.run(main())
 
 
+def _answered(results) -> tuple:
+    a = results[("t", 0)]
+    return a.error_code, a.base_offset, a.log_append_time_ms, a.log_start_offset, a.error_message
+
+
 def test_a_single_acks_all_wait_answers_the_purgatorys_code_or_times_out():
+    """Each answer keeps the append's base offset, append time and log start offset, without a
+    message, as Kafka's DelayedProduce only sets the code of the append's answer."""
     async def main():
-        info = SimpleNamespace(log_append_time_ms=-1, first_offset=7, log_start_offset=0)
+        info = SimpleNamespace(log_append_time_ms=1234, first_offset=7, log_start_offset=3)
         purgatory = ProducePurgatory()
         results = {}
         waits = {("t", 0): (purgatory.park(8), info)}
         asyncio.get_running_loop().call_soon(purgatory.complete, 8, 3, 2)
         await produce._await_replication(waits, results, 30_000)
-        assert results[("t", 0)].error_code == ErrorCode.none and results[("t", 0)].base_offset == 7
+        assert _answered(results) == (ErrorCode.none, 7, 1234, 3, None)
 
         waits = {("t", 0): (purgatory.park(9), info)}
         asyncio.get_running_loop().call_soon(purgatory.complete, 9, 1, 2)   # the ISR shrank meanwhile
         await produce._await_replication(waits, results, datetime.timedelta(seconds=30))
-        assert results[("t", 0)].error_code == ErrorCode.not_enough_replicas_after_append
+        assert _answered(results) == (ErrorCode.not_enough_replicas_after_append, 7, 1234, 3, None)
 
         future = purgatory.park(10)
         await produce._await_replication({("t", 0): (future, info)}, results, 50)
-        assert results[("t", 0)].error_code == ErrorCode.request_timed_out and future.cancelled()
+        assert _answered(results) == (ErrorCode.request_timed_out, 7, 1234, 3, None) and future.cancelled()
         purgatory.complete(10, 3, 2)             # the HW arrives late: nothing left to answer
         assert len(purgatory) == 0
     asyncio.run(main())

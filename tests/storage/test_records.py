@@ -95,7 +95,7 @@ def _with(raw: bytearray, fmt: str, at: int, value: int, fix_crc: bool = True) -
 
 
 @pytest.mark.parametrize("mutate, code", [
-    (lambda r: _with(r, ">b", 16, 1, False), ErrorCode.unsupported_for_message_format),
+    (lambda r: _with(r, ">b", 16, 1, False), ErrorCode.invalid_record),   # an old message set, Produce v3+
     (lambda r: _with(r, ">b", 16, 3, False), ErrorCode.corrupt_message),
     (lambda r: _with(r, ">I", 17, 12345, False), ErrorCode.corrupt_message),
     (lambda r: r[:-3], ErrorCode.corrupt_message),

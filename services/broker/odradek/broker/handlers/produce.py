@@ -6,13 +6,17 @@ with NOT_ENOUGH_REPLICAS when the ISR is below min.insync.replicas; otherwise, a
 write, the request is parked in the partition's purgatory until the high watermark passes
 its last offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
 meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved), or REQUEST_TIMED_OUT at the
-request's timeout.
+request's timeout; these answers keep the append's base offset, append time and log start offset,
+as Kafka's DelayedProduce does.
+
+A partition's failure is answered with a null error_message, as Kafka does, except for the
+refusals Kafka words (``CustomMessageError``: record errors, a failed transaction verification).
 
 Before any append, Kafka 3.9's checks: a request with transactional batches needs a
 transactional.id the producer may WRITE, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 (a topic writer could otherwise open a transaction that pins the last stable offset of every
-read_committed consumer); a client never appends to an internal topic (INVALID_TOPIC_EXCEPTION
-"Cannot append to internal topic", the super user included); and, with
+read_committed consumer); a client never appends to an internal topic (INVALID_TOPIC_EXCEPTION,
+the super user included); and, with
 ``transaction.partition.verification.enable`` (KIP-890 part 1), the first transactional batch of
 a transaction on a partition is appended only once the transaction coordinator confirms the
 partition was added to it (``txn.verification``; INVALID_TXN_STATE "Partition was not added to
@@ -37,7 +41,7 @@ from odradek.broker.quotas.throttling import record_bytes
 from odradek.broker.security.authorizer import allowed
 from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
-from odradek.errors import ErrorCode, KafkaError, ProduceRecordsError, RecordValidationError
+from odradek.errors import CustomMessageError, ErrorCode, KafkaError, ProduceRecordsError, RecordValidationError
 from odradek.protocol.connection import ConnectionClosed
 from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, read_header
 
@@ -103,7 +107,7 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
             if req.acks == -1:
                 waits[key] = (ctx.replicas.replicated(key[0], key[1], info.last_offset), info)
             else:
-                results[key] = _success(key[1], info)
+                results[key] = _appended(key[1], info)
         except KafkaError as e:
             if ctx.replicas.topic(key[0]) is not None:  # no series for names a client made up
                 ctx.topic_stats.failed(key[0], FAILED_PRODUCE)
@@ -111,7 +115,8 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
             if records:
                 ctx.topic_stats.no_key_compacted_records += e.keyless
             log_start = -1 if key in unverified else _log_start_after(ctx, key, e)
-            results[key] = _failure(key[1], e.code, e.message, records, log_start)
+            message = e.message if isinstance(e, CustomMessageError) else None   # Kafka words only these
+            results[key] = _failure(key[1], e.code, message, records, log_start)
     if waits:
         parked = time.monotonic()
         await _await_replication(waits, results, req.timeout)
@@ -209,13 +214,10 @@ async def _await_replication(waits, results, timeout) -> None:
         await asyncio.wait(futures, timeout=max(seconds, 0))
     for key, (future, info) in waits.items():
         if not future.done() or future.cancelled():
-            future.cancel()
-            results[key] = _failure(key[1], ErrorCode.request_timed_out,
-                                    "the high watermark did not reach the batch within the request timeout")
-        elif future.result() == ErrorCode.none:
-            results[key] = _success(key[1], info)
+            future.cancel()   # the high watermark did not reach the batch within the request's timeout
+            results[key] = _appended(key[1], info, ErrorCode.request_timed_out)
         else:
-            results[key] = _failure(key[1], future.result(), None)
+            results[key] = _appended(key[1], info, future.result())
 
 
 async def _one(future: asyncio.Future, seconds: float) -> None:
@@ -231,9 +233,10 @@ async def _one(future: asyncio.Future, seconds: float) -> None:
             raise
 
 
-def _success(index: int, info) -> PartitionProduceResponse:
-    return PartitionProduceResponse(index, ErrorCode.none, info.first_offset, info.log_append_time_ms,
-                                    info.log_start_offset)
+def _appended(index: int, info, code: ErrorCode = ErrorCode.none) -> PartitionProduceResponse:
+    """The answer for an appended batch: its offset, append time and the log start offset, kept with
+    the error of an acks=all wait (Kafka's DelayedProduce only sets the code of the append's answer)."""
+    return PartitionProduceResponse(index, code, info.first_offset, info.log_append_time_ms, info.log_start_offset)
 
 
 def _failure(index: int, code: ErrorCode, message: str | None, record_errors: tuple = (),

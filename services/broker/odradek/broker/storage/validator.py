@@ -1,17 +1,16 @@
 """Validation and offset assignment of appended batches (Kafka's LogValidator, header-only).
 
-Owns no files. Every batch of an append is checked before any is touched, with the error
-code Apache Kafka answers a producer:
-- magic 0/1 (old message sets): UNSUPPORTED_FOR_MESSAGE_FORMAT (no up-conversion here);
-  magic > 2, bad CRC-32C, a truncated batch, a length shorter than a header, an unknown
+Owns no files. A producer's append is checked before any of it is touched, with the error
+code Apache Kafka answers a producer. First what Kafka's ProduceRequest.validateRecords refuses
+before any other check (ProduceRecordsError): no batch, magic 0/1 (an old message set, Produce
+v3+), more than one batch: INVALID_RECORD. Then the one batch:
+- magic > 2, bad CRC-32C, a truncated batch, a length shorter than a header, an unknown
   codec: CORRUPT_MESSAGE;
 - a baseOffset other than 0 (UnifiedLog.analyzeAndValidateRecords, before any other check of
-  the batch), no batch at all, recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control
+  the batch), recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control
   batch from a client, a producer id without a base sequence: INVALID_RECORD;
 - a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
   than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
-- more than one batch: INVALID_RECORD, "Compressed outer record has more than one batch" (Kafka
-  3.9's LogValidator refuses it for every v2 append, compressed or not, whatever the message says);
 - on a compacted topic (``cleanup.policy`` has ``compact``), a record without a key:
   INVALID_RECORD with a record error per keyless record of the first batch that has one (its
   index in the batch), Kafka's LogValidator.validateKey;
@@ -41,8 +40,9 @@ from dataclasses import dataclass
 
 from odradek.errors import ErrorCode, KafkaError, ProduceRecordsError, RecordError, RecordValidationError
 from odradek.records import (HEADER_SIZE, LOG_APPEND_TIME_FLAG, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchHeader,
-                             Compression, RecordBatch, TimestampType, checked_headers, iter_batches, iter_records,
-                             keyless_records, read_header, recompress, record_times, records_block, stamped_header)
+                             Compression, RecordBatch, TimestampType, batch_positions, check_batch, checked_headers,
+                             iter_batches, iter_records, keyless_records, read_header, recompress, record_times,
+                             records_block, stamped_header)
 
 from .config import LogConfig
 
@@ -71,14 +71,6 @@ def _check_size_of(batch: BatchHeader, config: LogConfig) -> None:
         raise KafkaError(ErrorCode.message_too_large,
                          f"The record batch of {size} bytes exceeds max.message.bytes "
                          f"({config.max_message_bytes})")
-
-
-def _refuse_several(batches: list[BatchHeader], config: LogConfig) -> None:
-    """Kafka 3.9's LogValidator takes one v2 batch per append, compressed or not (whatever its
-    message says), once each batch's size is checked (UnifiedLog.analyzeAndValidateRecords)."""
-    for batch in batches:
-        _check_size_of(batch, config)
-    raise ProduceRecordsError(ErrorCode.invalid_record, "Compressed outer record has more than one batch")
 
 
 def _check_client_batch(batch: BatchHeader, config: LogConfig, topic_partition: str) -> None:
@@ -250,10 +242,12 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     data = memoryview(records).cast("B")
     if not assign_offsets:
         return _replicated(data, config, next_offset)
-    batches = checked_headers(data)
-    if len(batches) > 1:
-        _refuse_several(batches, config)
-    first = batches[0]
+    positions = batch_positions(data)
+    if len(positions) > 1:   # refused before any batch is checked (ProduceRequest.validateRecords)
+        raise ProduceRecordsError(ErrorCode.invalid_record, "Produce requests (v3+) are only allowed to contain "
+                                                            "exactly one record batch per partition")
+    first = check_batch(data, 0)
+    batches = [first]
     _check_client_batch(first, config, topic_partition)
     if config.compacted or config.timestamp_limits is not None or _refuses_stamp_type(first, config):
         _check_records(data, first, config, topic_partition, now_ms)

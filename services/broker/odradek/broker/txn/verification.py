@@ -24,7 +24,7 @@ from kio.static.constants import EntityType
 from odradek.broker.group.config import partition_for
 from odradek.broker.replication.client import BrokerClients
 from odradek.broker.txn.config import TXN_TOPIC
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import CustomMessageError, ErrorCode, KafkaError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import Schemas, make
 
@@ -45,7 +45,8 @@ _UNVERIFIABLE = frozenset({E.network_exception, E.coordinator_load_in_progress, 
 def produce_error(code: ErrorCode, abortable: bool = False) -> KafkaError | None:
     """The produce answer for a partition whose verification answered ``code`` (None: verified);
     ``abortable``: the client knows TRANSACTION_ABORTABLE (Produce v11+, KIP-890 part 2), which
-    older ones are answered INVALID_TXN_STATE for, as Kafka's AddPartitionsToTxnManager."""
+    older ones are answered INVALID_TXN_STATE for, as Kafka's AddPartitionsToTxnManager. Kafka words
+    only its two translations (CustomMessageError); any other code is answered with a null message."""
     if code == E.none:
         return None
     if code == E.producer_fenced:
@@ -53,10 +54,10 @@ def produce_error(code: ErrorCode, abortable: bool = False) -> KafkaError | None
     if code == E.transaction_abortable and abortable:
         return KafkaError(code)
     if code in (E.transaction_abortable, E.invalid_txn_state):
-        return KafkaError(E.invalid_txn_state, "Partition was not added to the transaction")
+        return CustomMessageError(E.invalid_txn_state, "Partition was not added to the transaction")
     if code in _UNVERIFIABLE:
-        return KafkaError(E.not_enough_replicas, "Unable to verify the partition has been added to the "
-                                                 f"transaction. Underlying error: {code.name.upper()}")
+        return CustomMessageError(E.not_enough_replicas, "Unable to verify the partition has been added to the "
+                                                         f"transaction. Underlying error: {code.name.upper()}")
     return KafkaError(code)
 
 
