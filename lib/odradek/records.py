@@ -296,6 +296,20 @@ def _bad_magic(magic: int) -> KafkaError:
     return _corrupt(f"unknown record batch magic {magic}")
 
 
+def _no_batch() -> ProduceRecordsError:
+    return ProduceRecordsError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
+
+
+def _torn(buf: memoryview, position: int, message: str) -> KafkaError:
+    """A batch that is not whole: CORRUPT_MESSAGE, but as the first of a producer's records Kafka
+    reads no batch at all there (INVALID_RECORD, ProduceRequest.validateRecords) unless its length
+    field is below any record's (14 bytes). (Kafka appends the batches before a torn later one
+    and drops it; Odradek refuses the append.)"""
+    if position == 0 and not (len(buf) >= LOG_OVERHEAD and _I32.unpack_from(buf, 8)[0] < 14):
+        return _no_batch()
+    return _corrupt(message)
+
+
 def batch_positions(buf: memoryview) -> list[int]:
     """Where each batch of a produce request's records starts, each whole and of magic 2, but
     not yet checked (``check_batch``); raise on anything wrong, a torn or short tail included."""
@@ -303,18 +317,18 @@ def batch_positions(buf: memoryview) -> list[int]:
     position, end = 0, len(buf)
     while position < end:
         if end - position < LOG_OVERHEAD + 5:
-            raise _corrupt(f"{end - position} trailing bytes are not a record batch")
+            raise _torn(buf, position, f"{end - position} trailing bytes are not a record batch")
         length = _I32.unpack_from(buf, position + 8)[0]
         if buf[position + 16] != MAGIC:
             raise _bad_magic(buf[position + 16])
         if length + LOG_OVERHEAD < HEADER_SIZE:
             raise _corrupt(f"record batch length {length} is smaller than a batch header")
         if length + LOG_OVERHEAD > end - position:
-            raise _corrupt(f"record batch of {length + LOG_OVERHEAD} bytes truncated to {end - position}")
+            raise _torn(buf, position, f"record batch of {length + LOG_OVERHEAD} bytes truncated to {end - position}")
         positions.append(position)
         position += length + LOG_OVERHEAD
     if not positions:
-        raise ProduceRecordsError(ErrorCode.invalid_record, "Produce requests must have at least one record batch")
+        raise _no_batch()
     return positions
 
 

@@ -2,9 +2,10 @@
 to Odradek: the same code, base offset, append time, log start offset, record errors and
 error_message (null unless Kafka words it). Cases: a batch flagged LogAppendTime (refused on a
 LogAppendTime topic or without a max timestamp; under CreateTime taken and stored as CreateTime),
-a baseOffset other than 0, a corrupt batch, several batches (refused before either is checked,
-even when one is corrupt or too large), an old message set (magic 0 or 1), and a client's batch
-for an internal topic. Each topic's log starts at 1 (DeleteRecords), so that a log start answered
+a baseOffset other than 0, a corrupt batch (refused first for its baseOffset or size), a
+truncated one (no batch read), several batches (refused before either is checked, even when one
+is corrupt or too large), an old message set (magic 0 or 1), and a client's batch for an
+internal topic. Each topic's log starts at 1 (DeleteRecords), so that a log start answered
 is told from 0 and -1."""
 
 from __future__ import annotations
@@ -83,10 +84,14 @@ def _legacy(magic: int) -> bytes:
     return struct.pack(">qi", 0, len(message)) + message
 
 
-def _corrupt() -> bytes:
-    sent = _batch()
+def _corrupt(sent: bytearray | None = None) -> bytes:
+    sent = _batch() if sent is None else sent
     sent[-1] ^= 0xFF
     return bytes(sent)
+
+
+def _too_large() -> bytearray:
+    return build_batch([Record(b"x" * 1_100_000)])   # over max.message.bytes (1 MiB)
 
 
 CASES = {
@@ -96,7 +101,10 @@ CASES = {
     "base-offset-5": ("create-time", lambda: _based(5)),
     "corrupt": ("create-time", _corrupt),
     "two-batches": ("create-time", lambda: bytes(_batch() + _batch())),
-    "two-batches-one-too-large": ("create-time", lambda: bytes(_batch()) + bytes(build_batch([Record(b"x" * 1_100_000)]))),
+    "corrupt-with-base-offset-5": ("create-time", lambda: _corrupt(bytearray(_based(5)))),
+    "corrupt-and-too-large": ("create-time", lambda: _corrupt(_too_large())),
+    "truncated": ("create-time", lambda: bytes(_batch())[:-3]),
+    "two-batches-one-too-large": ("create-time", lambda: bytes(_batch()) + bytes(_too_large())),
     "two-batches-the-first-corrupt": ("create-time", lambda: _corrupt() + bytes(_batch())),
     "magic-0": ("create-time", lambda: _legacy(0)),
     "magic-1": ("create-time", lambda: _legacy(1)),

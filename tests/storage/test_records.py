@@ -98,7 +98,8 @@ def _with(raw: bytearray, fmt: str, at: int, value: int, fix_crc: bool = True) -
     (lambda r: _with(r, ">b", 16, 1, False), ErrorCode.invalid_record),   # an old message set, Produce v3+
     (lambda r: _with(r, ">b", 16, 3, False), ErrorCode.corrupt_message),
     (lambda r: _with(r, ">I", 17, 12345, False), ErrorCode.corrupt_message),
-    (lambda r: r[:-3], ErrorCode.corrupt_message),
+    (lambda r: r[:-3], ErrorCode.invalid_record),   # Kafka reads no batch in it
+    (lambda r: r + r[:-3], ErrorCode.corrupt_message),
     (lambda r: r + b"\x00" * 5, ErrorCode.corrupt_message),
     (lambda r: _with(r, ">i", 8, 10, False), ErrorCode.corrupt_message),
     (lambda r: _with(r, ">i", 57, 3), ErrorCode.invalid_record),

@@ -4,13 +4,13 @@ Owns no files. A producer's append is checked before any of it is touched, with 
 code Apache Kafka answers a producer. First what Kafka's ProduceRequest.validateRecords refuses
 before any other check (ProduceRecordsError): no batch, magic 0/1 (an old message set, Produce
 v3+), more than one batch: INVALID_RECORD. Then the one batch:
-- magic > 2, bad CRC-32C, a truncated batch, a length shorter than a header, an unknown
-  codec: CORRUPT_MESSAGE;
-- a baseOffset other than 0 (UnifiedLog.analyzeAndValidateRecords, before any other check of
-  the batch), recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control
-  batch from a client, a producer id without a base sequence: INVALID_RECORD;
-- a batch larger than ``max.message.bytes``: MESSAGE_TOO_LARGE; the whole append larger
-  than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
+- a baseOffset other than 0: INVALID_RECORD, then a batch larger than ``max.message.bytes``:
+  MESSAGE_TOO_LARGE (UnifiedLog.analyzeAndValidateRecords, before any other check of the batch);
+- magic > 2, bad CRC-32C, a truncated batch (the first one: no batch, INVALID_RECORD), a
+  length shorter than a header, an unknown codec: CORRUPT_MESSAGE;
+- recordsCount <= 0, recordsCount != lastOffsetDelta + 1, a control batch from a client, a
+  producer id without a base sequence: INVALID_RECORD;
+- the whole append larger than ``segment.bytes``: RECORD_LIST_TOO_LARGE;
 - on a compacted topic (``cleanup.policy`` has ``compact``), a record without a key:
   INVALID_RECORD with a record error per keyless record of the first batch that has one (its
   index in the batch), Kafka's LogValidator.validateKey;
@@ -65,7 +65,12 @@ class ValidatedAppend:
     log_append_time_ms: int
 
 
-def _check_size_of(batch: BatchHeader, config: LogConfig) -> None:
+def _check_offset_and_size(batch: BatchHeader, config: LogConfig, topic_partition: str) -> None:
+    """What Kafka checks first of a producer's batch (UnifiedLog.analyzeAndValidateRecords),
+    before its CRC and counts: a baseOffset of 0, then its size."""
+    if batch.base_offset != 0:
+        raise KafkaError(ErrorCode.invalid_record, f"The baseOffset of the record batch in the append to "
+                                                   f"{topic_partition} should be 0, but it is {batch.base_offset}")
     size = batch.batch_length + LOG_OVERHEAD
     if size > config.max_message_bytes:
         raise KafkaError(ErrorCode.message_too_large,
@@ -74,10 +79,7 @@ def _check_size_of(batch: BatchHeader, config: LogConfig) -> None:
 
 
 def _check_client_batch(batch: BatchHeader, config: LogConfig, topic_partition: str) -> None:
-    if batch.base_offset != 0:
-        raise KafkaError(ErrorCode.invalid_record, f"The baseOffset of the record batch in the append to "
-                                                   f"{topic_partition} should be 0, but it is {batch.base_offset}")
-    _check_size_of(batch, config)
+    _check_offset_and_size(batch, config, topic_partition)
     if batch.is_control:
         raise KafkaError(ErrorCode.invalid_record, "Clients are not allowed to write control records")
     if batch.producer_id >= 0 and batch.base_sequence < 0:
@@ -246,7 +248,11 @@ def validate_append(records: memoryview | bytes | bytearray, config: LogConfig, 
     if len(positions) > 1:   # refused before any batch is checked (ProduceRequest.validateRecords)
         raise ProduceRecordsError(ErrorCode.invalid_record, "Produce requests (v3+) are only allowed to contain "
                                                             "exactly one record batch per partition")
-    first = check_batch(data, 0)
+    try:
+        first = check_batch(data, 0)
+    except KafkaError:   # Kafka refuses a baseOffset or size first
+        _check_offset_and_size(read_header(data), config, topic_partition)
+        raise
     batches = [first]
     _check_client_batch(first, config, topic_partition)
     if config.compacted or config.timestamp_limits is not None or _refuses_stamp_type(first, config):
