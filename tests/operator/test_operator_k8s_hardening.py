@@ -21,6 +21,7 @@ import pytest
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from odradek.operator import network_policies
+from odradek.operator.status import set_condition
 from tests.support.k8s import ROOT, control_plane_module
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
@@ -117,6 +118,29 @@ def _ready_tls_user(k8s, namespace: str, name: str, cluster: str, ready: bool = 
     if ready:
         k8s.merge(k8s.cr_path(namespace, "odradekusers", name) + "/status",
                   {"status": {"cluster": cluster, "secret": name, "username": f"CN={name}"}})
+
+
+def test_the_status_timer_writes_its_conditions_over_the_current_ones(k8s, namespace):
+    """A merge patch replaces ``status.conditions`` whole: the status timer (``update_conditions``)
+    writes over the list as it is when it writes, so a condition a reconcile changed while the
+    timer read the cluster's health is kept. (The timer once wrote over the list it started with
+    and put back a ``GatewayUsersRefused`` the reconcile had just cleared, for good.)"""
+    k8s.apply_cluster(namespace, "t", SPEC, {"odradek.dev/pause-reconciliation": "true"})
+    status_path = k8s.cr_path(namespace, "odradekclusters", "t") + "/status"
+    refused = {"type": "GatewayUsersRefused", "status": "True", "reason": "GatewayUserNotReady", "message": "gwr"}
+    k8s.merge(status_path, {"status": {"conditions": [refused]}})
+    seen = []
+
+    def update(conditions: list[dict]) -> list[dict]:
+        seen.append([c["type"] for c in conditions])
+        if len(seen) == 1:   # a reconcile clears the refusal between the timer's read and its write
+            k8s.merge(status_path, {"status": {"conditions": [{**refused, "status": "False"}]}})
+        return set_condition(conditions, "Ready", True, "ClusterReady", "ready", 1)
+
+    assert k8s.kube.update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, "t", update)
+    conditions = {c["type"]: c["status"] for c in k8s.cluster(namespace, "t")["status"]["conditions"]}
+    assert conditions == {"GatewayUsersRefused": "False", "Ready": "True"} and len(seen) == 2, (conditions, seen)
+    assert not k8s.kube.update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, "gone", update)
 
 
 def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_token(k8s, operator, namespace, tmp_path):

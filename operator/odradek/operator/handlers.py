@@ -12,6 +12,7 @@ the settings to every handler (handler ids stay the functions' names).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable
 
@@ -19,7 +20,8 @@ import kopf
 
 from odradek.operator import (admin, certs, connect_run, mirrormaker2_run, gateway_acls, kube, maintenance, manual, metrics, principals,
                               rebalance_run, reconcile, tiered_storage, users)
-from odradek.operator.status import GATEWAY_USER_NOT_READY, is_paused, now, readiness, set_condition
+from odradek.operator.status import (GATEWAY_USER_NOT_READY, ClusterHealth, gateway_users_pending, is_paused, now,
+                                     readiness, set_condition)
 from odradek.operator.settings import OperatorSettings
 from odradek.operator.validation import SpecError, parse_cluster
 
@@ -137,8 +139,17 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
     patch.status.update(health.status_fields())
     patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)
-    patch.status["conditions"] = _controller_url_condition(
-        readiness(status.get("conditions"), *health.verdict(), meta.get("generation")), meta, operator_settings)
+    # Not through kopf's patch: a reconcile may have changed the conditions while health was read.
+    kube.shared().update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, name,
+                                    functools.partial(_readiness_now, health, meta, operator_settings))
+
+
+def _readiness_now(health: ClusterHealth, meta: kopf.Meta, settings: OperatorSettings,
+                   conditions: list[dict]) -> list[dict]:
+    """The status timer's conditions over the cluster's current ones (the gateway users the
+    reconcile is taking in are those these say)."""
+    health = dataclasses.replace(health, gateway_pending=gateway_users_pending(conditions))
+    return _controller_url_condition(readiness(conditions, *health.verdict(), meta.get("generation")), meta, settings)
 
 
 def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from odradek.operator.builders import CLUSTER_LABEL
 from odradek.operator.spec import SpecError
@@ -193,6 +193,31 @@ class Kube:
             if e.status in (404, 422):   # gone, or the test failed: the annotation changed
                 return False
             raise
+
+    def update_conditions(self, api_version: str, kind: str, namespace: str, name: str,
+                          update: Callable[[list[dict]], list[dict]], attempts: int = 3) -> bool:
+        """Write ``update(conditions now)`` as the object's ``status.conditions``, on the condition
+        that the object did not change since they were read (its resourceVersion in the merge
+        patch: 409, read again). A merge patch replaces the list whole, so a writer that read it
+        earlier (the status timer, whose reads are slow) would put back a condition another handler
+        has just cleared. False if the object is gone or kept changing."""
+        path = resource_path(api_version, kind, namespace, name)
+        for _ in range(attempts):
+            live = self.get(api_version, kind, namespace, name)
+            if live is None:
+                return False
+            conditions = update((live.get("status") or {}).get("conditions") or [])
+            try:
+                self.request("PATCH", path + "/status", {
+                    "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+                    "status": {"conditions": conditions}}, content_type="application/merge-patch+json")
+                return True
+            except self.ApiException as e:
+                if e.status == 404:
+                    return False
+                if e.status != 409:
+                    raise
+        return False
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         try:
