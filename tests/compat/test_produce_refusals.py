@@ -5,12 +5,13 @@ LogAppendTime topic or without a max timestamp; under CreateTime taken and store
 a baseOffset other than 0, a corrupt batch (refused first for its baseOffset or size), a
 truncated one (no batch read), several batches (refused before either is checked, even when one
 is corrupt or too large), an old message set (magic 0 or 1), and a client's batch for an
-internal topic. Each topic's log starts at 1 (DeleteRecords), so that a log start answered
-is told from 0 and -1."""
+internal topic, and a ZSTD batch in a Produce v6 (v7+ only may use ZStandard). Each topic's
+log starts at 1 (DeleteRecords), so that a log start answered is told from 0 and -1."""
 
 from __future__ import annotations
 
 import datetime
+import importlib
 import struct
 import time
 import uuid
@@ -19,10 +20,10 @@ import zlib
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from odradek.dev.harness import wait_for_leaders
 from odradek.dev.waiting import wait_until
+from odradek.errors import ErrorCode
 from odradek.records import Compression, Record, RecordBatch, build_batch
 from tests.support.kafka_wire import WireClient, fetch_partition
 
@@ -30,12 +31,13 @@ NOW = int(time.time() * 1000)
 TOPICS = {"create-time": {}, "log-append-time": {"message.timestamp.type": "LogAppendTime"}}
 
 
-def _produce(bootstrap: str, topic: str, records: bytes):
-    request = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
-                             topic_data=(TopicProduceData(name=topic, partition_data=(
-                                 PartitionProduceData(index=0, records=records),)),))
+def _produce(bootstrap: str, topic: str, records: bytes, version: int = 9):
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    request = schema.ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                                    topic_data=(schema.TopicProduceData(name=topic, partition_data=(
+                                        schema.PartitionProduceData(index=0, records=records),)),))
     with WireClient(bootstrap) as client:
-        return client.request(0, 9, request).responses[0].partition_responses[0]
+        return client.request(0, version, request).responses[0].partition_responses[0]
 
 
 def _topics_starting_at_1(bootstrap: str, prefix: str) -> None:
@@ -111,17 +113,25 @@ CASES = {
 }
 
 
-def _refused_alike(endpoints, topic: str, sent: bytes) -> None:
-    answers = {e.name: _produce(e.bootstrap, topic, sent) for e in endpoints}
-    seen = {name: (a.error_code, a.base_offset, a.log_append_time, a.log_start_offset, a.record_errors,
-                   a.error_message) for name, a in answers.items()}
+def _refused_alike(endpoints, topic: str, sent: bytes, version: int = 9) -> tuple:
+    """Kafka's answer, once Odradek's is seen to be the same (record errors and error_message
+    from Produce v8)."""
+    answers = {e.name: _produce(e.bootstrap, topic, sent, version) for e in endpoints}
+    seen = {name: (a.error_code, a.base_offset, a.log_append_time, a.log_start_offset,
+                   getattr(a, "record_errors", None), getattr(a, "error_message", None)) for name, a in answers.items()}
     assert seen["odradek"] == seen["kafka"] and seen["kafka"][0] != 0, seen
+    return seen["kafka"]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix, case):
     kind, make = CASES[case]
     _refused_alike((kafka, odradek), f"{prefix}-{kind}", make())
+
+
+def test_a_zstd_batch_in_a_produce_v6_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix):
+    answer = _refused_alike((kafka, odradek), f"{prefix}-create-time", bytes(_batch(Compression.ZSTD)), version=6)
+    assert answer[:4] == (ErrorCode.unsupported_compression_type, -1, None, -1)   # no append time (-1)
 
 
 def test_an_internal_topic_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix):
