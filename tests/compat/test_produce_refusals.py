@@ -5,7 +5,8 @@ LogAppendTime topic or without a max timestamp; under CreateTime taken and store
 a baseOffset other than 0, a corrupt batch (refused first for its baseOffset or size), a
 truncated one (no batch read), several batches (refused before either is checked, even when one
 is corrupt or too large), an old message set (magic 0 or 1), and a client's batch for an
-internal topic, and a ZSTD batch in a Produce v6 (v7+ only may use ZStandard). Each topic's
+internal topic. ZStandard with old versions: a ZSTD batch in a Produce v6 (v7+ only may use it),
+and a Fetch v9 of a topic whose ``compression.type`` is zstd (v10+ only may read it). Each topic's
 log starts at 1 (DeleteRecords), so that a log start answered is told from 0 and -1."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from odradek.records import Compression, Record, RecordBatch, build_batch
 from tests.support.kafka_wire import WireClient, fetch_partition
 
 NOW = int(time.time() * 1000)
-TOPICS = {"create-time": {}, "log-append-time": {"message.timestamp.type": "LogAppendTime"}}
+TOPICS = {"create-time": {}, "log-append-time": {"message.timestamp.type": "LogAppendTime"},
+          "zstd": {"compression.type": "zstd"}}
 
 
 def _produce(bootstrap: str, topic: str, records: bytes, version: int = 9):
@@ -38,6 +40,17 @@ def _produce(bootstrap: str, topic: str, records: bytes, version: int = 9):
                                         schema.PartitionProduceData(index=0, records=records),)),))
     with WireClient(bootstrap) as client:
         return client.request(0, version, request).responses[0].partition_responses[0]
+
+
+def _fetch(bootstrap: str, topic: str, version: int):
+    """A consumer's Fetch (v9 or v10, no session) of partition 0 from offset 1: its answer."""
+    schema = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    request = schema.FetchRequest(max_wait=datetime.timedelta(milliseconds=10), min_bytes=1, max_bytes=1 << 20,
+                                  topics=(schema.FetchTopic(topic=topic, partitions=(schema.FetchPartition(
+                                      partition=0, fetch_offset=1, partition_max_bytes=1 << 20),)),),
+                                  forgotten_topics_data=())
+    with WireClient(bootstrap) as client:
+        return client.request(1, version, request).responses[0].partitions[0]
 
 
 def _topics_starting_at_1(bootstrap: str, prefix: str) -> None:
@@ -129,9 +142,22 @@ def test_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix, case):
     _refused_alike((kafka, odradek), f"{prefix}-{kind}", make())
 
 
-def test_a_zstd_batch_in_a_produce_v6_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix):
-    answer = _refused_alike((kafka, odradek), f"{prefix}-create-time", bytes(_batch(Compression.ZSTD)), version=6)
+@pytest.mark.parametrize("records", ["one-batch", "two-batches"])
+def test_a_zstd_batch_in_a_produce_v6_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix, records):
+    sent = bytes(_batch(Compression.ZSTD)) * (2 if records == "two-batches" else 1)   # ZSTD checked before the count
+    answer = _refused_alike((kafka, odradek), f"{prefix}-create-time", sent, version=6)
     assert answer[:4] == (ErrorCode.unsupported_compression_type, -1, None, -1)   # no append time (-1)
+
+
+def test_a_zstd_topic_is_fetched_as_kafka_3_9_fetches_it(kafka, odradek, prefix):
+    """Fetch v9 of a topic configured zstd: UNSUPPORTED_COMPRESSION_TYPE, nothing else; v10 reads it."""
+    seen = {}
+    for e in (kafka, odradek):
+        old, new = (_fetch(e.bootstrap, f"{prefix}-zstd", version) for version in (9, 10))
+        seen[e.name] = (old.error_code, old.high_watermark, old.last_stable_offset, old.log_start_offset,
+                        old.aborted_transactions, old.records, new.error_code, new.log_start_offset)
+    assert seen["odradek"] == seen["kafka"], seen
+    assert seen["kafka"][0] == ErrorCode.unsupported_compression_type and seen["kafka"][6:] == (0, 1), seen
 
 
 def test_an_internal_topic_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix):

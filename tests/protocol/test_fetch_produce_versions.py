@@ -1,6 +1,7 @@
 """Fetch v13-16 and Produce v10-11 without a broker: topic ids resolved to names and back
 (KIP-516: unknown ids, a session over a recreated topic), KIP-951's leader hints encoded and
-decoded with kio's schemas as a client reads them. A ZSTD batch in Produce v3-v6 (KIP-110)."""
+decoded with kio's schemas as a client reads them. ZStandard with old versions (KIP-110): a ZSTD
+batch in Produce v3-v6, a Fetch v4-v9 of a topic configured zstd."""
 
 from __future__ import annotations
 
@@ -127,3 +128,16 @@ def test_produce_v3_to_v6_refuses_a_zstd_first_batch_of_a_known_partition_only()
     assert (refused.error_code, refused.base_offset, refused.log_start_offset, refused.error_message) == \
         (ErrorCode.unsupported_compression_type, -1, -1, None)
 
+
+def test_fetch_v4_to_v9_of_a_zstd_topic_hosted_here_is_refused_and_nothing_else():
+    configs = {("z", 0): SimpleNamespace(compression_type="zstd"), ("p", 0): SimpleNamespace(compression_type="producer")}
+    ctx = SimpleNamespace(replicas=SimpleNamespace(log_config=lambda topic, partition: configs.get((topic, partition))))
+    read = [("z", [PartitionRead(0, ErrorCode.none, 7, 1, last_stable_offset=7),
+                   PartitionRead(1, ErrorCode.not_leader_or_follower)]),   # no log here: answered as read
+            ("p", [PartitionRead(0, ErrorCode.none, 3, 0, last_stable_offset=3)])]
+    header = SimpleNamespace(api_version=9, correlation_id=5)
+    body = _decoded(9, fetch_handler._encode(ctx, header, fetch_handler._refuse_zstd(ctx, read)))
+    answers = [(p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, p.aborted_transactions)
+               for t in body.responses for p in t.partitions]
+    assert answers == [(ErrorCode.unsupported_compression_type, -1, -1, -1, ()),
+                       (ErrorCode.not_leader_or_follower, -1, -1, -1, None), (ErrorCode.none, 3, 3, 0, None)]
