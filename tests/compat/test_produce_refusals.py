@@ -5,12 +5,14 @@ LogAppendTime topic or without a max timestamp; under CreateTime taken and store
 a baseOffset other than 0, a corrupt batch (refused first for its baseOffset or size), a
 truncated one (no batch read), several batches (refused before either is checked, even when one
 is corrupt or too large), an old message set (magic 0 or 1), and a client's batch for an
-internal topic. Each topic's log starts at 1 (DeleteRecords), so that a log start answered
-is told from 0 and -1."""
+internal topic. ZStandard with old versions: a ZSTD batch in a Produce v6 (v7+ only may use it),
+and a Fetch v9 of a topic whose ``compression.type`` is zstd (v10+ only may read it). Each topic's
+log starts at 1 (DeleteRecords), so that a log start answered is told from 0 and -1."""
 
 from __future__ import annotations
 
 import datetime
+import importlib
 import struct
 import time
 import uuid
@@ -19,23 +21,36 @@ import zlib
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from odradek.dev.harness import wait_for_leaders
 from odradek.dev.waiting import wait_until
+from odradek.errors import ErrorCode
 from odradek.records import Compression, Record, RecordBatch, build_batch
 from tests.support.kafka_wire import WireClient, fetch_partition
 
 NOW = int(time.time() * 1000)
-TOPICS = {"create-time": {}, "log-append-time": {"message.timestamp.type": "LogAppendTime"}}
+TOPICS = {"create-time": {}, "log-append-time": {"message.timestamp.type": "LogAppendTime"},
+          "zstd": {"compression.type": "zstd"}}
 
 
-def _produce(bootstrap: str, topic: str, records: bytes):
-    request = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
-                             topic_data=(TopicProduceData(name=topic, partition_data=(
-                                 PartitionProduceData(index=0, records=records),)),))
+def _produce(bootstrap: str, topic: str, records: bytes, version: int = 9):
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    request = schema.ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10),
+                                    topic_data=(schema.TopicProduceData(name=topic, partition_data=(
+                                        schema.PartitionProduceData(index=0, records=records),)),))
     with WireClient(bootstrap) as client:
-        return client.request(0, 9, request).responses[0].partition_responses[0]
+        return client.request(0, version, request).responses[0].partition_responses[0]
+
+
+def _fetch(bootstrap: str, topic: str, version: int):
+    """A consumer's Fetch (v9 or v10, no session) of partition 0 from offset 1: its answer."""
+    schema = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    request = schema.FetchRequest(max_wait=datetime.timedelta(milliseconds=10), min_bytes=1, max_bytes=1 << 20,
+                                  topics=(schema.FetchTopic(topic=topic, partitions=(schema.FetchPartition(
+                                      partition=0, fetch_offset=1, partition_max_bytes=1 << 20),)),),
+                                  forgotten_topics_data=())
+    with WireClient(bootstrap) as client:
+        return client.request(1, version, request).responses[0].partitions[0]
 
 
 def _topics_starting_at_1(bootstrap: str, prefix: str) -> None:
@@ -111,17 +126,38 @@ CASES = {
 }
 
 
-def _refused_alike(endpoints, topic: str, sent: bytes) -> None:
-    answers = {e.name: _produce(e.bootstrap, topic, sent) for e in endpoints}
-    seen = {name: (a.error_code, a.base_offset, a.log_append_time, a.log_start_offset, a.record_errors,
-                   a.error_message) for name, a in answers.items()}
+def _refused_alike(endpoints, topic: str, sent: bytes, version: int = 9) -> tuple:
+    """Kafka's answer, once Odradek's is seen to be the same (record errors and error_message
+    from Produce v8)."""
+    answers = {e.name: _produce(e.bootstrap, topic, sent, version) for e in endpoints}
+    seen = {name: (a.error_code, a.base_offset, a.log_append_time, a.log_start_offset,
+                   getattr(a, "record_errors", None), getattr(a, "error_message", None)) for name, a in answers.items()}
     assert seen["odradek"] == seen["kafka"] and seen["kafka"][0] != 0, seen
+    return seen["kafka"]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix, case):
     kind, make = CASES[case]
     _refused_alike((kafka, odradek), f"{prefix}-{kind}", make())
+
+
+@pytest.mark.parametrize("records", ["one-batch", "two-batches"])
+def test_a_zstd_batch_in_a_produce_v6_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix, records):
+    sent = bytes(_batch(Compression.ZSTD)) * (2 if records == "two-batches" else 1)   # ZSTD checked before the count
+    answer = _refused_alike((kafka, odradek), f"{prefix}-create-time", sent, version=6)
+    assert answer[:4] == (ErrorCode.unsupported_compression_type, -1, None, -1)   # no append time (-1)
+
+
+def test_a_zstd_topic_is_fetched_as_kafka_3_9_fetches_it(kafka, odradek, prefix):
+    """Fetch v9 of a topic configured zstd: UNSUPPORTED_COMPRESSION_TYPE, nothing else; v10 reads it."""
+    seen = {}
+    for e in (kafka, odradek):
+        old, new = (_fetch(e.bootstrap, f"{prefix}-zstd", version) for version in (9, 10))
+        seen[e.name] = (old.error_code, old.high_watermark, old.last_stable_offset, old.log_start_offset,
+                        old.aborted_transactions, old.records, new.error_code, new.log_start_offset)
+    assert seen["odradek"] == seen["kafka"], seen
+    assert seen["kafka"][0] == ErrorCode.unsupported_compression_type and seen["kafka"][6:] == (0, 1), seen
 
 
 def test_an_internal_topic_is_refused_as_kafka_3_9_refuses_it(kafka, odradek, prefix):

@@ -1,6 +1,7 @@
 """Fetch v13-16 and Produce v10-11 without a broker: topic ids resolved to names and back
 (KIP-516: unknown ids, a session over a recreated topic), KIP-951's leader hints encoded and
-decoded with kio's schemas as a client reads them."""
+decoded with kio's schemas as a client reads them. ZStandard with old versions (KIP-110): a ZSTD
+batch in Produce v3-v6, a Fetch v4-v9 of a topic configured zstd."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from odradek.cluster.model import BrokerInfo, PartitionState, TopicMetadata
 from odradek.errors import ErrorCode
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.codec import encode_response
+from odradek.records import Compression, Record, build_batch
 from tests.support.kafka_wire import WireClient
 
 OLD, NEW, NOBODY = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -111,3 +113,31 @@ def test_produce_v10_names_the_leader_and_its_endpoint():
         [(1, 7), (-1, -1)], "only partitions answered NOT_LEADER_OR_FOLLOWER are hinted"
     assert unknown.partition_responses[0].current_leader.leader_id == -1, "a leader the broker does not know"
     assert [(n.node_id, n.host, n.port) for n in body.node_endpoints] == [(1, "h1", 9091)]
+
+
+def test_produce_v3_to_v6_refuses_a_zstd_first_batch_of_a_known_partition_only():
+    ctx = _ctx(OLD)
+    batches = {codec: produce_handler._first_batch(build_batch([Record(b"v")], compression=codec))
+               for codec in (Compression.ZSTD, Compression.GZIP)}
+    firsts = {("t", 0): batches[Compression.ZSTD], ("t", 1): batches[Compression.GZIP],
+              ("t", 5): batches[Compression.ZSTD], ("gone", 0): batches[Compression.ZSTD], ("t", 9): None}
+    results = {("t", 5): "denied before"}
+    produce_handler._refuse_zstd(ctx, firsts, results)
+    refused = results.pop(("t", 0))
+    assert results == {("t", 5): "denied before"}, "GZIP, unknown partitions and earlier refusals are left as they are"
+    assert (refused.error_code, refused.base_offset, refused.log_start_offset, refused.error_message) == \
+        (ErrorCode.unsupported_compression_type, -1, -1, None)
+
+
+def test_fetch_v4_to_v9_of_a_zstd_topic_hosted_here_is_refused_and_nothing_else():
+    configs = {("z", 0): SimpleNamespace(compression_type="zstd"), ("p", 0): SimpleNamespace(compression_type="producer")}
+    ctx = SimpleNamespace(replicas=SimpleNamespace(log_config=lambda topic, partition: configs.get((topic, partition))))
+    read = [("z", [PartitionRead(0, ErrorCode.none, 7, 1, last_stable_offset=7),
+                   PartitionRead(1, ErrorCode.not_leader_or_follower)]),   # no log here: answered as read
+            ("p", [PartitionRead(0, ErrorCode.none, 3, 0, last_stable_offset=3)])]
+    header = SimpleNamespace(api_version=9, correlation_id=5)
+    body = _decoded(9, fetch_handler._encode(ctx, header, fetch_handler._refuse_zstd(ctx, read)))
+    answers = [(p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, p.aborted_transactions)
+               for t in body.responses for p in t.partitions]
+    assert answers == [(ErrorCode.unsupported_compression_type, -1, -1, -1, ()),
+                       (ErrorCode.not_leader_or_follower, -1, -1, -1, None), (ErrorCode.none, 3, 3, 0, None)]

@@ -43,6 +43,7 @@ from odradek.broker.replication.read import FetchParams, FetchResult, read_logs
 from odradek.broker.replication.remote_fetch import complete_remote
 from odradek.broker.replication.txn_guard import Origin, VerificationGuard, check_origin
 from odradek.broker.storage import AppendInfo, Log, LogManager
+from odradek.broker.storage.config import LogConfig
 from odradek.broker.storage.checkpoint import grouped_writes
 from odradek.cluster.model import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from odradek.config import effective
@@ -114,6 +115,11 @@ class ReplicaManager:
 
     def _online_log(self, topic: str, partition: int) -> Log | None:
         return None if self.logs.failures.offline else self.logs.get(topic, partition)
+
+    def log_config(self, topic: str, partition: int) -> LogConfig | None:
+        """The config of this broker's log of the partition if it hosts one (Kafka's getLogConfig)."""
+        log = self._online_log(topic, partition)
+        return log.config if log is not None else None
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         b = self._live.get(broker_id)

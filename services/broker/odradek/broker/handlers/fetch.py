@@ -37,11 +37,18 @@ session's id that is no longer its topic's INCONSISTENT_TOPIC_ID; the answer nam
 the ids the fetcher used. Fetch v15+ carries the follower's id in ``replica_state`` (KIP-903);
 v16+ answers name the current leader of partitions answered NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH, with its endpoint (KIP-951, ``handlers.leader_hints``).
+
+ZStandard (KIP-110): a Fetch v4-v9, a consumer's or a follower's, is answered
+UNSUPPORTED_COMPRESSION_TYPE, and nothing else (high watermark, offsets -1, null records), for each
+partition this broker hosts a log of whose topic's ``compression.type`` is zstd, whatever the
+batches' codecs and whatever else the read answered, as Kafka 3.9's maybeConvertFetchedData does
+to the session's answer (the session keeps what was read).
 """
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.answer import Answer
@@ -51,12 +58,15 @@ from odradek.broker.handlers.leader_hints import FETCH_ERRORS, FETCH_FROM, Hints
 from odradek.config.quotas import CONSUMER_BYTE_RATE
 from odradek.broker.quotas.throttling import record_bytes, record_request_time, unrecord_bytes
 from odradek.broker.replication.fetch_session import TOPIC_IDS_FROM_VERSION
-from odradek.broker.replication.read import FetchParams, FetchResult, IsolationLevel, PartitionRead, fetcher_id
+from odradek.broker.replication.read import FetchParams, IsolationLevel, PartitionRead, fetcher_id
 from odradek.broker.security.acl import Operation, ResourceType
 from odradek.broker.security.authorizer import allowed
 from odradek.errors import ErrorCode
 
 FROM_ANY_REPLICA = 11   # Fetch versions from which a consumer may read from a follower (KIP-392)
+# null records (length -1), Kafka's in a refused partition's answer: the encoder writes its size, sends its data
+_NULL_RECORDS = SimpleNamespace(size=-1, fd=-1, data=b"")
+ZSTD_FROM = 10          # Fetch versions that may read a topic whose compression.type is zstd (KIP-110)
 
 
 async def fetch(ctx: BrokerContext, header, req):
@@ -75,11 +85,25 @@ async def fetch(ctx: BrokerContext, header, req):
         if throttle:  # as Kafka: a fetch either quota throttles is answered empty, its bytes taken back
             unrecord_bytes(ctx.quotas, CONSUMER_BYTE_RATE, header, result.bytes)
             return Answer(_encode(ctx, header, [], throttle, session_id=context.throttled()), throttle)
-        _count_bytes_out(ctx, result)  # BytesOut counts consumers' fetches (followers' are replication)
     session_id, topics = context.respond(result.topics, _now_ms())
+    if replica_id < 0:
+        _count_bytes_out(ctx, topics)  # BytesOut counts consumers' fetches (followers' are replication)
+    if header.api_version < ZSTD_FROM:
+        topics = _refuse_zstd(ctx, topics)
     if header.api_version >= TOPIC_IDS_FROM_VERSION:
         topics = topics + _unknown(named)
     return _encode(ctx, header, topics, session_id=session_id, ids=context.ids)
+
+
+def _refuse_zstd(ctx: BrokerContext, topics: list) -> list:
+    """``topics`` with UNSUPPORTED_COMPRESSION_TYPE for the partitions of a zstd topic hosted here (Fetch v4-v9)."""
+    refused = ErrorCode.unsupported_compression_type
+    return [(topic, [PartitionRead(p.partition, refused, records=_NULL_RECORDS, aborted=()) if _zstd(ctx.replicas.log_config(topic, p.partition))
+                     else p for p in parts]) for topic, parts in topics]
+
+
+def _zstd(config) -> bool:
+    return config is not None and config.compression_type == "zstd"
 
 
 def _unknown(named) -> list:
@@ -117,9 +141,9 @@ def _denied_topics(ctx: BrokerContext, replica_id: int, wanted) -> dict[str, Err
     return dict.fromkeys(denied, ErrorCode.topic_authorization_failed)
 
 
-def _count_bytes_out(ctx: BrokerContext, result: FetchResult) -> None:
+def _count_bytes_out(ctx: BrokerContext, topics: list) -> None:
     stats = ctx.topic_stats
-    for topic, parts in result.topics:
+    for topic, parts in topics:
         if ctx.replicas.topic(topic) is not None:  # no series for names a client made up
             stats.fetched(topic, sum(p.records.size for p in parts if p.records is not None))
 

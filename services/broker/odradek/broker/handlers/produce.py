@@ -43,9 +43,11 @@ from odradek.broker.security.session import current
 from odradek.broker.txn.verification import produce_error
 from odradek.errors import CustomMessageError, ErrorCode, KafkaError, ProduceRecordsError, RecordValidationError
 from odradek.protocol.connection import ConnectionClosed
-from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, read_header
+from odradek.records import HEADER_SIZE, MAGIC, BatchHeader, Compression, read_header
 
 ABORTABLE_FROM = 11   # Produce versions answered TRANSACTION_ABORTABLE (KIP-890 part 2)
+ZSTD_FROM = 7         # Produce versions that may carry ZStandard batches (KIP-110)
+_CODEC_BITS = 0x07    # a batch's attributes: its codec (an unknown one is the log's CORRUPT_MESSAGE)
 # the append failures Kafka answers without the partition's log start offset (-1); any other
 # failure of the append carries it (ReplicaManager.appendToLocalLog), e.g. INVALID_RECORD
 _NO_LOG_START = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
@@ -61,7 +63,7 @@ async def produce(ctx: BrokerContext, header, req):
     if refusal is not None:   # Kafka's whole-request answer: every partition the same error
         results = {key: _failure(key[1], refusal.code, refusal.message) for key in entries}
     else:
-        results = await _produce(ctx, req, entries, firsts, header.api_version >= ABORTABLE_FROM)
+        results = await _produce(ctx, req, entries, firsts, header.api_version)
     throttle = record_bytes(ctx.quotas, PRODUCER_BYTE_RATE, header, current().request_bytes)  # 0: no quota
     failed = any(r.error_code != ErrorCode.none for r in results.values())
     if req.acks == 0:
@@ -86,7 +88,7 @@ def _hinted(result: PartitionProduceResponse, key: tuple[str, int], hints: Hints
     return result._replace(current_leader=hints.leader(*key))
 
 
-async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortable: bool) -> dict:
+async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, version: int) -> dict:
     """Each partition's answer: authorized, verified (KIP-890), appended and, for acks=all, replicated."""
     results: dict[tuple[str, int], object] = {}
     waits: dict[tuple[str, int], tuple[asyncio.Future, object]] = {}
@@ -94,8 +96,10 @@ async def _produce(ctx: BrokerContext, req, entries: dict, firsts: dict, abortab
     for key in entries:
         if key[0] in denied:
             results[key] = _failure(key[1], denied[key[0]], None)
+    if version < ZSTD_FROM:
+        _refuse_zstd(ctx, firsts, results)
     guards, unverified = await _verify(ctx, req.transactional_id, {k: b for k, b in firsts.items() if k not in results},
-                                       abortable) if req.transactional_id is not None else _UNVERIFIED
+                                       version >= ABORTABLE_FROM) if req.transactional_id is not None else _UNVERIFIED
     for key, records in entries.items():
         if key in results:
             continue
@@ -142,6 +146,16 @@ def _first_batch(records) -> BatchHeader | None:
         return None
     header = read_header(records)
     return header if header.magic == MAGIC and HEADER_SIZE <= header.size <= len(records) else None
+
+
+def _refuse_zstd(ctx: BrokerContext, firsts: dict, results: dict) -> None:
+    """Kafka 3.9's answer to a ZStandard batch in Produce v3-v6, for partitions of known
+    topics not already refused: UNSUPPORTED_COMPRESSION_TYPE (an old magic comes first, as no batch)."""
+    for key, h in firsts.items():
+        if h is not None and h.attributes & _CODEC_BITS == Compression.ZSTD and key not in results:
+            meta = ctx.replicas.topic(key[0])
+            if meta is not None and 0 <= key[1] < len(meta.partitions):
+                results[key] = _failure(key[1], ErrorCode.unsupported_compression_type, None)
 
 
 def _transactional(firsts: dict) -> dict:
