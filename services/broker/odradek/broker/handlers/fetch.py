@@ -98,8 +98,9 @@ async def fetch(ctx: BrokerContext, header, req):
 def _refuse_zstd(ctx: BrokerContext, topics: list) -> list:
     """``topics`` with UNSUPPORTED_COMPRESSION_TYPE for the partitions of a zstd topic hosted here (Fetch v4-v9)."""
     refused = ErrorCode.unsupported_compression_type
-    return [(topic, [PartitionRead(p.partition, refused, records=_NULL_RECORDS, aborted=()) if _zstd(ctx.replicas.log_config(topic, p.partition))
-                     else p for p in parts]) for topic, parts in topics]
+    return [(topic, [PartitionRead(p.partition, refused, records=_NULL_RECORDS, aborted=())
+                     if _zstd(ctx.replicas.log_config(topic, p.partition)) else p for p in parts])
+            for topic, parts in topics]
 
 
 def _zstd(config) -> bool:
