@@ -21,7 +21,9 @@ import pytest
 from odradek.dev.processes import listening_ports
 from odradek.dev.waiting import wait_until
 from odradek.operator import network_policies
-from odradek.operator.status import set_condition
+from odradek.operator import handlers
+from odradek.operator.settings import OperatorSettings
+from odradek.operator.status import ClusterHealth
 from tests.support.k8s import ROOT, control_plane_module
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(3000)]
@@ -120,27 +122,43 @@ def _ready_tls_user(k8s, namespace: str, name: str, cluster: str, ready: bool = 
                   {"status": {"cluster": cluster, "secret": name, "username": f"CN={name}"}})
 
 
-def test_the_status_timer_writes_its_conditions_over_the_current_ones(k8s, namespace):
-    """A merge patch replaces ``status.conditions`` whole: the status timer (``update_conditions``)
-    writes over the list as it is when it writes, so a condition a reconcile changed while the
-    timer read the cluster's health is kept. (The timer once wrote over the list it started with
-    and put back a ``GatewayUsersRefused`` the reconcile had just cleared, for good.)"""
-    k8s.apply_cluster(namespace, "t", SPEC, {"odradek.dev/pause-reconciliation": "true"})
-    status_path = k8s.cr_path(namespace, "odradekclusters", "t") + "/status"
+def test_the_status_timer_writes_over_the_status_as_it_is_when_it_writes(k8s, namespace):
+    """The status timer's reads are slow; what the reconcile writes meanwhile stays: a refusal it
+    cleared stays cleared (a merge patch replaces ``conditions`` whole: the timer merges its
+    Ready into the list as it is, conditional on the resourceVersion it read), and a Failed phase
+    stays Failed (the timer then writes nothing). It once wrote over the status it had started
+    with: a cleared ``GatewayUsersRefused`` came back, a Failed cluster went back to Ready, for good."""
+    path = k8s.cr_path(namespace, "odradekclusters", "t")   # labelled out of the session operator's selector
+    k8s.apply(path, {"apiVersion": "odradek.dev/v1alpha1", "kind": "OdradekCluster", "spec": SPEC, "metadata": {
+        "name": "t", "namespace": namespace, "labels": {"odradek.dev/operator": "none"}}})
+    status_path = path + "/status"
     refused = {"type": "GatewayUsersRefused", "status": "True", "reason": "GatewayUserNotReady", "message": "gwr"}
-    k8s.merge(status_path, {"status": {"conditions": [refused]}})
-    seen = []
+    k8s.merge(status_path, {"status": {"phase": "Reconciling", "conditions": [refused]}})
+    health = ClusterHealth(brokers_desired=1, brokers_ready=1, controllers_available=1, zookeeper_desired=0,
+                           zookeeper_ready=0, gateway_desired=0, gateway_available=0, active_controller="c-0",
+                           under_replicated=0)
+    settings = OperatorSettings()
 
-    def update(conditions: list[dict]) -> list[dict]:
-        seen.append([c["type"] for c in conditions])
-        if len(seen) == 1:   # a reconcile clears the refusal between the timer's read and its write
-            k8s.merge(status_path, {"status": {"conditions": [{**refused, "status": "False"}]}})
-        return set_condition(conditions, "Ready", True, "ClusterReady", "ready", 1)
+    def timer_meeting(reconcile_status: dict):
+        seen = []
 
-    assert k8s.kube.update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, "t", update)
-    conditions = {c["type"]: c["status"] for c in k8s.cluster(namespace, "t")["status"]["conditions"]}
-    assert conditions == {"GatewayUsersRefused": "False", "Ready": "True"} and len(seen) == 2, (conditions, seen)
-    assert not k8s.kube.update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, "gone", update)
+        def update(cluster: dict) -> dict | None:
+            seen.append(cluster["status"])
+            if len(seen) == 1:   # the reconcile writes between the timer's read and its write
+                k8s.merge(status_path, {"status": reconcile_status})
+            return handlers.status_now(health, [], settings, cluster)
+        return update, seen
+
+    update, seen = timer_meeting({"conditions": [{**refused, "status": "False"}]})
+    assert k8s.kube.update_status("odradek.dev/v1alpha1", "OdradekCluster", namespace, "t", update)
+    status = k8s.cluster(namespace, "t")["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"GatewayUsersRefused": "False", "Ready": "True"}
+    assert status["phase"] == "Ready" and len(seen) == 2, (status, seen)
+
+    update, seen = timer_meeting({"phase": "Failed"})
+    assert not k8s.kube.update_status("odradek.dev/v1alpha1", "OdradekCluster", namespace, "t", update)
+    assert k8s.cluster(namespace, "t")["status"]["phase"] == "Failed" and len(seen) == 2
+    assert not k8s.kube.update_status("odradek.dev/v1alpha1", "OdradekCluster", namespace, "gone", update)
 
 
 def test_gateway_deployment_serves_https_with_its_certificate_and_requires_a_token(k8s, operator, namespace, tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import kopf
 
@@ -137,19 +137,26 @@ def refresh_cluster_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status
     if marked and marked != (meta.get("annotations") or {}).get(manual.PENDING):
         patch.metadata.annotations[manual.PENDING] = marked
     health = reconcile.cluster_health(kube.shared(), body, spec, operator_settings)
-    patch.status.update(health.status_fields())
-    patch.status["listeners"] = reconcile.listener_status(kube.shared(), name, namespace, spec)
-    # Not through kopf's patch: a reconcile may have changed the conditions while health was read.
-    kube.shared().update_conditions("odradek.dev/v1alpha1", "OdradekCluster", namespace, name,
-                                    functools.partial(_readiness_now, health, meta, operator_settings))
+    listeners = reconcile.listener_status(kube.shared(), name, namespace, spec)
+    # Not through kopf's patch: the reconcile may have changed the status while health was read.
+    kube.shared().update_status("odradek.dev/v1alpha1", "OdradekCluster", namespace, name,
+                                functools.partial(status_now, health, listeners, operator_settings))
 
 
-def _readiness_now(health: ClusterHealth, meta: kopf.Meta, settings: OperatorSettings,
-                   conditions: list[dict]) -> list[dict]:
-    """The status timer's conditions over the cluster's current ones (the gateway users the
-    reconcile is taking in are those these say)."""
-    health = dataclasses.replace(health, gateway_pending=gateway_users_pending(conditions))
-    return _controller_url_condition(readiness(conditions, *health.verdict(), meta.get("generation")), meta, settings)
+def status_now(health: ClusterHealth, listeners: list, settings: OperatorSettings,
+               cluster: Mapping[str, Any]) -> dict | None:
+    """The status timer's fields over the cluster as it is now: its conditions merged into the
+    current ones, what the reconcile says (rolling, gateway users being taken in) as it says it
+    now; None once the reconcile failed it or it is paused (the reconcile's phase stays)."""
+    status, meta = cluster.get("status") or {}, cluster["metadata"]
+    if status.get("phase") in ("Failed", "Paused") or is_paused(meta):
+        return None
+    conditions = status.get("conditions") or []
+    health = dataclasses.replace(health, rolling=status.get("rolling"),
+                                 gateway_pending=gateway_users_pending(conditions))
+    ready = readiness(conditions, *health.verdict(), meta.get("generation"))
+    return {**health.status_fields(), "listeners": listeners,
+            "conditions": _controller_url_condition(ready, meta, settings)}
 
 
 def _uses_racks(spec: kopf.Spec, **_: Any) -> bool:

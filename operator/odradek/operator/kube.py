@@ -194,23 +194,23 @@ class Kube:
                 return False
             raise
 
-    def update_conditions(self, api_version: str, kind: str, namespace: str, name: str,
-                          update: Callable[[list[dict]], list[dict]], attempts: int = 3) -> bool:
-        """Write ``update(conditions now)`` as the object's ``status.conditions``, on the condition
-        that the object did not change since they were read (its resourceVersion in the merge
-        patch: 409, read again). A merge patch replaces the list whole, so a writer that read it
-        earlier (the status timer, whose reads are slow) would put back a condition another handler
-        has just cleared. False if the object is gone or kept changing."""
-        path = resource_path(api_version, kind, namespace, name)
+    def update_status(self, api_version: str, kind: str, namespace: str, name: str,
+                      update: Callable[[dict], dict | None], attempts: int = 3) -> bool:
+        """Merge ``update(the object now)`` into its status (None: nothing to write), on the
+        condition that the object did not change since it was read (its resourceVersion in the
+        merge patch: 409, read again). For a writer whose reads are slow (the status timer): it
+        would otherwise write over what another handler changed meanwhile, a merge patch
+        replacing ``conditions`` whole. False if nothing was written (gone, declined, or it kept
+        changing)."""
+        path = resource_path(api_version, kind, namespace, name) + "/status"
         for _ in range(attempts):
             live = self.get(api_version, kind, namespace, name)
-            if live is None:
+            fields = None if live is None else update(live)
+            if fields is None:
                 return False
-            conditions = update((live.get("status") or {}).get("conditions") or [])
             try:
-                self.request("PATCH", path + "/status", {
-                    "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
-                    "status": {"conditions": conditions}}, content_type="application/merge-patch+json")
+                self.request("PATCH", path, {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+                                             "status": fields}, content_type="application/merge-patch+json")
                 return True
             except self.ApiException as e:
                 if e.status == 404:
