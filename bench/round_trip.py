@@ -11,8 +11,8 @@ The client is confluent-kafka (librdkafka) for both systems: ``produce`` then ``
 around the pair, after ``--warmup`` untimed records.
 
 Where an Odradek broker's time goes on this path (issue 33): ``--odradek`` starts a 3-broker dev
-cluster (heavy: run it through the shared runner), warms the path with 3,000 records, then
-measures ``--records`` twice and adds to each figure every broker's CPU per round trip (``/proc``
+cluster (heavy: run it through the shared runner), warms the path first
+(``warm_round_trips``), then measures ``--records`` twice and adds to each figure every broker's CPU per round trip (``/proc``
 utime + stime, and stime alone) and the leader's own request phase timings (mean ms per Produce
 and Fetch, from its metrics endpoint: queue, local, remote, response send, total):
 
@@ -31,6 +31,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 
 def single_record_round_trip(bootstrap: str, topic: str, records: int = 2000, warmup: int = 200,
@@ -60,6 +61,17 @@ def single_record_round_trip(bootstrap: str, topic: str, records: int = 2000, wa
             "p99_ms": round(times[int(0.99 * (len(times) - 1))], 3), "max_ms": round(times[-1], 3)}
 
 
+WARM_CHUNK, WARM_CHUNKS = 1000, 15   # the path warmed first: 15 chunks of 1,000 single records
+
+
+def warm_round_trips(run_chunk: Callable[[], dict], chunks: int = WARM_CHUNKS) -> list[float]:
+    """Untimed round trips before a measurement, ``chunks`` calls of ``run_chunk()`` (a
+    ``single_record_round_trip`` of ``WARM_CHUNK`` records); each chunk's p50 in ms, to show
+    the path settling. Kafka's three brokers needed ~13,000 records to reach their steady state
+    (docs/performance.md, "What runs"); Odradek's is steady from the first chunk."""
+    return [run_chunk()["p50_ms"] for _ in range(chunks)]
+
+
 def odradek_cpu_per_round_trip(records: int = 3000, rounds: int = 2) -> list[dict]:
     """The round trip on a fresh 3-broker Odradek dev cluster, with each broker's CPU per round
     trip and the leader's request phase timings (see the module doc)."""
@@ -71,7 +83,7 @@ def odradek_cpu_per_round_trip(records: int = 3000, rounds: int = 2) -> list[dic
         leader = partition_leaders(system.bootstrap, "rt")[0]
         metrics = json.loads((system.cluster.data_dir / "cluster.json").read_text())["metrics"][f"broker-{leader}"]
         brokers = {name: pid for name, pid in system.pids.items() if name.startswith("broker-")}
-        single_record_round_trip(system.bootstrap, "rt", 3000, 0)   # the path warmed first
+        warm_round_trips(lambda: single_record_round_trip(system.bootstrap, "rt", WARM_CHUNK, 0))
         figures = []
         for _ in range(rounds):
             cpu, phases = {k: _cpu_s(p) for k, p in brokers.items()}, _phases(metrics)

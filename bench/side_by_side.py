@@ -55,7 +55,7 @@ from pathlib import Path
 
 from bench import apache_kafka
 from bench.apache_kafka import KafkaCluster
-from bench.round_trip import single_record_round_trip
+from bench.round_trip import WARM_CHUNK, single_record_round_trip, warm_round_trips
 from bench.transactional import transactional_produce
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,6 @@ PERF_LINE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 KAFKA, ODRADEK = "kafka", "odradek"
-WARM_ROUND_TRIPS = 3000   # scenario 6's untimed single records per system before its rounds
 WARM_E2E_S = 5            # scenario 4's untimed seconds at its rate per system
 TXN_VALUE_SIZE = 1024     # scenario 7's values (bench.transactional's default)
 WARM_SHARE = 0.1          # scenarios 1-3 and 7: an untimed run of this share of a case's records first
@@ -376,40 +375,53 @@ class Bench:
         else:
             rate = int(statistics.median(peak) / 2)
             self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
-        self.warm_path(systems, blocked, 6, lambda s, topic: assigned_client(
+        self.rf3_scenario(systems, blocked, "4", f"e2e {rate} rec/s RF=3 acks=all", 6, lambda s, topic: assigned_client(
             "e2e", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "6", "--rate", str(rate),
-            "--seconds", str(WARM_E2E_S), "--warmup", "1", "--size", "1024", "--acks", "all"))
-        self.rf3_rounds(systems, blocked, "4", f"e2e {rate} rec/s RF=3 acks=all", "s4-e2e", 6, lambda s, topic: measured(
+            "--seconds", str(WARM_E2E_S), "--warmup", "1", "--size", "1024", "--acks", "all"), lambda s, topic: measured(
             s, assigned_client, "e2e", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "6",
             "--rate", str(rate), "--seconds", str(seconds), "--warmup", "3", "--size", "1024", "--acks", "all"))
 
     def scenario6(self, systems: list[System], blocked: dict[str, str]) -> None:
-        self.warm_path(systems, blocked, 1, lambda s, topic: single_record_round_trip(
-            s.bootstrap, topic, WARM_ROUND_TRIPS, warmup=0))
-        self.rf3_rounds(systems, blocked, "6", "one record at a time RF=3 acks=all", "s6-round-trip", 1,
-                        lambda s, topic: measured(s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
+        def warm(s: System, topic: str) -> dict:
+            p50s = warm_round_trips(lambda: single_record_round_trip(s.bootstrap, topic, WARM_CHUNK, warmup=0))
+            self.notes.append(f"scenario 6 warm-up, {s.name}: p50 ms per {WARM_CHUNK:,} records: "
+                              + " ".join(f"{p:.2f}" for p in p50s))
+            return {}
+        self.rf3_scenario(systems, blocked, "6", "one record at a time RF=3 acks=all", 1, warm, lambda s, topic: measured(
+            s, single_record_round_trip, s.bootstrap, topic, self.n(2000)))
 
     def scenario7(self, systems: list[System], blocked: dict[str, str]) -> None:
-        self.warm_path(systems, blocked, 6, lambda s, topic: with_client_cpu(
-            transactions, s.bootstrap, topic, self.warm_n(self.n(200_000))), ("7", "transactions of 1,000 x 1 KiB RF=3"))
-        self.rf3_rounds(systems, blocked, "7", "transactions of 1,000 x 1 KiB RF=3", "s7-transactional", 6,
-                        lambda s, topic: measured(s, transactions, s.bootstrap, topic, self.n(200_000)))
+        case = "transactions of 1,000 x 1 KiB RF=3"
+        self.rf3_scenario(systems, blocked, "7", case, 6, lambda s, topic: with_client_cpu(
+            transactions, s.bootstrap, topic, self.warm_n(self.n(200_000))), lambda s, topic: measured(
+            s, transactions, s.bootstrap, topic, self.n(200_000)), warm_case=True)
 
-    def rf3_rounds(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str, stem: str,
-                   partitions: int, fn) -> None:
-        """``fn(system, topic)`` each round on each system, on a fresh RF=3 topic (min.insync.replicas=2)."""
-        for rnd in range(self.rounds):
-            for s in self.alternate(systems, rnd):
-                if s.name in blocked:
-                    continue
-                def run(s=s):
-                    topic = self.topic(stem)
-                    s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
-                    try:
-                        return fn(s, topic)
-                    finally:
-                        s.delete_topic(topic)
-                self.record(scenario, case, s, rnd, run)
+    def rf3_scenario(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str,
+                     partitions: int, warm, run, warm_case: bool = False) -> None:
+        """On each system one RF=3 topic (min.insync.replicas=2), deleted after: ``warm(system,
+        topic)`` (``warm``; ``warm_case``: its client CPU kept for the case), then ``run(system,
+        topic)`` each round. The rounds reuse the warmed topic: Kafka's first seconds on a new
+        partition cost it several times its steady CPU per request (docs/performance.md, "What
+        runs"), which a fresh topic per round measured instead of its steady path."""
+        topics: dict[str, str] = {}
+        for s in systems:
+            if s.name in blocked:
+                continue
+            try:
+                topic = self.topic(f"s{scenario}")
+                s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+                topics[s.name] = topic
+            except Exception as e:  # noqa: BLE001 - reported as the scenario's run
+                self.runs.append({"scenario": scenario, "case": case, "system": s.name, "error": str(e)[-2000:]})
+        runnable = [s for s in systems if s.name in topics]
+        try:
+            self.warm(runnable, lambda s: warm(s, topics[s.name]), (scenario, case) if warm_case else None)
+            for rnd in range(self.rounds):
+                for s in self.alternate(runnable, rnd):
+                    self.record(scenario, case, s, rnd, lambda s=s: run(s, topics[s.name]))
+        finally:
+            for s in runnable:
+                s.delete_topic(topics[s.name])
 
     def warm(self, systems: list[System], fn, case: tuple[str, str] | None = None) -> None:
         """Not recorded: ``fn(system)`` once on each system before a scenario's rounds, the same
@@ -430,18 +442,6 @@ class Bench:
                                      "client_cpu_s": result["client_cpu_s"], "value_bytes": result["value_bytes"]})
                 print(f"  {case[0]} {case[1]:28} warm-up {s.name:8} "
                       + json.dumps({k: result[k] for k in ("client_cpu_s", "value_bytes")}), flush=True)
-
-    def warm_path(self, systems: list[System], blocked: dict[str, str], partitions: int, fn,
-                  case: tuple[str, str] | None = None) -> None:
-        """``warm`` with ``fn(system, topic)`` on a fresh RF=3 topic (min.insync.replicas=2)."""
-        def on_fresh_topic(s: System) -> dict:
-            topic = self.topic("warm-path")
-            s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
-            try:
-                return fn(s, topic)
-            finally:
-                s.delete_topic(topic)
-        self.warm([s for s in systems if s.name not in blocked], on_fresh_topic, case)
 
     def snapshot_memory(self, shape: str, systems: list[System]) -> None:
         self.memory[shape] = {s.name: {str(pid): memory_mb(pid) for pid in s.broker_pids()} for s in systems}

@@ -6,6 +6,7 @@ that log each call: nothing is started."""
 import pytest
 
 from bench import side_by_side
+from bench.round_trip import WARM_CHUNK, WARM_CHUNKS
 from bench.side_by_side import Bench, System
 
 
@@ -96,7 +97,19 @@ def test_the_warm_ups_are_not_recorded(calls):
     bench = Bench(rounds=1, scale=0.01)
     bench.scenario6(systems, {})
     assert len(bench.runs) == 2     # one measured run per system
-    assert sum(1 for _, _, timed in log if not timed) == 2     # one warm-up per system, outside ``measured``
+    assert sum(1 for _, _, timed in log if not timed) == 2 * WARM_CHUNKS   # the warm-up's chunks, outside ``measured``
+    assert [n for n in bench.notes if "warm-up" in n] == [
+        f"scenario 6 warm-up, {s.name}: p50 ms per {WARM_CHUNK:,} records: " + " ".join(["1.00"] * WARM_CHUNKS)
+        for s in systems]
+
+
+@pytest.mark.parametrize("scenario", ["4", "6", "7"])
+def test_the_rf3_rounds_run_on_the_topic_their_warm_up_ran_on(calls, scenario):
+    """Not a fresh topic per round: Kafka's first seconds on a new partition are its slowest."""
+    systems, _ = calls
+    bench = Bench(rounds=2, scale=0.01)
+    SCENARIOS[scenario](bench, systems)
+    assert len(bench.runs) == 4 and all(len(s.topics) == 1 for s in systems)
 
 
 @pytest.mark.parametrize("scenario", ["1", "2", "3", "7"])
