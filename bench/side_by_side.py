@@ -11,7 +11,8 @@ CPU and memory).
 
 Scenarios (the issue's numbering):
  1. 1 broker, 1 and 6 partitions, RF=1, acks=1, 100 B and 1 KiB values: produce MB/s and
-    records/s with Kafka's `ProducerPerformance` (a fresh topic per run).
+    records/s with Kafka's `ProducerPerformance` (each case's rounds into the topic its warm-up
+    wrote, one per system).
  2. 3 brokers, RF=3, acks=all, min.insync.replicas=2, 6 partitions, 1 KiB: produce MB/s and
     ProducerPerformance's p50/p99/p99.9 send latency (at full speed: queueing included).
  3. consume a ~2 GB topic (1 partition, 1 KiB values) from the start: MB/s with Kafka's Java
@@ -299,26 +300,12 @@ class Bench:
         cases = [(f"produce p={p} {size}B acks=1", p, size, self.n(1_000_000 if size >= 1024 else 2_000_000))
                  for p in (1, 6) for size in (100, 1024)]
         for case, partitions, size, records in cases:
-            self.warm(systems, lambda s, partitions=partitions, size=size, records=records: self.produce(
-                s, "warm-s1", partitions, 1, self.warm_n(records), size, "1"), ("1", case))
-        for rnd in range(self.rounds):
-            for case, partitions, size, records in cases:
-                for s in self.alternate(systems, rnd):
-                    self.record("1", case, s, rnd, lambda s=s, partitions=partitions, size=size, records=records:
-                                self.produce(s, f"s1-p{partitions}-b{size}", partitions, 1, records, size, "1", timed=True))
-
-    def produce(self, s: System, stem: str, partitions: int, rf: int, records: int, size: int, acks: str,
-                config: dict[str, str] | None = None, timed: bool = False) -> dict:
-        """``ProducerPerformance`` into a fresh topic (deleted after), with the client's CPU over
-        its run alone (not the topic's creation); ``timed``: with the brokers' too (``measured``)."""
-        topic = self.topic(stem)
-        s.create_topic(topic, partitions, rf, config)
-        try:
-            if timed:
-                return measured(s, producer_performance, s, topic, records, size, acks)
-            return with_client_cpu(producer_performance, s, topic, records, size, acks)
-        finally:
-            s.delete_topic(topic)
+            self.rounds_on_a_warm_topic(
+                systems, "1", case, partitions, 1, None,
+                lambda s, topic, size=size, records=records: with_client_cpu(
+                    producer_performance, s, topic, self.warm_n(records), size, "1"),
+                lambda s, topic, size=size, records=records: measured(
+                    s, producer_performance, s, topic, records, size, "1"), warm_case=True)
 
     def scenario3(self, systems: list[System]) -> None:
         records = self.n(2_000_000)  # 2 GB of 1 KiB values at scale 1
@@ -354,13 +341,9 @@ class Bench:
                 s.delete_topic(probe)
             except Exception as e:  # noqa: BLE001
                 blocked[s.name] = f"creating a topic with RF=3 failed: {e}"
-        runnable = [s for s in systems if s.name not in blocked]
-        self.warm(runnable, lambda s: self.produce(s, "warm-s2", 6, 3, self.warm_n(records), 1024, "all", config),
-                  ("2", "produce p=6 1KiB RF=3 acks=all"))
-        for rnd in range(self.rounds):
-            for s in self.alternate(runnable, rnd):
-                self.record("2", "produce p=6 1KiB RF=3 acks=all", s, rnd, lambda s=s: self.produce(
-                    s, "s2-rf3", 6, 3, records, 1024, "all", config, timed=True))
+        self.rf3_scenario(systems, blocked, "2", "produce p=6 1KiB RF=3 acks=all", 6, lambda s, topic: with_client_cpu(
+            producer_performance, s, topic, self.warm_n(records), 1024, "all"), lambda s, topic: measured(
+            s, producer_performance, s, topic, records, 1024, "all"), warm_case=True)
         return blocked
 
     def scenario4(self, systems: list[System], blocked: dict[str, str], seconds: float,
@@ -398,18 +381,22 @@ class Bench:
 
     def rf3_scenario(self, systems: list[System], blocked: dict[str, str], scenario: str, case: str,
                      partitions: int, warm, run, warm_case: bool = False) -> None:
-        """On each system one RF=3 topic (min.insync.replicas=2), deleted after: ``warm(system,
-        topic)`` (``warm``; ``warm_case``: its client CPU kept for the case), then ``run(system,
-        topic)`` each round. The rounds reuse the warmed topic: Kafka's first seconds on a new
-        partition cost it several times its steady CPU per request (docs/performance.md, "What
-        runs"), which a fresh topic per round measured instead of its steady path."""
+        """``rounds_on_a_warm_topic`` on the systems not ``blocked``, RF=3, min.insync.replicas=2."""
+        self.rounds_on_a_warm_topic([s for s in systems if s.name not in blocked], scenario, case, partitions, 3,
+                                    {"min.insync.replicas": "2"}, warm, run, warm_case)
+
+    def rounds_on_a_warm_topic(self, systems: list[System], scenario: str, case: str, partitions: int, rf: int,
+                               config: dict[str, str] | None, warm, run, warm_case: bool = False) -> None:
+        """On each system one topic, deleted after: ``warm(system, topic)`` (``warm``;
+        ``warm_case``: its client CPU kept for the case), then ``run(system, topic)`` each round.
+        The rounds reuse the warmed topic: Kafka's first seconds on a new partition cost it several
+        times its steady CPU per request (docs/performance.md, "What runs"), which a fresh topic
+        per run measured instead of its steady path."""
         topics: dict[str, str] = {}
         for s in systems:
-            if s.name in blocked:
-                continue
             try:
-                topic = self.topic(f"s{scenario}")
-                s.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+                topic = self.topic(f"s{scenario}-p{partitions}")
+                s.create_topic(topic, partitions, rf, config)
                 topics[s.name] = topic
             except Exception as e:  # noqa: BLE001 - reported as the scenario's run
                 self.runs.append({"scenario": scenario, "case": case, "system": s.name, "error": str(e)[-2000:]})
