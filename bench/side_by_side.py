@@ -71,7 +71,6 @@ PERF_LINE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 KAFKA, ODRADEK = "kafka", "odradek"
-WARM_E2E_S = 5            # scenario 4's untimed seconds at its rate per system
 TXN_VALUE_SIZE = 1024     # scenario 7's values (bench.transactional's default)
 WARM_SHARE = 0.1          # scenarios 1-3 and 7: an untimed run of this share of a case's records first
 
@@ -258,7 +257,8 @@ def cpu_per_gb(result: dict) -> dict:
 # -- scenarios -----------------------------------------------------------------------------------
 
 PRINTED = ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s", "client_cpu_s",
-           "client_cpu_s_per_gb", "broker_cpu_s_per_gb", "machine_cpu_s_per_gb")  # a run's line in the log
+           "client_cpu_s_per_gb", "broker_cpu_s_per_gb", "machine_cpu_s_per_gb",
+           "produce_requests", "records_per_produce", "fetches", "records_per_fetch")  # a run's line in the log
 
 
 class Bench:
@@ -283,6 +283,7 @@ class Bench:
 
     def record(self, scenario: str, case: str, system: System, rnd: int, fn) -> dict | None:
         entry = {"scenario": scenario, "case": case, "system": system.name, "round": rnd}
+        os.sync()   # the earlier runs' dirty pages written back now, not during this run (see "What runs")
         try:
             entry.update(fn())
         except Exception as e:  # noqa: BLE001 - a failed run is reported, not fatal
@@ -360,7 +361,7 @@ class Bench:
             self.notes.append(f"scenario 4 rate: {rate} records/s of 1 KiB (half of Kafka's scenario-2 median)")
         self.rf3_scenario(systems, blocked, "4", f"e2e {rate} rec/s RF=3 acks=all", 6, lambda s, topic: assigned_client(
             "e2e", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "6", "--rate", str(rate),
-            "--seconds", str(WARM_E2E_S), "--warmup", "1", "--size", "1024", "--acks", "all"), lambda s, topic: measured(
+            "--seconds", str(seconds), "--warmup", "1", "--size", "1024", "--acks", "all"), lambda s, topic: measured(
             s, assigned_client, "e2e", "--bootstrap", s.bootstrap, "--topic", topic, "--partitions", "6",
             "--rate", str(rate), "--seconds", str(seconds), "--warmup", "3", "--size", "1024", "--acks", "all"))
 
