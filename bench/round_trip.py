@@ -11,10 +11,10 @@ The client is confluent-kafka (librdkafka) for both systems: ``produce`` then ``
 around the pair, after ``--warmup`` untimed records.
 
 Where an Odradek broker's time goes on this path (issue 33): ``--odradek`` starts a 3-broker dev
-cluster (heavy: run it through the shared runner), warms the path first
-(``warm_round_trips``), then measures ``--records`` twice and adds to each figure every broker's CPU per round trip (``/proc``
-utime + stime, and stime alone) and the leader's own request phase timings (mean ms per Produce
-and Fetch, from its metrics endpoint: queue, local, remote, response send, total):
+cluster (heavy: run it through the shared runner), warms the path first (``warm_round_trips``),
+then measures ``--records`` twice and adds to each figure every broker's CPU per round trip
+(``/proc`` utime + stime, and stime alone) and the leader's own request phase timings (mean ms
+per Produce and Fetch, from its metrics endpoint: queue, local, remote, response send, total):
 
     .venv/bin/python -m bench.round_trip --odradek [--records 3000]
 """

@@ -134,8 +134,8 @@ public class AssignedClients {
         }
         double wall = (System.nanoTime() - t0) / 1e9;
         sender.join(10_000);
-        // the clients' own counts: how many requests carried the records (a broker that answers
-        // sooner gets more, smaller requests from the same clients: their CPU, not the broker's)
+        // the clients' own counts of the requests that carried the records: beside the client's
+        // CPU, whether it worked (more, smaller requests) or waited (docs/performance.md, scenario 4)
         String requests = String.format(Locale.ROOT,
             "\"produce_requests\": %.0f, \"records_per_produce\": %.1f, \"fetches\": %.0f, \"records_per_fetch\": %.1f",
             metric(producer.metrics(), "producer-metrics", "request-total"),
