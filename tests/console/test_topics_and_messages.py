@@ -55,6 +55,27 @@ def test_create_topic_from_the_form(page, shot, topic):
     expect(page.get_by_role("link", name=topic, exact=True)).to_be_visible()
 
 
+def test_the_topic_list_loading_leaves_the_focus_where_the_user_put_it(page):
+    """The list's load finishing must not move the focus: it did (to the search box), and a name
+    being typed into the create form meanwhile went on in the search box (a failed CI run)."""
+    held = []
+    listing = re.compile(r"/v3/clusters/[^/]+/topics$")
+    def hold(route):                          # the list answers only when the test says
+        held.append(route)
+    page.route(listing, hold)
+    open_console(page, "topics")
+    name = page.get_by_label("New topic name")
+    name.click()
+    expect(page.locator("main[aria-busy]")).to_be_visible()       # still loading
+    assert held, "the console did not ask for the topic list"
+    for route in held:
+        route.continue_()
+    page.unroute(listing, hold)
+    expect(page.locator("main:not([aria-busy])")).to_be_visible()
+    expect(page.get_by_role("table", name=re.compile("topics"))).to_be_visible()
+    expect(name).to_be_focused()
+
+
 def test_produce_from_the_form_then_find_the_record_by_offset_and_by_timestamp(page, shot, topic, console_cluster):
     before_ms = int(time.time() * 1000) - 1000
     open_console(page, f"topics/{topic}/messages")

@@ -61,6 +61,8 @@ export async function topicList(main) {
     h("div", { class: "toolbar", role: "search" }, field("Search topics", search),
       h("div", { class: "field" }, h("label", {}, internal, " Show internal topics"))),
     list);
-  await reload();
+  // Focus before the list loads, not after: a user (or a test) already typing into the create
+  // form while the list loads would otherwise see the rest of the name land in the search box.
   search.focus();
+  await reload();
 }
