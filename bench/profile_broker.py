@@ -3,9 +3,11 @@
     .venv/bin/python -m bench.profile_broker e2e --rate 12537 --seconds 20      # scenario 4
     .venv/bin/python -m bench.profile_broker produce --records 1000000          # scenario 1, p=1, 1 KiB
     .venv/bin/python -m bench.profile_broker consume --records 400000 --consumes 3   # scenario 3
+    .venv/bin/python -m bench.profile_broker single --records 10000             # scenario 6
 
-Starts an Odradek dev cluster (3 brokers for ``e2e``, 1 for ``produce``), runs the same client
-as `bench.side_by_side` (AssignedClients e2e / ProducerPerformance), and meanwhile runs
+Starts an Odradek dev cluster (3 brokers for ``e2e`` and ``single``, 1 for ``produce``), runs
+the same client as `bench.side_by_side` (AssignedClients e2e / ProducerPerformance; for
+``single``, one acks=all record at a time after the side-by-side's 15,000-record warm-up), and meanwhile runs
 ``py-spy record --idle --format speedscope`` on every broker (needs root or ptrace rights):
 every thread sampled at a steady rate, busy or not, so that samples are a timeline. Writes
 under ``--out`` (default bench/results/profile-<scenario>-<time>/), per broker, the
@@ -32,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.round_trip import single_record_round_trip, warm_round_trips
 from bench.side_by_side import CLK_TCK, RESULTS, OdradekSystem, assigned_client, measured, producer_performance
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
@@ -173,9 +176,26 @@ def idle_cpu(system: OdradekSystem, seconds: float = 5) -> dict:
     return {"idle_broker_cpu_s_per_s": round((run_time_s(pids) - before) / seconds, 4)}
 
 
+THREE_BROKERS = ("e2e", "single")
+SINGLE_TOPIC = "profile-single"
+
+
+def warm_single(system: OdradekSystem, idle_partitions: int) -> list[dict]:
+    """``single``: the RF 3 topic made and its path warmed as scenario 6 warms it (not profiled),
+    beside an idle RF 3 topic of ``idle_partitions`` (in a full side-by-side run, the transaction
+    state's 50 partitions and the consumer offsets' 50 are there by scenario 6)."""
+    if idle_partitions:
+        system.create_topic("profile-idle", idle_partitions, 3)
+    system.create_topic(SINGLE_TOPIC, 1, 3, {"min.insync.replicas": "2"})
+    p50s = warm_round_trips(lambda: single_record_round_trip(system.bootstrap, SINGLE_TOPIC, 1000, 0))
+    return [{"warm_up_chunk_p50_ms": p50s}]
+
+
 def run_client(args: argparse.Namespace, system: OdradekSystem) -> dict:
     if args.scenario == "consume":
         return consume_from_start(system, "profile-consume", args.records)
+    if args.scenario == "single":
+        return measured(system, single_record_round_trip, system.bootstrap, SINGLE_TOPIC, args.records, 0)
     config = {"min.insync.replicas": "2"} if args.scenario == "e2e" else {}
     topic = f"profile-{args.scenario}"
     system.create_topic(topic, args.partitions, 3 if args.scenario == "e2e" else 1, config)
@@ -199,23 +219,25 @@ def fill_and_consume(args: argparse.Namespace, system: OdradekSystem) -> list[di
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile_broker", description=__doc__.split("\n")[0])
-    ap.add_argument("scenario", choices=["e2e", "produce", "consume", "summarize"])
+    ap.add_argument("scenario", choices=["e2e", "produce", "consume", "single", "summarize"])
     ap.add_argument("--rate", type=int, default=12537, help="e2e: records/s")
     ap.add_argument("--seconds", type=float, default=20, help="e2e: client run time")
-    ap.add_argument("--records", type=int, default=1_000_000, help="produce, consume: records")
+    ap.add_argument("--records", type=int, help="produce, consume: records (default 1,000,000); single: round trips (10,000)")
     ap.add_argument("--consumes", type=int, default=3, help="consume: unprofiled reads from the start")
     ap.add_argument("--size", type=int, default=1024, help="produce: value bytes")
     ap.add_argument("--partitions", type=int, help="default 6 (e2e), 1 (produce)")
+    ap.add_argument("--idle-partitions", type=int, default=0, help="single: partitions of an idle RF 3 topic beside it")
     ap.add_argument("--profile-seconds", type=float, default=15, help="py-spy duration (from the client's start)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.scenario == "summarize":
         return write_summaries(args.out)
     args.partitions = args.partitions or (6 if args.scenario == "e2e" else 1)
+    args.records = args.records or (10_000 if args.scenario == "single" else 1_000_000)
     out = args.out or RESULTS / f"profile-{args.scenario}-{datetime.datetime.now():%Y-%m-%d-%H%M}"
     out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="odradek-profile-"))
-    system = OdradekSystem(root, 3 if args.scenario == "e2e" else 1)
+    system = OdradekSystem(root, 3 if args.scenario in THREE_BROKERS else 1)
     try:
         spies = {}
         def start_spies() -> None:
@@ -223,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                 if name.startswith("broker-"):
                     spies[name] = start_py_spy(pid, out / f"{name}.speedscope.json", args.profile_seconds)
         system.create_topic("profile-warm-up", 1, 1)  # connections and imports warm before sampling
-        unprofiled = fill_and_consume(args, system) if args.scenario == "consume" else []
+        unprofiled = (fill_and_consume(args, system) if args.scenario == "consume"
+                      else warm_single(system, args.idle_partitions) if args.scenario == "single" else [])
         if args.profile_seconds > 0:
             start_spies()
         pids = system.broker_pids()
