@@ -129,17 +129,21 @@ class SchemasLog:
 
     def _end_offset(self) -> int:
         with self._watermarks_lock:     # one client for every query: a new one per query costs a connection
-            if self._watermarks is None:
-                self._watermarks = Consumer({**self._common, "group.id": f"{self.settings.group}-reader"})
             deadline = time.monotonic() + 10
             while True:
+                if self._watermarks is None:
+                    self._watermarks = Consumer({**self._common, "group.id": f"{self.settings.group}-reader"})
                 try:
                     return self._watermarks.get_watermark_offsets(TopicPartition(self.settings.topic, 0),
                                                                   timeout=10)[1]
                 except KafkaException as e:
-                    # a new client, or a topic just created: its metadata may not name the partition yet
+                    # the client's metadata names no such partition: a topic just created, or a topic
+                    # error the client cached while brokers restarted, which librdkafka answers from
+                    # its cache without asking again (a test run got it for 34 s): ask with a new client
                     if e.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() >= deadline:
                         raise
+                    self._watermarks.close()
+                    self._watermarks = None
                     time.sleep(0.2)
 
     async def caught_up(self, timeout: float = STORE_TIMEOUT_S) -> None:
