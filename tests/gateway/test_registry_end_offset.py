@@ -34,6 +34,8 @@ class StandIn:
 def schemas_log(monkeypatch):
     StandIn.made, StandIn.stale, StandIn.error = [], 1, KafkaError._UNKNOWN_PARTITION
     monkeypatch.setattr(registry_log, "Consumer", StandIn)
+    for client in ("AdminClient", "Producer"):   # made by the log, unused here: no connections
+        monkeypatch.setattr(registry_log, client, lambda config: None)
     monkeypatch.setattr(registry_log.time, "sleep", lambda s: None)
     return SchemasLog(LogSettings("127.0.0.1:1", {}, "http://127.0.0.1:1"))
 
