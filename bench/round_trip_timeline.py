@@ -159,8 +159,11 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
     try:
         system = OdradekSystem(root, 3)
     finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        for k, v in saved.items():   # the bench's own environment as it was
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     try:
         system.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         warm_round_trips(lambda: single_record_round_trip(system.bootstrap, TOPIC, WARM_CHUNK, 0), warm_chunks)
