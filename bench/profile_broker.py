@@ -180,12 +180,8 @@ THREE_BROKERS = ("e2e", "single")
 SINGLE_TOPIC = "profile-single"
 
 
-def warm_single(system: OdradekSystem, idle_partitions: int) -> list[dict]:
-    """``single``: the RF 3 topic made and its path warmed as scenario 6 warms it (not profiled),
-    beside an idle RF 3 topic of ``idle_partitions`` (in a full side-by-side run, the transaction
-    state's 50 partitions and the consumer offsets' 50 are there by scenario 6)."""
-    if idle_partitions:
-        system.create_topic("profile-idle", idle_partitions, 3)
+def warm_single(system: OdradekSystem) -> list[dict]:
+    """``single``: the RF 3 topic made and its path warmed as scenario 6 warms it (not profiled)."""
     system.create_topic(SINGLE_TOPIC, 1, 3, {"min.insync.replicas": "2"})
     p50s = warm_round_trips(lambda: single_record_round_trip(system.bootstrap, SINGLE_TOPIC, 1000, 0))
     return [{"warm_up_chunk_p50_ms": p50s}]
@@ -226,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consumes", type=int, default=3, help="consume: unprofiled reads from the start")
     ap.add_argument("--size", type=int, default=1024, help="produce: value bytes")
     ap.add_argument("--partitions", type=int, help="default 6 (e2e), 1 (produce)")
-    ap.add_argument("--idle-partitions", type=int, default=0, help="single: partitions of an idle RF 3 topic beside it")
     ap.add_argument("--profile-seconds", type=float, default=15, help="py-spy duration (from the client's start)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
@@ -246,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     spies[name] = start_py_spy(pid, out / f"{name}.speedscope.json", args.profile_seconds)
         system.create_topic("profile-warm-up", 1, 1)  # connections and imports warm before sampling
         unprofiled = (fill_and_consume(args, system) if args.scenario == "consume"
-                      else warm_single(system, args.idle_partitions) if args.scenario == "single" else [])
+                      else warm_single(system) if args.scenario == "single" else [])
         if args.profile_seconds > 0:
             start_spies()
         pids = system.broker_pids()

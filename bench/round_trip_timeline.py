@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 from bench.round_trip import WARM_CHUNK, WARM_CHUNKS, single_record_round_trip, warm_round_trips
 
@@ -153,29 +154,21 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
     shutil.copy(PROBES, probes / "sitecustomize.py")
     prefix = root / "events" / "broker"
     prefix.parent.mkdir()
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "ODRADEK_TIMELINE")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(probes), saved["PYTHONPATH"]) if p)
-    os.environ["ODRADEK_TIMELINE"] = str(prefix)
-    try:
-        system = OdradekSystem(root, 3)
-    finally:
-        for k, v in saved.items():   # the bench's own environment as it was
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    path = os.pathsep.join(p for p in (str(probes), os.environ.get("PYTHONPATH")) if p)
+    with mock.patch.dict(os.environ, {"PYTHONPATH": path, "ODRADEK_TIMELINE": str(prefix)}):
+        system = OdradekSystem(root, 3)   # its processes inherit the environment
     try:
         system.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         warm_round_trips(lambda: single_record_round_trip(system.bootstrap, TOPIC, WARM_CHUNK, 0), warm_chunks)
         brokers = {int(name.split("-")[1]): pid for name, pid in system.pids.items() if name.startswith("broker-")}
         for pid in brokers.values():
             os.kill(pid, signal.SIGUSR1)
-        time.sleep(0.2)   # every broker noting before the first record
+        _wait_for_files([Path(f"{prefix}-{pid}.on") for pid in brokers.values()])   # every broker noting
         result = single_record_round_trip(system.bootstrap, TOPIC, records, 0)
         for pid in brokers.values():
             os.kill(pid, signal.SIGUSR2)
         leader = partition_leaders(system.bootstrap, TOPIC)[0]
-        _wait_for_files(prefix, brokers.values())
+        _wait_for_files([Path(f"{prefix}.{pid}") for pid in brokers.values()])
     finally:
         system.stop()
     names = {pid: ("leader" if broker == leader else f"follower {broker}") for broker, pid in brokers.items()}
@@ -184,11 +177,11 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
             "round_trips_probed": len(trips), "timelines": timelines(trips)}
 
 
-def _wait_for_files(prefix: Path, pids, timeout: float = 10) -> None:
+def _wait_for_files(paths: list[Path], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while not all(Path(f"{prefix}.{pid}").exists() for pid in pids):
+    while not all(p.exists() for p in paths):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no probe file from every broker after {timeout} s ({prefix}.*)")
+            raise RuntimeError(f"not every broker's probe answered within {timeout} s: {[str(p) for p in paths]}")
         time.sleep(0.05)
 
 

@@ -12,8 +12,8 @@ prefix, a few methods on the single-record path are wrapped to note a monotonic 
 - on a follower: its fetch sent (``fetch out``), the answer's bytes read (``fetch answer in``),
   the append (``follower append``, ``follower appended``).
 
-Notes are kept only between SIGUSR1 and SIGUSR2 (the measured round trips, not the warm-up);
-SIGUSR2 writes them to ``<prefix>.<pid>`` as ``<ns> <event>`` lines. Each wrapper costs about a
+Notes are kept only between SIGUSR1 and SIGUSR2 (the measured round trips, not the warm-up;
+SIGUSR1 is acknowledged with an empty ``<prefix>-<pid>.on``); SIGUSR2 writes them to ``<prefix>.<pid>`` as ``<ns> <event>`` lines. Each wrapper costs about a
 microsecond, which the timeline includes (the tool says so). Self-contained: a broker's path
 holds the project's packages, not ``bench``.
 """
@@ -41,6 +41,7 @@ def _start(*_) -> None:
     global _on
     _notes.clear()
     _on = True
+    open(f"{_PREFIX}-{os.getpid()}.on", "w").close()   # the bench waits for this before its records
 
 
 def _stop(*_) -> None:
