@@ -2,6 +2,7 @@
 
 import asyncio
 import io
+import os
 import socket
 import struct
 
@@ -16,6 +17,7 @@ from kio.index import load_response_schema
 
 from odradek.broker.dispatch import Dispatcher
 from odradek.protocol.connection import FileRegion, KafkaConnection
+from tests.support.descriptors import descriptors_on, target
 from tests.support.loop_thread import stop_server_loop
 
 
@@ -165,7 +167,6 @@ class _OpenTransport:
 
 def test_a_peer_gone_during_sendfile_closes_quietly(tmp_path, caplog):
     import logging
-    import os
     from odradek.protocol.connection import CloseReason
     path = tmp_path / "segment"
     path.write_bytes(b"x" * 200_000)
@@ -201,7 +202,6 @@ def test_a_region_larger_than_the_socket_buffer_goes_out_whole_by_sendfile(tmp_p
     into memory and written through the transport, but for at most its last 64 KiB), in order,
     with a reader slower than us; one duplicate of the socket is watched over all the waits,
     closed with the connection."""
-    import os
     import threading
     payload = os.urandom(3 << 20)
     path = tmp_path / "segment"
@@ -222,12 +222,14 @@ def test_a_region_larger_than_the_socket_buffer_goes_out_whole_by_sendfile(tmp_p
     conn = KafkaConnection(Dispatcher({}), max_frame_bytes=1024)
     conn._transport, conn._sock_fd = _CountingTransport(ours), ours.fileno()
 
+    socket_link = target(ours.fileno())
+
     async def send() -> None:
-        open_fds = len(os.listdir("/proc/self/fd"))
+        assert descriptors_on(socket_link) == 1
         await conn._send_file(FileRegion(fd, 4, len(payload)))
-        assert len(os.listdir("/proc/self/fd")) == open_fds + 1 and conn._watched_fd >= 0
+        assert descriptors_on(socket_link) == 2 and conn._watched_fd >= 0
         conn._close_watched()
-        assert len(os.listdir("/proc/self/fd")) == open_fds
+        assert descriptors_on(socket_link) == 1
     try:
         reader.start()
         asyncio.run(asyncio.wait_for(send(), 60))

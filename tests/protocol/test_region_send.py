@@ -16,14 +16,11 @@ import time
 import pytest
 
 from odradek.protocol.connection import FileRegion, KafkaConnection
+from tests.support.descriptors import descriptors_on, target
 from tests.support.loop_thread import stop_server_loop
 
 SEND_BUFFER = 64 * 1024
 FIRST, SECOND = 1_500_000, 1_100_000   # the two regions of each response: both wait for the socket
-
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def _wait_for(condition, what: str, timeout: float = 10) -> None:
@@ -155,18 +152,21 @@ def test_pipelined_responses_arrive_whole_in_order_from_one_watch_per_region(ser
 
 def test_a_client_gone_mid_region_closes_quietly_and_keeps_no_descriptor(server, caplog):
     server.reuse = False
-    before = _open_fds()
     with caplog.at_level(logging.DEBUG, logger="odradek.protocol.connection"):
         sock = _connect(server.port)
         sock.sendall(struct.pack(">ii", 4, 1))
         assert len(sock.recv(64 * 1024)) > 0   # the response has started: its region waits for the socket
         _wait_for(lambda: server.watches == 1, "the first region's watch")
+        accepted = target(server.connections[0]._sock_fd)
+        assert descriptors_on(accepted) == 2   # the transport's socket and the watched duplicate
+        assert descriptors_on(*server.paths) >= 2   # file A's own descriptor and the region's duplicate
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()   # a reset in the middle of the region
         _wait_for(lambda: server.connections and server.connections[0].close_reason is not None,
                   "the connection to close")
         # the watched duplicate of the socket and the region's duplicate of the segment: closed
-        _wait_for(lambda: _open_fds() == before, "the broker's descriptors to be closed")
+        _wait_for(lambda: descriptors_on(accepted) == 0 and descriptors_on(*server.paths) == 1,
+                  "the broker's descriptors to be closed (all but file A's own)")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 
 from odradek.broker.storage.index import CorruptIndex, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from tests.support.descriptors import descriptors_under
 
 
 def test_offset_index_lookup_matches_brute_force(tmp_path):
@@ -132,18 +132,13 @@ def test_reopening_a_sparse_index_on_a_full_disk_reads_no_hole(tmp_path):
         assert raised.value.errno == errno.ENOSPC
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_indexes_are_mapped_lazily_and_released_when_inactive(tmp_path):
     """Kafka's LazyIndex: a partition that holds no index entry maps nothing and keeps only its
     log's descriptor; rolled segments unmap their indexes, and a lookup maps them again."""
     from storage_helpers import batch, open_log
 
-    before = _open_fds()
     idle = [open_log(tmp_path / f"idle-{i}", segment_bytes=2000, index_interval_bytes=64) for i in range(20)]
-    assert _open_fds() - before <= 20  # one .log each (the indexes mapped eagerly held 4 more each)
+    assert descriptors_under(tmp_path) == 20  # one .log each (the indexes mapped eagerly held 4 more each)
     assert not any(s.offset_index.mapped or s.time_index.mapped for lg in idle for s in lg.segments)
     assert all(lg.read(0, 1 << 20).size == 0 for lg in idle)   # lookups in empty indexes map nothing
     assert not any(s.offset_index.mapped for lg in idle for s in lg.segments)
@@ -168,7 +163,7 @@ def test_indexes_are_mapped_lazily_and_released_when_inactive(tmp_path):
     assert reopened.log_end_offset == 61
     for lg in (*idle, reopened):
         lg.close()
-    assert _open_fds() <= before
+    assert descriptors_under(tmp_path) == 0
 
 
 def test_a_released_index_is_made_durable_by_the_next_flush(tmp_path, monkeypatch):
