@@ -356,6 +356,33 @@ def test_closed_log_refuses_work(tmp_path):
         log.append(batch(b"x"), leader_epoch=0)
 
 
+def _flip_a_record_byte(data: bytearray) -> bytearray:
+    data[-3] ^= 0xFF
+    return data
+
+
+@pytest.mark.parametrize("spoil, why", [
+    (_flip_a_record_byte, "is corrupt"),
+    (lambda data: data + b"\0" * 20, "not whole record batches"),   # a torn tail after a whole batch
+    (lambda data: bytearray(), "not whole record batches"),
+])
+def test_a_follower_refuses_replicated_bytes_that_are_not_whole_sound_batches_and_writes_nothing(tmp_path, spoil, why):
+    """Kafka's follower checks each batch's magic and CRC (``ensureValid``) and that the fetched
+    bytes are whole batches: CORRUPT_MESSAGE, and the log is as it was."""
+    leader, follower = open_log(tmp_path / "l-0"), open_log(tmp_path / "f-0")
+    fill(leader, 3)
+    follower.append_as_follower(leader.read(0, 1 << 20, max_offset=2).read())
+    rest = bytearray(leader.read(2, 1 << 20).read())
+    with pytest.raises(KafkaError) as refused:
+        follower.append_as_follower(spoil(rest))
+    assert refused.value.code == ErrorCode.corrupt_message and why in refused.value.message
+    assert follower.log_end_offset == 2 and follower.size == leader.read(0, 1 << 20, max_offset=2).size
+    follower.append_as_follower(leader.read(2, 1 << 20).read())   # the sound bytes are taken as they are
+    assert follower.log_end_offset == 3 and read_records(follower) == read_records(leader)
+    leader.close()
+    follower.close()
+
+
 def test_control_batches_from_the_log_are_served_as_is(tmp_path):
     log = open_log(tmp_path / "t-0")
     log.append_as_follower(build_batch([Record(b"m")], control=True, transactional=True, producer_id=1,
