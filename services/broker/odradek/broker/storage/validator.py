@@ -56,9 +56,9 @@ _CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy":
 
 @dataclass(slots=True)
 class ValidatedAppend:
-    batches: list[BatchHeader | RecordBatch]   # the leader's: the stamped headers
-    pieces: list[memoryview | bytearray]             # what to write, in order
-    size: int                                        # their bytes
+    batches: list[BatchHeader | RecordBatch]   # headers (the leader's: stamped copies); control batches as views
+    pieces: list[memoryview | bytearray]       # what to write, in order
+    size: int                                  # their bytes
     first_offset: int
     last_offset: int
     max_timestamp: int
