@@ -13,9 +13,10 @@ prefix, a few methods on the single-record path are wrapped to note a monotonic 
   the append (``follower append``, ``follower appended``).
 
 Notes are kept only between SIGUSR1 and SIGUSR2 (the measured round trips, not the warm-up;
-SIGUSR1 is acknowledged with an empty ``<prefix>-<pid>.on``); SIGUSR2 writes them to ``<prefix>.<pid>`` as ``<ns> <event>`` lines. Each wrapper costs about a
-microsecond, which the timeline includes (the tool says so). Self-contained: a broker's path
-holds the project's packages, not ``bench``.
+SIGUSR1 is acknowledged with an empty ``<prefix>-<pid>.on``); SIGUSR2 writes them to
+``<prefix>.<pid>`` as ``<ns> <event>`` lines. Each wrapper costs about a microsecond, which
+the timeline includes (the tool says so). Self-contained: a broker's path holds the project's
+packages, not ``bench``.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class SchemasLog:
             consumer.close()
 
     def _end_offset(self) -> int:
-        with self._watermarks_lock:     # one client for every query: a new one per query costs a connection
+        with self._watermarks_lock:     # one client kept across queries (a new one costs a connection)
             deadline = time.monotonic() + 10
             while True:
                 if self._watermarks is None:
