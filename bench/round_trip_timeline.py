@@ -2,7 +2,7 @@
 (issue 33: the hops and wake-ups between the produce's arrival and its answer, against the
 loopback round trip):
 
-    .venv/bin/python -m bench.round_trip_timeline [--records 5000] [--json out.json]
+    .venv/bin/python -m bench.round_trip_timeline [--records 5000] [--json out.json] [--delay EVENT:US]
 
 Starts a 3-broker dev cluster whose brokers load ``bench.timeline_probes`` (see there: the
 events, and what each costs), warms the path as scenario 6 does, then notes every event of
@@ -16,6 +16,10 @@ Beside it: the loopback round trip of two processes that answer each other with 
 own event loop (uvloop), 100-byte messages (``loopback_rtt_us``). The record's path has four
 one-way hops (client to leader, leader to follower, follower to leader, leader to client):
 about two such round trips; the rest of its time is CPU, or a wait for a core.
+
+``--delay 'follower appended:30'``: every broker spins 30 µs after each such event (a what-if:
+that step 30 µs longer); the p50's change against a run without says how much of that step's
+time reaches the record (docs/performance.md, "What a step's time costs the record").
 """
 
 from __future__ import annotations
@@ -145,8 +149,8 @@ def loopback_rtt_us(count: int = 5000, size: int = 100) -> float:
         server.wait()
 
 
-def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
-    """The probed cluster's round trips (see the module doc)."""
+def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS, delay: str = "") -> dict:
+    """The probed cluster's round trips (see the module doc); ``delay``: ``<event>:<µs>``."""
     from bench.side_by_side import OdradekSystem
     from odradek.dev.harness import partition_leaders
     probes = root / "probes"
@@ -155,7 +159,8 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
     prefix = root / "events" / "broker"
     prefix.parent.mkdir()
     path = os.pathsep.join(p for p in (str(probes), os.environ.get("PYTHONPATH")) if p)
-    with mock.patch.dict(os.environ, {"PYTHONPATH": path, "ODRADEK_TIMELINE": str(prefix)}):
+    with mock.patch.dict(os.environ, {"PYTHONPATH": path, "ODRADEK_TIMELINE": str(prefix),
+                                      "ODRADEK_TIMELINE_DELAY": delay}):
         system = OdradekSystem(root, 3)   # its processes inherit the environment
     try:
         system.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
@@ -172,7 +177,10 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS) -> dict:
     finally:
         system.stop()
     names = {pid: ("leader" if broker == leader else f"follower {broker}") for broker, pid in brokers.items()}
-    trips = round_trips(read_events(prefix), brokers[leader], names)
+    events = read_events(prefix)
+    if delay and not any(event == delay.rpartition(":")[0] for _, _, event in events):
+        raise ValueError(f"--delay {delay!r}: no broker noted that event (the events: the timeline's)")
+    trips = round_trips(events, brokers[leader], names)
     return {"records": records, "p50_ms": result["p50_ms"], "p99_ms": result["p99_ms"],
             "round_trips_probed": len(trips), "timelines": timelines(trips)}
 
@@ -185,20 +193,39 @@ def _wait_for_files(paths: list[Path], timeout: float = 10) -> None:
         time.sleep(0.05)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _delay(text: str) -> str:
+    event, _, us = text.rpartition(":")
+    try:
+        if event and float(us) > 0:
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: want EVENT:US, e.g. 'follower appended:30'")
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.round_trip_timeline", description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=5000)
     ap.add_argument("--warm-chunks", type=int, default=WARM_CHUNKS,
                     help=f"untimed chunks of {WARM_CHUNK:,} records first (default: scenario 6's)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
-    args = ap.parse_args(argv)
+    ap.add_argument("--delay", type=_delay, metavar="EVENT:US",
+                    help="spin US µs after each EVENT (e.g. 'follower appended:30'): a step made longer")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="odradek-timeline-"))
     try:
-        figures = measure(args.records, root, args.warm_chunks)
+        figures = measure(args.records, root, args.warm_chunks, args.delay or "")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     figures["loopback_rtt_us"] = loopback_rtt_us()
-    print(f"p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms over {args.records} records; "
+    figures["delay"] = args.delay
+    print((f"with {args.delay.rpartition(':')[2]} µs spun after each '{args.delay.rpartition(':')[0]}': "
+           if args.delay else "")
+          + f"p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms over {args.records} records; "
           f"{figures['round_trips_probed']} round trips probed; loopback round trip "
           f"{figures['loopback_rtt_us']} µs (the record's four hops: about two of these)\n")
     print("\n\n".join(format_timeline(t) for t in figures["timelines"]))

@@ -12,6 +12,10 @@ prefix, a few methods on the single-record path are wrapped to note a monotonic 
 - on a follower: its fetch sent (``fetch out``), the answer's bytes read (``fetch answer in``),
   the append (``follower append``, ``follower appended``).
 
+A what-if (``ODRADEK_TIMELINE_DELAY``, ``<event>:<µs>``): each time a broker notes that event, it
+then spins that long, as if the step before it took that much more CPU; the record's latency
+then says how much of a step's time reaches it (``round_trip_timeline --delay``).
+
 Notes are kept only between SIGUSR1 and SIGUSR2 (the measured round trips, not the warm-up;
 SIGUSR1 is acknowledged with an empty ``<prefix>-<pid>.on``); SIGUSR2 writes them to
 ``<prefix>.<pid>`` as ``<ns> <event>`` lines. Each wrapper costs about a microsecond, which
@@ -31,11 +35,17 @@ _APIS = {0: "Produce", 1: "Fetch"}
 _notes: list[tuple[int, str]] = []
 _on = False
 _last_api = [None]     # the API whose answer the connection writes next (set when its handling ends)
+_DELAYED, _, _delay_us = os.environ.get("ODRADEK_TIMELINE_DELAY", "").rpartition(":")
+_DELAY_NS = int(float(_delay_us) * 1000) if _DELAYED else 0
 
 
 def _note(event: str) -> None:
     if _on:
-        _notes.append((time.monotonic_ns(), event))
+        now = time.monotonic_ns()
+        _notes.append((now, event))
+        if event == _DELAYED:
+            while time.monotonic_ns() < now + _DELAY_NS:   # CPU, not a sleep: a step that costs more
+                pass
 
 
 def _start(*_) -> None:

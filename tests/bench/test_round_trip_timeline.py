@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench.round_trip_timeline import PROBES, format_timeline, main, read_events, round_trips, timelines
+from bench.round_trip_timeline import PROBES, format_timeline, main, parser, read_events, round_trips, timelines
 
 LEADER, F2, F3 = 10, 20, 30
 NAMES = {LEADER: "leader", F2: "follower 2", F3: "follower 3"}
@@ -73,16 +73,36 @@ def test_the_probes_wrap_methods_the_broker_has():
 
 @pytest.mark.slow
 def test_a_probed_cluster_gives_the_paths_timeline(tmp_path, capsys):
+    """With a what-if delay of 300 µs after each follower's append: every follower's next event
+    comes at least that much later (medians of per-trip times keep a per-trip lower bound)."""
     out = tmp_path / "timeline.json"
-    assert main(["--records", "300", "--warm-chunks", "0", "--json", str(out)]) == 0
+    assert main(["--records", "300", "--warm-chunks", "0", "--json", str(out), "--delay", "follower appended:300"]) == 0
     import json
     figures = json.loads(out.read_text())
     assert figures["round_trips_probed"] >= 250 and figures["loopback_rtt_us"] > 0
-    events = [event for event, _ in figures["timelines"][0]["events"]]
+    timed = figures["timelines"][0]["events"]
+    events = [event for event, _ in timed]
     path = ["leader: Produce start", "leader: append", "leader: fetches woken", "leader: Fetch answer",
             "follower appended", "fetch out", "leader: Fetch in", "leader: produce acked", "leader: Produce answer"]
     at = 0
     for step in path:   # in this order, other events between
         at = next(i for i in range(at, len(events)) if step in events[i]) + 1
     assert events[-1] == "leader: Produce answer"
-    assert "round trips probed" in capsys.readouterr().out
+    for i, (event, us) in enumerate(timed):
+        if event.endswith(": follower appended"):
+            follower = event.split(":")[0]
+            after = next(t for e, t in timed[i + 1:] if e.startswith(follower + ":"))
+            assert after - us >= 300, timed
+    assert "300 µs spun after each 'follower appended'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["follower appended", "follower appended:", ":30", "follower appended:-5",
+                                  "follower appended:x"])
+def test_a_delay_names_an_event_and_a_positive_time(text):
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--delay", text])
+
+
+def test_without_a_delay_nothing_is_spun():
+    assert parser().parse_args([]).delay is None
+    assert parser().parse_args(["--delay", "produce acked:12.5"]).delay == "produce acked:12.5"
