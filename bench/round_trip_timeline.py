@@ -2,7 +2,7 @@
 (issue 33: the hops and wake-ups between the produce's arrival and its answer, against the
 loopback round trip):
 
-    .venv/bin/python -m bench.round_trip_timeline [--records 5000] [--json out.json] [--delay EVENT:US]
+    .venv/bin/python -m bench.round_trip_timeline [--records 5000] [--json out.json] [--delay EVENT:US] [--detail]
 
 Starts a 3-broker dev cluster whose brokers load ``bench.timeline_probes`` (see there: the
 events, and what each costs), warms the path as scenario 6 does, then notes every event of
@@ -20,6 +20,8 @@ about two such round trips; the rest of its time is CPU, or a wait for a core.
 ``--delay 'follower appended:30'``: every broker spins 30 µs after each such event (a what-if:
 that step 30 µs longer); the p50's change against a run without says how much of that step's
 time reaches the record (docs/performance.md, "What a step's time costs the record").
+``--detail``: the steps inside the follower's pass and the appends are noted too (the answer
+decoded, the batches validated, the next fetch built: ``bench.timeline_probes``).
 """
 
 from __future__ import annotations
@@ -149,8 +151,9 @@ def loopback_rtt_us(count: int = 5000, size: int = 100) -> float:
         server.wait()
 
 
-def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS, delay: str = "") -> dict:
-    """The probed cluster's round trips (see the module doc); ``delay``: ``<event>:<µs>``."""
+def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS, delay: str = "", detail: bool = False) -> dict:
+    """The probed cluster's round trips (see the module doc); ``delay``: ``<event>:<µs>``;
+    ``detail``: the probes' steps inside the follower's pass and the appends too."""
     from bench.side_by_side import OdradekSystem
     from odradek.dev.harness import partition_leaders
     probes = root / "probes"
@@ -160,7 +163,7 @@ def measure(records: int, root: Path, warm_chunks: int = WARM_CHUNKS, delay: str
     prefix.parent.mkdir()
     path = os.pathsep.join(p for p in (str(probes), os.environ.get("PYTHONPATH")) if p)
     with mock.patch.dict(os.environ, {"PYTHONPATH": path, "ODRADEK_TIMELINE": str(prefix),
-                                      "ODRADEK_TIMELINE_DELAY": delay}):
+                                      "ODRADEK_TIMELINE_DELAY": delay, "ODRADEK_TIMELINE_DETAIL": "1" if detail else ""}):
         system = OdradekSystem(root, 3)   # its processes inherit the environment
     try:
         system.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
@@ -211,6 +214,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--delay", type=_delay, metavar="EVENT:US",
                     help="spin US µs after each EVENT (e.g. 'follower appended:30'): a step made longer")
+    ap.add_argument("--detail", action="store_true",
+                    help="also note the steps inside the follower's pass and the appends (bench/timeline_probes.py)")
     return ap
 
 
@@ -218,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="odradek-timeline-"))
     try:
-        figures = measure(args.records, root, args.warm_chunks, args.delay or "")
+        figures = measure(args.records, root, args.warm_chunks, args.delay or "", args.detail)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     figures["loopback_rtt_us"] = loopback_rtt_us()

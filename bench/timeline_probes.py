@@ -12,6 +12,12 @@ prefix, a few methods on the single-record path are wrapped to note a monotonic 
 - on a follower: its fetch sent (``fetch out``), the answer's bytes read (``fetch answer in``),
   the append (``follower append``, ``follower appended``).
 
+With ``ODRADEK_TIMELINE_DETAIL=1`` (``round_trip_timeline --detail``), steps inside those: an
+inter-broker answer decoded (``answer decode``, ``answer decoded``: the time before the first is
+the fetcher's task waking), an append's batches validated (``validated``: what follows it up to
+``appended`` is the write and the indexes), the next fetch's bytes about to be built (``fetch
+encode``: what precedes it is the fetcher's bookkeeping).
+
 A what-if (``ODRADEK_TIMELINE_DELAY``, ``<event>:<µs>``): each time a broker notes that event, it
 then spins that long, as if the step before it took that much more CPU; the record's latency
 then says how much of a step's time reaches it (``round_trip_timeline --delay``).
@@ -37,6 +43,7 @@ _on = False
 _last_api = [None]     # the API whose answer the connection writes next (set when its handling ends)
 _DELAYED, _, _delay_us = os.environ.get("ODRADEK_TIMELINE_DELAY", "").rpartition(":")
 _DELAY_NS = int(float(_delay_us) * 1000) if _DELAYED else 0
+_DETAIL = os.environ.get("ODRADEK_TIMELINE_DETAIL") == "1"
 
 
 def _note(event: str) -> None:
@@ -120,6 +127,35 @@ def _install() -> None:
         return done
 
     FetchWakeup.notify, ProducePurgatory.complete = _notify, _complete
+    if _DETAIL:
+        _install_detail()
+
+
+def _install_detail() -> None:
+    """The steps inside the follower's pass and the appends (the module doc's ``--detail``)."""
+    import odradek.broker.replication.client as client
+    import odradek.broker.storage.log as log
+
+    decode, encode, validate = client.decode_response, client.encode_request, log.validate_append
+
+    def decode_response(*args):
+        _note("answer decode")
+        try:
+            return decode(*args)
+        finally:
+            _note("answer decoded")
+
+    def encode_request(*args):
+        _note("fetch encode")
+        return encode(*args)
+
+    def validate_append(*args, **kwargs):
+        try:
+            return validate(*args, **kwargs)
+        finally:
+            _note("validated")
+
+    client.decode_response, client.encode_request, log.validate_append = decode_response, encode_request, validate_append
 
 
 def _around(cls, name: str, before: str, after: str) -> None:

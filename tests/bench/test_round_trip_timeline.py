@@ -2,6 +2,7 @@
 their sequence of events, medians per event), and the probes on a real 3-broker cluster (their
 wrapped methods must still exist in the broker, and the events come in the order of the path)."""
 
+import os
 import subprocess
 import sys
 
@@ -61,29 +62,39 @@ def test_probe_files_are_read_in_time_order(tmp_path):
                                                 (300, 7, "Produce in")]
 
 
-def test_the_probes_wrap_methods_the_broker_has():
-    """Installed in a process of their own (they patch the broker's classes)."""
+@pytest.mark.parametrize("detail", ["", "1"])
+def test_the_probes_wrap_methods_the_broker_has(detail):
+    """Installed in a process of their own (they patch the broker's classes); with
+    ODRADEK_TIMELINE_DETAIL=1, also the functions the detail probes replace."""
     code = (f"import runpy, sys; probes = runpy.run_path({str(PROBES)!r}); probes['_install']();"
             "from odradek.protocol.connection import KafkaConnection as K;"
-            "from odradek.broker.storage.log import Log;"
-            "assert K._enqueue.__qualname__.startswith('_install') and Log.append.__name__ == 'wrapper'")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+            "from odradek.broker.storage import log; from odradek.broker.replication import client;"
+            "assert K._enqueue.__qualname__.startswith('_install') and log.Log.append.__name__ == 'wrapper';"
+            "detail = [f.__qualname__.startswith('_install_detail') for f in "
+            "(client.decode_response, client.encode_request, log.validate_append)];"
+            f"assert detail == [{bool(detail)}] * 3, detail")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ODRADEK_TIMELINE_DETAIL": detail})
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.slow
 def test_a_probed_cluster_gives_the_paths_timeline(tmp_path, capsys):
     """With a what-if delay of 300 µs after each follower's append: every follower's next event
-    comes at least that much later (medians of per-trip times keep a per-trip lower bound)."""
+    comes at least that much later (medians of per-trip times keep a per-trip lower bound). With
+    ``--detail``, the steps inside the follower's pass and the appends come in their order."""
     out = tmp_path / "timeline.json"
-    assert main(["--records", "300", "--warm-chunks", "0", "--json", str(out), "--delay", "follower appended:300"]) == 0
+    assert main(["--records", "300", "--warm-chunks", "0", "--json", str(out), "--delay", "follower appended:300",
+                 "--detail"]) == 0
     import json
     figures = json.loads(out.read_text())
     assert figures["round_trips_probed"] >= 250 and figures["loopback_rtt_us"] > 0
     timed = figures["timelines"][0]["events"]
     events = [event for event, _ in timed]
-    path = ["leader: Produce start", "leader: append", "leader: fetches woken", "leader: Fetch answer",
-            "follower appended", "fetch out", "leader: Fetch in", "leader: produce acked", "leader: Produce answer"]
+    path = ["leader: Produce start", "leader: append", "leader: validated", "leader: appended",
+            "leader: fetches woken", "leader: Fetch answer", "fetch answer in", "answer decode", "answer decoded",
+            "follower append", "validated", "follower appended", "fetch encode", "fetch out", "leader: Fetch in",
+            "leader: produce acked", "leader: Produce answer"]
     at = 0
     for step in path:   # in this order, other events between
         at = next(i for i in range(at, len(events)) if step in events[i]) + 1
