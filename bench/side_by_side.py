@@ -261,9 +261,33 @@ PRINTED = ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s", "
            "produce_requests", "records_per_produce", "fetches", "records_per_fetch")  # a run's line in the log
 
 
+def drop_page_cache(root: Path | None) -> None:
+    """The clean cached pages of every file under ``root`` (both systems' logs, synced) given
+    back to the kernel, so that a measured run's writes reuse memory the machine used lately. On
+    the VM of 2026-12-01 (free page reporting on: the host takes back free memory), page cache
+    written into memory not used lately cost 2.3 kernel s/GB against 0.18 (`dd` of 512-MB files
+    one after another: the first 2 GB at 0.18, the rest at 2.3): more than Odradek's whole
+    produce path, met by whichever system's round came late in a case (docs/performance.md,
+    "What runs")."""
+    if root is None:
+        return
+    for path in root.rglob("*"):
+        try:
+            if not path.is_file():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:   # a file deleted meanwhile (a segment retired)
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 class Bench:
-    def __init__(self, rounds: int, scale: float) -> None:
+    def __init__(self, rounds: int, scale: float, root: Path | None = None) -> None:
         self.rounds, self.scale = rounds, scale
+        self.root = root                    # the systems' directories: their page cache dropped before a write run
         self.runs: list[dict] = []          # every run: scenario, case, system, round, figures | error
         self.memory: dict[str, dict] = {}   # cluster shape -> system -> broker -> memory
         self.warmups: list[dict] = []       # the warm-ups' client CPU and bytes (``warm``), not runs
@@ -281,9 +305,13 @@ class Bench:
         self.seq += 1
         return f"{stem}-{self.seq}"
 
-    def record(self, scenario: str, case: str, system: System, rnd: int, fn) -> dict | None:
+    def record(self, scenario: str, case: str, system: System, rnd: int, fn, reads_cache: bool = False) -> dict | None:
+        """One measured run; ``reads_cache``: it reads what earlier runs wrote (scenario 3's
+        consume), so their page cache stays."""
         entry = {"scenario": scenario, "case": case, "system": system.name, "round": rnd}
         os.sync()   # the earlier runs' dirty pages written back now, not during this run (see "What runs")
+        if not reads_cache:
+            drop_page_cache(self.root)
         try:
             entry.update(fn())
         except Exception as e:  # noqa: BLE001 - a failed run is reported, not fatal
@@ -326,7 +354,7 @@ class Bench:
             for s in self.alternate(systems, rnd):
                 self.record("3", "consume from the start", s, rnd, lambda s=s: measured(
                     s, assigned_client, "consume", "--bootstrap", s.bootstrap, "--topic", topics[s.name],
-                    "--partitions", "1", "--records", str(records)))
+                    "--partitions", "1", "--records", str(records)), reads_cache=True)
         for s in systems:
             s.delete_topic(topics[s.name])
 
@@ -713,10 +741,10 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.scenarios.split(","))
 
     apache_kafka.resolve()
-    bench = Bench(args.rounds, args.scale)
+    root = Path(tempfile.mkdtemp(prefix="odradek-vs-kafka-"))
+    bench = Bench(args.rounds, args.scale, root)
     not_runnable: dict[str, str] = {}
     leftovers: list[str] = []
-    root = Path(tempfile.mkdtemp(prefix="odradek-vs-kafka-"))
     try:
         if wanted & {"1", "3", "5"}:
             print("== 1 broker: Kafka (KRaft) and Odradek", flush=True)
