@@ -113,6 +113,7 @@ def memory_mb(pid: int) -> dict[str, float]:
 class System(ABC):
     name: str
     bootstrap: str
+    dir: Path | None = None     # its brokers' files (``drop_page_cache``)
 
     @abstractmethod
     def broker_pids(self) -> list[int]:
@@ -153,7 +154,8 @@ class KafkaSystem(System):
     name = KAFKA
 
     def __init__(self, root: Path, brokers: int) -> None:
-        self.cluster = KafkaCluster(root / f"kafka-{brokers}", nodes=brokers).start()
+        self.dir = root / f"kafka-{brokers}"
+        self.cluster = KafkaCluster(self.dir, nodes=brokers).start()
         self.bootstrap = self.cluster.bootstrap
 
     def broker_pids(self) -> list[int]:
@@ -170,7 +172,8 @@ class OdradekSystem(System):
 
     def __init__(self, root: Path, brokers: int, extra: tuple[str, ...] = ()) -> None:
         from odradek.dev.harness import start_cluster
-        self.cluster = start_cluster(root / f"odradek-{brokers}", brokers=brokers, extra=extra)
+        self.dir = root / f"odradek-{brokers}"
+        self.cluster = start_cluster(self.dir, brokers=brokers, extra=extra)
         self.bootstrap = self.cluster.bootstrap
         self.pids = {k: int(v) for k, v in self.cluster.pids.items()}
 
@@ -262,7 +265,7 @@ PRINTED = ("mb_s", "records_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s", "
 
 
 def drop_page_cache(root: Path | None) -> None:
-    """The clean cached pages of every file under ``root`` (both systems' logs, synced) given
+    """The clean cached pages of every file under ``root`` (a system's logs, synced) given
     back to the kernel, so that a measured run's writes reuse memory the machine used lately. On
     the VM of 2026-12-01 (free page reporting on: the host takes back free memory), page cache
     written into memory not used lately cost 2.3 kernel s/GB against 0.18 (`dd` of 512-MB files
@@ -285,9 +288,8 @@ def drop_page_cache(root: Path | None) -> None:
 
 
 class Bench:
-    def __init__(self, rounds: int, scale: float, root: Path | None = None) -> None:
+    def __init__(self, rounds: int, scale: float) -> None:
         self.rounds, self.scale = rounds, scale
-        self.root = root                    # the systems' directories: their page cache dropped before a write run
         self.runs: list[dict] = []          # every run: scenario, case, system, round, figures | error
         self.memory: dict[str, dict] = {}   # cluster shape -> system -> broker -> memory
         self.warmups: list[dict] = []       # the warm-ups' client CPU and bytes (``warm``), not runs
@@ -306,12 +308,13 @@ class Bench:
         return f"{stem}-{self.seq}"
 
     def record(self, scenario: str, case: str, system: System, rnd: int, fn, reads_cache: bool = False) -> dict | None:
-        """One measured run; ``reads_cache``: it reads what earlier runs wrote (scenario 3's
-        consume), so their page cache stays."""
+        """One measured run. Before it, ``system``'s files' page cache is given back, unless the run
+        ``reads_cache``: what earlier runs wrote (scenario 3's consume). Only the system's own:
+        the other's filled topic waits in memory for its consume."""
         entry = {"scenario": scenario, "case": case, "system": system.name, "round": rnd}
         os.sync()   # the earlier runs' dirty pages written back now, not during this run (see "What runs")
         if not reads_cache:
-            drop_page_cache(self.root)
+            drop_page_cache(system.dir)
         try:
             entry.update(fn())
         except Exception as e:  # noqa: BLE001 - a failed run is reported, not fatal
@@ -741,10 +744,10 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.scenarios.split(","))
 
     apache_kafka.resolve()
-    root = Path(tempfile.mkdtemp(prefix="odradek-vs-kafka-"))
-    bench = Bench(args.rounds, args.scale, root)
+    bench = Bench(args.rounds, args.scale)
     not_runnable: dict[str, str] = {}
     leftovers: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="odradek-vs-kafka-"))
     try:
         if wanted & {"1", "3", "5"}:
             print("== 1 broker: Kafka (KRaft) and Odradek", flush=True)
