@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,15 +146,28 @@ def diagnose(kube: Kube) -> str:
 
 CORE = ("broker", "controller", "zookeeper")   # whose warnings say what a ready pod went through
 WARNING_MARKS = (" WARNING ", " ERROR ", " - WARN ", " - ERROR ")   # Python's logging, ZooKeeper's log4j
+ISR_MARKS = ("ISR", "the coordinator of", "loaded __")   # INFO lines a stuck group or ISR needs
 PROBE_NOISE = "Unsuccessful handshake with session 0x0"   # ZooKeeper: its TCP readiness probe, every 5 s
 
 
 def _warnings(kube: Kube, pod: str, container: str, tail: int = 40) -> str:
-    """The last ``tail`` warnings and errors of a ready container's last 15 minutes (a session
-    lost and expired, an ISR shrunk) with their timestamps."""
+    """The last ``tail`` kinds of warnings, errors and ISR changes of a ready container's last 15
+    minutes (a session lost and expired, an ISR shrunk), each with its last timestamp and count:
+    one line repeated thousands of times (a rebalance storm) must not hide the rest."""
     try:
         lines = kube.kubectl("logs", "-n", NAMESPACE, pod, "-c", container, "--since=15m").splitlines()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         return str(e)
-    return "\n".join([line for line in lines if any(m in line for m in WARNING_MARKS)
-                      and PROBE_NOISE not in line][-tail:])
+    return "\n".join(collapse([line for line in lines if any(m in line for m in WARNING_MARKS + ISR_MARKS)
+                               and PROBE_NOISE not in line])[-tail:])
+
+
+def collapse(lines: list[str]) -> list[str]:
+    """``lines`` with those differing only in their numbers (timestamps, generations) folded into
+    the last of them, in the order of their last occurrence, with how many there were."""
+    last: dict[str, tuple[int, str]] = {}
+    for line in lines:
+        kind = re.sub(r"\d+", "#", line)
+        count = last.pop(kind, (0, ""))[0]
+        last[kind] = (count + 1, line)
+    return [line if n == 1 else f"{line}  [x{n}]" for n, line in last.values()]

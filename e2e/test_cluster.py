@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -22,8 +23,11 @@ from odradek.client import GatewayClient, GatewayError
 from odradek.dev.waiting import wait_until
 from odradek.verify import History, check
 
+OFFSETS = "__consumer_offsets"
+
 # The first test's setup builds the images and starts the node and the release (minutes).
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1800)]
+
 
 def apply_topic(kube, name: str, partitions: int, replicas: int) -> None:
     kube.kubectl("apply", "-f", "-", input=json.dumps({
@@ -165,6 +169,10 @@ def test_upgrade_from_the_previous_release_loses_nothing(kube, gateway):
             samples.append(broker_images(kube))
             sampling.wait(1)
 
+    # A cluster in use has its groups' topic before it is upgraded. Release N-1's brokers made it
+    # at RF 1 when their controller saw fewer brokers than they did: this release's gateway,
+    # starting mid-roll, joined its registry's group first (a CI run's rebalance storm, docs/groups.md).
+    use_a_group(kube, gateway, "upgrade")
     producer = Producer(gateway, "upgrade", "upgrade")
     producer.start()
     wait_until(lambda: len(producer.acked) >= 1_000, 120, "produce running", 0.5)
@@ -195,6 +203,27 @@ def test_upgrade_from_the_previous_release_loses_nothing(kube, gateway):
     for deployment in ("controller", "gateway"):
         spec = kube.get("deployment", f"{CLUSTER}-{deployment}")["spec"]["template"]["spec"]
         assert spec["containers"][0]["image"] == IMAGE, deployment
+    assert offsets_replicas(kube) == {3}
+
+
+def use_a_group(kube, gateway, topic: str) -> None:
+    """A REST Proxy v2 consumer reads ``topic`` in a group until it has partitions: the brokers
+    make ``__consumer_offsets`` on the way, with a replica on each of the three."""
+    with gateway.client() as gw:
+        http = gw.http
+        v2 = {"content-type": "application/vnd.kafka.v2+json"}
+        group = "e2e-first-group"
+        made = http.post(f"/consumers/{group}", headers=v2, json={"format": "binary", "auto.offset.reset": "earliest"})
+        assert made.status_code == 200, made.text
+        base = f"/consumers/{group}/instances/{made.json()['instance_id']}"
+        try:
+            assert http.post(f"{base}/subscription", headers=v2, json={"topics": [topic]}).status_code == 204
+            wait_until(lambda: http.get(f"{base}/records", params={"timeout": 1000},
+                                        headers={"accept": "application/vnd.kafka.binary.v2+json"}).status_code == 200
+                       and http.get(f"{base}/assignments").json().get("partitions"), 120, f"group {group} assigned", 1)
+        finally:
+            http.delete(base)
+    wait_until(lambda: offsets_replicas(kube) == {3}, 120, f"{OFFSETS} on every broker", 3)
 
 
 def test_topic_resource_creates_the_topic(kube, gateway):
@@ -290,10 +319,25 @@ def replicas_on(gateway, broker: int, topics=("orders", "durable")) -> int:
 def hosted_by(kube, pod: str) -> int:
     """The replicas a broker hosts, internal topics' included (its own partitioncount metric: the
     balancer moves the smallest partitions first, often __consumer_offsets' empty ones)."""
-    script = ("import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9404/metrics').read().decode())")
-    metrics = kube.kubectl("exec", "-n", NAMESPACE, pod, "--", "python3", "-c", script)
-    line = next(x for x in metrics.splitlines() if x.startswith("kafka_server_replicamanager_partitioncount "))
+    line = next(x for x in broker_metrics(kube, pod).splitlines()
+                if x.startswith("kafka_server_replicamanager_partitioncount "))
     return int(float(line.split()[1]))
+
+
+def broker_metrics(kube, pod: str) -> str:
+    script = ("import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9404/metrics').read().decode())")
+    return kube.kubectl("exec", "-n", NAMESPACE, pod, "--", "python3", "-c", script)
+
+
+def offsets_replicas(kube) -> set[int]:
+    """How many brokers hold each of the 50 __consumer_offsets partitions (their log size
+    series; the gateway shows no internal topic); empty until all 50 exist."""
+    holders: Counter = Counter()
+    for pod in pods_ready(kube, BROKERS):
+        for line in broker_metrics(kube, pod["metadata"]["name"]).splitlines():
+            if line.startswith("kafka_log_log_size{") and f'topic="{OFFSETS}"' in line:
+                holders[re.search(r'partition="(\d+)"', line).group(1)] += 1
+    return set(holders.values()) if len(holders) == 50 else set()
 
 
 def auto_rebalance_idle(kube) -> bool:

@@ -316,6 +316,23 @@ def test_config_hash_changes_with_settings_and_image_only():
     assert h != builders.config_hash("c", NS, cluster_spec({**base, "image": "other:1"}))
 
 
+def test_a_cluster_of_fewer_than_three_brokers_gets_every_broker_as_the_coordinators_topic_factors():
+    """The brokers make __consumer_offsets and __transaction_state only once as many brokers are
+    live as their factor (Kafka's 3 by default): a smaller cluster gets its size, unless set."""
+    def configs(brokers: dict) -> dict:
+        args = container(by_kind(planned("c", NS, {"brokers": brokers}), "StatefulSet", "c-brokers"))["args"]
+        return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--config")
+    factors = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
+    assert {k: configs({"replicas": 1})[k] for k in factors} == dict.fromkeys(factors, "1")
+    assert {k: configs({"replicas": 2})[k] for k in factors} == dict.fromkeys(factors, "2")
+    assert not set(factors) & set(configs({"replicas": 3}))
+    given = configs({"replicas": 2, "config": {"offsets.topic.replication.factor": "1"}})
+    assert (given["offsets.topic.replication.factor"], given["transaction.state.log.replication.factor"]) == ("1", "2")
+    # the pods' settings, not the cluster's: no roll when a small cluster grows
+    assert builders.config_hash("c", NS, cluster_spec({"brokers": {"replicas": 1}})) == \
+        builders.config_hash("c", NS, cluster_spec({"brokers": {"replicas": 3}}))
+
+
 def test_broker_replicas_override_for_a_refused_scale_down():
     sts = by_kind(planned("c", NS, {"brokers": {"replicas": 2}}, broker_replicas=4),
                   "StatefulSet", "c-brokers")

@@ -11,7 +11,7 @@ a field with ``setting("key")``: its default and parser come from here, and ``bo
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from odradek.cluster import versions
 from odradek.config.cluster_security import CLUSTER_SECURITY_CONFIGS
@@ -121,7 +121,7 @@ GROUP_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("group.max.session.timeout.ms", integer(0, INT_MAX), "1800000", "largest session timeout a member may ask"),
     ConfigKey("offsets.topic.num.partitions", integer(1, INT_MAX), "50", "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", integer(1, 32767), "3",
-              "replication factor of __consumer_offsets (capped at the live brokers)"),
+              "replication factor of __consumer_offsets (created once this many brokers are live)"),
     ConfigKey("offsets.retention.minutes", integer(0, INT_MAX), "10080",
               "an empty group's committed offsets are dropped after this long"),
     ConfigKey("offsets.retention.check.interval.ms", integer(0, LONG_MAX), "600000",
@@ -137,6 +137,18 @@ GROUP_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("offset.metadata.max.bytes", integer(0, INT_MAX), "4096", "largest metadata string of a commit"),
     *TXN_CONFIGS.values(),  # the transaction coordinator's (odradek.config.transactions)
 )
+
+# The coordinators' topics' factors (Kafka's default 3): a broker creates a topic once that many
+# brokers are live, so a cluster of fewer brokers must set them (Kafka's quickstart sets 1).
+INTERNAL_TOPIC_FACTORS = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
+
+
+def small_cluster_settings(brokers: int, given: Iterable[str]) -> dict[str, str]:
+    """The coordinators' topic factors a cluster of ``brokers`` (fewer than 3) gets when its
+    settings (``given``: their keys) leave them out: every broker. None for 3 or more."""
+    given = set(given)
+    return {key: str(brokers) for key in INTERNAL_TOPIC_FACTORS if 0 < brokers < 3 and key not in given}
+
 
 _BOUND = "odradek.config"  # dataclass field metadata: (ConfigKey, scale)
 

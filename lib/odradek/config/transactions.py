@@ -12,7 +12,7 @@ TXN_CONFIGS: dict[str, ConfigKey] = registry(
     ConfigKey("transaction.state.log.num.partitions", integer(1, INT_MAX), "50",
               "partitions of __transaction_state (should not change after deployment)"),
     ConfigKey("transaction.state.log.replication.factor", integer(1, 32767), "3",
-              "replication factor of __transaction_state (capped at the live brokers)"),
+              "replication factor of __transaction_state (created once this many brokers are live)"),
     ConfigKey("transaction.state.log.min.isr", integer(1, INT_MAX), "2",
               "min.insync.replicas of __transaction_state (capped at its replication factor)"),
     ConfigKey("transaction.state.log.segment.bytes", integer(1, INT_MAX), "104857600",

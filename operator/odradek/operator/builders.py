@@ -35,6 +35,7 @@ import shlex
 from typing import Any, Mapping
 
 from odradek.cluster import control_plane
+from odradek.config.broker import small_cluster_settings
 from odradek.operator import listeners as listener_specs
 from odradek.operator import gateway_security, pod_security, revisions, tiered_storage, zookeeper
 from odradek.operator.security import PodSecurity, SecurityPlan
@@ -336,7 +337,8 @@ def _broker_pod(cluster: str, spec: ClusterSpec, security: SecurityPlan) -> dict
             "--internal-listen", f"0.0.0.0:{BROKER_INTERNAL_PORT}",
             "--internal-advertised", f"{host}:{BROKER_INTERNAL_PORT}",
             "--config", f"metrics.port={METRICS_PORT}"]
-    for key, value in spec.brokers.config.items():
+    config = {**small_cluster_settings(spec.brokers.replicas, spec.brokers.config), **spec.brokers.config}
+    for key, value in config.items():
         args += ["--config", f"{key}={value}"]
     env = [{"name": "BROKER_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
            *_config_env(cluster)]

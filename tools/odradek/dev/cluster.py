@@ -25,6 +25,7 @@ from odradek import extras, metrics_http
 from odradek.cluster import control_plane
 from odradek.cluster.control_plane_http import send_blocking
 from odradek.cluster.control_plane_tls import ControlPlaneTls, scheme
+from odradek.config.broker import small_cluster_settings
 from odradek.config.cluster_security import CONTROL_PLANE_KEYS, ZOOKEEPER_SECURITY_KEYS
 from odradek.dev import grow, launch, netns, processes, security, tiered, zookeeper
 from odradek.dev.launch import Launched, StartFailed
@@ -48,6 +49,8 @@ def up(args: argparse.Namespace) -> int:
         args.min_insync_replicas = max(1, args.replication_factor - 1)
     if args.min_insync_replicas != 1:  # 1 is Kafka's own default: leave it unset, as Kafka does
         args.config = [f"min.insync.replicas={args.min_insync_replicas}", *args.config]
+    given = (c.partition("=")[0] for c in args.config)
+    args.config = [*(f"{k}={v}" for k, v in small_cluster_settings(args.brokers, given).items()), *args.config]
     if not args.no_gateway and (absent := extras.missing("gateway")):
         # stop before starting anything: a cluster without the gateway the user expects is a trap
         print(extras.advice("gateway", "the dev cluster's HTTP gateway", absent)

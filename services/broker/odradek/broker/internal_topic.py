@@ -2,10 +2,14 @@
 controller to create it, and the coordinator's writes to it.
 
 ``InternalTopic.ensure`` is what FindCoordinator calls while the topic is missing: it starts
-one creation task (RF = min(the configured factor, live brokers), RF 1 if the controller
-refuses more, the topic configs given) and starts another only once that one is done and
-``_CREATE_RETRY_S`` has passed. ``InternalTopic.append`` is the coordinator's writer: the
-leader append at acks=all, answered once the high watermark passes the batch.
+one creation task (the configured replication factor, the topic configs given) and starts
+another only once that one is done and ``_CREATE_RETRY_S`` has passed. As Kafka's (since
+KAFKA-3959), the topic is not created while fewer brokers are live than its replication
+factor, nor with a lower factor when the controller sees fewer: FindCoordinator answers
+COORDINATOR_NOT_AVAILABLE until enough are (a topic made during a roll with the brokers up then
+kept that factor for ever: at RF 1, below ``min.insync.replicas``, no group could store a
+generation again). ``InternalTopic.append`` is the coordinator's writer: the leader append at
+acks=all, answered once the high watermark passes the batch.
 ``completes_if_cancelled`` guards a coordinator's request whose state change spans an append.
 ``replay`` is how a coordinator loads a partition it comes to lead: every batch from the log
 start to the log end, read in 1 MiB chunks with a yield to the event loop between chunks so
@@ -17,7 +21,6 @@ resign the partition's groups or transactions).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import os
@@ -60,10 +63,12 @@ UNPARSEABLE = (ValueError, KafkaError, struct.error)
 
 class InternalTopic:
     def __init__(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
-                 replicas: ReplicaManager, controller: ControllerClient) -> None:
+                 replicas: ReplicaManager, controller: ControllerClient, factor_key: str) -> None:
         self.name = name
         self.partitions = partitions
         self.replication_factor = replication_factor
+        self.factor_key = factor_key   # the broker setting the factor comes from, for the log
+        self._short_logged: float | None = None   # when _too_few last logged
         self.configs = dict(configs)
         self.replicas = replicas
         self.controller = controller
@@ -90,23 +95,28 @@ class InternalTopic:
         return configs
 
     async def _create(self) -> None:
-        rf = max(1, min(self.replication_factor, len(self.replicas.live_brokers())))
+        rf = self.replication_factor
+        live = len(self.replicas.live_brokers())
+        if live < rf:
+            self._too_few(f"Number of alive brokers '{live}' does not meet the required replication factor "
+                          f"'{rf}' for the {self.name} topic (configured via '{self.factor_key}')")
+            return
         req = cp.CreateTopic(self.name, self.partitions, rf, configs=self._configs(rf))
-        while True:
-            try:
-                await self.controller.call(cp.create_topic(req), timeout=10.0)
-                log.info("asked the controller to create %s (%d partitions, RF %d)", self.name,
-                         req.partitions, req.replication_factor)
-                return
-            except KafkaError as e:
-                if e.code == E.invalid_replication_factor and req.replication_factor > 1:
-                    log.warning("the controller refused %s with RF %d (%s); creating it with RF 1",
-                                self.name, req.replication_factor, e.message)
-                    req = dataclasses.replace(req, replication_factor=1, configs=self._configs(1))
-                    continue
-                if e.code != E.topic_already_exists:
-                    log.warning("creating %s failed: %s", self.name, e.message)
-                return
+        try:
+            await self.controller.call(cp.create_topic(req), timeout=10.0)
+            log.info("asked the controller to create %s (%d partitions, RF %d)", self.name, req.partitions, rf)
+        except KafkaError as e:
+            if e.code == E.invalid_replication_factor:   # the controller sees fewer brokers than we do
+                self._too_few(f"the controller refused {self.name} with RF {rf}: {e.message}")
+            elif e.code != E.topic_already_exists:
+                log.warning("creating %s failed: %s", self.name, e.message)
+
+    def _too_few(self, why: str) -> None:
+        """Kafka's error, once a minute at most: clients retry FindCoordinator every 100 ms or so."""
+        if self._short_logged is None or time.monotonic() - self._short_logged >= 60.0:
+            self._short_logged = time.monotonic()
+            log.error("%s. This error can be ignored if the cluster is starting up and not all brokers are up "
+                      "yet; until enough are, FindCoordinator answers COORDINATOR_NOT_AVAILABLE.", why)
 
     def next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
         """The sequence a coordinator's transactional batch of ``producer_id`` (TxnOffsetCommit)

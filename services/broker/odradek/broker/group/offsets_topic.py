@@ -1,7 +1,7 @@
 """The broker's side of ``__consumer_offsets``: the internal topic (created through the
-controller, compacted, ``offsets.topic.num.partitions``, RF min(``offsets.topic.replication.factor``,
-live brokers)) the group coordinator writes to, and the wiring of the coordinator to who leads
-its partitions. ``group_coordinator`` builds the broker's one ``GroupCoordinator`` and
+controller once as many brokers are live as ``offsets.topic.replication.factor``, compacted,
+``offsets.topic.num.partitions``) the group coordinator writes to, and the wiring of the
+coordinator to who leads its partitions. ``group_coordinator`` builds the broker's one ``GroupCoordinator`` and
 subscribes it to the ReplicaManager's snapshots.
 """
 
@@ -24,7 +24,7 @@ class OffsetsTopic(InternalTopic):
     def __init__(self, config: GroupConfig, replicas: ReplicaManager, controller: ControllerClient) -> None:
         super().__init__(OFFSETS_TOPIC, config.offsets_partitions, config.offsets_replication_factor,
                          {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
-                         replicas, controller)
+                         replicas, controller, "offsets.topic.replication.factor")
         self.config = config
 
 

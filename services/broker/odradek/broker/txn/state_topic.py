@@ -1,6 +1,6 @@
 """The broker's side of ``__transaction_state``: the internal topic (compacted,
-``transaction.state.log.num.partitions``, RF min(``transaction.state.log.replication.factor``,
-live brokers), ``min.insync.replicas`` = ``transaction.state.log.min.isr``) and the wiring of
+``transaction.state.log.num.partitions``, created once as many brokers are live as
+``transaction.state.log.replication.factor``, ``min.insync.replicas`` = ``transaction.state.log.min.isr``) and the wiring of
 the broker's one ``TransactionCoordinator``: its writes go through the topic, its producer
 ids come from the broker's ``ProducerIdManager``, it follows the ReplicaManager's snapshots
 (loading the partitions this broker comes to lead) and its timers run from start-up; the
@@ -31,7 +31,7 @@ class TxnStateTopic(InternalTopic):
         super().__init__(TXN_TOPIC, config.partitions, config.replication_factor, {
             "cleanup.policy": "compact", "segment.bytes": str(config.segment_bytes),
             "min.insync.replicas": str(config.min_isr), "unclean.leader.election.enable": "false",
-            "compression.type": "uncompressed"}, replicas, controller)
+            "compression.type": "uncompressed"}, replicas, controller, "transaction.state.log.replication.factor")
         self.config = config
 
 
