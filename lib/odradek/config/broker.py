@@ -145,7 +145,7 @@ INTERNAL_TOPIC_FACTORS = ("offsets.topic.replication.factor", "transaction.state
 
 def small_cluster_settings(brokers: int, given: Iterable[str]) -> dict[str, str]:
     """The coordinators' topic factors a cluster of ``brokers`` (fewer than 3) gets when its
-    settings (``given``: their keys) leave them out: every broker. None for 3 or more."""
+    settings (``given``: their keys) leave them out: every broker. Nothing for 3 or more."""
     given = set(given)
     return {key: str(brokers) for key in INTERNAL_TOPIC_FACTORS if 0 < brokers < 3 and key not in given}
 
